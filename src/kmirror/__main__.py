@@ -1,0 +1,3 @@
+from kmirror.cli.main import main
+
+raise SystemExit(main())

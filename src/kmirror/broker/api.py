@@ -1,0 +1,95 @@
+"""Handler registration.
+
+A handler module declares what it serves with `@api(...)`; `load_handlers()` imports every
+module of `kmirror.broker.handlers` so adding an API never edits a shared list. A handler is
+`handler(services, ctx, request) -> response | Awaitable[response]` and only translates:
+request -> calls on narrow domain interfaces -> response. Expected outcomes come back from
+the domain as values and become error codes here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kmirror.protocol.codec import RequestHeaderView
+from kmirror.protocol.registry import ApiRegistry, ApiSpec, SchemaLookup, kio_schemas
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    header: RequestHeaderView
+    response_type: type[Any]
+    client_host: str
+    connection_id: int
+    listener: str = "PLAINTEXT"
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+
+Handler = Callable[[Any, RequestContext, Any], Any | Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class HandlerDef:
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+    schemas: SchemaLookup | None
+    response_header_v0: bool
+    advertised: bool
+
+
+_DEFS: dict[int, HandlerDef] = {}
+
+
+def api(
+    api_key: int,
+    name: str,
+    min_version: int,
+    max_version: int,
+    *,
+    schemas: SchemaLookup | None = None,
+    response_header_v0: bool = False,
+    advertised: bool = True,
+) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        _DEFS[api_key] = HandlerDef(
+            api_key, name, min_version, max_version, fn, schemas, response_header_v0, advertised
+        )
+        return fn
+
+    return register
+
+
+def load_handlers() -> list[HandlerDef]:
+    import kmirror.broker.handlers as pkg
+
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        importlib.import_module(f"{pkg.__name__}.{mod.name}")
+    return sorted(_DEFS.values(), key=lambda d: d.api_key)
+
+
+def build_registry(defs: list[HandlerDef] | None = None) -> ApiRegistry:
+    registry = ApiRegistry()
+    for d in defs if defs is not None else load_handlers():
+        registry.register(
+            ApiSpec(
+                api_key=d.api_key,
+                name=d.name,
+                min_version=d.min_version,
+                max_version=d.max_version,
+                handler=d.handler,
+                schemas=d.schemas or kio_schemas(d.api_key),
+                response_header_v0=d.response_header_v0,
+                advertised=d.advertised,
+            )
+        )
+    return registry

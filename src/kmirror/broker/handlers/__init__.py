@@ -1,0 +1,1 @@
+"""One module per Kafka API. Every module here is imported by `kmirror.broker.api.load_handlers`."""

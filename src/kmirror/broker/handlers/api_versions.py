@@ -1,0 +1,68 @@
+"""ApiVersions (key 18): advertises exactly what the registry serves (KIP-511 response header v0)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.protocol.entities import build, nested
+from kmirror.protocol.registry import ApiRegistry
+
+# Feature levels this node can run (KRaft `SupportedFeatureKey`).
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {"metadata.version": (1, 27), "mirror.version": (0, 1)}
+
+
+def unsupported_version_response(registry: ApiRegistry) -> ApiVersionsResponseV0:
+    """The v0 body Kafka sends when the client's ApiVersions version is too new (error 35)."""
+    return ApiVersionsResponseV0(
+        error_code=ErrorCode.unsupported_version,
+        api_keys=tuple(
+            ApiVersionV0(api_key=i16(s.api_key), min_version=i16(s.min_version), max_version=i16(s.max_version))
+            for s in registry
+            if s.advertised
+        ),
+    )
+
+
+@api(18, "ApiVersions", 0, 4, response_header_v0=True)
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rt = ctx.response_type
+    ApiVersion = nested(rt, "ApiVersion")
+    keys = tuple(
+        ApiVersion(api_key=i16(s.api_key), min_version=i16(s.min_version), max_version=i16(s.max_version))
+        for s in services.registry
+        if s.advertised
+    )
+    extra: dict[str, Any] = {}
+    if ctx.api_version >= 3:
+        Supported = nested(rt, "SupportedFeatureKey")
+        Finalized = nested(rt, "FinalizedFeatureKey")
+        extra["supported_features"] = tuple(
+            Supported(name=n, min_version=i16(lo), max_version=i16(hi)) for n, (lo, hi) in SUPPORTED_FEATURES.items()
+        )
+        features, epoch = _finalized_features(services)
+        extra["finalized_features_epoch"] = epoch
+        extra["finalized_features"] = tuple(
+            Finalized(name=n, max_version_level=i16(v), min_version_level=i16(v)) for n, v in features.items() if v > 0
+        )
+    return build(rt, error_code=ErrorCode.none, api_keys=keys, throttle_time=_zero_ms(), **extra)
+
+
+def _finalized_features(services: BrokerServices) -> tuple[dict[str, int], int]:
+    metadata = services.metadata
+    if metadata is None:
+        return {}, -1
+    image = metadata.image
+    return dict(image.features), image.offset
+
+
+def _zero_ms() -> Any:
+    import datetime
+
+    return datetime.timedelta(0)

@@ -1,0 +1,91 @@
+"""Request decoding and response encoding on top of kio (sans-IO).
+
+Request header v1 (non-flexible requests) or v2 (flexible); response header v0 or v1.
+A request whose API key or version the registry does not serve is reported as
+`UnsupportedRequest`; the caller answers ApiVersions with a v0 body carrying error 35
+(UNSUPPORTED_VERSION) and closes the connection for anything else, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32
+
+from kmirror.protocol.registry import ApiRegistry, ApiSpec
+
+_PEEK = struct.Struct(">hhi")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeaderView:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedRequest:
+    header: RequestHeaderView
+    spec: ApiSpec
+    body: Any
+
+
+@dataclass(frozen=True, slots=True)
+class UnsupportedRequest:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    known_api: bool
+
+
+class MalformedRequest(Exception):
+    """The frame cannot be parsed as the request it claims to be (Kafka: InvalidRequestException)."""
+
+
+def peek(frame: bytes) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) from the fixed prefix of every request header."""
+    if len(frame) < _PEEK.size:
+        raise MalformedRequest(f"request of {len(frame)} bytes is shorter than a header")
+    api_key, api_version, correlation_id = _PEEK.unpack_from(frame, 0)
+    return api_key, api_version, correlation_id
+
+
+def decode_request(registry: ApiRegistry, frame: bytes) -> DecodedRequest | UnsupportedRequest:
+    api_key, api_version, correlation_id = peek(frame)
+    spec = registry.get(api_key)
+    if spec is None or not spec.supports(api_version):
+        return UnsupportedRequest(api_key, api_version, correlation_id, spec is not None)
+    request_type = spec.request_type(api_version)
+    header_type = request_type.__header_schema__
+    try:
+        header, offset = entity_reader(header_type)(frame, 0)
+        body, end = entity_reader(request_type)(frame, offset)
+    except Exception as exc:  # kio raises a variety of decode errors on garbage
+        raise MalformedRequest(f"cannot decode api_key={api_key} v{api_version}: {exc}") from exc
+    if end != len(frame):
+        raise MalformedRequest(f"api_key={api_key} v{api_version}: {len(frame) - end} trailing bytes")
+    return DecodedRequest(
+        RequestHeaderView(api_key, api_version, correlation_id, getattr(header, "client_id", None)),
+        spec,
+        body,
+    )
+
+
+def encode_response(spec: ApiSpec, api_version: int, correlation_id: int, response: Any) -> bytes:
+    """The response payload (without the size prefix)."""
+    buf = io.BytesIO()
+    response_type = type(response)
+    if spec.response_header_v0 or not response_type.__flexible__:
+        entity_writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=i32(correlation_id)))
+    else:
+        entity_writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=i32(correlation_id)))
+    entity_writer(response_type)(buf, response)
+    return buf.getvalue()

@@ -1,0 +1,1 @@
+"""The only layer that touches sockets, files, clocks and asyncio."""
