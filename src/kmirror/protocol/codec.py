@@ -66,12 +66,14 @@ def decode_request(registry: ApiRegistry, frame: bytes) -> DecodedRequest | Unsu
     request_type = spec.request_type(api_version)
     header_type = request_type.__header_schema__
     try:
-        header, offset = entity_reader(header_type)(frame, 0)
-        body, end = entity_reader(request_type)(frame, offset)
+        # kio readers return (entity, bytes consumed)
+        header, header_size = entity_reader(header_type)(frame, 0)
+        body, body_size = entity_reader(request_type)(frame, header_size)
     except Exception as exc:  # kio raises a variety of decode errors on garbage
         raise MalformedRequest(f"cannot decode api_key={api_key} v{api_version}: {exc}") from exc
-    if end != len(frame):
-        raise MalformedRequest(f"api_key={api_key} v{api_version}: {len(frame) - end} trailing bytes")
+    if header_size + body_size != len(frame):
+        trailing = len(frame) - header_size - body_size
+        raise MalformedRequest(f"api_key={api_key} v{api_version}: {trailing} trailing bytes")
     return DecodedRequest(
         RequestHeaderView(api_key, api_version, correlation_id, getattr(header, "client_id", None)),
         spec,

@@ -1,0 +1,181 @@
+"""Local clusters for development and tests: `kmirror cluster up/down`.
+
+Each node runs as its own `kmirror server start` process, detached from the caller, with
+its `server.properties`, log and pid file under DIR. `up` returns once every broker answers
+ApiVersions on 127.0.0.1:(port + i - 1); `down` stops them with SIGTERM (controlled
+shutdown), then SIGKILL after a grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 20.0
+
+
+class ClusterError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    node_id: int
+    port: int
+    controller_port: int
+    dir: Path
+
+    @property
+    def config_path(self) -> Path:
+        return self.dir / "server.properties"
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "server.log"
+
+
+def pid_path(base: Path, node_id: int) -> Path:
+    return base / f"node-{node_id}.pid"
+
+
+def layout(base: Path, nodes: int, port: int) -> list[NodeLayout]:
+    return [
+        NodeLayout(node_id=i, port=port + i - 1, controller_port=port + 100 + i - 1, dir=base / f"node-{i}")
+        for i in range(1, nodes + 1)
+    ]
+
+
+def server_properties(node: NodeLayout, extra: dict[str, str]) -> str:
+    props = {
+        "node.id": str(node.node_id),
+        "process.roles": "broker,controller",
+        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": f"{node.node_id}@127.0.0.1:{node.controller_port}",
+        "log.dirs": str(node.dir / "data"),
+    }
+    props.update(extra)
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def api_versions_ok(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    """True when a Kafka listener answers an ApiVersions v0 request."""
+    request = struct.pack(">hhih", 18, 0, 1, -1)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(struct.pack(">i", len(request)) + request)
+            head = _recv_exact(sock, 4)
+            (size,) = struct.unpack(">i", head)
+            body = _recv_exact(sock, size)
+            (correlation_id, error_code) = struct.unpack_from(">ih", body, 0)
+            return correlation_id == 1 and error_code == 0
+    except OSError:
+        return False
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def up(base: Path, nodes: int, port: int, extra: dict[str, str] | None = None) -> list[NodeLayout]:
+    base.mkdir(parents=True, exist_ok=True)
+    started: list[tuple[NodeLayout, subprocess.Popen[bytes]]] = []
+    nodes_layout = layout(base, nodes, port)
+    for node in nodes_layout:
+        pid_file = pid_path(base, node.node_id)
+        if pid_file.exists() and _alive(int(pid_file.read_text().strip() or 0)):
+            raise ClusterError(f"node {node.node_id} already running (pid file {pid_file})")
+        node.dir.mkdir(parents=True, exist_ok=True)
+        node.config_path.write_text(server_properties(node, extra or {}))
+        with open(node.log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "kmirror", "server", "start", "--config", str(node.config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        pid_file.write_text(f"{proc.pid}\n")
+        started.append((node, proc))
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    for node, proc in started:
+        while not api_versions_ok("127.0.0.1", node.port):
+            if proc.poll() is not None:
+                raise ClusterError(f"node {node.node_id} exited with {proc.returncode}: {_tail(node.log_path)}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"node {node.node_id} not serving on port {node.port} after {READY_TIMEOUT_S:.0f}s")
+            time.sleep(0.1)
+    return nodes_layout
+
+
+def down(base: Path) -> list[int]:
+    """Stops every node with a pid file in `base`; returns the node ids stopped."""
+    stopped = []
+    for pid_file in sorted(base.glob("node-*.pid")):
+        node_id = int(pid_file.stem.split("-", 1)[1])
+        text = pid_file.read_text().strip()
+        if text and _alive(int(text)):
+            stop_pid(int(text))
+        pid_file.unlink(missing_ok=True)
+        stopped.append(node_id)
+    return stopped
+
+
+def stop_pid(pid: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)  # reap if it is our child
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return True
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

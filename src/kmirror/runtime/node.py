@@ -1,0 +1,142 @@
+"""Node composition: builds one kmirror node from its ServerConfig and runs it.
+
+Start order (each step durable before the next is visible to clients):
+1. metadata: read (or format) the metadata log and replay it into the image;
+2. logs: load and recover every partition directory under `log.dirs`;
+3. replica manager follows the image (creates, updates, deletes partitions);
+4. group coordinator loads the `__consumer_offsets` partitions this node leads;
+5. listeners open. Stop runs the reverse order and checkpoints the logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import signal
+import time
+from typing import Any
+
+from kmirror.broker.api import build_registry
+from kmirror.broker.services import BrokerServices
+from kmirror.config.server import ServerConfig
+from kmirror.coordinator.offsets.log_adapter import ReplicaManagerCoordinatorLog
+from kmirror.coordinator.runtime import GroupCoordinatorService
+from kmirror.log.config import LogConfig
+from kmirror.log.log_manager import LogManager
+from kmirror.metadata.service import MetadataService
+from kmirror.replication.replica_manager import ReplicaManager
+from kmirror.runtime.metadata_log import FileMetadataLogStore
+from kmirror.runtime.os_fs import OsFileSystem
+from kmirror.runtime.server import KafkaServer
+
+log = logging.getLogger("kmirror.node")
+
+CONSUMER_OFFSETS = "__consumer_offsets"
+RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60_000
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def monotonic_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
+
+
+class Node:
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.clock = SystemClock()
+        self._servers: list[KafkaServer] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self.ports: dict[str, int] = {}
+        self.metadata: Any = None
+        self.log_manager: Any = None
+        self.replica_manager: Any = None
+        self.group_coordinator: Any = None
+
+    async def start(self) -> None:
+        cfg = self.config
+        registry = build_registry()
+        self.metadata = MetadataService(cfg, FileMetadataLogStore(cfg.log_dirs[0]), self.clock, random.Random())
+        await self.metadata.start()
+
+        self.log_manager = LogManager(OsFileSystem(), cfg.log_dirs, self.clock, LogConfig.from_server_config(cfg))
+        self.log_manager.load_logs()
+        self.replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg)
+        self.group_coordinator = GroupCoordinatorService(
+            cfg.node_id, cfg, ReplicaManagerCoordinatorLog(self.replica_manager, CONSUMER_OFFSETS), self.clock
+        )
+        await self.group_coordinator.start()
+        self.metadata.subscribe(self._on_metadata_change)
+        self._on_metadata_change(None, self.metadata.image)
+
+        services = BrokerServices(
+            node_id=cfg.node_id,
+            config=cfg,
+            registry=registry,
+            clock=self.clock,
+            metadata=self.metadata,
+            replica_manager=self.replica_manager,
+            group_coordinator=self.group_coordinator,
+        )
+        for listener in cfg.listeners:
+            server = KafkaServer(registry, services, cfg.socket_request_max_bytes)
+            self.ports[listener.name] = await server.start(listener.host, listener.port)
+            self._servers.append(server)
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._every(cfg.log_retention_check_interval_ms, self._retention)))
+        self._tasks.append(loop.create_task(self._every(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, self._checkpoint)))
+        self._tasks.append(loop.create_task(self._every(1000, self._flush)))
+        log.info("node %d serving %s", cfg.node_id, ", ".join(f"{k}={v}" for k, v in self.ports.items()))
+
+    def _on_metadata_change(self, old_image: Any, new_image: Any) -> None:
+        self.replica_manager.apply_image(old_image, new_image)
+        led = self.replica_manager.leader_partitions(CONSUMER_OFFSETS)
+        self.group_coordinator.on_partitions_led(led)
+
+    async def _every(self, interval_ms: int, action: Any) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                action()
+            except Exception:
+                log.exception("background task %s failed", getattr(action, "__name__", action))
+
+    def _retention(self) -> None:
+        self.log_manager.run_retention(self.clock.now_ms())
+
+    def _checkpoint(self) -> None:
+        self.log_manager.checkpoint_recovery_points()
+
+    def _flush(self) -> None:
+        self.log_manager.flush_dirty(self.clock.now_ms())
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            await server.stop()
+        for task in self._tasks:
+            task.cancel()
+        if self.group_coordinator is not None:
+            await self.group_coordinator.stop()
+        if self.log_manager is not None:
+            self.log_manager.close()
+        log.info("node %d stopped", self.config.node_id)
+
+
+async def serve(config: ServerConfig) -> None:
+    node = Node(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await node.start()
+    await stop.wait()
+    await node.stop()
+
+
+def run(config: ServerConfig) -> int:
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    asyncio.run(serve(config))
+    return 0

@@ -1,0 +1,106 @@
+"""The listener on loopback with raw sockets: framing errors close one connection only."""
+
+import asyncio
+import io
+import struct
+
+import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
+
+from kmirror.broker.api import build_registry, load_handlers
+from kmirror.broker.services import BrokerServices
+from kmirror.ports import ManualClock
+from kmirror.runtime.server import KafkaServer
+
+
+def _api_versions(version: int, correlation_id: int) -> bytes:
+    buf = io.BytesIO()
+    entity_writer(RequestHeader)(
+        buf,
+        RequestHeader(
+            request_api_key=i16(18), request_api_version=i16(version), correlation_id=i32(correlation_id), client_id="t"
+        ),
+    )
+    entity_writer(ApiVersionsRequest)(
+        buf, ApiVersionsRequest(client_software_name="t", client_software_version="1")
+    )
+    payload = buf.getvalue()
+    return struct.pack(">i", len(payload)) + payload
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+    (size,) = struct.unpack(">i", await reader.readexactly(4))
+    return await reader.readexactly(size)
+
+
+@pytest.fixture
+def server_port():
+    async def start():
+        defs = [d for d in load_handlers() if d.api_key == 18]
+        registry = build_registry(defs)
+        services = BrokerServices(node_id=1, config=None, registry=registry, clock=ManualClock())
+        server = KafkaServer(registry, services, max_request_bytes=1024 * 1024)
+        port = await server.start("127.0.0.1", 0)
+        return server, port
+
+    return start
+
+
+async def _roundtrip_ok(port: int) -> bool:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(_api_versions(3, 11))
+    frame = await _read_frame(reader)
+    writer.close()
+    (cid,) = struct.unpack_from(">i", frame)
+    resp, _ = entity_reader(ApiVersionsResponse)(frame, 4)
+    return cid == 11 and resp.error_code == 0 and any(k.api_key == 18 for k in resp.api_keys)
+
+
+def test_api_versions_and_unsupported_version(server_port):
+    async def main():
+        server, port = await server_port()
+        assert await _roundtrip_ok(port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(_api_versions(3, 1)[:4] + b"")  # nothing harmful: incomplete frame
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        frame = bytearray(_api_versions(3, 7))
+        frame[7] = 99  # version 99
+        writer.write(bytes(frame))
+        out = await _read_frame(reader)
+        cid, error_code, n = struct.unpack_from(">ihi", out)
+        assert (cid, error_code) == (7, 35) and n >= 1
+        writer.close()
+        await server.stop()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        struct.pack(">i", 2**31 - 1) + b"x" * 16,  # huge size prefix
+        struct.pack(">i", -5),
+        struct.pack(">i", 10) + struct.pack(">hhi", 4242, 0, 1) + b"zz",  # unknown API key
+        struct.pack(">i", 3) + b"abc",  # shorter than a header
+        struct.pack(">i", 30) + bytes(range(30)),  # random bytes, ApiVersions-shaped junk
+    ],
+)
+def test_bad_input_closes_only_that_connection(server_port, garbage):
+    async def main():
+        server, port = await server_port()
+        good_reader, good_writer = await asyncio.open_connection("127.0.0.1", port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(garbage)
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the server
+        good_writer.write(_api_versions(3, 2))
+        assert struct.unpack_from(">i", await _read_frame(good_reader))[0] == 2
+        assert await _roundtrip_ok(port)
+        good_writer.close()
+        await server.stop()
+
+    asyncio.run(main())
