@@ -1,0 +1,213 @@
+"""An asyncio connection to one Kafka broker (the I/O shell around `ClientProtocol`).
+
+`BrokerConnection.connect()` opens the socket and negotiates versions with ApiVersions
+(v3, retried with the broker's highest if it answers UNSUPPORTED_VERSION, as Kafka's
+NetworkClient does). `send()` pipelines: several requests may be in flight, responses are
+matched by correlation id. A request that times out closes the connection, because the
+responses still due on it can no longer be matched reliably (Kafka's NetworkClient does
+the same on `request.timeout.ms`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+
+from kmirror.client.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+)
+from kmirror.client.protocol import (
+    API_VERSIONS_KEY,
+    CLIENT_MAX_VERSIONS,
+    ClientProtocol,
+    Response,
+    choose_version,
+    kio_versions,
+)
+from kmirror.protocol.entities import build
+
+CLIENT_SOFTWARE_NAME = "kmirror"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+
+
+class BrokerConnection:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "kmirror",
+        request_timeout_ms: int = 30_000,
+        connect_timeout_ms: int = 10_000,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.request_timeout_ms = request_timeout_ms
+        self.connect_timeout_ms = connect_timeout_ms
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._protocol = ClientProtocol(client_id)
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: dict[int, asyncio.Future[Response]] = {}
+        self._read_task: asyncio.Task[None] | None = None
+        self._closed_error: Exception | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and self._closed_error is None
+
+    async def connect(self) -> None:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self.connect_timeout_ms / 1000
+            )
+        except TimeoutError:
+            raise KafkaConnectionError(f"connection to {self.address} timed out") from None
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            raise KafkaConnectionError(f"cannot connect to {self.address}: {reason}") from None
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        await self._negotiate()
+
+    async def _negotiate(self) -> None:
+        version = min(CLIENT_MAX_VERSIONS[API_VERSIONS_KEY], max(kio_versions(API_VERSIONS_KEY)))
+        for _ in range(2):
+            request = build(
+                load_request_schema(API_VERSIONS_KEY, version),
+                client_software_name=CLIENT_SOFTWARE_NAME,
+                client_software_version=CLIENT_SOFTWARE_VERSION,
+            )
+            response = await self.send(request)
+            ranges = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+            if response.error_code == ErrorCode.unsupported_version and API_VERSIONS_KEY in ranges:
+                retry = choose_version(API_VERSIONS_KEY, ranges)
+                if retry is None or retry == version:
+                    break
+                version = retry
+                continue
+            if response.error_code:
+                raise KafkaError(response.error_code, context=f"ApiVersions from {self.address}")
+            self.api_versions = ranges
+            return
+        await self.close()
+        raise KafkaProtocolError(f"{self.address}: no ApiVersions version in common")
+
+    def version(self, api_key: int) -> int:
+        """The negotiated version for `api_key`; KafkaProtocolError if the broker lacks it."""
+        v = choose_version(api_key, self.api_versions)
+        if v is None:
+            raise KafkaProtocolError(f"{self.address} does not support API key {api_key} in a version this client speaks")
+        return v
+
+    def request_type(self, api_key: int) -> type[Any]:
+        return load_request_schema(api_key, self.version(api_key))
+
+    def build_request(self, api_key: int, **fields: Any) -> Any:
+        """A request of the negotiated version; fields that version lacks are dropped."""
+        return build(self.request_type(api_key), **fields)
+
+    async def send(self, request: Any, *, expect_response: bool = True, timeout_ms: int | None = None) -> Any:
+        """Send a kio request entity and return the decoded response body (None if not expected)."""
+        if self._writer is None or self._closed_error is not None:
+            raise KafkaConnectionError(f"connection to {self.address} is closed")
+        correlation_id, data = self._protocol.send(request, expect_response)
+        future: asyncio.Future[Response] | None = None
+        if expect_response:
+            future = asyncio.get_running_loop().create_future()
+            self._pending[correlation_id] = future
+        try:
+            self._writer.write(data)
+            await self._writer.drain()
+        except OSError as exc:
+            self._fail(KafkaConnectionError(f"connection to {self.address} lost: {exc}"))
+        if future is None:
+            return None
+        timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
+        try:
+            response = await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            name = type(request).__name__
+            self._fail(KafkaTimeoutError(f"{name} to {self.address} timed out after {int(timeout * 1000)} ms"))
+            response = await future  # raises the timeout error set by _fail
+        return response.body
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        try:
+            while True:
+                data = await self._reader.read(1 << 20)
+                if not data:
+                    self._fail(KafkaConnectionError(f"connection to {self.address} closed by the broker"))
+                    return
+                for response in self._protocol.receive(data):
+                    future = self._pending.pop(response.correlation_id, None)
+                    if future is not None and not future.done():
+                        future.set_result(response)
+        except KafkaProtocolError as exc:
+            self._fail(KafkaProtocolError(f"{self.address}: {exc}"))
+        except OSError as exc:
+            self._fail(KafkaConnectionError(f"connection to {self.address} lost: {exc}"))
+        except asyncio.CancelledError:
+            pass
+
+    def _fail(self, error: Exception) -> None:
+        if self._closed_error is None:
+            self._closed_error = error
+        self._protocol.fail_all()
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+        if self._writer is not None:
+            self._writer.close()
+        if self._read_task is not None and self._read_task is not asyncio.current_task():
+            self._read_task.cancel()
+
+    async def close(self) -> None:
+        self._fail(KafkaConnectionError(f"connection to {self.address} is closed"))
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                await self._writer.wait_closed()
+        if self._read_task is not None:
+            with contextlib.suppress(BaseException):
+                await self._read_task
+
+    async def __aenter__(self) -> BrokerConnection:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+async def connect(host: str, port: int, **kwargs: Any) -> BrokerConnection:
+    conn = BrokerConnection(host, port, **kwargs)
+    await conn.connect()
+    return conn
+
+
+def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
+    """`host:port[,host:port...]` -> addresses; KafkaConnectionError on a malformed entry."""
+    out: list[tuple[str, int]] = []
+    for item in servers.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise KafkaConnectionError(f"invalid bootstrap server {item!r} (expected HOST:PORT)")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise KafkaConnectionError("no bootstrap server given")
+    return out

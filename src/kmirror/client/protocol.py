@@ -1,0 +1,202 @@
+"""The client side of the Kafka wire protocol, sans-IO.
+
+`ClientProtocol` turns requests into frames and frames back into responses: it assigns
+correlation ids, writes request header v1 (non-flexible request) or v2 (flexible), and
+reads response header v0 or v1 (ApiVersions is always answered with header v0, KIP-511).
+Several requests may be in flight; Kafka answers one connection in order, and a response
+whose correlation id is not the oldest in flight is a protocol error.
+
+Version choice: for each API the client uses the highest version that the broker
+advertises, that kio has a schema for, and that the client caps (`CLIENT_MAX_VERSIONS`:
+versions whose semantics this client implements).
+"""
+
+from __future__ import annotations
+
+import io
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.schema.index import api_key_map, schema_name_map
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+from kio.static.primitive import i16, i32
+
+from kmirror.client.errors import KafkaProtocolError
+from kmirror.protocol.framing import FrameDecoder
+
+API_VERSIONS_KEY = 18
+
+# Highest version of each API whose semantics this client implements. Fetch stays at 12
+# (topic names; v13+ addresses topics by id), ListOffsets and Metadata are safe at any
+# version kio knows because `entities.build` drops fields a version lacks.
+CLIENT_MAX_VERSIONS: dict[int, int] = {
+    0: 9,  # Produce (v10+ adds fields we do not need; v9 is what kafka-python sends)
+    1: 12,  # Fetch
+    2: 7,  # ListOffsets
+    3: 12,  # Metadata
+    18: 3,  # ApiVersions
+    19: 7,  # CreateTopics
+    20: 6,  # DeleteTopics (v6 adds topic ids)
+    21: 2,  # DeleteRecords
+    32: 4,  # DescribeConfigs
+    33: 2,  # AlterConfigs
+    35: 4,  # DescribeLogDirs
+    37: 3,  # CreatePartitions
+    44: 1,  # IncrementalAlterConfigs
+    60: 1,  # DescribeCluster
+}
+
+
+@cache
+def kio_versions(api_key: int) -> tuple[int, ...]:
+    """Versions of `api_key` that kio has request and response schemas for, ascending."""
+    name = api_key_map.get(api_key)
+    if name is None:
+        return ()
+    versions = schema_name_map.get(name, {})
+    return tuple(
+        sorted(v for v, kinds in versions.items() if EntityType.request in kinds and EntityType.response in kinds)
+    )
+
+
+def choose_version(
+    api_key: int,
+    broker_versions: Mapping[int, tuple[int, int]],
+    client_max: Mapping[int, int] = CLIENT_MAX_VERSIONS,
+) -> int | None:
+    """The highest version of `api_key` both sides support, or None if there is none."""
+    broker = broker_versions.get(api_key)
+    if broker is None:
+        return None
+    low, high = broker
+    cap = client_max.get(api_key)
+    candidates = [v for v in kio_versions(api_key) if low <= v <= high and (cap is None or v <= cap)]
+    return max(candidates) if candidates else None
+
+
+def response_header_type(api_key: int, response_type: type[Any]) -> type[Any]:
+    if api_key == API_VERSIONS_KEY or not response_type.__flexible__:
+        return ResponseHeaderV0
+    return ResponseHeaderV1
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    correlation_id: int
+    api_key: int
+    api_version: int
+    response_type: type[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    correlation_id: int
+    api_key: int
+    api_version: int
+    body: Any
+
+
+def encode_request(request: Any, correlation_id: int, client_id: str | None) -> bytes:
+    """Header then body, without the size prefix."""
+    request_type = type(request)
+    header_type = request_type.__header_schema__
+    header_fields: dict[str, Any] = {
+        "request_api_key": i16(request_type.__api_key__),
+        "request_api_version": i16(request_type.__version__),
+        "correlation_id": i32(correlation_id),
+    }
+    if "client_id" in header_type.__dataclass_fields__:
+        header_fields["client_id"] = client_id
+    buf = io.BytesIO()
+    entity_writer(header_type)(buf, header_type(**header_fields))
+    entity_writer(request_type)(buf, request)
+    return buf.getvalue()
+
+
+def _decode_body(frame: bytes, api_key: int, response_type: type[Any]) -> Any:
+    # kio readers return (entity, bytes consumed)
+    _, header_size = entity_reader(response_header_type(api_key, response_type))(frame, 0)
+    body, body_size = entity_reader(response_type)(frame, header_size)
+    if header_size + body_size != len(frame):
+        raise ValueError(f"{len(frame) - header_size - body_size} trailing bytes")
+    return body
+
+
+class ClientProtocol:
+    """Frames out, responses in, for one connection. No I/O."""
+
+    def __init__(self, client_id: str | None = "kmirror", max_frame_bytes: int = 256 * 1024 * 1024) -> None:
+        self.client_id = client_id
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._in_flight: deque[InFlight] = deque()
+        self._next_correlation_id = 0
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def send(self, request: Any, expect_response: bool = True) -> tuple[int, bytes]:
+        """(correlation_id, size-prefixed frame) for `request`, a kio request entity of one version.
+
+        `expect_response=False` is for Produce with acks=0, which the broker never answers.
+        """
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        request_type = type(request)
+        api_key = int(request_type.__api_key__)
+        api_version = int(request_type.__version__)
+        payload = encode_request(request, correlation_id, self.client_id)
+        if expect_response:
+            response_type = load_response_schema(api_key, api_version)
+            self._in_flight.append(InFlight(correlation_id, api_key, api_version, response_type))
+        return correlation_id, len(payload).to_bytes(4, "big", signed=True) + payload
+
+    def receive(self, data: bytes | bytearray | memoryview) -> list[Response]:
+        """Every response completed by `data`, in order. Raises `KafkaProtocolError`."""
+        try:
+            frames = self._decoder.feed(data)
+        except Exception as exc:
+            raise KafkaProtocolError(f"bad response frame: {exc}") from exc
+        return [self._decode(f) for f in frames]
+
+    def _decode(self, frame: bytes) -> Response:
+        if len(frame) < 4:
+            raise KafkaProtocolError(f"response of {len(frame)} bytes is shorter than a header")
+        correlation_id = int.from_bytes(frame[:4], "big", signed=True)
+        if not self._in_flight:
+            raise KafkaProtocolError(f"unexpected response with correlation id {correlation_id}")
+        expected = self._in_flight.popleft()
+        if correlation_id != expected.correlation_id:
+            raise KafkaProtocolError(
+                f"correlation id {correlation_id} does not match the oldest request in flight "
+                f"({expected.correlation_id})"
+            )
+        try:
+            body = _decode_body(frame, expected.api_key, expected.response_type)
+            version = expected.api_version
+        except Exception as exc:
+            if expected.api_key != API_VERSIONS_KEY or expected.api_version == 0:
+                raise KafkaProtocolError(
+                    f"cannot decode response to api_key={expected.api_key} v{expected.api_version}: {exc}"
+                ) from exc
+            # A broker that does not know our ApiVersions version answers with a v0 body
+            # carrying UNSUPPORTED_VERSION and its ranges (KIP-511); the caller retries.
+            try:
+                body = _decode_body(frame, API_VERSIONS_KEY, load_response_schema(API_VERSIONS_KEY, 0))
+            except Exception:
+                raise KafkaProtocolError(f"cannot decode ApiVersions response: {exc}") from exc
+            version = 0
+        return Response(correlation_id, expected.api_key, version, body)
+
+    def fail_all(self) -> list[int]:
+        """Forget every request in flight (the connection is gone); their correlation ids."""
+        ids = [f.correlation_id for f in self._in_flight]
+        self._in_flight.clear()
+        return ids
