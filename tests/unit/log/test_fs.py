@@ -1,0 +1,78 @@
+import pytest
+
+from kmirror.runtime.os_fs import OsFileSystem
+from kmirror.testing.memory_fs import MemoryFileSystem
+
+
+@pytest.fixture(params=["memory", "os"])
+def fs_root(request, tmp_path):
+    if request.param == "memory":
+        fs = MemoryFileSystem()
+        fs.mkdirs("/data")
+        return fs, "/data"
+    fs = OsFileSystem()
+    yield_root = str(tmp_path)
+    return fs, yield_root
+
+
+def test_append_read_truncate_rename_delete(fs_root):
+    fs, root = fs_root
+    path = f"{root}/a.log"
+    assert fs.append(path, b"hello") == 0
+    assert fs.append(path, memoryview(b" world")) == 5
+    assert fs.size(path) == 11
+    assert fs.read(path, 6, 100) == b"world"
+    assert fs.read_range(path, 0, 5) == b"hello"
+    fs.truncate(path, 5)
+    assert fs.read(path, 0, 100) == b"hello"
+    assert fs.append(path, b"!") == 5
+    fs.fsync(path)
+    fs.mkdirs(f"{root}/sub/dir")
+    fs.rename(path, f"{root}/sub/b.log")
+    assert not fs.exists(path)
+    assert fs.read(f"{root}/sub/b.log", 0, 10) == b"hello!"
+    assert fs.listdir(root) == ["sub"]
+    assert fs.listdir(f"{root}/sub") == ["b.log", "dir"]
+    assert fs.is_dir(f"{root}/sub") and not fs.is_dir(f"{root}/sub/b.log")
+    fs.write_file(f"{root}/sub/c", b"x")
+    fs.delete(f"{root}/sub")
+    assert not fs.exists(f"{root}/sub/b.log") and not fs.exists(f"{root}/sub")
+    fs.delete(f"{root}/missing")
+
+
+def test_rename_directory_moves_contents(fs_root):
+    fs, root = fs_root
+    fs.mkdirs(f"{root}/t-0")
+    fs.append(f"{root}/t-0/x", b"1")
+    fs.rename(f"{root}/t-0", f"{root}/t-0.abc-delete")
+    assert fs.read(f"{root}/t-0.abc-delete/x", 0, 1) == b"1"
+    assert not fs.exists(f"{root}/t-0")
+
+
+def test_memory_crash_loses_unflushed_only():
+    fs = MemoryFileSystem()
+    fs.mkdirs("/d")
+    fs.append("/d/f", b"durable")
+    fs.fsync("/d/f")
+    fs.append("/d/f", b"-lost")
+    fs.append("/d/g", b"never synced")
+    fs.crash()
+    assert fs.read("/d/f", 0, 100) == b"durable"
+    assert fs.exists("/d/g") and fs.size("/d/g") == 0
+
+
+def test_memory_crash_can_tear_the_unflushed_tail():
+    fs = MemoryFileSystem()
+    fs.mkdirs("/d")
+    fs.append("/d/f", b"abc")
+    fs.fsync("/d/f")
+    fs.append("/d/f", b"defgh")
+    assert fs.unflushed_bytes("/d/f") == 5
+    fs.crash(lambda path, n: 2)
+    assert fs.read("/d/f", 0, 100) == b"abcde"
+
+
+def test_memory_missing_parent_is_an_error():
+    fs = MemoryFileSystem()
+    with pytest.raises(FileNotFoundError):
+        fs.append("/nope/f", b"x")
