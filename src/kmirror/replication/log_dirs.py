@@ -1,0 +1,47 @@
+"""DescribeLogDirs: which partitions live in which log dir, their sizes, and the dirs' space."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from kmirror.replication.outcomes import LogDirDescription, LogDirPartition
+from kmirror.types import TopicPartition
+
+
+class DiskUsage(Protocol):
+    """Port: (total_bytes, usable_bytes) of the volume holding `path` (KIP-827)."""
+
+    def usage(self, path: str) -> tuple[int, int]: ...
+
+
+def describe_log_dirs(
+    log_manager: Any,
+    partitions: Mapping[TopicPartition, Any],
+    wanted: Iterable[TopicPartition] | None,
+    disk_usage: DiskUsage | None,
+) -> list[LogDirDescription]:
+    """One description per configured log dir; `wanted` None means every hosted partition.
+
+    Sizes are the log's bytes on disk; this node has no future replicas and no followers
+    to lag behind, so `offset_lag` is 0 and `is_future` false (Kafka `describeLogDirs`).
+    """
+    selected = set(partitions) if wanted is None else {tp for tp in wanted if tp in partitions}
+    dirs: list[str] = [str(d) for d in log_manager.log_dirs]
+    described: dict[str, dict[tuple[str, int], LogDirPartition]] = {d: {} for d in dirs}
+    for tp in sorted(selected):
+        log = partitions[tp].log
+        log_dir = _log_dir_of(log_manager, log, tp, dirs)
+        described.setdefault(log_dir, {})[(tp.topic, tp.partition)] = LogDirPartition(size_bytes=int(log.size_in_bytes))
+    out: list[LogDirDescription] = []
+    for log_dir, entries in described.items():
+        total, usable = disk_usage.usage(log_dir) if disk_usage is not None else (-1, -1)
+        out.append(LogDirDescription(path=log_dir, partitions=entries, total_bytes=total, usable_bytes=usable))
+    return out
+
+
+def _log_dir_of(log_manager: Any, log: Any, tp: TopicPartition, dirs: list[str]) -> str:
+    lookup = getattr(log_manager, "log_dir_of", None)
+    if lookup is not None:
+        return str(lookup(tp))
+    return dirs[0] if dirs else ""

@@ -1,0 +1,82 @@
+"""The part of `kmirror.log.Log` a partition uses, and how its outcomes read as data-plane values.
+
+Declared as a Protocol so `Partition` depends on behaviour, not on the log's module; the
+real `Log` satisfies it, and tests may use the real `Log` over the in-memory file system.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.outcomes import AppendOutcome, PartitionError
+
+
+class PartitionLog(Protocol):
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def last_stable_offset(self) -> int: ...
+
+    def update_high_watermark(self, offset: int) -> Any: ...
+
+    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int) -> Any: ...
+
+    def append_as_follower(self, records: bytes | memoryview) -> Any: ...
+
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int, min_one_message: bool) -> Any: ...
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> Any: ...
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None: ...
+
+    def epoch_for_offset(self, offset: int) -> int | None: ...
+
+    def maybe_increment_log_start_offset(self, offset: int) -> Any: ...
+
+
+def append_outcome(result: Any) -> AppendOutcome | PartitionError:
+    """Read the log's append result (LogAppendInfo or an expected-failure value)."""
+    code = _error_code_of(result)
+    if code is not None:
+        return PartitionError(code, getattr(result, "message", None), _record_errors_of(result))
+    return AppendOutcome(
+        base_offset=int(result.first_offset if hasattr(result, "first_offset") else result.base_offset),
+        last_offset=int(result.last_offset),
+        log_append_time_ms=int(getattr(result, "log_append_time_ms", -1)),
+        log_start_offset=int(getattr(result, "log_start_offset", -1)),
+        duplicate=bool(getattr(result, "duplicate", False)),
+    )
+
+
+def read_outcome(result: Any) -> bytes | memoryview | PartitionError:
+    """Read the log's read result (a records buffer, or an object carrying `records`)."""
+    code = _error_code_of(result)
+    if code is not None:
+        return PartitionError(code, getattr(result, "message", None))
+    if isinstance(result, bytes | bytearray | memoryview):
+        return result if not isinstance(result, bytearray) else bytes(result)
+    records: bytes | memoryview = result.records
+    return records
+
+
+def _error_code_of(result: Any) -> ErrorCode | None:
+    code = getattr(result, "error_code", None)
+    if code is None:
+        code = getattr(result, "error", None)
+    if code is None or isinstance(code, str):
+        return None
+    code = ErrorCode(int(code))
+    return None if code == ErrorCode.none else code
+
+
+def _record_errors_of(result: Any) -> tuple[tuple[int, str | None], ...]:
+    errors = getattr(result, "record_errors", ()) or ()
+    return tuple((int(i), m) for i, m in errors)

@@ -1,0 +1,97 @@
+"""Outcome values of the data plane, mapped to Kafka error codes by the handlers.
+
+Every per-partition operation of `Partition` and `ReplicaManager` returns either its
+result or a `PartitionError`: an expected outcome (not leader, fenced epoch, offset out
+of range...), never an exception. Exceptions are left for broken invariants and disks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kmirror.protocol.errors import ErrorCode
+
+# Isolation levels as sent in Fetch / ListOffsets (KIP-98).
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+# Special ListOffsets timestamps (Kafka `ListOffsetsRequest`).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+NO_TIMESTAMP = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionError:
+    """An expected per-partition failure, carrying the Kafka error code it maps to."""
+
+    code: ErrorCode
+    message: str | None = None
+    # Per-batch errors (ProduceResponse `record_errors`): (batch index, message).
+    record_errors: tuple[tuple[int, str | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AppendOutcome:
+    """What a leader append produced (Kafka `LogAppendInfo`, reduced to what clients see)."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    duplicate: bool = False  # an idempotent retry answered with the original offsets
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOutcome:
+    """One partition's Fetch answer. `records` are the stored bytes, never re-encoded."""
+
+    records: bytes | memoryview
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    log_end_offset: int
+    aborted_transactions: tuple[tuple[int, int], ...] = ()  # (producer_id, first_offset)
+
+    @property
+    def size(self) -> int:
+        return len(self.records)
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampOffset:
+    """ListOffsets answer: the offset found, its timestamp and the epoch it was written in."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEndOffset:
+    """OffsetsForLeaderEpoch answer: the largest epoch <= the requested one, and its end offset."""
+
+    leader_epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirPartition:
+    size_bytes: int
+    offset_lag: int = 0
+    is_future: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """DescribeLogDirs answer for one log dir."""
+
+    path: str
+    partitions: dict[tuple[str, int], LogDirPartition] = field(default_factory=dict)
+    total_bytes: int = -1
+    usable_bytes: int = -1
+    error: ErrorCode = ErrorCode.none

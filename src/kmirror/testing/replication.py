@@ -1,0 +1,158 @@
+"""Small fakes for data-plane tests: a partition log that stores opaque batches, a log
+manager over it, and metadata images shaped like `kmirror.metadata`'s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+from uuid import UUID
+
+from kmirror.types import TopicPartition
+
+
+@dataclass
+class FakeBatch:
+    base_offset: int
+    count: int
+    data: bytes
+    leader_epoch: int
+    max_timestamp: int
+
+
+class FakeLog:
+    """Stores each appended buffer as one batch of `count` records (1 unless told)."""
+
+    def __init__(self, topic_partition: TopicPartition, config: Any = None) -> None:
+        self.topic_partition = topic_partition
+        self.config = config
+        self.batches: list[FakeBatch] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.high_watermark = 0
+        self.last_stable_offset = 0
+        self.next_count = 1
+        self.next_timestamp = 0
+        self.fail_with: Any = None
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(len(b.data) for b in self.batches)
+
+    def update_high_watermark(self, offset: int) -> None:
+        self.high_watermark = offset
+        self.last_stable_offset = offset
+
+    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int) -> Any:
+        if self.fail_with is not None:
+            return self.fail_with
+        base = self.log_end_offset
+        self.batches.append(FakeBatch(base, self.next_count, bytes(records), leader_epoch, self.next_timestamp))
+        self.log_end_offset += self.next_count
+        return SimpleNamespace(
+            first_offset=base,
+            last_offset=self.log_end_offset - 1,
+            log_append_time_ms=-1,
+            log_start_offset=self.log_start_offset,
+        )
+
+    def append_as_follower(self, records: bytes | memoryview) -> Any:
+        raise NotImplementedError
+
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int, min_one_message: bool) -> bytes:
+        out = b""
+        for batch in self.batches:
+            if batch.base_offset + batch.count <= fetch_offset or batch.base_offset >= max_offset:
+                continue
+            if len(out) + len(batch.data) > max_bytes and not (min_one_message and not out):
+                break
+            out += batch.data
+        return out
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> Any:
+        if timestamp == -3:
+            if not self.batches:
+                return None
+            best = max(self.batches, key=lambda b: b.max_timestamp)
+            return SimpleNamespace(timestamp=best.max_timestamp, offset=best.base_offset, leader_epoch=best.leader_epoch)
+        for batch in self.batches:
+            if batch.max_timestamp >= timestamp and batch.base_offset >= self.log_start_offset:
+                return SimpleNamespace(timestamp=batch.max_timestamp, offset=batch.base_offset, leader_epoch=batch.leader_epoch)
+        return None
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None:
+        epochs = sorted({b.leader_epoch for b in self.batches})
+        lower = [e for e in epochs if e <= leader_epoch]
+        if not lower:
+            return None
+        epoch = lower[-1]
+        later = [b.base_offset for b in self.batches if b.leader_epoch > epoch]
+        return epoch, (min(later) if later else self.log_end_offset)
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        for batch in self.batches:
+            if batch.base_offset <= offset < batch.base_offset + batch.count:
+                return batch.leader_epoch
+        return None
+
+    def maybe_increment_log_start_offset(self, offset: int) -> None:
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+
+
+class FakeLogManager:
+    def __init__(self, log_dirs: tuple[str, ...] = ("/data/kafka-logs",)) -> None:
+        self.log_dirs = list(log_dirs)
+        self.logs: dict[TopicPartition, FakeLog] = {}
+        self.deleted: list[TopicPartition] = []
+
+    def get_or_create_log(self, tp: TopicPartition, topic_id: UUID, config: Any) -> FakeLog:
+        log = self.logs.get(tp)
+        if log is None:
+            log = self.logs[tp] = FakeLog(tp, config)
+        return log
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        self.logs.pop(tp, None)
+        self.deleted.append(tp)
+
+
+@dataclass(frozen=True)
+class Registration:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    topic_id: UUID
+    partitions: dict[int, Registration]
+
+
+@dataclass(frozen=True)
+class Image:
+    topics: dict[str, Topic] = field(default_factory=dict)
+    configs: dict[Any, dict[str, str]] = field(default_factory=dict)
+    offset: int = 0
+
+    @property
+    def topics_by_id(self) -> dict[UUID, Topic]:
+        return {t.topic_id: t for t in self.topics.values()}
+
+
+def single_node_image(node_id: int, topics: dict[str, tuple[UUID, int]], leader_epoch: int = 0) -> Image:
+    """Every partition of every topic hosted and led by `node_id`."""
+    return Image(
+        topics={
+            name: Topic(
+                name,
+                topic_id,
+                {p: Registration((node_id,), (node_id,), node_id, leader_epoch) for p in range(count)},
+            )
+            for name, (topic_id, count) in topics.items()
+        }
+    )
