@@ -1,0 +1,80 @@
+"""Codec round-trips and Kafka framing details (xerial snappy, raw snappy, multi-frame zstd)."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+
+import cramjam
+import lz4.frame
+import pytest
+import zstandard
+
+from kmirror.records.batch import CorruptRecordError
+from kmirror.records.compression import (
+    XERIAL_MAGIC,
+    CompressionType,
+    UnsupportedCompressionError,
+    compress,
+    decompress,
+)
+
+DATA = b"".join(b"line %d of some json-ish payload {\"a\": 1}\n" % i for i in range(5000))
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_round_trip(codec: CompressionType) -> None:
+    assert decompress(codec, compress(codec, DATA)) == DATA
+    assert decompress(codec, compress(codec, b"")) == b""
+
+
+@pytest.mark.parametrize("codec", [c for c in CompressionType if c != CompressionType.NONE])
+def test_garbage_and_truncation_are_corrupt(codec: CompressionType) -> None:
+    compressed = compress(codec, DATA)
+    with pytest.raises(CorruptRecordError):
+        decompress(codec, b"definitely not a compressed stream")
+    with pytest.raises(CorruptRecordError):
+        decompress(codec, compressed[:-7])
+
+
+def test_snappy_is_written_with_xerial_framing_in_32k_blocks() -> None:
+    compressed = compress(CompressionType.SNAPPY, DATA)
+    magic, version, compat = struct.unpack_from(">8sii", compressed)
+    assert (magic, version, compat) == (XERIAL_MAGIC, 1, 1)
+    (first_block_len,) = struct.unpack_from(">i", compressed, 16)
+    first = bytes(cramjam.snappy.decompress_raw(compressed[20:20 + first_block_len]))
+    assert first == DATA[:32 * 1024]
+
+
+def test_raw_snappy_from_librdkafka_is_accepted() -> None:
+    raw = bytes(cramjam.snappy.compress_raw(DATA))
+    assert decompress(CompressionType.SNAPPY, raw) == DATA
+
+
+def test_foreign_gzip_lz4_zstd_streams_are_accepted() -> None:
+    assert decompress(CompressionType.GZIP, gzip.compress(DATA, 9)) == DATA
+    assert decompress(CompressionType.LZ4, lz4.frame.compress(DATA, content_checksum=True)) == DATA
+    no_size = zstandard.ZstdCompressor(write_content_size=False).compress(DATA)
+    assert decompress(CompressionType.ZSTD, no_size) == DATA
+    assert decompress(CompressionType.ZSTD, no_size + no_size) == DATA + DATA
+
+
+def test_lz4_frame_has_no_content_size_like_kafka() -> None:
+    info = lz4.frame.get_frame_info(compress(CompressionType.LZ4, DATA))
+    assert info["content_size"] == 0
+    assert info["block_linked"] is False
+
+
+def test_unknown_codec() -> None:
+    with pytest.raises(UnsupportedCompressionError):
+        decompress(5, b"x")
+    with pytest.raises(UnsupportedCompressionError):
+        compress(7, b"x")
+
+
+def test_names() -> None:
+    assert CompressionType.from_name("zstd") is CompressionType.ZSTD
+    assert CompressionType.from_name(" GZIP") is CompressionType.GZIP
+    assert CompressionType.LZ4.kafka_name == "lz4"
+    with pytest.raises(ValueError):
+        CompressionType.from_name("producer")
