@@ -1,0 +1,423 @@
+"""The Admin client: topic, partition, config, offset and cluster operations.
+
+Every method raises `KafkaError` (carrying Kafka's error name) for the first failed
+resource, with the resource as context, so `TOPIC_ALREADY_EXISTS` reads
+`t: TOPIC_ALREADY_EXISTS: Topic 't' already exists.`. Topic descriptions come from
+Metadata (partitions, leader, replicas, isr, topic id) as in Kafka's Admin.describeTopics.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from kmirror.client.cluster import REFRESH_ERRORS, Cluster
+from kmirror.client.errors import KafkaError, check
+from kmirror.client.metadata import BrokerMetadata, TopicMetadata
+from kmirror.protocol.entities import build, nested
+from kmirror.types import TopicPartition
+
+CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 19, 20, 21
+DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
+LIST_OFFSETS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 2, 35, 37, 60
+
+# ListOffsets special timestamps (Kafka ListOffsetsRequest).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+
+class ConfigResourceType(IntEnum):
+    """Kafka's ConfigResource.Type codes."""
+
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class AlterConfigOp(IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class ConfigSource(IntEnum):
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1  # -1: the broker's num.partitions
+    replication_factor: int = -1  # -1: the broker's default.replication.factor
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    is_sensitive: bool
+    synonyms: tuple[tuple[str, str | None, int], ...] = ()
+
+    @property
+    def source_name(self) -> str:
+        try:
+            return ConfigSource(self.source).name
+        except ValueError:
+            return "UNKNOWN"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    topic_id: uuid.UUID | None
+    is_internal: bool
+    partitions: tuple[Any, ...]  # PartitionMetadata, by partition id
+
+
+@dataclass(frozen=True, slots=True)
+class ListedOffset:
+    offset: int
+    timestamp: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerMetadata, ...]
+
+
+def _ms(ms: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=ms)
+
+
+class Admin:
+    def __init__(self, cluster: Cluster, *, timeout_ms: int = 30_000) -> None:
+        self.cluster = cluster
+        self.timeout_ms = timeout_ms
+
+    @classmethod
+    async def connect(cls, bootstrap_servers: str, **kwargs: Any) -> Admin:
+        cluster = Cluster(bootstrap_servers, **kwargs)
+        await cluster.connect()
+        return cls(cluster)
+
+    async def close(self) -> None:
+        await self.cluster.close()
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # topics
+
+    async def create_topics(self, topics: Iterable[NewTopic], *, validate_only: bool = False) -> dict[str, uuid.UUID | None]:
+        """Topic name -> topic id (None if the broker's version does not return it)."""
+        conn = await self.cluster.controller_connection()
+        rt = conn.request_type(CREATE_TOPICS)
+        Topic, Config = nested(rt, "CreatableTopic"), nested(rt, "CreatableTopicConfig")
+        request = build(
+            rt,
+            topics=tuple(
+                build(
+                    Topic,
+                    name=t.name,
+                    num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                    assignments=(),
+                    configs=tuple(build(Config, name=k, value=v) for k, v in t.configs.items()),
+                )
+                for t in topics
+            ),
+            timeout=_ms(self.timeout_ms),
+            validate_only=validate_only,
+        )
+        response = await conn.send(request)
+        out: dict[str, uuid.UUID | None] = {}
+        for r in response.topics:
+            check(r.error_code, getattr(r, "error_message", None), r.name)
+            out[r.name] = getattr(r, "topic_id", None)
+        return out
+
+    async def delete_topics(self, names: Iterable[str]) -> None:
+        names = list(names)
+        conn = await self.cluster.controller_connection()
+        rt = conn.request_type(DELETE_TOPICS)
+        extra: dict[str, Any] = {"topic_names": tuple(names)}
+        if rt.__version__ >= 6:
+            State = nested(rt, "DeleteTopicState")
+            extra = {"topics": tuple(build(State, name=n, topic_id=uuid.UUID(int=0)) for n in names)}
+        response = await conn.send(build(rt, timeout=_ms(self.timeout_ms), **extra))
+        for r in response.responses:
+            check(r.error_code, getattr(r, "error_message", None), r.name)
+
+    async def list_topics(self, include_internal: bool = False) -> list[str]:
+        metadata = await self.cluster.refresh()
+        return sorted(n for n, t in metadata.topics.items() if include_internal or not t.is_internal)
+
+    async def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicDescription]:
+        """All topics when `names` is None; UNKNOWN_TOPIC_OR_PARTITION for a missing named topic."""
+        wanted = None if names is None else list(names)
+        metadata = await self.cluster.refresh(wanted)
+        out: dict[str, TopicDescription] = {}
+        for name in sorted(metadata.topics) if wanted is None else wanted:
+            t: TopicMetadata | None = metadata.topics.get(name)
+            if t is None:
+                raise KafkaError(3, context=name)
+            check(t.error_code, context=name)
+            out[name] = TopicDescription(t.name, t.topic_id, t.is_internal, tuple(t.partitions.values()))
+        return out
+
+    async def create_partitions(self, new_counts: Mapping[str, int], *, validate_only: bool = False) -> None:
+        """Increase each topic's partition count to the given total."""
+        conn = await self.cluster.controller_connection()
+        rt = conn.request_type(CREATE_PARTITIONS)
+        Topic = nested(rt, "CreatePartitionsTopic")
+        request = build(
+            rt,
+            topics=tuple(build(Topic, name=n, count=c, assignments=None) for n, c in new_counts.items()),
+            timeout=_ms(self.timeout_ms),
+            validate_only=validate_only,
+        )
+        response = await conn.send(request)
+        for r in response.results:
+            check(r.error_code, getattr(r, "error_message", None), r.name)
+
+    # configs
+
+    async def describe_configs(
+        self, resource_type: ConfigResourceType, name: str, keys: Iterable[str] | None = None
+    ) -> list[ConfigEntry]:
+        conn = await self._config_connection(resource_type, name)
+        rt = conn.request_type(DESCRIBE_CONFIGS)
+        Resource = nested(rt, "DescribeConfigsResource")
+        request = build(
+            rt,
+            resources=(
+                build(
+                    Resource,
+                    resource_type=int(resource_type),
+                    resource_name=name,
+                    configuration_keys=None if keys is None else tuple(keys),
+                ),
+            ),
+            include_synonyms=True,
+            include_documentation=False,
+        )
+        response = await conn.send(request)
+        entries: list[ConfigEntry] = []
+        for result in response.results:
+            check(result.error_code, getattr(result, "error_message", None), f"{resource_type.name.lower()} {name}")
+            for c in result.configs:
+                source = getattr(c, "config_source", -1)
+                if source == -1:  # v0: is_default
+                    source = ConfigSource.DEFAULT_CONFIG if getattr(c, "is_default", False) else ConfigSource.UNKNOWN
+                entries.append(
+                    ConfigEntry(
+                        name=c.name,
+                        value=c.value,
+                        source=int(source),
+                        read_only=bool(c.read_only),
+                        is_sensitive=bool(c.is_sensitive),
+                        synonyms=tuple((s.name, s.value, int(s.source)) for s in getattr(c, "synonyms", ())),
+                    )
+                )
+        return entries
+
+    async def alter_configs(
+        self, resource_type: ConfigResourceType, name: str, configs: Mapping[str, str], *, validate_only: bool = False
+    ) -> None:
+        """Legacy AlterConfigs: replaces the resource's whole dynamic config with `configs`."""
+        conn = await self._config_connection(resource_type, name)
+        rt = conn.request_type(ALTER_CONFIGS)
+        Resource, Config = nested(rt, "AlterConfigsResource"), nested(rt, "AlterableConfig")
+        request = build(
+            rt,
+            resources=(
+                build(
+                    Resource,
+                    resource_type=int(resource_type),
+                    resource_name=name,
+                    configs=tuple(build(Config, name=k, value=v) for k, v in configs.items()),
+                ),
+            ),
+            validate_only=validate_only,
+        )
+        response = await conn.send(request)
+        for r in response.responses:
+            check(r.error_code, getattr(r, "error_message", None), f"{resource_type.name.lower()} {name}")
+
+    async def incremental_alter_configs(
+        self,
+        resource_type: ConfigResourceType,
+        name: str,
+        ops: Iterable[tuple[str, AlterConfigOp, str | None]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        conn = await self._config_connection(resource_type, name)
+        rt = conn.request_type(INCREMENTAL_ALTER_CONFIGS)
+        Resource, Config = nested(rt, "AlterConfigsResource"), nested(rt, "AlterableConfig")
+        request = build(
+            rt,
+            resources=(
+                build(
+                    Resource,
+                    resource_type=int(resource_type),
+                    resource_name=name,
+                    configs=tuple(build(Config, name=k, config_operation=int(op), value=v) for k, op, v in ops),
+                ),
+            ),
+            validate_only=validate_only,
+        )
+        response = await conn.send(request)
+        for r in response.responses:
+            check(r.error_code, getattr(r, "error_message", None), f"{resource_type.name.lower()} {name}")
+
+    async def _config_connection(self, resource_type: ConfigResourceType, name: str) -> Any:
+        # Broker configs are served by that broker (an empty name: the cluster default).
+        if resource_type == ConfigResourceType.BROKER and name.isdigit() and int(name) in self.cluster.metadata.brokers:
+            return await self.cluster.connection(int(name))
+        return await self.cluster.controller_connection()
+
+    # offsets and records
+
+    async def list_offsets(
+        self, requests: Mapping[TopicPartition, int], *, isolation_level: int = 0
+    ) -> dict[TopicPartition, ListedOffset]:
+        """Offsets for timestamps (or EARLIEST_TIMESTAMP / LATEST_TIMESTAMP / MAX_TIMESTAMP), per leader."""
+        out: dict[TopicPartition, ListedOffset] = {}
+        pending = dict(requests)
+        for attempt in range(3):
+            by_leader = await self._group_by_leader(pending)
+            retry: dict[TopicPartition, int] = {}
+            for conn, tps in by_leader:
+                rt = conn.request_type(LIST_OFFSETS)
+                Topic, Partition = nested(rt, "ListOffsetsTopic"), nested(rt, "ListOffsetsPartition")
+                request = build(
+                    rt,
+                    replica_id=-1,
+                    isolation_level=isolation_level,
+                    topics=tuple(
+                        build(
+                            Topic,
+                            name=topic,
+                            partitions=tuple(
+                                build(Partition, partition_index=p, timestamp=pending[TopicPartition(topic, p)],
+                                      current_leader_epoch=-1, max_num_offsets=1)
+                                for p in parts
+                            ),
+                        )
+                        for topic, parts in _by_topic(tps).items()
+                    ),
+                    timeout=_ms(self.timeout_ms),
+                )
+                response = await conn.send(request)
+                for t in response.topics:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.name, int(p.partition_index))
+                        if p.error_code in REFRESH_ERRORS and attempt < 2:
+                            retry[tp] = pending[tp]
+                            continue
+                        check(p.error_code, context=str(tp))
+                        offset = getattr(p, "offset", None)
+                        if offset is None:  # v0: old_style_offsets
+                            offsets = getattr(p, "old_style_offsets", ())
+                            offset = offsets[0] if offsets else -1
+                        out[tp] = ListedOffset(int(offset), int(getattr(p, "timestamp", -1)),
+                                               int(getattr(p, "leader_epoch", -1)))
+            if not retry:
+                break
+            await self.cluster.refresh(sorted({tp.topic for tp in retry}))
+            pending = retry
+        return out
+
+    async def delete_records(self, before_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Advance each partition's log start offset; returns the new low watermarks."""
+        out: dict[TopicPartition, int] = {}
+        for conn, tps in await self._group_by_leader(before_offsets):
+            rt = conn.request_type(DELETE_RECORDS)
+            Topic, Partition = nested(rt, "DeleteRecordsTopic"), nested(rt, "DeleteRecordsPartition")
+            request = build(
+                rt,
+                topics=tuple(
+                    build(Topic, name=topic, partitions=tuple(
+                        build(Partition, partition_index=p, offset=before_offsets[TopicPartition(topic, p)])
+                        for p in parts
+                    ))
+                    for topic, parts in _by_topic(tps).items()
+                ),
+                timeout=_ms(self.timeout_ms),
+            )
+            response = await conn.send(request)
+            for t in response.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, int(p.partition_index))
+                    check(p.error_code, context=str(tp))
+                    out[tp] = int(p.low_watermark)
+        return out
+
+    async def _group_by_leader(self, tps: Iterable[TopicPartition]) -> list[tuple[Any, list[TopicPartition]]]:
+        groups: dict[int, tuple[Any, list[TopicPartition]]] = {}
+        for tp in tps:
+            conn = await self.cluster.leader_connection(tp)
+            groups.setdefault(id(conn), (conn, []))[1].append(tp)
+        return list(groups.values())
+
+    # cluster
+
+    async def describe_cluster(self) -> ClusterDescription:
+        conn = await self.cluster.any_connection()
+        if DESCRIBE_CLUSTER in conn.api_versions:
+            response = await conn.send(
+                conn.build_request(DESCRIBE_CLUSTER, include_cluster_authorized_operations=False, endpoint_type=1)
+            )
+            check(response.error_code, getattr(response, "error_message", None), "DescribeCluster")
+            brokers = tuple(
+                BrokerMetadata(int(b.broker_id), b.host, int(b.port), b.rack) for b in response.brokers
+            )
+            return ClusterDescription(response.cluster_id, int(response.controller_id), brokers)
+        metadata = await self.cluster.refresh([])
+        return ClusterDescription(metadata.cluster_id, metadata.controller_id, tuple(metadata.brokers.values()))
+
+    async def describe_log_dirs(self, broker_id: int) -> dict[str, dict[TopicPartition, int]]:
+        """log dir -> partition -> size in bytes, as reported by `broker_id`."""
+        conn = await self.cluster.connection(broker_id)
+        response = await conn.send(conn.build_request(DESCRIBE_LOG_DIRS, topics=None))
+        check(getattr(response, "error_code", 0), context=f"DescribeLogDirs on broker {broker_id}")
+        out: dict[str, dict[TopicPartition, int]] = {}
+        for result in response.results:
+            check(result.error_code, context=result.log_dir)
+            out[result.log_dir] = {
+                TopicPartition(t.name, int(p.partition_index)): int(p.partition_size)
+                for t in result.topics
+                for p in t.partitions
+            }
+        return out
+
+
+def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for tp in sorted(tps):
+        out.setdefault(tp.topic, []).append(tp.partition)
+    return out

@@ -1,0 +1,139 @@
+"""A minimal consumer on assigned partitions (no group): Fetch from an offset, earliest or
+latest, decode batches into records.
+
+Positions advance past every batch returned, control batches included, as Kafka's fetcher
+does; a partial batch at the end of a response (cut at max_bytes) is fetched again.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kmirror.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin
+from kmirror.client.cluster import REFRESH_ERRORS, Cluster
+from kmirror.client.errors import check
+from kmirror.protocol.entities import build, nested
+from kmirror.records.batch import iter_batches
+from kmirror.records.record import Record, decode_records
+from kmirror.types import TopicPartition
+
+FETCH = 1
+EARLIEST = "earliest"
+LATEST = "latest"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    topic_partition: TopicPartition
+    record: Record
+    timestamp_type: int  # 0 CreateTime, 1 LogAppendTime
+
+
+class Consumer:
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        max_wait_ms: int = 500,
+        min_bytes: int = 1,
+        max_bytes: int = 50 * 1024 * 1024,
+        max_partition_bytes: int = 1024 * 1024,
+        isolation_level: int = 0,
+    ) -> None:
+        self.cluster = cluster
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.max_partition_bytes = max_partition_bytes
+        self.isolation_level = isolation_level
+        self.positions: dict[TopicPartition, int] = {}
+        self.high_watermarks: dict[TopicPartition, int] = {}
+
+    async def assign(self, starts: Mapping[TopicPartition, int | str]) -> None:
+        """Start each partition at an offset, EARLIEST or LATEST (resolved with ListOffsets)."""
+        lookups = {
+            tp: EARLIEST_TIMESTAMP if s == EARLIEST else LATEST_TIMESTAMP
+            for tp, s in starts.items()
+            if isinstance(s, str)
+        }
+        resolved = await Admin(self.cluster).list_offsets(lookups, isolation_level=self.isolation_level) if lookups else {}
+        for tp, start in starts.items():
+            self.positions[tp] = resolved[tp].offset if isinstance(start, str) else int(start)
+
+    async def poll(self) -> list[ConsumerRecord]:
+        """One Fetch round to every leader; records in offset order per partition."""
+        out: list[ConsumerRecord] = []
+        groups: dict[int, tuple[Any, list[TopicPartition]]] = {}
+        for tp in sorted(self.positions):
+            conn = await self.cluster.leader_connection(tp)
+            groups.setdefault(id(conn), (conn, []))[1].append(tp)
+        refresh = False
+        for conn, tps in groups.values():
+            refresh |= await self._fetch(conn, tps, out)
+        if refresh:
+            await self.cluster.refresh(sorted({tp.topic for tp in self.positions}))
+        return out
+
+    async def _fetch(self, conn: Any, tps: list[TopicPartition], out: list[ConsumerRecord]) -> bool:
+        rt = conn.request_type(FETCH)
+        Topic, Partition = nested(rt, "FetchTopic"), nested(rt, "FetchPartition")
+        by_topic: dict[str, list[int]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        request = build(
+            rt,
+            cluster_id=None,
+            replica_id=-1,
+            max_wait=datetime.timedelta(milliseconds=self.max_wait_ms),
+            min_bytes=self.min_bytes,
+            max_bytes=self.max_bytes,
+            isolation_level=self.isolation_level,
+            session_id=0,
+            session_epoch=-1,
+            topics=tuple(
+                build(Topic, topic=topic, partitions=tuple(
+                    build(
+                        Partition,
+                        partition=p,
+                        current_leader_epoch=-1,
+                        fetch_offset=self.positions[TopicPartition(topic, p)],
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=self.max_partition_bytes,
+                    )
+                    for p in parts
+                ))
+                for topic, parts in by_topic.items()
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        response = await conn.send(request, timeout_ms=self.max_wait_ms + conn.request_timeout_ms)
+        check(getattr(response, "error_code", 0), context="Fetch")
+        refresh = False
+        for t in response.responses:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, int(p.partition_index))
+                if p.error_code in REFRESH_ERRORS:
+                    refresh = True
+                    continue
+                check(p.error_code, context=f"{tp} at offset {self.positions.get(tp)}")
+                self.high_watermarks[tp] = int(p.high_watermark)
+                if p.records:
+                    self._decode(tp, p.records, out)
+        return refresh
+
+    def _decode(self, tp: TopicPartition, records: bytes, out: list[ConsumerRecord]) -> None:
+        position = self.positions[tp]
+        for pos, header in iter_batches(records, allow_truncated_tail=True):
+            if header.next_offset <= position:
+                continue  # the broker may return a batch starting before the fetch offset
+            if not header.is_control:
+                for record in decode_records(records, pos):
+                    if record.offset >= position:
+                        out.append(ConsumerRecord(tp, record, header.timestamp_type))
+            position = header.next_offset
+        self.positions[tp] = position
