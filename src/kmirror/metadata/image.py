@@ -1,0 +1,338 @@
+"""`MetadataImage`: the immutable cluster state the metadata log replays into (Kafka's
+`MetadataImage` + `MetadataDelta`).
+
+`image.apply(records, offset)` is pure: it returns a new image and shares every unchanged
+part with the old one. Copies are per `apply` call and per touched section (the topic map is
+copied once for a batch of records, a topic's partition map only when that topic changes).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+from kmirror.metadata.records import (
+    NO_LEADER_CHANGE,
+    AccessControlEntryRecord,
+    BrokerEndpoint,
+    ClusterIdRecord,
+    ConfigRecord,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+
+class ConfigResourceType(IntEnum):
+    """Kafka's ConfigResource.Type ids."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class ConfigResource(NamedTuple):
+    type: int
+    name: str
+
+
+class MetadataInvariantError(RuntimeError):
+    """A record that cannot apply to the image (e.g. a partition of an unknown topic)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+    def merge(self, change: PartitionChangeRecord) -> PartitionRegistration:
+        """Kafka's PartitionRegistration.merge: a new leader bumps the leader epoch; any change
+        bumps the partition epoch."""
+        leader, leader_epoch = self.leader, self.leader_epoch
+        if change.leader != NO_LEADER_CHANGE:
+            leader = change.leader
+            leader_epoch += 1
+        return PartitionRegistration(
+            replicas=self.replicas if change.replicas is None else change.replicas,
+            isr=self.isr if change.isr is None else change.isr,
+            leader=leader,
+            leader_epoch=leader_epoch,
+            partition_epoch=self.partition_epoch + 1,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionRegistration]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    incarnation_id: uuid.UUID
+    broker_epoch: int
+    endpoints: tuple[BrokerEndpoint, ...]
+    rack: str | None
+    fenced: bool
+
+    def endpoint(self, listener: str | None = None) -> BrokerEndpoint | None:
+        for ep in self.endpoints:
+            if listener is None or ep.name == listener:
+                return ep
+        return self.endpoints[0] if self.endpoints else None
+
+
+@dataclass(frozen=True, slots=True)
+class AclBinding:
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+def _frozen(d: dict[Any, Any]) -> Mapping[Any, Any]:
+    return MappingProxyType(d)
+
+
+_EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class MetadataImage:
+    offset: int = -1
+    cluster_id: str | None = None
+    features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    topics: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY)
+    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: _EMPTY)
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _EMPTY)
+    configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _EMPTY)
+    next_producer_id: int = 0
+
+    def apply(self, records: Iterable[Record], offset: int) -> MetadataImage:
+        """The image after replaying `records`; `offset` is the last one's log offset."""
+        delta = _Delta(self)
+        for record in records:
+            delta.replay(record)
+        return delta.build(offset)
+
+    # -- conveniences for handlers and other services --------------------------------------
+
+    def topic_config(self, topic: str) -> Mapping[str, str]:
+        return self.configs.get(ConfigResource(ConfigResourceType.TOPIC, topic), _EMPTY)
+
+    def live_brokers(self) -> list[BrokerRegistration]:
+        """Registered, unfenced brokers sorted by id."""
+        return [b for _, b in sorted(self.brokers.items()) if not b.fenced]
+
+
+EMPTY_IMAGE = MetadataImage()
+
+
+class _Delta:
+    """Mutable working copies of the sections a batch of records touches."""
+
+    def __init__(self, base: MetadataImage) -> None:
+        self.base = base
+        self.cluster_id = base.cluster_id
+        self.next_producer_id = base.next_producer_id
+        self.features: dict[str, int] | None = None
+        self.topics: dict[str, TopicImage] | None = None
+        self.topics_by_id: dict[uuid.UUID, TopicImage] | None = None
+        self.partitions: dict[uuid.UUID, dict[int, PartitionRegistration]] = {}
+        self.brokers: dict[int, BrokerRegistration] | None = None
+        self.configs: dict[ConfigResource, dict[str, str]] | None = None
+        self.touched_configs: set[ConfigResource] = set()
+        self.acls: dict[uuid.UUID, AclBinding] | None = None
+
+    # lazy copies
+    def _topics(self) -> tuple[dict[str, TopicImage], dict[uuid.UUID, TopicImage]]:
+        if self.topics is None or self.topics_by_id is None:
+            self.topics = dict(self.base.topics)
+            self.topics_by_id = dict(self.base.topics_by_id)
+        return self.topics, self.topics_by_id
+
+    def _partitions(self, topic_id: uuid.UUID) -> dict[int, PartitionRegistration]:
+        parts = self.partitions.get(topic_id)
+        if parts is None:
+            _, by_id = self._topics()
+            topic = by_id.get(topic_id)
+            if topic is None:
+                raise MetadataInvariantError(f"partition record for unknown topic id {topic_id}")
+            parts = dict(topic.partitions)
+            self.partitions[topic_id] = parts
+        return parts
+
+    def _brokers(self) -> dict[int, BrokerRegistration]:
+        if self.brokers is None:
+            self.brokers = dict(self.base.brokers)
+        return self.brokers
+
+    def _configs(self) -> dict[ConfigResource, dict[str, str]]:
+        if self.configs is None:
+            self.configs = dict(self.base.configs)  # type: ignore[arg-type]
+        return self.configs
+
+    def _config_of(self, resource: ConfigResource) -> dict[str, str]:
+        configs = self._configs()
+        if resource not in self.touched_configs:
+            configs[resource] = dict(configs.get(resource, {}))
+            self.touched_configs.add(resource)
+        return configs[resource]
+
+    def _acls(self) -> dict[uuid.UUID, AclBinding]:
+        if self.acls is None:
+            self.acls = dict(self.base.acls)
+        return self.acls
+
+    def replay(self, record: Record) -> None:
+        match record:
+            case TopicRecord(name=name, topic_id=topic_id):
+                topics, by_id = self._topics()
+                if name in topics or topic_id in by_id:
+                    raise MetadataInvariantError(f"topic {name} ({topic_id}) already exists")
+                t = TopicImage(name, topic_id, _EMPTY)
+                topics[name] = t
+                by_id[topic_id] = t
+                self.partitions[topic_id] = {}
+            case PartitionRecord():
+                self._partitions(record.topic_id)[record.partition_id] = PartitionRegistration(
+                    record.replicas, record.isr, record.leader, record.leader_epoch, record.partition_epoch
+                )
+            case PartitionChangeRecord():
+                parts = self._partitions(record.topic_id)
+                current = parts.get(record.partition_id)
+                if current is None:
+                    raise MetadataInvariantError(f"change of unknown partition {record.topic_id}:{record.partition_id}")
+                parts[record.partition_id] = current.merge(record)
+            case RemoveTopicRecord(topic_id=topic_id):
+                topics, by_id = self._topics()
+                topic = by_id.pop(topic_id, None)
+                if topic is None:
+                    raise MetadataInvariantError(f"removal of unknown topic id {topic_id}")
+                del topics[topic.name]
+                self.partitions.pop(topic_id, None)
+                resource = ConfigResource(ConfigResourceType.TOPIC, topic.name)
+                if resource in self.base.configs or resource in self.touched_configs:
+                    self._configs().pop(resource, None)
+                    self.touched_configs.discard(resource)
+            case ConfigRecord():
+                resource = ConfigResource(record.resource_type, record.resource_name)
+                values = self._config_of(resource)
+                if record.value is None:
+                    values.pop(record.name, None)
+                else:
+                    values[record.name] = record.value
+            case FeatureLevelRecord(name=name, feature_level=level):
+                if self.features is None:
+                    self.features = dict(self.base.features)
+                if level == 0:
+                    self.features.pop(name, None)
+                else:
+                    self.features[name] = level
+            case RegisterBrokerRecord():
+                self._brokers()[record.broker_id] = BrokerRegistration(
+                    record.broker_id,
+                    record.incarnation_id,
+                    record.broker_epoch,
+                    record.endpoints,
+                    record.rack,
+                    record.fenced,
+                )
+            case UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=epoch):
+                brokers = self._brokers()
+                b = brokers.get(broker_id)
+                if b is not None and b.broker_epoch == epoch:
+                    del brokers[broker_id]
+            case FenceBrokerRecord(id=broker_id) | UnfenceBrokerRecord(id=broker_id):
+                brokers = self._brokers()
+                b = brokers.get(broker_id)
+                if b is None:
+                    raise MetadataInvariantError(f"fencing change of unknown broker {broker_id}")
+                brokers[broker_id] = replace(b, fenced=isinstance(record, FenceBrokerRecord))
+            case AccessControlEntryRecord():
+                self._acls()[record.id] = AclBinding(
+                    record.id,
+                    record.resource_type,
+                    record.resource_name,
+                    record.pattern_type,
+                    record.principal,
+                    record.host,
+                    record.operation,
+                    record.permission_type,
+                )
+            case RemoveAccessControlEntryRecord(id=acl_id):
+                if self._acls().pop(acl_id, None) is None:
+                    raise MetadataInvariantError(f"removal of unknown ACL {acl_id}")
+            case ProducerIdsRecord(next_producer_id=next_id):
+                if next_id < self.next_producer_id:
+                    raise MetadataInvariantError(f"producer id block going backwards to {next_id}")
+                self.next_producer_id = next_id
+            case ClusterIdRecord(cluster_id=cluster_id):
+                self.cluster_id = cluster_id
+            case NoOpRecord():
+                pass
+            case _:
+                raise MetadataInvariantError(f"unsupported metadata record {type(record).__name__}")
+
+    def build(self, offset: int) -> MetadataImage:
+        base = self.base
+        topics: Mapping[str, TopicImage] = base.topics
+        topics_by_id: Mapping[uuid.UUID, TopicImage] = base.topics_by_id
+        if self.topics is not None and self.topics_by_id is not None:
+            for topic_id, parts in self.partitions.items():
+                old = self.topics_by_id.get(topic_id)
+                if old is None:
+                    continue
+                t = TopicImage(old.name, topic_id, _frozen(parts))
+                self.topics[old.name] = t
+                self.topics_by_id[topic_id] = t
+            topics, topics_by_id = _frozen(self.topics), _frozen(self.topics_by_id)
+        configs: Mapping[ConfigResource, Mapping[str, str]] = base.configs
+        if self.configs is not None:
+            for resource in self.touched_configs:
+                values = self.configs.get(resource)
+                if values is None:
+                    continue
+                if values:
+                    self.configs[resource] = _frozen(values)  # type: ignore[assignment]
+                else:
+                    del self.configs[resource]
+            configs = _frozen(self.configs)
+        return MetadataImage(
+            offset=offset,
+            cluster_id=self.cluster_id,
+            features=base.features if self.features is None else _frozen(self.features),
+            topics=topics,
+            topics_by_id=topics_by_id,
+            brokers=base.brokers if self.brokers is None else _frozen(self.brokers),
+            configs=configs,
+            acls=base.acls if self.acls is None else _frozen(self.acls),
+            next_producer_id=self.next_producer_id,
+        )

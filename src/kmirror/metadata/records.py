@@ -1,0 +1,281 @@
+"""Metadata records: KRaft's metadata log entries (Kafka `metadata/*Record.json`) as values.
+
+Every record carries Kafka's apiKey as `TYPE_ID` and its schema version as `VERSION`.
+`ClusterIdRecord` is kmirror's own (type id 10000): Kafka keeps the cluster id only in
+`meta.properties`; kmirror also writes it into the log so the image is self-describing.
+
+Frame (see docs/design/metadata.md): `frame_version:u8 | type_id:i16 | record_version:i16 |
+JSON object of the record's fields` (big-endian; UUIDs as canonical strings, tuples as arrays).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar, NamedTuple
+
+FRAME_VERSION = 0
+_HEADER = struct.Struct(">Bhh")
+
+# PartitionChangeRecord.leader sentinels (Kafka's LeaderConstants).
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+
+
+class CorruptMetadataRecordError(ValueError):
+    """A frame that does not decode: broken invariant of the metadata log."""
+
+
+class BrokerEndpoint(NamedTuple):
+    name: str
+    host: str
+    port: int
+    security_protocol: int = 0  # PLAINTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    TYPE_ID: ClassVar[int] = 0
+    VERSION: ClassVar[int] = 3
+    broker_id: int
+    incarnation_id: uuid.UUID
+    broker_epoch: int
+    endpoints: tuple[BrokerEndpoint, ...]
+    rack: str | None = None
+    fenced: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    TYPE_ID: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    TYPE_ID: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 0
+    name: str
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    TYPE_ID: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 1
+    partition_id: int
+    topic_id: uuid.UUID
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    TYPE_ID: ClassVar[int] = 4
+    VERSION: ClassVar[int] = 0
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+    """None removes the dynamic value."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    """Only the fields that change; `leader` NO_LEADER_CHANGE keeps it. A leader change bumps the
+    leader epoch; every change bumps the partition epoch (Kafka's PartitionRegistration.merge)."""
+
+    TYPE_ID: ClassVar[int] = 5
+    VERSION: ClassVar[int] = 0
+    partition_id: int
+    topic_id: uuid.UUID
+    isr: tuple[int, ...] | None = None
+    leader: int = NO_LEADER_CHANGE
+    replicas: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FenceBrokerRecord:
+    TYPE_ID: ClassVar[int] = 7
+    VERSION: ClassVar[int] = 0
+    id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnfenceBrokerRecord:
+    TYPE_ID: ClassVar[int] = 8
+    VERSION: ClassVar[int] = 0
+    id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    TYPE_ID: ClassVar[int] = 9
+    VERSION: ClassVar[int] = 0
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureLevelRecord:
+    TYPE_ID: ClassVar[int] = 12
+    VERSION: ClassVar[int] = 0
+    name: str
+    feature_level: int
+    """0 removes the feature."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    TYPE_ID: ClassVar[int] = 15
+    VERSION: ClassVar[int] = 0
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class NoOpRecord:
+    TYPE_ID: ClassVar[int] = 20
+    VERSION: ClassVar[int] = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    TYPE_ID: ClassVar[int] = 23
+    VERSION: ClassVar[int] = 0
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    TYPE_ID: ClassVar[int] = 24
+    VERSION: ClassVar[int] = 0
+    id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterIdRecord:
+    TYPE_ID: ClassVar[int] = 10000
+    VERSION: ClassVar[int] = 0
+    cluster_id: str
+
+
+Record = (
+    RegisterBrokerRecord
+    | UnregisterBrokerRecord
+    | TopicRecord
+    | PartitionRecord
+    | ConfigRecord
+    | PartitionChangeRecord
+    | FenceBrokerRecord
+    | UnfenceBrokerRecord
+    | RemoveTopicRecord
+    | FeatureLevelRecord
+    | ProducerIdsRecord
+    | NoOpRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
+    | ClusterIdRecord
+)
+
+RECORD_TYPES: dict[int, type[Any]] = {
+    cls.TYPE_ID: cls
+    for cls in (
+        RegisterBrokerRecord,
+        UnregisterBrokerRecord,
+        TopicRecord,
+        PartitionRecord,
+        ConfigRecord,
+        PartitionChangeRecord,
+        FenceBrokerRecord,
+        UnfenceBrokerRecord,
+        RemoveTopicRecord,
+        FeatureLevelRecord,
+        ProducerIdsRecord,
+        NoOpRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
+        ClusterIdRecord,
+    )
+}
+
+
+
+def _tuple_or_none(v: Any) -> Any:
+    return None if v is None else tuple(v)
+
+
+_CONVERTERS: dict[tuple[type[Any], str], Callable[[Any], Any]] = {
+    (RegisterBrokerRecord, "endpoints"): lambda v: tuple(BrokerEndpoint(*e) for e in v),
+    (PartitionRecord, "replicas"): tuple,
+    (PartitionRecord, "isr"): tuple,
+    (PartitionRecord, "removing_replicas"): tuple,
+    (PartitionRecord, "adding_replicas"): tuple,
+    (PartitionChangeRecord, "isr"): _tuple_or_none,
+    (PartitionChangeRecord, "replicas"): _tuple_or_none,
+}
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def encode(record: Record) -> bytes:
+    body = {f.name: getattr(record, f.name) for f in fields(record)}
+    payload = json.dumps(body, default=_json_default, separators=(",", ":"), sort_keys=True)
+    return _HEADER.pack(FRAME_VERSION, record.TYPE_ID, record.VERSION) + payload.encode()
+
+
+def decode(data: bytes) -> Record:
+    if len(data) < _HEADER.size:
+        raise CorruptMetadataRecordError(f"metadata record frame of {len(data)} bytes is too short")
+    frame_version, type_id, version = _HEADER.unpack_from(data)
+    if frame_version != FRAME_VERSION:
+        raise CorruptMetadataRecordError(f"unknown metadata frame version {frame_version}")
+    cls = RECORD_TYPES.get(type_id)
+    if cls is None:
+        raise CorruptMetadataRecordError(f"unknown metadata record type {type_id}")
+    if version > cls.VERSION:
+        raise CorruptMetadataRecordError(f"{cls.__name__} version {version} is newer than {cls.VERSION}")
+    try:
+        body = json.loads(bytes(data[_HEADER.size :]))
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in body:
+                continue
+            value = body[f.name]
+            conv = _CONVERTERS.get((cls, f.name))
+            if conv is not None:
+                value = conv(value)
+            elif f.type in ("uuid.UUID", uuid.UUID) and value is not None:
+                value = uuid.UUID(value)
+            kwargs[f.name] = value
+        record: Record = cls(**kwargs)
+    except (ValueError, TypeError) as e:
+        raise CorruptMetadataRecordError(f"bad {cls.__name__} body: {e}") from None
+    return record
+
+
+def as_dict(record: Record) -> dict[str, Any]:
+    return asdict(record)
