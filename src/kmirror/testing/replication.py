@@ -3,11 +3,19 @@ manager over it, and metadata images shaped like `kmirror.metadata`'s."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 from uuid import UUID
 
+from kmirror.config.server import ServerConfig
+from kmirror.metadata.image import (
+    ConfigResource,
+    ConfigResourceType,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+)
 from kmirror.types import TopicPartition
 
 
@@ -117,42 +125,104 @@ class FakeLogManager:
         self.deleted.append(tp)
 
 
-@dataclass(frozen=True)
-class Registration:
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    leader: int
-    leader_epoch: int = 0
-    partition_epoch: int = 0
+def image_with(
+    topics: dict[str, tuple[UUID, dict[int, PartitionRegistration]]],
+    configs: dict[str, dict[str, str]] | None = None,
+    offset: int = 1,
+) -> MetadataImage:
+    """A metadata image holding exactly `topics` (name -> (id, partitions)) and topic configs."""
+    images = {name: TopicImage(name, topic_id, dict(parts)) for name, (topic_id, parts) in topics.items()}
+    return MetadataImage(
+        offset=offset,
+        topics=images,
+        topics_by_id={t.topic_id: t for t in images.values()},
+        configs={ConfigResource(ConfigResourceType.TOPIC, t): dict(c) for t, c in (configs or {}).items()},
+    )
 
 
-@dataclass(frozen=True)
-class Topic:
-    name: str
-    topic_id: UUID
-    partitions: dict[int, Registration]
-
-
-@dataclass(frozen=True)
-class Image:
-    topics: dict[str, Topic] = field(default_factory=dict)
-    configs: dict[Any, dict[str, str]] = field(default_factory=dict)
-    offset: int = 0
-
-    @property
-    def topics_by_id(self) -> dict[UUID, Topic]:
-        return {t.topic_id: t for t in self.topics.values()}
-
-
-def single_node_image(node_id: int, topics: dict[str, tuple[UUID, int]], leader_epoch: int = 0) -> Image:
+def single_node_image(
+    node_id: int,
+    topics: dict[str, tuple[UUID, int]],
+    leader_epoch: int = 0,
+    configs: dict[str, dict[str, str]] | None = None,
+) -> MetadataImage:
     """Every partition of every topic hosted and led by `node_id`."""
-    return Image(
-        topics={
-            name: Topic(
-                name,
-                topic_id,
-                {p: Registration((node_id,), (node_id,), node_id, leader_epoch) for p in range(count)},
-            )
+    return image_with(
+        {
+            name: (topic_id, {p: PartitionRegistration((node_id,), (node_id,), node_id, leader_epoch, 0) for p in range(count)})
             for name, (topic_id, count) in topics.items()
-        }
+        },
+        configs,
+    )
+
+
+def server_config(node_id: int = 1, **overrides: str) -> ServerConfig:
+    props = {
+        "node.id": str(node_id),
+        "process.roles": "broker,controller",
+        "log.dirs": "/data/kafka-logs",
+    }
+    props.update({k.replace("_", "."): v for k, v in overrides.items()})
+    return ServerConfig.from_properties(props)
+
+
+# -- calling handlers the way the server does -------------------------------------------------
+
+
+def request_type(api_key: int, version: int) -> type[Any]:
+    from kio.index import load_request_schema
+
+    cls: type[Any] = load_request_schema(api_key, version)
+    return cls
+
+
+def call_handler(handler: Any, services: Any, api_key: int, version: int, request: Any) -> Any:
+    """Run `handler` for `request` and return the response after a kio encode/decode round
+    trip (so a response the wire cannot carry fails the test). None stays None (acks=0)."""
+    import asyncio
+    import inspect
+    import io
+
+    from kio.index import load_response_schema
+    from kio.serial import entity_reader, entity_writer
+
+    from kmirror.broker.api import RequestContext
+    from kmirror.protocol.codec import RequestHeaderView
+
+    response_type = load_response_schema(api_key, version)
+    ctx = RequestContext(RequestHeaderView(api_key, version, 1, "test"), response_type, "127.0.0.1", 1)
+    result = handler(services, ctx, request)
+    if inspect.isawaitable(result):
+
+        async def wait() -> Any:
+            return await result
+
+        result = asyncio.run(wait())
+    if result is None:
+        return None
+    buf = io.BytesIO()
+    entity_writer(response_type)(buf, result)
+    decoded, size = entity_reader(response_type)(buf.getvalue(), 0)
+    assert size == len(buf.getvalue())
+    return decoded
+
+
+def data_services(image: MetadataImage, node_id: int = 1, log_manager: Any = None, metadata: Any = None) -> Any:
+    """BrokerServices with a real ReplicaManager following `image`."""
+    from kmirror.broker.api import build_registry
+    from kmirror.broker.services import BrokerServices
+    from kmirror.ports import ManualClock
+    from kmirror.replication.replica_manager import ReplicaManager
+
+    clock = ManualClock()
+    config = server_config(node_id)
+    rm = ReplicaManager(node_id, log_manager if log_manager is not None else FakeLogManager(), clock, config)
+    rm.apply_image(None, image)
+    return BrokerServices(
+        node_id=node_id,
+        config=config,
+        registry=build_registry([]),
+        clock=clock,
+        metadata=metadata,
+        replica_manager=rm,
     )

@@ -1,0 +1,159 @@
+"""Produce (key 0), v3-v13: append each partition's batch on its leader (Kafka `handleProduceRequest`).
+
+v0-v2 carry legacy message formats and are not served (Kafka 4 serves v3+). acks=0 sends
+no response. acks=all waits in the purgatory until the HW covers the batch (immediately
+with one replica) or the request's timeout passes (REQUEST_TIMED_OUT).
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.purgatory import delayed_produce_complete, purgatory_for
+from kmirror.broker.services import BrokerServices
+from kmirror.protocol.entities import build, has_field, nested
+from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.outcomes import AppendOutcome, PartitionError
+from kmirror.types import TopicPartition
+
+
+@api(0, "Produce", 3, 13)
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rm = services.replica_manager
+    by_topic_id = ctx.api_version >= 13
+    entries: dict[TopicPartition, bytes | memoryview] = {}
+    errors: dict[TopicPartition, PartitionError] = {}
+    # (topic key as sent, topic name or None, partition index) in request order
+    order: list[tuple[Any, str | None, int]] = []
+    for topic in request.topic_data:
+        key = topic.topic_id if by_topic_id else topic.name
+        name = rm.topic_name(topic.topic_id) if by_topic_id else topic.name
+        for p in topic.partition_data:
+            order.append((key, name, int(p.index)))
+            if name is None:
+                continue
+            tp = TopicPartition(name, int(p.index))
+            if p.records is None:
+                errors[tp] = PartitionError(ErrorCode.invalid_record, "Produce request without a record batch")
+            else:
+                entries[tp] = p.records
+
+    results: dict[TopicPartition, Any] = dict(errors)
+    results.update(rm.append_records(entries, int(request.acks)))
+
+    if request.acks == 0:
+        return None
+    if request.acks == -1:
+        await _await_high_watermark(services, results, _timeout_ms(request.timeout))
+    return _response(services, ctx, order, results, by_topic_id)
+
+
+async def _await_high_watermark(services: BrokerServices, results: dict[TopicPartition, Any], timeout_ms: int) -> None:
+    """DelayedProduce: every appended partition's HW must pass its last offset."""
+    rm = services.replica_manager
+    required = {tp: r.last_offset + 1 for tp, r in results.items() if isinstance(r, AppendOutcome)}
+
+    def high_watermarks() -> dict[TopicPartition, int]:
+        out: dict[TopicPartition, int] = {}
+        for tp in required:
+            partition = rm.get_partition(tp)
+            out[tp] = -1 if partition is None else partition.high_watermark
+        return out
+
+    if delayed_produce_complete(required, high_watermarks()):
+        return
+    await purgatory_for(rm).wait(required, lambda: delayed_produce_complete(required, high_watermarks()), timeout_ms)
+    reached = high_watermarks()
+    for tp, offset in required.items():
+        if reached.get(tp, -1) < offset:
+            results[tp] = PartitionError(ErrorCode.request_timed_out)
+
+
+def _response(
+    services: BrokerServices,
+    ctx: RequestContext,
+    order: list[tuple[Any, str | None, int]],
+    results: dict[TopicPartition, Any],
+    by_topic_id: bool,
+) -> Any:
+    rt = ctx.response_type
+    PartitionResponse = nested(rt, "PartitionProduceResponse")
+    TopicResponse = nested(rt, "TopicProduceResponse")
+    BatchError = nested(rt, "BatchIndexAndErrorMessage") if has_field(PartitionResponse, "record_errors") else None
+    topics: dict[Any, list[Any]] = {}
+    for key, name, index in order:
+        if name is None:
+            result: Any = PartitionError(ErrorCode.unknown_topic_id)
+        else:
+            result = results[TopicPartition(name, index)]
+        topics.setdefault(key, []).append(_partition_response(services, rt, PartitionResponse, BatchError, name, index, result))
+    responses = tuple(
+        build(
+            TopicResponse,
+            name=key if not by_topic_id else "",
+            topic_id=key if by_topic_id else uuid.UUID(int=0),
+            partition_responses=tuple(parts),
+        )
+        for key, parts in topics.items()
+    )
+    return build(rt, responses=responses, throttle_time=datetime.timedelta(0))
+
+
+def _partition_response(
+    services: BrokerServices, rt: type, cls: type, batch_error_cls: Any, name: str | None, index: int, result: Any
+) -> Any:
+    if isinstance(result, AppendOutcome):
+        return build(
+            cls,
+            index=index,
+            error_code=ErrorCode.none,
+            base_offset=result.base_offset,
+            log_append_time=_datetime_or_none(result.log_append_time_ms),
+            log_start_offset=result.log_start_offset,
+            record_errors=(),
+            error_message=None,
+        )
+    assert isinstance(result, PartitionError)
+    fields: dict[str, Any] = {}
+    if batch_error_cls is not None:
+        fields["record_errors"] = tuple(
+            batch_error_cls(batch_index=i, batch_index_error_message=m) for i, m in result.record_errors
+        )
+    if result.code == ErrorCode.not_leader_or_follower and name is not None and has_field(cls, "current_leader"):
+        fields["current_leader"] = _current_leader(services, rt, TopicPartition(name, index))
+    return build(
+        cls,
+        index=index,
+        error_code=result.code,
+        base_offset=-1,
+        log_append_time=None,
+        log_start_offset=-1,
+        error_message=result.message,
+        **fields,
+    )
+
+
+def _current_leader(services: BrokerServices, rt: type, tp: TopicPartition) -> Any:
+    """KIP-951: tell the producer where the leader moved (leader id and epoch from the image)."""
+    LeaderIdAndEpoch = nested(rt, "LeaderIdAndEpoch")
+    image = services.replica_manager.image
+    topic = image.topics.get(tp.topic) if image is not None else None
+    registration = topic.partitions.get(tp.partition) if topic is not None else None
+    if registration is None:
+        return LeaderIdAndEpoch()
+    return LeaderIdAndEpoch(leader_id=int(registration.leader), leader_epoch=int(registration.leader_epoch))
+
+
+def _datetime_or_none(ms: int) -> datetime.datetime | None:
+    if ms < 0:
+        return None
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+
+def _timeout_ms(timeout: Any) -> int:
+    if isinstance(timeout, datetime.timedelta):
+        return int(timeout.total_seconds() * 1000)
+    return int(timeout)

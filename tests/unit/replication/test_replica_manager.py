@@ -1,0 +1,140 @@
+from uuid import uuid4
+
+from kmirror.metadata.image import PartitionRegistration
+from kmirror.ports import ManualClock
+from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.outcomes import READ_UNCOMMITTED, AppendOutcome, PartitionError, ReadOutcome
+from kmirror.replication.replica_manager import FetchPartitionRequest, ReplicaManager
+from kmirror.testing.replication import FakeLogManager, image_with, server_config, single_node_image
+from kmirror.types import TopicPartition
+
+NODE = 1
+T_ID = uuid4()
+T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+
+
+def manager(image=None) -> tuple[ReplicaManager, FakeLogManager]:
+    logs = FakeLogManager()
+    rm = ReplicaManager(NODE, logs, ManualClock(), server_config(NODE))
+    rm.apply_image(None, image or single_node_image(NODE, {"t": (T_ID, 2)}))
+    return rm, logs
+
+
+def test_apply_image_creates_hosted_partitions_only() -> None:
+    other = uuid4()
+    image = image_with(
+        {
+            "t": (T_ID, {0: PartitionRegistration((NODE,), (NODE,), NODE, 3, 1)}),
+            "elsewhere": (other, {0: PartitionRegistration((2,), (2,), 2, 0, 0)}),
+        }
+    )
+    rm, logs = manager(image)
+    assert set(logs.logs) == {T0}
+    partition = rm.get_partition(T0)
+    assert partition is not None and partition.is_leader and partition.leader_epoch == 3
+    assert rm.get_partition(TopicPartition("elsewhere", 0)) is None
+    assert rm.leader_partitions("t") == [0]
+
+
+def test_apply_image_deletes_logs_of_deleted_and_recreated_topics() -> None:
+    rm, logs = manager()
+    rm.append_records({T0: b"a"}, 1)
+    rm.apply_image(None, single_node_image(NODE, {}))
+    assert rm.get_partition(T0) is None and set(logs.deleted) == {T0, T1}
+    # Same name, new topic id: a new, empty log.
+    rm.apply_image(None, single_node_image(NODE, {"t": (uuid4(), 1)}))
+    partition = rm.get_partition(T0)
+    assert partition is not None and partition.log.log_end_offset == 0
+
+
+def test_apply_image_follows_leadership_and_topic_configs() -> None:
+    rm, logs = manager()
+    image = image_with(
+        {"t": (T_ID, {0: PartitionRegistration((NODE,), (NODE,), 2, 4, 2), 1: PartitionRegistration((NODE,), (NODE,), NODE, 0, 0)})},
+        configs={"t": {"min.insync.replicas": "2", "retention.ms": "1000"}},
+    )
+    rm.apply_image(None, image)
+    partition = rm.get_partition(T0)
+    assert partition is not None and not partition.is_leader and partition.leader_epoch == 4
+    assert partition.min_insync_replicas == 2
+    assert logs.logs[T0].config.retention_ms == 1000
+    result = rm.append_records({T0: b"a", T1: b"b"}, -1)
+    assert result[T0] == PartitionError(ErrorCode.not_leader_or_follower)
+    assert isinstance(result[T1], PartitionError) and result[T1].code == ErrorCode.not_enough_replicas
+
+
+def test_append_errors_for_unknown_remote_and_internal_partitions_and_bad_acks() -> None:
+    rm, _ = manager()
+    results = rm.append_records({TopicPartition("nope", 0): b"a", TopicPartition("t", 7): b"a"}, 1)
+    assert results[TopicPartition("nope", 0)].code == ErrorCode.unknown_topic_or_partition  # type: ignore[union-attr]
+    assert results[TopicPartition("t", 7)].code == ErrorCode.unknown_topic_or_partition  # type: ignore[union-attr]
+    assert rm.append_records({T0: b"a"}, 2)[T0] == PartitionError(ErrorCode.invalid_required_acks)
+    offsets = TopicPartition("__consumer_offsets", 0)
+    rm.apply_image(None, single_node_image(NODE, {"t": (T_ID, 2), "__consumer_offsets": (uuid4(), 1)}))
+    refused = rm.append_records({offsets: b"a"}, 1)[offsets]
+    assert isinstance(refused, PartitionError) and refused.code == ErrorCode.invalid_topic_exception
+    assert isinstance(rm.append_to_local_log(offsets, b"a"), AppendOutcome)
+
+
+def test_appends_notify_listeners() -> None:
+    rm, _ = manager()
+    seen: list[TopicPartition] = []
+    rm.add_append_listener(seen.append)
+    rm.append_records({T0: b"a", T1: b"b", TopicPartition("nope", 0): b"c"}, 1)
+    assert seen == [T0, T1]
+
+
+def test_fetch_max_bytes_lets_only_the_first_partition_exceed_the_limit() -> None:
+    rm, _ = manager()
+    rm.append_records({T0: b"x" * 100, T1: b"y" * 100}, 1)
+    reqs = [FetchPartitionRequest(T0, 0, 10), FetchPartitionRequest(T1, 0, 10)]
+    results = rm.fetch(reqs, max_bytes=1000, isolation_level=READ_UNCOMMITTED)
+    first, second = results[T0], results[T1]
+    assert isinstance(first, ReadOutcome) and first.size == 100  # KIP-74: at least one batch
+    assert isinstance(second, ReadOutcome) and second.size == 0
+    # The response limit applies across partitions too.
+    results = rm.fetch(
+        [FetchPartitionRequest(T0, 0, 1000), FetchPartitionRequest(T1, 0, 1000)], max_bytes=150, isolation_level=0
+    )
+    assert results[T0].size == 100 and results[T1].size == 0  # type: ignore[union-attr]
+
+
+def test_fetch_errors_per_partition() -> None:
+    rm, _ = manager()
+    results = rm.fetch(
+        [FetchPartitionRequest(TopicPartition("nope", 0), 0, 10), FetchPartitionRequest(T0, 5, 10)], 100, 0
+    )
+    assert results[TopicPartition("nope", 0)] == PartitionError(ErrorCode.unknown_topic_or_partition)
+    assert results[T0].code == ErrorCode.offset_out_of_range  # type: ignore[union-attr]
+    follower = rm.fetch([FetchPartitionRequest(T0, 0, 10)], 100, 0, replica_id=2)
+    assert isinstance(follower[T0], PartitionError)
+
+
+def test_delete_records_and_list_offsets() -> None:
+    rm, logs = manager()
+    logs.logs[T0].next_count = 10
+    rm.append_records({T0: b"a"}, 1)
+    results = rm.delete_records({T0: 4, T1: 1, TopicPartition("nope", 0): 0})
+    assert results[T0] == 4
+    assert results[T1].code == ErrorCode.offset_out_of_range  # type: ignore[union-attr]
+    assert results[TopicPartition("nope", 0)].code == ErrorCode.unknown_topic_or_partition  # type: ignore[union-attr]
+    earliest = rm.list_offset(T0, -2, READ_UNCOMMITTED)
+    assert earliest is not None and earliest.offset == 4  # type: ignore[union-attr]
+
+
+def test_describe_log_dirs_lists_partitions_with_sizes() -> None:
+    class Usage:
+        def usage(self, path: str) -> tuple[int, int]:
+            return (1000, 400)
+
+    logs = FakeLogManager()
+    rm = ReplicaManager(NODE, logs, ManualClock(), server_config(NODE), disk_usage=Usage())
+    rm.apply_image(None, single_node_image(NODE, {"t": (T_ID, 2)}))
+    rm.append_records({T0: b"abc"}, 1)
+    (described,) = rm.describe_log_dirs()
+    assert described.path == "/data/kafka-logs"
+    assert described.partitions[("t", 0)].size_bytes == 3 and described.partitions[("t", 1)].size_bytes == 0
+    assert (described.total_bytes, described.usable_bytes) == (1000, 400)
+    (only,) = rm.describe_log_dirs([T1, TopicPartition("nope", 0)])
+    assert set(only.partitions) == {("t", 1)}
