@@ -104,6 +104,9 @@ class ClusterDescription:
     controller_id: int
     brokers: tuple[BrokerMetadata, ...]
 
+    def broker_ids(self) -> list[int]:
+        return [b.node_id for b in self.brokers]
+
 
 def _ms(ms: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=ms)

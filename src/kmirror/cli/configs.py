@@ -1,0 +1,103 @@
+"""`kmirror configs`: kafka-configs.sh for topics and brokers (describe, alter)."""
+
+from __future__ import annotations
+
+import argparse
+
+from kmirror.cli.common import add_bootstrap_argument, parse_key_values
+from kmirror.cli.errors import CommandError
+from kmirror.client.admin import Admin, AlterConfigOp, ConfigEntry, ConfigResourceType, ConfigSource
+
+ENTITY_TYPES = {"topics": ConfigResourceType.TOPIC, "brokers": ConfigResourceType.BROKER}
+_LABEL = {ConfigResourceType.TOPIC: "topic", ConfigResourceType.BROKER: "broker"}
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("configs", help="describe and alter topic and broker configs (kafka-configs.sh)")
+    add_bootstrap_argument(p)
+    p.add_argument("--entity-type", required=True, choices=sorted(ENTITY_TYPES))
+    p.add_argument("--entity-name")
+    p.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--describe", action="store_true")
+    action.add_argument("--alter", action="store_true")
+    p.add_argument("--all", action="store_true", help="with --describe: every config, not only dynamic ones")
+    p.add_argument("--add-config", action="append", metavar="K=V[,K2=V2]")
+    p.add_argument("--delete-config", action="append", metavar="K[,K2]")
+    p.set_defaults(func=run)
+
+
+def resource(args: argparse.Namespace) -> tuple[ConfigResourceType, str]:
+    resource_type = ENTITY_TYPES[args.entity_type]
+    if args.entity_default:
+        if resource_type != ConfigResourceType.BROKER:
+            raise CommandError("--entity-default applies to --entity-type brokers only")
+        return resource_type, ""
+    if not args.entity_name:
+        raise CommandError("--entity-name (or --entity-default for brokers) is required")
+    return resource_type, args.entity_name
+
+
+def alter_ops(args: argparse.Namespace) -> list[tuple[str, AlterConfigOp, str | None]]:
+    adds = parse_key_values(args.add_config, "--add-config")
+    deletes = [k.strip() for item in args.delete_config or [] for k in item.split(",") if k.strip()]
+    if not adds and not deletes:
+        raise CommandError("--alter needs --add-config or --delete-config")
+    both = sorted(set(adds) & set(deletes))
+    if both:
+        raise CommandError(f"config(s) both added and deleted: {', '.join(both)}")
+    return [(k, AlterConfigOp.SET, v) for k, v in adds.items()] + [(k, AlterConfigOp.DELETE, None) for k in deletes]
+
+
+async def run(args: argparse.Namespace) -> int:
+    resource_type, name = resource(args)
+    ops = alter_ops(args) if args.alter else []
+    async with await Admin.connect(args.bootstrap_server, request_timeout_ms=args.command_timeout_ms) as admin:
+        label = _entity_label(resource_type, name)
+        if args.alter:
+            await admin.incremental_alter_configs(resource_type, name, ops)
+            print(f"Completed updating config for {label}.")
+            return 0
+        entries = await admin.describe_configs(resource_type, name)
+        print("\n".join(format_describe(resource_type, name, entries, args.all)))
+    return 0
+
+
+def _entity_label(resource_type: ConfigResourceType, name: str) -> str:
+    if resource_type == ConfigResourceType.BROKER and name == "":
+        return "default brokers"
+    return f"{_LABEL[resource_type]} {name}"
+
+
+DYNAMIC_SOURCES = frozenset(
+    {
+        ConfigSource.DYNAMIC_TOPIC_CONFIG,
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+        ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+    }
+)
+
+
+def format_describe(
+    resource_type: ConfigResourceType, name: str, entries: list[ConfigEntry], all_configs: bool
+) -> list[str]:
+    """kafka-configs.sh --describe: a heading, then `  k=v sensitive=false synonyms={...}`."""
+    kind = "All" if all_configs else "Dynamic"
+    label = "the default broker" if resource_type == ConfigResourceType.BROKER and name == "" else (
+        f"{_LABEL[resource_type]} {name}")
+    lines = [f"{kind} configs for {label} are:"]
+    for e in sorted(entries, key=lambda e: e.name):
+        if not all_configs and e.source not in DYNAMIC_SOURCES:
+            continue
+        value = "null" if e.is_sensitive else e.value
+        synonyms = ", ".join(f"{_source_name(src)}:{n}={'null' if e.is_sensitive else v}" for n, v, src in e.synonyms)
+        lines.append(f"  {e.name}={value} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonyms}}}")
+    return lines
+
+
+def _source_name(source: int) -> str:
+    try:
+        return ConfigSource(source).name
+    except ValueError:
+        return "UNKNOWN"

@@ -1,0 +1,163 @@
+"""`kmirror dump-log`: kafka-dump-log.sh for segment (.log), offset index (.index), time index
+(.timeindex) and `leader-epoch-checkpoint` files. A local tool: it reads the files directly.
+
+Formatting is separate from reading (`dump_segment(name, data, ...)` -> lines) so it is tested
+on bytes built with `kmirror.records.builder`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+from collections.abc import Iterator
+
+from kmirror.cli.errors import CommandError
+from kmirror.records.batch import BatchHeader, CorruptRecordError, crc_ok, iter_batches
+from kmirror.records.compression import CompressionType
+from kmirror.records.control import parse_control_key, parse_end_txn_marker
+from kmirror.records.record import decode_records
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("dump-log", help="decode log segment and index files (kafka-dump-log.sh)")
+    p.add_argument("--files", nargs="+", required=True, metavar="FILE")
+    p.add_argument("--print-data-log", action="store_true", help="print keys and values (implies --deep-iteration)")
+    p.add_argument("--deep-iteration", action="store_true", help="print every record, not only batches")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    for path in args.files:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
+        for line in dump_file(path, data, args.deep_iteration or args.print_data_log, args.print_data_log):
+            print(line)
+    return 0
+
+
+def base_offset_of(path: str) -> int:
+    stem = os.path.basename(path).split(".", 1)[0]
+    if not stem.isdigit():
+        raise CommandError(f"{path}: segment file names are the base offset, e.g. 00000000000000000000.log")
+    return int(stem)
+
+
+def dump_file(path: str, data: bytes, deep: bool, print_data: bool) -> Iterator[str]:
+    yield f"Dumping {path}"
+    name = os.path.basename(path)
+    if name == "leader-epoch-checkpoint":
+        yield from dump_epoch_checkpoint(data)
+    elif name.endswith(".log"):
+        yield f"Log starting offset: {base_offset_of(path)}"
+        yield from dump_segment(data, deep, print_data)
+    elif name.endswith(".timeindex"):
+        yield from dump_time_index(base_offset_of(path), data)
+    elif name.endswith(".index"):
+        yield from dump_offset_index(base_offset_of(path), data)
+    else:
+        raise CommandError(f"{path}: not a .log, .index, .timeindex or leader-epoch-checkpoint file")
+
+
+def batch_line(pos: int, h: BatchHeader, valid: bool) -> str:
+    kind = "LogAppendTime" if h.timestamp_type == 1 else "CreateTime"
+    return (
+        f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
+        f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} producerId: {h.producer_id} "
+        f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
+        f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
+        f"deleteHorizonMs: {_delete_horizon(h)} position: {pos} {kind}: {h.max_timestamp} size: {h.size} "
+        f"magic: {h.magic} compresscodec: {_codec(h.compression)} crc: {h.crc & 0xFFFFFFFF} "
+        f"isvalid: {str(valid).lower()}"
+    )
+
+
+def _delete_horizon(h: BatchHeader) -> str:
+    return f"OptionalLong[{h.base_timestamp}]" if h.has_delete_horizon else "OptionalLong.empty"
+
+
+def _codec(codec: int) -> str:
+    try:
+        return CompressionType(codec).kafka_name
+    except ValueError:
+        return f"unknown({codec})"
+
+
+def dump_segment(data: bytes, deep: bool, print_data: bool) -> Iterator[str]:
+    try:
+        for pos, h in iter_batches(data, allow_truncated_tail=True):
+            valid = crc_ok(data, pos, h)
+            yield batch_line(pos, h, valid)
+            if deep and valid:
+                yield from _record_lines(data, pos, h, print_data)
+    except CorruptRecordError as exc:
+        yield f"Found invalid data: {exc}"
+
+
+def _record_lines(data: bytes, pos: int, h: BatchHeader, print_data: bool) -> Iterator[str]:
+    kind = "LogAppendTime" if h.timestamp_type == 1 else "CreateTime"
+    for r in decode_records(data, pos):
+        sequence = -1 if h.base_sequence < 0 else h.base_sequence + (r.offset - h.base_offset)
+        key_size = -1 if r.key is None else len(r.key)
+        value_size = -1 if r.value is None else len(r.value)
+        header_keys = ",".join(k for k, _ in r.headers)
+        line = (
+            f"| offset: {r.offset} {kind}: {r.timestamp} keySize: {key_size} valueSize: {value_size} "
+            f"sequence: {sequence} headerKeys: [{header_keys}]"
+        )
+        if h.is_control:
+            try:
+                control = parse_control_key(r.key)
+                line += f" {_control_text(control.name, r.value)}"
+            except Exception:  # unknown control record: printed without decoding
+                pass
+        elif print_data:
+            line += f" key: {_text(r.key)} payload: {_text(r.value)}"
+        yield line
+
+
+def _control_text(name: str, value: bytes | None) -> str:
+    if name in ("ABORT", "COMMIT"):
+        return f"endTxnMarker: {name} coordinatorEpoch: {parse_end_txn_marker(value)}"
+    return f"controlType: {name}"
+
+
+def _text(data: bytes | None) -> str:
+    return "null" if data is None else data.decode("utf-8", errors="replace")
+
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+def dump_offset_index(base_offset: int, data: bytes) -> Iterator[str]:
+    """`offset: N position: P` per entry; a preallocated (zero) tail ends the index."""
+    for i in range(len(data) // _OFFSET_ENTRY.size):
+        relative, position = _OFFSET_ENTRY.unpack_from(data, i * _OFFSET_ENTRY.size)
+        if i > 0 and relative == 0 and position == 0:
+            break
+        yield f"offset: {base_offset + relative} position: {position}"
+
+
+def dump_time_index(base_offset: int, data: bytes) -> Iterator[str]:
+    for i in range(len(data) // _TIME_ENTRY.size):
+        timestamp, relative = _TIME_ENTRY.unpack_from(data, i * _TIME_ENTRY.size)
+        if i > 0 and timestamp == 0 and relative == 0:
+            break
+        yield f"timestamp: {timestamp} offset: {base_offset + relative}"
+
+
+def dump_epoch_checkpoint(data: bytes) -> Iterator[str]:
+    """Kafka's checkpoint text: version line, count line, then `epoch start_offset` lines."""
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if len(lines) < 2:
+        raise CommandError("leader-epoch-checkpoint: missing version or entry count")
+    yield f"version: {lines[0].strip()}"
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) != 2:
+            raise CommandError(f"leader-epoch-checkpoint: malformed entry '{line}'")
+        yield f"epoch: {parts[0]} offset: {parts[1]}"
