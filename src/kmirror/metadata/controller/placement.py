@@ -1,0 +1,97 @@
+"""Replica placement and assignment checks (Kafka's StripedReplicaPlacer, rack-unaware for now)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+
+from kio.schema.errors import ErrorCode
+
+from kmirror.metadata.controller.result import ApiError, Rng
+from kmirror.metadata.image import MetadataImage
+
+
+def live_broker_ids(image: MetadataImage) -> list[int]:
+    return [b.broker_id for b in image.live_brokers()]
+
+
+def place_replicas(
+    brokers: Sequence[int], first_partition: int, num_partitions: int, replication_factor: int, rng: Rng
+) -> list[tuple[int, ...]] | ApiError:
+    """Round-robin from a random start: partition p's first replica is broker (start + p) % n and
+    its followers the next ones, shifted per wrap so follower sets differ (Kafka's
+    AdminUtils.assignReplicasToBrokersRackUnaware)."""
+    n = len(brokers)
+    if replication_factor > n:
+        return ApiError(
+            ErrorCode.invalid_replication_factor,
+            f"Unable to replicate the partition {replication_factor} time(s): The target replication factor of "
+            f"{replication_factor} cannot be reached because only {n} broker(s) are registered.",
+        )
+    ordered = sorted(brokers)
+    start = rng.randrange(n)
+    shift = rng.randrange(n)
+    out: list[tuple[int, ...]] = []
+    for i in range(num_partitions):
+        p = first_partition + i
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (start + p) % n
+        replicas = [ordered[first]]
+        for j in range(replication_factor - 1):
+            offset = 1 + (shift + j) % (n - 1) if n > 1 else 0
+            replicas.append(ordered[(first + offset) % n])
+        out.append(tuple(replicas))
+    return out
+
+
+def check_assignment(
+    assignments: Mapping[int, Sequence[int]], first_partition: int, registered: Sequence[int]
+) -> ApiError | None:
+    """Manual assignments: consecutive partition ids from `first_partition`, non-empty, no
+    duplicate replicas, equal replication factors, only registered brokers."""
+    expected = list(range(first_partition, first_partition + len(assignments)))
+    if sorted(assignments) != expected:
+        return ApiError(
+            ErrorCode.invalid_replica_assignment,
+            f"Partitions should be consecutive and start at {first_partition}.",
+        )
+    sizes = {len(r) for r in assignments.values()}
+    if 0 in sizes:
+        return ApiError(ErrorCode.invalid_replica_assignment, "The manual partition assignment includes an empty replica list.")
+    if len(sizes) > 1:
+        return ApiError(
+            ErrorCode.invalid_replica_assignment,
+            "All partitions in the manual partition assignment must have the same number of replicas.",
+        )
+    known = set(registered)
+    for _p, replicas in sorted(assignments.items()):
+        if len(set(replicas)) != len(replicas):
+            return ApiError(
+                ErrorCode.invalid_replica_assignment,
+                f"The manual partition assignment includes the broker {_dup(replicas)} more than once.",
+            )
+        for b in replicas:
+            if b not in known:
+                return ApiError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"The manual partition assignment includes broker {b}, but no such broker is registered.",
+                )
+    return None
+
+
+def _dup(replicas: Sequence[int]) -> int:
+    seen: set[int] = set()
+    for b in replicas:
+        if b in seen:
+            return b
+        seen.add(b)
+    return -1
+
+
+def new_topic_id(image: MetadataImage, rng: Rng, taken: set[uuid.UUID]) -> uuid.UUID:
+    """A random v4 UUID unused by any topic (and not the zero/sentinel ids Kafka reserves)."""
+    while True:
+        tid = uuid.UUID(int=rng.getrandbits(128), version=4)
+        if tid.int > 1 and tid not in image.topics_by_id and tid not in taken:
+            return tid

@@ -1,0 +1,37 @@
+"""What every controller operation returns, and the error value it reports per item."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+from kio.schema.errors import ErrorCode
+
+from kmirror.metadata.records import Record
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ApiError:
+    """An expected outcome: a Kafka error code and its message (mapped to the wire by handlers)."""
+
+    code: ErrorCode
+    message: str | None = None
+
+
+NONE = ApiError(ErrorCode.none, None)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerResult(Generic[T]):
+    records: list[Record] = field(default_factory=list)
+    response: T | None = None
+
+
+class Rng(Protocol):
+    """The randomness port (satisfied by `random.Random`)."""
+
+    def randrange(self, stop: int) -> int: ...
+
+    def getrandbits(self, k: int) -> int: ...
