@@ -1,0 +1,30 @@
+"""The group coordinator's settings, named as Kafka's broker configs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
+    offsets_retention_minutes: int = 10080
+    offset_metadata_max_bytes: int = 4096
+    # Kafka `GroupCoordinatorConfig.CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS`.
+    new_member_join_timeout_ms: int = 300_000
+
+    @classmethod
+    def from_server_config(cls, config: Any) -> CoordinatorConfig:
+        """Read the attributes ServerConfig has; keep Kafka's defaults for the others."""
+        defaults = cls()
+        values = {
+            name: getattr(config, name, getattr(defaults, name))
+            for name in cls.__dataclass_fields__  # type: ignore[attr-defined]
+        }
+        return cls(**values)

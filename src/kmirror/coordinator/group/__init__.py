@@ -1,0 +1,1 @@
+"""Classic consumer groups: lifecycle, membership and the sans-IO coordinator core."""

@@ -1,0 +1,518 @@
+"""The sans-IO classic group coordinator (Kafka `GroupMetadataManager`, classic part).
+
+Events in: join, sync, heartbeat, leave, offset commit/fetch/delete, list, describe,
+delete groups, partition load/unload, append completions and `poll(now_ms)` for expired
+deadlines. Values out: `Output` (responses by request id + records to append). Deadlines
+are monotonic ms from the `Clock` port; the shell asks `next_deadline_ms()` and calls
+`poll` when it passes. Member ids come from the `new_uuid` port.
+
+A group lives in partition `partition_for(group_id)` of `__consumer_offsets`; this node
+coordinates it only while it leads that partition and has loaded it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.group.group import ClassicGroup
+from kmirror.coordinator.group.member import MemberMetadata, Protocol
+from kmirror.coordinator.group.state import GroupState
+from kmirror.coordinator.offsets import replay
+from kmirror.coordinator.offsets.partitioner import partition_for
+from kmirror.coordinator.results import (
+    Append,
+    JoinMember,
+    JoinResult,
+    LeaveMemberResult,
+    LeaveResult,
+    Output,
+    SyncResult,
+)
+from kmirror.ports import Clock
+from kmirror.protocol.errors import ErrorCode
+
+E = ErrorCode
+
+
+class PartitionStatus(Enum):
+    LOADING = "loading"
+    LOADED = "loaded"
+
+
+@dataclass
+class _Waiting:
+    """Responses (and effects) held until an append is reported."""
+
+    on_success: Callable[[], Output]
+    on_failure: Callable[[ErrorCode], Output]
+
+
+@dataclass
+class CoreState:
+    groups: dict[str, ClassicGroup] = field(default_factory=dict)
+    partitions: dict[int, PartitionStatus] = field(default_factory=dict)
+    # (group id, member id) -> request id of the JoinGroup / SyncGroup waiting on a rebalance.
+    pending_joins: dict[tuple[str, str], int] = field(default_factory=dict)
+    pending_syncs: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+class GroupCoordinator:
+    def __init__(self, config: CoordinatorConfig, clock: Clock, new_uuid: Callable[[], str]) -> None:
+        self.config = config
+        self.clock = clock
+        self._new_uuid = new_uuid
+        self.state = CoreState()
+        self._waiting: dict[int, _Waiting] = {}
+        self._next_ticket = 0
+
+    # ---- ownership -------------------------------------------------------------------
+
+    @property
+    def groups(self) -> dict[str, ClassicGroup]:
+        return self.state.groups
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    def coordinator_error(self, group_id: str) -> ErrorCode | None:
+        """NOT_COORDINATOR unless this node leads the group's partition; LOAD_IN_PROGRESS
+        while it replays it (Kafka `GroupCoordinatorService` / `CoordinatorRuntime`)."""
+        status = self.state.partitions.get(self.partition_for(group_id))
+        if status is None:
+            return E.not_coordinator
+        if status is PartitionStatus.LOADING:
+            return E.coordinator_load_in_progress
+        return None
+
+    def begin_load(self, partition: int) -> None:
+        self.state.partitions[partition] = PartitionStatus.LOADING
+
+    def complete_load(self, partition: int, records: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Rebuild the partition's groups and offsets by replaying its records in order."""
+        now = self.clock.monotonic_ms()
+        groups = replay.replay(records, now_wall_ms=self.clock.now_ms())
+        for group in groups.values():
+            for member in group.members.values():
+                group.heartbeat_deadline_ms[member.member_id] = now + member.session_timeout_ms
+            self.state.groups[group.group_id] = group
+        self.state.partitions[partition] = PartitionStatus.LOADED
+
+    def unload(self, partition: int) -> Output:
+        """This node no longer leads the partition: its groups go Dead and waiters learn
+        NOT_COORDINATOR so clients rediscover the coordinator."""
+        out = Output()
+        self.state.partitions.pop(partition, None)
+        for group_id in [g for g in self.state.groups if self.partition_for(g) == partition]:
+            group = self.state.groups.pop(group_id)
+            out.extend(self._fail_waiters(group, E.not_coordinator))
+            group.transition_to(GroupState.DEAD, self.clock.now_ms())
+        return out
+
+    # ---- JoinGroup -------------------------------------------------------------------
+
+    def join(
+        self,
+        request_id: int,
+        *,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: tuple[Protocol, ...],
+        require_known_member_id: bool,
+    ) -> Output:
+        """JoinGroup. The response for `request_id` is in the returned Output only when it is
+        immediate (errors, MEMBER_ID_REQUIRED, unchanged member of a stable group); otherwise
+        in the Output of the event that completes the rebalance."""
+        out = Output()
+
+        def reply(result: JoinResult) -> Output:
+            out.responses.append((request_id, result))
+            return out
+
+        err = self.coordinator_error(group_id)
+        if err is not None:
+            return reply(JoinResult(err, member_id=member_id))
+        if not group_id:
+            return reply(JoinResult(E.invalid_group_id, member_id=member_id))
+        if not (
+            self.config.group_min_session_timeout_ms
+            <= session_timeout_ms
+            <= self.config.group_max_session_timeout_ms
+        ):
+            return reply(JoinResult(E.invalid_session_timeout, member_id=member_id))
+        group = self.state.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return reply(JoinResult(E.unknown_member_id, member_id=member_id))
+            group = ClassicGroup(group_id, state_timestamp_ms=self.clock.now_ms())
+            self.state.groups[group_id] = group
+        if group.is_in(GroupState.DEAD):
+            return reply(JoinResult(E.coordinator_not_available, member_id=member_id))
+        if not group.supports_protocols(protocol_type, protocols):
+            return reply(JoinResult(E.inconsistent_group_protocol, member_id=member_id))
+        now = self.clock.monotonic_ms()
+
+        known = group.members.get(member_id) if member_id else None
+        if known is None:
+            if member_id and member_id not in group.pending_members:
+                return reply(JoinResult(E.unknown_member_id, member_id=member_id))
+            if len(group.members) >= self.config.group_max_size:
+                return reply(JoinResult(E.group_max_size_reached, member_id=member_id))
+            if not member_id:
+                new_id = f"{client_id}-{self._new_uuid()}"
+                if require_known_member_id:
+                    # KIP-394: hand out the id first; the member joins for real with it.
+                    group.pending_members[new_id] = now + session_timeout_ms
+                    return reply(JoinResult(E.member_id_required, member_id=new_id))
+                member_id = new_id
+            group.pending_members.pop(member_id, None)
+            member = MemberMetadata(
+                member_id, group_instance_id, client_id, client_host,
+                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+            )
+            member.is_new = group.is_in(GroupState.PREPARING_REBALANCE, GroupState.EMPTY) and group.generation_id == 0
+            group.add_member(member)
+            self._await_join(group, member, request_id, out)
+            timeout = self.config.new_member_join_timeout_ms if member.is_new else session_timeout_ms
+            group.heartbeat_deadline_ms[member_id] = now + timeout
+            self._prepare_rebalance(group, out, new_member=True)
+            self._try_complete_join(group, out)
+            return out
+
+        # A known member rejoins.
+        if group.is_in(GroupState.EMPTY):
+            return reply(JoinResult(E.unknown_member_id, member_id=member_id))
+        known.session_timeout_ms = session_timeout_ms
+        known.rebalance_timeout_ms = rebalance_timeout_ms
+        known.client_id, known.client_host = client_id, client_host
+        unchanged = known.matches(protocols)
+        if group.is_in(GroupState.COMPLETING_REBALANCE) and unchanged:
+            # The member missed its JoinGroup response: send the current generation again.
+            return reply(self._join_result(group, known))
+        if group.is_in(GroupState.STABLE) and unchanged and member_id != group.leader_id:
+            return reply(self._join_result(group, known, with_members=False))
+        known.protocols = protocols
+        self._await_join(group, known, request_id, out)
+        group.heartbeat_deadline_ms[member_id] = now + session_timeout_ms
+        self._prepare_rebalance(group, out)
+        self._try_complete_join(group, out)
+        return out
+
+    def _await_join(self, group: ClassicGroup, member: MemberMetadata, request_id: int, out: Output) -> None:
+        key = (group.group_id, member.member_id)
+        previous = self.state.pending_joins.get(key)
+        if previous is not None and previous != request_id:
+            # Superseded by a newer JoinGroup from the same member.
+            out.responses.append((previous, JoinResult(E.rebalance_in_progress, member_id=member.member_id)))
+        self.state.pending_joins[key] = request_id
+        member.awaiting_join = True
+
+    def _join_result(self, group: ClassicGroup, member: MemberMetadata, with_members: bool | None = None) -> JoinResult:
+        is_leader = member.member_id == group.leader_id
+        members: tuple[JoinMember, ...] = ()
+        if with_members if with_members is not None else is_leader:
+            members = tuple(
+                JoinMember(m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
+                for m in group.members.values()
+            )
+        return JoinResult(
+            E.none, group.generation_id, group.protocol_type, group.protocol_name,
+            group.leader_id or "", member.member_id, members,
+        )
+
+    def _prepare_rebalance(self, group: ClassicGroup, out: Output, new_member: bool = False) -> None:
+        """Kafka `maybePrepareRebalance` / `prepareRebalance`."""
+        now = self.clock.monotonic_ms()
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            if new_member and group.initial_delay_limit_ms is not None:
+                group.join_deadline_ms = min(
+                    now + self.config.group_initial_rebalance_delay_ms, group.initial_delay_limit_ms
+                )
+            return
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
+            # The leader's assignment will never come for this generation.
+            for member in group.members.values():
+                member.assignment = b""
+            out.extend(self._fail_syncs(group, E.rebalance_in_progress))
+        group.sync_deadline_ms = None
+        group.pending_sync_members.clear()
+        if group.is_in(GroupState.EMPTY) and self.config.group_initial_rebalance_delay_ms > 0:
+            group.initial_delay_limit_ms = now + group.max_rebalance_timeout_ms()
+            group.join_deadline_ms = min(
+                now + self.config.group_initial_rebalance_delay_ms, group.initial_delay_limit_ms
+            )
+        else:
+            group.initial_delay_limit_ms = None
+            group.join_deadline_ms = now + group.max_rebalance_timeout_ms()
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.clock.now_ms())
+
+    def _try_complete_join(self, group: ClassicGroup, out: Output) -> None:
+        # During the initial delay only the timer completes the join (Kafka `InitialDelayedJoin`).
+        if (
+            group.is_in(GroupState.PREPARING_REBALANCE)
+            and group.initial_delay_limit_ms is None
+            and group.all_members_joined()
+        ):
+            self._complete_join(group, out)
+
+    def _complete_join(self, group: ClassicGroup, out: Output) -> None:
+        """Kafka `completeClassicGroupJoin`: drop members that did not rejoin, start the next
+        generation and answer every waiting JoinGroup (the leader gets the member list)."""
+        group.join_deadline_ms = None
+        group.initial_delay_limit_ms = None
+        group.pending_members.clear()
+        for member in [m for m in group.members.values() if not m.awaiting_join]:
+            group.remove_member(member.member_id)
+        group.init_next_generation(self.clock.now_ms())
+        now = self.clock.monotonic_ms()
+        if group.is_in(GroupState.EMPTY):
+            out.extend(self._store_group(group, on_success=Output, on_failure=lambda _e: Output()))
+            return
+        for member in group.members.values():
+            member.awaiting_join = False
+            member.is_new = False
+            group.heartbeat_deadline_ms[member.member_id] = now + member.session_timeout_ms
+            request_id = self.state.pending_joins.pop((group.group_id, member.member_id), None)
+            if request_id is not None:
+                out.responses.append((request_id, self._join_result(group, member)))
+        group.pending_sync_members = set(group.members)
+        group.sync_deadline_ms = now + group.max_rebalance_timeout_ms()
+
+    # ---- SyncGroup -------------------------------------------------------------------
+
+    def sync(
+        self,
+        request_id: int,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> Output:
+        out = Output()
+
+        def reply(error: ErrorCode) -> Output:
+            out.responses.append((request_id, SyncResult(error)))
+            return out
+
+        err = self.coordinator_error(group_id)
+        if err is not None:
+            return reply(err)
+        group = self.state.groups.get(group_id)
+        if group is None or not group.has_member(member_id):
+            return reply(E.unknown_member_id)
+        if group.is_in(GroupState.DEAD):
+            return reply(E.coordinator_not_available)
+        if generation_id != group.generation_id:
+            return reply(E.illegal_generation)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return reply(E.inconsistent_group_protocol)
+        if group.is_in(GroupState.EMPTY):
+            return reply(E.unknown_member_id)
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            return reply(E.rebalance_in_progress)
+        member = group.members[member_id]
+        group.pending_sync_members.discard(member_id)
+        if not group.pending_sync_members:
+            group.sync_deadline_ms = None
+        group.heartbeat_deadline_ms[member_id] = self.clock.monotonic_ms() + member.session_timeout_ms
+        if group.is_in(GroupState.STABLE):
+            out.responses.append((request_id, self._sync_result(group, member)))
+            return out
+        # CompletingRebalance: wait for the leader's assignment.
+        self.state.pending_syncs[(group_id, member_id)] = request_id
+        member.awaiting_sync = True
+        if member_id == group.leader_id:
+            for m in group.members.values():
+                m.assignment = assignments.get(m.member_id, b"")
+            generation = group.generation_id
+            group.transition_to(GroupState.STABLE, self.clock.now_ms())
+
+            def persisted() -> Output:
+                return self._complete_syncs(group, generation, E.none)
+
+            def failed(error: ErrorCode) -> Output:
+                return self._complete_syncs(group, generation, error)
+
+            out.extend(self._store_group(group, on_success=persisted, on_failure=failed))
+        return out
+
+    def _sync_result(self, group: ClassicGroup, member: MemberMetadata) -> SyncResult:
+        return SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment)
+
+    def _complete_syncs(self, group: ClassicGroup, generation: int, error: ErrorCode) -> Output:
+        out = Output()
+        if group.generation_id != generation:
+            return out  # a newer rebalance already answered these syncs
+        for member in group.members.values():
+            request_id = self.state.pending_syncs.pop((group.group_id, member.member_id), None)
+            member.awaiting_sync = False
+            if request_id is not None:
+                result = self._sync_result(group, member) if error == E.none else SyncResult(error)
+                out.responses.append((request_id, result))
+        return out
+
+    def _fail_syncs(self, group: ClassicGroup, error: ErrorCode) -> Output:
+        out = Output()
+        for member in group.members.values():
+            member.awaiting_sync = False
+            request_id = self.state.pending_syncs.pop((group.group_id, member.member_id), None)
+            if request_id is not None:
+                out.responses.append((request_id, SyncResult(error)))
+        return out
+
+    def _fail_waiters(self, group: ClassicGroup, error: ErrorCode) -> Output:
+        out = self._fail_syncs(group, error)
+        for member in group.members.values():
+            request_id = self.state.pending_joins.pop((group.group_id, member.member_id), None)
+            member.awaiting_join = False
+            if request_id is not None:
+                out.responses.append((request_id, JoinResult(error, member_id=member.member_id)))
+        return out
+
+    # ---- Heartbeat / LeaveGroup ------------------------------------------------------
+
+    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+        err = self.coordinator_error(group_id)
+        if err is not None:
+            return err
+        group = self.state.groups.get(group_id)
+        if group is None:
+            return E.unknown_member_id
+        if group.is_in(GroupState.DEAD):
+            return E.coordinator_not_available
+        if group.is_in(GroupState.EMPTY) or not group.has_member(member_id):
+            return E.unknown_member_id
+        if generation_id != group.generation_id:
+            return E.illegal_generation
+        member = group.members[member_id]
+        group.heartbeat_deadline_ms[member_id] = self.clock.monotonic_ms() + member.session_timeout_ms
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            return E.rebalance_in_progress
+        return E.none
+
+    def leave(self, request_id: int, *, group_id: str, members: list[tuple[str, str | None]]) -> Output:
+        """LeaveGroup of (member_id, group_instance_id) pairs (v3+ batches; v0-2 one member)."""
+        out = Output()
+        err = self.coordinator_error(group_id)
+        group = self.state.groups.get(group_id)
+        if err is None and group is not None and group.is_in(GroupState.DEAD):
+            err = E.coordinator_not_available
+        if err is not None:
+            out.responses.append((request_id, LeaveResult(err)))
+            return out
+        results = []
+        for member_id, instance_id in members:
+            error = E.unknown_member_id
+            if group is not None and member_id in group.pending_members:
+                del group.pending_members[member_id]
+                self._try_complete_join(group, out)
+                error = E.none
+            elif group is not None and group.has_member(member_id):
+                self._remove_member_and_update_group(group, member_id, out)
+                error = E.none
+            results.append(LeaveMemberResult(member_id, instance_id, error))
+        out.responses.append((request_id, LeaveResult(E.none, tuple(results))))
+        return out
+
+    def _remove_member_and_update_group(self, group: ClassicGroup, member_id: str, out: Output) -> None:
+        """Kafka `removeMemberAndUpdateClassicGroup`."""
+        request_id = self.state.pending_joins.pop((group.group_id, member_id), None)
+        if request_id is not None:
+            out.responses.append((request_id, JoinResult(E.unknown_member_id, member_id=member_id)))
+        sync_id = self.state.pending_syncs.pop((group.group_id, member_id), None)
+        if sync_id is not None:
+            out.responses.append((sync_id, SyncResult(E.unknown_member_id)))
+        group.remove_member(member_id)
+        if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, out)
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            if group.is_empty and group.initial_delay_limit_ms is not None:
+                group.initial_delay_limit_ms = None
+            self._try_complete_join(group, out)
+
+    # ---- deadlines -------------------------------------------------------------------
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines: list[int] = []
+        for group in self.state.groups.values():
+            deadlines.extend(group.heartbeat_deadline_ms.values())
+            deadlines.extend(group.pending_members.values())
+            if group.join_deadline_ms is not None:
+                deadlines.append(group.join_deadline_ms)
+            if group.sync_deadline_ms is not None:
+                deadlines.append(group.sync_deadline_ms)
+        return min(deadlines, default=None)
+
+    def poll(self, now_ms: int) -> Output:
+        """Act on every deadline at or before `now_ms` (monotonic)."""
+        out = Output()
+        for group in list(self.state.groups.values()):
+            self._expire(group, now_ms, out)
+        return out
+
+    def _expire(self, group: ClassicGroup, now: int, out: Output) -> None:
+        for member_id in list(group.pending_members):
+            deadline = group.pending_members.get(member_id)
+            if deadline is not None and deadline <= now:
+                del group.pending_members[member_id]
+                self._try_complete_join(group, out)
+        for member_id in list(group.heartbeat_deadline_ms):
+            # Re-read: expiring one member may complete a join that re-arms the others.
+            deadline = group.heartbeat_deadline_ms.get(member_id)
+            member = group.members.get(member_id)
+            if member is None or deadline is None or deadline > now:
+                continue
+            if member.awaiting_join or member.awaiting_sync:
+                # Kept alive while waiting on the coordinator; the rebalance timeout governs.
+                group.heartbeat_deadline_ms[member_id] = now + member.session_timeout_ms
+                continue
+            self._remove_member_and_update_group(group, member_id, out)
+        if group.join_deadline_ms is not None and group.join_deadline_ms <= now:
+            if group.is_in(GroupState.PREPARING_REBALANCE):
+                self._complete_join(group, out)
+            else:
+                group.join_deadline_ms = None
+        if group.sync_deadline_ms is not None and group.sync_deadline_ms <= now:
+            group.sync_deadline_ms = None
+            if group.is_in(GroupState.COMPLETING_REBALANCE, GroupState.STABLE) and group.pending_sync_members:
+                # Kafka `onSyncTimeout`: members that never synced are removed.
+                for member_id in list(group.pending_sync_members):
+                    self._remove_member_and_update_group(group, member_id, out)
+
+    # ---- persistence -----------------------------------------------------------------
+
+    def _store_group(
+        self, group: ClassicGroup, *, on_success: Callable[[], Output], on_failure: Callable[[ErrorCode], Output]
+    ) -> Output:
+        return self.append(group.group_id, [replay.group_metadata_record(group)], on_success, on_failure)
+
+    def append(
+        self,
+        group_id: str,
+        records: list[tuple[bytes, bytes | None]],
+        on_success: Callable[[], Output],
+        on_failure: Callable[[ErrorCode], Output],
+    ) -> Output:
+        """Ask the shell to append `records` to the group's partition; the callbacks run from
+        `on_append_completed`."""
+        self._next_ticket += 1
+        ticket = self._next_ticket
+        self._waiting[ticket] = _Waiting(on_success, on_failure)
+        return Output(appends=[Append(ticket, self.partition_for(group_id), records)])
+
+    def on_append_completed(self, ticket: int, error: ErrorCode = E.none) -> Output:
+        waiting = self._waiting.pop(ticket)
+        return waiting.on_success() if error == E.none else waiting.on_failure(error)

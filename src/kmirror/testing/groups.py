@@ -1,0 +1,102 @@
+"""Test helpers for the group coordinator: a core with a manual clock, and an in-memory
+`CoordinatorLog`."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.group.coordinator import GroupCoordinator
+from kmirror.coordinator.group.member import Protocol
+from kmirror.coordinator.results import Output
+from kmirror.ports import ManualClock
+from kmirror.protocol.errors import ErrorCode
+
+
+class MemoryCoordinatorLog:
+    """`CoordinatorLog` kept in memory; `fail_with` makes the next appends raise."""
+
+    def __init__(self) -> None:
+        self.partitions: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        self.fail_with: Exception | None = None
+
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
+        if self.fail_with is not None:
+            raise self.fail_with
+        log = self.partitions.setdefault(partition, [])
+        log.extend(records)
+        return len(log) - 1
+
+    def read_all(self, partition: int) -> list[tuple[bytes, bytes | None]]:
+        return list(self.partitions.get(partition, []))
+
+
+class CoreHarness:
+    """Drives a `GroupCoordinator` the way the shell does: appends succeed at once and
+    their completions' responses are collected with the event's own."""
+
+    def __init__(self, **config: Any) -> None:
+        defaults: dict[str, Any] = {"offsets_topic_num_partitions": 1, "group_initial_rebalance_delay_ms": 0}
+        defaults.update(config)
+        self.config = CoordinatorConfig(**defaults)
+        self.clock = ManualClock()
+        ids = itertools.count(1)
+        self.core = GroupCoordinator(self.config, self.clock, lambda: f"uuid{next(ids)}")
+        self.log = MemoryCoordinatorLog()
+        self.responses: dict[int, Any] = {}
+        self._request_ids = itertools.count(1)
+        self.pending = 0  # request id of the last `new_member` real JoinGroup
+        for p in range(self.config.offsets_topic_num_partitions):
+            self.core.begin_load(p)
+            self.core.complete_load(p, [])
+
+    def next_request_id(self) -> int:
+        return next(self._request_ids)
+
+    def run(self, out: Output) -> Output:
+        """Execute appends (to the memory log) and completions; return everything answered."""
+        done = Output(responses=list(out.responses))
+        for append in out.appends:
+            self.log.partitions.setdefault(append.partition, []).extend(append.records)
+            done.extend(self.run(self.core.on_append_completed(append.ticket, ErrorCode.none)))
+        for rid, result in done.responses:
+            self.responses[rid] = result
+        return done
+
+    def join(self, member_id: str = "", *, group: str = "g", client_id: str = "c", session_ms: int = 10_000,
+             rebalance_ms: int = 30_000, protocols: tuple[str, ...] = ("range",), protocol_type: str = "consumer",
+             require_known: bool = True, metadata: bytes = b"m") -> int:
+        rid = self.next_request_id()
+        self.run(self.core.join(
+            rid, group_id=group, member_id=member_id, group_instance_id=None, client_id=client_id,
+            client_host="/127.0.0.1", session_timeout_ms=session_ms, rebalance_timeout_ms=rebalance_ms,
+            protocol_type=protocol_type, protocols=tuple(Protocol(p, metadata) for p in protocols),
+            require_known_member_id=require_known,
+        ))
+        return rid
+
+    def sync(self, member_id: str, generation: int, assignments: dict[str, bytes] | None = None,
+             *, group: str = "g") -> int:
+        rid = self.next_request_id()
+        self.run(self.core.sync(
+            rid, group_id=group, generation_id=generation, member_id=member_id, protocol_type=None,
+            protocol_name=None, assignments=assignments or {},
+        ))
+        return rid
+
+    def leave(self, *member_ids: str, group: str = "g") -> int:
+        rid = self.next_request_id()
+        self.run(self.core.leave(rid, group_id=group, members=[(m, None) for m in member_ids]))
+        return rid
+
+    def advance(self, ms: int) -> Output:
+        self.clock.advance(ms)
+        return self.run(self.core.poll(self.clock.monotonic_ms()))
+
+    def new_member(self, group: str = "g", **kw: Any) -> str:
+        """MEMBER_ID_REQUIRED handshake, then the real join; returns the member id."""
+        first = self.responses[self.join(group=group, **kw)]
+        assert first.error == ErrorCode.member_id_required
+        self.pending = self.join(first.member_id, group=group, **kw)
+        return str(first.member_id)
