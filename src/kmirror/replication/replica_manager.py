@@ -137,6 +137,14 @@ class ReplicaManager:
         topic_image = self._image.topics_by_id.get(topic_id)
         return None if topic_image is None else topic_image.name
 
+    def current_leader(self, tp: TopicPartition) -> tuple[int, int]:
+        """(leader id, leader epoch) of `tp` in the image, (-1, -1) if unknown (KIP-951 hints)."""
+        topic = self._image.topics.get(tp.topic) if self._image is not None else None
+        registration = topic.partitions.get(tp.partition) if topic is not None else None
+        if registration is None:
+            return -1, -1
+        return int(registration.leader), int(registration.leader_epoch)
+
     def add_append_listener(self, listener: Callable[[TopicPartition], None]) -> None:
         """Called with each partition whose log (or HW) grew, after the append."""
         self._append_listeners.append(listener)

@@ -137,14 +137,9 @@ def _partition_response(
 
 
 def _current_leader(services: BrokerServices, rt: type, tp: TopicPartition) -> Any:
-    """KIP-951: tell the producer where the leader moved (leader id and epoch from the image)."""
-    LeaderIdAndEpoch = nested(rt, "LeaderIdAndEpoch")
-    image = services.replica_manager.image
-    topic = image.topics.get(tp.topic) if image is not None else None
-    registration = topic.partitions.get(tp.partition) if topic is not None else None
-    if registration is None:
-        return LeaderIdAndEpoch()
-    return LeaderIdAndEpoch(leader_id=int(registration.leader), leader_epoch=int(registration.leader_epoch))
+    """KIP-951: where the leader is now, so the client need not refresh metadata first."""
+    leader_id, leader_epoch = services.replica_manager.current_leader(tp)
+    return nested(rt, "LeaderIdAndEpoch")(leader_id=leader_id, leader_epoch=leader_epoch)
 
 
 def _datetime_or_none(ms: int) -> datetime.datetime | None:

@@ -1,0 +1,181 @@
+import asyncio
+import datetime
+from uuid import UUID, uuid4
+
+import pytest
+
+from kmirror.broker.api import RequestContext
+from kmirror.broker.handlers.fetch import handle
+from kmirror.broker.purgatory import purgatory_for
+from kmirror.metadata.image import PartitionRegistration
+from kmirror.protocol.codec import RequestHeaderView
+from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
+from kmirror.records.builder import build_batch
+from kmirror.testing.replication import (
+    call_handler,
+    data_services,
+    image_with,
+    request_type,
+    single_node_image,
+)
+from kmirror.types import TopicPartition
+
+T_ID = uuid4()
+T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+
+
+def batch(value: bytes) -> bytes:
+    return build_batch([(b"k", value, (), 1_700_000_000_000)])
+
+
+def fetch_request(
+    version: int,
+    parts: dict[str | UUID, list[tuple[int, int]]],
+    *,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    max_bytes: int = 1 << 20,
+    partition_max_bytes: int = 1 << 20,
+    isolation_level: int = 0,
+    current_leader_epoch: int = -1,
+    session_id: int = 0,
+    session_epoch: int = -1,
+) -> object:
+    rt = request_type(1, version)
+    FetchTopic = nested(rt, "FetchTopic")
+    FetchPartition = nested(rt, "FetchPartition")
+    topics = tuple(
+        build(
+            FetchTopic,
+            topic=key if isinstance(key, str) else "",
+            topic_id=key if isinstance(key, UUID) else UUID(int=0),
+            partitions=tuple(
+                build(
+                    FetchPartition,
+                    partition=i,
+                    fetch_offset=off,
+                    partition_max_bytes=partition_max_bytes,
+                    current_leader_epoch=current_leader_epoch,
+                )
+                for i, off in ps
+            ),
+        )
+        for key, ps in parts.items()
+    )
+    return build(
+        rt,
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=isolation_level,
+        session_id=session_id,
+        session_epoch=session_epoch,
+        topics=topics,
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+def services_with_data():
+    services = data_services(single_node_image(1, {"t": (T_ID, 2)}, leader_epoch=3))
+    rm = services.replica_manager
+    rm.append_records({T0: batch(b"one")}, 1)
+    rm.append_records({T0: batch(b"two")}, 1)
+    return services
+
+
+def partitions_of(response) -> dict[int, object]:
+    return {p.partition_index: p for t in response.responses for p in t.partitions}
+
+
+@pytest.mark.parametrize("version", [4, 7, 11, 12, 15, 16, 17])
+def test_fetch_returns_stored_bytes_with_offsets(version: int) -> None:
+    services = services_with_data()
+    key: str | UUID = T_ID if version >= 13 else "t"
+    response = call_handler(handle, services, 1, version, fetch_request(version, {key: [(0, 0), (1, 0)]}))
+    parts = partitions_of(response)
+    p0 = parts[0]
+    assert p0.error_code == ErrorCode.none
+    assert bytes(p0.records) == batch(b"one") + batch(b"two")
+    assert (p0.high_watermark, p0.last_stable_offset) == (2, 2)
+    if version >= 5:
+        assert p0.log_start_offset == 0
+    assert parts[1].records == b"" and parts[1].high_watermark == 0
+    if version >= 7:
+        assert response.session_id == 0 and response.error_code == ErrorCode.none
+
+
+def test_fetch_partition_max_bytes_returns_at_least_one_batch() -> None:
+    services = services_with_data()
+    response = call_handler(handle, services, 1, 12, fetch_request(12, {"t": [(0, 0)]}, partition_max_bytes=1))
+    assert bytes(partitions_of(response)[0].records) == batch(b"one")
+
+
+def test_fetch_errors() -> None:
+    services = services_with_data()
+    response = call_handler(handle, services, 1, 12, fetch_request(12, {"t": [(0, 9)], "nope": [(0, 0)]}))
+    codes = {t.topic: t.partitions[0].error_code for t in response.responses}
+    assert codes == {"t": ErrorCode.offset_out_of_range, "nope": ErrorCode.unknown_topic_or_partition}
+    fenced = call_handler(handle, services, 1, 12, fetch_request(12, {"t": [(0, 0)]}, current_leader_epoch=2))
+    p = partitions_of(fenced)[0]
+    assert p.error_code == ErrorCode.fenced_leader_epoch
+    assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (1, 3)
+    unknown = call_handler(handle, services, 1, 12, fetch_request(12, {"t": [(0, 0)]}, current_leader_epoch=4))
+    assert partitions_of(unknown)[0].error_code == ErrorCode.unknown_leader_epoch
+    by_id = call_handler(handle, services, 1, 13, fetch_request(13, {uuid4(): [(0, 0)]}))
+    assert partitions_of(by_id)[0].error_code == ErrorCode.unknown_topic_id
+
+
+def test_fetch_from_follower_replica_is_not_leader() -> None:
+    image = image_with({"t": (T_ID, {0: PartitionRegistration((1, 2), (1, 2), 2, 1, 0)})})
+    services = data_services(image)
+    response = call_handler(handle, services, 1, 12, fetch_request(12, {"t": [(0, 0)]}))
+    assert partitions_of(response)[0].error_code == ErrorCode.not_leader_or_follower
+
+
+def test_fetch_sessions_are_not_handed_out() -> None:
+    services = services_with_data()
+    opening = call_handler(handle, services, 1, 12, fetch_request(12, {"t": [(0, 0)]}, session_epoch=0))
+    assert opening.session_id == 0 and opening.error_code == ErrorCode.none
+    incremental = call_handler(handle, services, 1, 12, fetch_request(12, {}, session_id=77, session_epoch=1))
+    assert incremental.error_code == ErrorCode.fetch_session_id_not_found
+    bad_epoch = call_handler(handle, services, 1, 12, fetch_request(12, {}, session_epoch=5))
+    assert bad_epoch.error_code == ErrorCode.invalid_fetch_session_epoch
+
+
+def test_read_committed_answers_empty_aborted_transactions() -> None:
+    services = services_with_data()
+    response = call_handler(handle, services, 1, 11, fetch_request(11, {"t": [(0, 0)]}, isolation_level=1))
+    assert partitions_of(response)[0].aborted_transactions == ()
+
+
+def test_delayed_fetch_completes_when_data_arrives() -> None:
+    services = data_services(single_node_image(1, {"t": (T_ID, 1)}))
+    rm = services.replica_manager
+    version = 12
+    rt_response = __import__("kio.index", fromlist=["load_response_schema"]).load_response_schema(1, version)
+    ctx = RequestContext(RequestHeaderView(1, version, 1, "test"), rt_response, "127.0.0.1", 1)
+    request = fetch_request(version, {"t": [(0, 0)]}, max_wait_ms=60_000, min_bytes=1)
+
+    async def scenario():
+        task = asyncio.ensure_future(handle(services, ctx, request))
+        while purgatory_for(rm).watched(T0) == 0:
+            await asyncio.sleep(0)
+        assert not task.done()
+        rm.append_records({T0: batch(b"late")}, 1)
+        return await asyncio.wait_for(task, 30)
+
+    response = asyncio.run(scenario())
+    assert bytes(partitions_of(response)[0].records) == batch(b"late")
+    assert purgatory_for(rm).watched(T0) == 0
+
+
+def test_delayed_fetch_expires_with_what_is_there() -> None:
+    services = services_with_data()
+    request = fetch_request(12, {"t": [(0, 2)]}, max_wait_ms=1, min_bytes=1)
+    response = call_handler(handle, services, 1, 12, request)
+    p = partitions_of(response)[0]
+    assert p.error_code == ErrorCode.none and p.records == b"" and p.high_watermark == 2
