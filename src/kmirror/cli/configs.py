@@ -90,8 +90,10 @@ def format_describe(
     for e in sorted(entries, key=lambda e: e.name):
         if not all_configs and e.source not in DYNAMIC_SOURCES:
             continue
-        value = "null" if e.is_sensitive else e.value
-        synonyms = ", ".join(f"{_source_name(src)}:{n}={'null' if e.is_sensitive else v}" for n, v, src in e.synonyms)
+        value = "null" if e.is_sensitive or e.value is None else e.value
+        synonyms = ", ".join(
+            f"{_source_name(src)}:{n}={'null' if e.is_sensitive or v is None else v}" for n, v, src in e.synonyms
+        )
         lines.append(f"  {e.name}={value} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonyms}}}")
     return lines
 
