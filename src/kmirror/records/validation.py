@@ -16,8 +16,9 @@ mapped to the partition's error code at the handler. Checks, in Kafka's order:
    [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms] and producers
    may not claim LogAppendTime (INVALID_TIMESTAMP); errors are reported per record index.
 
-Compressed batches are decompressed and every inner record decoded: the record count must match
-and inner offset deltas must be 0..n-1. Kafka would *rebuild* a batch whose inner offsets are
+Compressed batches are decompressed and every inner record's framing walked (keys, values and
+headers skipped, as Kafka's skipKeyValueIterator): the record count must match and inner offset
+deltas must be 0..n-1. Kafka would *rebuild* a batch whose inner offsets are
 not consecutive, or recompress to a topic `compression.type` differing from the producer's;
 kmirror never re-encodes (stored bytes are exactly the producer's, which byte-exact mirroring
 relies on), so non-consecutive inner offsets are INVALID_RECORD and `compression.type` is
@@ -38,6 +39,7 @@ from typing import Final
 from kio.schema.errors import ErrorCode
 
 from kmirror.records.batch import (
+    RECORD_BATCH_OVERHEAD,
     BatchHeader,
     Buffer,
     CorruptRecordError,
@@ -46,7 +48,7 @@ from kmirror.records.batch import (
     read_header,
 )
 from kmirror.records.compression import CompressionType
-from kmirror.records.record import InvalidRecordError, decode_entries, decode_varint, records_section
+from kmirror.records.record import InvalidRecordError, decode_varint, records_section
 
 UNBOUNDED_MS: Final = 2**63 - 1  # Kafka's default message.timestamp.before/after.max.ms
 _LOG_APPEND_TIME: Final = "LogAppendTime"
@@ -200,10 +202,10 @@ def _check_records(records: Buffer, header: BatchHeader, now_ms: int, log_append
     check_each_timestamp = not log_append_time_topic and not producer_log_append_time and bounded
 
     if header.compression != CompressionType.NONE:
-        entries = decode_entries(records_section(records, 0, header), header.records_count)
-        scanned = [(e.offset_delta, e.timestamp_delta, e.key is not None) for e in entries]
+        section = records_section(records, 0, header)
+        scanned = _scan_records(section, 0, len(section), header.records_count)
     elif compacted or check_each_timestamp:
-        scanned = _scan_uncompressed(records, header)
+        scanned = _scan_records(records, RECORD_BATCH_OVERHEAD, header.size, header.records_count)
     else:
         scanned = None
 
@@ -259,24 +261,23 @@ def _out_of_range(timestamp: int, now_ms: int, before_max_ms: int, after_max_ms:
     return difference > before_max_ms or -difference > after_max_ms
 
 
-def _scan_uncompressed(records: Buffer, header: BatchHeader) -> list[tuple[int, int, bool]]:
-    """Walk record framing: (offset delta, timestamp delta, has key) per record, without
-    decoding keys, values or headers. The records must fill the batch exactly."""
+def _scan_records(data: Buffer, pos: int, end: int, count: int) -> list[tuple[int, int, bool]]:
+    """Walk record framing in `data[pos:end]`: (offset delta, timestamp delta, has key) per
+    record, skipping keys, values and headers (Kafka's `skipKeyValueIterator` does the same
+    for in-place appends). The `count` records must fill the section exactly."""
     out = []
-    pos = 61
-    end = header.size
-    for _ in range(header.records_count):
-        length, pos = decode_varint(records, pos)
+    for _ in range(count):
+        length, pos = decode_varint(data, pos)
         record_end = pos + length
         if length <= 0 or record_end > end:
             raise InvalidRecordError(f"invalid record size {length}")
-        timestamp_delta, cursor = decode_varint(records, pos + 1)
-        offset_delta, cursor = decode_varint(records, cursor)
-        key_length, cursor = decode_varint(records, cursor)
-        if cursor > record_end:
+        timestamp_delta, cursor = decode_varint(data, pos + 1)
+        offset_delta, cursor = decode_varint(data, cursor)
+        key_length, cursor = decode_varint(data, cursor)
+        if cursor > record_end or cursor + max(key_length, 0) > record_end:
             raise InvalidRecordError("record fields extend past the record")
         out.append((offset_delta, timestamp_delta, key_length >= 0))
         pos = record_end
     if pos != end:
-        raise InvalidRecordError(f"{end - pos} bytes remain after the declared {header.records_count} records")
+        raise InvalidRecordError(f"{end - pos} bytes remain after the declared {count} records")
     return out

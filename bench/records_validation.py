@@ -1,0 +1,74 @@
+"""Throughput of `validate_for_append` on 1 MiB batches, next to a CRC32C baseline.
+
+Run: .venv/bin/python bench/records_validation.py [--seconds 1.0]
+Prints MB/s per case (median of several runs). The machine is shared and noisy: compare the
+ratios within one run, not absolute numbers across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+from crc32c import crc32c
+
+from kmirror.records.builder import SimpleRecord, build_batch
+from kmirror.records.validation import ValidatedRecords, validate_for_append
+
+NOW_MS = 1_700_000_000_000
+RECORD_VALUE_BYTES = 100
+
+
+def one_mib_batch(compression: int) -> bytes:
+    value = (b'{"user": 1234, "event": "click", "page": "/home"} ' * 4)[:RECORD_VALUE_BYTES]
+    count = (1 << 20) // (RECORD_VALUE_BYTES + 20)
+    records = [SimpleRecord(b"key-%d" % i, value, (), NOW_MS + i) for i in range(count)]
+    return build_batch(records, compression=compression)
+
+
+def measure(action: Callable[[], object], size: int, seconds: float) -> float:
+    rates = []
+    for _ in range(5):
+        runs = 0
+        start = time.perf_counter()
+        while True:
+            action()
+            runs += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= seconds / 5:
+                break
+        rates.append(runs * size / elapsed / 1e6)
+    return statistics.median(rates)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=1.0, help="time budget per case")
+    seconds = parser.parse_args().seconds
+
+    plain, zstd = one_mib_batch(0), one_mib_batch(4)
+    count = (1 << 20) // (RECORD_VALUE_BYTES + 20)
+
+    def check(buf: bytes, **kwargs: object) -> Callable[[], object]:
+        def run() -> object:
+            outcome = validate_for_append(buf, max_message_bytes=len(buf) + 1, now_ms=NOW_MS, **kwargs)  # type: ignore[arg-type]
+            assert isinstance(outcome, ValidatedRecords), outcome
+            return outcome
+        return run
+
+    cases: list[tuple[str, bytes, Callable[[], object]]] = [
+        ("crc32c baseline (1 MiB)", plain, lambda: crc32c(plain)),
+        ("uncompressed, Kafka defaults", plain, check(plain)),
+        ("uncompressed, bounded timestamps (record walk)", plain, check(plain, timestamp_before_max_ms=10**9)),
+        ("zstd (decompress + record walk)", plain, check(zstd)),
+    ]
+    print(f"{count} records of {RECORD_VALUE_BYTES} B per batch; zstd batch is {len(zstd)} bytes")
+    print(f"{'case':50} {'MB/s (uncompressed bytes)':>26}")
+    for name, buf, action in cases:
+        print(f"{name:50} {measure(action, len(buf), seconds):>26.1f}")
+
+
+if __name__ == "__main__":
+    main()
