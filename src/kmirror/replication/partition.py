@@ -163,7 +163,7 @@ class Partition:
                 f"The size of the current ISR {len(self._state.isr)} is insufficient to satisfy "
                 f"the min.isr requirement of {self.min_insync_replicas} for partition {self.topic_partition}",
             )
-        result = append_outcome(self.log.append_as_leader(records, self._state.leader_epoch))
+        result = append_outcome(self.log.append_as_leader(records, self._state.leader_epoch, now_ms=now_ms))
         if isinstance(result, AppendOutcome):
             self.maybe_increment_high_watermark()
         return result
@@ -228,7 +228,8 @@ class Partition:
         log = self.log
         last_fetchable = log.last_stable_offset if isolation_level == READ_COMMITTED else log.high_watermark
         if timestamp == LATEST_TIMESTAMP:
-            return TimestampOffset(NO_TIMESTAMP, last_fetchable, self._epoch_for_end_offset(last_fetchable))
+            # Kafka answers LATEST with the current leader epoch.
+            return TimestampOffset(NO_TIMESTAMP, last_fetchable, self._state.leader_epoch)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             start = log.log_start_offset
             return TimestampOffset(NO_TIMESTAMP, start, self._epoch_at(start))
@@ -246,12 +247,6 @@ class Partition:
     def _epoch_at(self, offset: int) -> int:
         epoch = self.log.epoch_for_offset(offset)
         return UNKNOWN_EPOCH if epoch is None else epoch
-
-    def _epoch_for_end_offset(self, end_offset: int) -> int:
-        # The epoch of the last record before `end_offset` (Kafka uses the latest epoch for LATEST).
-        if end_offset <= self.log.log_start_offset:
-            return self._epoch_at(end_offset)
-        return self._epoch_at(end_offset - 1)
 
     # -- leader epochs ------------------------------------------------------------------
 

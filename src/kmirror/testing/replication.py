@@ -16,6 +16,7 @@ from kmirror.metadata.image import (
     PartitionRegistration,
     TopicImage,
 )
+from kmirror.records.batch import read_header
 from kmirror.types import TopicPartition
 
 
@@ -51,12 +52,18 @@ class FakeLog:
         self.high_watermark = offset
         self.last_stable_offset = offset
 
-    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int) -> Any:
+    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int | None = None) -> Any:
         if self.fail_with is not None:
             return self.fail_with
         base = self.log_end_offset
-        self.batches.append(FakeBatch(base, self.next_count, bytes(records), leader_epoch, self.next_timestamp))
-        self.log_end_offset += self.next_count
+        count, max_timestamp = self.next_count, self.next_timestamp
+        try:  # a real v2 batch tells its own record count and max timestamp
+            header = read_header(records, 0)
+            count, max_timestamp = header.records_count, header.max_timestamp
+        except Exception:
+            pass
+        self.batches.append(FakeBatch(base, count, bytes(records), leader_epoch, max_timestamp))
+        self.log_end_offset += count
         return SimpleNamespace(
             first_offset=base,
             last_offset=self.log_end_offset - 1,
