@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from functools import cache
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-@cache
+_FIELDS: dict[type, frozenset[str]] = {}
+
+
 def field_names(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return names
 
 
 def build(cls: type[T], **values: Any) -> T:
