@@ -21,10 +21,17 @@ class CoordinatorConfig:
 
     @classmethod
     def from_server_config(cls, config: Any) -> CoordinatorConfig:
-        """Read the attributes ServerConfig has; keep Kafka's defaults for the others."""
-        defaults = cls()
-        values = {
-            name: getattr(config, name, getattr(defaults, name))
-            for name in cls.__dataclass_fields__  # type: ignore[attr-defined]
-        }
+        """From ServerConfig: an attribute of the same name, else the Kafka key through
+        `config.get`, else Kafka's default."""
+        values: dict[str, int] = {}
+        for name in cls.__dataclass_fields__:
+            if hasattr(config, name):
+                values[name] = int(getattr(config, name))
+                continue
+            getter = getattr(config, "get", None)
+            if getter is not None:
+                try:
+                    values[name] = int(getter(name.replace("_", ".")))
+                except (KeyError, TypeError, ValueError):
+                    pass
         return cls(**values)

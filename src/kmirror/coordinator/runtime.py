@@ -1,0 +1,235 @@
+"""The group coordinator's shell: runs the sans-IO core on asyncio.
+
+It executes the core's `Output` in the documented order (append, report, answer), keeps
+one timer armed at the core's next deadline, answers delayed JoinGroup / SyncGroup when
+the core releases them, and loads `__consumer_offsets` partitions as this node comes to
+lead them. Handlers call the public coroutines; results are the core's values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.group import admin
+from kmirror.coordinator.group.consumer_protocol import group_subscribed_topics
+from kmirror.coordinator.group.coordinator import GroupCoordinator, PartitionStatus
+from kmirror.coordinator.group.member import Protocol
+from kmirror.coordinator.offsets import commits
+from kmirror.coordinator.offsets.commits import OffsetToCommit
+from kmirror.coordinator.ports import CoordinatorLog
+from kmirror.coordinator.results import (
+    CommitResult,
+    DeleteGroupsResult,
+    DescribedGroup,
+    FetchOffsetsResult,
+    JoinResult,
+    LeaveResult,
+    ListGroupsResult,
+    OffsetDeleteResult,
+    Output,
+    SyncResult,
+)
+from kmirror.ports import Clock
+from kmirror.protocol.errors import ErrorCode
+
+log = logging.getLogger("kmirror.coordinator")
+
+
+class GroupCoordinatorService:
+    def __init__(self, node_id: int, config: Any, log: CoordinatorLog, clock: Clock) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.core_config = config if isinstance(config, CoordinatorConfig) else CoordinatorConfig.from_server_config(config)
+        self.core = GroupCoordinator(self.core_config, clock, lambda: str(uuid.uuid4()))
+        self._log = log
+        self._clock = clock
+        self._waiters: dict[int, asyncio.Future[Any]] = {}
+        self._next_request_id = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._loads: dict[int, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._append_lock: asyncio.Lock | None = None
+        self._running = False
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._running = True
+        self._append_lock = asyncio.Lock()
+
+    async def stop(self) -> None:
+        self._running = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for task in [*self._loads.values(), *self._tasks]:
+            task.cancel()
+        for partition in list(self.core.state.partitions):
+            self.core.unload(partition)
+        for future in self._waiters.values():
+            if not future.done():
+                future.cancel()
+        self._waiters.clear()
+
+    def on_partitions_led(self, partitions: Iterable[int]) -> None:
+        """The `__consumer_offsets` partitions this node now leads: load new ones, unload
+        the ones it no longer leads (their waiting clients get NOT_COORDINATOR)."""
+        led = set(partitions)
+        for partition in list(self.core.state.partitions):
+            if partition not in led:
+                task = self._loads.pop(partition, None)
+                if task is not None:
+                    task.cancel()
+                self._spawn(self._execute(self.core.unload(partition)))
+        for partition in led - set(self.core.state.partitions):
+            self.core.begin_load(partition)
+            self._loads[partition] = asyncio.get_running_loop().create_task(self._load(partition))
+
+    async def _load(self, partition: int) -> None:
+        try:
+            records = list(self._log.read_all(partition))
+            self.core.complete_load(partition, records)
+            log.info("loaded __consumer_offsets-%d (%d records)", partition, len(records))
+        except Exception:
+            log.exception("loading __consumer_offsets-%d failed", partition)
+            self.core.state.partitions.pop(partition, None)
+        finally:
+            self._loads.pop(partition, None)
+            self._rearm()
+
+    def is_loading(self, partition: int) -> bool:
+        return self.core.state.partitions.get(partition) is PartitionStatus.LOADING
+
+    def partition_for(self, group_id: str) -> int:
+        return self.core.partition_for(group_id)
+
+    # ---- requests --------------------------------------------------------------------
+
+    async def join_group(
+        self, *, group_id: str, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
+        session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+        protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+    ) -> JoinResult:
+        rid, future = self._new_waiter()
+        out = self.core.join(
+            rid, group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
+            client_id=client_id, client_host=client_host, session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms, protocol_type=protocol_type,
+            protocols=tuple(Protocol(n, m) for n, m in protocols), require_known_member_id=require_known_member_id,
+        )
+        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+
+    async def sync_group(
+        self, *, group_id: str, generation_id: int, member_id: str, protocol_type: str | None,
+        protocol_name: str | None, assignments: dict[str, bytes],
+    ) -> SyncResult:
+        rid, future = self._new_waiter()
+        out = self.core.sync(
+            rid, group_id=group_id, generation_id=generation_id, member_id=member_id,
+            protocol_type=protocol_type, protocol_name=protocol_name, assignments=assignments,
+        )
+        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+
+    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+        error = self.core.heartbeat(group_id=group_id, generation_id=generation_id, member_id=member_id)
+        self._rearm()
+        return error
+
+    async def leave_group(self, *, group_id: str, members: list[tuple[str, str | None]]) -> LeaveResult:
+        rid, future = self._new_waiter()
+        return await self._answer(rid, future, self.core.leave(rid, group_id=group_id, members=members))  # type: ignore[no-any-return]
+
+    async def commit_offsets(
+        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+        offsets: list[OffsetToCommit],
+    ) -> CommitResult:
+        rid, future = self._new_waiter()
+        out = commits.commit_offsets(
+            self.core, rid, group_id=group_id, generation_id=generation_id, member_id=member_id,
+            group_instance_id=group_instance_id, offsets=offsets,
+        )
+        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+
+    def fetch_offsets(self, *, group_id: str, topics: list[tuple[str, list[int]]] | None) -> FetchOffsetsResult:
+        return commits.fetch_offsets(self.core, group_id=group_id, topics=topics)
+
+    async def delete_offsets(self, *, group_id: str, partitions: list[tuple[str, int]]) -> OffsetDeleteResult:
+        group = self.core.groups.get(group_id)
+        subscribed = group_subscribed_topics(group) if group is not None else None
+        rid, future = self._new_waiter()
+        out = commits.delete_offsets(
+            self.core, rid, group_id=group_id, partitions=partitions, subscribed_topics=subscribed
+        )
+        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+
+    def list_groups(self, states_filter: list[str], types_filter: list[str]) -> ListGroupsResult:
+        return admin.list_groups(self.core, states_filter, types_filter)
+
+    def describe_groups(self, group_ids: list[str], *, missing_is_error: bool) -> list[DescribedGroup]:
+        return [admin.describe_group(self.core, g, missing_is_error=missing_is_error) for g in group_ids]
+
+    async def delete_groups(self, group_ids: list[str]) -> DeleteGroupsResult:
+        rid, future = self._new_waiter()
+        return await self._answer(rid, future, admin.delete_groups(self.core, rid, group_ids))  # type: ignore[no-any-return]
+
+    # ---- executing the core's output --------------------------------------------------
+
+    def _new_waiter(self) -> tuple[int, asyncio.Future[Any]]:
+        self._next_request_id += 1
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiters[self._next_request_id] = future
+        return self._next_request_id, future
+
+    async def _answer(self, rid: int, future: asyncio.Future[Any], out: Output) -> Any:
+        try:
+            await self._execute(out)
+            return await future
+        finally:
+            self._waiters.pop(rid, None)
+
+    async def _execute(self, out: Output) -> None:
+        """Appends first (each reported to the core, whose output runs in turn), then answers."""
+        for append in out.appends:
+            error = ErrorCode.none
+            try:
+                if self._append_lock is None:
+                    self._append_lock = asyncio.Lock()
+                async with self._append_lock:
+                    await self._log.append(append.partition, append.records)
+            except Exception as exc:
+                error = getattr(exc, "code", ErrorCode.coordinator_not_available)
+                log.warning("append to __consumer_offsets-%d failed: %s", append.partition, exc)
+            await self._execute(self.core.on_append_completed(append.ticket, error))
+        for rid, result in out.responses:
+            future = self._waiters.get(rid)
+            if future is not None and not future.done():
+                future.set_result(result)
+        self._rearm()
+
+    def _rearm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadline = self.core.next_deadline_ms()
+        if deadline is None or not self._running:
+            return
+        delay_ms = max(0, deadline - self._clock.monotonic_ms())
+        self._timer = asyncio.get_running_loop().call_later(delay_ms / 1000, self._on_timer)
+
+    async def expire_deadlines(self) -> None:
+        """Act on every deadline already passed (what the timer does; simulations call it)."""
+        await self._execute(self.core.poll(self._clock.monotonic_ms()))
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._spawn(self._execute(self.core.poll(self._clock.monotonic_ms())))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
