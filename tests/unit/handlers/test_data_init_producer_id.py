@@ -55,3 +55,16 @@ def test_transactional_ids_are_not_served_yet() -> None:
     services = data_services(single_node_image(1, {}), metadata=Metadata())
     answer = call_handler(handle, services, 22, 4, init(4, transactional_id="tx"))
     assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (ErrorCode.coordinator_not_available, -1, -1)
+
+
+def test_allocation_failure_is_retriable() -> None:
+    from kmirror.metadata.controller.result import ApiError
+    from kmirror.metadata.service import MetadataOperationError
+
+    class Failing:
+        async def allocate_producer_ids(self, node_id: int) -> tuple[int, int]:
+            raise MetadataOperationError(ApiError(ErrorCode.unknown_server_error, "no quorum"))
+
+    services = data_services(single_node_image(1, {}), metadata=Failing())
+    answer = call_handler(handle, services, 22, 4, init(4))
+    assert answer.error_code == ErrorCode.coordinator_load_in_progress

@@ -14,6 +14,7 @@ from typing import Any
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
+from kmirror.metadata.service import MetadataOperationError
 from kmirror.protocol.entities import build
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.producer_ids import ProducerIdManager, producer_id_block_from
@@ -39,9 +40,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     manager = producer_id_manager(services)
     producer_id = manager.next_producer_id()
     if producer_id is None:
-        allocated = await services.metadata.allocate_producer_ids(services.node_id)
-        code = getattr(allocated, "error_code", None)
-        if code is not None and int(code) != 0:
+        try:
+            allocated = await services.metadata.allocate_producer_ids(services.node_id)
+        except MetadataOperationError:
             # Kafka's RPCProducerIdManager: no block yet -> retriable load-in-progress.
             return _response(rt, ErrorCode.coordinator_load_in_progress)
         block = producer_id_block_from(allocated)
