@@ -1,0 +1,168 @@
+"""Loading a partition directory into a `Log` (Kafka `LogLoader`) and producer snapshots.
+
+Recovery: stray files are removed (`*.tmp`, `*.deleted`, `*.cleaned`, `*.swap`, indexes
+without a `.log`); segments before the recovery point are trusted unless an index fails its
+sanity check (then it is rebuilt); the segment containing the recovery point and every later
+one are rescanned: batch CRCs checked, indexes rebuilt, the first torn or corrupt batch and
+everything after it (including later segments) truncated away. The epoch cache is read
+from `leader-epoch-checkpoint`, extended with the epochs of recovered batches and cut to
+[log start, LEO).
+
+Producer snapshots: on clean close the producer state is written to `<LEO>.snapshot`
+(20-digit offset like Kafka's name; kmirror's own content: a version line `kmirror-1` then
+one JSON object per producer). A snapshot is used only when its offset equals the LEO
+after recovery; otherwise the state is rebuilt by scanning batch headers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from kmirror.log.checkpoint import LeaderEpochCheckpoint, write_atomically
+from kmirror.log.fs import join
+from kmirror.log.partition_metadata import PartitionMetadataFile
+from kmirror.log.producer_state import BatchMetadata, ProducerState, ProducerStateEntry
+from kmirror.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix
+
+if TYPE_CHECKING:
+    from kmirror.log.log import Log
+
+SNAPSHOT_SUFFIX = ".snapshot"
+_SNAPSHOT_VERSION = "kmirror-1"
+_STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+
+
+class InconsistentTopicIdError(Exception):
+    """partition.metadata names another topic id (Kafka InconsistentTopicIdException)."""
+
+
+def new_segment(log: Log, base_offset: int) -> LogSegment:
+    return LogSegment(log.fs, log.directory, base_offset,
+                      index_interval_bytes=log.config.index_interval_bytes,
+                      max_index_size=log.config.segment_index_bytes,
+                      created_ms=log.clock.now_ms())
+
+
+def _base_of(name: str, suffix: str) -> int | None:
+    stem = name[:-len(suffix)]
+    return int(stem) if name.endswith(suffix) and stem.isdigit() else None
+
+
+def load(log: Log, *, recovery_point: int, log_start_offset: int) -> None:
+    fs, directory = log.fs, log.directory
+    fs.mkdirs(directory)
+    _check_topic_id(log)
+    names = fs.listdir(directory)
+    bases = sorted(b for b in (_base_of(n, LOG_SUFFIX) for n in names) if b is not None)
+    for name in names:
+        index_base = _base_of(name, INDEX_SUFFIX)
+        time_base = _base_of(name, TIME_INDEX_SUFFIX)
+        orphan = (index_base is not None and index_base not in bases) or (
+            time_base is not None and time_base not in bases)
+        if name.endswith(_STRAY_SUFFIXES) or orphan:
+            fs.delete(join(directory, name))
+
+    cache = LeaderEpochCheckpoint(fs, directory).read()
+    original_cache = cache.entries
+    segments: list[LogSegment] = []
+    for i, base in enumerate(bases):
+        segment = new_segment(log, base)
+        trusted = segment.load()
+        next_base = bases[i + 1] if i + 1 < len(bases) else None
+        unflushed = next_base is None or next_base > recovery_point
+        if trusted and not unflushed:
+            segments.append(segment)
+            continue
+        headers, truncated = segment.recover()
+        for header in headers:
+            if header.partition_leader_epoch >= 0:
+                cache.assign(header.partition_leader_epoch, header.base_offset)
+        segments.append(segment)
+        if truncated:
+            for later in bases[i + 1:]:
+                new_segment(log, later).delete()
+            break
+
+    start = log_start_offset
+    if not segments:
+        segment = new_segment(log, start)
+        segment.create()
+        segments.append(segment)
+    log.segments = segments
+    log._log_end_offset = segments[-1].next_offset()
+    log._log_start_offset = max(start, segments[0].base_offset)
+    log.recovery_point = min(recovery_point, log._log_end_offset)
+    cache.truncate_from_end(log._log_end_offset)
+    cache.truncate_from_start(log._log_start_offset)
+    log.epoch_cache = cache
+    if log._log_start_offset > log._log_end_offset:
+        log.truncate_fully_and_start_at(log._log_start_offset)
+    elif cache.entries != original_cache:
+        LeaderEpochCheckpoint(fs, directory).write(cache)
+    if not _load_producer_snapshot(log):
+        rebuild_producer_state(log)
+    _delete_snapshots(log)
+
+
+def _check_topic_id(log: Log) -> None:
+    metadata = PartitionMetadataFile(log.fs, log.directory)
+    stored = metadata.read()
+    if stored is None:
+        if log.topic_id is not None:
+            metadata.write(log.topic_id)
+    elif log.topic_id is None:
+        log.topic_id = stored
+    elif stored != log.topic_id:
+        raise InconsistentTopicIdError(
+            f"{log.directory}: topic id {log.topic_id} does not match {stored} in partition.metadata")
+
+
+def rebuild_producer_state(log: Log) -> None:
+    """Rebuild idempotence/transaction state from every batch header in the log."""
+    state = ProducerState()
+    for segment in log.segments:
+        for _, header in segment.batches(0):
+            state.update(header)
+    log.producer_state = state
+
+
+def write_producer_snapshot(log: Log) -> None:
+    lines = [_SNAPSHOT_VERSION]
+    for entry in log.producer_state.producers.values():
+        lines.append(json.dumps({
+            "producer_id": entry.producer_id, "producer_epoch": entry.producer_epoch,
+            "current_txn_first_offset": entry.current_txn_first_offset,
+            "last_timestamp": entry.last_timestamp,
+            "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp]
+                        for b in entry.batches],
+        }, separators=(",", ":")))
+    path = join(log.directory, filename_prefix(log.log_end_offset) + SNAPSHOT_SUFFIX)
+    write_atomically(log.fs, path, ("\n".join(lines) + "\n").encode())
+
+
+def _load_producer_snapshot(log: Log) -> bool:
+    path = join(log.directory, filename_prefix(log.log_end_offset) + SNAPSHOT_SUFFIX)
+    if not log.fs.exists(path):
+        return False
+    try:
+        lines = log.fs.read(path, 0, log.fs.size(path)).decode().splitlines()
+        if not lines or lines[0] != _SNAPSHOT_VERSION:
+            return False
+        state = ProducerState()
+        for line in lines[1:]:
+            raw = json.loads(line)
+            state.producers[raw["producer_id"]] = ProducerStateEntry(
+                raw["producer_id"], raw["producer_epoch"],
+                [BatchMetadata(*b) for b in raw["batches"]],
+                raw["current_txn_first_offset"], raw["last_timestamp"])
+    except (ValueError, KeyError, TypeError):
+        return False
+    log.producer_state = state
+    return True
+
+
+def _delete_snapshots(log: Log) -> None:
+    for name in log.fs.listdir(log.directory):
+        if _base_of(name, SNAPSHOT_SUFFIX) is not None:
+            log.fs.delete(join(log.directory, name))

@@ -1,0 +1,144 @@
+"""Idempotent producer state per partition (Kafka `ProducerStateManager`/`ProducerAppendInfo`).
+
+For each producer id: its epoch, the metadata of its last 5 batches (Kafka's
+`NUM_BATCHES_TO_RETAIN`, the max in-flight requests an idempotent producer may use) and the
+first offset of its ongoing transaction. The state is a value rebuilt from batch headers;
+`kmirror.log.producer_snapshot` persists it.
+
+Client-origin rules (Kafka `ProducerAppendInfo.checkProducerEpoch`/`checkSequence`):
+- an epoch below the current one -> INVALID_PRODUCER_EPOCH (47);
+- a new epoch must start at sequence 0 unless the producer had no epoch -> OUT_OF_ORDER (45);
+- same epoch: the first sequence must follow the last one (int32 wraps to 0), except that a
+  producer with no known epoch (new, or its records deleted by retention) may start anywhere
+  (KIP-360: UNKNOWN_PRODUCER_ID is no longer returned for that case);
+- a batch equal (epoch, first and last sequence) to one of the last 5 is a duplicate: it is
+  acknowledged with its original offsets and not appended again.
+Replication-origin appends (followers, mirroring) skip the checks and only update state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kmirror.log.outcomes import AppendError
+from kmirror.protocol.errors import ErrorCode
+from kmirror.records.batch import BatchHeader
+
+NUM_BATCHES_TO_RETAIN = 5
+NO_PRODUCER_EPOCH = -1
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: list[BatchMetadata] = field(default_factory=list)
+    current_txn_first_offset: int | None = None
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
+        if header.producer_epoch != self.producer_epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_seq == header.base_sequence and batch.last_seq == header.last_sequence:
+                return batch
+        return None
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
+
+
+class ProducerState:
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerStateEntry] = {}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ProducerState) and self.producers == other.producers
+
+    def check_client_batch(self, header: BatchHeader) -> BatchMetadata | AppendError | None:
+        """Validate a leader append of `header` (offsets not yet assigned): the duplicate's
+        metadata, an error, or None when it may be appended."""
+        if not header.has_producer_id:
+            return None
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            return None
+        duplicate = entry.find_duplicate(header)
+        if duplicate is not None:
+            return duplicate
+        if header.producer_epoch < entry.producer_epoch:
+            return AppendError(
+                ErrorCode.invalid_producer_epoch,
+                f"Epoch of producer {header.producer_id} is {header.producer_epoch}, "
+                f"which is smaller than the last seen epoch {entry.producer_epoch}")
+        if header.is_control:
+            return None
+        if header.producer_epoch != entry.producer_epoch:
+            if header.base_sequence != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                return AppendError(
+                    ErrorCode.out_of_order_sequence_number,
+                    f"Invalid sequence number for new epoch of producer {header.producer_id}: "
+                    f"{header.producer_epoch} (request epoch), {header.base_sequence} (seq. number), "
+                    f"{entry.producer_epoch} (current producer epoch)")
+        elif entry.batches and not _in_sequence(entry.last_seq, header.base_sequence):
+            return AppendError(
+                ErrorCode.out_of_order_sequence_number,
+                f"Out of order sequence number for producer {header.producer_id}: "
+                f"{header.base_sequence} (incoming seq. number), {entry.last_seq} (current end sequence number)")
+        return None
+
+    def update(self, header: BatchHeader, control_ends_txn: bool = True) -> None:
+        """Record an appended batch (offsets assigned). A control batch of the producer
+        ends its ongoing transaction (commit or abort markers)."""
+        if not header.has_producer_id:
+            return
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
+        if header.producer_epoch != entry.producer_epoch:
+            entry.producer_epoch = header.producer_epoch
+            entry.batches.clear()
+        entry.last_timestamp = header.max_timestamp
+        if header.is_control:
+            if control_ends_txn:
+                entry.current_txn_first_offset = None
+            return
+        if header.base_sequence >= 0:
+            entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
+                                               header.base_offset, header.last_offset, header.max_timestamp))
+            del entry.batches[:-NUM_BATCHES_TO_RETAIN]
+        if header.is_transactional and entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = header.base_offset
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest ongoing transaction (bounds the LSO)."""
+        offsets = [e.current_txn_first_offset for e in self.producers.values()
+                   if e.current_txn_first_offset is not None]
+        return min(offsets) if offsets else None
+
+    def truncate_and_forget(self) -> None:
+        self.producers.clear()
+
+    def remove_before(self, log_start_offset: int) -> None:
+        """Forget producers whose last batch is below the log start (Kafka
+        `removeStraySnapshots`/`truncateHead`): their sequences are no longer checkable."""
+        for pid in [pid for pid, e in self.producers.items()
+                    if e.batches and e.batches[-1].last_offset < log_start_offset
+                    and e.current_txn_first_offset is None]:
+            del self.producers[pid]

@@ -1,0 +1,296 @@
+"""One log segment: `<base>.log` with its `.index` and `.timeindex` (Kafka `LogSegment`).
+
+The `.log` file holds record batches exactly as stored (v2 batches, offsets assigned).
+Invariants: batches are in increasing offset order, every batch's base offset is >= the
+segment's base offset, and offsets fit the indexes' int32 relative form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kmirror.log.fs import Buffer, FileSystem, join
+from kmirror.log.offset_index import OffsetIndex
+from kmirror.log.time_index import NO_TIMESTAMP, TimeIndex
+from kmirror.records.batch import (
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    CorruptRecordError,
+    crc_ok,
+    iter_batches,
+    read_header,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+_INT32_MAX = 2**31 - 1
+# Headers are read in chunks this large while scanning (a whole batch is never read to scan).
+_SCAN_CHUNK = 64 * 1024
+
+
+def filename_prefix(offset: int) -> str:
+    """Kafka names segment files by base offset, zero-padded to 20 digits."""
+    return f"{offset:020d}"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRead:
+    records: bytes
+    position: int
+    first_batch: BatchHeader
+
+
+class LogSegment:
+    def __init__(self, fs: FileSystem, directory: str, base_offset: int, *, index_interval_bytes: int,
+                 max_index_size: int, created_ms: int) -> None:
+        self.fs = fs
+        self.base_offset = base_offset
+        self.log_path = join(directory, filename_prefix(base_offset) + LOG_SUFFIX)
+        self.offset_index = OffsetIndex(fs, join(directory, filename_prefix(base_offset) + INDEX_SUFFIX),
+                                        base_offset, max_index_size)
+        self.time_index = TimeIndex(fs, join(directory, filename_prefix(base_offset) + TIME_INDEX_SUFFIX),
+                                    base_offset, max_index_size)
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = created_ms
+        self.size = 0
+        self._next_offset: int | None = None
+        self.max_timestamp_so_far = NO_TIMESTAMP
+        self.offset_of_max_timestamp_so_far = base_offset
+        self.rolling_based_timestamp: int | None = None
+        self._bytes_since_last_index_entry = 0
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def create(self) -> None:
+        self.fs.write_file(self.log_path, b"")
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._next_offset = self.base_offset
+
+    def load(self) -> bool:
+        """Open an existing segment trusting its indexes; False if an index needs a rebuild
+        (then call `recover`)."""
+        self.size = self.fs.size(self.log_path)
+        ok = self.offset_index.load() & self.time_index.load()
+        if ok and len(self.offset_index) and self.offset_index.entries()[-1][1] >= max(self.size, 1):
+            ok = False
+        ts, offset = self.time_index.last_entry
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = ts, offset
+        self._next_offset = None
+        return ok
+
+    def recover(self) -> tuple[list[BatchHeader], int]:
+        """Walk every batch, truncate at the first torn, malformed or bad-CRC one and rebuild
+        both indexes (Kafka `LogSegment.recover`). Returns (valid headers, truncated bytes)."""
+        self.size = self.fs.size(self.log_path)
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp_so_far = NO_TIMESTAMP
+        self.offset_of_max_timestamp_so_far = self.base_offset
+        self.rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        headers: list[BatchHeader] = []
+        position = 0
+        expected_offset = self.base_offset
+        while position < self.size:
+            header = self._header_at(position)
+            if (header is None or position + header.size > self.size
+                    or header.base_offset < expected_offset
+                    or header.last_offset - self.base_offset > _INT32_MAX
+                    or not crc_ok(self.fs.read(self.log_path, position, header.size), 0, header)):
+                break
+            self._index_batch(header, position)
+            headers.append(header)
+            expected_offset = header.next_offset
+            position += header.size
+        truncated = self.size - position
+        if truncated:
+            self.fs.truncate(self.log_path, position)
+            self.size = position
+        self._next_offset = expected_offset
+        return headers, truncated
+
+    # -- append -----------------------------------------------------------------------------
+
+    def append(self, records: Buffer) -> int:
+        """Append whole batches whose offsets are assigned; returns the file position."""
+        headers = [h for _, h in iter_batches(records)]
+        if not headers:
+            return self.size
+        if headers[0].base_offset < self.next_offset():
+            raise ValueError(f"{self.log_path}: offset {headers[0].base_offset} below {self.next_offset()}")
+        if headers[-1].last_offset - self.base_offset > _INT32_MAX:
+            raise ValueError(f"{self.log_path}: offset {headers[-1].last_offset} not relative-addressable")
+        position = self.fs.append(self.log_path, records)
+        if position != self.size:
+            raise RuntimeError(f"{self.log_path}: appended at {position}, expected {self.size}")
+        for header in headers:
+            self._index_batch(header, position)
+            position += header.size
+        self.size = position
+        self._next_offset = headers[-1].next_offset
+        return position
+
+    def _index_batch(self, header: BatchHeader, position: int) -> None:
+        # Kafka LogSegment.append: an index entry (batch last offset -> batch position) once
+        # more than index.interval.bytes were appended since the previous entry.
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = header.max_timestamp
+            self.offset_of_max_timestamp_so_far = header.last_offset
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            if not self.offset_index.is_full:
+                self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += header.size
+        self.size = max(self.size, position + header.size)
+
+    # -- read -------------------------------------------------------------------------------
+
+    def batches(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from `start_position`, reading headers only."""
+        position = start_position
+        buffer = b""
+        buffer_start = position
+        while position < self.size:
+            offset_in_buffer = position - buffer_start
+            if offset_in_buffer + RECORD_BATCH_OVERHEAD > len(buffer):
+                buffer_start = position
+                buffer = self.fs.read(self.log_path, position, min(_SCAN_CHUNK, self.size - position))
+                offset_in_buffer = 0
+            try:
+                header = read_header(buffer, offset_in_buffer)
+            except CorruptRecordError:
+                return
+            yield position, header
+            position += header.size
+
+    def find_batch(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
+        """The first batch whose last offset is >= `offset` (the one containing it, or the
+        next one after a gap), scanning from the index's floor entry."""
+        _, index_position = self.offset_index.lookup(offset)
+        for position, header in self.batches(max(index_position, start_position)):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def read(self, start_offset: int, max_bytes: int, max_position: int | None = None,
+             min_one_message: bool = True) -> SegmentRead | None:
+        """Bytes from the batch containing `start_offset` (Kafka returns the whole batch for
+        a mid-batch fetch offset), at most `max_bytes` unless `min_one_message` lets the first
+        batch exceed it; never past `max_position`. The result may end in a partial batch, as
+        Kafka's does; None when no batch at or after `start_offset` exists."""
+        found = self.find_batch(start_offset)
+        if found is None:
+            return None
+        position, header = found
+        limit = self.size if max_position is None else min(max_position, self.size)
+        if position >= limit:
+            return None
+        size = max(max_bytes, header.size) if min_one_message else max_bytes
+        size = min(size, limit - position)
+        if size <= 0:
+            return SegmentRead(b"", position, header)
+        return SegmentRead(self.fs.read_range(self.log_path, position, size), position, header)
+
+    def read_header_at(self, position: int) -> BatchHeader | None:
+        return self._header_at(position)
+
+    def _header_at(self, position: int) -> BatchHeader | None:
+        raw = self.fs.read(self.log_path, position, RECORD_BATCH_OVERHEAD)
+        try:
+            return read_header(raw)
+        except CorruptRecordError:
+            return None
+
+    def next_offset(self) -> int:
+        """The offset after the last batch (the base offset when empty)."""
+        if self._next_offset is None:
+            _, position = self.offset_index.lookup(2**63 - 1)
+            next_offset = self.base_offset
+            for _, header in self.batches(position):
+                next_offset = header.next_offset
+            self._next_offset = next_offset
+        return self._next_offset
+
+    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, BatchHeader] | None:
+        """First batch with max timestamp >= `timestamp`: (position, offset, header), where
+        offset is the batch's base offset (records inside are not decoded here)."""
+        _, start_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(start_offset)
+        for pos, header in self.batches(position):
+            if header.max_timestamp >= timestamp and header.last_offset >= start_offset:
+                return pos, max(header.base_offset, start_offset), header
+        return None
+
+    # -- truncation, roll, flush -------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= `offset`; returns the new end offset
+        (the base offset of a batch that straddled `offset`, else `offset` capped by the end)."""
+        found = self.find_batch(offset)
+        old_next = self.next_offset()
+        if found is None:
+            return min(offset, old_next)
+        position, header = found
+        self.offset_index.truncate_to(header.base_offset)
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to(header.base_offset)
+        self.fs.truncate(self.log_path, position)
+        self.size = position
+        self.rescan_state()
+        return min(offset, header.base_offset)
+
+    def rescan_state(self) -> None:
+        """Recompute the max timestamp and next offset after a truncation."""
+        self.max_timestamp_so_far = NO_TIMESTAMP
+        self.offset_of_max_timestamp_so_far = self.base_offset
+        self.rolling_based_timestamp = None
+        next_offset = self.base_offset
+        for _, header in self.batches(0):
+            if self.rolling_based_timestamp is None:
+                self.rolling_based_timestamp = header.max_timestamp
+            if header.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = header.max_timestamp
+                self.offset_of_max_timestamp_so_far = header.last_offset
+            next_offset = header.next_offset
+        self._next_offset = next_offset
+        self._bytes_since_last_index_entry = 0
+
+    def on_become_inactive(self) -> None:
+        """At roll (and close) the time index gets a final entry for the max timestamp, so a
+        reopened segment knows its largest timestamp without a scan (Kafka does the same)."""
+        if self.max_timestamp_so_far != NO_TIMESTAMP:
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+
+    @property
+    def largest_timestamp(self) -> int:
+        return self.max_timestamp_so_far
+
+    def flush(self) -> None:
+        self.fs.fsync(self.log_path)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        self.on_become_inactive()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            self.fs.close(path)
+
+    def delete(self) -> None:
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            self.fs.close(path)
+            self.fs.delete(path)
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Kafka: measured from the first batch's timestamp when known, else creation time."""
+        if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
+            return message_timestamp - self.rolling_based_timestamp
+        return now_ms - self.created_ms
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
