@@ -172,19 +172,11 @@ def topic_default(server: ServerConfig, name: str) -> tuple[str | None, ConfigSo
 
 
 def effective_topic_config(image: MetadataImage, topic: str, server_config: ServerConfig) -> dict[str, str]:
-    """Every topic config key with a value, as the topic runs with it."""
-    from kmirror.metadata.image import ConfigResource, ConfigResourceType
+    """Every topic config key with a value, as the topic runs with it: dynamic topic value, else
+    the broker's (dynamic per-node, dynamic cluster default, static), else Kafka's default."""
+    from kmirror.metadata.config_description import effective_topic_config as resolve
 
-    dynamic = image.configs.get(ConfigResource(ConfigResourceType.TOPIC, topic), {})
-    out: dict[str, str] = {}
-    for name in TOPIC_CONFIG_DEFS:
-        if name in dynamic:
-            out[name] = dynamic[name]
-            continue
-        value, _ = topic_default(server_config, name)
-        if value is not None:
-            out[name] = value
-    return out
+    return resolve(image, topic, server_config)
 
 
 def typed_topic_config(config: Mapping[str, str]) -> dict[str, Any]:

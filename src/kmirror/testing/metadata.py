@@ -7,7 +7,13 @@ import uuid
 
 from kmirror.config.server import ServerConfig
 from kmirror.metadata.image import EMPTY_IMAGE, MetadataImage
-from kmirror.metadata.records import BrokerEndpoint, ClusterIdRecord, FeatureLevelRecord, RegisterBrokerRecord
+from kmirror.metadata.records import (
+    BrokerEndpoint,
+    ClusterIdRecord,
+    FeatureLevelRecord,
+    Record,
+    RegisterBrokerRecord,
+)
 
 
 def server_config(node_id: int = 1, **overrides: str) -> ServerConfig:
@@ -17,7 +23,7 @@ def server_config(node_id: int = 1, **overrides: str) -> ServerConfig:
 
 
 def image_with_brokers(*broker_ids: int, fenced: tuple[int, ...] = ()) -> MetadataImage:
-    records = [ClusterIdRecord("test-cluster"), FeatureLevelRecord("metadata.version", 27)]
+    records: list[Record] = [ClusterIdRecord("test-cluster"), FeatureLevelRecord("metadata.version", 27)]
     for b in broker_ids:
         records.append(
             RegisterBrokerRecord(

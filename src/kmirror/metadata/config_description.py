@@ -1,0 +1,203 @@
+"""What DescribeConfigs reports: each config's value, source and synonyms, resolved with
+Kafka's precedence.
+
+Topic key:  DYNAMIC_TOPIC_CONFIG > DYNAMIC_BROKER_CONFIG (this node) >
+            DYNAMIC_DEFAULT_BROKER_CONFIG ("" resource) > STATIC_BROKER_CONFIG > DEFAULT_CONFIG,
+            the broker levels looked up through the topic key's broker synonyms in order.
+Broker key: the same chain without the topic level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
+from kmirror.config.definitions import DESCRIBE_TYPE_CODES, ConfigDef
+from kmirror.config.server import ServerConfig
+from kmirror.config.topic import TOPIC_CONFIG_DEFS, ConfigSource
+from kmirror.metadata.controller.configs import DYNAMIC_BROKER_KEYS
+from kmirror.metadata.controller.result import NONE, ApiError
+from kmirror.metadata.controller.topics import validate_topic_name
+from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
+
+_UNIT_MS = {".minutes": 60_000, ".hours": 3_600_000}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConfig:
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    is_sensitive: bool
+    config_type: int
+    documentation: str | None
+    synonyms: tuple[ConfigSynonym, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeConfigsResult:
+    resource: ConfigResource
+    error: ApiError
+    configs: tuple[DescribedConfig, ...]
+
+
+def _as_topic_value(topic_key: str, broker_key: str, value: str) -> str:
+    """A broker synonym's value in the topic key's unit (log.retention.hours=1 -> 3600000)."""
+    for suffix, factor in _UNIT_MS.items():
+        if broker_key.endswith(suffix) and topic_key.endswith(".ms"):
+            try:
+                return str(int(value) * factor)
+            except ValueError:
+                return value
+    return value
+
+
+def _broker_chain(image: MetadataImage, server: ServerConfig, keys: Sequence[str]) -> list[ConfigSynonym]:
+    node = image.configs.get(ConfigResource(ConfigResourceType.BROKER, str(server.node_id)), {})
+    cluster = image.configs.get(ConfigResource(ConfigResourceType.BROKER, ""), {})
+    chain: list[ConfigSynonym] = []
+    for level, source in (
+        (node, ConfigSource.DYNAMIC_BROKER_CONFIG),
+        (cluster, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+    ):
+        chain += [ConfigSynonym(k, level[k], source) for k in keys if k in level]
+    chain += [
+        ConfigSynonym(k, server.raw[k].strip(), ConfigSource.STATIC_BROKER_CONFIG)
+        for k in keys
+        if k in server.raw
+    ]
+    return chain
+
+
+def topic_config_entry(image: MetadataImage, server: ServerConfig, topic: str, name: str) -> DescribedConfig:
+    d = TOPIC_CONFIG_DEFS[name]
+    chain: list[ConfigSynonym] = []
+    dynamic = image.topic_config(topic)
+    if name in dynamic:
+        chain.append(ConfigSynonym(name, dynamic[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+    chain += _broker_chain(image, server, d.synonyms)
+    if d.synonyms:
+        first = d.synonyms[0]
+        default = BROKER_CONFIG_DEFS[first].default
+        if default is None and d.from_broker is not None:
+            default = d.from_broker(server)
+        chain.append(ConfigSynonym(first, default, ConfigSource.DEFAULT_CONFIG))
+    else:
+        chain.append(ConfigSynonym(name, d.definition.default, ConfigSource.DEFAULT_CONFIG))
+    top = chain[0]
+    value = top.value
+    if top.source != ConfigSource.DYNAMIC_TOPIC_CONFIG and value is not None:
+        if top.source == ConfigSource.STATIC_BROKER_CONFIG and d.from_broker is not None:
+            value = d.from_broker(server)  # static precedence among synonyms (e.g. retention)
+        else:
+            value = _as_topic_value(name, top.name, value)
+    return _described(d.definition, value, top.source, chain)
+
+
+def broker_config_entry(image: MetadataImage, server: ServerConfig, name: str) -> DescribedConfig:
+    d = BROKER_CONFIG_DEFS[name]
+    chain = _broker_chain(image, server, [name])
+    chain.append(ConfigSynonym(name, d.default, ConfigSource.DEFAULT_CONFIG))
+    top = chain[0]
+    entry = _described(d, top.value, top.source, chain)
+    return DescribedConfig(
+        entry.name,
+        entry.value,
+        entry.source,
+        name not in DYNAMIC_BROKER_KEYS,
+        entry.is_sensitive,
+        entry.config_type,
+        entry.documentation,
+        entry.synonyms,
+    )
+
+
+def _described(
+    d: ConfigDef, value: str | None, source: ConfigSource, chain: list[ConfigSynonym]
+) -> DescribedConfig:
+    return DescribedConfig(
+        name=d.name,
+        value=None if d.sensitive else value,
+        source=source,
+        read_only=d.read_only,
+        is_sensitive=d.sensitive,
+        config_type=DESCRIBE_TYPE_CODES.get(d.type, 0),
+        documentation=d.doc or None,
+        synonyms=tuple(chain),
+    )
+
+
+def describe_configs(
+    image: MetadataImage, server: ServerConfig, resource: ConfigResource, keys: Sequence[str] | None
+) -> DescribeConfigsResult:
+    """`keys` None means every key; unknown keys are left out, like Kafka."""
+    if resource.type == ConfigResourceType.TOPIC:
+        err = validate_topic_name(resource.name)
+        if err is not None:
+            return DescribeConfigsResult(resource, err, ())
+        if resource.name not in image.topics:
+            return DescribeConfigsResult(
+                resource,
+                ApiError(ErrorCode.unknown_topic_or_partition, f"Topic {resource.name} does not exist."),
+                (),
+            )
+        names = [n for n in (keys if keys is not None else TOPIC_CONFIG_DEFS) if n in TOPIC_CONFIG_DEFS]
+        entries = tuple(topic_config_entry(image, server, resource.name, n) for n in names)
+        return DescribeConfigsResult(resource, NONE, entries)
+    if resource.type == ConfigResourceType.BROKER:
+        if resource.name == "":
+            cluster = image.configs.get(resource, {})
+            names = [
+                n
+                for n in (keys if keys is not None else sorted(cluster))
+                if n in cluster and n in BROKER_CONFIG_DEFS
+            ]
+            entries = tuple(
+                _described(
+                    BROKER_CONFIG_DEFS[n],
+                    cluster[n],
+                    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                    [ConfigSynonym(n, cluster[n], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)],
+                )
+                for n in names
+            )
+            return DescribeConfigsResult(resource, NONE, entries)
+        if resource.name != str(server.node_id):
+            return DescribeConfigsResult(
+                resource,
+                ApiError(
+                    ErrorCode.invalid_request,
+                    f"Unexpected broker id, expected {server.node_id} or empty string, but received {resource.name}",
+                ),
+                (),
+            )
+        names = [
+            n for n in (keys if keys is not None else sorted(BROKER_CONFIG_DEFS)) if n in BROKER_CONFIG_DEFS
+        ]
+        return DescribeConfigsResult(
+            resource, NONE, tuple(broker_config_entry(image, server, n) for n in names)
+        )
+    return DescribeConfigsResult(
+        resource, ApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource.type}."), ()
+    )
+
+
+def effective_topic_config(image: MetadataImage, topic: str, server: ServerConfig) -> dict[str, str]:
+    """Every topic key with a value, as the topic runs with it (all precedence levels)."""
+    out: dict[str, str] = {}
+    for name in TOPIC_CONFIG_DEFS:
+        value = topic_config_entry(image, server, topic, name).value
+        if value is not None:
+            out[name] = value
+    return out

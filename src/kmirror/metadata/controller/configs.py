@@ -1,0 +1,208 @@
+"""Dynamic configs (Kafka's ConfigurationControlManager): IncrementalAlterConfigs and the
+legacy AlterConfigs, for TOPIC and BROKER resources.
+
+BROKER resource names are a node id or "" (the cluster-wide default). Only the broker keys
+Kafka updates dynamically are accepted there; topic keys are validated with their types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from kio.schema.errors import ErrorCode
+
+from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
+from kmirror.config.definitions import ConfigError, ConfigType
+from kmirror.config.topic import TOPIC_CONFIG_DEFS, validate_topic_config
+from kmirror.metadata.controller.result import NONE, ApiError, ControllerResult
+from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
+from kmirror.metadata.records import ConfigRecord, Record
+
+# Broker keys Kafka's DynamicBrokerConfig allows updating at runtime (the subset kmirror has).
+DYNAMIC_BROKER_KEYS = frozenset(
+    {
+        "message.max.bytes",
+        "log.segment.bytes",
+        "log.roll.ms",
+        "log.roll.hours",
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+        "log.retention.bytes",
+        "log.cleanup.policy",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.index.interval.bytes",
+        "log.segment.delete.delay.ms",
+        "log.message.timestamp.type",
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.min.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.preallocate",
+        "compression.type",
+        "min.insync.replicas",
+        "unclean.leader.election.enable",
+        "num.io.threads",
+        "num.network.threads",
+        "num.recovery.threads.per.data.dir",
+    }
+)
+
+
+class AlterConfigOp(IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AlterableConfig:
+    name: str
+    op: AlterConfigOp
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResult:
+    resource: ConfigResource
+    error: ApiError = NONE
+
+
+def _check_resource(image: MetadataImage, resource: ConfigResource) -> ApiError | None:
+    if resource.type == ConfigResourceType.TOPIC:
+        if resource.name not in image.topics:
+            return ApiError(ErrorCode.unknown_topic_or_partition, f"Topic {resource.name} does not exist.")
+        return None
+    if resource.type == ConfigResourceType.BROKER:
+        if resource.name != "" and not resource.name.isdigit():
+            return ApiError(ErrorCode.invalid_request, f"Illegal broker id {resource.name!r}.")
+        return None
+    return ApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource.type}.")
+
+
+def _is_list(resource: ConfigResource, name: str) -> bool:
+    if resource.type == ConfigResourceType.TOPIC:
+        d = TOPIC_CONFIG_DEFS.get(name)
+        return d is not None and d.definition.type is ConfigType.LIST
+    bd = BROKER_CONFIG_DEFS.get(name)
+    return bd is not None and bd.type is ConfigType.LIST
+
+
+def _validate(resource: ConfigResource, name: str, value: str) -> ApiError | None:
+    if resource.type == ConfigResourceType.TOPIC:
+        reason = validate_topic_config(name, value)
+        return None if reason is None else ApiError(ErrorCode.invalid_config, reason)
+    d = BROKER_CONFIG_DEFS.get(name)
+    if d is None:
+        return ApiError(ErrorCode.invalid_config, f"Unknown broker config name: {name}")
+    if name not in DYNAMIC_BROKER_KEYS:
+        return ApiError(ErrorCode.invalid_request, f"Cannot update these configs dynamically: {name}")
+    try:
+        d.parse(value)
+    except ConfigError as e:
+        return ApiError(ErrorCode.invalid_config, str(e))
+    return None
+
+
+def _diff(resource: ConfigResource, current: Mapping[str, str], new: Mapping[str, str]) -> list[Record]:
+    out: list[Record] = []
+    for name in sorted(set(current) | set(new)):
+        if name not in new:
+            out.append(ConfigRecord(resource.type, resource.name, name, None))
+        elif current.get(name) != new[name]:
+            out.append(ConfigRecord(resource.type, resource.name, name, new[name]))
+    return out
+
+
+def incremental_alter_configs(
+    image: MetadataImage,
+    changes: Sequence[tuple[ConfigResource, Sequence[AlterableConfig]]],
+    *,
+    validate_only: bool = False,
+) -> ControllerResult[list[AlterConfigsResult]]:
+    records: list[Record] = []
+    results: list[AlterConfigsResult] = []
+    for resource, ops in changes:
+        outcome = _incremental_one(image, resource, ops)
+        if isinstance(outcome, ApiError):
+            results.append(AlterConfigsResult(resource, outcome))
+            continue
+        if not validate_only:
+            records.extend(outcome)
+        results.append(AlterConfigsResult(resource))
+    return ControllerResult(records, results)
+
+
+def _incremental_one(
+    image: MetadataImage, resource: ConfigResource, ops: Sequence[AlterableConfig]
+) -> list[Record] | ApiError:
+    err = _check_resource(image, resource)
+    if err is not None:
+        return err
+    current = dict(image.configs.get(resource, {}))
+    new = dict(current)
+    for op in ops:
+        if op.op == AlterConfigOp.DELETE:
+            new.pop(op.name, None)
+            continue
+        if op.value is None:
+            return ApiError(ErrorCode.invalid_request, f"Null value not supported for {op.name}")
+        if op.op == AlterConfigOp.SET:
+            value = op.value
+        elif op.op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            if not _is_list(resource, op.name):
+                verb = "append" if op.op == AlterConfigOp.APPEND else "subtract"
+                return ApiError(ErrorCode.invalid_config, f"Config value {verb} is not allowed for config key: {op.name}")
+            items = [v for v in new.get(op.name, _default_list(resource, op.name)).split(",") if v]
+            delta = [v.strip() for v in op.value.split(",") if v.strip()]
+            if op.op == AlterConfigOp.APPEND:
+                items += [v for v in delta if v not in items]
+            else:
+                items = [v for v in items if v not in delta]
+            value = ",".join(items)
+        else:
+            return ApiError(ErrorCode.invalid_request, f"Unknown alter config operation {int(op.op)}")
+        err = _validate(resource, op.name, value)
+        if err is not None:
+            return err
+        new[op.name] = value
+    return _diff(resource, current, new)
+
+
+def _default_list(resource: ConfigResource, name: str) -> str:
+    if resource.type == ConfigResourceType.TOPIC:
+        return TOPIC_CONFIG_DEFS[name].definition.default or ""
+    return BROKER_CONFIG_DEFS[name].default or ""
+
+
+def alter_configs(
+    image: MetadataImage,
+    changes: Sequence[tuple[ConfigResource, Mapping[str, str | None]]],
+    *,
+    validate_only: bool = False,
+) -> ControllerResult[list[AlterConfigsResult]]:
+    """Legacy AlterConfigs: the given set replaces every dynamic config of the resource."""
+    records: list[Record] = []
+    results: list[AlterConfigsResult] = []
+    for resource, values in changes:
+        err = _check_resource(image, resource)
+        if err is None:
+            for name, value in values.items():
+                if value is None:
+                    err = ApiError(ErrorCode.invalid_request, f"Null value not supported for {name}")
+                else:
+                    err = _validate(resource, name, value)
+                if err is not None:
+                    break
+        if err is not None:
+            results.append(AlterConfigsResult(resource, err))
+            continue
+        new = {k: v for k, v in values.items() if v is not None}
+        if not validate_only:
+            records.extend(_diff(resource, image.configs.get(resource, {}), new))
+        results.append(AlterConfigsResult(resource))
+    return ControllerResult(records, results)
