@@ -35,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _server_start(args: argparse.Namespace) -> int:
-    from kmirror.config.errors import ConfigError
+    from kmirror.config.definitions import ConfigError
     from kmirror.config.server import ServerConfig
     from kmirror.runtime.node import run
 

@@ -20,6 +20,7 @@ from typing import Any
 from kmirror.broker.api import build_registry
 from kmirror.broker.services import BrokerServices
 from kmirror.config.server import ServerConfig
+from kmirror.config.topic import TOPIC_CONFIG_DEFS, topic_default
 from kmirror.coordinator.offsets.log_adapter import ReplicaManagerCoordinatorLog
 from kmirror.coordinator.runtime import GroupCoordinatorService
 from kmirror.log.config import LogConfig
@@ -34,6 +35,12 @@ log = logging.getLogger("kmirror.node")
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60_000
+
+
+def _broker_log_defaults(cfg: ServerConfig) -> LogConfig:
+    """The LogConfig of a topic without overrides: the broker's `log.*` keys, else Kafka's defaults."""
+    defaults = {name: topic_default(cfg, name)[0] for name in TOPIC_CONFIG_DEFS}
+    return LogConfig.from_topic_config({k: v for k, v in defaults.items() if v is not None})
 
 
 class SystemClock:
@@ -62,7 +69,7 @@ class Node:
         self.metadata = MetadataService(cfg, FileMetadataLogStore(cfg.log_dirs[0]), self.clock, random.Random())
         await self.metadata.start()
 
-        self.log_manager = LogManager(OsFileSystem(), cfg.log_dirs, self.clock, LogConfig.from_server_config(cfg))
+        self.log_manager = LogManager(OsFileSystem(), cfg.log_dirs, self.clock, _broker_log_defaults(cfg))
         self.log_manager.load_logs()
         self.replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg)
         self.group_coordinator = GroupCoordinatorService(
