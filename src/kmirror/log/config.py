@@ -76,6 +76,19 @@ class LogConfig:
         values.update(changes)
         return cls(**values)
 
+    @classmethod
+    def from_server_config(cls, server_config: Any) -> LogConfig:
+        """Topic defaults as a broker runs with them (`log.segment.bytes` -> segment.bytes...),
+        resolved by `kmirror.config.topic.topic_default`."""
+        from kmirror.config.topic import TOPIC_CONFIG_DEFS, topic_default
+
+        values: dict[str, str] = {}
+        for name in TOPIC_CONFIG_DEFS:
+            value, _ = topic_default(server_config, name)
+            if value is not None and name in _KEYS:
+                values[name] = value
+        return cls.from_topic_config(values)
+
     def to_topic_config(self) -> dict[str, str]:
         """Kafka keys with string values (DescribeConfigs shape)."""
         out: dict[str, str] = {}

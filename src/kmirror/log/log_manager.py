@@ -1,0 +1,170 @@
+"""All partition logs of a node under `log.dirs` (Kafka `LogManager`).
+
+Each log dir holds `<topic>-<partition>/` directories plus the checkpoints
+`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and
+`replication-offset-checkpoint` (high watermarks). `__cluster_metadata-0` belongs to the
+metadata layer and is never loaded here. A deleted log's directory is first renamed to
+`<topic>-<partition>.<id>-delete` (so a crash mid-delete never reloads it), then removed;
+leftover `-delete` directories are removed at load.
+
+Crash safety: logs live in the page cache until flushed; a killed process loses nothing.
+After a machine crash the checkpointed recovery point bounds the rescan done by `Log.open`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from uuid import UUID
+
+from kmirror.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpoint,
+)
+from kmirror.log.config import LogConfig
+from kmirror.log.fs import FileSystem, join
+from kmirror.log.log import Log
+from kmirror.ports import Clock
+from kmirror.types import TopicPartition
+
+METADATA_PARTITION_DIR = "__cluster_metadata-0"
+DELETE_DIR_SUFFIX = "-delete"
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """`<topic>-<partition>` -> TopicPartition; None for anything else (`-delete`,
+    `-future`, `-stray` directories, files)."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit() or "." in partition:
+        return None
+    return TopicPartition(topic, int(partition))
+
+
+class LogManager:
+    def __init__(self, fs: FileSystem, log_dirs: list[str], clock: Clock, default_config: LogConfig,
+                 *, config_for: Callable[[TopicPartition], LogConfig] | None = None) -> None:
+        self.fs = fs
+        self.log_dirs = list(log_dirs)
+        self.clock = clock
+        self.default_config = default_config
+        self._config_for = config_for
+        self.logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+        self._delete_counter = 0
+
+    # -- load -------------------------------------------------------------------------------
+
+    def load_logs(self) -> None:
+        for log_dir in self.log_dirs:
+            self.fs.mkdirs(log_dir)
+            recovery = OffsetCheckpoint(self.fs, log_dir, RECOVERY_POINT_CHECKPOINT).read()
+            starts = OffsetCheckpoint(self.fs, log_dir, LOG_START_OFFSET_CHECKPOINT).read()
+            hws = OffsetCheckpoint(self.fs, log_dir, REPLICATION_OFFSET_CHECKPOINT).read()
+            for name in self.fs.listdir(log_dir):
+                path = join(log_dir, name)
+                if not self.fs.is_dir(path) or name == METADATA_PARTITION_DIR:
+                    continue
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    self.fs.delete(path)
+                    continue
+                tp = parse_partition_dir(name)
+                if tp is None or tp in self.logs:
+                    continue
+                config = self._config_for(tp) if self._config_for is not None else self.default_config
+                log = Log.open(self.fs, path, tp, config, self.clock, recovery_point=recovery.get(tp, 0),
+                               log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp))
+                self._register(log, log_dir)
+
+    def _register(self, log: Log, log_dir: str) -> None:
+        log.on_log_start_offset_change = self._on_log_start_offset_change
+        self.logs[log.topic_partition] = log
+        self._dir_of[log.topic_partition] = log_dir
+
+    # -- partitions -------------------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self.logs.get(tp)
+
+    def get_or_create_log(self, tp: TopicPartition, topic_id: UUID | None = None,
+                          config: LogConfig | None = None) -> Log:
+        log = self.logs.get(tp)
+        if log is not None:
+            if config is not None:
+                log.config = config
+            if topic_id is not None and log.topic_id is None:
+                log.topic_id = topic_id
+            return log
+        log_dir = self._next_log_dir()
+        log = Log.open(self.fs, join(log_dir, tp.dir_name), tp, config or self.default_config, self.clock,
+                       topic_id)
+        self._register(log, log_dir)
+        return log
+
+    def _next_log_dir(self) -> str:
+        """Kafka places a new log in the dir holding the fewest partitions."""
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] = counts.get(d, 0) + 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def log_dir_of(self, tp: TopicPartition) -> str | None:
+        return self._dir_of.get(tp)
+
+    def all_logs(self) -> list[Log]:
+        return list(self.logs.values())
+
+    def delete_log(self, tp: TopicPartition) -> bool:
+        log = self.logs.pop(tp, None)
+        log_dir = self._dir_of.pop(tp, None)
+        if log is None or log_dir is None:
+            return False
+        for segment in log.segments:
+            for path in (segment.log_path, segment.offset_index.path, segment.time_index.path):
+                self.fs.close(path)
+        while True:
+            self._delete_counter += 1
+            renamed = join(log_dir, f"{tp.dir_name}.{self._delete_counter:032x}{DELETE_DIR_SUFFIX}")
+            if not self.fs.exists(renamed):
+                break
+        self.fs.rename(log.directory, renamed)
+        log.closed = True
+        self.fs.delete(renamed)
+        self._write_checkpoints([log_dir])
+        return True
+
+    # -- background work --------------------------------------------------------------------
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write every log dir's recovery-point, log-start-offset and high watermark checkpoints."""
+        self._write_checkpoints(self.log_dirs)
+
+    def _write_checkpoints(self, log_dirs: Iterable[str]) -> None:
+        for log_dir in log_dirs:
+            logs = [log for tp, log in self.logs.items() if self._dir_of.get(tp) == log_dir]
+            OffsetCheckpoint(self.fs, log_dir, RECOVERY_POINT_CHECKPOINT).write(
+                {log.topic_partition: log.recovery_point for log in logs})
+            OffsetCheckpoint(self.fs, log_dir, LOG_START_OFFSET_CHECKPOINT).write(
+                {log.topic_partition: log.log_start_offset for log in logs if log.log_start_offset > 0})
+            OffsetCheckpoint(self.fs, log_dir, REPLICATION_OFFSET_CHECKPOINT).write(
+                {log.topic_partition: log.high_watermark for log in logs})
+
+    def _on_log_start_offset_change(self, log: Log) -> None:
+        log_dir = self._dir_of.get(log.topic_partition)
+        if log_dir is not None:
+            self._write_checkpoints([log_dir])
+
+    def run_retention(self, now_ms: int) -> int:
+        """Delete segments past retention in every log; returns how many were deleted."""
+        return sum(log.delete_old_segments(now_ms) for log in list(self.logs.values()))
+
+    def flush_dirty(self, now_ms: int) -> int:
+        """Flush logs whose flush.ms elapsed with unflushed data (flush.messages is applied
+        on append); returns how many were flushed."""
+        return sum(1 for log in list(self.logs.values()) if log.maybe_flush())
+
+    def close(self) -> None:
+        """Clean shutdown: flush and close every log, then write the checkpoints."""
+        for log in self.logs.values():
+            log.close()
+        self._write_checkpoints(self.log_dirs)
