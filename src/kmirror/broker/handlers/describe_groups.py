@@ -1,0 +1,44 @@
+"""DescribeGroups (key 15, v0-v6; unknown groups are GROUP_ID_NOT_FOUND from v6, KIP-1043)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
+
+# Kafka's value when authorized operations were not requested.
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# READ (3), DELETE (6), DESCRIBE (8): what a group resource allows (no authorizer yet).
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+@api(15, "DescribeGroups", 0, 6)
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    described = services.group_coordinator.describe_groups(list(request.groups), missing_is_error=ctx.api_version >= 6)
+    rt = ctx.response_type
+    Group = nested(rt, "DescribedGroup")
+    Member = nested(rt, "DescribedGroupMember")
+    ops = GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) else AUTHORIZED_OPERATIONS_OMITTED
+    groups = tuple(
+        build(
+            Group,
+            error_code=d.error,
+            error_message=None if d.error == ErrorCode.none else d.error.name,
+            group_id=d.group_id,
+            group_state=d.state,
+            protocol_type=d.protocol_type,
+            protocol_data=d.protocol_data,
+            members=tuple(
+                build(Member, member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                      client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
+                for m in d.members
+            ),
+            authorized_operations=ops,
+        )
+        for d in described
+    )
+    return build(rt, throttle_time=datetime.timedelta(0), groups=groups)

@@ -1,0 +1,75 @@
+"""FindCoordinator (key 10, v0-v6; v4+ batches `coordinator_keys`).
+
+GROUP keys: the leader of the group's `__consumer_offsets` partition, created on first use
+(Kafka auto-creates the internal topic here). COORDINATOR_NOT_AVAILABLE while the topic or
+partition is not ready or still loading, so clients retry. TRANSACTION keys answer
+COORDINATOR_NOT_AVAILABLE until transactions exist; SHARE (2) and the MIRROR key type (3,
+KIP-1279, a later issue) are INVALID_REQUEST for now.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
+
+log = logging.getLogger("kmirror.coordinator")
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+CONSUMER_OFFSETS = "__consumer_offsets"
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
+
+
+@api(10, "FindCoordinator", 0, 6)
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rt = ctx.response_type
+    key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
+    if ctx.api_version >= 4:
+        Coordinator = nested(rt, "Coordinator")
+        answers = []
+        for key in request.coordinator_keys:
+            error, message, node_id, host, port = await _find(services, ctx, key_type, key)
+            answers.append(Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=error,
+                                       error_message=message))
+        return build(rt, throttle_time=datetime.timedelta(0), coordinators=tuple(answers))
+    error, message, node_id, host, port = await _find(services, ctx, key_type, request.key)
+    return build(rt, throttle_time=datetime.timedelta(0), error_code=error, error_message=message,
+                 node_id=node_id, host=host, port=port)
+
+
+async def _find(
+    services: BrokerServices, ctx: RequestContext, key_type: int, key: str
+) -> tuple[ErrorCode, str | None, int, str, int]:
+    def fail(error: ErrorCode, message: str | None = None) -> tuple[ErrorCode, str | None, int, str, int]:
+        return error, message, -1, "", -1
+
+    if key_type == TRANSACTION_KEY_TYPE:
+        return fail(ErrorCode.coordinator_not_available, "transactions are not supported yet")
+    if key_type != GROUP_KEY_TYPE:
+        return fail(ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}")
+    coordinator = services.group_coordinator
+    config = coordinator.core_config
+    metadata = services.metadata
+    if metadata is not None and hasattr(metadata, "ensure_internal_topic"):
+        try:
+            await metadata.ensure_internal_topic(
+                CONSUMER_OFFSETS,
+                num_partitions=config.offsets_topic_num_partitions,
+                replication_factor=config.offsets_topic_replication_factor,
+                configs=dict(OFFSETS_TOPIC_CONFIGS),
+            )
+        except Exception as exc:  # e.g. not enough brokers yet: the client retries
+            log.warning("cannot create %s: %s", CONSUMER_OFFSETS, exc)
+            return fail(ErrorCode.coordinator_not_available, str(exc))
+    error = coordinator.core.coordinator_error(key)
+    if error is not None:
+        # Not (yet) led here or still loading: with one node, retrying is the answer.
+        return fail(ErrorCode.coordinator_not_available)
+    listener = services.config.advertised_listener(ctx.listener)
+    return ErrorCode.none, None, services.node_id, listener.host, listener.port

@@ -1,0 +1,29 @@
+"""ListGroups (key 16, v0-v5: states filter from v4, types filter from v5)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.protocol.entities import build, nested
+
+
+@api(16, "ListGroups", 0, 5)
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    result = services.group_coordinator.list_groups(
+        list(getattr(request, "states_filter", ())), list(getattr(request, "types_filter", ()))
+    )
+    rt = ctx.response_type
+    Listed = nested(rt, "ListedGroup")
+    return build(
+        rt,
+        throttle_time=datetime.timedelta(0),
+        error_code=result.error,
+        groups=tuple(
+            build(Listed, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
+                  group_type=g.group_type)
+            for g in result.groups
+        ),
+    )

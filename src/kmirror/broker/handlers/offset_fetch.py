@@ -1,0 +1,62 @@
+"""OffsetFetch (key 9, v1-v9: one group up to v7, several from v8; v10 names topics by id
+and is not served yet). `require_stable` (v7+) needs no wait: this coordinator has no
+pending transactional offsets (transactions come later)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.coordinator.results import FetchedOffset, FetchOffsetsResult
+from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
+
+
+@api(9, "OffsetFetch", 1, 9)
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rt = ctx.response_type
+    coordinator = services.group_coordinator
+    if ctx.api_version >= 8:
+        Group = nested(rt, "OffsetFetchResponseGroup")
+        groups = []
+        for g in request.groups:
+            result = coordinator.fetch_offsets(group_id=g.group_id, topics=_topics(g.topics))
+            groups.append(
+                Group(group_id=g.group_id, topics=_response_topics(rt, result, "OffsetFetchResponseTopics",
+                                                                   "OffsetFetchResponsePartitions"),
+                      error_code=result.error)
+            )
+        return build(rt, throttle_time=datetime.timedelta(0), groups=tuple(groups))
+    requested = _topics(request.topics)
+    result = coordinator.fetch_offsets(group_id=request.group_id, topics=requested)
+    if ctx.api_version < 2 and result.error != ErrorCode.none:
+        # v0-1 have no group-level error: every requested partition carries it.
+        result = FetchOffsetsResult(result.group_id, ErrorCode.none, tuple(
+            _errored(topic, p, result.error) for topic, parts in (requested or []) for p in parts
+        ))
+    topics = _response_topics(rt, result, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition")
+    return build(rt, throttle_time=datetime.timedelta(0), topics=topics, error_code=result.error)
+
+
+def _topics(topics: Any) -> list[tuple[str, list[int]]] | None:
+    if topics is None:
+        return None
+    return [(t.name, [int(p) for p in t.partition_indexes]) for t in topics]
+
+
+def _errored(topic: str, partition: int, error: ErrorCode) -> FetchedOffset:
+    return FetchedOffset(topic, partition, -1, -1, "", error)
+
+
+def _response_topics(rt: type, result: FetchOffsetsResult, topic_name: str, partition_name: str) -> tuple[Any, ...]:
+    Topic = nested(rt, topic_name)
+    Partition = nested(rt, partition_name)
+    by_topic: dict[str, list[Any]] = {}
+    for o in result.offsets:
+        by_topic.setdefault(o.topic, []).append(
+            build(Partition, partition_index=o.partition, committed_offset=o.offset,
+                  committed_leader_epoch=o.leader_epoch, metadata=o.metadata, error_code=o.error)
+        )
+    return tuple(Topic(name=name, partitions=tuple(parts)) for name, parts in by_topic.items())
