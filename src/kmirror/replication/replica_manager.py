@@ -87,6 +87,16 @@ class ReplicaManager:
             entry = wanted.get(tp)
             if entry is None or entry[0].topic_id != partition.topic_id:
                 self._remove_partition(tp)
+        if new_image.offset >= 0:
+            # Stray logs (Kafka `LogManager` strays): on disk but not hosted by the image,
+            # e.g. a topic deleted, or deleted and recreated, while this node was down.
+            for log in list(self.log_manager.all_logs()):
+                tp = log.topic_partition
+                entry = wanted.get(tp)
+                if tp not in self._partitions and (
+                    entry is None or (log.topic_id is not None and log.topic_id != entry[0].topic_id)
+                ):
+                    self.log_manager.delete_log(tp)
 
         log_configs: dict[str, LogConfig] = {}
         for tp, (topic, registration) in wanted.items():

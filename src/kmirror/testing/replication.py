@@ -32,8 +32,9 @@ class FakeBatch:
 class FakeLog:
     """Stores each appended buffer as one batch of `count` records (1 unless told)."""
 
-    def __init__(self, topic_partition: TopicPartition, config: Any = None) -> None:
+    def __init__(self, topic_partition: TopicPartition, config: Any = None, topic_id: UUID | None = None) -> None:
         self.topic_partition = topic_partition
+        self.topic_id = topic_id
         self.config = config
         self.batches: list[FakeBatch] = []
         self.log_start_offset = 0
@@ -124,8 +125,11 @@ class FakeLogManager:
     def get_or_create_log(self, tp: TopicPartition, topic_id: UUID, config: Any) -> FakeLog:
         log = self.logs.get(tp)
         if log is None:
-            log = self.logs[tp] = FakeLog(tp, config)
+            log = self.logs[tp] = FakeLog(tp, config, topic_id)
         return log
+
+    def all_logs(self) -> list[FakeLog]:
+        return list(self.logs.values())
 
     def delete_log(self, tp: TopicPartition) -> None:
         self.logs.pop(tp, None)
@@ -215,7 +219,8 @@ def call_handler(handler: Any, services: Any, api_key: int, version: int, reques
 
 
 def data_services(image: MetadataImage, node_id: int = 1, log_manager: Any = None, metadata: Any = None) -> Any:
-    """BrokerServices with a real ReplicaManager following `image`."""
+    """BrokerServices with a real ReplicaManager following `image`, over the real LogManager
+    on the in-memory file system unless another log manager is given."""
     from kmirror.broker.api import build_registry
     from kmirror.broker.services import BrokerServices
     from kmirror.ports import ManualClock
@@ -223,7 +228,9 @@ def data_services(image: MetadataImage, node_id: int = 1, log_manager: Any = Non
 
     clock = ManualClock()
     config = server_config(node_id)
-    rm = ReplicaManager(node_id, log_manager if log_manager is not None else FakeLogManager(), clock, config)
+    if log_manager is None:
+        log_manager = memory_log_manager(clock)
+    rm = ReplicaManager(node_id, log_manager, clock, config)
     rm.apply_image(None, image)
     return BrokerServices(
         node_id=node_id,
@@ -233,3 +240,14 @@ def data_services(image: MetadataImage, node_id: int = 1, log_manager: Any = Non
         metadata=metadata,
         replica_manager=rm,
     )
+
+
+def memory_log_manager(clock: Any, log_dirs: tuple[str, ...] = ("/data/kafka-logs",)) -> Any:
+    """The real LogManager over the in-memory file system (loaded, empty)."""
+    from kmirror.log.config import LogConfig
+    from kmirror.log.log_manager import LogManager
+    from kmirror.testing.memory_fs import MemoryFileSystem
+
+    manager = LogManager(MemoryFileSystem(), list(log_dirs), clock, LogConfig())
+    manager.load_logs()
+    return manager

@@ -11,6 +11,7 @@ from kmirror.metadata.image import PartitionRegistration
 from kmirror.protocol.codec import RequestHeaderView
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
+from kmirror.records.batch import set_base_offset, set_partition_leader_epoch
 from kmirror.records.builder import build_batch
 from kmirror.testing.replication import (
     call_handler,
@@ -28,6 +29,14 @@ T1 = TopicPartition("t", 1)
 
 def batch(value: bytes) -> bytes:
     return build_batch([(b"k", value, (), 1_700_000_000_000)])
+
+
+def stored(value: bytes, offset: int, epoch: int) -> bytes:
+    """The batch as the leader stores it: the producer's bytes with offset and epoch set."""
+    buf = bytearray(batch(value))
+    set_base_offset(buf, 0, offset)
+    set_partition_leader_epoch(buf, 0, epoch)
+    return bytes(buf)
 
 
 def fetch_request(
@@ -99,7 +108,7 @@ def test_fetch_returns_stored_bytes_with_offsets(version: int) -> None:
     parts = partitions_of(response)
     p0 = parts[0]
     assert p0.error_code == ErrorCode.none
-    assert bytes(p0.records) == batch(b"one") + batch(b"two")
+    assert bytes(p0.records) == stored(b"one", 0, 3) + stored(b"two", 1, 3)
     assert (p0.high_watermark, p0.last_stable_offset) == (2, 2)
     if version >= 5:
         assert p0.log_start_offset == 0
@@ -111,7 +120,7 @@ def test_fetch_returns_stored_bytes_with_offsets(version: int) -> None:
 def test_fetch_partition_max_bytes_returns_at_least_one_batch() -> None:
     services = services_with_data()
     response = call_handler(handle, services, 1, 12, fetch_request(12, {"t": [(0, 0)]}, partition_max_bytes=1))
-    assert bytes(partitions_of(response)[0].records) == batch(b"one")
+    assert bytes(partitions_of(response)[0].records) == stored(b"one", 0, 3)
 
 
 def test_fetch_errors() -> None:
@@ -169,7 +178,7 @@ def test_delayed_fetch_completes_when_data_arrives() -> None:
         return await asyncio.wait_for(task, 30)
 
     response = asyncio.run(scenario())
-    assert bytes(partitions_of(response)[0].records) == batch(b"late")
+    assert bytes(partitions_of(response)[0].records) == stored(b"late", 0, 0)
     assert purgatory_for(rm).watched(T0) == 0
 
 

@@ -3,6 +3,7 @@ from uuid import uuid4
 from kmirror.metadata.image import PartitionRegistration
 from kmirror.ports import ManualClock
 from kmirror.protocol.errors import ErrorCode
+from kmirror.records.builder import build_batch
 from kmirror.replication.outcomes import READ_UNCOMMITTED, AppendOutcome, PartitionError, ReadOutcome
 from kmirror.replication.replica_manager import FetchPartitionRequest, ReplicaManager
 from kmirror.testing.replication import FakeLogManager, image_with, server_config, single_node_image
@@ -138,3 +139,34 @@ def test_describe_log_dirs_lists_partitions_with_sizes() -> None:
     assert (described.total_bytes, described.usable_bytes) == (1000, 400)
     (only,) = rm.describe_log_dirs([T1, TopicPartition("nope", 0)])
     assert set(only.partitions) == {("t", 1)}
+
+
+def test_stray_logs_on_disk_are_deleted_and_recreated_topics_start_empty() -> None:
+    from kmirror.testing.replication import memory_log_manager
+
+    clock = ManualClock()
+    logs = memory_log_manager(clock)
+    old_id = uuid4()
+    logs.get_or_create_log(TopicPartition("gone", 0), uuid4())
+    stale = logs.get_or_create_log(T0, old_id)
+    stale.append_as_leader(build_batch([(b"k", b"v", (), 1)]), 0)
+    rm = ReplicaManager(NODE, logs, clock, server_config(NODE))
+    rm.apply_image(None, single_node_image(NODE, {"t": (T_ID, 1)}))
+    assert logs.get_log(TopicPartition("gone", 0)) is None
+    partition = rm.get_partition(T0)
+    assert partition is not None and partition.log.log_end_offset == 0 and partition.log.topic_id == T_ID
+
+
+def test_existing_log_of_the_same_topic_is_kept() -> None:
+    from kmirror.records.builder import build_batch
+    from kmirror.testing.replication import memory_log_manager
+
+    clock = ManualClock()
+    logs = memory_log_manager(clock)
+    kept = logs.get_or_create_log(T0, T_ID)
+    kept.append_as_leader(build_batch([(b"k", b"v", (), 1)]), 0)
+    kept.update_high_watermark(1)
+    rm = ReplicaManager(NODE, logs, clock, server_config(NODE))
+    rm.apply_image(None, single_node_image(NODE, {"t": (T_ID, 1)}))
+    partition = rm.get_partition(T0)
+    assert partition is not None and partition.log is kept and partition.high_watermark == 1
