@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from typing import Any
 
 from kmirror.config.server import ServerConfig
 from kmirror.metadata.image import EMPTY_IMAGE, MetadataImage
@@ -63,3 +64,75 @@ class InMemoryMetadataLogStore:
 
 def seeded_rng(seed: int = 0) -> random.Random:
     return random.Random(seed)
+
+
+def started_service(config: ServerConfig | None = None, seed: int = 0) -> Any:
+    """A MetadataService on an in-memory store, already started (formatted, node registered)."""
+    import asyncio
+
+    from kmirror.metadata.service import MetadataService
+    from kmirror.ports import ManualClock
+
+    svc = MetadataService(config or server_config(), InMemoryMetadataLogStore(), ManualClock(), seeded_rng(seed))
+    asyncio.run(svc.start())
+    return svc
+
+
+def metadata_services(config: ServerConfig | None = None, seed: int = 0) -> Any:
+    """BrokerServices around a started MetadataService (no replica manager, no network)."""
+    from kmirror.broker.api import build_registry
+    from kmirror.broker.services import BrokerServices
+    from kmirror.ports import ManualClock
+
+    cfg = config or server_config()
+    return BrokerServices(
+        node_id=cfg.node_id,
+        config=cfg,
+        registry=build_registry([]),
+        clock=ManualClock(),
+        metadata=started_service(cfg, seed),
+    )
+
+
+def call(services: Any, api_key: int, version: int, request_fields: dict[str, Any],
+         listener: str = "PLAINTEXT") -> Any:
+    """Build the kio request of `version` from `request_fields` (nested values as dicts are not
+    supported: pass kio entities), run the registered handler the way the server does, and
+    return the response after a kio encode/decode round trip."""
+    import asyncio
+    import inspect
+    import io
+
+    from kio.index import load_request_schema, load_response_schema
+    from kio.serial import entity_reader, entity_writer
+
+    from kmirror.broker.api import RequestContext, load_handlers
+    from kmirror.protocol.codec import RequestHeaderView
+    from kmirror.protocol.entities import build
+
+    handler = {d.api_key: d for d in load_handlers()}[api_key].handler
+    request = build(load_request_schema(api_key, version), **request_fields)
+    response_type = load_response_schema(api_key, version)
+    ctx = RequestContext(RequestHeaderView(api_key, version, 1, "test"), response_type, "127.0.0.1", 1, listener)
+    result = handler(services, ctx, request)
+    if inspect.isawaitable(result):
+        awaitable = result
+
+        async def wait() -> Any:
+            return await awaitable
+
+        result = asyncio.run(wait())
+    buf = io.BytesIO()
+    entity_writer(response_type)(buf, result)
+    decoded, size = entity_reader(response_type)(buf.getvalue(), 0)
+    assert size == len(buf.getvalue())
+    return decoded
+
+
+def request_entity(api_key: int, version: int, entity_name: str, /, **fields: Any) -> Any:
+    """A nested request entity (e.g. "CreatableTopic") of that API version."""
+    from kio.index import load_request_schema
+
+    from kmirror.protocol.entities import build, nested
+
+    return build(nested(load_request_schema(api_key, version), entity_name), **fields)

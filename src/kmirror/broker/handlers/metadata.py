@@ -1,0 +1,212 @@
+"""Metadata (key 3, v0-13): brokers, cluster id, controller id and topic/partition state from
+the image, auto-creating unknown topics when `auto.create.topics.enable` and the request
+allow it (Kafka's KafkaApis.handleTopicMetadataRequest + AutoTopicCreationManager).
+
+A freshly auto-created topic is answered with LEADER_NOT_AVAILABLE and no partitions, as
+Kafka does; clients retry. Brokers are listed with their endpoint on the listener the
+request came in on.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.metadata.controller.acls import AclOperation
+from kmirror.metadata.controller.topics import CreatableTopic, is_internal_topic, validate_topic_name
+from kmirror.metadata.image import MetadataImage, TopicImage
+from kmirror.metadata.service import MetadataOperationError
+from kmirror.protocol.entities import build, nested
+
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+
+TOPIC_OPERATIONS = (
+    AclOperation.READ,
+    AclOperation.WRITE,
+    AclOperation.CREATE,
+    AclOperation.DELETE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+)
+CLUSTER_OPERATIONS = (
+    AclOperation.CREATE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE,
+    AclOperation.CLUSTER_ACTION,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+    AclOperation.IDEMPOTENT_WRITE,
+)
+
+
+def operations_bitfield(operations: Sequence[int]) -> int:
+    """Kafka's authorized-operations encoding: bit n set when operation code n is allowed
+    (no authorizer: everything is allowed)."""
+    bits = 0
+    for op in operations:
+        bits |= 1 << int(op)
+    return bits
+
+
+@api(3, "Metadata", 0, 13)
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rt = ctx.response_type
+    version = ctx.api_version
+    metadata = services.metadata
+    config = services.config
+    include_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+
+    requested = request.topics
+    all_topics = requested is None or (version == 0 and len(requested) == 0)
+    allow_auto = bool(getattr(request, "allow_auto_topic_creation", True)) and config.auto_create_topics_enable
+
+    topic_entries: list[Any] = []
+    if all_topics:
+        image = metadata.image
+        topic_entries = [_topic(rt, image, t, include_ops) for _, t in sorted(image.topics.items())]
+    else:
+        to_create: list[str] = []
+        wanted: list[tuple[str | None, uuid.UUID | None]] = []
+        for t in requested:
+            name = getattr(t, "name", None)
+            topic_id = getattr(t, "topic_id", None)
+            if topic_id is not None and topic_id.int == 0:
+                topic_id = None
+            wanted.append((name, topic_id))
+            image = metadata.image
+            if (
+                name is not None
+                and name not in image.topics
+                and allow_auto
+                and validate_topic_name(name) is None
+                and name not in to_create
+            ):
+                to_create.append(name)
+        created_errors = await _auto_create(services, to_create)
+        image = metadata.image
+        for name, topic_id in wanted:
+            topic_entries.append(_requested_topic(rt, image, name, topic_id, created_errors, include_ops))
+
+    broker_cls = nested(rt, "MetadataResponseBroker")
+    brokers = []
+    for b in metadata.image.live_brokers():
+        ep = b.endpoint(ctx.listener)
+        if ep is None:
+            continue
+        brokers.append(build(broker_cls, node_id=i32(b.broker_id), host=ep.host, port=i32(ep.port), rack=b.rack))
+
+    include_cluster_ops = bool(getattr(request, "include_cluster_authorized_operations", False))
+    return build(
+        rt,
+        throttle_time=datetime.timedelta(0),
+        brokers=tuple(brokers),
+        cluster_id=metadata.image.cluster_id,
+        controller_id=i32(metadata.controller_id),
+        topics=tuple(topic_entries),
+        cluster_authorized_operations=i32(
+            operations_bitfield(CLUSTER_OPERATIONS) if include_cluster_ops else AUTHORIZED_OPERATIONS_OMITTED
+        ),
+        error_code=ErrorCode.none,
+    )
+
+
+async def _auto_create(services: BrokerServices, names: list[str]) -> dict[str, ErrorCode]:
+    """Create missing topics; the error each name should be answered with."""
+    if not names:
+        return {}
+    metadata = services.metadata
+    config = services.config
+    out: dict[str, ErrorCode] = {}
+    user_topics: list[CreatableTopic] = []
+    for name in names:
+        if name == GROUP_METADATA_TOPIC:
+            try:
+                await metadata.ensure_internal_topic(
+                    name,
+                    config.offsets_topic_num_partitions,
+                    config.offsets_topic_replication_factor,
+                    {"cleanup.policy": "compact", "segment.bytes": str(config.get("offsets.topic.segment.bytes"))},
+                )
+                out[name] = ErrorCode.leader_not_available
+            except MetadataOperationError:
+                out[name] = ErrorCode.invalid_replication_factor
+        elif is_internal_topic(name):
+            out[name] = ErrorCode.unknown_topic_or_partition
+        else:
+            user_topics.append(CreatableTopic(name))
+    if user_topics:
+        for result in await metadata.create_topics(user_topics):
+            code = result.error.code
+            # Another request created it first: it exists, so answer with its metadata.
+            out[result.name] = ErrorCode.leader_not_available if code in (ErrorCode.none,) else code
+            if code == ErrorCode.topic_already_exists:
+                out.pop(result.name)
+    return out
+
+
+def _requested_topic(
+    rt: type,
+    image: MetadataImage,
+    name: str | None,
+    topic_id: uuid.UUID | None,
+    created: dict[str, ErrorCode],
+    include_ops: bool,
+) -> Any:
+    topic_cls = nested(rt, "MetadataResponseTopic")
+    if name is None:
+        topic = image.topics_by_id.get(topic_id) if topic_id is not None else None
+        if topic is None:
+            return build(topic_cls, error_code=ErrorCode.unknown_topic_id, name=None, topic_id=topic_id or uuid.UUID(int=0),
+                         is_internal=False, partitions=())
+        return _topic(rt, image, topic, include_ops)
+    if name in created:
+        return build(topic_cls, error_code=created[name], name=name, topic_id=uuid.UUID(int=0),
+                     is_internal=is_internal_topic(name), partitions=())
+    topic = image.topics.get(name)
+    if topic is None:
+        err = validate_topic_name(name)
+        code = err.code if err is not None else ErrorCode.unknown_topic_or_partition
+        return build(topic_cls, error_code=code, name=name, topic_id=uuid.UUID(int=0), is_internal=False, partitions=())
+    return _topic(rt, image, topic, include_ops)
+
+
+def _topic(rt: type, image: MetadataImage, topic: TopicImage, include_ops: bool) -> Any:
+    topic_cls = nested(rt, "MetadataResponseTopic")
+    partition_cls = nested(rt, "MetadataResponsePartition")
+    live = {b.broker_id for b in image.live_brokers()}
+    partitions = []
+    for index, p in sorted(topic.partitions.items()):
+        leader = p.leader if p.leader in live else -1
+        partitions.append(
+            build(
+                partition_cls,
+                error_code=ErrorCode.none if leader != -1 else ErrorCode.leader_not_available,
+                partition_index=i32(index),
+                leader_id=i32(leader),
+                leader_epoch=i32(p.leader_epoch),
+                replica_nodes=tuple(i32(r) for r in p.replicas),
+                isr_nodes=tuple(i32(r) for r in p.isr),
+                offline_replicas=tuple(i32(r) for r in p.replicas if r not in live),
+            )
+        )
+    return build(
+        topic_cls,
+        error_code=ErrorCode.none,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=is_internal_topic(topic.name),
+        partitions=tuple(partitions),
+        topic_authorized_operations=i32(
+            operations_bitfield(TOPIC_OPERATIONS) if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+        ),
+    )
