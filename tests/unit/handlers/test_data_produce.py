@@ -1,3 +1,4 @@
+import dataclasses
 import datetime
 from uuid import UUID, uuid4
 
@@ -92,3 +93,18 @@ def test_produce_not_leader_names_the_current_leader() -> None:
     p = response.responses[0].partition_responses[0]
     assert p.error_code == ErrorCode.not_leader_or_follower
     assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (2, 7)
+
+
+def test_acks_all_waits_for_the_isr_and_times_out() -> None:
+    from kmirror.metadata.image import PartitionRegistration
+    from kmirror.testing.replication import image_with
+
+    image = image_with({"t": (T_ID, {0: PartitionRegistration((1, 2), (1, 2), 1, 0, 0)})})
+    services = data_services(image)
+    request = produce(9, -1, {"t": [(0, BATCH)]})
+    request = dataclasses.replace(request, timeout=datetime.timedelta(milliseconds=1))
+    response = call_handler(handle, services, 0, 9, request)
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.request_timed_out
+    # acks=1 does not wait for the follower.
+    response = call_handler(handle, services, 0, 9, produce(9, 1, {"t": [(0, BATCH)]}))
+    assert response.responses[0].partition_responses[0].base_offset == 1
