@@ -108,6 +108,10 @@ class GroupCoordinatorService:
     def partition_for(self, group_id: str) -> int:
         return self.core.partition_for(group_id)
 
+    def coordinator_error(self, group_id: str) -> ErrorCode | None:
+        """None when this node coordinates `group_id` now (leads and has loaded its partition)."""
+        return self.core.coordinator_error(group_id)
+
     # ---- requests --------------------------------------------------------------------
 
     async def join_group(

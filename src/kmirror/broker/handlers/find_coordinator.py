@@ -67,7 +67,7 @@ async def _find(
         except Exception as exc:  # e.g. not enough brokers yet: the client retries
             log.warning("cannot create %s: %s", CONSUMER_OFFSETS, exc)
             return fail(ErrorCode.coordinator_not_available, str(exc))
-    error = coordinator.core.coordinator_error(key)
+    error = coordinator.coordinator_error(key)
     if error is not None:
         # Not (yet) led here or still loading: with one node, retrying is the answer.
         return fail(ErrorCode.coordinator_not_available)
