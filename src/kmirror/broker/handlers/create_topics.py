@@ -1,0 +1,82 @@
+"""CreateTopics (key 19, v2-7; kio has no v0-1): translation to MetadataService.create_topics.
+
+Kafka answers a name listed twice once, with INVALID_REQUEST. From v5 a successful topic
+carries its partition count, replication factor and every config with its source.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8, i16, i32
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.config.topic import TOPIC_CONFIG_DEFS, ConfigSource
+from kmirror.metadata.config_description import topic_config_entry
+from kmirror.metadata.controller.topics import CreatableTopic, CreateTopicResult
+from kmirror.protocol.entities import build, has_field, nested
+
+
+@api(19, "CreateTopics", 2, 7)
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rt = ctx.response_type
+    specs = [
+        CreatableTopic(
+            name=t.name,
+            num_partitions=int(t.num_partitions),
+            replication_factor=int(t.replication_factor),
+            assignments={int(a.partition_index): [int(b) for b in a.broker_ids] for a in t.assignments},
+            configs={c.name: c.value for c in t.configs},
+        )
+        for t in request.topics
+    ]
+    results = await services.metadata.create_topics(specs, validate_only=bool(request.validate_only))
+    result_cls = nested(rt, "CreatableTopicResult")
+    seen: set[str] = set()
+    out = []
+    for spec, result in zip(specs, results, strict=True):
+        if result.name in seen:
+            continue
+        seen.add(result.name)
+        out.append(_result(services, rt, result_cls, spec, result))
+    return build(rt, throttle_time=datetime.timedelta(0), topics=tuple(out))
+
+
+def _result(services: BrokerServices, rt: type, result_cls: type, spec: CreatableTopic, result: CreateTopicResult) -> Any:
+    ok = result.error.code == ErrorCode.none
+    configs: tuple[Any, ...] | None = None
+    if ok and has_field(result_cls, "configs"):
+        configs = _configs(services, rt, spec)
+    return build(
+        result_cls,
+        name=result.name,
+        topic_id=result.topic_id or uuid.UUID(int=0),
+        error_code=result.error.code,
+        error_message=result.error.message,
+        topic_config_error_code=i16(0),
+        num_partitions=i32(result.num_partitions if ok else -1),
+        replication_factor=i16(result.replication_factor if ok else -1),
+        configs=configs,
+    )
+
+
+def _configs(services: BrokerServices, rt: type, spec: CreatableTopic) -> tuple[Any, ...]:
+    cls = nested(rt, "CreatableTopicConfigs")
+    image = services.metadata.image
+    out = []
+    for name in TOPIC_CONFIG_DEFS:
+        requested = spec.configs.get(name)
+        value: str | None
+        if requested is not None:
+            value, source, read_only, sensitive = requested, ConfigSource.DYNAMIC_TOPIC_CONFIG, False, False
+        else:
+            e = topic_config_entry(image, services.config, spec.name, name)
+            value, source, read_only, sensitive = e.value, e.source, e.read_only, e.is_sensitive
+        out.append(
+            build(cls, name=name, value=value, read_only=read_only, config_source=i8(int(source)), is_sensitive=sensitive)
+        )
+    return tuple(out)
