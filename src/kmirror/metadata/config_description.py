@@ -88,11 +88,12 @@ def topic_config_entry(image: MetadataImage, server: ServerConfig, topic: str, n
         chain.append(ConfigSynonym(name, dynamic[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
     chain += _broker_chain(image, server, d.synonyms)
     if d.synonyms:
-        first = d.synonyms[0]
-        default = BROKER_CONFIG_DEFS[first].default
-        if default is None and d.from_broker is not None:
-            default = d.from_broker(server)
-        chain.append(ConfigSynonym(first, default, ConfigSource.DEFAULT_CONFIG))
+        # Kafka's default, named after the first synonym that has one (log.retention.hours=168).
+        named = next((k for k in d.synonyms if BROKER_CONFIG_DEFS[k].default is not None), None)
+        if named is None:
+            chain.append(ConfigSynonym(d.synonyms[0], d.definition.default, ConfigSource.DEFAULT_CONFIG))
+        else:
+            chain.append(ConfigSynonym(named, BROKER_CONFIG_DEFS[named].default, ConfigSource.DEFAULT_CONFIG))
     else:
         chain.append(ConfigSynonym(name, d.definition.default, ConfigSource.DEFAULT_CONFIG))
     top = chain[0]

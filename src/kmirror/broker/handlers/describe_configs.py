@@ -1,0 +1,61 @@
+"""DescribeConfigs (key 32, v1-4; kio has no v0): TOPIC and BROKER resources, with synonyms
+(when asked), config source, read-only/sensitive flags, type (v3+) and documentation (v3+,
+when asked)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.metadata.image import ConfigResource
+from kmirror.protocol.entities import build, nested
+
+
+@api(32, "DescribeConfigs", 1, 4)
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rt = ctx.response_type
+    result_cls = nested(rt, "DescribeConfigsResult")
+    entry_cls = nested(rt, "DescribeConfigsResourceResult")
+    synonym_cls = nested(rt, "DescribeConfigsSynonym")
+    include_synonyms = bool(getattr(request, "include_synonyms", False))
+    include_documentation = bool(getattr(request, "include_documentation", False))
+    results = []
+    for res in request.resources:
+        resource = ConfigResource(int(res.resource_type), res.resource_name)
+        keys = None if res.configuration_keys is None else list(res.configuration_keys)
+        described = services.metadata.describe_configs(resource, keys)
+        entries = tuple(
+            build(
+                entry_cls,
+                name=c.name,
+                value=c.value,
+                read_only=c.read_only,
+                config_source=i8(int(c.source)),
+                is_sensitive=c.is_sensitive,
+                synonyms=tuple(
+                    build(synonym_cls, name=s.name, value=s.value, source=i8(int(s.source))) for s in c.synonyms
+                )
+                if include_synonyms
+                else (),
+                config_type=i8(c.config_type),
+                documentation=c.documentation if include_documentation else None,
+            )
+            for c in described.configs
+        )
+        ok = described.error.code == ErrorCode.none
+        results.append(
+            build(
+                result_cls,
+                error_code=described.error.code,
+                error_message=None if ok else described.error.message,
+                resource_type=i8(resource.type),
+                resource_name=resource.name,
+                configs=entries,
+            )
+        )
+    return build(rt, throttle_time=datetime.timedelta(0), results=tuple(results))

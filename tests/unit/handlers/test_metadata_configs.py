@@ -1,0 +1,145 @@
+import asyncio
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kmirror.metadata.controller.topics import CreatableTopic
+from kmirror.testing.metadata import call, metadata_services, request_entity, server_config
+
+TOPIC, BROKER = 2, 4
+
+
+def _services(**cfg: str):
+    services = metadata_services(server_config(**cfg))
+    asyncio.run(services.metadata.create_topics([CreatableTopic("t", 1, 1, configs={"retention.ms": "100"})]))
+    return services
+
+
+def _describe(services, version: int, resources, synonyms=True, docs=True):
+    res = tuple(
+        request_entity(32, version, "DescribeConfigsResource", resource_type=t, resource_name=n, configuration_keys=k)
+        for t, n, k in resources
+    )
+    return call(services, 32, version, {"resources": res, "include_synonyms": synonyms, "include_documentation": docs})
+
+
+@pytest.mark.parametrize("version", range(1, 5))
+def test_describe_topic_configs(version: int) -> None:
+    services = _services(log_retention_hours="1", log_segment_bytes="2000000")
+    resp = _describe(services, version, [(TOPIC, "t", None), (TOPIC, "missing", None), (TOPIC, "t", ("segment.bytes", "nope"))])
+    ok, missing, one = resp.results
+    assert ok.error_code == ErrorCode.none and missing.error_code == ErrorCode.unknown_topic_or_partition
+    entries = {c.name: c for c in ok.configs}
+    assert entries["retention.ms"].value == "100" and entries["retention.ms"].config_source == 1
+    assert [(s.name, s.value, s.source) for s in entries["retention.ms"].synonyms] == [
+        ("retention.ms", "100", 1),
+        ("log.retention.hours", "1", 4),
+        ("log.retention.hours", "168", 5),
+    ]
+    assert entries["segment.bytes"].value == "2000000" and entries["segment.bytes"].config_source == 4
+    assert entries["cleanup.policy"].value == "delete" and entries["cleanup.policy"].config_source == 5
+    assert entries["cleanup.policy"].read_only is False
+    assert entries["segment.ms"].value == "604800000" and entries["segment.ms"].config_source == 5
+    assert [c.name for c in one.configs] == ["segment.bytes"]
+    if version >= 3:
+        assert entries["retention.ms"].config_type == 5  # LONG
+        assert entries["cleanup.policy"].config_type == 7  # LIST
+
+
+def test_describe_without_synonyms_or_docs() -> None:
+    resp = _describe(_services(), 4, [(TOPIC, "t", ("retention.ms",))], synonyms=False, docs=False)
+    (c,) = resp.results[0].configs
+    assert c.synonyms == () and c.documentation is None
+
+
+def test_describe_broker() -> None:
+    services = _services(num_partitions="4")
+    resp = _describe(services, 4, [(BROKER, "1", ("num.partitions", "message.max.bytes")), (BROKER, "7", None), (BROKER, "", None)])
+    mine, other, default = resp.results
+    entries = {c.name: c for c in mine.configs}
+    assert entries["num.partitions"].value == "4" and entries["num.partitions"].config_source == 4
+    assert entries["num.partitions"].read_only is True
+    assert entries["message.max.bytes"].value == "1048588" and entries["message.max.bytes"].read_only is False
+    assert other.error_code == ErrorCode.invalid_request
+    assert default.error_code == ErrorCode.none and default.configs == ()
+
+
+def _incremental(services, version, resources, validate_only=False):
+    res = tuple(
+        request_entity(
+            44, version, "AlterConfigsResource", resource_type=t, resource_name=n,
+            configs=tuple(request_entity(44, version, "AlterableConfig", name=k, config_operation=op, value=v) for k, op, v in ops),
+        )
+        for t, n, ops in resources
+    )
+    return call(services, 44, version, {"resources": res, "validate_only": validate_only})
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_incremental_alter_configs(version: int) -> None:
+    services = _services()
+    resp = _incremental(
+        services,
+        version,
+        [
+            (TOPIC, "t", [("retention.ms", 1, None), ("cleanup.policy", 2, "compact"), ("segment.ms", 0, "5000")]),
+            (TOPIC, "missing", [("retention.ms", 0, "1")]),
+            (TOPIC, "t", [("retention.ms", 0, "soon")]),
+            (TOPIC, "t", [("retention.ms", 2, "1")]),
+            (TOPIC, "t", [("retention.ms", 9, "1")]),
+            (BROKER, "1", [("message.max.bytes", 0, "2000")]),
+            (BROKER, "1", [("node.id", 0, "3")]),
+        ],
+    )
+    assert [r.error_code for r in resp.responses] == [
+        ErrorCode.none,
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.invalid_config,
+        ErrorCode.invalid_config,
+        ErrorCode.invalid_request,
+        ErrorCode.none,
+        ErrorCode.invalid_request,
+    ]
+    image = services.metadata.image
+    assert dict(image.topic_config("t")) == {"cleanup.policy": "delete,compact", "segment.ms": "5000"}
+    # a dynamic broker value shows up with source DYNAMIC_BROKER_CONFIG
+    (entry,) = _describe(services, 4, [(BROKER, "1", ("message.max.bytes",))]).results[0].configs
+    assert (entry.value, entry.config_source) == ("2000", 2)
+    (entry,) = _describe(services, 4, [(TOPIC, "t", ("max.message.bytes",))]).results[0].configs
+    assert (entry.value, entry.config_source) == ("2000", 2)
+
+
+def test_incremental_subtract_and_validate_only() -> None:
+    services = _services()
+    _incremental(services, 1, [(TOPIC, "t", [("cleanup.policy", 0, "compact,delete")])])
+    resp = _incremental(services, 1, [(TOPIC, "t", [("cleanup.policy", 3, "delete")])], validate_only=True)
+    assert resp.responses[0].error_code == ErrorCode.none
+    assert services.metadata.image.topic_config("t")["cleanup.policy"] == "compact,delete"
+    _incremental(services, 1, [(TOPIC, "t", [("cleanup.policy", 3, "delete")])])
+    assert services.metadata.image.topic_config("t")["cleanup.policy"] == "compact"
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_legacy_alter_configs_replaces_the_set(version: int) -> None:
+    services = _services()
+    res = (
+        request_entity(
+            33, version, "AlterConfigsResource", resource_type=TOPIC, resource_name="t",
+            configs=(request_entity(33, version, "AlterableConfig", name="segment.ms", value="7000"),),
+        ),
+        request_entity(
+            33, version, "AlterConfigsResource", resource_type=TOPIC, resource_name="t2",
+            configs=(),
+        ),
+        request_entity(
+            33, version, "AlterConfigsResource", resource_type=TOPIC, resource_name="t",
+            configs=(request_entity(33, version, "AlterableConfig", name="bogus", value="1"),),
+        ),
+    )
+    resp = call(services, 33, version, {"resources": res, "validate_only": False})
+    assert [r.error_code for r in resp.responses] == [
+        ErrorCode.none,
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.invalid_config,
+    ]
+    assert dict(services.metadata.image.topic_config("t")) == {"segment.ms": "7000"}
