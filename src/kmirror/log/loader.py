@@ -76,7 +76,9 @@ def load(log: Log, *, recovery_point: int, log_start_offset: int) -> None:
             continue
         headers, truncated = segment.recover()
         for header in headers:
-            if header.partition_leader_epoch >= 0:
+            # Kafka LogSegment.recover: only epochs above the cached latest are added.
+            latest = cache.latest_epoch
+            if header.partition_leader_epoch >= 0 and (latest is None or header.partition_leader_epoch > latest):
                 cache.assign(header.partition_leader_epoch, header.base_offset)
         segments.append(segment)
         if truncated:
