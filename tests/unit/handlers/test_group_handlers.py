@@ -6,6 +6,7 @@ import datetime
 import inspect
 import io
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import pytest
 from kio.serial import entity_writer
@@ -48,6 +49,7 @@ class FakeServerConfig:
 class FakeMetadata:
     def __init__(self):
         self.created = []
+        self.image = None
 
     async def ensure_internal_topic(self, name, *, num_partitions, replication_factor, configs):
         self.created.append((name, num_partitions, replication_factor, configs))
@@ -205,6 +207,26 @@ def test_offset_commit_and_fetch_versions():
         assert [g.group_id for g in f.groups] == ["g", "other"]
         assert len(f.groups[0].topics[0].partitions) == 2
         assert f.groups[1].topics[0].partitions[0].committed_offset == -1
+        await node.coordinator.stop()
+
+    run(main())
+
+
+def test_offset_commit_to_unknown_topic():
+    async def main():
+        node = Node()
+        node.metadata.image = SimpleNamespace(topics={"t": object()})
+        await node.start()
+        from kio.schema.offset_commit.v9 import request as c9
+
+        def topic(name):
+            return c9.OffsetCommitRequestTopic(name=name, partitions=(c9.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=None),))
+
+        r = await node.call(offset_commit, 9, group_id="g", generation_id_or_member_epoch=-1, member_id="",
+                            group_instance_id=None, topics=(topic("t"), topic("missing")))
+        assert [(t.name, t.partitions[0].error_code) for t in r.topics] == [
+            ("t", E.none), ("missing", E.unknown_topic_or_partition)]
         await node.coordinator.stop()
 
     run(main())

@@ -1,4 +1,7 @@
-"""OffsetCommit (key 8, v2-v9; v10 names topics by id and is not served yet)."""
+"""OffsetCommit (key 8, v2-v9; v10 names topics by id and is not served yet).
+
+Commits for topics the cluster does not know are UNKNOWN_TOPIC_OR_PARTITION and never reach
+the coordinator (Kafka `KafkaApis.handleOffsetCommitRequest`)."""
 
 from __future__ import annotations
 
@@ -8,16 +11,27 @@ from typing import Any
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
 from kmirror.coordinator.offsets.commits import OffsetToCommit
+from kmirror.coordinator.results import PartitionResult
 from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
 
 
 @api(8, "OffsetCommit", 2, 9)
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    image = getattr(services.metadata, "image", None)
+    known = (lambda topic: topic in image.topics) if image is not None else (lambda topic: True)
+    unknown = [
+        PartitionResult(t.name, p.partition_index, ErrorCode.unknown_topic_or_partition)
+        for t in request.topics
+        if not known(t.name)
+        for p in t.partitions
+    ]
     offsets = [
         OffsetToCommit(
             t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata
         )
         for t in request.topics
+        if known(t.name)
         for p in t.partitions
     ]
     result = await services.group_coordinator.commit_offsets(
@@ -31,7 +45,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     Topic = nested(rt, "OffsetCommitResponseTopic")
     Partition = nested(rt, "OffsetCommitResponsePartition")
     by_topic: dict[str, list[Any]] = {}
-    for r in result.partitions:
+    for r in (*result.partitions, *unknown):
         by_topic.setdefault(r.topic, []).append(Partition(partition_index=r.partition, error_code=r.error))
     return build(
         rt,
