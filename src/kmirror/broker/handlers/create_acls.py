@@ -1,0 +1,37 @@
+"""CreateAcls (key 30, v2-3; Kafka 4 removed v0-1). Bindings are stored in the metadata log;
+enforcement comes with an authorizer in a later issue."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.metadata.controller.acls import AclCreation
+from kmirror.protocol.entities import build, nested
+
+
+@api(30, "CreateAcls", 2, 3)
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rt = ctx.response_type
+    creations = [
+        AclCreation(
+            int(c.resource_type),
+            c.resource_name,
+            int(c.resource_pattern_type),
+            c.principal,
+            c.host,
+            int(c.operation),
+            int(c.permission_type),
+        )
+        for c in request.creations
+    ]
+    errors = await services.metadata.create_acls(creations)
+    cls = nested(rt, "AclCreationResult")
+    results = tuple(
+        build(cls, error_code=e.code, error_message=e.message if e.code != ErrorCode.none else None) for e in errors
+    )
+    return build(rt, throttle_time=datetime.timedelta(0), results=results)

@@ -1,0 +1,55 @@
+"""DeleteAcls (key 31, v2-3): per filter, the bindings it removed."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.metadata.controller.acls import AclFilter
+from kmirror.protocol.entities import build, nested
+
+
+@api(31, "DeleteAcls", 2, 3)
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rt = ctx.response_type
+    filters = [
+        AclFilter(
+            int(f.resource_type_filter),
+            f.resource_name_filter,
+            int(f.pattern_type_filter),
+            f.principal_filter,
+            f.host_filter,
+            int(f.operation),
+            int(f.permission_type),
+        )
+        for f in request.filters
+    ]
+    results = await services.metadata.delete_acls(filters)
+    result_cls = nested(rt, "DeleteAclsFilterResult")
+    match_cls = nested(rt, "DeleteAclsMatchingAcl")
+    out = []
+    for r in results:
+        matching = tuple(
+            build(
+                match_cls,
+                error_code=ErrorCode.none,
+                error_message=None,
+                resource_type=i8(b.resource_type),
+                resource_name=b.resource_name,
+                pattern_type=i8(b.pattern_type),
+                principal=b.principal,
+                host=b.host,
+                operation=i8(b.operation),
+                permission_type=i8(b.permission_type),
+            )
+            for b in r.deleted
+        )
+        ok = r.error.code == ErrorCode.none
+        out.append(build(result_cls, error_code=r.error.code, error_message=None if ok else r.error.message,
+                         matching_acls=matching))
+    return build(rt, throttle_time=datetime.timedelta(0), filter_results=tuple(out))
