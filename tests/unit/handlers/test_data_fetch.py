@@ -1,4 +1,5 @@
 import asyncio
+import dataclasses
 import datetime
 from uuid import UUID, uuid4
 
@@ -145,14 +146,60 @@ def test_fetch_from_follower_replica_is_not_leader() -> None:
     assert partitions_of(response)[0].error_code == ErrorCode.not_leader_or_follower
 
 
-def test_fetch_sessions_are_not_handed_out() -> None:
+def test_fetch_session_errors() -> None:
     services = services_with_data()
-    opening = call_handler(handle, services, 1, 12, fetch_request(12, {"t": [(0, 0)]}, session_epoch=0))
-    assert opening.session_id == 0 and opening.error_code == ErrorCode.none
     incremental = call_handler(handle, services, 1, 12, fetch_request(12, {}, session_id=77, session_epoch=1))
-    assert incremental.error_code == ErrorCode.fetch_session_id_not_found
+    assert incremental.error_code == ErrorCode.fetch_session_id_not_found and incremental.responses == ()
     bad_epoch = call_handler(handle, services, 1, 12, fetch_request(12, {}, session_epoch=5))
     assert bad_epoch.error_code == ErrorCode.invalid_fetch_session_epoch
+
+
+def test_incremental_fetch_session_answers_only_changed_partitions() -> None:
+    services = services_with_data()
+    rm = services.replica_manager
+    opening = call_handler(handle, services, 1, 12, fetch_request(12, {"t": [(0, 0), (1, 0)]}, session_epoch=0))
+    assert opening.session_id != 0
+    assert sorted(partitions_of(opening)) == [0, 1]
+    sid = opening.session_id
+    # Client moved its position on t-0 only; nothing new anywhere: nothing to say.
+    quiet = call_handler(handle, services, 1, 12, fetch_request(12, {"t": [(0, 2)]}, session_id=sid, session_epoch=1))
+    assert quiet.error_code == ErrorCode.none and quiet.session_id == sid and quiet.responses == ()
+    # New data on t-1 (still at offset 0 in the session): only t-1 is answered.
+    rm.append_records({T1: batch(b"new")}, 1)
+    changed = call_handler(handle, services, 1, 12, fetch_request(12, {}, session_id=sid, session_epoch=2))
+    parts = partitions_of(changed)
+    assert list(parts) == [1] and bytes(parts[1].records) == stored(b"new", 0, 3)
+    # t-0 continues from offset 2 kept by the session.
+    rm.append_records({T0: batch(b"three")}, 1)
+    later = call_handler(handle, services, 1, 12, fetch_request(12, {"t": [(1, 1)]}, session_id=sid, session_epoch=3))
+    assert {i: bytes(p.records) for i, p in partitions_of(later).items()} == {0: stored(b"three", 2, 3)}
+    # A replayed epoch is refused; forgetting a partition drops it from the session.
+    replay = call_handler(handle, services, 1, 12, fetch_request(12, {}, session_id=sid, session_epoch=3))
+    assert replay.error_code == ErrorCode.invalid_fetch_session_epoch
+    rt = request_type(1, 12)
+    forget = dataclasses.replace(
+        fetch_request(12, {}, session_id=sid, session_epoch=4),
+        forgotten_topics_data=(nested(rt, "ForgottenTopic")(topic="t", partitions=(0,)),),
+    )
+    call_handler(handle, services, 1, 12, forget)
+    rm.append_records({T0: batch(b"four")}, 1)
+    after = call_handler(handle, services, 1, 12, fetch_request(12, {}, session_id=sid, session_epoch=5))
+    assert after.responses == ()
+    # Closing the session: a sessionless full answer.
+    closing = call_handler(handle, services, 1, 12, fetch_request(12, {"t": [(0, 0)]}, session_id=sid, session_epoch=-1))
+    assert closing.session_id == 0 and list(partitions_of(closing)) == [0]
+    gone = call_handler(handle, services, 1, 12, fetch_request(12, {}, session_id=sid, session_epoch=6))
+    assert gone.error_code == ErrorCode.fetch_session_id_not_found
+
+
+def test_incremental_fetch_session_by_topic_id() -> None:
+    services = services_with_data()
+    opening = call_handler(handle, services, 1, 16, fetch_request(16, {T_ID: [(0, 0)]}, session_epoch=0))
+    sid = opening.session_id
+    services.replica_manager.append_records({T0: batch(b"more")}, 1)
+    changed = call_handler(handle, services, 1, 16, fetch_request(16, {T_ID: [(0, 2)]}, session_id=sid, session_epoch=1))
+    (topic,) = changed.responses
+    assert topic.topic_id == T_ID and bytes(topic.partitions[0].records) == stored(b"more", 2, 3)
 
 
 def test_read_committed_answers_empty_aborted_transactions() -> None:

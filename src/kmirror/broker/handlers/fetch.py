@@ -5,11 +5,10 @@ or the LSO (read_committed); `max_bytes` / `partition_max_bytes` follow KIP-74. 
 than `min_bytes` are readable the request waits in the purgatory for appends, up to
 `max_wait_ms`.
 
-Fetch sessions (KIP-227): this node hands out no session ids, as a Kafka broker with a
-full session cache does: every answer carries session_id 0, so clients send full fetch
-requests (librdkafka always does; the Java-style session handlers fall back to full
-requests when the broker answers with session id 0). A request naming a session is
-answered FETCH_SESSION_ID_NOT_FOUND.
+Fetch sessions (KIP-227, v7+): `kmirror.replication.fetch_session` decides per request
+whether it is sessionless, opens a session, or is incremental, and which partitions the
+answer carries. librdkafka and aiokafka fetch sessionless (session 0, epoch -1);
+kafka-python opens sessions and sends incremental requests.
 
 Follower fetches (`replica_id` >= 0) are refused by the replica manager until in-cluster
 replication lands; that is where they will be served.
@@ -19,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
+import weakref
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
@@ -26,47 +26,59 @@ from kmirror.broker.purgatory import purgatory_for, should_delay_fetch
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
-from kmirror.replication.outcomes import READ_COMMITTED, PartitionError, ReadOutcome
+from kmirror.replication.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    ZERO_UUID,
+    FetchContext,
+    FetchSessionCache,
+    SessionPartition,
+)
+from kmirror.replication.outcomes import READ_COMMITTED, ReadOutcome
 from kmirror.replication.replica_manager import FetchPartitionRequest
 from kmirror.types import TopicPartition
 
-INVALID_SESSION_ID = 0
-# Session epochs (Kafka `FetchMetadata`): 0 opens a session, -1 is sessionless.
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
+_LEADER_HINT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 
 
 @api(1, "Fetch", 4, 17)
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     version = ctx.api_version
-    session_error = _session_error(request)
-    if session_error is not None:
-        return build(rt, throttle_time=_zero(), error_code=session_error, session_id=INVALID_SESSION_ID, responses=())
-
     rm = services.replica_manager
     by_topic_id = version >= 13
     isolation_level = int(getattr(request, "isolation_level", 0))
     replica_id = _replica_id(request)
-    # (topic key as sent, topic name or None, partition index) in request order
-    order: list[tuple[Any, str | None, int]] = []
-    reads: list[FetchPartitionRequest] = []
+    requested: list[tuple[TopicPartition, SessionPartition]] = []
+    unknown_ids: list[tuple[uuid.UUID, int]] = []
     for topic in request.topics:
-        key = topic.topic_id if by_topic_id else topic.topic
+        topic_id = topic.topic_id if by_topic_id else ZERO_UUID
         name = rm.topic_name(topic.topic_id) if by_topic_id else topic.topic
         for p in topic.partitions:
-            order.append((key, name, int(p.partition)))
-            if name is not None:
-                reads.append(
-                    FetchPartitionRequest(
-                        TopicPartition(name, int(p.partition)),
-                        int(p.fetch_offset),
-                        int(p.partition_max_bytes),
-                        int(getattr(p, "current_leader_epoch", -1)),
-                    )
-                )
+            if name is None:
+                unknown_ids.append((topic.topic_id, int(p.partition)))
+                continue
+            state = SessionPartition(
+                fetch_offset=int(p.fetch_offset),
+                partition_max_bytes=int(p.partition_max_bytes),
+                current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+                topic_id=topic_id,
+            )
+            requested.append((TopicPartition(name, int(p.partition)), state))
+
+    session_id = int(getattr(request, "session_id", INVALID_SESSION_ID))
+    session_epoch = int(getattr(request, "session_epoch", FINAL_EPOCH))
+    context = fetch_session_cache(rm).new_context(
+        session_id, session_epoch, requested, _forgotten(rm, request, by_topic_id), services.clock.monotonic_ms()
+    )
+    if context.error is not None:
+        return build(rt, throttle_time=_zero(), error_code=context.error, session_id=INVALID_SESSION_ID, responses=())
+
+    reads = [
+        FetchPartitionRequest(tp, s.fetch_offset, s.partition_max_bytes, s.current_leader_epoch)
+        for tp, s in context.partitions
+    ]
     max_bytes = int(request.max_bytes)
-    any_unknown_id = any(name is None for _, name, _ in order)
 
     def read() -> dict[TopicPartition, Any]:
         return rm.fetch(reads, max_bytes, isolation_level, replica_id)
@@ -75,7 +87,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     min_bytes = int(request.min_bytes)
     accumulated, errored = _progress(results)
-    if should_delay_fetch(max_wait_ms, min_bytes, accumulated, errored or any_unknown_id):
+    if should_delay_fetch(max_wait_ms, min_bytes, accumulated, errored or bool(unknown_ids)):
         latest: list[dict[TopicPartition, Any]] = [results]
 
         def try_complete() -> bool:
@@ -85,18 +97,27 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
 
         completed = await purgatory_for(rm).wait([r.topic_partition for r in reads], try_complete, max_wait_ms)
         results = latest[0] if completed else read()
-    return _response(services, rt, order, results, by_topic_id, isolation_level)
+    return _response(services, rt, context, results, unknown_ids, by_topic_id, isolation_level)
 
 
-def _session_error(request: Any) -> ErrorCode | None:
-    session_id = int(getattr(request, "session_id", INVALID_SESSION_ID))
-    epoch = int(getattr(request, "session_epoch", FINAL_EPOCH))
-    if session_id != INVALID_SESSION_ID:
-        # Closing a session we do not have is fine (Kafka answers it sessionless).
-        return None if epoch == FINAL_EPOCH else ErrorCode.fetch_session_id_not_found
-    if epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
-        return ErrorCode.invalid_fetch_session_epoch
-    return None
+_CACHES: weakref.WeakKeyDictionary[Any, FetchSessionCache] = weakref.WeakKeyDictionary()
+
+
+def fetch_session_cache(replica_manager: Any) -> FetchSessionCache:
+    """The node's fetch sessions (one cache per replica manager)."""
+    cache = _CACHES.get(replica_manager)
+    if cache is None:
+        cache = _CACHES[replica_manager] = FetchSessionCache()
+    return cache
+
+
+def _forgotten(rm: Any, request: Any, by_topic_id: bool) -> list[TopicPartition]:
+    out: list[TopicPartition] = []
+    for topic in getattr(request, "forgotten_topics_data", ()):
+        name = rm.topic_name(topic.topic_id) if by_topic_id else topic.topic
+        if name is not None:
+            out.extend(TopicPartition(name, int(p)) for p in topic.partitions)
+    return out
 
 
 def _replica_id(request: Any) -> int:
@@ -120,8 +141,9 @@ def _progress(results: dict[TopicPartition, Any]) -> tuple[int, bool]:
 def _response(
     services: BrokerServices,
     rt: type,
-    order: list[tuple[Any, str | None, int]],
+    context: FetchContext,
     results: dict[TopicPartition, Any],
+    unknown_ids: list[tuple[uuid.UUID, int]],
     by_topic_id: bool,
     isolation_level: int,
 ) -> Any:
@@ -129,12 +151,17 @@ def _response(
     TopicResponse = nested(rt, "FetchableTopicResponse")
     aborted: tuple[Any, ...] | None = () if isolation_level == READ_COMMITTED else None
     topics: dict[Any, list[Any]] = {}
-    for key, name, index in order:
-        result = PartitionError(ErrorCode.unknown_topic_id) if name is None else results[TopicPartition(name, index)]
+    for tp, state in context.partitions:
+        result = results[tp]
+        key = state.topic_id if by_topic_id else tp.topic
         if isinstance(result, ReadOutcome):
+            if not context.should_answer(
+                state, result.size > 0, None, result.high_watermark, result.last_stable_offset, result.log_start_offset
+            ):
+                continue
             data = build(
                 PartitionData,
-                partition_index=index,
+                partition_index=tp.partition,
                 error_code=ErrorCode.none,
                 high_watermark=result.high_watermark,
                 last_stable_offset=result.last_stable_offset,
@@ -144,41 +171,43 @@ def _response(
                 records=result.records,
             )
         else:
-            fields: dict[str, Any] = {}
-            if name is not None and has_field(PartitionData, "current_leader") and result.code in _LEADER_HINT_ERRORS:
-                fields["current_leader"] = _current_leader(services, rt, TopicPartition(name, index))
-            data = build(
-                PartitionData,
-                partition_index=index,
-                error_code=result.code,
-                high_watermark=-1,
-                last_stable_offset=-1,
-                log_start_offset=-1,
-                aborted_transactions=None,
-                preferred_read_replica=-1,
-                records=b"",
-                **fields,
-            )
+            context.should_answer(state, False, result.code, -1, -1, -1)
+            data = _error_data(services, rt, PartitionData, tp.partition, result.code, tp)
         topics.setdefault(key, []).append(data)
+    for topic_id, index in unknown_ids:
+        topics.setdefault(topic_id, []).append(_error_data(services, rt, PartitionData, index, ErrorCode.unknown_topic_id))
     responses = tuple(
         build(
             TopicResponse,
             topic=key if not by_topic_id else "",
-            topic_id=key if by_topic_id else uuid.UUID(int=0),
+            topic_id=key if by_topic_id else ZERO_UUID,
             partitions=tuple(parts),
         )
         for key, parts in topics.items()
     )
-    return build(rt, throttle_time=_zero(), error_code=ErrorCode.none, session_id=INVALID_SESSION_ID, responses=responses)
+    return build(rt, throttle_time=_zero(), error_code=ErrorCode.none, session_id=context.session_id, responses=responses)
 
 
-_LEADER_HINT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
-
-
-def _current_leader(services: BrokerServices, rt: type, tp: TopicPartition) -> Any:
-    """KIP-951: where the leader is now, so the client need not refresh metadata first."""
-    leader_id, leader_epoch = services.replica_manager.current_leader(tp)
-    return nested(rt, "LeaderIdAndEpoch")(leader_id=leader_id, leader_epoch=leader_epoch)
+def _error_data(
+    services: BrokerServices, rt: type, cls: type, index: int, code: ErrorCode, tp: TopicPartition | None = None
+) -> Any:
+    fields: dict[str, Any] = {}
+    if tp is not None and has_field(cls, "current_leader") and code in _LEADER_HINT_ERRORS:
+        leader_id, leader_epoch = services.replica_manager.current_leader(tp)
+        # KIP-951: where the leader is now, so the client need not refresh metadata first.
+        fields["current_leader"] = nested(rt, "LeaderIdAndEpoch")(leader_id=leader_id, leader_epoch=leader_epoch)
+    return build(
+        cls,
+        partition_index=index,
+        error_code=code,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=b"",
+        **fields,
+    )
 
 
 def _zero() -> datetime.timedelta:
