@@ -156,17 +156,21 @@ class LogSegment:
         position = start_position
         buffer = b""
         buffer_start = position
+        last_size = 0
         while position < self.size:
             offset_in_buffer = position - buffer_start
             if offset_in_buffer + RECORD_BATCH_OVERHEAD > len(buffer):
+                # Small batches: read many headers at once; large ones: read just the header.
+                chunk = RECORD_BATCH_OVERHEAD if last_size > _SCAN_CHUNK // 8 else _SCAN_CHUNK
                 buffer_start = position
-                buffer = self.fs.read(self.log_path, position, min(_SCAN_CHUNK, self.size - position))
+                buffer = self.fs.read(self.log_path, position, min(chunk, self.size - position))
                 offset_in_buffer = 0
             try:
                 header = read_header(buffer, offset_in_buffer)
             except CorruptRecordError:
                 return
             yield position, header
+            last_size = header.size
             position += header.size
 
     def find_batch(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:

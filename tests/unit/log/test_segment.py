@@ -94,3 +94,18 @@ def test_find_offset_by_timestamp_and_load_keeps_largest_timestamp():
     assert again.load()
     assert again.largest_timestamp == 1500
     assert again.next_offset() == 6
+
+
+def test_scanning_large_batches_reads_headers_only_and_finds_every_batch():
+    fs = MemoryFileSystem()
+    seg = _segment(fs, interval=4096)
+    seg.create()
+    batches = [_batch(i * 2, n=2, value=bytes([i]) * 9000) for i in range(12)]
+    for b in batches:
+        seg.append(b)
+    assert [h.base_offset for _, h in seg.batches()] == [i * 2 for i in range(12)]
+    for offset in range(24):
+        read = seg.read(offset, max_bytes=1)
+        assert read is not None and read.records == batches[offset // 2]
+    headers, truncated = _segment(fs, interval=4096).recover()
+    assert len(headers) == 12 and truncated == 0
