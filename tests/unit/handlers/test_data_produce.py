@@ -108,3 +108,30 @@ def test_acks_all_waits_for_the_isr_and_times_out() -> None:
     # acks=1 does not wait for the follower.
     response = call_handler(handle, services, 0, 9, produce(9, 1, {"t": [(0, BATCH)]}))
     assert response.responses[0].partition_responses[0].base_offset == 1
+
+
+def test_log_append_time_topics_answer_the_broker_time() -> None:
+    services = data_services(
+        single_node_image(1, {"t": (T_ID, 1)}, configs={"t": {"message.timestamp.type": "LogAppendTime"}})
+    )
+    now_ms = services.clock.now_ms()
+    response = call_handler(handle, services, 0, 9, produce(9, 1, {"t": [(0, BATCH)]}))
+    p = response.responses[0].partition_responses[0]
+    assert p.error_code == ErrorCode.none
+    assert p.log_append_time == datetime.datetime.fromtimestamp(now_ms / 1000, tz=datetime.UTC)
+
+
+def test_min_insync_replicas_from_topic_config() -> None:
+    services = data_services(single_node_image(1, {"t": (T_ID, 1)}, configs={"t": {"min.insync.replicas": "2"}}))
+    response = call_handler(handle, services, 0, 9, produce(9, -1, {"t": [(0, BATCH)]}))
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.not_enough_replicas
+    response = call_handler(handle, services, 0, 9, produce(9, 1, {"t": [(0, BATCH)]}))
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
+
+
+def test_corrupt_batch_is_corrupt_message() -> None:
+    services = data_services(single_node_image(1, {"t": (T_ID, 1)}))
+    corrupt = bytearray(BATCH)
+    corrupt[-1] ^= 0xFF
+    response = call_handler(handle, services, 0, 9, produce(9, 1, {"t": [(0, bytes(corrupt))]}))
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.corrupt_message
