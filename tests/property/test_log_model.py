@@ -32,6 +32,8 @@ class ModelBatch:
     base_offset: int
     values: tuple[bytes, ...]
     epoch: int
+    raw: bytes = b""
+    idempotent: bool = False
 
     @property
     def next_offset(self) -> int:
@@ -69,6 +71,28 @@ class LogMachine(RuleBasedStateMachine):
         assert isinstance(info, LogAppendInfo)
         assert info.first_offset == self.leo
         self.batches.append(ModelBatch(self.leo, values, self.epoch))
+
+    @rule(n=st.integers(1, 3))
+    def idempotent_append(self, n: int) -> None:
+        """Producer 7 (epoch 0) sends its next sequence: always accepted at the LEO."""
+        next_seq = sum(len(b.values) for b in self.batches if b.idempotent)
+        values = tuple(f"{self.counter + i}:p".encode() for i in range(n))
+        self.counter += n
+        raw = build_batch([(None, v, (), NOW + self.counter) for v in values],
+                          producer_id=7, producer_epoch=0, base_sequence=next_seq)
+        info = self.log.append_as_leader(raw, self.epoch)
+        assert isinstance(info, LogAppendInfo) and not info.duplicate
+        assert info.first_offset == self.leo
+        self.batches.append(ModelBatch(self.leo, values, self.epoch, raw, idempotent=True))
+
+    @precondition(lambda self: any(b.idempotent for b in self.batches))
+    @rule()
+    def retry_last_idempotent(self) -> None:
+        """A retried batch still in the log is acknowledged with its original offsets."""
+        last = [b for b in self.batches if b.idempotent][-1]
+        info = self.log.append_as_leader(last.raw, self.epoch)
+        assert isinstance(info, LogAppendInfo) and info.duplicate
+        assert (info.first_offset, info.last_offset) == (last.base_offset, last.next_offset - 1)
 
     @rule(count=st.integers(1, 8), size=st.integers(0, 120))
     def append_burst(self, count: int, size: int) -> None:

@@ -135,7 +135,7 @@ def write_producer_snapshot(log: Log) -> None:
         lines.append(json.dumps({
             "producer_id": entry.producer_id, "producer_epoch": entry.producer_epoch,
             "current_txn_first_offset": entry.current_txn_first_offset,
-            "last_timestamp": entry.last_timestamp,
+            "last_timestamp": entry.last_timestamp, "last_offset": entry.last_offset,
             "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp]
                         for b in entry.batches],
         }, separators=(",", ":")))
@@ -157,7 +157,7 @@ def _load_producer_snapshot(log: Log) -> bool:
             state.producers[raw["producer_id"]] = ProducerStateEntry(
                 raw["producer_id"], raw["producer_epoch"],
                 [BatchMetadata(*b) for b in raw["batches"]],
-                raw["current_txn_first_offset"], raw["last_timestamp"])
+                raw["current_txn_first_offset"], raw["last_timestamp"], raw.get("last_offset", -1))
     except (ValueError, KeyError, TypeError):
         return False
     log.producer_state = state

@@ -341,6 +341,7 @@ class Log:
         self._log_start_offset = offset
         self.recovery_point = offset
         self.epoch_cache.clear()
+        self.producer_state = ProducerState()
         self._after_truncation()
         self._notify_log_start()
 
@@ -348,7 +349,8 @@ class Log:
         if self.epoch_cache.truncate_from_end(self._log_end_offset) or not len(self.epoch_cache):
             self._epoch_checkpoint.write(self.epoch_cache)
         self._high_watermark = min(max(self._high_watermark, self._log_start_offset), self._log_end_offset)
-        loader.rebuild_producer_state(self)
+        if self.producer_state.affected_by_truncation(self._log_end_offset):
+            loader.rebuild_producer_state(self)
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> Ok | OffsetOutOfRange:
         """DeleteRecords: move the log start (never past the HW); segments wholly below it
@@ -446,4 +448,4 @@ class Log:
 
 def _copy_entry(entry: ProducerStateEntry) -> ProducerStateEntry:
     return ProducerStateEntry(entry.producer_id, entry.producer_epoch, list(entry.batches),
-                              entry.current_txn_first_offset, entry.last_timestamp)
+                              entry.current_txn_first_offset, entry.last_timestamp, entry.last_offset)

@@ -45,6 +45,7 @@ class ProducerStateEntry:
     batches: list[BatchMetadata] = field(default_factory=list)
     current_txn_first_offset: int | None = None
     last_timestamp: int = -1
+    last_offset: int = -1  # of the producer's last batch of any kind (markers included)
 
     @property
     def last_seq(self) -> int:
@@ -114,6 +115,7 @@ class ProducerState:
             entry.producer_epoch = header.producer_epoch
             entry.batches.clear()
         entry.last_timestamp = header.max_timestamp
+        entry.last_offset = header.last_offset
         if header.is_control:
             if control_ends_txn:
                 entry.current_txn_first_offset = None
@@ -131,6 +133,10 @@ class ProducerState:
         offsets = [e.current_txn_first_offset for e in self.producers.values()
                    if e.current_txn_first_offset is not None]
         return min(offsets) if offsets else None
+
+    def affected_by_truncation(self, offset: int) -> bool:
+        """True when a batch at or after `offset` shaped this state (a rebuild is needed)."""
+        return any(e.last_offset >= offset for e in self.producers.values())
 
     def truncate_and_forget(self) -> None:
         self.producers.clear()

@@ -252,3 +252,16 @@ def test_log_append_time_topic_stamps_batches():
     assert info.log_append_time_ms == NOW + 7
     header = read_header(log.read(0, 1000).records)
     assert header.timestamp_type == 1 and header.max_timestamp == NOW + 7
+
+
+def test_truncation_rewinds_producer_state():
+    log = _open()
+    b0 = _batch(1, producer_id=9, producer_epoch=0, base_sequence=0)
+    b1 = _batch(1, producer_id=9, producer_epoch=0, base_sequence=1)
+    log.append_as_leader(b0, 0)
+    log.append_as_leader(b1, 0)
+    log.truncate_to(1)
+    again = log.append_as_leader(b1, 0)
+    assert not again.duplicate and again.first_offset == 1
+    log.truncate_fully_and_start_at(50)
+    assert log.producer_state.producers == {}
