@@ -1,91 +1,13 @@
-"""Real kmirror processes on loopback, started and stopped with the CLI (`kmirror cluster up/down`)."""
+"""Fixtures starting real kmirror processes on loopback."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from kmirror.runtime.local_cluster import api_versions_ok, pid_path
-
-KMIRROR = [sys.executable, "-m", "kmirror"]
-
-
-def free_port_block(span: int = 101) -> int:
-    """A port P such that P and P+100 (controller listener) are free."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + span >= 65535:
-            continue
-        if all(_free(p) for p in (port, port + 100)):
-            return port
-    raise RuntimeError("no free port block")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def kmirror(*args: str, check: bool = True, timeout: float = 120, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [*KMIRROR, *args], capture_output=True, text=True, timeout=timeout, input=input
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"kmirror {' '.join(args)} failed ({proc.returncode}): {proc.stderr}{proc.stdout}")
-    return proc
-
-
-@dataclass
-class LocalCluster:
-    dir: Path
-    port: int
-    nodes: int = 1
-    overrides: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{self.port + i}" for i in range(self.nodes))
-
-    def up(self) -> None:
-        args = ["cluster", "up", "--nodes", str(self.nodes), "--dir", str(self.dir), "--port", str(self.port)]
-        for k, v in self.overrides.items():
-            args += ["--override", f"{k}={v}"]
-        kmirror(*args)
-
-    def down(self) -> None:
-        kmirror("cluster", "down", "--dir", str(self.dir))
-
-    def pid(self, node_id: int = 1) -> int:
-        return int(pid_path(self.dir, node_id).read_text().strip())
-
-    def kill9(self, node_id: int = 1) -> None:
-        pid = self.pid(node_id)
-        os.kill(pid, signal.SIGKILL)
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
-        pid_path(self.dir, node_id).unlink()
-
-    def serving(self, node_id: int = 1) -> bool:
-        return api_versions_ok("127.0.0.1", self.port + node_id - 1)
-
-    def log_text(self, node_id: int = 1) -> str:
-        return (self.dir / f"node-{node_id}" / "server.log").read_text(errors="replace")
+from kmirror.testing.processes import LocalCluster, free_port_block
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
-from test_clients import consume_partition, create_topic
 
 from kmirror.records.builder import build_batch
+from kmirror.testing.kafka_clients import consume_partition, create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +55,7 @@ def _send(port: int, data: bytes, timeout: float = 10) -> bytes:
                 if not chunk:
                     break
                 chunks.append(chunk)
-        except (ConnectionResetError, socket.timeout):
+        except (TimeoutError, ConnectionResetError):
             return b""
         return b"".join(chunks)
 

@@ -6,38 +6,16 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
-import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from kmirror.testing.kafka_clients import consume_partition, create_topic
 
 pytestmark = pytest.mark.integration
 
 COMPRESSIONS = ["none", "gzip", "snappy", "lz4", "zstd"]
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})])
-    futures[name].result(timeout=30)
-
-
-def consume_partition(bootstrap: str, topic: str, partition: int, count: int, timeout_s: float = 30) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, partition, 0)])
-    out = []
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while len(out) < count and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        assert msg.error() is None, msg.error()
-        out.append(msg)
-    consumer.close()
-    return out
 
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)

@@ -3,58 +3,17 @@ and committed offset at the same offsets."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as TP
-from test_clients import consume_partition, create_topic
+
+from kmirror.testing.kafka_clients import (
+    committed,
+    consume_partition,
+    create_topic,
+    group_consume,
+    produce_acked,
+)
 
 pytestmark = pytest.mark.integration
-
-
-def produce_acked(bootstrap: str, topic: str, n: int, partitions: int, prefix: str = "r") -> dict[tuple[int, int], bytes]:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 2})
-    acked: dict[tuple[int, int], bytes] = {}
-
-    def on_delivery(err, msg):
-        if err is None:
-            acked[(msg.partition(), msg.offset())] = msg.value()
-
-    for i in range(n):
-        producer.produce(topic, value=f"{prefix}-{i}".encode(), partition=i % partitions, on_delivery=on_delivery)
-    producer.flush(30)
-    return acked
-
-
-def group_consume(bootstrap: str, group: str, topic: str, count: int, timeout_s: float = 60) -> list[tuple[int, int, bytes]]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "session.timeout.ms": 10000,
-        }
-    )
-    consumer.subscribe([topic])
-    out = []
-    deadline = time.monotonic() + timeout_s
-    while len(out) < count and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None or msg.error():
-            continue
-        out.append((msg.partition(), msg.offset(), msg.value()))
-        consumer.commit(message=msg, asynchronous=False)
-    consumer.close()
-    return out
-
-
-def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    offsets = consumer.committed([TP(topic, p) for p in range(partitions)], timeout=30)
-    consumer.close()
-    return {tp.partition: tp.offset for tp in offsets}
 
 
 def test_group_consumes_commits_and_resumes(cluster):

@@ -68,12 +68,11 @@ def decode_request(registry: ApiRegistry, frame: bytes) -> DecodedRequest | Unsu
     try:
         # kio readers return (entity, bytes consumed)
         header, header_size = entity_reader(header_type)(frame, 0)
-        body, body_size = entity_reader(request_type)(frame, header_size)
+        body, _ = entity_reader(request_type)(frame, header_size)
     except Exception as exc:  # kio raises a variety of decode errors on garbage
         raise MalformedRequest(f"cannot decode api_key={api_key} v{api_version}: {exc}") from exc
-    if header_size + body_size != len(frame):
-        trailing = len(frame) - header_size - body_size
-        raise MalformedRequest(f"api_key={api_key} v{api_version}: {trailing} trailing bytes")
+    # Bytes after the body are ignored, as Kafka's request parsing does: librdkafka 2.16 sends
+    # Metadata v13 requests with trailing bytes that Apache Kafka accepts.
     return DecodedRequest(
         RequestHeaderView(api_key, api_version, correlation_id, getattr(header, "client_id", None)),
         spec,

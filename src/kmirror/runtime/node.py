@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import shutil
 import signal
+import sys
 import time
 from typing import Any
 
@@ -27,7 +29,7 @@ from kmirror.log.config import LogConfig
 from kmirror.log.log_manager import LogManager
 from kmirror.metadata.service import MetadataService
 from kmirror.replication.replica_manager import ReplicaManager
-from kmirror.runtime.metadata_log import FileMetadataLogStore
+from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.runtime.server import KafkaServer
 
@@ -41,6 +43,12 @@ def _broker_log_defaults(cfg: ServerConfig) -> LogConfig:
     """The LogConfig of a topic without overrides: the broker's `log.*` keys, else Kafka's defaults."""
     defaults = {name: topic_default(cfg, name)[0] for name in TOPIC_CONFIG_DEFS}
     return LogConfig.from_topic_config({k: v for k, v in defaults.items() if v is not None})
+
+
+class OsDiskUsage:
+    def usage(self, path: str) -> tuple[int, int]:
+        du = shutil.disk_usage(path)
+        return du.total, du.free
 
 
 class SystemClock:
@@ -71,7 +79,7 @@ class Node:
 
         self.log_manager = LogManager(OsFileSystem(), cfg.log_dirs, self.clock, _broker_log_defaults(cfg))
         self.log_manager.load_logs()
-        self.replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg)
+        self.replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())
         self.group_coordinator = GroupCoordinatorService(
             cfg.node_id, cfg, ReplicaManagerCoordinatorLog(self.replica_manager, CONSUMER_OFFSETS), self.clock
         )
@@ -145,5 +153,10 @@ async def serve(config: ServerConfig) -> None:
 
 def run(config: ServerConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(config))
+    try:
+        asyncio.run(serve(config))
+    except (MetaPropertiesError, OSError) as exc:
+        # a start-up refusal (wrong meta.properties, port in use, unreadable log dir): one line
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
     return 0

@@ -60,9 +60,10 @@ def test_truncated_request_is_malformed(cut):
         decode_request(_registry(), _metadata_request()[:cut])
 
 
-def test_trailing_garbage_is_malformed():
-    with pytest.raises(MalformedRequest):
-        decode_request(_registry(), _metadata_request() + b"\x00\x01")
+def test_trailing_bytes_are_ignored_like_kafka():
+    req = decode_request(_registry(), _metadata_request() + b"\x01\x00\x00")
+    assert isinstance(req, DecodedRequest)
+    assert req.body.topics[0].name == "t"
 
 
 def test_response_header_v1_for_flexible_versions():

@@ -1,0 +1,76 @@
+"""Real Kafka clients (confluent-kafka) used by integration tests and benchmarks."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})])
+    futures[name].result(timeout=30)
+
+
+def consume_partition(bootstrap: str, topic: str, partition: int, count: int, timeout_s: float = 30) -> list[Message]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    out: list[Message] = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        assert msg.error() is None, msg.error()
+        out.append(msg)
+    consumer.close()
+    return out
+
+
+def produce_acked(bootstrap: str, topic: str, n: int, partitions: int, prefix: str = "r") -> dict[tuple[int, int], bytes]:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 2})
+    acked: dict[tuple[int, int], bytes] = {}
+
+    def on_delivery(err, msg):
+        if err is None:
+            acked[(msg.partition(), msg.offset())] = msg.value()
+
+    for i in range(n):
+        producer.produce(topic, value=f"{prefix}-{i}".encode(), partition=i % partitions, on_delivery=on_delivery)
+    producer.flush(30)
+    return acked
+
+
+def group_consume(bootstrap: str, group: str, topic: str, count: int, timeout_s: float = 60) -> list[tuple[int, int, bytes]]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 10000,
+        }
+    )
+    consumer.subscribe([topic])
+    out: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None or msg.error():
+            continue
+        out.append((msg.partition() or 0, msg.offset() or 0, msg.value() or b""))
+        consumer.commit(message=msg, asynchronous=False)
+    consumer.close()
+    return out
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    offsets = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    consumer.close()
+    return {tp.partition: tp.offset for tp in offsets}
+
+
