@@ -29,7 +29,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
 from kmirror.client.errors import KafkaProtocolError
-from kmirror.protocol.framing import FrameDecoder
+from kmirror.protocol.framing import FrameDecoder, frame
 
 API_VERSIONS_KEY = 18
 
@@ -156,7 +156,7 @@ class ClientProtocol:
         if expect_response:
             response_type = load_response_schema(api_key, api_version)
             self._in_flight.append(InFlight(correlation_id, api_key, api_version, response_type))
-        return correlation_id, len(payload).to_bytes(4, "big", signed=True) + payload
+        return correlation_id, frame(payload)
 
     def receive(self, data: bytes | bytearray | memoryview) -> list[Response]:
         """Every response completed by `data`, in order. Raises `KafkaProtocolError`."""

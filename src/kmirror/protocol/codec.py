@@ -21,6 +21,7 @@ from kio.static.primitive import i32
 from kmirror.protocol.registry import ApiRegistry, ApiSpec
 
 _PEEK = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,13 +81,20 @@ def decode_request(registry: ApiRegistry, frame: bytes) -> DecodedRequest | Unsu
     )
 
 
-def encode_response(spec: ApiSpec, api_version: int, correlation_id: int, response: Any) -> bytes:
-    """The response payload (without the size prefix)."""
+def encode_response(spec: ApiSpec, api_version: int, correlation_id: int, response: Any) -> memoryview:
+    """The whole response frame: size prefix, response header, body.
+
+    Written into one buffer whose size prefix is patched in place, so a large Fetch response
+    is copied once (into the buffer) on its way to the socket.
+    """
     buf = io.BytesIO()
+    buf.write(b"\x00\x00\x00\x00")
     response_type = type(response)
     if spec.response_header_v0 or not response_type.__flexible__:
         entity_writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=i32(correlation_id)))
     else:
         entity_writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=i32(correlation_id)))
     entity_writer(response_type)(buf, response)
-    return buf.getvalue()
+    view = buf.getbuffer()
+    _SIZE.pack_into(view, 0, len(view) - 4)
+    return view

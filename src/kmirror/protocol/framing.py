@@ -39,7 +39,8 @@ class FrameDecoder:
                 raise FrameTooLarge(size, self._max)
             if end - pos - 4 < size:
                 break
-            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            with memoryview(buf) as view:  # one copy, and the export ends before `del`
+                frames.append(bytes(view[pos + 4 : pos + 4 + size]))
             pos += 4 + size
         if pos:
             del buf[:pos]
@@ -50,6 +51,6 @@ class FrameDecoder:
         return len(self._buf)
 
 
-def frame(payload: bytes | bytearray | memoryview) -> list[bytes | memoryview]:
-    """The pieces to write for one frame (length prefix, payload), without copying the payload."""
-    return [_LEN.pack(len(payload)), payload if isinstance(payload, bytes) else memoryview(payload)]
+def frame(payload: bytes | bytearray | memoryview) -> bytes:
+    """One frame: the int32 size prefix, then `payload`."""
+    return _LEN.pack(len(payload)) + payload

@@ -204,10 +204,21 @@ def _check_records(records: Buffer, header: BatchHeader, now_ms: int, log_append
     if header.compression != CompressionType.NONE:
         section = records_section(records, 0, header)
         scanned = _scan_records(section, 0, len(section), header.records_count)
-    elif compacted or check_each_timestamp:
+    elif compacted or (check_each_timestamp and before_max_ms < UNBOUNDED_MS):
         scanned = _scan_records(records, RECORD_BATCH_OVERHEAD, header.size, header.records_count)
     else:
+        # Only the "after" bound is finite (Kafka 4 defaults: before unbounded, after 1 hour):
+        # the batch's max timestamp decides it, so an uncompressed batch is not walked. A producer
+        # that understates max_timestamp can store a future timestamp; nothing else depends on it.
         scanned = None
+        if (check_each_timestamp and header.max_timestamp != -1
+                and _out_of_range(header.max_timestamp, now_ms, before_max_ms, after_max_ms)):
+            return InvalidRecords(
+                ErrorCode.invalid_timestamp,
+                "One or more records have been rejected due to invalid timestamp",
+                (RecordError(header.last_offset_delta, f"Timestamp {header.max_timestamp} is out of range. The "
+                             f"timestamp should be at most {now_ms + after_max_ms}"),),
+            )
 
     errors: list[RecordError] = []
     timestamp_error = False

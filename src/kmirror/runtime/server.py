@@ -24,7 +24,7 @@ from kmirror.protocol.codec import (
     decode_request,
     encode_response,
 )
-from kmirror.protocol.framing import FrameDecoder, FrameTooLarge, frame
+from kmirror.protocol.framing import FrameDecoder, FrameTooLarge
 from kmirror.protocol.registry import ApiRegistry
 
 log = logging.getLogger(__name__)
@@ -96,11 +96,11 @@ class KafkaConnection(asyncio.Protocol):
                     self._paused = False
                 payload = await self._handle(raw)
                 if payload is not None and self._transport is not None and not self._closed:
-                    self._transport.writelines(frame(payload))
+                    self._transport.write(payload)
         except asyncio.CancelledError:
             pass
 
-    async def _handle(self, raw: bytes) -> bytes | None:
+    async def _handle(self, raw: bytes) -> memoryview | None:
         server = self._server
         try:
             decoded = decode_request(server.registry, raw)
@@ -112,7 +112,7 @@ class KafkaConnection(asyncio.Protocol):
             return self._unsupported(decoded)
         return await self._dispatch(decoded)
 
-    def _unsupported(self, req: UnsupportedRequest) -> bytes | None:
+    def _unsupported(self, req: UnsupportedRequest) -> memoryview | None:
         registry = self._server.registry
         if req.api_key == API_VERSIONS:
             spec = registry.get(API_VERSIONS)
@@ -126,7 +126,7 @@ class KafkaConnection(asyncio.Protocol):
         self.close()
         return None
 
-    async def _dispatch(self, req: DecodedRequest) -> bytes | None:
+    async def _dispatch(self, req: DecodedRequest) -> memoryview | None:
         spec = req.spec
         version = req.header.api_version
         ctx = RequestContext(

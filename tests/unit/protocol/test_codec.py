@@ -78,6 +78,7 @@ def test_response_header_v1_for_flexible_versions():
         controller_id=i32(1),
         topics=(),
     )
-    out = encode_response(spec, 12, 99, resp)
-    assert out[:4] == (99).to_bytes(4, "big")
-    assert out[4] == 0  # empty tagged fields of response header v1
+    out = bytes(encode_response(spec, 12, 99, resp))
+    assert int.from_bytes(out[:4], "big") == len(out) - 4  # size prefix
+    assert out[4:8] == (99).to_bytes(4, "big")
+    assert out[8] == 0  # empty tagged fields of response header v1

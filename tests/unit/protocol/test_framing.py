@@ -6,7 +6,7 @@ from kmirror.protocol.framing import FrameDecoder, FrameTooLarge, frame
 
 
 def _framed(payload: bytes) -> bytes:
-    return b"".join(bytes(p) for p in frame(payload))
+    return frame(payload)
 
 
 def test_split_and_coalesced_frames():

@@ -193,3 +193,13 @@ def test_base_offset_sent_by_the_producer_is_irrelevant() -> None:
     buf = bytearray(batch(2))
     set_base_offset(buf, 0, 12345)
     assert isinstance(validate(bytes(buf)), ValidatedRecords)
+
+
+def test_after_bound_alone_is_decided_by_the_batch_max_timestamp() -> None:
+    # Kafka 4 defaults bound only the future (message.timestamp.after.max.ms = 1 hour): an
+    # uncompressed batch is judged by its header's max timestamp without walking records.
+    records = [(b"k", b"v", (), NOW), (b"k", b"v", (), NOW + 10_000), (b"k", b"v", (), NOW)]
+    outcome = validate(build_batch(records), timestamp_after_max_ms=5_000)
+    assert isinstance(outcome, InvalidRecords) and outcome.error == ErrorCode.invalid_timestamp
+    ok = validate(build_batch(records), timestamp_after_max_ms=20_000)
+    assert isinstance(ok, ValidatedRecords) and ok.batches[0].max_timestamp == NOW + 10_000
