@@ -1,9 +1,10 @@
-"""Produce and consume throughput of a kmirror node, next to a raw baseline measured in the same run.
+"""Produce and consume throughput (MB/s) of a kmirror node, next to a raw baseline measured in the same run.
 
-Baseline: a minimal asyncio server that receives size-prefixed frames, appends each to a file
-and answers 8 bytes; its client keeps the same number of requests in flight. That is the floor
-cost of moving bytes through Python sockets into a file on this machine; kmirror adds the Kafka
-protocol, validation, indexes and the client library on top.
+Baselines, measured in the same run: a minimal asyncio server that receives size-prefixed
+frames, appends each to a file and answers 8 bytes (write); and one that answers each 8-byte
+request with the next chunk of a file read with os.pread (read). Their clients keep 8 requests in
+flight. That is the floor cost of moving bytes through Python sockets and files on this machine;
+kmirror adds the Kafka protocol, validation, indexes and the client library on top.
 
     .venv/bin/python bench/produce_consume.py [--seconds 6] [--out docs/benchmarks.md]
 
@@ -16,7 +17,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -82,6 +85,44 @@ async def _baseline_produce(batch_bytes: int, seconds: float, in_flight: int = 8
         return sent / elapsed / 1e6
 
 
+async def _baseline_consume(batch_bytes: int, seconds: float, in_flight: int = 8) -> float:
+    """The read side: each 8-byte request is answered with the next `batch_bytes` of a file
+    (os.pread), size-prefixed, as a fetch of stored batches would be."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "seg.log"
+        path.write_bytes(os.urandom(batch_bytes) * 64)
+        fd = os.open(path, os.O_RDONLY)
+        size = path.stat().st_size
+
+        class P(asyncio.Protocol):
+            pos = 0
+
+            def connection_made(self, transport):
+                self.t = transport
+
+            def data_received(self, data):
+                for _ in range(len(data) // 8):
+                    chunk = os.pread(fd, batch_bytes, self.pos)
+                    self.pos = (self.pos + batch_bytes) % size
+                    self.t.write(struct.pack(">i", len(chunk)) + chunk)
+
+        server = await asyncio.get_running_loop().create_server(P, "127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+        received = 0
+        start = time.perf_counter()
+        writer.write(b"\x00" * 8 * in_flight)
+        while time.perf_counter() - start < seconds:
+            (n,) = struct.unpack(">i", await reader.readexactly(4))
+            await reader.readexactly(n)
+            received += n
+            writer.write(b"\x00" * 8)
+        elapsed = time.perf_counter() - start
+        writer.close()
+        server.close()
+        os.close(fd)
+        return received / elapsed / 1e6
+
+
 # ---------------------------------------------------------------- kmirror
 def _kmirror_produce(bootstrap: str, topic: str, batch_bytes: int, seconds: float) -> tuple[float, int]:
     producer = Producer(
@@ -133,6 +174,20 @@ def _kmirror_consume(bootstrap: str, topic: str, count: int) -> float:
     return got * len(RECORD) / elapsed / 1e6
 
 
+def _kcat_consume(bootstrap: str, topic: str, total_bytes: int) -> float | None:
+    """kcat (librdkafka in C) reading the partition to its end: the broker is the limit, not
+    the Python client building one object per record."""
+    if shutil.which("kcat") is None:
+        return None
+    start = time.perf_counter()
+    subprocess.run(
+        ["kcat", "-b", bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",
+         "-X", "fetch.max.bytes=52428800", "-X", "max.partition.fetch.bytes=10485760", "-f", "%o\\n"],
+        stdout=subprocess.DEVNULL, check=True, timeout=600,
+    )
+    return total_bytes / (time.perf_counter() - start) / 1e6
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=6.0)
@@ -149,20 +204,24 @@ def main() -> int:
             for name in ("small", "large"):
                 admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
             for name, batch in (("small", 16 * 1024), ("large", 1024 * 1024)):
-                base_mb = asyncio.run(_baseline_produce(batch, args.seconds))
+                base_prod = asyncio.run(_baseline_produce(batch, args.seconds))
                 prod_mb, n = _kmirror_produce(bootstrap, name, batch, args.seconds)
+                base_cons = asyncio.run(_baseline_consume(batch, args.seconds))
                 cons_mb = _kmirror_consume(bootstrap, name, n)
-                rows.append((name, batch, base_mb, prod_mb, cons_mb))
+                kcat_mb = _kcat_consume(bootstrap, name, n * len(RECORD))
+                rows.append((name, batch, base_prod, prod_mb, base_cons, cons_mb, kcat_mb))
         finally:
             down(base)
     lines = [
-        "| case | batch | baseline MB/s | produce MB/s | produce/baseline | consume MB/s | consume/baseline |",
-        "|---|---|---|---|---|---|---|",
+        "| case | batch | write baseline | produce | ratio | read baseline | consume (python) | ratio "
+        "| consume (kcat) | ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, batch, base_mb, prod_mb, cons_mb in rows:
+    for name, batch, base_prod, prod_mb, base_cons, cons_mb, kcat_mb in rows:
+        kcat = f"{kcat_mb:.0f} | {kcat_mb / base_cons:.0%}" if kcat_mb else "n/a | n/a"
         lines.append(
-            f"| {name} | {batch // 1024} KiB | {base_mb:.0f} | {prod_mb:.1f} | {prod_mb / base_mb:.0%} "
-            f"| {cons_mb:.1f} | {cons_mb / base_mb:.0%} |"
+            f"| {name} | {batch // 1024} KiB | {base_prod:.0f} | {prod_mb:.0f} | {prod_mb / base_prod:.0%} "
+            f"| {base_cons:.0f} | {cons_mb:.0f} | {cons_mb / base_cons:.0%} | {kcat} |"
         )
     table = "\n".join(lines)
     print(table)
