@@ -1,7 +1,11 @@
 """Handler registration.
 
 A handler module declares what it serves with `@api(...)`; `load_handlers()` imports every
-module of `kmirror.broker.handlers` so adding an API never edits a shared list. A handler is
+module of `kmirror.broker.handlers` so adding an API never edits a shared list. Each API belongs
+to a plane: "broker" APIs are served on the client listeners, "controller" APIs (KRaft's
+BrokerRegistration, BrokerHeartbeat, AlterPartition, the metadata log Fetch...) on the
+listeners named by `controller.listener.names`. An API may be registered on both planes
+with different handlers (e.g. Fetch). A handler is
 `handler(services, ctx, request) -> response | Awaitable[response]` and only translates:
 request -> calls on narrow domain interfaces -> response. Expected outcomes come back from
 the domain as values and become error codes here.
@@ -45,9 +49,11 @@ class HandlerDef:
     schemas: SchemaLookup | None
     response_header_v0: bool
     advertised: bool
+    plane: str = "broker"
 
 
-_DEFS: dict[int, HandlerDef] = {}
+PLANES = ("broker", "controller")
+_DEFS: dict[tuple[str, int], HandlerDef] = {}
 
 
 def api(
@@ -59,27 +65,31 @@ def api(
     schemas: SchemaLookup | None = None,
     response_header_v0: bool = False,
     advertised: bool = True,
+    planes: tuple[str, ...] = ("broker",),
 ) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
-        _DEFS[api_key] = HandlerDef(
-            api_key, name, min_version, max_version, fn, schemas, response_header_v0, advertised
-        )
+        for plane in planes:
+            if plane not in PLANES:
+                raise ValueError(f"unknown plane {plane!r}")
+            _DEFS[(plane, api_key)] = HandlerDef(
+                api_key, name, min_version, max_version, fn, schemas, response_header_v0, advertised, plane
+            )
         return fn
 
     return register
 
 
-def load_handlers() -> list[HandlerDef]:
+def load_handlers(plane: str = "broker") -> list[HandlerDef]:
     import kmirror.broker.handlers as pkg
 
     for mod in pkgutil.iter_modules(pkg.__path__):
         importlib.import_module(f"{pkg.__name__}.{mod.name}")
-    return sorted(_DEFS.values(), key=lambda d: d.api_key)
+    return sorted((d for (p, _), d in _DEFS.items() if p == plane), key=lambda d: d.api_key)
 
 
-def build_registry(defs: list[HandlerDef] | None = None) -> ApiRegistry:
+def build_registry(defs: list[HandlerDef] | None = None, plane: str = "broker") -> ApiRegistry:
     registry = ApiRegistry()
-    for d in defs if defs is not None else load_handlers():
+    for d in defs if defs is not None else load_handlers(plane):
         registry.register(
             ApiSpec(
                 api_key=d.api_key,

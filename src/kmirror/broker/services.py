@@ -18,3 +18,4 @@ class BrokerServices:
     metadata: Any = None  # kmirror.metadata.service.MetadataService
     replica_manager: Any = None  # kmirror.replication.replica_manager.ReplicaManager
     group_coordinator: Any = None  # kmirror.coordinator.group.GroupCoordinator
+    controller: Any = None  # the active controller, on nodes with process.roles=controller

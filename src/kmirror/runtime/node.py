@@ -73,7 +73,7 @@ class Node:
 
     async def start(self) -> None:
         cfg = self.config
-        registry = build_registry()
+        registries = {plane: build_registry(plane=plane) for plane in ("broker", "controller")}
         self.metadata = MetadataService(cfg, FileMetadataLogStore(cfg.log_dirs[0]), self.clock, random.Random())
         await self.metadata.start()
 
@@ -87,17 +87,21 @@ class Node:
         self.metadata.subscribe(self._on_metadata_change)
         self._on_metadata_change(None, self.metadata.image)
 
-        services = BrokerServices(
-            node_id=cfg.node_id,
-            config=cfg,
-            registry=registry,
-            clock=self.clock,
-            metadata=self.metadata,
-            replica_manager=self.replica_manager,
-            group_coordinator=self.group_coordinator,
-        )
+        services = {
+            plane: BrokerServices(
+                node_id=cfg.node_id,
+                config=cfg,
+                registry=registry,
+                clock=self.clock,
+                metadata=self.metadata,
+                replica_manager=self.replica_manager,
+                group_coordinator=self.group_coordinator,
+            )
+            for plane, registry in registries.items()
+        }
         for listener in cfg.listeners:
-            server = KafkaServer(registry, services, cfg.socket_request_max_bytes)
+            plane = "controller" if listener.name in cfg.controller_listener_names else "broker"
+            server = KafkaServer(registries[plane], services[plane], cfg.socket_request_max_bytes)
             self.ports[listener.name] = await server.start(listener.host, listener.port)
             self._servers.append(server)
         loop = asyncio.get_running_loop()

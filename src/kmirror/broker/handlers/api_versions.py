@@ -30,7 +30,7 @@ def unsupported_version_response(registry: ApiRegistry) -> ApiVersionsResponseV0
     )
 
 
-@api(18, "ApiVersions", 0, 4, response_header_v0=True)
+@api(18, "ApiVersions", 0, 4, response_header_v0=True, planes=("broker", "controller"))
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     ApiVersion = nested(rt, "ApiVersion")

@@ -1,0 +1,78 @@
+"""The broker's channel to the active controller (Kafka `NodeToControllerChannelManager`).
+
+Requests are kio request entities built for the version the controller supports; the
+channel connects to the controller listener named in `controller.quorum.voters`, reconnects
+after a failure and retries a request until `timeout_ms` passes. Used for BrokerRegistration,
+BrokerHeartbeat, AlterPartition and forwarded admin requests. A combined broker+controller
+node talks to its own controller listener the same way, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from kmirror.client.connection import BrokerConnection
+from kmirror.client.errors import KafkaConnectionError
+
+log = logging.getLogger(__name__)
+
+
+class ControllerUnavailable(Exception):
+    pass
+
+
+class ControllerChannel:
+    def __init__(
+        self,
+        voters: Sequence[tuple[int, str, int]],
+        *,
+        client_id: str,
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+    ) -> None:
+        if not voters:
+            raise ValueError("controller.quorum.voters is empty")
+        self._voters = list(voters)
+        self._client_id = client_id
+        self._request_timeout_ms = request_timeout_ms
+        self._retry_backoff_ms = retry_backoff_ms
+        self._connection: BrokerConnection | None = None
+        self._next_voter = 0
+        self._lock = asyncio.Lock()
+
+    async def connection(self) -> BrokerConnection:
+        async with self._lock:
+            if self._connection is not None and self._connection.connected:
+                return self._connection
+            _, host, port = self._voters[self._next_voter % len(self._voters)]
+            self._next_voter += 1
+            conn = BrokerConnection(host, port, client_id=self._client_id, request_timeout_ms=self._request_timeout_ms)
+            await conn.connect()
+            self._connection = conn
+            return conn
+
+    async def send(self, api_key: int, timeout_ms: int | None = None, **fields: Any) -> Any:
+        """Build the request at the controller's version from `fields` and send it, retrying
+        on connection failures until `timeout_ms` (default: the request timeout) passes."""
+        deadline = time.monotonic() + (timeout_ms or self._request_timeout_ms) / 1000
+        while True:
+            try:
+                conn = await self.connection()
+                return await conn.send(conn.build_request(api_key, **fields))
+            except (KafkaConnectionError, OSError) as exc:
+                await self._drop()
+                if time.monotonic() >= deadline:
+                    raise ControllerUnavailable(f"controller unreachable: {exc}") from exc
+                await asyncio.sleep(self._retry_backoff_ms / 1000)
+
+    async def _drop(self) -> None:
+        conn, self._connection = self._connection, None
+        if conn is not None:
+            await conn.close()
+
+    async def close(self) -> None:
+        await self._drop()
