@@ -18,3 +18,21 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield c
     finally:
         c.down()
+
+
+FAST_FAILURE_DETECTION = {
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "3000",
+    "replica.lag.time.max.ms": "3000",
+}
+
+
+@pytest.fixture
+def cluster3(tmp_path: Path) -> Iterator[LocalCluster]:
+    """Three brokers and a controller, with failure detection in seconds."""
+    c = LocalCluster(dir=tmp_path / "cluster3", port=free_port_block(3), nodes=3, overrides=dict(FAST_FAILURE_DETECTION))
+    c.up()
+    try:
+        yield c
+    finally:
+        c.down()

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,15 +17,17 @@ from kmirror.runtime.local_cluster import api_versions_ok, pid_path
 KMIRROR = [sys.executable, "-m", "kmirror"]
 
 
-def free_port_block(span: int = 101) -> int:
-    """A port P such that P and P+100 (controller listener) are free."""
+def free_port_block(nodes: int = 1) -> int:
+    """A port P such that P..P+nodes-1 (brokers) and P+100..P+100+nodes (controller
+    listeners) are free."""
     for _ in range(200):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port + span >= 65535:
+        if port + 101 + nodes >= 65535:
             continue
-        if all(_free(p) for p in (port, port + 100)):
+        wanted = [*range(port, port + nodes), *range(port + 100, port + 101 + nodes)]
+        if all(_free(p) for p in wanted):
             return port
     raise RuntimeError("no free port block")
 
@@ -78,6 +81,27 @@ class LocalCluster:
         except ChildProcessError:
             pass
         pid_path(self.dir, node_id).unlink()
+
+    def start_node(self, node_id: int, timeout_s: float = 60) -> None:
+        """Start one stopped node again with its existing server.properties (after kill9)."""
+        node_dir = self.dir / f"node-{node_id}"
+        with open(node_dir / "server.log", "ab") as log:
+            proc = subprocess.Popen(
+                [*KMIRROR, "server", "start", "--config", str(node_dir / "server.properties")],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        pid_path(self.dir, node_id).write_text(f"{proc.pid}\n")
+        deadline = time.monotonic() + timeout_s
+        while not self.serving(node_id):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"node {node_id} did not come back: {self.log_text(node_id)[-2000:]}")
+            time.sleep(0.1)
+
+    def pause(self, node_id: int) -> None:
+        os.kill(self.pid(node_id), signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        os.kill(self.pid(node_id), signal.SIGCONT)
 
     def serving(self, node_id: int = 1) -> bool:
         return api_versions_ok("127.0.0.1", self.port + node_id - 1)
