@@ -1,0 +1,105 @@
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from kmirror.metadata.image import ConfigResourceType, MetadataImage
+from kmirror.metadata.records import ConfigRecord, PartitionRecord, Record, TopicRecord
+from kmirror.metrics import image_gauges
+from kmirror.metrics.meter import TICK_INTERVAL_MS
+from kmirror.metrics.node_metrics import register_node_metrics
+from kmirror.metrics.prometheus import render
+from kmirror.metrics.registry import MetricsRegistry
+from kmirror.ports import ManualClock
+from kmirror.testing.metadata import image_with_brokers
+
+
+def cluster_image() -> MetadataImage:
+    """Brokers 1, 2 and fenced 3; topic a: 3 partitions RF=3, topic b: 1 partition RF=2 with min ISR 2."""
+    a, b = uuid.UUID(int=10), uuid.UUID(int=11)
+    records: list[Record] = [
+        TopicRecord("a", a),
+        PartitionRecord(0, a, (1, 2, 3), (1, 2, 3), 1),  # healthy, led by 1
+        PartitionRecord(1, a, (2, 3, 1), (2, 1), 2),  # under-replicated, led by 2
+        PartitionRecord(2, a, (3, 1, 2), (3,), -1),  # offline
+        TopicRecord("b", b),
+        PartitionRecord(0, b, (2, 1), (1,), 1),  # led by 1 (not preferred), under min ISR 2
+        ConfigRecord(int(ConfigResourceType.TOPIC), "b", "min.insync.replicas", "2"),
+    ]
+    base = image_with_brokers(1, 2, 3, fenced=(3,))
+    return base.apply(records, base.offset + len(records))
+
+
+def test_controller_gauges() -> None:
+    image = cluster_image()
+    assert image_gauges.offline_partitions_count(image) == 1
+    assert image_gauges.global_topic_count(image) == 2
+    assert image_gauges.global_partition_count(image) == 4
+    assert image_gauges.fenced_broker_count(image) == 1
+    assert image_gauges.active_broker_count(image) == 2
+    assert image_gauges.preferred_replica_imbalance_count(image) == 2  # a-2 (no leader) and b-0
+
+
+def test_broker_gauges_count_only_the_partitions_the_broker_leads() -> None:
+    image = cluster_image()
+    assert image_gauges.under_replicated_partitions(image, 1) == 1  # b-0
+    assert image_gauges.under_replicated_partitions(image, 2) == 1  # a-1
+    assert image_gauges.under_replicated_partitions(image, 3) == 0
+    assert image_gauges.under_min_isr_partition_count(image, 1, default_min_isr=1) == 1  # b-0: 1 < 2
+    assert image_gauges.under_min_isr_partition_count(image, 2, default_min_isr=3) == 1  # a-1: 2 < 3
+    assert image_gauges.at_min_isr_partition_count(image, 2, default_min_isr=2) == 1
+    assert image_gauges.at_min_isr_partition_count(image, 1, default_min_isr=3) == 1  # a-0: 3 == 3
+
+
+@dataclass
+class FakeMetadata:
+    image: MetadataImage
+    controller_id: int
+
+
+class FakeReplicaManager:
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {"UnderReplicatedPartitions": 5, "IsrShrinks": 0, "IsrExpands": 0,
+                                         "ReplicaLagTimeMax": 1200}
+
+    def replication_metrics(self) -> dict[str, float]:
+        return dict(self.values)
+
+
+def test_register_node_metrics_reads_providers_at_scrape_time() -> None:
+    clock = ManualClock()
+    registry = MetricsRegistry(clock)
+    metadata = FakeMetadata(cluster_image(), controller_id=1)
+    rm = FakeReplicaManager()
+    register_node_metrics(registry, node_id=1, metadata=metadata, replica_manager=rm, default_min_insync_replicas=1)
+    values = registry.values()
+    assert values["kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"] == 5  # reported
+    assert values["kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount"] == 1  # image fallback
+    assert values["kafka.server:type=ReplicaManager,name=ReplicaLagTimeMax"] == 1200
+    assert values["kafka.server:type=ReplicaFetcherManager,name=MaxLag,clientId=Replica"] is None
+    assert values["kafka.controller:type=KafkaController,name=OfflinePartitionsCount"] == 1
+    assert values["kafka.controller:type=KafkaController,name=ActiveControllerCount"] == 1
+    assert values["kafka.controller:type=KafkaController,name=ActiveBrokerCount"] == 2
+    metadata.controller_id = 2
+    rm.values["UnderReplicatedPartitions"] = 0
+    rm.values["IsrShrinks"] = 3
+    registry.poll()
+    clock.advance(TICK_INTERVAL_MS + 1)
+    values = registry.values()
+    assert values["kafka.controller:type=KafkaController,name=ActiveControllerCount"] == 0
+    assert values["kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"] == 0
+    assert values["kafka.server:type=ReplicaManager,name=IsrShrinksPerSec"] == 3
+    text = render(registry)
+    assert "kafka_server_replicamanager_isrshrinks_total 3\n" in text
+    assert "kafka_server_replicamanager_isrshrinkspersec_oneminuterate 0.6\n" in text
+    assert "kafka_server_replicafetchermanager_maxlag" not in text  # no value reported
+    assert "kafka_controller_kafkacontroller_offlinepartitionscount 1\n" in text
+
+
+def test_without_a_replica_manager_report_every_replication_gauge_comes_from_the_image() -> None:
+    registry = MetricsRegistry(ManualClock())
+    metadata: Any = FakeMetadata(cluster_image(), controller_id=1)
+    register_node_metrics(registry, node_id=2, metadata=metadata, replica_manager=object())
+    values = registry.values()
+    assert values["kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"] == 1
+    assert values["kafka.server:type=ReplicaManager,name=IsrShrinksPerSec"] == 0
+    assert values["kafka.server:type=ReplicaManager,name=ReplicaLagTimeMax"] is None
