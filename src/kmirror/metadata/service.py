@@ -1,4 +1,5 @@
-"""`MetadataService`: the single active controller of this node.
+"""`MetadataService`: the single active controller (Kafka's `QuorumController`) of a node with
+the controller role, and the metadata image of its broker when the node is combined.
 
 Every operation runs the sans-IO controller logic under one lock (single writer), makes the
 records durable in the metadata log (`MetadataLogStore.append`: written and flushed before it
@@ -22,8 +23,21 @@ from kmirror.metadata.config_description import DescribeConfigsResult, describe_
 from kmirror.metadata.controller import acls as acl_ops
 from kmirror.metadata.controller import configs as config_ops
 from kmirror.metadata.controller import topics as topic_ops
-from kmirror.metadata.controller.brokers import register_broker
+from kmirror.metadata.controller.alter_partition import (
+    AlterPartitionItem,
+    AlterPartitionResult,
+    alter_partition,
+)
+from kmirror.metadata.controller.brokers import (
+    BrokerHeartbeatManager,
+    HeartbeatReply,
+    broker_heartbeat,
+    fence_broker,
+    register_broker,
+)
+from kmirror.metadata.controller.elections import ElectionResult, elect_leaders
 from kmirror.metadata.controller.features import bootstrap_records
+from kmirror.metadata.controller.partition_change import eligible_brokers, imbalanced_partitions
 from kmirror.metadata.controller.producer_ids import allocate_producer_ids
 from kmirror.metadata.controller.result import ApiError, ControllerResult, Rng
 from kmirror.metadata.image import EMPTY_IMAGE, AclBinding, ConfigResource, MetadataImage, TopicImage
@@ -76,12 +90,18 @@ class MetadataService:
         self._lock = asyncio.Lock()
         self._started = False
         self.broker_epoch = -1
+        self.heartbeats = BrokerHeartbeatManager(int(config.values.get("broker.session.timeout.ms", 9000)))
+        self._entries: list[tuple[int, bytes]] = []
+        self._changed = asyncio.Event()
+
+    forwarding = False  # admin writes run here; a broker-only node forwards them instead
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Replay the stored log; format it when empty; register this node as a broker."""
         entries = self._store.read_all()
+        self._entries = list(entries)
         if entries:
             self._image = EMPTY_IMAGE.apply((decode(data) for _, data in entries), entries[-1][0])
         async with self._lock:
@@ -102,10 +122,15 @@ class MetadataService:
                     BrokerEndpoint(lst.name, lst.host, lst.port, 0) for lst in self._config.advertised_listeners
                 )
                 incarnation = uuid.UUID(int=self._rng.getrandbits(128), version=4)
-                result = register_broker(self._image, self._config.node_id, incarnation, endpoints, self._config.broker_rack)
+                result = register_broker(
+                    self._image, self._config.node_id, incarnation, endpoints, self._config.broker_rack, self.heartbeats
+                )
                 self._commit(result.records)
                 assert result.response is not None
                 self.broker_epoch = result.response
+                # the co-located broker has replayed everything: its first heartbeat unfences it
+                beat = self._heartbeat_result(self._config.node_id, self.broker_epoch, self._image.offset, False, False)
+                self._commit(beat.records)
         self._started = True
 
     @property
@@ -131,7 +156,12 @@ class MetadataService:
     def _commit(self, records: Sequence[Record]) -> None:
         if not records:
             return
-        last_offset = self._store.append([encode(r) for r in records])
+        encoded = [encode(r) for r in records]
+        last_offset = self._store.append(encoded)
+        first = last_offset - len(encoded) + 1
+        self._entries.extend((first + i, data) for i, data in enumerate(encoded))
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
         old = self._image
         new = old.apply(records, last_offset)
         self._image = new
@@ -239,3 +269,120 @@ class MetadataService:
             raise MetadataOperationError(response)
         first, size = response
         return int(first), int(size)
+
+    # -- cluster membership (controller plane) ------------------------------------------------
+
+    def _now_ms(self) -> int:
+        return self._clock.monotonic_ms()
+
+    def _unclean_default(self) -> bool:
+        return bool(self._config.unclean_leader_election_enable)
+
+    def _warn_unclean(self) -> None:
+        for topic, partition, leader in self.heartbeats.unclean_warnings:
+            log.warning(
+                "Unclean leader election: broker %d leads %s-%d without being in its ISR; "
+                "records acknowledged by the previous ISR may be lost",
+                leader,
+                topic,
+                partition,
+            )
+        self.heartbeats.unclean_warnings.clear()
+
+    async def register_broker(
+        self, broker_id: int, incarnation_id: uuid.UUID, endpoints: Sequence[BrokerEndpoint], rack: str | None,
+        cluster_id: str | None = None,
+    ) -> int | ApiError:
+        """BrokerRegistration: the new broker epoch (the broker starts fenced)."""
+        if cluster_id is not None and self._image.cluster_id is not None and cluster_id != self._image.cluster_id:
+            return ApiError(ErrorCode.inconsistent_cluster_id)
+        async with self._lock:
+            result = register_broker(self._image, broker_id, incarnation_id, endpoints, rack, self.heartbeats)
+            self._commit(result.records)
+            self.heartbeats.touch(broker_id, self._now_ms())
+            assert result.response is not None
+            return result.response
+
+    def _heartbeat_result(
+        self, broker_id: int, broker_epoch: int, offset: int, want_fence: bool, want_shut_down: bool
+    ) -> ControllerResult[HeartbeatReply]:
+        return broker_heartbeat(
+            self._image, broker_id, broker_epoch, offset, want_fence, want_shut_down, self.heartbeats,
+            self._now_ms(), self._unclean_default(),
+        )
+
+    async def broker_heartbeat(
+        self, broker_id: int, broker_epoch: int, current_metadata_offset: int, want_fence: bool = False,
+        want_shut_down: bool = False,
+    ) -> HeartbeatReply:
+        async with self._lock:
+            result = self._heartbeat_result(broker_id, broker_epoch, current_metadata_offset, want_fence, want_shut_down)
+            self._commit(result.records)
+            self._warn_unclean()
+            assert result.response is not None
+            return result.response
+
+    async def check_broker_sessions(self) -> list[int]:
+        """Fence every broker whose session expired; returns their ids."""
+        async with self._lock:
+            fenced = []
+            for broker_id in self.heartbeats.expired(self._image, self._now_ms()):
+                if broker_id == self._config.node_id and self._config.is_broker:
+                    continue  # the co-located broker shares this process: it is alive while we are
+                log.info("fencing broker %d: no heartbeat for %d ms", broker_id, self.heartbeats.session_timeout_ms)
+                self._commit(fence_broker(self._image, broker_id, self.heartbeats, self._unclean_default()).records)
+                fenced.append(broker_id)
+            self._warn_unclean()
+            return fenced
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem]
+    ) -> tuple[ApiError, list[AlterPartitionResult]]:
+        async with self._lock:
+            result = alter_partition(self._image, broker_id, broker_epoch, items, self.heartbeats.shutting_down)
+            self._commit(result.records)
+            assert result.response is not None
+            return result.response
+
+    async def elect_leaders(
+        self, election_type: int, partitions: Mapping[str, Sequence[int]] | None
+    ) -> list[ElectionResult]:
+        async with self._lock:
+            eligible = eligible_brokers(self._image, self.heartbeats.shutting_down)
+            result = elect_leaders(self._image, election_type, partitions, eligible)
+            self._commit(result.records)
+            assert result.response is not None
+            for r in result.response:
+                if r.unclean_leader is not None:
+                    log.warning(
+                        "Unclean leader election: broker %d leads %s-%d; records acknowledged by the previous ISR "
+                        "may be lost", r.unclean_leader, r.topic, r.partition,
+                    )
+            return result.response
+
+    async def rebalance_leaders(self) -> int:
+        """`auto.leader.rebalance.enable`: preferred elections for imbalanced partitions."""
+        async with self._lock:
+            records = imbalanced_partitions(self._image, eligible_brokers(self._image, self.heartbeats.shutting_down))
+            self._commit(list(records))
+            return len(records)
+
+    # -- the metadata log, as the controller serves it to brokers ------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._entries[-1][0] + 1 if self._entries else 0
+
+    def read_entries(self, fetch_offset: int, max_records: int = 1000) -> list[tuple[int, bytes]]:
+        """Stored `(offset, encoded record)` from `fetch_offset` (offsets are contiguous from 0)."""
+        start = max(0, fetch_offset - (self._entries[0][0] if self._entries else 0))
+        return self._entries[start : start + max_records]
+
+    async def wait_for_records(self, fetch_offset: int, max_wait_ms: int) -> None:
+        """Return once the log extends past `fetch_offset` or `max_wait_ms` passes (long poll)."""
+        if self.log_end_offset > fetch_offset or max_wait_ms <= 0:
+            return
+        try:
+            await asyncio.wait_for(self._changed.wait(), max_wait_ms / 1000)
+        except TimeoutError:
+            pass

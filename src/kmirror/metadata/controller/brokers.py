@@ -1,18 +1,72 @@
-"""Broker registration (Kafka's ClusterControlManager), single active controller.
+"""Broker registration, heartbeats, fencing and controlled shutdown (Kafka's
+`ClusterControlManager` + `BrokerHeartbeatManager`), single active controller.
 
-A registration is written fenced and then unfenced in the same batch: with no heartbeat
-path yet, a registered broker of this controller is live. The broker epoch is the offset
-the registration lands at, as in KRaft.
+- A broker registers fenced; its broker epoch is the offset its registration lands at.
+- A heartbeat from a fenced broker whose metadata offset has reached its registration unfences it
+  and elects it leader of offline partitions where it is an eligible candidate.
+- A broker that has not heartbeaten for `broker.session.timeout.ms` is fenced: it leaves every
+  ISR (never the last member) and its leaderships move (`partition_change`).
+- Controlled shutdown: a heartbeat with `want_shut_down` puts the broker in controlled shutdown
+  (not eligible), moves its leaderships and ISR memberships, and is answered `should_shut_down`
+  once it leads nothing; the broker is then fenced.
+
+Session times and the controlled-shutdown set are controller memory, not metadata (as in Kafka):
+a restarted controller gives every registered broker a fresh session.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from kmirror.metadata.controller.result import ControllerResult
+from kio.schema.errors import ErrorCode
+
+from kmirror.metadata.controller.partition_change import (
+    elect_offline_partitions,
+    eligible_brokers,
+    partitions_of_broker,
+    remove_broker_from_isrs,
+)
+from kmirror.metadata.controller.result import ApiError, ControllerResult
 from kmirror.metadata.image import MetadataImage
-from kmirror.metadata.records import BrokerEndpoint, Record, RegisterBrokerRecord, UnfenceBrokerRecord
+from kmirror.metadata.records import (
+    BrokerEndpoint,
+    FenceBrokerRecord,
+    Record,
+    RegisterBrokerRecord,
+    UnfenceBrokerRecord,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatReply:
+    error: ApiError
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+@dataclass
+class BrokerHeartbeatManager:
+    """Last contact per broker (monotonic ms) and who is in controlled shutdown."""
+
+    session_timeout_ms: int = 9000
+    last_contact_ms: dict[int, int] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+    unclean_warnings: list[tuple[str, int, int]] = field(default_factory=list)
+
+    def touch(self, broker_id: int, now_ms: int) -> None:
+        self.last_contact_ms[broker_id] = now_ms
+
+    def expired(self, image: MetadataImage, now_ms: int) -> list[int]:
+        """Unfenced brokers whose session has timed out (unknown contact counts from now)."""
+        out = []
+        for b in image.live_brokers():
+            last = self.last_contact_ms.setdefault(b.broker_id, now_ms)
+            if now_ms - last > self.session_timeout_ms:
+                out.append(b.broker_id)
+        return out
 
 
 def register_broker(
@@ -21,21 +75,77 @@ def register_broker(
     incarnation_id: uuid.UUID,
     endpoints: Sequence[BrokerEndpoint],
     rack: str | None,
+    heartbeats: BrokerHeartbeatManager | None = None,
 ) -> ControllerResult[int]:
-    """Records registering `broker_id`; the response is its new broker epoch. Re-registering the
-    same incarnation is a no-op returning the existing epoch."""
+    """Records registering `broker_id` fenced; the response is its new broker epoch.
+    Re-registering the same incarnation and endpoints returns the existing epoch. A new
+    incarnation ends a controlled shutdown of the previous one."""
     current = image.brokers.get(broker_id)
     if (
         current is not None
         and current.incarnation_id == incarnation_id
         and tuple(current.endpoints) == tuple(endpoints)
         and current.rack == rack
-        and not current.fenced
     ):
         return ControllerResult([], current.broker_epoch)
+    if heartbeats is not None:
+        heartbeats.shutting_down.discard(broker_id)
     epoch = image.offset + 1
-    records: list[Record] = [
-        RegisterBrokerRecord(broker_id, incarnation_id, epoch, tuple(endpoints), rack, True),
-        UnfenceBrokerRecord(broker_id, epoch),
-    ]
-    return ControllerResult(records, epoch)
+    return ControllerResult([RegisterBrokerRecord(broker_id, incarnation_id, epoch, tuple(endpoints), rack, True)], epoch)
+
+
+def fence_broker(
+    image: MetadataImage, broker_id: int, heartbeats: BrokerHeartbeatManager, broker_unclean_default: bool
+) -> ControllerResult[None]:
+    """Fence `broker_id` and move its leaderships and ISR memberships."""
+    b = image.brokers.get(broker_id)
+    if b is None or b.fenced:
+        return ControllerResult([], None)
+    eligible = eligible_brokers(image, heartbeats.shutting_down) - {broker_id}
+    changes, unclean = remove_broker_from_isrs(image, broker_id, eligible, broker_unclean_default)
+    heartbeats.unclean_warnings.extend(unclean)
+    records: list[Record] = [FenceBrokerRecord(broker_id, b.broker_epoch), *changes]
+    return ControllerResult(records, None)
+
+
+def broker_heartbeat(
+    image: MetadataImage,
+    broker_id: int,
+    broker_epoch: int,
+    current_metadata_offset: int,
+    want_fence: bool,
+    want_shut_down: bool,
+    heartbeats: BrokerHeartbeatManager,
+    now_ms: int,
+    broker_unclean_default: bool,
+) -> ControllerResult[HeartbeatReply]:
+    b = image.brokers.get(broker_id)
+    if b is None:
+        return ControllerResult([], HeartbeatReply(ApiError(ErrorCode.broker_id_not_registered)))
+    if b.broker_epoch != broker_epoch:
+        return ControllerResult([], HeartbeatReply(ApiError(ErrorCode.stale_broker_epoch)))
+    heartbeats.touch(broker_id, now_ms)
+    caught_up = current_metadata_offset >= b.broker_epoch
+    ok = ApiError(ErrorCode.none)
+    if want_shut_down:
+        heartbeats.shutting_down.add(broker_id)
+        eligible = eligible_brokers(image, heartbeats.shutting_down)
+        moves, unclean = remove_broker_from_isrs(image, broker_id, eligible, broker_unclean_default)
+        heartbeats.unclean_warnings.extend(unclean)
+        still_leads = any(reg.leader == broker_id for _, _, reg in partitions_of_broker(image, broker_id))
+        records: list[Record] = list(moves)
+        done = not moves and not still_leads
+        if done and not b.fenced:
+            records.append(FenceBrokerRecord(broker_id, b.broker_epoch))
+        return ControllerResult(records, HeartbeatReply(ok, caught_up, b.fenced or done, should_shut_down=done))
+    if want_fence:
+        result = fence_broker(image, broker_id, heartbeats, broker_unclean_default)
+        return ControllerResult(result.records, HeartbeatReply(ok, caught_up, True))
+    if b.fenced and caught_up and broker_id not in heartbeats.shutting_down:
+        eligible = eligible_brokers(image, heartbeats.shutting_down) | {broker_id}
+        elections, unclean = elect_offline_partitions(image, eligible, broker_unclean_default, only_broker=broker_id)
+        heartbeats.unclean_warnings.extend(unclean)
+        return ControllerResult(
+            [UnfenceBrokerRecord(broker_id, broker_epoch), *elections], HeartbeatReply(ok, True, False)
+        )
+    return ControllerResult([], HeartbeatReply(ok, caught_up, b.fenced))

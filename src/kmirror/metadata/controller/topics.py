@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from kmirror.config.server import ServerConfig
 from kmirror.config.topic import validate_topic_config
 from kmirror.metadata.controller.placement import (
+    broker_racks,
     check_assignment,
     live_broker_ids,
     new_topic_id,
@@ -154,7 +155,7 @@ def _create_one(
             return ApiError(
                 ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0, or -1 to use the default value."
             )
-        placed = place_replicas(live_broker_ids(image), 0, num_partitions, replication_factor, rng)
+        placed = place_replicas(live_broker_ids(image), 0, num_partitions, replication_factor, rng, broker_racks(image))
         if isinstance(placed, ApiError):
             return placed
         assignment = placed
@@ -296,7 +297,7 @@ def _grow(image: MetadataImage, t: CreatePartitionsTopic, rng: Rng) -> list[Reco
             )
         assignment: list[tuple[int, ...]] = [by_partition[p] for p in sorted(by_partition)]
     else:
-        placed = place_replicas(live_broker_ids(image), current, added, replication_factor, rng)
+        placed = place_replicas(live_broker_ids(image), current, added, replication_factor, rng, broker_racks(image))
         if isinstance(placed, ApiError):
             return placed
         assignment = placed
