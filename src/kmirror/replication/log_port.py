@@ -41,6 +41,10 @@ class PartitionLog(Protocol):
 
     def maybe_increment_log_start_offset(self, offset: int) -> Any: ...
 
+    def truncate_to(self, offset: int) -> bool: ...
+
+    def truncate_fully_and_start_at(self, offset: int) -> None: ...
+
 
 def append_outcome(result: Any) -> AppendOutcome | PartitionError:
     """Read the log's append result (LogAppendInfo or an expected-failure value)."""

@@ -47,6 +47,14 @@ class AppendOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class EpochEndOffset:
+    """OffsetsForLeaderEpoch answer: the largest epoch <= the requested one, and its end offset."""
+
+    leader_epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class ReadOutcome:
     """One partition's Fetch answer. `records` are the stored bytes, never re-encoded."""
 
@@ -56,6 +64,10 @@ class ReadOutcome:
     log_start_offset: int
     log_end_offset: int
     aborted_transactions: tuple[tuple[int, int], ...] = ()  # (producer_id, first_offset)
+    # Follower fetch (Fetch v12+): the epoch and end offset the follower's log diverges at.
+    diverging_epoch: EpochEndOffset | None = None
+    # KIP-392: the replica the consumer should fetch from instead (-1: keep fetching here).
+    preferred_read_replica: int = -1
 
     @property
     def size(self) -> int:
@@ -69,14 +81,6 @@ class TimestampOffset:
     timestamp: int
     offset: int
     leader_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class EpochEndOffset:
-    """OffsetsForLeaderEpoch answer: the largest epoch <= the requested one, and its end offset."""
-
-    leader_epoch: int
-    end_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +99,16 @@ class LogDirDescription:
     total_bytes: int = -1
     usable_bytes: int = -1
     error: ErrorCode = ErrorCode.none
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionItem:
+    """One partition's ISR change proposed by its leader (AlterPartition, key 56)."""
+
+    topic: str
+    partition: int
+    topic_id: object  # uuid.UUID
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+    broker_epochs: tuple[int, ...]  # per `new_isr` member, -1 when unknown (KIP-903)

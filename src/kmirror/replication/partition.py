@@ -1,10 +1,15 @@
-"""One hosted partition: its log, its leadership and its high watermark (Kafka `Partition`).
+"""One hosted partition: its log, its role and the replication rules (Kafka `Partition`).
 
-Sans-IO. The partition knows the registration it was last given (leader, leader epoch,
-partition epoch, replicas, ISR) and owns the high watermark rule. This issue hosts a single
-replica per partition, so the leader's HW is its own LEO after every append; the rule is
-written as "min over the ISR's log end offsets" with followers' fetch state kept in
-`replica_log_end_offsets`, so follower fetch (next issue) only has to feed that map.
+Sans-IO: every method that depends on time takes `now_ms`. The partition follows the
+registration it was last given (leader, leader epoch, partition epoch, replicas, ISR).
+
+As leader (seed 002/004): it tracks each follower's fetch state (`ReplicaState`), computes
+the high watermark as the minimum log end offset over the maximal ISR (plus followers that
+are caught up but not yet in it), never moving it back, and proposes ISR changes
+(`AlterPartitionItem`) that take effect only once the controller commits them (`IsrState`).
+As follower: it refuses produce and leader-only reads (NOT_LEADER_OR_FOLLOWER), appends what
+the fetcher brings with the leader's offsets and epochs, truncates where the fetcher says,
+and takes the leader's high watermark, bounded by its own log end offset.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from kmirror.log.checkpoint import LeaderEpochCheckpoint
 from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.isr_state import IsrState
 from kmirror.replication.log_port import PartitionLog, append_outcome, read_outcome
 from kmirror.replication.outcomes import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -24,17 +31,20 @@ from kmirror.replication.outcomes import (
     MAX_TIMESTAMP,
     NO_TIMESTAMP,
     READ_COMMITTED,
+    AlterPartitionItem,
     AppendOutcome,
     EpochEndOffset,
     PartitionError,
     ReadOutcome,
     TimestampOffset,
 )
+from kmirror.replication.replica_state import ReplicaState
 from kmirror.types import TopicPartition
 
 NO_LEADER = -1
 # Sent by clients that do not know (or do not check) the leader epoch.
 UNKNOWN_EPOCH = -1
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +58,16 @@ class PartitionState:
     isr: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class RoleChange:
+    """What applying a registration changed (Kafka `makeLeader` / `makeFollower` results)."""
+
+    became_leader: bool = False
+    # This node follows, and the leader or leader epoch changed: (re)start fetching.
+    follow_leader: bool = False
+    isr_changed: bool = False
+
+
 class Partition:
     def __init__(
         self,
@@ -57,16 +77,29 @@ class Partition:
         local_broker_id: int,
         state: PartitionState,
         min_insync_replicas: int = 1,
+        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     ) -> None:
+        """No I/O: the role is set in memory; `update_state` (which the replica manager calls
+        right after) records a new leader epoch's start offset in the epoch cache."""
         self.topic_partition = topic_partition
         self.topic_id = topic_id
         self.log = log
         self.local_broker_id = local_broker_id
         self.min_insync_replicas = min_insync_replicas
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._state = state
-        # Followers' last fetched log end offsets (leader side); empty with one replica.
-        self.replica_log_end_offsets: dict[int, int] = {}
-        self.maybe_increment_high_watermark()
+        self._isr_state = IsrState(state.isr)
+        self._leader_role = state.leader == local_broker_id
+        self._now_ms = 0
+        # Leader side: each follower's fetch state.
+        self._replicas: dict[int, ReplicaState] = (
+            {r: ReplicaState() for r in state.replicas if r != local_broker_id} if self._leader_role else {}
+        )
+        # The LEO at which this leader's epoch started (None as follower).
+        self.leader_epoch_start_offset: int | None = log.log_end_offset if self._leader_role else None
+        self._role_applied = False  # update_state has run at least once
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # -- registration -------------------------------------------------------------------
 
@@ -95,19 +128,72 @@ class Partition:
         return self._state.isr
 
     @property
+    def isr_state(self) -> IsrState:
+        return self._isr_state
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        return self._isr_state.maximal_isr
+
+    @property
     def is_leader(self) -> bool:
         return self._state.leader == self.local_broker_id
 
-    def update_state(self, state: PartitionState) -> None:
-        """Follow a new registration. Kafka's rule: an older leader epoch is ignored."""
-        if state.leader_epoch < self._state.leader_epoch:
-            return
+    @property
+    def replica_log_end_offsets(self) -> dict[int, int]:
+        """Followers' last fetched log end offsets (leader side; -1 = unknown)."""
+        return {r: s.log_end_offset for r, s in self._replicas.items()}
+
+    def replica_state(self, replica_id: int) -> ReplicaState | None:
+        return self._replicas.get(replica_id)
+
+    def update_state(self, state: PartitionState, now_ms: int | None = None) -> RoleChange:
+        """Follow a registration (Kafka `makeLeader` / `makeFollower`).
+
+        Stale registrations are ignored: a lower leader epoch, or the same leader epoch with
+        a lower partition epoch. A new leader epoch as leader records the epoch's start at
+        the LEO in the epoch cache (`leader-epoch-checkpoint`) and resets followers' state.
+        """
+        if now_ms is not None:
+            self._now_ms = now_ms
+        now = self._now_ms
+        old = self._state
+        if state.leader_epoch < old.leader_epoch or (
+            state.leader_epoch == old.leader_epoch and state.partition_epoch < old.partition_epoch
+        ):
+            return RoleChange()
+        first = not self._role_applied
+        new_epoch = state.leader_epoch > old.leader_epoch
+        was_leader = self._role_applied and self._leader_role
+        self._role_applied = True
         self._state = state
-        self.replica_log_end_offsets = {
-            r: leo for r, leo in self.replica_log_end_offsets.items() if r in state.replicas
-        }
-        if self.is_leader:
-            self.maybe_increment_high_watermark()
+        if not new_epoch and state.partition_epoch == old.partition_epoch and self._isr_state.is_inflight:
+            isr_changed = False  # the same registration again: a change is still in flight
+        else:
+            isr_changed = state.isr != old.isr
+            self._isr_state = IsrState(state.isr)
+        if state.leader == self.local_broker_id:
+            self._leader_role = True
+            if new_epoch or not was_leader:
+                leo = self.log.log_end_offset
+                assign_epoch_start_offset(self.log, state.leader_epoch, leo)
+                self.leader_epoch_start_offset = leo
+                self._replicas = {
+                    r: self._replicas.get(r, ReplicaState()).reset(now, leo, not was_leader, r in state.isr)
+                    for r in state.replicas
+                    if r != self.local_broker_id
+                }
+            else:
+                self._replicas = {
+                    r: self._replicas.get(r, ReplicaState()) for r in state.replicas if r != self.local_broker_id
+                }
+            self.maybe_increment_high_watermark(now)
+            return RoleChange(became_leader=not was_leader, isr_changed=isr_changed)
+        self._leader_role = False
+        self._replicas = {}
+        self.leader_epoch_start_offset = None
+        follow = first or new_epoch or was_leader or state.leader != old.leader
+        return RoleChange(follow_leader=follow and state.leader >= 0, isr_changed=isr_changed)
 
     # -- high watermark -----------------------------------------------------------------
 
@@ -115,19 +201,41 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
-    def maybe_increment_high_watermark(self) -> bool:
-        """HW = min LEO over the ISR (the leader's own LEO included); it never moves back."""
+    def maybe_increment_high_watermark(self, now_ms: int | None = None) -> bool:
+        """Kafka `maybeIncrementLeaderHW`: HW = min LEO over the maximal ISR and the followers
+        caught up within `replica.lag.time.max.ms` (they may be about to join); never moves back."""
         if not self.is_leader:
             return False
-        candidates = [self.log.log_end_offset]
-        for replica in self._state.isr:
-            if replica != self.local_broker_id:
-                candidates.append(self.replica_log_end_offsets.get(replica, 0))
-        new_hw = min(candidates)
+        now = self._tick(now_ms)
+        leo = self.log.log_end_offset
+        maximal = self._isr_state.maximal_isr
+        new_hw = leo
+        for replica, st in self._replicas.items():
+            if st.log_end_offset < new_hw and (
+                replica in maximal or st.is_caught_up(leo, now, self.replica_lag_time_max_ms)
+            ):
+                new_hw = st.log_end_offset
         if new_hw > self.log.high_watermark:
             self.log.update_high_watermark(new_hw)
             return True
         return False
+
+    def _tick(self, now_ms: int | None) -> int:
+        if now_ms is not None:
+            self._now_ms = now_ms
+        return self._now_ms
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
+        """Kafka `checkEnoughReplicasReachOffset` (DelayedProduce, acks=all): done once the HW
+        passes `required_offset`; NOT_ENOUGH_REPLICAS_AFTER_APPEND if by then the maximal ISR
+        is below `min.insync.replicas`; NOT_LEADER_OR_FOLLOWER if leadership moved."""
+        if not self.is_leader:
+            return True, ErrorCode.not_leader_or_follower
+        if self.log.high_watermark >= required_offset:
+            if len(self._isr_state.maximal_isr) >= self.min_insync_replicas:
+                return True, ErrorCode.none
+            return True, ErrorCode.not_enough_replicas_after_append
+        return False, ErrorCode.none
 
     # -- fencing ------------------------------------------------------------------------
 
@@ -168,9 +276,29 @@ class Partition:
             self.maybe_increment_high_watermark()
         return result
 
-    def append_records_as_follower(self, records: bytes | memoryview) -> Any:
-        """Hook for replication and mirroring: offsets, epochs and bytes are kept as given."""
-        return self.log.append_as_follower(records)
+    def append_records_as_follower(self, records: bytes | memoryview) -> AppendOutcome | PartitionError:
+        """Replication and mirroring: offsets, epochs and bytes are kept as given."""
+        return append_outcome(self.log.append_as_follower(records))
+
+    # -- follower side ------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and after `offset` (follower truncation, seed 004)."""
+        return bool(self.log.truncate_to(offset))
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
+        """A follower takes the leader's HW, bounded by its own LEO (Kafka
+        `maybeUpdateHighWatermark`); True when it moved."""
+        if self.is_leader:
+            return False
+        new_hw = min(leader_high_watermark, self.log.log_end_offset)
+        if new_hw == self.log.high_watermark:
+            return False
+        self.log.update_high_watermark(new_hw)
+        return True
 
     # -- fetch --------------------------------------------------------------------------
 
@@ -181,40 +309,193 @@ class Partition:
         isolation_level: int,
         current_leader_epoch: int,
         min_one_message: bool,
+        fetch_only_from_leader: bool = True,
     ) -> ReadOutcome | PartitionError:
         """A consumer read (Kafka `Partition.fetchRecords` with `FetchIsolation` HW or TXN).
 
         Reads stop at the HW (read_uncommitted) or the LSO (read_committed). An offset
         between that bound and the LEO answers empty; below the log start or past the
-        LEO is OFFSET_OUT_OF_RANGE. Follower reads (bound = LEO) come with replication.
+        LEO is OFFSET_OUT_OF_RANGE. With `fetch_only_from_leader` False (consumers with
+        client metadata, Fetch v11+, KIP-392) a follower serves up to its own HW.
         """
-        error = self._leader_check(current_leader_epoch)
-        if error is not None:
-            return error
+        fenced = self.check_leader_epoch(current_leader_epoch)
+        if fenced is not None:
+            return fenced
+        if fetch_only_from_leader and not self.is_leader:
+            return PartitionError(ErrorCode.not_leader_or_follower)
         log = self.log
         log_start, log_end = log.log_start_offset, log.log_end_offset
         high_watermark = log.high_watermark
         last_stable = log.last_stable_offset
         if fetch_offset < log_start or fetch_offset > log_end:
-            return PartitionError(
-                ErrorCode.offset_out_of_range,
-                f"Offset {fetch_offset} is out of range [{log_start}, {log_end}] for {self.topic_partition}",
-            )
+            return _out_of_range(self.topic_partition, fetch_offset, log_start, log_end)
         max_offset = last_stable if isolation_level == READ_COMMITTED else high_watermark
+        data = self._read_log(fetch_offset, max_bytes, max_offset, min_one_message)
+        if isinstance(data, PartitionError):
+            return data
+        return ReadOutcome(data, high_watermark, last_stable, log_start, log_end)
+
+    def _read_log(self, fetch_offset: int, max_bytes: int, max_offset: int, min_one: bool) -> bytes | memoryview | PartitionError:
         if fetch_offset >= max_offset:
-            data: bytes | memoryview = b""
-        else:
-            read = read_outcome(log.read(fetch_offset, max_bytes, max_offset, min_one_message))
-            if isinstance(read, PartitionError):
-                return read
-            data = read
-        return ReadOutcome(
-            records=data,
-            high_watermark=high_watermark,
-            last_stable_offset=last_stable,
-            log_start_offset=log_start,
-            log_end_offset=log_end,
+            return b""
+        return read_outcome(self.log.read(fetch_offset, max_bytes, max_offset, min_one))
+
+    def fetch_for_follower(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        current_leader_epoch: int,
+        max_bytes: int,
+        min_one_message: bool,
+        now_ms: int,
+        follower_log_start_offset: int = -1,
+        broker_epoch: int = -1,
+    ) -> ReadOutcome | PartitionError:
+        """The leader's answer to a follower Fetch (Kafka `fetchRecords` + `readRecords`).
+
+        `last_fetched_epoch` (v12+, -1 = absent) is checked first: if the leader's end
+        offset for that epoch is below `fetch_offset`, or the largest epoch it knows at or
+        below it is a different epoch, the answer is `diverging_epoch` and no data, and the
+        follower truncates (seed 004, "Epoch-Based Resolution"). Otherwise the data goes up
+        to the LEO, the follower's fetch offset becomes its known LEO, the HW may advance and
+        the follower may join the ISR (`pending_alter_partition` then holds the proposal).
+        """
+        now = self._tick(now_ms)
+        fenced = self.check_leader_epoch(current_leader_epoch)
+        if fenced is not None:
+            return fenced
+        if not self.is_leader:
+            return PartitionError(ErrorCode.not_leader_or_follower)
+        if replica_id not in self._replicas:
+            return PartitionError(ErrorCode.not_leader_or_follower, f"Replica {replica_id} is not a follower of {self.topic_partition}")
+        log = self.log
+        if last_fetched_epoch >= 0:
+            end = self.last_offset_for_leader_epoch(current_leader_epoch, last_fetched_epoch, fetch_only_from_leader=False)
+            if isinstance(end, PartitionError):
+                return end
+            if end.leader_epoch == UNKNOWN_EPOCH or end.end_offset < 0:
+                return PartitionError(
+                    ErrorCode.offset_out_of_range,
+                    f"Could not determine the end offset of the last fetched epoch {last_fetched_epoch} of {self.topic_partition}",
+                )
+            if end.leader_epoch < last_fetched_epoch or end.end_offset < fetch_offset:
+                return ReadOutcome(
+                    b"", log.high_watermark, log.last_stable_offset, log.log_start_offset, log.log_end_offset,
+                    diverging_epoch=end,
+                )
+        log_start, log_end = log.log_start_offset, log.log_end_offset
+        if fetch_offset < log_start or fetch_offset > log_end:
+            return _out_of_range(self.topic_partition, fetch_offset, log_start, log_end)
+        data = self._read_log(fetch_offset, max_bytes, log_end, min_one_message)
+        if isinstance(data, PartitionError):
+            return data
+        self._replicas[replica_id] = self._replicas[replica_id].update_fetch_state(
+            fetch_offset, follower_log_start_offset, now, log_end, broker_epoch
         )
+        self.maybe_increment_high_watermark(now)
+        self.maybe_expand_isr(replica_id, now)
+        return ReadOutcome(data, log.high_watermark, log.last_stable_offset, log_start, log.log_end_offset)
+
+    # -- ISR changes (leader) -----------------------------------------------------------
+
+    def _is_follower_in_sync(self, replica_id: int) -> bool:
+        """Kafka `isFollowerInSync`: the follower's LEO reached the HW and the start of this
+        leader's epoch (so it holds everything this leader acknowledged)."""
+        st = self._replicas.get(replica_id)
+        start = self.leader_epoch_start_offset
+        return st is not None and start is not None and st.log_end_offset >= self.log.high_watermark and st.log_end_offset >= start
+
+    def maybe_expand_isr(self, replica_id: int, now_ms: int) -> AlterPartitionItem | None:
+        """Propose adding a caught-up follower to the ISR (one change in flight at most)."""
+        self._tick(now_ms)
+        if not self.is_leader or self._isr_state.is_inflight or replica_id in self._isr_state.isr:
+            return None
+        if replica_id not in self._state.replicas or not self._is_follower_in_sync(replica_id):
+            return None
+        self._isr_state = self._isr_state.expanding(replica_id)
+        return self.pending_alter_partition()
+
+    def out_of_sync_replicas(self, now_ms: int) -> frozenset[int]:
+        """ISR followers not caught up within `replica.lag.time.max.ms` (Kafka `getOutOfSyncReplicas`)."""
+        leo = self.log.log_end_offset
+        out: set[int] = set()
+        for replica in self._isr_state.isr:
+            if replica == self.local_broker_id:
+                continue
+            st = self._replicas.get(replica, ReplicaState())
+            if not st.is_caught_up(leo, now_ms, self.replica_lag_time_max_ms):
+                out.add(replica)
+        return frozenset(out)
+
+    def maybe_shrink_isr(self, now_ms: int) -> AlterPartitionItem | None:
+        """Propose removing lagging followers (Kafka `maybeShrinkIsr`, run periodically)."""
+        self._tick(now_ms)
+        if not self.is_leader or self._isr_state.is_inflight:
+            return None
+        out = self.out_of_sync_replicas(now_ms)
+        if not out:
+            return None
+        self._isr_state = self._isr_state.shrinking(out)
+        return self.pending_alter_partition()
+
+    def pending_alter_partition(self) -> AlterPartitionItem | None:
+        """The in-flight ISR change as an AlterPartition item (None when nothing is in flight)."""
+        if not self._isr_state.is_inflight:
+            return None
+        new_isr = self._isr_state.proposed_isr()
+        return AlterPartitionItem(
+            topic=self.topic_partition.topic,
+            partition=self.topic_partition.partition,
+            topic_id=self.topic_id,
+            leader_epoch=self._state.leader_epoch,
+            partition_epoch=self._state.partition_epoch,
+            new_isr=new_isr,
+            broker_epochs=tuple(
+                -1 if r == self.local_broker_id else self._replicas.get(r, ReplicaState()).broker_epoch for r in new_isr
+            ),
+        )
+
+    def handle_alter_partition_response(
+        self, item: AlterPartitionItem, error: ErrorCode, committed: PartitionState | None = None
+    ) -> bool:
+        """The controller's answer to `item` (Kafka `handleAlterPartitionUpdate`/`Error`).
+
+        Success: the returned registration becomes the committed state (if not older than
+        what is known). FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION: this leader is behind the
+        controller; the change stays pending, blocking further changes, until the image brings
+        the new registration. Any other error (or no answer): back to the committed ISR so
+        the next check proposes again. Returns True when the committed ISR changed.
+        """
+        if item.leader_epoch != self._state.leader_epoch or item.partition_epoch != self._state.partition_epoch:
+            return False  # answered after a newer registration arrived
+        if error == ErrorCode.none and committed is not None:
+            if committed.leader_epoch != self._state.leader_epoch or committed.partition_epoch <= self._state.partition_epoch:
+                self._isr_state = IsrState(self._state.isr)
+                return False
+            grew = len(committed.isr) > len(self._state.isr)
+            shrank = len(committed.isr) < len(self._state.isr)
+            self._state = PartitionState(
+                self._state.leader, committed.leader_epoch, committed.partition_epoch, self._state.replicas, committed.isr
+            )
+            self._isr_state = IsrState(committed.isr)
+            self.isr_expands += int(grew)
+            self.isr_shrinks += int(shrank)
+            self.maybe_increment_high_watermark()
+            return True
+        if error in (ErrorCode.fenced_leader_epoch, ErrorCode.invalid_update_version):
+            return False
+        self._isr_state = IsrState(self._state.isr)
+        return False
+
+    def follower_lag_max(self, now_ms: int) -> tuple[int, int]:
+        """(max offset lag, max time since caught up in ms) over this leader's followers."""
+        leo = self.log.log_end_offset
+        lag, lag_ms = 0, 0
+        for st in self._replicas.values():
+            lag = max(lag, leo - max(st.log_end_offset, 0))
+            lag_ms = max(lag_ms, 0 if st.log_end_offset == leo else now_ms - st.last_caught_up_time_ms)
+        return lag, lag_ms
 
     # -- list offsets -------------------------------------------------------------------
 
@@ -283,6 +564,24 @@ class Partition:
             )
         self.log.maybe_increment_log_start_offset(target)
         return self.log.log_start_offset
+
+
+def _out_of_range(tp: TopicPartition, offset: int, log_start: int, log_end: int) -> PartitionError:
+    return PartitionError(
+        ErrorCode.offset_out_of_range, f"Offset {offset} is out of range [{log_start}, {log_end}] for {tp}"
+    )
+
+
+def assign_epoch_start_offset(log: Any, leader_epoch: int, start_offset: int) -> None:
+    """Record that `leader_epoch` starts at `start_offset` and persist `leader-epoch-checkpoint`
+    (Kafka `maybeAssignEpochStartOffset` on becoming leader)."""
+    assign = getattr(log, "assign_epoch_start_offset", None)
+    if assign is not None:
+        assign(leader_epoch, start_offset)
+        return
+    cache = getattr(log, "epoch_cache", None)
+    if cache is not None and cache.assign(leader_epoch, start_offset) and hasattr(log, "fs"):
+        LeaderEpochCheckpoint(log.fs, log.directory).write(cache)
 
 
 def _timestamp_offset_fields(found: Any) -> tuple[int, int, int]:

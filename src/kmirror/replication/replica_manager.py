@@ -6,15 +6,22 @@ leadership and configs, and deletes the logs of partitions it no longer hosts. P
 fetch, list-offsets, delete-records and offsets-for-leader-epoch act on the partitions this
 node leads and answer per partition with a value or a `PartitionError`.
 
+Replication (seed 002/004): follower Fetch requests (`replica_id` >= 0) are answered by the
+leader `Partition`, which tracks followers and the HW. ISR changes are proposed to the
+controller through an `AlterPartitionPort` (the shell sends AlterPartition, key 56, and
+feeds the answer back with `handle_alter_partition_response`); `maybe_shrink_isr` is called
+periodically by the shell. Partitions this node follows are announced to role listeners
+(`add_role_listener`), which is how the replica fetcher learns what to fetch and from whom.
+
 Waiting (Fetch `max_wait_ms`, acks=all) is the purgatory's business: the replica manager only
-tells its append listeners which partitions grew (`add_append_listener`).
+tells its append listeners which partitions grew or whose HW moved (`add_append_listener`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from kmirror.log.config import LogConfig
@@ -22,6 +29,7 @@ from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.log_dirs import DiskUsage, describe_log_dirs
 from kmirror.replication.outcomes import (
+    AlterPartitionItem,
     AppendOutcome,
     EpochEndOffset,
     LogDirDescription,
@@ -29,7 +37,14 @@ from kmirror.replication.outcomes import (
     ReadOutcome,
     TimestampOffset,
 )
-from kmirror.replication.partition import Partition, hosted_here, partition_state_from
+from kmirror.replication.partition import (
+    DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+    Partition,
+    PartitionState,
+    hosted_here,
+    partition_state_from,
+)
+from kmirror.replication.replica_selector import ReplicaView, select_preferred_read_replica
 from kmirror.types import TopicPartition
 
 PartitionAppendResult = AppendOutcome | PartitionError
@@ -46,6 +61,39 @@ class FetchPartitionRequest:
     fetch_offset: int
     partition_max_bytes: int
     current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1  # Fetch v12+ (followers): the epoch of the last fetched batch
+    log_start_offset: int = -1  # followers report their log start offset
+
+
+@dataclass(frozen=True, slots=True)
+class FollowedPartition:
+    """A partition this node follows: what the replica fetcher needs to fetch it."""
+
+    topic_partition: TopicPartition
+    topic_id: UUID
+    leader_id: int
+    leader_epoch: int
+
+
+class AlterPartitionPort(Protocol):
+    """Sends an ISR change to the controller; the answer comes back through
+    `ReplicaManager.handle_alter_partition_response`."""
+
+    def submit(self, item: AlterPartitionItem) -> None: ...
+
+
+class AlterPartitionOutbox:
+    """The default port: keeps proposals for whoever drains them (tests, simulations)."""
+
+    def __init__(self) -> None:
+        self.items: list[AlterPartitionItem] = []
+
+    def submit(self, item: AlterPartitionItem) -> None:
+        self.items.append(item)
+
+    def drain(self) -> list[AlterPartitionItem]:
+        items, self.items = self.items, []
+        return items
 
 
 class ReplicaManager:
@@ -56,8 +104,11 @@ class ReplicaManager:
         clock: Clock,
         config: Any,
         disk_usage: DiskUsage | None = None,
+        alter_partition: AlterPartitionPort | None = None,
     ) -> None:
         self.node_id = node_id
+        self.alter_partition: AlterPartitionPort = alter_partition or AlterPartitionOutbox()
+        self._role_listeners: list[Callable[[list[FollowedPartition], list[TopicPartition]], None]] = []
         self.log_manager = log_manager
         self.clock = clock
         self.config = config
@@ -66,6 +117,9 @@ class ReplicaManager:
         self._image: Any = None
         self._log_configs: dict[str, LogConfig] = {}
         self._append_listeners: list[Callable[[TopicPartition], None]] = []
+        self._followed: set[TopicPartition] = set()
+        self._submitted: dict[TopicPartition, AlterPartitionItem] = {}
+        self._hw_seen: dict[TopicPartition, int] = {}
 
     # -- following metadata -------------------------------------------------------------
 
@@ -98,6 +152,10 @@ class ReplicaManager:
                 ):
                     self.log_manager.delete_log(tp)
 
+        now_ms = self.clock.monotonic_ms()
+        lag_max_ms = _replica_lag_time_max_ms(self.config)
+        follow: list[FollowedPartition] = []
+        unfollow: list[TopicPartition] = []
         log_configs: dict[str, LogConfig] = {}
         for tp, (topic, registration) in wanted.items():
             log_config = log_configs.get(tp.topic)
@@ -108,14 +166,31 @@ class ReplicaManager:
             existing = self._partitions.get(tp)
             if existing is None:
                 log = self.log_manager.get_or_create_log(tp, topic.topic_id, log_config)
-                self._partitions[tp] = Partition(tp, topic.topic_id, log, self.node_id, state, min_isr)
+                partition = Partition(tp, topic.topic_id, log, self.node_id, state, min_isr, lag_max_ms)
+                self._partitions[tp] = partition
             else:
                 partition = existing
-                partition.update_state(state)
                 partition.min_insync_replicas = min_isr
+                partition.replica_lag_time_max_ms = lag_max_ms
                 if self._log_configs.get(tp.topic) != log_config:
                     _update_log_config(partition.log, log_config)
+            was_leader = existing is not None and existing.is_leader
+            change = partition.update_state(state, now_ms)
+            if change.follow_leader:
+                follow.append(FollowedPartition(tp, topic.topic_id, state.leader, state.leader_epoch))
+            elif change.became_leader or (was_leader and not partition.is_leader):
+                unfollow.append(tp)
+            if change.became_leader or change.follow_leader or change.isr_changed:
+                self._notify_append(tp)  # parked acks=all / fetches re-check (leadership, HW)
         self._log_configs = log_configs
+        removed = [tp for tp in self._followed if tp not in self._partitions or self._partitions[tp].is_leader]
+        for tp in removed:
+            self._followed.discard(tp)
+        unfollow = sorted(set(unfollow) | set(removed))
+        self._followed.update(f.topic_partition for f in follow)
+        if follow or unfollow:
+            for role_listener in list(self._role_listeners):
+                role_listener(follow, unfollow)
 
     def _log_config(self, image: Any, topic: str) -> LogConfig:
         # Topic overrides over broker defaults (Kafka's config resolution), as a LogConfig.
@@ -126,6 +201,20 @@ class ReplicaManager:
     def _remove_partition(self, tp: TopicPartition) -> None:
         self._partitions.pop(tp, None)
         self.log_manager.delete_log(tp)
+        self._notify_append(tp)
+
+    def add_role_listener(self, listener: Callable[[list[FollowedPartition], list[TopicPartition]], None]) -> None:
+        """Called after each image with (partitions to follow from the given leader and epoch,
+        partitions no longer followed). The replica fetcher manager listens here."""
+        self._role_listeners.append(listener)
+
+    def followed_partitions(self) -> list[FollowedPartition]:
+        out = []
+        for tp in sorted(self._followed):
+            p = self._partitions.get(tp)
+            if p is not None and not p.is_leader and p.leader_id >= 0:
+                out.append(FollowedPartition(tp, p.topic_id, p.leader_id, p.leader_epoch))
+        return out
 
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
@@ -221,32 +310,160 @@ class ReplicaManager:
         max_bytes: int,
         isolation_level: int,
         replica_id: int = CONSUMER_REPLICA_ID,
+        client_rack: str | None = None,
+        replica_epoch: int = -1,
     ) -> dict[TopicPartition, PartitionReadResult]:
         """Read every requested partition in request order (Kafka `readFromLog`, KIP-74).
 
         `max_bytes` bounds the response, each partition's `partition_max_bytes` its share;
         the first non-empty partition may exceed both by one batch so consumers progress.
-        Follower fetches (`replica_id` >= 0) are the next issue's hook: refused for now.
+        Followers (`replica_id` >= 0) read up to the LEO on the leader, which updates their
+        fetch state, HW and ISR. Consumers with client metadata (`client_rack` not None,
+        Fetch v11+) may read from a follower, and a leader with a rack-aware replica
+        selector may send them to a follower in their rack (KIP-392) instead of answering.
         """
         results: dict[TopicPartition, PartitionReadResult] = {}
         remaining = max(0, max_bytes)
         min_one_message = True
+        now_ms = self.clock.monotonic_ms()
         for req in requests:
             tp = req.topic_partition
-            if replica_id >= 0:
-                results[tp] = PartitionError(ErrorCode.not_leader_or_follower, "follower fetch not served yet")
-                continue
             partition = self.leader_partition(tp)
             if isinstance(partition, PartitionError):
                 results[tp] = partition
                 continue
             limit = min(max(0, req.partition_max_bytes), remaining)
-            read = partition.read(req.fetch_offset, limit, isolation_level, req.current_leader_epoch, min_one_message)
+            read: PartitionReadResult
+            if replica_id >= 0:
+                read = partition.fetch_for_follower(
+                    replica_id, req.fetch_offset, req.last_fetched_epoch, req.current_leader_epoch, limit,
+                    min_one_message, now_ms, req.log_start_offset, replica_epoch,
+                )
+                self._after_follower_fetch(partition)
+            else:
+                preferred = self._preferred_read_replica(partition, client_rack, req.fetch_offset)
+                if preferred is not None:
+                    results[tp] = preferred
+                    continue
+                read = partition.read(
+                    req.fetch_offset, limit, isolation_level, req.current_leader_epoch, min_one_message,
+                    fetch_only_from_leader=client_rack is None,
+                )
             results[tp] = read
             if isinstance(read, ReadOutcome) and read.size > 0:
                 min_one_message = False
                 remaining = max(0, remaining - read.size)
         return results
+
+    def _after_follower_fetch(self, partition: Partition) -> None:
+        tp = partition.topic_partition
+        pending = partition.pending_alter_partition()
+        if pending is not None and pending != self._submitted.get(tp):
+            self._submitted[tp] = pending
+            self.alter_partition.submit(pending)
+        if partition.high_watermark != self._hw_seen.get(tp):
+            # The HW moved: parked acks=all produces and consumer fetches re-check.
+            self._hw_seen[tp] = partition.high_watermark
+            self._notify_append(tp)
+
+    def _preferred_read_replica(self, partition: Partition, client_rack: str | None, fetch_offset: int) -> ReadOutcome | None:
+        """KIP-392 on the leader: an answer naming another replica, or None to read here."""
+        if client_rack is None or not partition.is_leader or not _rack_aware_selector(self.config):
+            return None
+        views = [ReplicaView(self.node_id, _rack_of(self._image, self.node_id), partition.log.log_end_offset, 0)]
+        now_ms = self.clock.monotonic_ms()
+        for replica in partition.replicas:
+            st = partition.replica_state(replica)
+            # Kafka: only ISR followers that hold `fetch_offset` (others may lag or truncate).
+            if st is None or replica not in partition.isr or not (st.log_start_offset <= fetch_offset <= st.log_end_offset):
+                continue
+            views.append(ReplicaView(replica, _rack_of(self._image, replica), st.log_end_offset, now_ms - st.last_caught_up_time_ms))
+        chosen = select_preferred_read_replica(client_rack, views, leader_id=self.node_id)
+        if chosen is None or chosen == self.node_id:
+            return None
+        log = partition.log
+        return ReadOutcome(
+            b"", log.high_watermark, log.last_stable_offset, log.log_start_offset, log.log_end_offset,
+            preferred_read_replica=chosen,
+        )
+
+    # -- ISR maintenance ----------------------------------------------------------------
+
+    def maybe_shrink_isr(self) -> list[AlterPartitionItem]:
+        """Kafka's `isr-expiration` task: propose removing lagging followers from every led
+        partition's ISR (call every `replica.lag.time.max.ms / 2`)."""
+        now_ms = self.clock.monotonic_ms()
+        items: list[AlterPartitionItem] = []
+        for partition in self._partitions.values():
+            item = partition.maybe_shrink_isr(now_ms)
+            if item is not None:
+                self._submitted[partition.topic_partition] = item
+                self.alter_partition.submit(item)
+                items.append(item)
+        return items
+
+    def handle_alter_partition_response(
+        self, item: AlterPartitionItem, error: int, committed: PartitionState | None = None
+    ) -> None:
+        """Feed the controller's answer to `item` back into its partition."""
+        partition = self._partitions.get(TopicPartition(item.topic, item.partition))
+        if partition is None:
+            return
+        self._submitted.pop(partition.topic_partition, None)
+        partition.handle_alter_partition_response(item, ErrorCode(error), committed)
+        self._notify_append(partition.topic_partition)
+
+    # -- follower side (the replica fetcher's local replica) -----------------------------
+
+    def follower_partition(self, tp: TopicPartition) -> Partition | None:
+        """The partition if this node hosts it and follows its leader."""
+        partition = self._partitions.get(tp)
+        return partition if partition is not None and not partition.is_leader else None
+
+    def notify_follower_progress(self, tp: TopicPartition) -> None:
+        """The fetcher appended or moved the HW: wake consumers fetching from this follower."""
+        self._notify_append(tp)
+
+    # -- metrics ------------------------------------------------------------------------
+
+    def replication_metrics(self) -> dict[str, float]:
+        """Kafka's replication metrics (seed 004) as plain values; a colleague turns the
+        IsrShrinks/IsrExpands counts into rates."""
+        now_ms = self.clock.monotonic_ms()
+        under_replicated = under_min = at_min = offline = leaders = 0
+        shrinks = expands = 0
+        max_lag = 0
+        max_lag_ms = 0
+        for partition in self._partitions.values():
+            shrinks += partition.isr_shrinks
+            expands += partition.isr_expands
+            if partition.leader_id < 0:
+                offline += 1
+            if not partition.is_leader:
+                continue
+            leaders += 1
+            isr_size = len(partition.isr)
+            if isr_size < len(partition.replicas):
+                under_replicated += 1
+            if isr_size < partition.min_insync_replicas:
+                under_min += 1
+            elif isr_size == partition.min_insync_replicas:
+                at_min += 1
+            lag, lag_ms = partition.follower_lag_max(now_ms)
+            max_lag = max(max_lag, lag)
+            max_lag_ms = max(max_lag_ms, lag_ms)
+        return {
+            "UnderReplicatedPartitions": float(under_replicated),
+            "UnderMinIsrPartitionCount": float(under_min),
+            "AtMinIsrPartitionCount": float(at_min),
+            "OfflineReplicaCount": float(offline),
+            "LeaderCount": float(leaders),
+            "PartitionCount": float(len(self._partitions)),
+            "IsrShrinks": float(shrinks),
+            "IsrExpands": float(expands),
+            "MaxLag": float(max_lag),
+            "ReplicaLagTimeMax": float(max_lag_ms),
+        }
 
     # -- list offsets / epochs / delete records -----------------------------------------
 
@@ -276,6 +493,28 @@ class ReplicaManager:
 
     def describe_log_dirs(self, partitions: Iterable[TopicPartition] | None = None) -> list[LogDirDescription]:
         return describe_log_dirs(self.log_manager, self._partitions, partitions, self.disk_usage)
+
+
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _rack_aware_selector(config: Any) -> bool:
+    values = getattr(config, "values", None)
+    selector = values.get("replica.selector.class") if isinstance(values, Mapping) else None
+    return selector is not None and str(selector).rsplit(".", 1)[-1] == "RackAwareReplicaSelector"
+
+
+def _rack_of(image: Any, broker_id: int) -> str | None:
+    brokers = getattr(image, "brokers", None) or {}
+    registration = brokers.get(broker_id)
+    return None if registration is None else registration.rack
+
+
+def _replica_lag_time_max_ms(config: Any) -> int:
+    try:
+        return int(config.replica_lag_time_max_ms)
+    except (AttributeError, KeyError, TypeError):
+        return DEFAULT_REPLICA_LAG_TIME_MAX_MS
 
 
 def _update_log_config(log: Any, log_config: Any) -> None:

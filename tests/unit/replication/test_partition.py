@@ -68,10 +68,10 @@ def test_high_watermark_is_min_over_isr_and_never_moves_back() -> None:
     log.next_count = 10
     partition.append_records_to_leader(b"x", 1, 0)
     assert partition.high_watermark == 0  # follower 2 has fetched nothing yet
-    partition.replica_log_end_offsets[2] = 4
-    assert partition.maybe_increment_high_watermark()
+    assert isinstance(partition.fetch_for_follower(2, 4, -1, -1, 1000, True, now_ms=0), ReadOutcome)
     assert partition.high_watermark == 4
-    partition.replica_log_end_offsets[2] = 2
+    # a follower fetch offset going back (after its truncation) never moves the HW back
+    assert isinstance(partition.fetch_for_follower(2, 2, -1, -1, 1000, True, now_ms=0), ReadOutcome)
     assert not partition.maybe_increment_high_watermark()
     assert partition.high_watermark == 4
 
@@ -93,8 +93,7 @@ def test_read_stops_at_high_watermark_and_answers_stored_bytes() -> None:
     partition, log = make(state)
     partition.append_records_to_leader(b"first", 1, 0)
     partition.append_records_to_leader(b"second", 1, 0)
-    partition.replica_log_end_offsets[2] = 1
-    partition.maybe_increment_high_watermark()
+    partition.fetch_for_follower(2, 1, -1, -1, 1000, True, now_ms=0)
     read = partition.read(0, 1000, READ_UNCOMMITTED, -1, True)
     assert isinstance(read, ReadOutcome)
     assert bytes(read.records) == b"first"
