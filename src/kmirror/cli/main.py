@@ -19,6 +19,7 @@ from kmirror.client.errors import KafkaClientError
 
 COMMAND_MODULES = (
     "kmirror.cli.topics",
+    "kmirror.cli.leader_election",
     "kmirror.cli.configs",
     "kmirror.cli.console_producer",
     "kmirror.cli.console_consumer",

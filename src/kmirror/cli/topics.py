@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from kmirror.cli.common import add_bootstrap_argument, kafka_uuid, parse_key_values
 from kmirror.cli.errors import CommandError
@@ -16,6 +17,7 @@ from kmirror.client.admin import (
     TopicDescription,
 )
 from kmirror.client.errors import KafkaError
+from kmirror.client.metadata import PartitionMetadata
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,8 +32,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config override (repeatable)")
     p.add_argument("--if-not-exists", action="store_true")
     p.add_argument("--if-exists", action="store_true")
-    p.add_argument("--under-replicated-partitions", action="store_true")
-    p.add_argument("--unavailable-partitions", action="store_true")
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than the replica set")
+    p.add_argument("--unavailable-partitions", action="store_true",
+                   help="only partitions without a leader or whose leader is not live")
+    p.add_argument("--under-min-isr-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than min.insync.replicas")
+    p.add_argument("--at-min-isr-partitions", action="store_true",
+                   help="only partitions whose ISR is exactly min.insync.replicas")
     p.add_argument("--exclude-internal", action="store_true")
     p.set_defaults(func=run)
 
@@ -85,13 +93,15 @@ async def _create(admin: Admin, args: argparse.Namespace, configs: dict[str, str
 async def _describe(admin: Admin, args: argparse.Namespace) -> int:
     descriptions = await admin.describe_topics([args.topic] if args.topic else None)
     live = set((await admin.describe_cluster()).broker_ids())
+    report = PartitionReport.from_args(args)
     for name, desc in descriptions.items():
         if args.exclude_internal and desc.is_internal:
             continue
-        filtering = args.under_replicated_partitions or args.unavailable_partitions
-        configs = {} if filtering else await _dynamic_configs(admin, name)
-        print("\n".join(format_description(desc, configs, live, args.under_replicated_partitions,
-                                           args.unavailable_partitions)))
+        entries = await admin.describe_configs(ConfigResourceType.TOPIC, name)
+        lines = format_description(desc, non_default_configs(entries), live, report=report,
+                                   min_isr=min_insync_replicas(entries))
+        if lines:
+            print("\n".join(lines))
     return 0
 
 
@@ -109,17 +119,73 @@ def non_default_configs(entries: list[ConfigEntry]) -> dict[str, str]:
     }
 
 
+def min_insync_replicas(entries: list[ConfigEntry]) -> int | None:
+    """The topic's effective `min.insync.replicas` (any source), None when not described."""
+    for e in entries:
+        if e.name == "min.insync.replicas" and e.value is not None:
+            return int(e.value)
+    return None
+
+
+@dataclass(frozen=True)
+class PartitionReport:
+    """kafka-topics.sh --describe filters. With none set, every partition is printed after the
+    topic line; with some set, only partitions matching at least one, without the topic line
+    (Kafka's TopicCommand `shouldPrintTopicPartition`)."""
+
+    under_replicated: bool = False
+    unavailable: bool = False
+    under_min_isr: bool = False
+    at_min_isr: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> PartitionReport:
+        return cls(
+            under_replicated=bool(getattr(args, "under_replicated_partitions", False)),
+            unavailable=bool(getattr(args, "unavailable_partitions", False)),
+            under_min_isr=bool(getattr(args, "under_min_isr_partitions", False)),
+            at_min_isr=bool(getattr(args, "at_min_isr_partitions", False)),
+        )
+
+    @property
+    def filtering(self) -> bool:
+        return self.under_replicated or self.unavailable or self.under_min_isr or self.at_min_isr
+
+    def selects(self, p: PartitionMetadata, live_brokers: set[int], min_isr: int | None) -> bool:
+        if not self.filtering:
+            return True
+        has_leader = p.leader >= 0
+        # Kafka's PartitionDescription predicates
+        under_replicated = len(p.isr) < len(p.replicas)
+        unavailable = not has_leader or p.leader not in live_brokers
+        under_min_isr = not has_leader or (min_isr is not None and len(p.isr) < min_isr)
+        at_min_isr = min_isr is not None and len(p.isr) == min_isr
+        return (
+            (self.under_replicated and under_replicated)
+            or (self.unavailable and unavailable)
+            or (self.under_min_isr and under_min_isr)
+            or (self.at_min_isr and at_min_isr)
+        )
+
+
 def format_description(
     desc: TopicDescription,
     configs: Mapping[str, str],
     live_brokers: set[int],
     under_replicated_only: bool = False,
     unavailable_only: bool = False,
+    *,
+    report: PartitionReport | None = None,
+    min_isr: int | None = None,
 ) -> list[str]:
-    """kafka-topics.sh --describe lines for one topic (header line only when not filtering)."""
+    """kafka-topics.sh --describe lines for one topic (header line only when not filtering).
+
+    `Offline:` lists the replicas on brokers that are not live (or reported offline by the
+    broker), shown only when there are some."""
+    if report is None:
+        report = PartitionReport(under_replicated=under_replicated_only, unavailable=unavailable_only)
     lines: list[str] = []
-    filtering = under_replicated_only or unavailable_only
-    if not filtering:
+    if not report.filtering:
         replication_factor = len(desc.partitions[0].replicas) if desc.partitions else 0
         config_text = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
         lines.append(
@@ -127,17 +193,14 @@ def format_description(
             f"\tReplicationFactor: {replication_factor}\tConfigs: {config_text}"
         )
     for p in desc.partitions:
-        unavailable = p.leader < 0 or p.leader not in live_brokers
-        under_replicated = len(p.isr) < len(p.replicas)
-        if under_replicated_only and not under_replicated:
-            continue
-        if unavailable_only and not unavailable:
+        if not report.selects(p, live_brokers, min_isr):
             continue
         leader = "none" if p.leader < 0 else str(p.leader)
+        offline = tuple(r for r in p.replicas if r not in live_brokers or r in p.offline_replicas)
         lines.append(
             f"\tTopic: {desc.name}\tPartition: {p.partition}\tLeader: {leader}"
             f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
-            + (f"\tOffline: {_ids(p.offline_replicas)}" if p.offline_replicas else "")
+            + (f"\tOffline: {_ids(offline)}" if offline else "")
         )
     return lines
 

@@ -24,6 +24,7 @@ from kmirror.types import TopicPartition
 CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 LIST_OFFSETS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 2, 35, 37, 60
+ELECT_LEADERS = 43
 
 # ListOffsets special timestamps (Kafka ListOffsetsRequest).
 LATEST_TIMESTAMP = -1
@@ -44,6 +45,14 @@ class AlterConfigOp(IntEnum):
     DELETE = 1
     APPEND = 2
     SUBTRACT = 3
+
+
+class ElectionType(IntEnum):
+    """Kafka's ElectionType: PREFERRED elects the first replica if it is in the ISR; UNCLEAN
+    elects any live replica when the ISR has none."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
 
 
 class ConfigSource(IntEnum):
@@ -386,6 +395,36 @@ class Admin:
             conn = await self.cluster.leader_connection(tp)
             groups.setdefault(id(conn), (conn, []))[1].append(tp)
         return list(groups.values())
+
+    # leadership
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """ElectLeaders (Kafka Admin.electLeaders): partition -> None when elected, else its error
+        (ELECTION_NOT_NEEDED when a valid leader already leads). `partitions=None` asks for every
+        partition; the answer then lists what the controller considered. A top-level error raises."""
+        conn = await self.cluster.controller_connection()
+        rt = conn.request_type(ELECT_LEADERS)
+        if rt.__version__ == 0 and election_type != ElectionType.PREFERRED:
+            raise KafkaError(35, "the broker's ElectLeaders v0 only elects preferred leaders", "ElectLeaders")
+        topic_partitions = None
+        if partitions is not None:
+            Topic = nested(rt, "TopicPartitions")
+            topic_partitions = tuple(
+                build(Topic, topic=topic, partitions=tuple(parts)) for topic, parts in _by_topic(partitions).items()
+            )
+        request = build(rt, election_type=int(election_type), topic_partitions=topic_partitions,
+                        timeout=_ms(self.timeout_ms))
+        response = await conn.send(request)
+        check(int(getattr(response, "error_code", 0)), None, "ElectLeaders")
+        out: dict[TopicPartition, KafkaError | None] = {}
+        for result in response.replica_election_results:
+            for p in result.partition_result:
+                tp = TopicPartition(result.topic, int(p.partition_id))
+                code = int(p.error_code)
+                out[tp] = KafkaError(code, p.error_message, str(tp)) if code else None
+        return out
 
     # cluster
 
