@@ -10,7 +10,8 @@ Broker gauges for the partitions a broker leads (Kafka `ReplicaManager`), read f
 ISR. They are the fallback when the replica manager does not report its own view:
 - UnderReplicatedPartitions: ISR smaller than the replica set;
 - UnderMinIsrPartitionCount: ISR smaller than the topic's `min.insync.replicas`;
-- AtMinIsrPartitionCount: ISR exactly `min.insync.replicas`.
+- AtMinIsrPartitionCount: ISR exactly `min.insync.replicas`;
+- LeaderCount, PartitionCount: partitions the broker leads / hosts a replica of.
 """
 
 from __future__ import annotations
@@ -75,3 +76,11 @@ def at_min_isr_partition_count(image: MetadataImage, broker_id: int, default_min
         for topic, p in _partitions(image)
         if p.leader == broker_id and len(p.isr) == min_insync_replicas(image, topic, default_min_isr)
     )
+
+
+def leader_count(image: MetadataImage, broker_id: int) -> int:
+    return sum(1 for _, p in _partitions(image) if p.leader == broker_id)
+
+
+def partition_count(image: MetadataImage, broker_id: int) -> int:
+    return sum(1 for _, p in _partitions(image) if broker_id in p.replicas)

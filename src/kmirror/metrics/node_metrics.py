@@ -3,8 +3,8 @@
 Providers (read at scrape time, never pushed):
 - the replica manager's `replication_metrics() -> dict[str, float]` with keys
   UnderReplicatedPartitions, UnderMinIsrPartitionCount, AtMinIsrPartitionCount, IsrShrinks and
-  IsrExpands (cumulative counts, rated by meters), ReplicaLagTimeMax (ms) and optionally MaxLag
-  (messages). A key it lacks falls back to the image-based gauge, or is left out of the scrape;
+  IsrExpands (cumulative counts, rated by meters), ReplicaLagTimeMax (ms), MaxLag (messages),
+  LeaderCount, PartitionCount, OfflineReplicaCount. A key it lacks falls back to the image-based gauge, or is left out of the scrape;
 - the metadata image (`metadata.image`) for controller gauges and the image-based fallbacks;
 - `metadata.controller_id` for ActiveControllerCount (1 on the active controller).
 """
@@ -63,6 +63,9 @@ def register_node_metrics(
         (rm, "AtMinIsrPartitionCount", reported_or(
             "AtMinIsrPartitionCount", lambda: image_gauges.at_min_isr_partition_count(image(), node_id, min_isr))),
         (rm, "ReplicaLagTimeMax", reported_or("ReplicaLagTimeMax", nothing)),
+        (rm, "LeaderCount", reported_or("LeaderCount", lambda: image_gauges.leader_count(image(), node_id))),
+        (rm, "PartitionCount", reported_or("PartitionCount", lambda: image_gauges.partition_count(image(), node_id))),
+        (rm, "OfflineReplicaCount", reported_or("OfflineReplicaCount", nothing)),
         (CONTROLLER, "OfflinePartitionsCount", lambda: image_gauges.offline_partitions_count(image())),
         (CONTROLLER, "GlobalTopicCount", lambda: image_gauges.global_topic_count(image())),
         (CONTROLLER, "GlobalPartitionCount", lambda: image_gauges.global_partition_count(image())),

@@ -48,6 +48,9 @@ def test_broker_gauges_count_only_the_partitions_the_broker_leads() -> None:
     assert image_gauges.under_min_isr_partition_count(image, 2, default_min_isr=3) == 1  # a-1: 2 < 3
     assert image_gauges.at_min_isr_partition_count(image, 2, default_min_isr=2) == 1
     assert image_gauges.at_min_isr_partition_count(image, 1, default_min_isr=3) == 1  # a-0: 3 == 3
+    assert image_gauges.leader_count(image, 1) == 2
+    assert image_gauges.partition_count(image, 1) == 4
+    assert image_gauges.partition_count(image, 3) == 3
 
 
 @dataclass
@@ -103,3 +106,5 @@ def test_without_a_replica_manager_report_every_replication_gauge_comes_from_the
     assert values["kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"] == 1
     assert values["kafka.server:type=ReplicaManager,name=IsrShrinksPerSec"] == 0
     assert values["kafka.server:type=ReplicaManager,name=ReplicaLagTimeMax"] is None
+    assert values["kafka.server:type=ReplicaManager,name=LeaderCount"] == 1
+    assert values["kafka.server:type=ReplicaManager,name=PartitionCount"] == 4
