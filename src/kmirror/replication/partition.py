@@ -38,7 +38,7 @@ from kmirror.replication.outcomes import (
     ReadOutcome,
     TimestampOffset,
 )
-from kmirror.replication.replica_state import ReplicaState
+from kmirror.replication.replica_state import NEVER_MS, ReplicaState
 from kmirror.types import TopicPartition
 
 NO_LEADER = -1
@@ -494,7 +494,8 @@ class Partition:
         lag, lag_ms = 0, 0
         for st in self._replicas.values():
             lag = max(lag, leo - max(st.log_end_offset, 0))
-            lag_ms = max(lag_ms, 0 if st.log_end_offset == leo else now_ms - st.last_caught_up_time_ms)
+            since = now_ms - st.last_caught_up_time_ms if st.last_caught_up_time_ms != NEVER_MS else now_ms
+            lag_ms = max(lag_ms, 0 if st.log_end_offset == leo else since)
         return lag, lag_ms
 
     # -- list offsets -------------------------------------------------------------------

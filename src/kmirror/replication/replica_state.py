@@ -12,15 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 UNKNOWN_OFFSET = -1
+# `last_caught_up_time_ms` of a follower never seen caught up.
+NEVER_MS = -(1 << 62)
 
 
 @dataclass(frozen=True, slots=True)
 class ReplicaState:
     log_end_offset: int = UNKNOWN_OFFSET
     log_start_offset: int = UNKNOWN_OFFSET
-    last_caught_up_time_ms: int = 0
+    last_caught_up_time_ms: int = NEVER_MS
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
-    last_fetch_time_ms: int = 0
+    last_fetch_time_ms: int = NEVER_MS
     broker_epoch: int = -1
 
     def update_fetch_state(
@@ -29,7 +31,7 @@ class ReplicaState:
         caught_up = self.last_caught_up_time_ms
         if fetch_offset >= leader_end_offset:
             caught_up = max(caught_up, fetch_time_ms)
-        elif fetch_offset >= self.last_fetch_leader_log_end_offset >= 0:
+        elif fetch_offset >= self.last_fetch_leader_log_end_offset >= 0 and self.last_fetch_time_ms != NEVER_MS:
             caught_up = max(caught_up, self.last_fetch_time_ms)
         return ReplicaState(
             log_end_offset=fetch_offset,
@@ -46,7 +48,7 @@ class ReplicaState:
     def reset(self, now_ms: int, leader_end_offset: int, is_new_leader: bool, in_sync: bool) -> ReplicaState:
         """Kafka `Replica.resetReplicaState` on a new leader epoch: a new leader forgets the
         follower's offsets; ISR members get a fresh `replica.lag.time.max.ms` to fetch."""
-        caught_up = now_ms if in_sync else 0
+        caught_up = now_ms if in_sync else NEVER_MS
         if is_new_leader:
             return ReplicaState(last_caught_up_time_ms=caught_up, broker_epoch=self.broker_epoch)
         return replace(
