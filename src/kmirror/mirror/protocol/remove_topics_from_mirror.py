@@ -1,0 +1,74 @@
+"""RemoveTopicsFromMirror (API key 96, v0, flexible): KIP-1279 "Protocol Changes" > RemoveTopicsFromMirror.
+
+Failover: detaches topics from their mirror. Every partition must be PREPARING or MIRRORING;
+the controller appends ".removed" to the topic config `mirror.name`. Per-topic results.
+"""
+
+import uuid
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.response_header.v1.header import ResponseHeader
+from kio.static.constants import EntityType
+from kio.static.primitive import i16, i32Timedelta
+
+API_KEY = 96
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicData:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(API_KEY)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
+    """The unique topic ID."""
+    topic_name: str = field(metadata={"kafka_type": "string"})
+    """The topic name."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveTopicsFromMirrorRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(API_KEY)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    mirror_name: str = field(metadata={"kafka_type": "string"})
+    """The cluster mirror name."""
+    topics: tuple[TopicData, ...]
+    """The data for the topics."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicResult:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(API_KEY)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    name: str = field(metadata={"kafka_type": "string"})
+    """The topic name."""
+    error_code: i16 = field(metadata={"kafka_type": "int16"})
+    """The error code, or 0 if there was no error."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveTopicsFromMirrorResponse:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(API_KEY)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    """The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota."""
+    error_code: i16 = field(metadata={"kafka_type": "int16"})
+    """The error code, or 0 if there was no error."""
+    error_message: str | None = field(metadata={"kafka_type": "string"}, default=None)
+    """The top-level error message, or null if there was no error."""
+    mirror_name: str = field(metadata={"kafka_type": "string"})
+    """The cluster mirror name."""
+    topics: tuple[TopicResult, ...]
+    """The results for the topics."""
