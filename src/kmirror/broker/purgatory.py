@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
 
 # -- the completion rules (pure) ------------------------------------------------------------
@@ -33,6 +34,20 @@ def delayed_produce_complete(
     leave them out of `required_offsets`. With one replica the HW is the LEO after the
     append, so this holds immediately."""
     return all(high_watermarks.get(tp, -1) >= offset for tp, offset in required_offsets.items())
+
+
+def delayed_produce_outcome(
+    required_offsets: Mapping[TopicPartition, int], check: Callable[[TopicPartition, int], tuple[bool, ErrorCode]]
+) -> dict[TopicPartition, ErrorCode]:
+    """Kafka `DelayedProduce.tryComplete` per partition: `check(tp, offset)` is the leader's
+    `checkEnoughReplicasReachOffset` (done?, error). Returns the error of every partition that
+    is done; the operation completes when every partition is."""
+    done: dict[TopicPartition, ErrorCode] = {}
+    for tp, offset in required_offsets.items():
+        finished, error = check(tp, offset)
+        if finished:
+            done[tp] = error
+    return done
 
 
 def should_delay_fetch(max_wait_ms: int, min_bytes: int, accumulated_bytes: int, any_partition_error: bool) -> bool:

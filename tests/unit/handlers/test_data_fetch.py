@@ -139,11 +139,15 @@ def test_fetch_errors() -> None:
     assert partitions_of(by_id)[0].error_code == ErrorCode.unknown_topic_id
 
 
-def test_fetch_from_follower_replica_is_not_leader() -> None:
+def test_consumer_fetch_from_a_follower_needs_client_metadata() -> None:
     image = image_with({"t": (T_ID, {0: PartitionRegistration((1, 2), (1, 2), 2, 1, 0)})})
     services = data_services(image)
+    old = call_handler(handle, services, 1, 10, fetch_request(10, {"t": [(0, 0)]}))
+    assert partitions_of(old)[0].error_code == ErrorCode.not_leader_or_follower
+    # v11+ carries client metadata: a follower serves up to its HW (KIP-392)
     response = call_handler(handle, services, 1, 12, fetch_request(12, {"t": [(0, 0)]}))
-    assert partitions_of(response)[0].error_code == ErrorCode.not_leader_or_follower
+    p = partitions_of(response)[0]
+    assert p.error_code == ErrorCode.none and p.records == b"" and p.high_watermark == 0
 
 
 def test_fetch_session_errors() -> None:

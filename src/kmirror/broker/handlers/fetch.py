@@ -10,8 +10,11 @@ whether it is sessionless, opens a session, or is incremental, and which partiti
 answer carries. librdkafka and aiokafka fetch sessionless (session 0, epoch -1);
 kafka-python opens sessions and sends incremental requests.
 
-Follower fetches (`replica_id` >= 0) are refused by the replica manager until in-cluster
-replication lands; that is where they will be served.
+Follower fetches (`replica_id` >= 0, or `replica_state` in v15+) read up to the leader's
+LEO and update the follower's state on the leader; `last_fetched_epoch` (v12+) may be
+answered with `diverging_epoch`. Consumers sending client metadata (v11+, `rack_id`) may
+fetch from a follower, and a leader with a rack-aware replica selector answers them with
+`preferred_read_replica` (KIP-392).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     isolation_level = int(getattr(request, "isolation_level", 0))
     replica_id = _replica_id(request)
     requested: list[tuple[TopicPartition, SessionPartition]] = []
+    follower_fields: dict[TopicPartition, tuple[int, int]] = {}
     unknown_ids: list[tuple[uuid.UUID, int]] = []
     for topic in request.topics:
         topic_id = topic.topic_id if by_topic_id else ZERO_UUID
@@ -64,7 +68,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                 current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
                 topic_id=topic_id,
             )
-            requested.append((TopicPartition(name, int(p.partition)), state))
+            tp = TopicPartition(name, int(p.partition))
+            requested.append((tp, state))
+            follower_fields[tp] = (int(getattr(p, "last_fetched_epoch", -1)), int(getattr(p, "log_start_offset", -1)))
 
     session_id = int(getattr(request, "session_id", INVALID_SESSION_ID))
     session_epoch = int(getattr(request, "session_epoch", FINAL_EPOCH))
@@ -75,13 +81,18 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         return build(rt, throttle_time=_zero(), error_code=context.error, session_id=INVALID_SESSION_ID, responses=())
 
     reads = [
-        FetchPartitionRequest(tp, s.fetch_offset, s.partition_max_bytes, s.current_leader_epoch)
+        FetchPartitionRequest(
+            tp, s.fetch_offset, s.partition_max_bytes, s.current_leader_epoch, *follower_fields.get(tp, (-1, -1))
+        )
         for tp, s in context.partitions
     ]
     max_bytes = int(request.max_bytes)
+    replica_epoch = int(request.replica_state.replica_epoch) if hasattr(request, "replica_state") else -1
+    # KIP-392: v11+ consumers send client metadata (rack_id, maybe empty); older ones read the leader only.
+    client_rack = str(getattr(request, "rack_id", "") or "") if version >= 11 and replica_id < 0 else None
 
     def read() -> dict[TopicPartition, Any]:
-        return rm.fetch(reads, max_bytes, isolation_level, replica_id)
+        return rm.fetch(reads, max_bytes, isolation_level, replica_id, client_rack=client_rack, replica_epoch=replica_epoch)
 
     results = read()
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
@@ -159,6 +170,11 @@ def _response(
                 state, result.size > 0, None, result.high_watermark, result.last_stable_offset, result.log_start_offset
             ):
                 continue
+            fields: dict[str, Any] = {}
+            if result.diverging_epoch is not None and has_field(PartitionData, "diverging_epoch"):
+                fields["diverging_epoch"] = nested(rt, "EpochEndOffset")(
+                    epoch=result.diverging_epoch.leader_epoch, end_offset=result.diverging_epoch.end_offset
+                )
             data = build(
                 PartitionData,
                 partition_index=tp.partition,
@@ -167,8 +183,9 @@ def _response(
                 last_stable_offset=result.last_stable_offset,
                 log_start_offset=result.log_start_offset,
                 aborted_transactions=aborted,
-                preferred_read_replica=-1,
+                preferred_read_replica=result.preferred_read_replica,
                 records=result.records,
+                **fields,
             )
         else:
             context.should_answer(state, False, result.code, -1, -1, -1)

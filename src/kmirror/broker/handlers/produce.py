@@ -1,8 +1,10 @@
 """Produce (key 0), v3-v13: append each partition's batch on its leader (Kafka `handleProduceRequest`).
 
 v0-v2 carry legacy message formats and are not served (Kafka 4 serves v3+). acks=0 sends
-no response. acks=all waits in the purgatory until the HW covers the batch (immediately
-with one replica) or the request's timeout passes (REQUEST_TIMED_OUT).
+no response. acks=all waits in the purgatory until the HW covers the batch, i.e. every ISR
+member has it (Kafka `DelayedProduce`), or the request's timeout passes
+(REQUEST_TIMED_OUT). If by then the ISR shrank below `min.insync.replicas` the answer is
+NOT_ENOUGH_REPLICAS_AFTER_APPEND; if leadership moved, NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import uuid
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
-from kmirror.broker.purgatory import delayed_produce_complete, purgatory_for
+from kmirror.broker.purgatory import delayed_produce_outcome, purgatory_for
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
@@ -56,20 +58,23 @@ async def _await_high_watermark(services: BrokerServices, results: dict[TopicPar
     rm = services.replica_manager
     required = {tp: r.last_offset + 1 for tp, r in results.items() if isinstance(r, AppendOutcome)}
 
-    def high_watermarks() -> dict[TopicPartition, int]:
-        out: dict[TopicPartition, int] = {}
-        for tp in required:
-            partition = rm.get_partition(tp)
-            out[tp] = -1 if partition is None else partition.high_watermark
-        return out
+    def check(tp: TopicPartition, offset: int) -> tuple[bool, ErrorCode]:
+        partition = rm.get_partition(tp)
+        if partition is None:
+            return True, ErrorCode.not_leader_or_follower
+        done: tuple[bool, ErrorCode] = partition.check_enough_replicas_reach_offset(offset)
+        return done
 
-    if delayed_produce_complete(required, high_watermarks()):
-        return
-    await purgatory_for(rm).wait(required, lambda: delayed_produce_complete(required, high_watermarks()), timeout_ms)
-    reached = high_watermarks()
-    for tp, offset in required.items():
-        if reached.get(tp, -1) < offset:
-            results[tp] = PartitionError(ErrorCode.request_timed_out)
+    def complete() -> bool:
+        return len(delayed_produce_outcome(required, check)) == len(required)
+
+    if not complete():
+        await purgatory_for(rm).wait(required, complete, timeout_ms)
+    done = delayed_produce_outcome(required, check)
+    for tp in required:
+        error = done.get(tp, ErrorCode.request_timed_out)
+        if error != ErrorCode.none:
+            results[tp] = PartitionError(error)
 
 
 def _response(

@@ -1,0 +1,100 @@
+"""Where a fetcher fetches from (Kafka `LeaderEndPoint`).
+
+`LeaderEndPoint` is the port the asyncio fetcher awaits. `ReplicaManagerLeaderEndPoint`
+answers from a leader's `ReplicaManager` in the same process (tests, simulations, scenario
+scripts); `kmirror.replication.fetcher.remote_endpoint.RemoteLeaderEndPoint` speaks the Kafka
+protocol to the leader broker. A KIP-1279 mirror fetcher adds a third: the source cluster
+read through consumer Fetch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
+from kmirror.replication.outcomes import EpochEndOffset, PartitionError, ReadOutcome
+from kmirror.types import TopicPartition
+
+LATEST_OFFSET_FOR_REPLICA = -1  # ListOffsets LATEST answered to a replica: the leader's LEO
+
+
+class LeaderEndPoint(Protocol):
+    async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]: ...
+
+    async def fetch_epoch_end_offsets(
+        self, queries: Sequence[EpochQuery]
+    ) -> dict[TopicPartition, EpochEndOffset | ErrorCode]: ...
+
+    async def fetch_log_offsets(self, query: EpochQuery) -> tuple[int, int] | ErrorCode:
+        """(log start offset, log end offset) of the leader's replica."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def fetch_from_replica_manager(leader: Any, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
+    """Serve `plan` from a leader `ReplicaManager` exactly as its Fetch handler would."""
+    from kmirror.replication.replica_manager import FetchPartitionRequest
+
+    policy = plan.policy
+    requests = [
+        FetchPartitionRequest(
+            p.topic_partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
+            p.last_fetched_epoch, p.log_start_offset,
+        )
+        for p in plan.partitions
+    ]
+    results = leader.fetch(requests, policy.max_bytes, policy.isolation_level, policy.replica_id, replica_epoch=policy.replica_epoch)
+    return {tp: fetched_partition(r) for tp, r in results.items()}
+
+
+def fetched_partition(result: ReadOutcome | PartitionError) -> FetchedPartition:
+    if isinstance(result, PartitionError):
+        return FetchedPartition(result.code)
+    return FetchedPartition(
+        ErrorCode.none, result.records, result.high_watermark, result.log_start_offset,
+        result.last_stable_offset, result.diverging_epoch,
+    )
+
+
+def epoch_end_offsets_from_replica_manager(
+    leader: Any, queries: Sequence[EpochQuery]
+) -> dict[TopicPartition, EpochEndOffset | ErrorCode]:
+    out: dict[TopicPartition, EpochEndOffset | ErrorCode] = {}
+    for q in queries:
+        r = leader.offset_for_leader_epoch(q.topic_partition, q.current_leader_epoch, q.leader_epoch)
+        out[q.topic_partition] = r.code if isinstance(r, PartitionError) else r
+    return out
+
+
+def log_offsets_from_replica_manager(leader: Any, query: EpochQuery) -> tuple[int, int] | ErrorCode:
+    partition = leader.leader_partition(query.topic_partition)
+    if isinstance(partition, PartitionError):
+        return partition.code
+    fenced = partition.check_leader_epoch(query.current_leader_epoch)
+    if fenced is not None:
+        return fenced.code
+    if not partition.is_leader:
+        return ErrorCode.not_leader_or_follower
+    return partition.log.log_start_offset, partition.log.log_end_offset
+
+
+class ReplicaManagerLeaderEndPoint:
+    """An in-process leader (no network): for tests and simulations."""
+
+    def __init__(self, leader: Any) -> None:
+        self.leader = leader
+
+    async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
+        return fetch_from_replica_manager(self.leader, plan)
+
+    async def fetch_epoch_end_offsets(self, queries: Sequence[EpochQuery]) -> dict[TopicPartition, EpochEndOffset | ErrorCode]:
+        return epoch_end_offsets_from_replica_manager(self.leader, queries)
+
+    async def fetch_log_offsets(self, query: EpochQuery) -> tuple[int, int] | ErrorCode:
+        return log_offsets_from_replica_manager(self.leader, query)
+
+    async def close(self) -> None:
+        return None

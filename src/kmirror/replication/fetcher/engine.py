@@ -1,0 +1,284 @@
+"""The fetch engine: what to fetch next and what a leader's answer does to the local log.
+
+Sans-IO (Kafka `AbstractFetcherThread`'s logic without its thread). The engine keeps one
+`PartitionFetchState` per partition, plans requests (`epoch_queries`, `reset_queries`,
+`fetch_plan`) that the shell sends through a `LeaderEndPoint`, and applies the answers to
+the local replica through the `LocalReplica` port: append (offsets, epochs and bytes kept),
+truncate, follow the leader's high watermark and log start offset.
+
+Truncation (seed 004, "Epoch-Based Resolution"): given the leader's (epoch, end offset) for
+the follower's last epoch, the follower truncates to min(leader end offset, its own end
+offset for that epoch). If the leader answers with an older epoch the follower also has, the
+result is only a bound: the follower keeps truncating/fetching with its new latest epoch.
+Without any epoch the follower truncates to its high watermark (pre-KIP-101 rule).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+from uuid import UUID
+
+from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.fetcher.policy import FetchPolicy
+from kmirror.replication.fetcher.state import FetchPhase, PartitionFetchState
+from kmirror.replication.outcomes import EpochEndOffset
+from kmirror.types import TopicPartition
+
+
+class LocalReplica(Protocol):
+    """The local logs the engine writes (the replica manager's follower partitions)."""
+
+    def log_end_offset(self, tp: TopicPartition) -> int: ...
+
+    def high_watermark(self, tp: TopicPartition) -> int: ...
+
+    def log_start_offset(self, tp: TopicPartition) -> int: ...
+
+    def latest_epoch(self, tp: TopicPartition) -> int | None: ...
+
+    def end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int] | None: ...
+
+    def truncate_to(self, tp: TopicPartition, offset: int) -> None: ...
+
+    def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None: ...
+
+    def append(self, tp: TopicPartition, records: bytes | memoryview) -> ErrorCode:
+        """Append as follower; ErrorCode.none on success."""
+        ...
+
+    def update_high_watermark(self, tp: TopicPartition, high_watermark: int) -> None: ...
+
+    def maybe_increment_log_start_offset(self, tp: TopicPartition, offset: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    """One partition of a leader's Fetch answer, as the endpoint decoded it."""
+
+    error: ErrorCode
+    records: bytes | memoryview = b""
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    last_stable_offset: int = -1
+    diverging_epoch: EpochEndOffset | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionPlan:
+    topic_partition: TopicPartition
+    topic_id: UUID
+    fetch_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPlan:
+    partitions: tuple[FetchPartitionPlan, ...]
+    policy: FetchPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class EpochQuery:
+    topic_partition: TopicPartition
+    topic_id: UUID
+    current_leader_epoch: int
+    leader_epoch: int
+
+
+class FetchEngine:
+    def __init__(self, local: LocalReplica, policy: FetchPolicy) -> None:
+        self.local = local
+        self.policy = policy
+        self.states: dict[TopicPartition, PartitionFetchState] = {}
+
+    # -- membership ---------------------------------------------------------------------
+
+    def add_partition(self, tp: TopicPartition, topic_id: UUID, leader_epoch: int) -> None:
+        """Start (or restart, on a new leader epoch) fetching `tp` from the local LEO."""
+        latest = self.local.latest_epoch(tp)
+        truncate_first = latest is None or not self.policy.truncate_on_fetch
+        self.states[tp] = PartitionFetchState(
+            tp,
+            topic_id,
+            fetch_offset=self.local.log_end_offset(tp),
+            current_leader_epoch=leader_epoch,
+            last_fetched_epoch=-1 if latest is None else latest,
+            phase=FetchPhase.TRUNCATING if truncate_first else FetchPhase.FETCHING,
+        )
+
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self.states.pop(tp, None)
+
+    # -- truncation ---------------------------------------------------------------------
+
+    def epoch_queries(self, now_ms: int) -> list[EpochQuery]:
+        """OffsetsForLeaderEpoch to send for TRUNCATING partitions that know an epoch;
+        those without one truncate to their HW right here."""
+        queries: list[EpochQuery] = []
+        for tp, st in list(self.states.items()):
+            if st.phase is not FetchPhase.TRUNCATING or not st.is_ready(now_ms):
+                continue
+            latest = self.local.latest_epoch(tp)
+            if latest is None:
+                self.local.truncate_to(tp, self.local.high_watermark(tp))
+                self._fetch_from_log_end(tp, st)
+            else:
+                queries.append(EpochQuery(tp, st.topic_id, st.current_leader_epoch, latest))
+        return queries
+
+    def handle_epoch_end_offsets(
+        self, results: Mapping[TopicPartition, EpochEndOffset | ErrorCode], now_ms: int
+    ) -> None:
+        for tp, result in results.items():
+            st = self.states.get(tp)
+            if st is None or st.phase is not FetchPhase.TRUNCATING:
+                continue
+            if isinstance(result, ErrorCode):
+                self._on_error(tp, st, result, now_ms)
+                continue
+            completed = self._truncate(tp, result)
+            st = self.states[tp]
+            if completed:
+                self._fetch_from_log_end(tp, st)
+            else:
+                latest = self.local.latest_epoch(tp)
+                self.states[tp] = st.to(FetchPhase.TRUNCATING, last_fetched_epoch=-1 if latest is None else latest)
+
+    def _truncate(self, tp: TopicPartition, leader: EpochEndOffset) -> bool:
+        """Kafka `getOffsetTruncationState`; True when truncation is complete."""
+        local_end = self.local.log_end_offset(tp)
+        completed = True
+        if leader.end_offset < 0:
+            offset = self.local.high_watermark(tp)
+        elif leader.leader_epoch < 0:
+            offset = min(leader.end_offset, local_end)
+        else:
+            mine = self.local.end_offset_for_epoch(tp, leader.leader_epoch)
+            if mine is None:
+                offset = min(leader.end_offset, local_end)
+            else:
+                offset = min(mine[1], leader.end_offset)
+                completed = mine[0] == leader.leader_epoch
+        if offset < local_end:
+            self.local.truncate_to(tp, offset)
+        return completed
+
+    def _fetch_from_log_end(self, tp: TopicPartition, st: PartitionFetchState) -> None:
+        latest = self.local.latest_epoch(tp)
+        self.states[tp] = st.to(
+            FetchPhase.FETCHING,
+            fetch_offset=self.local.log_end_offset(tp),
+            last_fetched_epoch=-1 if latest is None else latest,
+            delay_until_ms=0,
+        )
+
+    # -- out of range -------------------------------------------------------------------
+
+    def reset_queries(self, now_ms: int) -> list[EpochQuery]:
+        """Partitions whose fetch offset the leader rejected: ask its log start/end offsets
+        (`leader_epoch` in the query is unused)."""
+        return [
+            EpochQuery(tp, st.topic_id, st.current_leader_epoch, -1)
+            for tp, st in self.states.items()
+            if st.phase is FetchPhase.RESETTING and st.is_ready(now_ms)
+        ]
+
+    def handle_leader_offsets(self, tp: TopicPartition, leader_start: int, leader_end: int) -> None:
+        """Kafka `fetchOffsetAndTruncate`: a follower ahead of the leader's LEO truncates to
+        it; one behind the leader's log start restarts empty at the log start."""
+        st = self.states.get(tp)
+        if st is None or st.phase is not FetchPhase.RESETTING:
+            return
+        local_end = self.local.log_end_offset(tp)
+        if leader_end < local_end:
+            self.local.truncate_to(tp, leader_end)
+        elif leader_start > local_end:
+            self.local.truncate_fully_and_start_at(tp, leader_start)
+        self._fetch_from_log_end(tp, st)
+
+    # -- fetching -----------------------------------------------------------------------
+
+    def fetch_plan(self, now_ms: int) -> FetchPlan | None:
+        parts = tuple(
+            FetchPartitionPlan(
+                tp,
+                st.topic_id,
+                st.fetch_offset,
+                st.current_leader_epoch,
+                st.last_fetched_epoch if self.policy.truncate_on_fetch else -1,
+                self.local.log_start_offset(tp),
+                self.policy.partition_max_bytes,
+            )
+            for tp, st in self.states.items()
+            if st.phase is FetchPhase.FETCHING and st.is_ready(now_ms)
+        )
+        return FetchPlan(parts, self.policy) if parts else None
+
+    def handle_fetch_response(
+        self, plan: FetchPlan, results: Mapping[TopicPartition, FetchedPartition], now_ms: int
+    ) -> set[TopicPartition]:
+        """Apply a Fetch answer; returns the partitions whose log or HW changed."""
+        changed: set[TopicPartition] = set()
+        for asked in plan.partitions:
+            tp = asked.topic_partition
+            st = self.states.get(tp)
+            result = results.get(tp)
+            # Kafka: ignore answers to a fetch state that changed meanwhile.
+            if (
+                st is None
+                or result is None
+                or st.phase is not FetchPhase.FETCHING
+                or st.fetch_offset != asked.fetch_offset
+                or st.current_leader_epoch != asked.current_leader_epoch
+            ):
+                continue
+            if result.error != ErrorCode.none:
+                self._on_error(tp, st, result.error, now_ms)
+                continue
+            if result.diverging_epoch is not None:
+                self._truncate(tp, result.diverging_epoch)
+                self._fetch_from_log_end(tp, st)
+                changed.add(tp)
+                continue
+            if len(result.records) > 0:
+                error = self.local.append(tp, result.records)
+                if error != ErrorCode.none:
+                    self._on_error(tp, st, error, now_ms)
+                    continue
+                self._fetch_from_log_end(tp, st)
+                changed.add(tp)
+            if result.high_watermark >= 0:
+                before = self.local.high_watermark(tp)
+                self.local.update_high_watermark(tp, result.high_watermark)
+                if self.local.high_watermark(tp) != before:
+                    changed.add(tp)
+            if result.log_start_offset >= 0:
+                self.local.maybe_increment_log_start_offset(tp, result.log_start_offset)
+        return changed
+
+    def handle_failure(self, tps: Iterable[TopicPartition], now_ms: int) -> None:
+        """The request failed as a whole (connection lost, timeout): back off."""
+        for tp in tps:
+            st = self.states.get(tp)
+            if st is not None:
+                self.states[tp] = st.delayed(now_ms + self.policy.backoff_ms)
+
+    def _on_error(self, tp: TopicPartition, st: PartitionFetchState, error: ErrorCode, now_ms: int) -> None:
+        if error == ErrorCode.offset_out_of_range:
+            self.states[tp] = st.to(FetchPhase.RESETTING)
+        elif error == ErrorCode.fenced_leader_epoch:
+            # Our leader epoch is stale: wait for the image to re-add the partition.
+            self.states[tp] = st.to(FetchPhase.FENCED)
+        else:
+            self.states[tp] = st.delayed(now_ms + self.policy.backoff_ms)
+
+    def next_ready_ms(self) -> int | None:
+        """The earliest time a delayed partition becomes ready (None when none is delayed)."""
+        delays = [st.delay_until_ms for st in self.states.values() if st.phase is not FetchPhase.FENCED]
+        return min(delays) if delays else None
