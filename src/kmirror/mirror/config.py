@@ -1,0 +1,201 @@
+"""Mirror configuration (KIP-1279 "Configuration"): per-mirror configs stored as metadata
+ConfigRecords of resource type MIRROR, the mirror topic configs, and the broker configs.
+
+Mirror configs: `bootstrap.servers` (required), `security.protocol`, `sasl.*`, `ssl.*`
+(passed to the source connection), `mirror.topic.properties.exclude`,
+`mirror.groups.include`, `mirror.acl.include`. Any other key is refused (INVALID_CONFIG),
+as Kafka refuses unknown topic configs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from kmirror.config.definitions import LONG_MAX, ConfigDef, ConfigType, at_least
+from kmirror.mirror.membership import MIRROR_NAME_CONFIG
+
+BOOTSTRAP_SERVERS: Final = "bootstrap.servers"
+SECURITY_PROTOCOL: Final = "security.protocol"
+TOPIC_PROPERTIES_EXCLUDE: Final = "mirror.topic.properties.exclude"
+GROUPS_INCLUDE: Final = "mirror.groups.include"
+ACL_INCLUDE: Final = "mirror.acl.include"
+
+SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SOURCE_CONNECTION_PREFIXES: Final = ("sasl.", "ssl.")
+
+# KIP default of mirror.topic.properties.exclude. mirror.name is excluded whatever the value.
+DEFAULT_TOPIC_PROPERTIES_EXCLUDE: Final = (
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+    "message.timestamp.difference.max.ms",
+    "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms",
+    "message.timestamp.type",
+    "unclean.leader.election.enable",
+    "min.insync.replicas",
+    MIRROR_NAME_CONFIG,
+)
+ALWAYS_EXCLUDED_TOPIC_PROPERTIES: Final = frozenset({MIRROR_NAME_CONFIG})
+
+# Mirror topic configs (destination-local, set on the destination topic).
+SUPPORT_UNCLEAN_LEADER_ELECTION: Final = "mirror.support.unclean.leader.election"
+REPLICATION_THROTTLED_REPLICAS: Final = "mirror.replication.throttled.replicas"
+MIRROR_TOPIC_CONFIG_DEFS: Final = (
+    ConfigDef(MIRROR_NAME_CONFIG, ConfigType.STRING, None,
+              "The mirror that manages this topic (internal; hidden from DescribeConfigs)."),
+    ConfigDef(SUPPORT_UNCLEAN_LEADER_ELECTION, ConfigType.BOOLEAN, "false",
+              "When enabled, LME log truncation waits for all replicas (not just ISR members)."),
+    ConfigDef(REPLICATION_THROTTLED_REPLICAS, ConfigType.LIST, "",
+              "Replicas ([PartitionId]:[BrokerId] or *) whose mirror replication is throttled."),
+)
+
+# Broker configs, KIP defaults.
+MIRROR_BROKER_CONFIG_DEFS: Final = (
+    ConfigDef("mirror.topic.num.partitions", ConfigType.INT, "50",
+              "Number of partitions for the __mirror_state internal topic.", at_least(1)),
+    ConfigDef("mirror.topic.replication.factor", ConfigType.SHORT, "3",
+              "Replication factor for the __mirror_state internal topic.", at_least(1)),
+    ConfigDef("mirror.num.replica.fetchers", ConfigType.INT, "1",
+              "Number of fetcher threads per mirrored source broker.", at_least(1)),
+    ConfigDef("mirror.metadata.refresh.interval.ms", ConfigType.LONG, "30000",
+              "Interval at which the coordinator refreshes metadata from source clusters.", at_least(1)),
+    ConfigDef("mirror.replication.throttled.rate", ConfigType.LONG, str(LONG_MAX),
+              "Upper bound (bytes/sec) on mirror replication traffic of throttled replicas.", at_least(0)),
+)
+
+MIRROR_STATE_TOPIC: Final = "__mirror_state"
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorBrokerConfig:
+    mirror_topic_num_partitions: int = 50
+    mirror_topic_replication_factor: int = 3
+    mirror_num_replica_fetchers: int = 1
+    mirror_metadata_refresh_interval_ms: int = 30000
+    mirror_replication_throttled_rate: int = LONG_MAX
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> MirrorBrokerConfig:
+        """Typed values of the mirror keys in `props`; raises ConfigError naming a bad key."""
+        values = {d.name.replace(".", "_"): d.parse(props.get(d.name, d.default)) for d in MIRROR_BROKER_CONFIG_DEFS}
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidMirrorConfig:
+    """Answered as INVALID_CONFIG at the edge."""
+
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class AclRule:
+    """One `mirror.acl.include` rule: resourceType;resourceName;operation;permissionType;principal.
+    `*` (or an omitted trailing field) matches anything; resource name and principal are
+    regexes (full match), the other fields compare case-insensitively."""
+
+    resource_type: str = "*"
+    resource_name: str = "*"
+    operation: str = "*"
+    permission_type: str = "*"
+    principal: str = "*"
+
+    @classmethod
+    def parse(cls, text: str) -> AclRule:
+        fields = [f.strip() for f in text.split(";")]
+        if len(fields) > 5 or any(not f for f in fields):
+            raise ValueError(f"invalid ACL include rule {text!r}")
+        for regex in fields[1:2] + fields[4:5]:
+            if regex != "*":
+                re.compile(regex)
+        return cls(*fields)
+
+    def matches(self, resource_type: str, resource_name: str, operation: str, permission_type: str,
+                principal: str) -> bool:
+        def exact(rule: str, value: str) -> bool:
+            return rule == "*" or rule.upper() == value.upper()
+
+        def regex(rule: str, value: str) -> bool:
+            return rule == "*" or re.fullmatch(rule, value) is not None
+
+        return (exact(self.resource_type, resource_type) and regex(self.resource_name, resource_name)
+                and exact(self.operation, operation) and exact(self.permission_type, permission_type)
+                and regex(self.principal, principal))
+
+
+def _split_list(value: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorConfig:
+    bootstrap_servers: tuple[str, ...]
+    topic_properties_exclude: tuple[str, ...] = DEFAULT_TOPIC_PROPERTIES_EXCLUDE
+    groups_include: tuple[str, ...] = (".*",)
+    acl_include: tuple[AclRule, ...] = (AclRule(),)
+    source_connection: Mapping[str, str] = field(default_factory=dict)
+    """`bootstrap.servers`, `security.protocol`, `sasl.*`, `ssl.*`: the source client's config."""
+
+    def is_topic_property_excluded(self, name: str) -> bool:
+        """Never copied from the source: `mirror.name`, and every property matching one of
+        `mirror.topic.properties.exclude` (each entry a full-match regex; a plain name
+        matches itself)."""
+        if name in ALWAYS_EXCLUDED_TOPIC_PROPERTIES:
+            return True
+        return any(re.fullmatch(pattern, name) for pattern in self.topic_properties_exclude)
+
+    def topic_configs_to_copy(self, source_configs: Mapping[str, str]) -> dict[str, str]:
+        """The source topic configs a mirror topic takes (creation and periodic sync)."""
+        return {k: v for k, v in source_configs.items() if not self.is_topic_property_excluded(k)}
+
+    def is_group_included(self, group_id: str) -> bool:
+        return any(re.fullmatch(pattern, group_id) for pattern in self.groups_include)
+
+    def is_acl_included(self, resource_type: str, resource_name: str, operation: str, permission_type: str,
+                        principal: str) -> bool:
+        return any(rule.matches(resource_type, resource_name, operation, permission_type, principal)
+                   for rule in self.acl_include)
+
+
+def is_mirror_config_key(name: str) -> bool:
+    return name in (BOOTSTRAP_SERVERS, SECURITY_PROTOCOL, TOPIC_PROPERTIES_EXCLUDE, GROUPS_INCLUDE,
+                    ACL_INCLUDE) or name.startswith(SOURCE_CONNECTION_PREFIXES)
+
+
+def parse_mirror_config(configs: Mapping[str, str | None]) -> MirrorConfig | InvalidMirrorConfig:
+    """Validate a mirror's configs (CreateMirror, IncrementalAlterConfigs on a MIRROR
+    resource) and apply the KIP defaults. None values are treated as absent."""
+    present = {k: v for k, v in configs.items() if v is not None}
+    unknown = sorted(k for k in present if not is_mirror_config_key(k))
+    if unknown:
+        return InvalidMirrorConfig(f"Unknown mirror config(s): {', '.join(unknown)}")
+    servers = _split_list(present.get(BOOTSTRAP_SERVERS, ""))
+    if not servers:
+        return InvalidMirrorConfig(f"Missing required mirror config {BOOTSTRAP_SERVERS}")
+    for server in servers:
+        host, sep, port = server.rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            return InvalidMirrorConfig(f"Invalid url in {BOOTSTRAP_SERVERS}: {server}")
+    protocol = present.get(SECURITY_PROTOCOL)
+    if protocol is not None and protocol.upper() not in SECURITY_PROTOCOLS:
+        return InvalidMirrorConfig(f"Invalid value {protocol} for {SECURITY_PROTOCOL}: expected one of "
+                                   f"{', '.join(SECURITY_PROTOCOLS)}")
+    exclude = (_split_list(present[TOPIC_PROPERTIES_EXCLUDE]) if TOPIC_PROPERTIES_EXCLUDE in present
+               else DEFAULT_TOPIC_PROPERTIES_EXCLUDE)
+    groups = _split_list(present[GROUPS_INCLUDE]) if GROUPS_INCLUDE in present else (".*",)
+    for key, patterns in ((TOPIC_PROPERTIES_EXCLUDE, exclude), (GROUPS_INCLUDE, groups)):
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                return InvalidMirrorConfig(f"Invalid regex {pattern!r} in {key}: {e}")
+    try:
+        acls = tuple(AclRule.parse(r) for r in _split_list(present.get(ACL_INCLUDE, "*")))
+    except (ValueError, re.error) as e:
+        return InvalidMirrorConfig(f"Invalid value for {ACL_INCLUDE}: {e}")
+    connection = {k: v for k, v in present.items()
+                  if k in (BOOTSTRAP_SERVERS, SECURITY_PROTOCOL) or k.startswith(SOURCE_CONNECTION_PREFIXES)}
+    return MirrorConfig(servers, exclude, groups, acls, connection)

@@ -1,0 +1,185 @@
+"""Failover (STOPPING), pause and resume as ordered plans (KIP-1279 "Remove Topics from
+Mirror", "Idempotent Producer", "Pause Topics", "Resume Topics").
+
+A plan is a tuple of actions the partition leader's shell executes in order, each only
+after the previous one succeeded (persist before you act on it). Values that depend on the
+log at that moment (the LSO, the LME) are computed by the shell with the functions here
+when it reaches the step, not frozen when the plan is made.
+
+Stopping order. The KIP lists the STOPPING steps in two different orders (remove fetcher,
+bump epoch, truncate, LME, PID reset / remove fetcher, truncate, LME, PID reset). kmirror
+runs: remove fetcher -> truncate to LSO -> persist LME -> bump leader epoch above the LME ->
+append MIRROR_PID_RESET -> STOPPED. The LME is read after the truncation and before any
+local append; the epoch bump precedes the control record because the record is appended as
+leader with the local leader epoch, which must exceed every mirrored epoch or the epoch cache
+would go backwards (docs/design/mirroring.md "Stopping order").
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Final
+
+from kmirror.mirror.state import MirrorPartitionState
+from kmirror.records.batch import BatchHeader
+from kmirror.records.control import ControlType
+
+S = MirrorPartitionState
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionTo:
+    """Persist the partition state (local append or WriteMirrorStates)."""
+
+    state: MirrorPartitionState
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveFetcher:
+    """Remove the partition from its mirror fetcher; wait until no fetch is in flight for it."""
+
+
+@dataclass(frozen=True, slots=True)
+class TruncateToLastStableOffset:
+    """Truncate the local log to its LSO: drop records of undecided transactions."""
+
+
+@dataclass(frozen=True, slots=True)
+class PersistLastMirroredEpoch:
+    """Persist `last_mirrored_epoch_of(epoch cache)` (after truncation) in `__mirror_state`."""
+
+
+@dataclass(frozen=True, slots=True)
+class BumpLeaderEpoch:
+    """BumpLeaderEpochs with minLeaderEpoch = `bump_min_leader_epoch(lme)`; done once this
+    leader runs with the new epoch (from the metadata update)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendMirrorPidReset:
+    """Append a MIRROR_PID_RESET control batch as leader (new epoch), value
+    `mirror_pid_reset_value(source_cluster_id)`; its append expires all producer state."""
+
+    source_cluster_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClearReadOnly:
+    """The partition accepts Produce again."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClearState:
+    """Tombstone the partition's state record (back to UNKNOWN, the absence of state)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartFetcher:
+    """Add the partition to a mirror fetcher, fetching from the local log end offset."""
+
+
+Action = (TransitionTo | RemoveFetcher | TruncateToLastStableOffset | PersistLastMirroredEpoch | BumpLeaderEpoch
+          | AppendMirrorPidReset | ClearReadOnly | ClearState | StartFetcher)
+
+
+def _detach_steps(source_cluster_id: str) -> tuple[Action, ...]:
+    return (
+        RemoveFetcher(),
+        TruncateToLastStableOffset(),
+        PersistLastMirroredEpoch(),
+        BumpLeaderEpoch(),
+        AppendMirrorPidReset(source_cluster_id),
+    )
+
+
+def stopping_plan(current: MirrorPartitionState, source_cluster_id: str) -> tuple[Action, ...]:
+    """Failover of one partition, from MIRRORING or PAUSED (STOPPING is valid from these
+    only). From FAILED the KIP's restart recipe ("remove and add back") runs the same safe
+    steps, then clears the state instead of entering STOPPING/STOPPED, which the table does
+    not allow from FAILED; a partition without state is added back through UNKNOWN ->
+    PREPARING. Raises ValueError for any other state (the caller drives the partition to
+    one of these first: `kmirror.mirror.membership.desired_state`)."""
+    if current in (S.MIRRORING, S.PAUSED):
+        return (TransitionTo(S.STOPPING), *_detach_steps(source_cluster_id), TransitionTo(S.STOPPED), ClearReadOnly())
+    if current is S.FAILED:
+        return (*_detach_steps(source_cluster_id), ClearState(), ClearReadOnly())
+    raise ValueError(f"no stopping plan from {current.name}")
+
+
+def pausing_plan(current: MirrorPartitionState) -> tuple[Action, ...]:
+    """Pause: MIRRORING -> PAUSING, remove the fetcher, PAUSED. The partition stays
+    read-only; metadata sync stops for it."""
+    if current is not S.MIRRORING:
+        raise ValueError(f"no pausing plan from {current.name}")
+    return (TransitionTo(S.PAUSING), RemoveFetcher(), TransitionTo(S.PAUSED))
+
+
+def resuming_plan(current: MirrorPartitionState) -> tuple[Action, ...]:
+    """Resume: PAUSED -> MIRRORING directly, no truncation, fetch from the local log end."""
+    if current is not S.PAUSED:
+        raise ValueError(f"no resuming plan from {current.name}")
+    return (TransitionTo(S.MIRRORING), StartFetcher())
+
+
+def bump_min_leader_epoch(last_mirrored_epoch: int) -> int:
+    """BumpLeaderEpochs.minLeaderEpoch: above every mirrored epoch."""
+    return max(last_mirrored_epoch, -1) + 1
+
+
+def bumped_leader_epoch(current_leader_epoch: int, min_leader_epoch: int) -> int:
+    """The controller's new partition leader epoch for a BumpLeaderEpochs entry: a normal
+    bump (current + 1), raised to at least `min_leader_epoch`. Epochs never go backwards."""
+    return max(current_leader_epoch + 1, min_leader_epoch)
+
+
+# ---- MIRROR_PID_RESET record ---------------------------------------------------------------
+
+MIRROR_PID_RESET_VERSION: Final = 0
+_INT16: Final = struct.Struct(">h")
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def mirror_pid_reset_value(source_cluster_id: str) -> bytes:
+    """The KIP's `MirrorPidResetRecord` v0 (flexible): Version int16, SourceClusterId compact
+    string, empty tagged fields."""
+    raw = source_cluster_id.encode("utf-8")
+    return _INT16.pack(MIRROR_PID_RESET_VERSION) + _uvarint(len(raw) + 1) + raw + b"\x00"
+
+
+def parse_mirror_pid_reset_value(value: bytes) -> tuple[int, str]:
+    """(version, source cluster id) of a MirrorPidResetRecord value; ValueError if malformed."""
+    if len(value) < 3:
+        raise ValueError("MirrorPidResetRecord value is too short")
+    (version,) = _INT16.unpack_from(value)
+    pos, length, shift = 2, 0, 0
+    while True:
+        if pos >= len(value):
+            raise ValueError("MirrorPidResetRecord value is truncated")
+        byte = value[pos]
+        pos += 1
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    if length == 0 or pos + length - 1 > len(value):
+        raise ValueError("MirrorPidResetRecord SourceClusterId is missing or truncated")
+    return version, value[pos:pos + length - 1].decode("utf-8")
+
+
+def expires_producer_state(header: BatchHeader, control_type: ControlType | None) -> bool:
+    """True when appending (or recovering) this batch must remove every producer entry from
+    the producer state: a control batch whose record is MIRROR_PID_RESET. `control_type` is
+    the batch's control type (None for data batches)."""
+    return header.is_control and control_type is ControlType.MIRROR_PID_RESET

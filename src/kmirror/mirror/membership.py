@@ -1,0 +1,238 @@
+"""Topic membership in a mirror: the topic config `mirror.name` (KIP-1279).
+
+`mirror.name=<mirror>` attaches a topic to a mirror; the controller appends `.paused`
+(PauseMirrorTopics) or `.removed` (RemoveTopicsFromMirror) and strips `.paused`
+(ResumeMirrorTopics). Values parse from the right (seed 001 AS3); mirror names cannot end
+with a suffix (`kmirror.mirror.names`), so parsing is unambiguous. The config is internal:
+never shown by DescribeConfigs, never copied from a source (`HIDDEN_TOPIC_CONFIGS`).
+
+This module holds, as pure functions over (current `mirror.name`, partition states):
+- what each KIP workflow writes to `mirror.name`, or why it is refused (`Rejected`, mapped
+  to the KIP error codes at the edge);
+- which state the partition leader drives a partition to when membership changes
+  (`desired_state`, the broker's onMetadataUpdate decision);
+- whether Produce is refused with READ_ONLY_TOPIC (`is_read_only`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+from kmirror.mirror.names import PAUSED_SUFFIX, REMOVED_SUFFIX
+from kmirror.mirror.state import READ_ONLY_STATES, MirrorPartitionState
+
+S = MirrorPartitionState
+
+MIRROR_NAME_CONFIG: Final = "mirror.name"
+HIDDEN_TOPIC_CONFIGS: Final = frozenset({MIRROR_NAME_CONFIG})
+
+
+class MembershipStatus(Enum):
+    ACTIVE = ""
+    PAUSED = PAUSED_SUFFIX
+    REMOVED = REMOVED_SUFFIX
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    mirror_name: str
+    status: MembershipStatus = MembershipStatus.ACTIVE
+
+    @property
+    def config_value(self) -> str:
+        """The `mirror.name` value that records this membership."""
+        return self.mirror_name + self.status.value
+
+
+def parse_mirror_name_config(value: str | None) -> Membership | None:
+    """A topic's membership from its `mirror.name` value; None when not in any mirror."""
+    if not value:
+        return None
+    for status in (MembershipStatus.REMOVED, MembershipStatus.PAUSED):
+        if value.endswith(status.value) and len(value) > len(status.value):
+            return Membership(value[: -len(status.value)], status)
+    return Membership(value)
+
+
+# ---- controller workflows ------------------------------------------------------------------
+
+
+class Refusal(Enum):
+    """KIP-1279 error names; the edge maps them to codes (`kmirror.mirror.errors`)."""
+
+    INVALID_REQUEST = "INVALID_REQUEST"
+    UNKNOWN_MIRROR = "UNKNOWN_MIRROR"
+    TOPIC_ALREADY_IN_MIRROR = "TOPIC_ALREADY_IN_MIRROR"
+    TOPIC_NOT_IN_MIRROR = "TOPIC_NOT_IN_MIRROR"
+    MIRROR_TOPIC_ALREADY_PAUSED = "MIRROR_TOPIC_ALREADY_PAUSED"
+    MIRROR_TOPIC_NOT_PAUSED = "MIRROR_TOPIC_NOT_PAUSED"
+    MIRROR_TOPIC_BEING_REMOVED = "MIRROR_TOPIC_BEING_REMOVED"
+    MIRROR_NOT_EMPTY = "MIRROR_NOT_EMPTY"
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    refusal: Refusal
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetMirrorName:
+    """The `mirror.name` value to write (a ConfigRecord); None deletes the config."""
+
+    value: str | None
+
+
+# States from which each workflow accepts a topic: every partition must be in one of them.
+ADD_FROM_STATES: Final = frozenset({S.UNKNOWN, S.STOPPED})  # KIP AddTopicsToMirror
+PAUSE_FROM_STATES: Final = frozenset({S.MIRRORING})  # KIP Pause Topics
+# KIP RemoveTopicsFromMirror names PREPARING and MIRRORING (broker) or MIRRORING
+# (controller), while STOPPING is valid from MIRRORING and PAUSED and the KIP's restart
+# recipe for FAILED is "remove and add back". Failover must detach every attached partition
+# (a single `--remove --topic .*`), so every attached state is accepted; the leader reaches
+# STOPPING through the table (`desired_state`). UNKNOWN (leader not started) and STOPPED
+# (already detached) are refused. docs/design/mirroring.md "Removal".
+REMOVE_FROM_STATES: Final = frozenset({S.PREPARING, S.MIRRORING, S.PAUSING, S.PAUSED, S.FAILED})
+
+
+def _bad_states(states: Iterable[MirrorPartitionState], allowed: frozenset[MirrorPartitionState]) -> list[str]:
+    return sorted({s.name for s in states if s not in allowed})
+
+
+def add_topic(current: str | None, mirror_name: str,
+              partition_states: Iterable[MirrorPartitionState]) -> SetMirrorName | Rejected:
+    """AddTopicsToMirror for one topic. A topic detached from a mirror (`.removed`, all
+    partitions STOPPED) may be added again, to the same mirror (restart, failback) or another."""
+    membership = parse_mirror_name_config(current)
+    if membership is not None and membership.status is not MembershipStatus.REMOVED:
+        return Rejected(Refusal.TOPIC_ALREADY_IN_MIRROR,
+                        f"Topic is already assigned to mirror {membership.mirror_name}")
+    bad = _bad_states(partition_states, ADD_FROM_STATES)
+    if bad:
+        return Rejected(Refusal.INVALID_REQUEST, f"Topic partitions must be UNKNOWN or STOPPED, found {bad}")
+    return SetMirrorName(mirror_name)
+
+
+def _attached(current: str | None, mirror_name: str) -> Membership | Rejected:
+    membership = parse_mirror_name_config(current)
+    if membership is None:
+        return Rejected(Refusal.UNKNOWN_MIRROR, "The topic is not assigned to any mirror")
+    if membership.mirror_name != mirror_name:
+        return Rejected(Refusal.TOPIC_NOT_IN_MIRROR, f"The topic belongs to mirror {membership.mirror_name}")
+    return membership
+
+
+def remove_topic(current: str | None, mirror_name: str,
+                 partition_states: Iterable[MirrorPartitionState]) -> SetMirrorName | Rejected:
+    """RemoveTopicsFromMirror (failover) for one topic. Idempotent: removing a topic already
+    marked `.removed` answers success with the same value, so a failover command can be
+    re-run after a partial failure."""
+    membership = _attached(current, mirror_name)
+    if isinstance(membership, Rejected):
+        return membership
+    if membership.status is MembershipStatus.REMOVED:
+        return SetMirrorName(membership.config_value)
+    bad = _bad_states(partition_states, REMOVE_FROM_STATES)
+    if bad:
+        return Rejected(Refusal.INVALID_REQUEST, f"Topic partitions are not attached to the mirror: {bad}")
+    return SetMirrorName(Membership(mirror_name, MembershipStatus.REMOVED).config_value)
+
+
+def pause_topic(current: str | None, mirror_name: str,
+                partition_states: Iterable[MirrorPartitionState]) -> SetMirrorName | Rejected:
+    membership = _attached(current, mirror_name)
+    if isinstance(membership, Rejected):
+        return membership
+    if membership.status is MembershipStatus.PAUSED:
+        return Rejected(Refusal.MIRROR_TOPIC_ALREADY_PAUSED, "The mirror topic is already paused")
+    if membership.status is MembershipStatus.REMOVED:
+        return Rejected(Refusal.MIRROR_TOPIC_BEING_REMOVED, "The mirror topic is being removed")
+    bad = _bad_states(partition_states, PAUSE_FROM_STATES)
+    if bad:
+        return Rejected(Refusal.INVALID_REQUEST, f"Topic partitions must be MIRRORING, found {bad}")
+    return SetMirrorName(Membership(mirror_name, MembershipStatus.PAUSED).config_value)
+
+
+def resume_topic(current: str | None, mirror_name: str) -> SetMirrorName | Rejected:
+    membership = _attached(current, mirror_name)
+    if isinstance(membership, Rejected):
+        return membership
+    if membership.status is MembershipStatus.REMOVED:
+        return Rejected(Refusal.MIRROR_TOPIC_BEING_REMOVED, "The mirror topic is being removed")
+    if membership.status is MembershipStatus.ACTIVE:
+        return Rejected(Refusal.MIRROR_TOPIC_NOT_PAUSED, "The mirror topic is not paused")
+    return SetMirrorName(mirror_name)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteMirrorPlan:
+    """Topics whose `mirror.name` is deleted (they keep their data and stay writable)."""
+
+    detached_topics: tuple[str, ...]
+
+
+def delete_mirror(mirror_name: str, topic_configs: Mapping[str, str | None],
+                  partition_states: Mapping[str, Iterable[MirrorPartitionState]]) -> DeleteMirrorPlan | Rejected:
+    """DeleteMirror: refused with MIRROR_NOT_EMPTY while a topic is attached (active or
+    paused) or a removed topic has a partition not yet STOPPED (KIP: "empty or all its
+    partitions in STOPPED state"). A removed partition without state (UNKNOWN: its FAILED
+    state was cleared by the removal) counts as stopped."""
+    detached: list[str] = []
+    for topic, value in sorted(topic_configs.items()):
+        membership = parse_mirror_name_config(value)
+        if membership is None or membership.mirror_name != mirror_name:
+            continue
+        if membership.status is not MembershipStatus.REMOVED:
+            return Rejected(Refusal.MIRROR_NOT_EMPTY, f"Topic {topic} is still in mirror {mirror_name}")
+        pending = _bad_states(partition_states.get(topic, ()), frozenset({S.STOPPED, S.UNKNOWN}))
+        if pending:
+            return Rejected(Refusal.MIRROR_NOT_EMPTY, f"Topic {topic} has partitions not yet stopped: {pending}")
+        detached.append(topic)
+    return DeleteMirrorPlan(tuple(detached))
+
+
+# ---- partition leader reactions ------------------------------------------------------------
+
+
+def desired_state(membership: Membership | None, state: MirrorPartitionState) -> MirrorPartitionState | None:
+    """The next state the partition leader moves to for this membership, or None to stay.
+
+    Follows the KIP's workflows; every answer is a legal transition from `state`:
+    - active: UNKNOWN / STOPPED -> PREPARING (add, restart, failback); PAUSED -> MIRRORING
+      (resume: no truncation, fetch from the local log end); PREPARING moves on to
+      MIRRORING only when truncation completes (`kmirror.mirror.truncation`), not here;
+    - paused: MIRRORING -> PAUSING; PAUSING -> PAUSED once the fetcher is removed (the
+      caller asks after removing it); PREPARING first completes to MIRRORING;
+    - removed: MIRRORING / PAUSED -> STOPPING; PAUSING -> PAUSED first; PREPARING -> FAILED
+      (the source may be gone, so truncation may never finish: failover must not wait on
+      it, and FAILED partitions are detached by the failover plan); STOPPING -> STOPPED is
+      reported by the failover plan, not decided here.
+    - not in a mirror: nothing to do.
+    """
+    if membership is None:
+        return None
+    status = membership.status
+    if status is MembershipStatus.ACTIVE:
+        return {S.UNKNOWN: S.PREPARING, S.STOPPED: S.PREPARING, S.PAUSED: S.MIRRORING}.get(state)
+    if status is MembershipStatus.PAUSED:
+        return {S.MIRRORING: S.PAUSING, S.PAUSING: S.PAUSED}.get(state)
+    return {S.MIRRORING: S.STOPPING, S.PAUSED: S.STOPPING, S.PAUSING: S.PAUSED, S.PREPARING: S.FAILED}.get(state)
+
+
+def is_read_only(membership: Membership | None, state: MirrorPartitionState | None) -> bool:
+    """True when Produce / DeleteRecords must get READ_ONLY_TOPIC.
+
+    `state` is the coordinator's answer for the partition, or None while it is not known
+    (coordinator loading or unreachable): an attached topic is then read-only, the safe
+    side. A removed topic becomes writable only once its partition is STOPPED, or has no
+    state left (a FAILED partition whose removal cleared it), i.e. after the failover
+    plan truncated to the LSO, reset producer ids and bumped the leader epoch.
+    """
+    if membership is None:
+        return False
+    if membership.status is not MembershipStatus.REMOVED:
+        return True
+    return state is None or state in READ_ONLY_STATES

@@ -1,0 +1,102 @@
+import pytest
+
+from kmirror.mirror.failover import (
+    AppendMirrorPidReset,
+    BumpLeaderEpoch,
+    ClearReadOnly,
+    ClearState,
+    PersistLastMirroredEpoch,
+    RemoveFetcher,
+    StartFetcher,
+    TransitionTo,
+    TruncateToLastStableOffset,
+    bump_min_leader_epoch,
+    bumped_leader_epoch,
+    expires_producer_state,
+    mirror_pid_reset_value,
+    parse_mirror_pid_reset_value,
+    pausing_plan,
+    resuming_plan,
+    stopping_plan,
+)
+from kmirror.mirror.state import MirrorPartitionState, transition
+from kmirror.records.batch import read_header
+from kmirror.records.builder import SimpleRecord, build_batch
+from kmirror.records.control import ControlType, build_control_batch, read_control_type
+
+S = MirrorPartitionState
+
+
+def replay_states(start, plan):
+    state = start
+    for action in plan:
+        if isinstance(action, TransitionTo):
+            state = transition(state, action.state)
+    return state
+
+
+@pytest.mark.parametrize("start", [S.MIRRORING, S.PAUSED])
+def test_stopping_plan_order(start):
+    plan = stopping_plan(start, "src-cluster")
+    assert plan == (
+        TransitionTo(S.STOPPING), RemoveFetcher(), TruncateToLastStableOffset(), PersistLastMirroredEpoch(),
+        BumpLeaderEpoch(), AppendMirrorPidReset("src-cluster"), TransitionTo(S.STOPPED), ClearReadOnly(),
+    )
+    assert replay_states(start, plan) is S.STOPPED
+
+
+def test_failed_partition_is_detached_and_its_state_cleared():
+    plan = stopping_plan(S.FAILED, "c")
+    assert not any(isinstance(a, TransitionTo) for a in plan)
+    assert plan[-2:] == (ClearState(), ClearReadOnly())
+    assert AppendMirrorPidReset("c") in plan and BumpLeaderEpoch() in plan
+
+
+@pytest.mark.parametrize("start", [S.UNKNOWN, S.PREPARING, S.PAUSING, S.STOPPING, S.STOPPED])
+def test_no_stopping_plan_from_other_states(start):
+    with pytest.raises(ValueError):
+        stopping_plan(start, "c")
+
+
+def test_pause_and_resume_plans():
+    plan = pausing_plan(S.MIRRORING)
+    assert plan == (TransitionTo(S.PAUSING), RemoveFetcher(), TransitionTo(S.PAUSED))
+    assert replay_states(S.MIRRORING, plan) is S.PAUSED
+    resume = resuming_plan(S.PAUSED)
+    assert resume == (TransitionTo(S.MIRRORING), StartFetcher())
+    assert not any(isinstance(a, TruncateToLastStableOffset) for a in resume)
+    with pytest.raises(ValueError):
+        pausing_plan(S.PAUSED)
+    with pytest.raises(ValueError):
+        resuming_plan(S.MIRRORING)
+
+
+def test_epoch_bump_is_above_every_mirrored_epoch():
+    assert bump_min_leader_epoch(1) == 2
+    assert bump_min_leader_epoch(-1) == 0
+    assert bumped_leader_epoch(current_leader_epoch=0, min_leader_epoch=8) == 8
+    assert bumped_leader_epoch(current_leader_epoch=12, min_leader_epoch=8) == 13
+
+
+@pytest.mark.parametrize("cluster_id", ["lBq12jYZRp-9wF3M9MPopg", "", "x" * 300])
+def test_pid_reset_value_round_trip(cluster_id):
+    value = mirror_pid_reset_value(cluster_id)
+    assert value[:2] == b"\x00\x00" and value[-1:] == b"\x00"
+    assert parse_mirror_pid_reset_value(value) == (0, cluster_id)
+
+
+@pytest.mark.parametrize("bad", [b"", b"\x00\x00", b"\x00\x00\x00", b"\x00\x00\x05ab", b"\x00\x00\x80"])
+def test_pid_reset_value_malformed(bad):
+    with pytest.raises(ValueError):
+        parse_mirror_pid_reset_value(bad)
+
+
+def test_expiry_predicate_on_real_batches():
+    reset = build_control_batch(ControlType.MIRROR_PID_RESET, -1, -1, 0,
+                                value=mirror_pid_reset_value("c"), partition_leader_epoch=3)
+    header = read_header(reset, 0)
+    assert expires_producer_state(header, read_control_type(reset, 0))
+    commit = build_control_batch(ControlType.COMMIT, 7, 0, 0)
+    assert not expires_producer_state(read_header(commit, 0), read_control_type(commit, 0))
+    data = build_batch([SimpleRecord(b"k", b"v", (), 0)])
+    assert not expires_producer_state(read_header(data, 0), None)
