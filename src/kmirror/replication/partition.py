@@ -501,14 +501,18 @@ class Partition:
     # -- list offsets -------------------------------------------------------------------
 
     def fetch_offset_for_timestamp(
-        self, timestamp: int, isolation_level: int, current_leader_epoch: int
+        self, timestamp: int, isolation_level: int, current_leader_epoch: int, from_replica: bool = False
     ) -> TimestampOffset | None | PartitionError:
-        """Kafka `Partition.fetchOffsetForTimestamp` for consumers; None = no such offset."""
+        """Kafka `Partition.fetchOffsetForTimestamp`; None = no such offset. Consumers see up
+        to the HW (or LSO); a follower (`from_replica`) up to the LEO."""
         error = self._leader_check(current_leader_epoch)
         if error is not None:
             return error
         log = self.log
-        last_fetchable = log.last_stable_offset if isolation_level == READ_COMMITTED else log.high_watermark
+        if from_replica:
+            last_fetchable = log.log_end_offset
+        else:
+            last_fetchable = log.last_stable_offset if isolation_level == READ_COMMITTED else log.high_watermark
         if timestamp == LATEST_TIMESTAMP:
             # Kafka answers LATEST with the current leader epoch.
             return TimestampOffset(NO_TIMESTAMP, last_fetchable, self._state.leader_epoch)

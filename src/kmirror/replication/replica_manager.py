@@ -468,12 +468,17 @@ class ReplicaManager:
     # -- list offsets / epochs / delete records -----------------------------------------
 
     def list_offset(
-        self, tp: TopicPartition, timestamp: int, isolation_level: int, current_leader_epoch: int = -1
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        isolation_level: int,
+        current_leader_epoch: int = -1,
+        from_replica: bool = False,
     ) -> TimestampOffset | None | PartitionError:
         partition = self.leader_partition(tp)
         if isinstance(partition, PartitionError):
             return partition
-        return partition.fetch_offset_for_timestamp(timestamp, isolation_level, current_leader_epoch)
+        return partition.fetch_offset_for_timestamp(timestamp, isolation_level, current_leader_epoch, from_replica)
 
     def offset_for_leader_epoch(
         self, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int

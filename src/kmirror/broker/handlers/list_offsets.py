@@ -31,6 +31,8 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     PartitionResponse = nested(rt, "ListOffsetsPartitionResponse")
     rm = services.replica_manager
     isolation_level = int(getattr(request, "isolation_level", 0))
+    # A follower (replica_id >= 0) reads the leader's raw log bounds: LATEST is the LEO.
+    from_replica = int(getattr(request, "replica_id", CONSUMER_REPLICA_ID)) >= 0
     topics = []
     for topic in request.topics:
         # Kafka answers a partition listed twice with INVALID_REQUEST.
@@ -48,7 +50,9 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                 found = rm.leader_partition(tp)
                 result = found if isinstance(found, PartitionError) else None
             else:
-                result = rm.list_offset(tp, timestamp, isolation_level, int(getattr(p, "current_leader_epoch", -1)))
+                result = rm.list_offset(
+                    tp, timestamp, isolation_level, int(getattr(p, "current_leader_epoch", -1)), from_replica=from_replica
+                )
             partitions.append(_partition_response(PartitionResponse, index, result))
         topics.append(TopicResponse(name=topic.name, partitions=tuple(partitions)))
     return build(rt, throttle_time=datetime.timedelta(0), topics=tuple(topics))

@@ -1,0 +1,115 @@
+"""Sends the leader's ISR changes to the controller (Kafka `AlterPartitionManager`).
+
+The asyncio side of `AlterPartitionPort`: each submitted `AlterPartitionItem` becomes an
+AlterPartition request (key 56, v2 `new_isr` or v3 `new_isr_with_epochs`) through the
+broker's controller channel, and the answer goes back to the replica manager. A request that
+cannot be sent, or is refused as a whole, is answered to the partition as an error so the
+change reverts and the next ISR check proposes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kmirror.protocol.entities import build, has_field, nested
+from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.outcomes import AlterPartitionItem
+from kmirror.replication.partition import PartitionState
+
+log = logging.getLogger(__name__)
+ALTER_PARTITION = 56
+
+
+class ControllerSender(Protocol):
+    """The part of `kmirror.runtime.controller_channel.ControllerChannel` used here."""
+
+    async def connection(self) -> Any: ...
+
+    async def send(self, api_key: int, timeout_ms: int | None = None, **fields: Any) -> Any: ...
+
+
+class AlterPartitionSender:
+    def __init__(
+        self,
+        channel: ControllerSender,
+        replica_manager: Any,
+        broker_id: int,
+        broker_epoch: Callable[[], int] = lambda: -1,
+    ) -> None:
+        self.channel = channel
+        self.replica_manager = replica_manager
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def submit(self, item: AlterPartitionItem) -> None:
+        task = asyncio.get_running_loop().create_task(self._send(item))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, item: AlterPartitionItem) -> None:
+        try:
+            response = await self._request(item)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("AlterPartition for %s-%d failed: %s", item.topic, item.partition, exc)
+            self.replica_manager.handle_alter_partition_response(item, ErrorCode.unknown_server_error)
+            return
+        error = ErrorCode(response.error_code)
+        if error != ErrorCode.none:
+            log.warning("AlterPartition for %s-%d refused: %s", item.topic, item.partition, error.name)
+            self.replica_manager.handle_alter_partition_response(item, error)
+            return
+        for topic in response.topics:
+            for p in topic.partitions:
+                if int(p.partition_index) != item.partition:
+                    continue
+                code = ErrorCode(p.error_code)
+                committed = None
+                if code == ErrorCode.none:
+                    committed = PartitionState(
+                        int(p.leader_id), int(p.leader_epoch), int(p.partition_epoch), (), tuple(int(b) for b in p.isr)
+                    )
+                else:
+                    log.info("AlterPartition for %s-%d: %s", item.topic, item.partition, code.name)
+                self.replica_manager.handle_alter_partition_response(item, code, committed)
+                return
+        self.replica_manager.handle_alter_partition_response(item, ErrorCode.unknown_server_error)
+
+    async def _request(self, item: AlterPartitionItem) -> Any:
+        conn = await self.channel.connection()
+        rt = conn.request_type(ALTER_PARTITION)
+        part_cls = nested(rt, "PartitionData")
+        fields: dict[str, Any] = {}
+        if has_field(part_cls, "new_isr_with_epochs"):
+            state_cls = nested(rt, "BrokerState")
+            fields["new_isr_with_epochs"] = tuple(
+                state_cls(broker_id=b, broker_epoch=e) for b, e in zip(item.new_isr, item.broker_epochs, strict=True)
+            )
+        else:
+            fields["new_isr"] = item.new_isr
+        part = build(
+            part_cls,
+            partition_index=item.partition,
+            leader_epoch=item.leader_epoch,
+            leader_recovery_state=0,
+            partition_epoch=item.partition_epoch,
+            **fields,
+        )
+        topic = build(nested(rt, "TopicData"), topic_id=item.topic_id, topic_name=item.topic, partitions=(part,))
+        return await self.channel.send(
+            ALTER_PARTITION, broker_id=self.broker_id, broker_epoch=self.broker_epoch(), topics=(topic,)
+        )
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass

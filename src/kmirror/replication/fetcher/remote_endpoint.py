@@ -1,0 +1,175 @@
+"""The leader broker over the Kafka protocol (Kafka `RemoteLeaderEndPoint`).
+
+Fetch v12+ (replica_id = this broker; `replica_state` from v15) with `last_fetched_epoch`,
+OffsetsForLeaderEpoch with `replica_id`, ListOffsets with `replica_id` (the leader answers
+its raw log start / log end). Sessionless fetches. Connects lazily through
+`kmirror.client.connection.BrokerConnection` and reconnects after a failure; a failure
+raises (the fetcher backs off).
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from kmirror.client.connection import BrokerConnection
+from kmirror.protocol.entities import build, has_field, nested
+from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
+from kmirror.replication.outcomes import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, EpochEndOffset
+from kmirror.types import TopicPartition
+
+FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
+
+
+class RemoteLeaderEndPoint:
+    def __init__(self, host: str, port: int, replica_id: int, *, client_id: str, request_timeout_ms: int = 30_000) -> None:
+        self.host = host
+        self.port = port
+        self.replica_id = replica_id
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self._conn: BrokerConnection | None = None
+
+    async def _connection(self) -> BrokerConnection:
+        if self._conn is None or not self._conn.connected:
+            if self._conn is not None:
+                await self._conn.close()
+            self._conn = None
+            conn = BrokerConnection(self.host, self.port, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms)
+            await conn.connect()
+            self._conn = conn
+        return self._conn
+
+    async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
+        conn = await self._connection()
+        rt = conn.request_type(FETCH)
+        by_id = has_field(nested(rt, "FetchTopic"), "topic_id") and not has_field(nested(rt, "FetchTopic"), "topic")
+        topics: dict[str, list[Any]] = {}
+        ids: dict[str, uuid.UUID] = {}
+        for p in plan.partitions:
+            tp = p.topic_partition
+            ids[tp.topic] = p.topic_id
+            topics.setdefault(tp.topic, []).append(
+                build(
+                    nested(rt, "FetchPartition"),
+                    partition=tp.partition,
+                    current_leader_epoch=p.current_leader_epoch,
+                    fetch_offset=p.fetch_offset,
+                    last_fetched_epoch=p.last_fetched_epoch,
+                    log_start_offset=p.log_start_offset,
+                    partition_max_bytes=p.partition_max_bytes,
+                )
+            )
+        policy = plan.policy
+        fields: dict[str, Any] = {}
+        if has_field(rt, "replica_state"):
+            fields["replica_state"] = nested(rt, "ReplicaState")(replica_id=policy.replica_id, replica_epoch=policy.replica_epoch)
+        request = build(
+            rt,
+            replica_id=policy.replica_id,
+            max_wait=datetime.timedelta(milliseconds=policy.max_wait_ms),
+            min_bytes=policy.min_bytes,
+            max_bytes=policy.max_bytes,
+            isolation_level=policy.isolation_level,
+            session_id=0,
+            session_epoch=-1,
+            topics=tuple(
+                build(nested(rt, "FetchTopic"), topic=name, topic_id=ids[name], partitions=tuple(parts))
+                for name, parts in topics.items()
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+            **fields,
+        )
+        timeout_ms = self.request_timeout_ms + policy.max_wait_ms
+        response = await conn.send(request, timeout_ms=timeout_ms)
+        names = {v: k for k, v in ids.items()}
+        out: dict[TopicPartition, FetchedPartition] = {}
+        if response.error_code != ErrorCode.none:
+            return {p.topic_partition: FetchedPartition(ErrorCode(response.error_code)) for p in plan.partitions}
+        for topic in response.responses:
+            name = names.get(topic.topic_id) if by_id else topic.topic
+            if name is None:
+                continue
+            for data in topic.partitions:
+                diverging = getattr(data, "diverging_epoch", None)
+                div = None
+                if diverging is not None and int(diverging.end_offset) >= 0:
+                    div = EpochEndOffset(int(diverging.epoch), int(diverging.end_offset))
+                out[TopicPartition(name, int(data.partition_index))] = FetchedPartition(
+                    ErrorCode(data.error_code),
+                    data.records or b"",
+                    int(data.high_watermark),
+                    int(getattr(data, "log_start_offset", -1)),
+                    int(getattr(data, "last_stable_offset", -1)),
+                    div,
+                )
+        return out
+
+    async def fetch_epoch_end_offsets(self, queries: Sequence[EpochQuery]) -> dict[TopicPartition, EpochEndOffset | ErrorCode]:
+        conn = await self._connection()
+        rt = conn.request_type(OFFSET_FOR_LEADER_EPOCH)
+        topics: dict[str, list[Any]] = {}
+        for q in queries:
+            topics.setdefault(q.topic_partition.topic, []).append(
+                build(
+                    nested(rt, "OffsetForLeaderPartition"),
+                    partition=q.topic_partition.partition,
+                    current_leader_epoch=q.current_leader_epoch,
+                    leader_epoch=q.leader_epoch,
+                )
+            )
+        request = build(
+            rt,
+            replica_id=self.replica_id,
+            topics=tuple(build(nested(rt, "OffsetForLeaderTopic"), topic=t, partitions=tuple(ps)) for t, ps in topics.items()),
+        )
+        response = await conn.send(request)
+        out: dict[TopicPartition, EpochEndOffset | ErrorCode] = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, int(p.partition))
+                code = ErrorCode(p.error_code)
+                out[tp] = code if code != ErrorCode.none else EpochEndOffset(int(p.leader_epoch), int(p.end_offset))
+        return out
+
+    async def fetch_log_offsets(self, query: EpochQuery) -> tuple[int, int] | ErrorCode:
+        start = await self._list_offset(query, EARLIEST_TIMESTAMP)
+        if isinstance(start, ErrorCode):
+            return start
+        end = await self._list_offset(query, LATEST_TIMESTAMP)
+        if isinstance(end, ErrorCode):
+            return end
+        return start, end
+
+    async def _list_offset(self, query: EpochQuery, timestamp: int) -> int | ErrorCode:
+        conn = await self._connection()
+        rt = conn.request_type(LIST_OFFSETS)
+        tp = query.topic_partition
+        part = build(
+            nested(rt, "ListOffsetsPartition"),
+            partition_index=tp.partition,
+            current_leader_epoch=query.current_leader_epoch,
+            timestamp=timestamp,
+            max_num_offsets=1,
+        )
+        request = build(
+            rt, replica_id=self.replica_id, isolation_level=0,
+            topics=(build(nested(rt, "ListOffsetsTopic"), name=tp.topic, partitions=(part,)),),
+        )
+        response = await conn.send(request)
+        for topic in response.topics:
+            for p in topic.partitions:
+                code = ErrorCode(p.error_code)
+                if code != ErrorCode.none:
+                    return code
+                return int(p.offset)
+        return ErrorCode.unknown_topic_or_partition
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()

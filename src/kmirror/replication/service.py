@@ -1,0 +1,111 @@
+"""The node's replication machinery in one place: replica fetchers, AlterPartition sending
+and the periodic ISR check (Kafka `ReplicaManager.startup`: `isr-expiration` every
+`replica.lag.time.max.ms / 2`).
+
+Built by the node with its replica manager and controller channel; `start` after the first
+metadata image, `on_metadata_change` after each image, `stop` before the logs close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kmirror.ports import Clock
+from kmirror.replication.alter_partition_sender import AlterPartitionSender, ControllerSender
+from kmirror.replication.fetcher.endpoint import LeaderEndPoint
+from kmirror.replication.fetcher.local_replica import ReplicaManagerLocalReplica
+from kmirror.replication.fetcher.manager import ReplicaFetcherManager
+from kmirror.replication.fetcher.policy import FetchPolicy
+from kmirror.replication.fetcher.remote_endpoint import RemoteLeaderEndPoint
+from kmirror.replication.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+def _config_int(config: Any, key: str, default: int) -> int:
+    values = getattr(config, "values", {})
+    value = values.get(key) if hasattr(values, "get") else None
+    return default if value is None else int(value)
+
+
+def fetch_policy_from(config: Any, broker_id: int) -> FetchPolicy:
+    return FetchPolicy(
+        replica_id=broker_id,
+        max_wait_ms=_config_int(config, "replica.fetch.wait.max.ms", 500),
+        min_bytes=_config_int(config, "replica.fetch.min.bytes", 1),
+        max_bytes=_config_int(config, "replica.fetch.response.max.bytes", 10 * 1024 * 1024),
+        partition_max_bytes=_config_int(config, "replica.fetch.max.bytes", 1024 * 1024),
+        backoff_ms=_config_int(config, "replica.fetch.backoff.ms", 1000),
+    )
+
+
+class ReplicationService:
+    def __init__(
+        self,
+        config: Any,
+        replica_manager: ReplicaManager,
+        controller_channel: ControllerSender,
+        clock: Clock,
+        broker_epoch: Callable[[], int] = lambda: -1,
+        endpoint_for: Callable[[int], LeaderEndPoint | None] | None = None,
+    ) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.clock = clock
+        self.broker_id = replica_manager.node_id
+        self.alter_partition = AlterPartitionSender(controller_channel, replica_manager, self.broker_id, broker_epoch)
+        self.fetcher_manager = ReplicaFetcherManager(
+            ReplicaManagerLocalReplica(replica_manager),
+            fetch_policy_from(config, self.broker_id),
+            endpoint_for or self._remote_endpoint,
+            clock,
+        )
+        self._isr_task: asyncio.Task[None] | None = None
+
+    def _remote_endpoint(self, leader_id: int) -> LeaderEndPoint | None:
+        """The leader's inter-broker listener from its registration in the image."""
+        image = self.replica_manager.image
+        registration = (getattr(image, "brokers", None) or {}).get(leader_id)
+        if registration is None:
+            return None
+        endpoint = registration.endpoint(getattr(self.config, "inter_broker_listener_name", None))
+        if endpoint is None:
+            return None
+        host = endpoint.host or "127.0.0.1"
+        return RemoteLeaderEndPoint(host, int(endpoint.port), self.broker_id, client_id=f"replica-fetcher-{self.broker_id}")
+
+    def start(self) -> None:
+        rm = self.replica_manager
+        rm.alter_partition = self.alter_partition
+        rm.add_role_listener(self.fetcher_manager.on_role_change)
+        self.fetcher_manager.on_role_change(rm.followed_partitions(), [])
+        self.fetcher_manager.start()
+        self._isr_task = asyncio.get_running_loop().create_task(self._isr_expiration(), name="isr-expiration")
+
+    def on_metadata_change(self, old_image: Any, new_image: Any) -> None:
+        del old_image, new_image
+        self.fetcher_manager.retry_pending()
+
+    async def _isr_expiration(self) -> None:
+        lag_ms = int(getattr(self.config, "replica_lag_time_max_ms", 30_000))
+        while True:
+            await asyncio.sleep(max(lag_ms // 2, 10) / 1000)
+            try:
+                self.replica_manager.maybe_shrink_isr()
+                await self.fetcher_manager.shutdown_idle_fetchers()
+            except Exception:
+                log.exception("ISR expiration check failed")
+
+    async def stop(self) -> None:
+        task, self._isr_task = self._isr_task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self.fetcher_manager.stop()
+        await self.alter_partition.close()
