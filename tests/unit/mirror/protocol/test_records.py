@@ -1,0 +1,121 @@
+import uuid
+
+import pytest
+
+from kmirror.metadata.records import ConfigRecord, FeatureLevelRecord
+from kmirror.mirror.protocol import pid_reset
+from kmirror.mirror.protocol import state_records as S
+from kmirror.mirror.protocol.find_coordinator import (
+    MIRROR_COORDINATOR_TYPE,
+    InvalidMirrorCoordinatorKey,
+    MirrorCoordinatorKey,
+)
+from kmirror.mirror.protocol.metadata_records import (
+    Membership,
+    MirrorNameConfig,
+    mirror_config_records,
+    mirror_version_record,
+)
+from kmirror.mirror.protocol.names import mirror_name_error
+from kmirror.records.control import ControlType, parse_control_key
+
+
+def test_last_mirror_epochs_key_matches_the_kips_dump_size() -> None:
+    # The KIP's dump: key {"type":"..","data":{"mirrorName":"my-mirror"}} has keySize 13.
+    key = S.encode_key(S.LastMirrorEpochsKey(mirror_name="my-mirror"))
+    assert key == b"\x00\x01" + b"\x00\x09my-mirror" and len(key) == 13
+
+
+def test_partition_state_value_layout_matches_the_kips_dump_size() -> None:
+    # The KIP's dump: payload {"topicName":"my-topic","partition":0,"state":1} has valueSize 17.
+    value = S.encode_value(S.MirrorPartitionStateValue(topic_name="my-topic", partition=0, state=1))
+    assert value == b"\x00\x00" + b"\x09my-topic" + b"\x00\x00\x00\x00" + b"\x01" + b"\x00"
+    assert value is not None and len(value) == 17
+
+
+def test_partition_state_key_is_the_composite_coordinator_key() -> None:
+    topic_id = uuid.UUID(int=7)
+    key = S.MirrorPartitionStateKey(mirror_name="m", topic_id=topic_id, partition=3)
+    encoded = S.encode_key(key)
+    assert encoded == b"\x00\x02" + b"\x00\x01m" + topic_id.bytes + b"\x00\x00\x00\x03"
+    assert S.record_type(encoded) == S.MIRROR_PARTITION_STATE_TYPE
+    assert S.decode(encoded, None) == (key, None)
+
+
+def test_last_mirror_epochs_value_layout() -> None:
+    value = S.LastMirrorEpochsValue(topics=(S.LastMirrorEpochsTopic(
+        name="t", partitions=(S.LastMirrorEpochsPartition(partition_index=1, last_mirror_epoch=9),)),))
+    encoded = S.encode_value(value)
+    assert encoded == b"\x00\x00" + b"\x02" + b"\x02t" + b"\x02" + b"\x00\x00\x00\x01\x00\x00\x00\x09\x00" + b"\x00" + b"\x00"
+    assert S.decode_value(S.LAST_MIRROR_EPOCHS_TYPE, encoded) == value
+
+
+@pytest.mark.parametrize("key,value", [
+    (b"\x00\x09\x00\x01m", None),                          # unknown record type
+    (b"\x00", None),                                       # shorter than the type prefix
+    (b"\x00\x01\x00\x05ab", None),                         # truncated string
+    (b"\x00\x01\x00\x01m", b"\x00\x01\x00"),               # unknown value version
+    (b"\x00\x01\x00\x01mx", None),                         # trailing bytes
+])
+def test_undecodable_records_raise(key: bytes, value: bytes | None) -> None:
+    with pytest.raises(S.MirrorStateRecordError):
+        S.decode(key, value)
+
+
+def test_state_codes() -> None:
+    assert [(s.name, int(s)) for s in S.MirrorPartitionState] == [
+        ("UNKNOWN", -1), ("PREPARING", 0), ("MIRRORING", 1), ("PAUSING", 2), ("PAUSED", 3),
+        ("STOPPING", 4), ("STOPPED", 5), ("FAILED", 6)]
+
+
+def test_mirror_pid_reset_key_and_value_layout() -> None:
+    assert parse_control_key(pid_reset.mirror_pid_reset_key()) is ControlType.MIRROR_PID_RESET
+    assert pid_reset.mirror_pid_reset_key() == b"\x00\x00\x00\x07"
+    value = pid_reset.encode_mirror_pid_reset("lBq12jYZRp-9wF3M9MPopg")
+    assert value == b"\x00\x00" + b"\x17lBq12jYZRp-9wF3M9MPopg" + b"\x00"
+    assert pid_reset.decode_mirror_pid_reset(value).source_cluster_id == "lBq12jYZRp-9wF3M9MPopg"
+
+
+@pytest.mark.parametrize("value", [None, b"", b"\x00", b"\x00\x00\x05ab", b"\xff\xff\x01\x00"])
+def test_bad_mirror_pid_reset_values_raise(value: bytes | None) -> None:
+    with pytest.raises(pid_reset.InvalidMirrorPidResetRecord):
+        pid_reset.decode_mirror_pid_reset(value)
+
+
+@pytest.mark.parametrize("name", ["my-mirror", "a", "A.b_c-9", "x" * 249, "mirror.removedx"])
+def test_legal_mirror_names(name: str) -> None:
+    assert mirror_name_error(name) is None
+
+
+@pytest.mark.parametrize("name", ["", None, ".", "..", "x" * 250, "my mirror", "a:b", "m/1", "é",
+                                  "m.removed", "m.paused", ".paused"])
+def test_illegal_mirror_names(name: str | None) -> None:
+    assert mirror_name_error(name) is not None
+
+
+def test_mirror_name_config_suffixes_parse_from_the_right() -> None:
+    assert MirrorNameConfig.parse("m") == MirrorNameConfig("m", Membership.MIRRORED)
+    assert MirrorNameConfig.parse("m.removed") == MirrorNameConfig("m", Membership.REMOVED)
+    assert MirrorNameConfig.parse("a.paused.b.paused") == MirrorNameConfig("a.paused.b", Membership.PAUSED)
+    paused = MirrorNameConfig("m", Membership.MIRRORED).with_membership(Membership.PAUSED)
+    assert paused.value() == "m.paused"
+    assert paused.record("t") == ConfigRecord(resource_type=2, resource_name="t", name="mirror.name", value="m.paused")
+
+
+def test_mirror_config_and_feature_records() -> None:
+    assert mirror_config_records("m", {"security.protocol": None, "bootstrap.servers": "h:9092"}) == [
+        ConfigRecord(resource_type=64, resource_name="m", name="bootstrap.servers", value="h:9092"),
+        ConfigRecord(resource_type=64, resource_name="m", name="security.protocol", value=None)]
+    assert mirror_version_record(1) == FeatureLevelRecord(name="mirror.version", feature_level=1)
+    with pytest.raises(ValueError):
+        mirror_version_record(2)
+
+
+def test_mirror_coordinator_key() -> None:
+    assert MIRROR_COORDINATOR_TYPE == 3
+    key = MirrorCoordinatorKey("my-mirror", uuid.UUID(int=0x1234), 12)
+    assert str(key) == "my-mirror:AAAAAAAAAAAAAAAAAAASNA:12"
+    assert MirrorCoordinatorKey.parse(str(key)) == key
+    for bad in ["m", "m:AAAAAAAAAAAAAAAAAAASNA", ":AAAAAAAAAAAAAAAAAAASNA:1", "m:xx:1", "m:AAAAAAAAAAAAAAAAAAASNA:-1"]:
+        with pytest.raises(InvalidMirrorCoordinatorKey):
+            MirrorCoordinatorKey.parse(bad)
