@@ -1,0 +1,35 @@
+"""The `__mirror_state` records as values (the byte codecs live in `kmirror.mirror.protocol`).
+
+The KIP's `MirrorPartitionStateKey` holds only MirrorName and its `LastMirrorEpochs` key
+only MirrorName too: in a compacted topic every partition of a mirror would then overwrite
+the others. kmirror keys each record by the KIP's composite coordination key (mirror name,
+topic id, partition) and keeps the partition's state and its last mirrored epoch (LME) in
+one value, so compaction keeps exactly the latest state and LME of every mirror partition
+(docs/design/mirroring.md "__mirror_state records"). A None value is a tombstone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID
+
+from kmirror.mirror.state import MirrorPartitionState
+
+NO_LAST_MIRRORED_EPOCH = -1
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MirrorPartitionKey:
+    mirror_name: str
+    topic_id: UUID
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorPartitionStateValue:
+    topic_name: str
+    state: MirrorPartitionState
+    last_mirrored_epoch: int = NO_LAST_MIRRORED_EPOCH
+
+
+StateRecord = tuple[MirrorPartitionKey, MirrorPartitionStateValue | None]
