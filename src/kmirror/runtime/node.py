@@ -28,8 +28,11 @@ from kmirror.coordinator.runtime import GroupCoordinatorService
 from kmirror.log.config import LogConfig
 from kmirror.log.log_manager import LogManager
 from kmirror.metadata.service import MetadataService
+from kmirror.metrics.node_metrics import register_node_metrics
+from kmirror.metrics.registry import MetricsRegistry
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError
+from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.runtime.server import KafkaServer
 
@@ -70,6 +73,8 @@ class Node:
         self.log_manager: Any = None
         self.replica_manager: Any = None
         self.group_coordinator: Any = None
+        self.metrics = MetricsRegistry(self.clock)
+        self.metrics_server: MetricsServer | None = None
 
     async def start(self) -> None:
         cfg = self.config
@@ -104,6 +109,12 @@ class Node:
             server = KafkaServer(registries[plane], services[plane], cfg.socket_request_max_bytes)
             self.ports[listener.name] = await server.start(listener.host, listener.port)
             self._servers.append(server)
+        register_node_metrics(self.metrics, node_id=cfg.node_id, metadata=self.metadata,
+                              replica_manager=self.replica_manager,
+                              default_min_insync_replicas=cfg.min_insync_replicas)
+        if cfg.metrics_port:
+            self.metrics_server = MetricsServer(self.metrics, "127.0.0.1", cfg.metrics_port)
+            self.ports["metrics"] = await self.metrics_server.start()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._every(cfg.log_retention_check_interval_ms, self._retention)))
         self._tasks.append(loop.create_task(self._every(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, self._checkpoint)))
@@ -133,6 +144,8 @@ class Node:
         self.log_manager.flush_dirty(self.clock.now_ms())
 
     async def stop(self) -> None:
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         for server in self._servers:
             await server.stop()
         for task in self._tasks:

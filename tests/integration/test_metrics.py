@@ -1,0 +1,67 @@
+"""The metrics endpoint and the replication tools against a real node."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+
+
+@pytest.fixture
+def metered(tmp_path: Path) -> Iterator[tuple[LocalCluster, int]]:
+    metrics_port = free_port_block()
+    c = LocalCluster(dir=tmp_path / "cluster", port=free_port_block(), overrides={"metrics.port": str(metrics_port)})
+    c.up()
+    try:
+        yield c, metrics_port
+    finally:
+        c.down()
+
+
+def scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = response.read().decode()
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def test_metrics_endpoint_reports_replication_and_controller_state(metered: tuple[LocalCluster, int]) -> None:
+    cluster, port = metered
+    kmirror("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "m", "--partitions", "3")
+    samples = scrape(port)
+    assert samples["kafka_controller_kafkacontroller_activecontrollercount"] == 1
+    assert samples["kafka_controller_kafkacontroller_activebrokercount"] == 1
+    assert samples["kafka_controller_kafkacontroller_offlinepartitionscount"] == 0
+    assert samples["kafka_controller_kafkacontroller_globalpartitioncount"] >= 3
+    assert samples["kafka_server_replicamanager_underreplicatedpartitions"] == 0
+    assert samples["kafka_server_replicamanager_underminisrpartitioncount"] == 0
+    assert samples["kafka_server_replicamanager_leadercount"] >= 3
+    assert samples["kafka_server_replicamanager_isrshrinks_total"] == 0
+    assert "kafka_server_replicamanager_isrexpandspersec_oneminuterate" in samples
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10)
+    assert missing.value.code == 404
+
+
+def test_describe_filters_on_a_healthy_topic(metered: tuple[LocalCluster, int]) -> None:
+    cluster, _ = metered
+    bootstrap = cluster.bootstrap
+    kmirror("topics", "--bootstrap-server", bootstrap, "--create", "--topic", "e", "--partitions", "2")
+    for flag in ("--under-replicated-partitions", "--unavailable-partitions", "--under-min-isr-partitions"):
+        out = kmirror("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", "e", flag)
+        assert out.stdout == "", flag
+    at_min = kmirror("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", "e",
+                     "--at-min-isr-partitions")
+    assert at_min.stdout.splitlines() == [
+        "\tTopic: e\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1",
+        "\tTopic: e\tPartition: 1\tLeader: 1\tReplicas: 1\tIsr: 1",
+    ]
