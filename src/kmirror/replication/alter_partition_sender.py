@@ -32,6 +32,9 @@ class ControllerSender(Protocol):
 
 
 class AlterPartitionSender:
+    """Through the controller channel (a broker-only node, or any node talking to a remote
+    controller); `LocalAlterPartitionSender` serves a combined broker+controller node."""
+
     def __init__(
         self,
         channel: ControllerSender,
@@ -113,3 +116,43 @@ class AlterPartitionSender:
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
+
+
+class LocalAlterPartitionSender:
+    """A combined node: the controller is in this process (`MetadataService.alter_partition`)."""
+
+    def __init__(self, metadata: Any, replica_manager: Any, broker_id: int, broker_epoch: Callable[[], int] = lambda: -1) -> None:
+        self.metadata = metadata
+        self.replica_manager = replica_manager
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def submit(self, item: AlterPartitionItem) -> None:
+        task = asyncio.get_running_loop().create_task(self._send(item))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, item: AlterPartitionItem) -> None:
+        from kmirror.metadata.controller.alter_partition import AlterPartitionItem as ControllerItem
+
+        request = ControllerItem(item.topic_id, item.partition, item.leader_epoch, item.new_isr, item.partition_epoch)  # type: ignore[arg-type]
+        try:
+            top, results = await self.metadata.alter_partition(self.broker_id, self.broker_epoch(), [request])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("AlterPartition for %s-%d failed: %s", item.topic, item.partition, exc)
+            self.replica_manager.handle_alter_partition_response(item, ErrorCode.unknown_server_error)
+            return
+        if ErrorCode(top.code) != ErrorCode.none or not results:
+            self.replica_manager.handle_alter_partition_response(item, ErrorCode(top.code) or ErrorCode.unknown_server_error)
+            return
+        r = results[0]
+        code = ErrorCode(r.error.code)
+        committed = PartitionState(r.leader_id, r.leader_epoch, r.partition_epoch, (), tuple(r.isr)) if code == ErrorCode.none else None
+        self.replica_manager.handle_alter_partition_response(item, code, committed)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()

@@ -14,7 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kmirror.ports import Clock
-from kmirror.replication.alter_partition_sender import AlterPartitionSender, ControllerSender
+from kmirror.replication.alter_partition_sender import (
+    AlterPartitionSender,
+    ControllerSender,
+    LocalAlterPartitionSender,
+)
 from kmirror.replication.fetcher.endpoint import LeaderEndPoint
 from kmirror.replication.fetcher.local_replica import ReplicaManagerLocalReplica
 from kmirror.replication.fetcher.manager import ReplicaFetcherManager
@@ -47,16 +51,23 @@ class ReplicationService:
         self,
         config: Any,
         replica_manager: ReplicaManager,
-        controller_channel: ControllerSender,
+        controller_channel: ControllerSender | None,
         clock: Clock,
         broker_epoch: Callable[[], int] = lambda: -1,
         endpoint_for: Callable[[int], LeaderEndPoint | None] | None = None,
+        local_controller: Any = None,
     ) -> None:
+        """`controller_channel` reaches the active controller; a combined node passes None and
+        its `MetadataService` as `local_controller` instead."""
         self.config = config
         self.replica_manager = replica_manager
         self.clock = clock
         self.broker_id = replica_manager.node_id
-        self.alter_partition = AlterPartitionSender(controller_channel, replica_manager, self.broker_id, broker_epoch)
+        self.alter_partition: AlterPartitionSender | LocalAlterPartitionSender
+        if controller_channel is not None:
+            self.alter_partition = AlterPartitionSender(controller_channel, replica_manager, self.broker_id, broker_epoch)
+        else:
+            self.alter_partition = LocalAlterPartitionSender(local_controller, replica_manager, self.broker_id, broker_epoch)
         self.fetcher_manager = ReplicaFetcherManager(
             ReplicaManagerLocalReplica(replica_manager),
             fetch_policy_from(config, self.broker_id),

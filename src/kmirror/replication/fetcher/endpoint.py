@@ -9,6 +9,7 @@ read through consumer Fetch.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -88,7 +89,11 @@ class ReplicaManagerLeaderEndPoint:
         self.leader = leader
 
     async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
-        return fetch_from_replica_manager(self.leader, plan)
+        results = fetch_from_replica_manager(self.leader, plan)
+        # Like a leader holding the Fetch in its purgatory: nothing new -> wait max_wait_ms.
+        idle = all(len(r.records) == 0 and r.diverging_epoch is None for r in results.values())
+        await asyncio.sleep(plan.policy.max_wait_ms / 1000 if idle else 0)
+        return results
 
     async def fetch_epoch_end_offsets(self, queries: Sequence[EpochQuery]) -> dict[TopicPartition, EpochEndOffset | ErrorCode]:
         return epoch_end_offsets_from_replica_manager(self.leader, queries)

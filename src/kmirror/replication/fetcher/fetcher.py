@@ -100,6 +100,7 @@ class Fetcher:
 
     async def _run(self) -> None:
         while True:
+            await asyncio.sleep(0)  # one round at a time: let the node serve in between
             try:
                 did = await self.run_once()
             except asyncio.CancelledError:
