@@ -6,7 +6,7 @@ Commands (one partition t-0, brokers in-process, see `kmirror.testing.replicatio
   new brokers=1,2,3 [min_isr=N] [lag_ms=N] [unclean=true]
   produce n=N acks=1|all          fetch B [times=N]        tick MS
   shrink                          controller               elect B [unclean]
-  fence B                         crash B                  restart B
+  fence B                         crash B                  restart B          flush B
   state                           records B                check
 """
 
@@ -67,6 +67,9 @@ def run(harness: ReplicationHarness | None, command: str) -> tuple[ReplicationHa
         return harness, [harness.elect(int(positional[0]), unclean="unclean" in positional[1:])]
     if name == "fence":
         return harness, [harness.fence(int(positional[0]))]
+    if name == "flush":
+        harness.brokers[int(positional[0])].flush()
+        return harness, []
     if name == "crash":
         harness.brokers[int(positional[0])].crash()
         return harness, []

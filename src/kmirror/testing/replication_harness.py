@@ -66,6 +66,10 @@ class Broker:
             self.engine.add_partition(f.topic_partition, f.topic_id, f.leader_epoch)
             self.leader_of[f.topic_partition] = f.leader_id
 
+    def flush(self) -> None:
+        for log in self.log_manager.all_logs():
+            log.flush()
+
     def crash(self) -> None:
         """Lose every unflushed byte and the process state; `restart` recovers from disk."""
         self.fs.crash()
