@@ -74,8 +74,7 @@ def run(harness: ReplicationHarness | None, command: str) -> tuple[ReplicationHa
         harness.brokers[int(positional[0])].crash()
         return harness, []
     if name == "restart":
-        harness.brokers[int(positional[0])].restart(harness.image)
-        return harness, []
+        return harness, [harness.restart(int(positional[0]))]
     if name == "state":
         return harness, harness.state_lines()
     if name == "records":

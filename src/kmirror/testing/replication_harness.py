@@ -154,6 +154,17 @@ class ReplicationHarness:
         self._publish()
         return f"leader {leader} epoch {epoch} isr {list(isr)}"
 
+    def restart(self, broker: int) -> str:
+        """Restart a crashed broker; an offline partition gets it as leader if it is in the
+        ISR (the controller's clean election when an ISR member is unfenced)."""
+        self.brokers[broker].restart(self.image)
+        reg = self.registration
+        if reg.leader == -1 and broker in reg.isr:
+            self.registration = PartitionRegistration(reg.replicas, reg.isr, broker, reg.leader_epoch + 1, reg.partition_epoch + 1)
+            self._publish()
+            return f"leader {broker} epoch {self.registration.leader_epoch}"
+        return "ok"
+
     # -- data plane ---------------------------------------------------------------------
 
     def produce(self, n: int, acks: int) -> str:
