@@ -28,6 +28,7 @@ from kmirror.log.config import LogConfig
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.log_dirs import DiskUsage, describe_log_dirs
+from kmirror.replication.metrics import replication_metrics
 from kmirror.replication.outcomes import (
     AlterPartitionItem,
     AppendOutcome,
@@ -429,41 +430,7 @@ class ReplicaManager:
     def replication_metrics(self) -> dict[str, float]:
         """Kafka's replication metrics (seed 004) as plain values; a colleague turns the
         IsrShrinks/IsrExpands counts into rates."""
-        now_ms = self.clock.monotonic_ms()
-        under_replicated = under_min = at_min = offline = leaders = 0
-        shrinks = expands = 0
-        max_lag = 0
-        max_lag_ms = 0
-        for partition in self._partitions.values():
-            shrinks += partition.isr_shrinks
-            expands += partition.isr_expands
-            if partition.leader_id < 0:
-                offline += 1
-            if not partition.is_leader:
-                continue
-            leaders += 1
-            isr_size = len(partition.isr)
-            if isr_size < len(partition.replicas):
-                under_replicated += 1
-            if isr_size < partition.min_insync_replicas:
-                under_min += 1
-            elif isr_size == partition.min_insync_replicas:
-                at_min += 1
-            lag, lag_ms = partition.follower_lag_max(now_ms)
-            max_lag = max(max_lag, lag)
-            max_lag_ms = max(max_lag_ms, lag_ms)
-        return {
-            "UnderReplicatedPartitions": float(under_replicated),
-            "UnderMinIsrPartitionCount": float(under_min),
-            "AtMinIsrPartitionCount": float(at_min),
-            "OfflineReplicaCount": float(offline),
-            "LeaderCount": float(leaders),
-            "PartitionCount": float(len(self._partitions)),
-            "IsrShrinks": float(shrinks),
-            "IsrExpands": float(expands),
-            "MaxLag": float(max_lag),
-            "ReplicaLagTimeMax": float(max_lag_ms),
-        }
+        return replication_metrics(self._partitions.values(), self.clock.monotonic_ms())
 
     # -- list offsets / epochs / delete records -----------------------------------------
 

@@ -272,3 +272,19 @@ def test_new_leader_forgets_follower_offsets_so_hw_waits_for_their_fetches() -> 
     fetch(p, 2, 4)
     fetch(p, 3, 4)
     assert p.high_watermark == 4
+
+
+def test_replication_metrics_over_partitions() -> None:
+    from kmirror.replication.metrics import replication_metrics
+
+    p, _, _ = make(state(isr=(1, 2)), min_isr=2)
+    p.append_records_to_leader(batch(3), 1, 0)
+    fetch(p, 2, 3, now=0)
+    fetch(p, 3, 1, now=0)
+    follower, _, _ = make(state(leader=2), node=1)
+    m = replication_metrics([p, follower], now_ms=500)
+    assert m["UnderReplicatedPartitions"] == 1 and m["AtMinIsrPartitionCount"] == 1
+    assert m["UnderMinIsrPartitionCount"] == 0 and m["LeaderCount"] == 1 and m["PartitionCount"] == 2
+    assert m["MaxLag"] == 2 and m["ReplicaLagTimeMax"] == 500
+    item = p.maybe_expand_isr(3, 0)
+    assert item is None  # 3 is behind the HW
