@@ -7,21 +7,19 @@ The KIP adds no new metadata record type. It uses existing records:
 - the `mirror.version` feature level is a `FeatureLevelRecord` (0 = disabled, the default;
   1 = enabled), as `kafka-features.sh upgrade --feature mirror.version=1`;
 - membership is the topic config `mirror.name` (a `ConfigRecord` of resource type TOPIC):
-  `<mirror>` = mirrored, `<mirror>.removed` = removed (failover), `<mirror>.paused` = paused;
+  `<mirror>` = mirrored, `<mirror>.removed` = removed (failover), `<mirror>.paused` = paused
+  (parsed by `kmirror.mirror.membership`);
 - a mirror topic is created with the source's topic id (CreateTopics v8 MirrorInfo), an
   ordinary `TopicRecord`.
 The KIP's "Metadata Records" (LastMirrorEpochs, MirrorPartitionState) are `__mirror_state`
 records: see `kmirror.mirror.protocol.state_records`.
 """
 
-import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final
 
 from kmirror.metadata.image import ConfigResourceType
 from kmirror.metadata.records import ConfigRecord, FeatureLevelRecord
-from kmirror.mirror.protocol.names import PAUSED_SUFFIX, REMOVED_SUFFIX
 
 MIRROR_CONFIG_RESOURCE_TYPE: Final = 64  # ConfigResource.Type.MIRROR
 TOPIC_CONFIG_RESOURCE_TYPE: Final = int(ConfigResourceType.TOPIC)
@@ -31,7 +29,6 @@ MIRROR_VERSION_FEATURE: Final = "mirror.version"
 MIRROR_VERSION_DISABLED: Final = 0
 MIRROR_VERSION_ENABLED: Final = 1
 
-MIRROR_NAME_CONFIG: Final = "mirror.name"  # topic config; hidden from DescribeConfigs
 
 
 def mirror_version_record(level: int) -> FeatureLevelRecord:
@@ -44,39 +41,3 @@ def mirror_config_records(mirror_name: str, configs: Mapping[str, str | None]) -
     """One ConfigRecord per mirror config, sorted by key (None removes the key)."""
     return [ConfigRecord(resource_type=MIRROR_CONFIG_RESOURCE_TYPE, resource_name=mirror_name,
                          name=key, value=configs[key]) for key in sorted(configs)]
-
-
-class Membership(enum.Enum):
-    MIRRORED = "mirrored"
-    PAUSED = "paused"
-    REMOVED = "removed"
-
-
-@dataclass(frozen=True, slots=True)
-class MirrorNameConfig:
-    """A parsed `mirror.name` topic config value. Suffixes are parsed from the right."""
-
-    mirror_name: str
-    membership: Membership
-
-    @classmethod
-    def parse(cls, value: str) -> "MirrorNameConfig":
-        if value.endswith(REMOVED_SUFFIX):
-            return cls(value[: -len(REMOVED_SUFFIX)], Membership.REMOVED)
-        if value.endswith(PAUSED_SUFFIX):
-            return cls(value[: -len(PAUSED_SUFFIX)], Membership.PAUSED)
-        return cls(value, Membership.MIRRORED)
-
-    def value(self) -> str:
-        if self.membership is Membership.REMOVED:
-            return self.mirror_name + REMOVED_SUFFIX
-        if self.membership is Membership.PAUSED:
-            return self.mirror_name + PAUSED_SUFFIX
-        return self.mirror_name
-
-    def with_membership(self, membership: Membership) -> "MirrorNameConfig":
-        return MirrorNameConfig(self.mirror_name, membership)
-
-    def record(self, topic_name: str) -> ConfigRecord:
-        return ConfigRecord(resource_type=TOPIC_CONFIG_RESOURCE_TYPE, resource_name=topic_name,
-                            name=MIRROR_NAME_CONFIG, value=self.value())

@@ -20,12 +20,14 @@ Choices the KIP leaves open (docs/design/mirroring-protocol.md):
   (mirror name, topic id, partition) instead, keeping every partition's latest state.
   LastMirrorEpochs keeps the KIP's per-mirror key: its value is the mirror's whole LME map
   for the partitions this coordinator partition owns, rewritten on each change.
-- State codes: the KIP's dump shows a freshly added partition written as 0 then 1, and
+- MirrorPartitionStateValue has an optional tagged field `last_mirror_epoch` (tag 0,
+  default -1, not written at -1) so the coordinator can keep a partition's state and LME in
+  one compacted record.
+- State codes (`kmirror.mirror.state.MirrorPartitionState`): the KIP's dump shows a freshly added partition written as 0 then 1, and
   UNKNOWN is "just the absence of state", so PREPARING=0 ... FAILED=6; UNKNOWN (-1) is never
   written.
 """
 
-import enum
 import io
 import uuid
 from dataclasses import dataclass, field
@@ -35,6 +37,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32
 
+from kmirror.mirror.state import MirrorPartitionState as MirrorPartitionState  # the int8 codes
+
 LAST_MIRROR_EPOCHS_TYPE = 1
 MIRROR_PARTITION_STATE_TYPE = 2
 VALUE_VERSION = 0
@@ -42,19 +46,6 @@ VALUE_VERSION = 0
 
 class MirrorStateRecordError(Exception):
     """A `__mirror_state` record this node cannot parse (corrupt, unknown type or version)."""
-
-
-class MirrorPartitionState(enum.IntEnum):
-    """The KIP's mirror partition states with their int8 wire codes."""
-
-    UNKNOWN = -1
-    PREPARING = 0
-    MIRRORING = 1
-    PAUSING = 2
-    PAUSED = 3
-    STOPPING = 4
-    STOPPED = 5
-    FAILED = 6
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,6 +112,9 @@ class MirrorPartitionStateValue:
     """The partition index."""
     state: i8 = field(metadata={"kafka_type": "int8"})
     """The mirror partition state (`MirrorPartitionState`)."""
+    last_mirror_epoch: i32 = field(metadata={"kafka_type": "int32", "tag": 0}, default=i32(-1))
+    """kmirror's tagged field: the partition's LME, so one compacted record per partition holds
+    both; omitted at -1, which leaves the value byte-identical to the KIP's v0."""
 
 
 MirrorStateKey: TypeAlias = LastMirrorEpochsKey | MirrorPartitionStateKey

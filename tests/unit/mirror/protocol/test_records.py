@@ -10,13 +10,8 @@ from kmirror.mirror.protocol.find_coordinator import (
     InvalidMirrorCoordinatorKey,
     MirrorCoordinatorKey,
 )
-from kmirror.mirror.protocol.metadata_records import (
-    Membership,
-    MirrorNameConfig,
-    mirror_config_records,
-    mirror_version_record,
-)
-from kmirror.mirror.protocol.names import mirror_name_error
+from kmirror.mirror.protocol.metadata_records import mirror_config_records, mirror_version_record
+from kmirror.mirror.state import MirrorPartitionState
 from kmirror.records.control import ControlType, parse_control_key
 
 
@@ -42,6 +37,15 @@ def test_partition_state_key_is_the_composite_coordinator_key() -> None:
     assert S.decode(encoded, None) == (key, None)
 
 
+def test_partition_state_value_carries_the_lme_as_tag_0() -> None:
+    plain = S.MirrorPartitionStateValue(topic_name="t", partition=0, state=4)
+    with_lme = S.MirrorPartitionStateValue(topic_name="t", partition=0, state=4, last_mirror_epoch=7)
+    plain_bytes, lme_bytes = S.encode_value(plain), S.encode_value(with_lme)
+    assert plain_bytes is not None and lme_bytes is not None
+    assert lme_bytes == plain_bytes[:-1] + b"\x01\x00\x04\x00\x00\x00\x07"
+    assert S.decode_value(S.MIRROR_PARTITION_STATE_TYPE, lme_bytes) == with_lme
+
+
 def test_last_mirror_epochs_value_layout() -> None:
     value = S.LastMirrorEpochsValue(topics=(S.LastMirrorEpochsTopic(
         name="t", partitions=(S.LastMirrorEpochsPartition(partition_index=1, last_mirror_epoch=9),)),))
@@ -63,7 +67,8 @@ def test_undecodable_records_raise(key: bytes, value: bytes | None) -> None:
 
 
 def test_state_codes() -> None:
-    assert [(s.name, int(s)) for s in S.MirrorPartitionState] == [
+    assert S.MirrorPartitionState is MirrorPartitionState
+    assert [(s.name, int(s)) for s in MirrorPartitionState] == [
         ("UNKNOWN", -1), ("PREPARING", 0), ("MIRRORING", 1), ("PAUSING", 2), ("PAUSED", 3),
         ("STOPPING", 4), ("STOPPED", 5), ("FAILED", 6)]
 
@@ -80,26 +85,6 @@ def test_mirror_pid_reset_key_and_value_layout() -> None:
 def test_bad_mirror_pid_reset_values_raise(value: bytes | None) -> None:
     with pytest.raises(pid_reset.InvalidMirrorPidResetRecord):
         pid_reset.decode_mirror_pid_reset(value)
-
-
-@pytest.mark.parametrize("name", ["my-mirror", "a", "A.b_c-9", "x" * 249, "mirror.removedx"])
-def test_legal_mirror_names(name: str) -> None:
-    assert mirror_name_error(name) is None
-
-
-@pytest.mark.parametrize("name", ["", None, ".", "..", "x" * 250, "my mirror", "a:b", "m/1", "é",
-                                  "m.removed", "m.paused", ".paused"])
-def test_illegal_mirror_names(name: str | None) -> None:
-    assert mirror_name_error(name) is not None
-
-
-def test_mirror_name_config_suffixes_parse_from_the_right() -> None:
-    assert MirrorNameConfig.parse("m") == MirrorNameConfig("m", Membership.MIRRORED)
-    assert MirrorNameConfig.parse("m.removed") == MirrorNameConfig("m", Membership.REMOVED)
-    assert MirrorNameConfig.parse("a.paused.b.paused") == MirrorNameConfig("a.paused.b", Membership.PAUSED)
-    paused = MirrorNameConfig("m", Membership.MIRRORED).with_membership(Membership.PAUSED)
-    assert paused.value() == "m.paused"
-    assert paused.record("t") == ConfigRecord(resource_type=2, resource_name="t", name="mirror.name", value="m.paused")
 
 
 def test_mirror_config_and_feature_records() -> None:
