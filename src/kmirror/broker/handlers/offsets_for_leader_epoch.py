@@ -3,7 +3,8 @@
 Consumers (replica_id -1) validate their position after a leader change: the answer is the
 largest epoch <= the requested one and the offset where it ends; -1/-1 when the log has no
 such epoch. `current_leader_epoch` fences stale (FENCED_LEADER_EPOCH) and future
-(UNKNOWN_LEADER_EPOCH) callers. Followers (replica_id >= 0) come with replication.
+(UNKNOWN_LEADER_EPOCH) callers. Followers (replica_id >= 0) ask the leader the same way to
+find where their log diverges before fetching (seed 004, "Epoch-Based Resolution").
 """
 
 from __future__ import annotations
