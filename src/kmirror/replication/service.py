@@ -85,7 +85,7 @@ class ReplicationService:
         endpoint = registration.endpoint(getattr(self.config, "inter_broker_listener_name", None))
         if endpoint is None:
             return None
-        host = endpoint.host or "127.0.0.1"
+        host = endpoint.host if endpoint.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
         return RemoteLeaderEndPoint(host, int(endpoint.port), self.broker_id, client_id=f"replica-fetcher-{self.broker_id}")
 
     def start(self) -> None:

@@ -174,3 +174,14 @@ def _response_type(key: int, version: int) -> type:
     from kio.index import load_response_schema
 
     return load_response_schema(key, version)
+
+
+def test_diverging_epoch_is_answered_without_waiting() -> None:
+    svc = services(epoch=4)
+    svc.replica_manager.append_records({TP: BATCH}, 1)
+    request = follower_fetch(12, 2, 1, last_epoch=3)
+    import dataclasses
+
+    request = dataclasses.replace(request, max_wait=datetime.timedelta(seconds=30), min_bytes=1)
+    p = only_partition(call_handler(fetch_handle, svc, 1, 12, request))
+    assert p.diverging_epoch.end_offset == 0

@@ -144,6 +144,9 @@ def _progress(results: dict[TopicPartition, Any]) -> tuple[int, bool]:
     for result in results.values():
         if isinstance(result, ReadOutcome):
             total += result.size
+            # Kafka answers at once with a diverging epoch or a preferred read replica.
+            if result.diverging_epoch is not None or result.preferred_read_replica >= 0:
+                errored = True
         else:
             errored = True
     return total, errored
