@@ -17,9 +17,7 @@ would go backwards (docs/design/mirroring.md "Stopping order").
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
-from typing import Final
 
 from kmirror.mirror.state import MirrorPartitionState
 from kmirror.records.batch import BatchHeader
@@ -59,7 +57,8 @@ class BumpLeaderEpoch:
 @dataclass(frozen=True, slots=True)
 class AppendMirrorPidReset:
     """Append a MIRROR_PID_RESET control batch as leader (new epoch), value
-    `mirror_pid_reset_value(source_cluster_id)`; its append expires all producer state."""
+    `kmirror.mirror.protocol.pid_reset.encode_mirror_pid_reset(source_cluster_id)`; its
+    append expires all producer state."""
 
     source_cluster_id: str
 
@@ -133,49 +132,7 @@ def bumped_leader_epoch(current_leader_epoch: int, min_leader_epoch: int) -> int
     return max(current_leader_epoch + 1, min_leader_epoch)
 
 
-# ---- MIRROR_PID_RESET record ---------------------------------------------------------------
-
-MIRROR_PID_RESET_VERSION: Final = 0
-_INT16: Final = struct.Struct(">h")
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def mirror_pid_reset_value(source_cluster_id: str) -> bytes:
-    """The KIP's `MirrorPidResetRecord` v0 (flexible): Version int16, SourceClusterId compact
-    string, empty tagged fields."""
-    raw = source_cluster_id.encode("utf-8")
-    return _INT16.pack(MIRROR_PID_RESET_VERSION) + _uvarint(len(raw) + 1) + raw + b"\x00"
-
-
-def parse_mirror_pid_reset_value(value: bytes) -> tuple[int, str]:
-    """(version, source cluster id) of a MirrorPidResetRecord value; ValueError if malformed."""
-    if len(value) < 3:
-        raise ValueError("MirrorPidResetRecord value is too short")
-    (version,) = _INT16.unpack_from(value)
-    pos, length, shift = 2, 0, 0
-    while True:
-        if pos >= len(value):
-            raise ValueError("MirrorPidResetRecord value is truncated")
-        byte = value[pos]
-        pos += 1
-        length |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            break
-    if length == 0 or pos + length - 1 > len(value):
-        raise ValueError("MirrorPidResetRecord SourceClusterId is missing or truncated")
-    return version, value[pos:pos + length - 1].decode("utf-8")
+# ---- MIRROR_PID_RESET record (value codec: `kmirror.mirror.protocol.pid_reset`) -----------
 
 
 def expires_producer_state(header: BatchHeader, control_type: ControlType | None) -> bool:

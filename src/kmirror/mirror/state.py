@@ -109,3 +109,19 @@ def mermaid_diagram() -> str:
     lines.append("    state \"any state\" as ANY")
     lines.append("    ANY --> FAILED")
     return "\n".join(lines) + "\n"
+
+
+def markdown_table() -> str:
+    """The transition table as Markdown: one row per target state, its "valid from" list."""
+    rows = ["| target | valid from |", "|---|---|"]
+    for target in ALL_STATES:
+        sources = VALID_FROM[target]
+        text = "any state" if sources == frozenset(ALL_STATES) else (
+            ", ".join(s.name for s in sorted(sources)) or "never entered (absence of state)")
+        rows.append(f"| {target.name} | {text} |")
+    return "\n".join(rows) + "\n"
+
+
+def generated_doc_block() -> str:
+    """The block of docs/design/mirroring.md generated from the table (kept in sync by a test)."""
+    return f"{markdown_table()}\n```mermaid\n{mermaid_diagram()}```\n"

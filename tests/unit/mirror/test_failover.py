@@ -13,12 +13,11 @@ from kmirror.mirror.failover import (
     bump_min_leader_epoch,
     bumped_leader_epoch,
     expires_producer_state,
-    mirror_pid_reset_value,
-    parse_mirror_pid_reset_value,
     pausing_plan,
     resuming_plan,
     stopping_plan,
 )
+from kmirror.mirror.protocol.pid_reset import encode_mirror_pid_reset
 from kmirror.mirror.state import MirrorPartitionState, transition
 from kmirror.records.batch import read_header
 from kmirror.records.builder import SimpleRecord, build_batch
@@ -78,22 +77,9 @@ def test_epoch_bump_is_above_every_mirrored_epoch():
     assert bumped_leader_epoch(current_leader_epoch=12, min_leader_epoch=8) == 13
 
 
-@pytest.mark.parametrize("cluster_id", ["lBq12jYZRp-9wF3M9MPopg", "", "x" * 300])
-def test_pid_reset_value_round_trip(cluster_id):
-    value = mirror_pid_reset_value(cluster_id)
-    assert value[:2] == b"\x00\x00" and value[-1:] == b"\x00"
-    assert parse_mirror_pid_reset_value(value) == (0, cluster_id)
-
-
-@pytest.mark.parametrize("bad", [b"", b"\x00\x00", b"\x00\x00\x00", b"\x00\x00\x05ab", b"\x00\x00\x80"])
-def test_pid_reset_value_malformed(bad):
-    with pytest.raises(ValueError):
-        parse_mirror_pid_reset_value(bad)
-
-
 def test_expiry_predicate_on_real_batches():
     reset = build_control_batch(ControlType.MIRROR_PID_RESET, -1, -1, 0,
-                                value=mirror_pid_reset_value("c"), partition_leader_epoch=3)
+                                value=encode_mirror_pid_reset("c"), partition_leader_epoch=3)
     header = read_header(reset, 0)
     assert expires_producer_state(header, read_control_type(reset, 0))
     commit = build_control_batch(ControlType.COMMIT, 7, 0, 0)

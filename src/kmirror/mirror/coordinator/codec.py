@@ -1,0 +1,49 @@
+"""`__mirror_state` bytes <-> the coordinator's record values, over the wire schemas of
+`kmirror.mirror.protocol.state_records` (MirrorPartitionState records with the LME tag).
+
+LastMirrorEpochs records (type 1, keyed by mirror name only) are not written by this
+coordinator: the LME travels in each partition's state value. Reading one while loading
+yields nothing (it carries topic names, not the topic ids the state keys use).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from kio.static.primitive import i8, i32
+
+from kmirror.mirror.coordinator.records import MirrorPartitionKey, MirrorPartitionStateValue, StateRecord
+from kmirror.mirror.protocol import state_records as wire
+from kmirror.mirror.state import MirrorPartitionState
+
+
+def encode_record(record: StateRecord) -> tuple[bytes, bytes | None]:
+    key, value = record
+    wire_key = wire.MirrorPartitionStateKey(mirror_name=key.mirror_name, topic_id=key.topic_id,
+                                            partition=i32(key.partition))
+    if value is None:
+        return wire.encode_key(wire_key), None
+    wire_value = wire.MirrorPartitionStateValue(topic_name=value.topic_name, partition=i32(key.partition),
+                                                state=i8(int(value.state)),
+                                                last_mirror_epoch=i32(value.last_mirrored_epoch))
+    return wire.encode_key(wire_key), wire.encode_value(wire_value)
+
+
+def encode_records(records: Iterable[StateRecord]) -> list[tuple[bytes, bytes | None]]:
+    return [encode_record(r) for r in records]
+
+
+def decode_records(records: Iterable[tuple[bytes, bytes | None]]) -> Iterator[StateRecord]:
+    """The state records of a `__mirror_state` partition, in order; raises
+    `MirrorStateRecordError` on an undecodable record (a corrupt coordinator log)."""
+    for raw_key, raw_value in records:
+        key, value = wire.decode(raw_key, raw_value)
+        if not isinstance(key, wire.MirrorPartitionStateKey):
+            continue
+        ours = MirrorPartitionKey(key.mirror_name, key.topic_id, int(key.partition))
+        if value is None:
+            yield ours, None
+        else:
+            assert isinstance(value, wire.MirrorPartitionStateValue)
+            yield ours, MirrorPartitionStateValue(value.topic_name, MirrorPartitionState.from_code(int(value.state)),
+                                                  int(value.last_mirror_epoch))

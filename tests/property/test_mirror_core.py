@@ -1,0 +1,191 @@
+"""Property tests of the mirroring core: state machine, membership workflows, LME
+truncation and failback convergence, coordinator persistence."""
+
+from uuid import UUID
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kmirror.log.epoch_cache import EpochCache
+from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StateWrite
+from kmirror.mirror.coordinator.records import MirrorPartitionKey
+from kmirror.mirror.failover import ClearState, TransitionTo, bump_min_leader_epoch, stopping_plan
+from kmirror.mirror.membership import (
+    MembershipStatus,
+    SetMirrorName,
+    add_topic,
+    desired_state,
+    is_read_only,
+    parse_mirror_name_config,
+    pause_topic,
+    remove_topic,
+    resume_topic,
+)
+from kmirror.mirror.state import (
+    ALL_STATES,
+    IllegalMirrorStateTransition,
+    MirrorPartitionState,
+    is_valid_transition,
+    transition,
+)
+from kmirror.mirror.truncation import TruncateFully, last_mirrored_epoch_of, lme_truncation
+from kmirror.protocol.errors import ErrorCode
+
+S = MirrorPartitionState
+states = st.sampled_from(ALL_STATES)
+
+
+@given(st.lists(states, max_size=60))
+def test_random_targets_never_reach_an_illegal_state(targets):
+    state = S.UNKNOWN
+    for target in targets:
+        if is_valid_transition(state, target):
+            previous, state = state, transition(state, target)
+            assert state is target and state is not S.UNKNOWN
+            assert previous in {S.STOPPING} or state is not S.STOPPED
+        else:
+            try:
+                transition(state, target)
+            except IllegalMirrorStateTransition:
+                pass
+            else:
+                raise AssertionError(f"{state} -> {target} accepted")
+
+
+ops = st.sampled_from(["add", "pause", "resume", "remove", "fail", "tick"])
+
+
+@given(st.lists(ops, max_size=80))
+def test_workflows_drive_only_legal_transitions_and_writable_only_after_stopping(script):
+    """One partition, one mirror: operator commands change `mirror.name` through the
+    workflow functions; the leader reacts with `desired_state`, completes PREPARING on
+    'tick' and runs the stopping plan; no step is illegal, and Produce is allowed only
+    once the stopping plan (or the failed-partition cleanup) has run."""
+    config: str | None = None
+    state = S.UNKNOWN
+    detached = True  # the topic starts as a plain, writable topic
+    for op in script:
+        if op == "add":
+            result = add_topic(config, "m", [state])
+        elif op == "pause":
+            result = pause_topic(config, "m", [state])
+        elif op == "resume":
+            result = resume_topic(config, "m")
+        elif op == "remove":
+            result = remove_topic(config, "m", [state])
+        else:
+            result = None
+        if isinstance(result, SetMirrorName):
+            if op == "add":
+                detached = False
+            config = result.value
+        if op == "fail" and config is not None:
+            state = transition(state, S.FAILED)
+        if op == "tick" and state is S.PREPARING:
+            state = transition(state, S.MIRRORING)
+        membership = parse_mirror_name_config(config)
+        for _ in range(4):  # the leader reacts until stable
+            target = desired_state(membership, state)
+            if target is None:
+                break
+            state = transition(state, target)
+        removed = membership is not None and membership.status is MembershipStatus.REMOVED
+        if removed:
+            assert state not in (S.PREPARING, S.MIRRORING, S.PAUSING, S.PAUSED)
+        if state is S.STOPPING or (removed and state is S.FAILED):
+            plan = stopping_plan(S.MIRRORING if state is S.STOPPING else S.FAILED, "src")
+            for action in plan:
+                if isinstance(action, TransitionTo) and action.state is not S.STOPPING:
+                    state = transition(state, action.state)
+                elif isinstance(action, ClearState):
+                    state = S.UNKNOWN
+            detached = True
+        writable = not is_read_only(membership, state)
+        if writable and membership is not None:
+            assert detached and state in (S.STOPPED, S.UNKNOWN)
+
+
+@st.composite
+def failback_scenario(draw):
+    """A's log C (epochs non-decreasing); B mirrored C[:k]; B failed over (LME, bump, PID
+    reset, own records); A kept writing in its last epoch and then in newer epochs."""
+    epochs = sorted(draw(st.lists(st.integers(0, 6), min_size=0, max_size=15)))
+    common = [(e, f"c{i}") for i, e in enumerate(epochs)]
+    k = draw(st.integers(0, len(common)))
+    b = list(common[:k])
+    lme = last_mirrored_epoch_of(cache_of(b))
+    b_epoch = bump_min_leader_epoch(lme) + draw(st.integers(0, 2))
+    b += [(b_epoch, "pid-reset")] + [(b_epoch, f"b{i}") for i in range(draw(st.integers(0, 3)))]
+    a = list(common)
+    last = a[-1][0] if a else 0
+    a += [(last, f"a{i}") for i in range(draw(st.integers(0, 3)))]
+    a_epoch = last + draw(st.integers(1, 3))
+    a += [(a_epoch, f"a-new{i}") for i in range(draw(st.integers(0, 3)))]
+    return a, b, k, lme
+
+
+def cache_of(log):
+    cache = EpochCache()
+    for offset, (epoch, _) in enumerate(log):
+        cache.assign(epoch, offset)
+    return cache
+
+
+@settings(max_examples=300)
+@given(failback_scenario())
+def test_failback_truncation_keeps_the_matching_prefix_and_converges(scenario):
+    a, b, k, lme = scenario
+    action = lme_truncation(lme, cache_of(a), len(a))
+    if isinstance(action, TruncateFully):
+        assert lme == -1 and k == 0
+        a = []
+    else:
+        # never truncates data of epochs <= LME that matches the new source
+        assert action.offset >= k
+        a = a[: action.offset]
+        assert all(epoch <= lme for epoch, _ in a)
+    # fetch protocol: truncate to min(source end offset of our last epoch, ours), copy
+    if a:
+        source_end = cache_of(b).end_offset_for(a[-1][0], len(b))[1]
+        a = a[: min(source_end, len(a))] if source_end >= 0 else []
+    assert a == b[: len(a)]  # what is kept is exactly the source's prefix
+    a = a + b[len(a):]
+    assert a == b
+
+
+keys = st.builds(MirrorPartitionKey, st.sampled_from(["m", "n"]), st.sampled_from([UUID(int=1), UUID(int=2)]),
+                 st.integers(0, 3))
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(keys, states, st.integers(-1, 5), st.booleans()), max_size=40))
+def test_coordinator_state_equals_replay_of_its_appends(writes):
+    coordinator = MirrorCoordinator(num_partitions=3)
+    for p in range(3):
+        coordinator.begin_load(p)
+        coordinator.complete_load(p, [])
+    log: dict[int, list] = {p: [] for p in range(3)}
+    model: dict[MirrorPartitionKey, S] = {}
+    for i, (key, target, lme, succeed) in enumerate(writes):
+        out = coordinator.write_states(i, [StateWrite(key, "t", target, lme)])
+        current = model.get(key, S.UNKNOWN)
+        legal = target is not S.UNKNOWN and (target is current or is_valid_transition(current, target))
+        assert bool(out.appends) == legal
+        if not legal:
+            assert out.response_for(i).partitions[0].error is ErrorCode.invalid_request
+        for append in out.appends:
+            error = ErrorCode.none if succeed else ErrorCode.not_leader_or_follower
+            result = coordinator.on_append_completed(append.ticket, error)
+            assert result.response_for(i).partitions[0].error is error
+            if succeed:
+                log[append.partition].extend(append.records)
+                model[key] = target
+    for key, state in model.items():
+        value = coordinator.state_of(key)
+        assert value is not None and value.state is state
+    replayed = MirrorCoordinator(num_partitions=3)
+    for p in range(3):
+        replayed.begin_load(p)
+        replayed.complete_load(p, log[p])
+    for key in {w[0] for w in writes}:
+        assert replayed.state_of(key) == coordinator.state_of(key)
