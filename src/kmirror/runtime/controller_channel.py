@@ -69,6 +69,19 @@ class ControllerChannel:
                     raise ControllerUnavailable(f"controller unreachable: {exc}") from exc
                 await asyncio.sleep(self._retry_backoff_ms / 1000)
 
+    async def forward(self, request: Any, timeout_ms: int | None = None) -> Any:
+        """Send a kio request entity as it is (the client's version: a forwarded admin write)."""
+        deadline = time.monotonic() + (timeout_ms or self._request_timeout_ms) / 1000
+        while True:
+            try:
+                conn = await self.connection()
+                return await conn.send(request)
+            except (KafkaConnectionError, OSError) as exc:
+                await self._drop()
+                if time.monotonic() >= deadline:
+                    raise ControllerUnavailable(f"controller unreachable: {exc}") from exc
+                await asyncio.sleep(self._retry_backoff_ms / 1000)
+
     async def _drop(self) -> None:
         conn, self._connection = self._connection, None
         if conn is not None:

@@ -1,9 +1,18 @@
 """Local clusters for development and tests: `kmirror cluster up/down`.
 
 Each node runs as its own `kmirror server start` process, detached from the caller, with
-its `server.properties`, log and pid file under DIR. `up` returns once every broker answers
-ApiVersions on 127.0.0.1:(port + i - 1); `down` stops them with SIGTERM (controlled
-shutdown), then SIGKILL after a grace period.
+its `server.properties`, log and pid file (`node-<node id>.pid`) under DIR.
+
+- `--nodes 1`: one combined node (broker and controller), node id 1, clients on `port`,
+  controller listener on `port + 100`.
+- `--nodes N > 1`: one dedicated controller, node id 3000 (`CONTROLLER_NODE_ID`) on
+  127.0.0.1:(port + 100), plus N broker-only nodes, broker i with node id i on
+  127.0.0.1:(port + i - 1); `offsets.topic.replication.factor` is min(3, N).
+
+`up` returns once every broker answers ApiVersions (a broker opens its listeners only after
+the controller unfenced it) and lists all N brokers in its metadata; `down` stops the
+brokers first (SIGTERM: controlled shutdown), then the controller, with SIGKILL after a
+grace period.
 """
 
 from __future__ import annotations
@@ -42,15 +51,57 @@ class NodeLayout:
         return self.dir / "server.log"
 
 
+CONTROLLER_NODE_ID = 3000
+CONTROLLER_PORT_OFFSET = 100
+
+
 def pid_path(base: Path, node_id: int) -> Path:
     return base / f"node-{node_id}.pid"
 
 
 def layout(base: Path, nodes: int, port: int) -> list[NodeLayout]:
+    """The brokers (the combined node when `nodes` is 1)."""
     return [
-        NodeLayout(node_id=i, port=port + i - 1, controller_port=port + 100 + i - 1, dir=base / f"node-{i}")
+        NodeLayout(node_id=i, port=port + i - 1, controller_port=port + CONTROLLER_PORT_OFFSET, dir=base / f"node-{i}")
         for i in range(1, nodes + 1)
     ]
+
+
+def controller_layout(base: Path, port: int) -> NodeLayout:
+    return NodeLayout(
+        node_id=CONTROLLER_NODE_ID,
+        port=port + CONTROLLER_PORT_OFFSET,
+        controller_port=port + CONTROLLER_PORT_OFFSET,
+        dir=base / f"node-{CONTROLLER_NODE_ID}",
+    )
+
+
+def controller_properties(node: NodeLayout, extra: dict[str, str]) -> str:
+    props = {
+        "node.id": str(node.node_id),
+        "process.roles": "controller",
+        "listeners": f"CONTROLLER://127.0.0.1:{node.controller_port}",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": f"{node.node_id}@127.0.0.1:{node.controller_port}",
+        "log.dirs": str(node.dir / "data"),
+    }
+    props.update(extra)
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def broker_properties(node: NodeLayout, nodes: int, extra: dict[str, str]) -> str:
+    props = {
+        "node.id": str(node.node_id),
+        "process.roles": "broker",
+        "listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": f"{CONTROLLER_NODE_ID}@127.0.0.1:{node.controller_port}",
+        "log.dirs": str(node.dir / "data"),
+        "offsets.topic.replication.factor": str(min(3, nodes)),
+    }
+    props.update(extra)
+    return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
 def server_properties(node: NodeLayout, extra: dict[str, str]) -> str:
@@ -92,41 +143,81 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
+def _launch(base: Path, node: NodeLayout, text: str) -> subprocess.Popen[bytes]:
+    pid_file = pid_path(base, node.node_id)
+    if pid_file.exists() and _alive(int(pid_file.read_text().strip() or 0)):
+        raise ClusterError(f"node {node.node_id} already running (pid file {pid_file})")
+    node.dir.mkdir(parents=True, exist_ok=True)
+    node.config_path.write_text(text)
+    with open(node.log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kmirror", "server", "start", "--config", str(node.config_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    pid_file.write_text(f"{proc.pid}\n")
+    return proc
+
+
+def _wait_serving(node: NodeLayout, proc: subprocess.Popen[bytes], deadline: float) -> None:
+    while not api_versions_ok("127.0.0.1", node.port):
+        if proc.poll() is not None:
+            raise ClusterError(f"node {node.node_id} exited with {proc.returncode}: {_tail(node.log_path)}")
+        if time.monotonic() > deadline:
+            raise ClusterError(f"node {node.node_id} not serving on port {node.port} after {READY_TIMEOUT_S:.0f}s")
+        time.sleep(0.1)
+
+
 def up(base: Path, nodes: int, port: int, extra: dict[str, str] | None = None) -> list[NodeLayout]:
     base.mkdir(parents=True, exist_ok=True)
-    started: list[tuple[NodeLayout, subprocess.Popen[bytes]]] = []
-    nodes_layout = layout(base, nodes, port)
-    for node in nodes_layout:
-        pid_file = pid_path(base, node.node_id)
-        if pid_file.exists() and _alive(int(pid_file.read_text().strip() or 0)):
-            raise ClusterError(f"node {node.node_id} already running (pid file {pid_file})")
-        node.dir.mkdir(parents=True, exist_ok=True)
-        node.config_path.write_text(server_properties(node, extra or {}))
-        with open(node.log_path, "ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "kmirror", "server", "start", "--config", str(node.config_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        pid_file.write_text(f"{proc.pid}\n")
-        started.append((node, proc))
+    extra = extra or {}
     deadline = time.monotonic() + READY_TIMEOUT_S
+    brokers = layout(base, nodes, port)
+    if nodes == 1:
+        node = brokers[0]
+        _wait_serving(node, _launch(base, node, server_properties(node, extra)), deadline)
+        return brokers
+    controller = controller_layout(base, port)
+    controller_proc = _launch(base, controller, controller_properties(controller, extra))
+    _wait_serving(controller, controller_proc, deadline)
+    started = [(node, _launch(base, node, broker_properties(node, nodes, extra))) for node in brokers]
     for node, proc in started:
-        while not api_versions_ok("127.0.0.1", node.port):
+        _wait_serving(node, proc, deadline)
+    wanted = {node.node_id for node in brokers}
+    for node, proc in started:
+        while set(listed_brokers("127.0.0.1", node.port)) != wanted:
             if proc.poll() is not None:
                 raise ClusterError(f"node {node.node_id} exited with {proc.returncode}: {_tail(node.log_path)}")
             if time.monotonic() > deadline:
-                raise ClusterError(f"node {node.node_id} not serving on port {node.port} after {READY_TIMEOUT_S:.0f}s")
+                raise ClusterError(f"broker {node.node_id} does not list all {nodes} brokers after {READY_TIMEOUT_S:.0f}s")
             time.sleep(0.1)
-    return nodes_layout
+    return brokers
+
+
+def listed_brokers(host: str, port: int) -> list[int]:
+    """Broker ids in a Metadata response of the broker at host:port ([] when unreachable)."""
+    import asyncio
+
+    from kmirror.client.admin import Admin
+
+    async def describe() -> list[int]:
+        async with await Admin.connect(f"{host}:{port}") as admin:
+            return sorted((await admin.describe_cluster()).broker_ids())
+
+    try:
+        return asyncio.run(describe())
+    except Exception:
+        return []
 
 
 def down(base: Path) -> list[int]:
-    """Stops every node with a pid file in `base`; returns the node ids stopped."""
+    """Stops every node with a pid file in `base`, brokers before the controller (their
+    controlled shutdown needs it); returns the node ids stopped."""
     stopped = []
-    for pid_file in sorted(base.glob("node-*.pid")):
+    pid_files = sorted(base.glob("node-*.pid"), key=lambda p: int(p.stem.split("-", 1)[1]) == CONTROLLER_NODE_ID)
+    for pid_file in pid_files:
         node_id = int(pid_file.stem.split("-", 1)[1])
         text = pid_file.read_text().strip()
         if text and _alive(int(text)):

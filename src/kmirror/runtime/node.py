@@ -1,11 +1,18 @@
 """Node composition: builds one kmirror node from its ServerConfig and runs it.
 
+Roles (`process.roles`): a controller owns the metadata log (`MetadataService`) and serves the
+controller listener; a broker-only node replicates the metadata log from the controller
+(`BrokerMetadataService`); a combined node's broker uses the in-process controller's image.
+
 Start order (each step durable before the next is visible to clients):
-1. metadata: read (or format) the metadata log and replay it into the image;
+1. metadata: read (or format) the metadata log and replay it into the image (a broker-only
+   node replays its local copy and catches up with the controller);
 2. logs: load and recover every partition directory under `log.dirs`;
 3. replica manager follows the image (creates, updates, deletes partitions);
 4. group coordinator loads the `__consumer_offsets` partitions this node leads;
-5. listeners open. Stop runs the reverse order and checkpoints the logs.
+5. the broker registers and heartbeats until the controller unfences it;
+6. listeners open. Stop first runs the controlled shutdown (leaderships move away), then the
+   reverse order, and checkpoints the logs.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import shutil
 import signal
 import sys
 import time
+import uuid
 from typing import Any
 
 from kmirror.broker.api import build_registry
@@ -30,7 +38,10 @@ from kmirror.log.log_manager import LogManager
 from kmirror.metadata.service import MetadataService
 from kmirror.metrics.node_metrics import register_node_metrics
 from kmirror.metrics.registry import MetricsRegistry
+from kmirror.quorum.broker_metadata import BrokerMetadataService
 from kmirror.replication.replica_manager import ReplicaManager
+from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, LocalController, RemoteController
+from kmirror.runtime.controller_channel import ControllerChannel
 from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
@@ -40,6 +51,8 @@ log = logging.getLogger("kmirror.node")
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60_000
+CONTROLLER_SESSION_CHECK_MS = 1000
+CONTROLLED_SHUTDOWN_TIMEOUT_MS = 15_000
 
 
 def _broker_log_defaults(cfg: ServerConfig) -> LogConfig:
@@ -75,12 +88,30 @@ class Node:
         self.group_coordinator: Any = None
         self.metrics = MetricsRegistry(self.clock)
         self.metrics_server: MetricsServer | None = None
+        self.lifecycle: BrokerLifecycleManager | None = None
+        self._channels: list[ControllerChannel] = []
 
     async def start(self) -> None:
         cfg = self.config
         registries = {plane: build_registry(plane=plane) for plane in ("broker", "controller")}
-        self.metadata = MetadataService(cfg, FileMetadataLogStore(cfg.log_dirs[0]), self.clock, random.Random())
-        await self.metadata.start()
+        if cfg.is_controller:
+            self.metadata = MetadataService(cfg, FileMetadataLogStore(cfg.log_dirs[0]), self.clock, random.Random())
+            await self.metadata.start()
+        else:
+            voters = [(v.node_id, v.host, v.port) for v in cfg.controller_quorum_voters] or [
+                (-1, host, port) for host, port in cfg.controller_quorum_bootstrap_servers
+            ]
+            fetch_channel = ControllerChannel(voters, client_id=f"broker-{cfg.node_id}-metadata-fetch")
+            write_channel = ControllerChannel(voters, client_id=f"broker-{cfg.node_id}-to-controller")
+            self._channels = [fetch_channel, write_channel]
+            self.metadata = BrokerMetadataService(
+                cfg, FileMetadataLogStore(cfg.log_dirs[0]), fetch_channel, write_channel
+            )
+            await self.metadata.start()
+        if not cfg.is_broker:
+            await self._open_listeners(registries)
+            self._start_controller_tasks()
+            return
 
         self.log_manager = LogManager(OsFileSystem(), cfg.log_dirs, self.clock, _broker_log_defaults(cfg))
         self.log_manager.load_logs()
@@ -92,6 +123,28 @@ class Node:
         self.metadata.subscribe(self._on_metadata_change)
         self._on_metadata_change(None, self.metadata.image)
 
+        incarnation = uuid.uuid4()
+        if cfg.is_controller:
+            self.lifecycle = BrokerLifecycleManager(
+                cfg, LocalController(cfg, self.metadata), lambda: self.metadata.image.cluster_id or "",
+                lambda: self.metadata.image.offset, incarnation,
+            )
+            self.lifecycle.lifecycle.on_registered(self.metadata.broker_epoch)
+        else:
+            self.lifecycle = BrokerLifecycleManager(
+                cfg, RemoteController(cfg, self._channels[1]), lambda: self.metadata.image.cluster_id or "",
+                lambda: self.metadata.image.offset, incarnation,
+            )
+            self.metadata.broker_epoch = await self.lifecycle.register()
+        if not await self.lifecycle.wait_unfenced():
+            log.warning("broker %d not unfenced by the controller yet; serving anyway", cfg.node_id)
+        self.lifecycle.start()
+        await self._open_listeners(registries)
+        if cfg.is_controller:
+            self._start_controller_tasks()
+
+    async def _open_listeners(self, registries: dict[str, Any]) -> None:
+        cfg = self.config
         services = {
             plane: BrokerServices(
                 node_id=cfg.node_id,
@@ -109,6 +162,9 @@ class Node:
             server = KafkaServer(registries[plane], services[plane], cfg.socket_request_max_bytes)
             self.ports[listener.name] = await server.start(listener.host, listener.port)
             self._servers.append(server)
+        log.info("node %d serving %s", cfg.node_id, ", ".join(f"{k}={v}" for k, v in self.ports.items()))
+        if not cfg.is_broker:
+            return
         register_node_metrics(self.metrics, node_id=cfg.node_id, metadata=self.metadata,
                               replica_manager=self.replica_manager,
                               default_min_insync_replicas=cfg.min_insync_replicas)
@@ -119,7 +175,22 @@ class Node:
         self._tasks.append(loop.create_task(self._every(cfg.log_retention_check_interval_ms, self._retention)))
         self._tasks.append(loop.create_task(self._every(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, self._checkpoint)))
         self._tasks.append(loop.create_task(self._every(1000, self._flush)))
-        log.info("node %d serving %s", cfg.node_id, ", ".join(f"{k}={v}" for k, v in self.ports.items()))
+
+    def _start_controller_tasks(self) -> None:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._every_async(CONTROLLER_SESSION_CHECK_MS, self.metadata.check_broker_sessions)))
+        if cfg.auto_leader_rebalance_enable:
+            interval_ms = cfg.leader_imbalance_check_interval_seconds * 1000
+            self._tasks.append(loop.create_task(self._every_async(interval_ms, self.metadata.rebalance_leaders)))
+
+    async def _every_async(self, interval_ms: int, action: Any) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await action()
+            except Exception:
+                log.exception("controller task %s failed", getattr(action, "__name__", action))
 
     def _on_metadata_change(self, old_image: Any, new_image: Any) -> None:
         self.replica_manager.apply_image(old_image, new_image)
@@ -144,14 +215,26 @@ class Node:
         self.log_manager.flush_dirty(self.clock.now_ms())
 
     async def stop(self) -> None:
+        # a combined node's controller stops with it: nobody else could take its leaderships
+        if self.lifecycle is not None and not self.config.is_controller:
+            try:
+                await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_MS)
+            except Exception:
+                log.exception("controlled shutdown failed")
         if self.metrics_server is not None:
             await self.metrics_server.stop()
         for server in self._servers:
             await server.stop()
+        if self.lifecycle is not None:
+            await self.lifecycle.stop()
         for task in self._tasks:
             task.cancel()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        if isinstance(self.metadata, BrokerMetadataService):
+            await self.metadata.stop()
+        for channel in self._channels:
+            await channel.close()
         if self.log_manager is not None:
             self.log_manager.close()
         log.info("node %d stopped", self.config.node_id)

@@ -15,8 +15,10 @@ from kmirror.metadata.image import ConfigResource
 from kmirror.protocol.entities import build, nested
 
 
-@api(33, "AlterConfigs", 0, 2)
+@api(33, "AlterConfigs", 0, 2, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if services.metadata.forwarding:  # a broker-only node: the controller answers
+        return await services.metadata.forward(request)
     rt = ctx.response_type
     changes = [
         (ConfigResource(int(r.resource_type), r.resource_name), {c.name: c.value for c in r.configs})

@@ -14,8 +14,10 @@ from kmirror.metadata.controller.acls import AclCreation
 from kmirror.protocol.entities import build, nested
 
 
-@api(30, "CreateAcls", 2, 3)
+@api(30, "CreateAcls", 2, 3, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if services.metadata.forwarding:  # a broker-only node: the controller answers
+        return await services.metadata.forward(request)
     rt = ctx.response_type
     creations = [
         AclCreation(

@@ -13,8 +13,10 @@ from kmirror.metadata.controller.topics import CreatePartitionsTopic
 from kmirror.protocol.entities import build, nested
 
 
-@api(37, "CreatePartitions", 0, 3)
+@api(37, "CreatePartitions", 0, 3, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if services.metadata.forwarding:  # a broker-only node: the controller answers
+        return await services.metadata.forward(request)
     rt = ctx.response_type
     specs = [
         CreatePartitionsTopic(

@@ -21,8 +21,10 @@ from kmirror.metadata.controller.topics import CreatableTopic, CreateTopicResult
 from kmirror.protocol.entities import build, has_field, nested
 
 
-@api(19, "CreateTopics", 2, 7)
+@api(19, "CreateTopics", 2, 7, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if services.metadata.forwarding:  # a broker-only node: the controller answers
+        return await services.metadata.forward(request)
     rt = ctx.response_type
     specs = [
         CreatableTopic(

@@ -14,8 +14,10 @@ from kmirror.metadata.controller.acls import AclFilter
 from kmirror.protocol.entities import build, nested
 
 
-@api(31, "DeleteAcls", 2, 3)
+@api(31, "DeleteAcls", 2, 3, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if services.metadata.forwarding:  # a broker-only node: the controller answers
+        return await services.metadata.forward(request)
     rt = ctx.response_type
     filters = [
         AclFilter(

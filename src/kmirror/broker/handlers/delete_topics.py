@@ -16,8 +16,10 @@ from kmirror.protocol.entities import build, nested
 ZERO_UUID = uuid.UUID(int=0)
 
 
-@api(20, "DeleteTopics", 1, 6)
+@api(20, "DeleteTopics", 1, 6, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if services.metadata.forwarding:  # a broker-only node: the controller answers
+        return await services.metadata.forward(request)
     rt = ctx.response_type
     names: list[str] = []
     ids: list[uuid.UUID] = []

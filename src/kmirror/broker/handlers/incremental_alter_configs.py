@@ -16,8 +16,10 @@ from kmirror.metadata.image import ConfigResource
 from kmirror.protocol.entities import build, nested
 
 
-@api(44, "IncrementalAlterConfigs", 0, 1)
+@api(44, "IncrementalAlterConfigs", 0, 1, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if services.metadata.forwarding:  # a broker-only node: the controller answers
+        return await services.metadata.forward(request)
     rt = ctx.response_type
     cls = nested(rt, "AlterConfigsResourceResponse")
     changes = []

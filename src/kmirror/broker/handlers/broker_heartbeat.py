@@ -1,0 +1,30 @@
+"""BrokerHeartbeat (key 63, controller plane): keeps a broker's session, unfences it once caught
+up, and drives controlled shutdown (`want_shut_down` -> leaderships move -> `should_shut_down`)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.protocol.entities import build
+
+
+@api(63, "BrokerHeartbeat", 0, 1, planes=("controller",))
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    reply = await services.metadata.broker_heartbeat(
+        int(request.broker_id),
+        int(request.broker_epoch),
+        int(request.current_metadata_offset),
+        bool(request.want_fence),
+        bool(request.want_shut_down),
+    )
+    return build(
+        ctx.response_type,
+        throttle_time=datetime.timedelta(0),
+        error_code=reply.error.code,
+        is_caught_up=reply.is_caught_up,
+        is_fenced=reply.is_fenced,
+        should_shut_down=reply.should_shut_down,
+    )

@@ -1,0 +1,283 @@
+"""`BrokerMetadataService`: the metadata of a broker without the controller role (Kafka's
+`BrokerMetadataListener` + `MetadataPublisher` + forwarding manager).
+
+- Replication: a fetch loop reads `__cluster_metadata-0` from the active controller (Fetch on the
+  controller listener, long poll), appends what it gets to the local copy in this node's log dir
+  (flushed), replays it into the image and notifies subscribers. A restart replays the local copy
+  first, then catches up from its end offset.
+- Writes: admin requests are forwarded unchanged to the controller (`forward`); the answer is
+  given once the local image has caught up with the controller's log end offset seen after
+  the write, or after `catch_up_timeout_ms`. `create_topics` and `allocate_producer_ids`,
+  which other broker services call with domain values, are translated to CreateTopics and
+  AllocateProducerIds requests.
+The read-side interface (`image`, `subscribe`, `describe_configs`, `describe_acls`) is the one
+`MetadataService` offers, so handlers do not care where the controller runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from kmirror.config.server import ServerConfig
+from kmirror.metadata.config_description import DescribeConfigsResult, describe_configs
+from kmirror.metadata.controller import acls as acl_ops
+from kmirror.metadata.controller import topics as topic_ops
+from kmirror.metadata.controller.result import ApiError
+from kmirror.metadata.image import EMPTY_IMAGE, AclBinding, ConfigResource, MetadataImage, TopicImage
+from kmirror.metadata.records import decode
+from kmirror.metadata.service import ImageListener, MetadataLogStore, MetadataOperationError
+from kmirror.protocol.entities import build, nested
+from kmirror.records.batch import iter_batches
+from kmirror.records.record import decode_records
+
+log = logging.getLogger(__name__)
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+FETCH_MAX_WAIT_MS = 500
+
+
+class ControllerClient(Protocol):
+    """`runtime.controller_channel.ControllerChannel`."""
+
+    async def connection(self) -> Any: ...
+
+    async def send(self, api_key: int, timeout_ms: int | None = None, **fields: Any) -> Any: ...
+
+    async def forward(self, request: Any, timeout_ms: int | None = None) -> Any: ...
+
+
+class BrokerMetadataService:
+    forwarding = True
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        store: MetadataLogStore,
+        fetch_channel: ControllerClient,
+        write_channel: ControllerClient,
+        *,
+        catch_up_timeout_ms: int = 5000,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._fetch_channel = fetch_channel
+        self._channel = write_channel
+        self._catch_up_timeout_ms = catch_up_timeout_ms
+        self._image = EMPTY_IMAGE
+        self._listeners: list[ImageListener] = []
+        self._controller_end_offset = 0
+        self._applied = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.broker_epoch = -1
+        self.controller_id = config.controller_quorum_voters[0].node_id if config.controller_quorum_voters else -1
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self, timeout_ms: int = 60_000) -> None:
+        """Replay the local copy, then catch up with the controller before returning."""
+        entries = self._store.read_all()
+        if entries:
+            self._image = EMPTY_IMAGE.apply((decode(d) for _, d in entries), entries[-1][0])
+        await self.fetch_once(0)
+        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+        while self._image.offset + 1 < self._controller_end_offset or self._image.cluster_id is None:
+            if asyncio.get_running_loop().time() > deadline:
+                raise MetadataOperationError(ApiError(ErrorCode.request_timed_out, "metadata log catch-up timed out"))
+            await self.fetch_once(0)
+        assert self._image.cluster_id is not None
+        self._store.bind(self._image.cluster_id, self._config.node_id)
+        self._task = asyncio.get_running_loop().create_task(self._fetch_loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _fetch_loop(self) -> None:
+        while True:
+            try:
+                await self.fetch_once(FETCH_MAX_WAIT_MS)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the controller is away: keep the image, retry
+                log.warning("metadata fetch from the controller failed: %s", exc)
+                await asyncio.sleep(0.5)
+
+    async def fetch_once(self, max_wait_ms: int) -> None:
+        fetch_offset = self._image.offset + 1
+        request_type = await _request_type(self._fetch_channel, 1)
+        partition = build(
+            nested(request_type, "FetchPartition"),
+            partition=0,
+            fetch_offset=fetch_offset,
+            partition_max_bytes=8 * 1024 * 1024,
+            current_leader_epoch=-1,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+        )
+        topic = build(
+            nested(request_type, "FetchTopic"), topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=(partition,)
+        )
+        response = await self._fetch_channel.send(
+            1,
+            replica_id=-1,
+            max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+            min_bytes=1,
+            max_bytes=8 * 1024 * 1024,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(topic,),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        for topic in response.responses:
+            for p in topic.partitions:
+                if p.error_code != ErrorCode.none:
+                    raise MetadataOperationError(ApiError(p.error_code, "metadata fetch"))
+                self._controller_end_offset = int(p.high_watermark)
+                if p.records:
+                    self._append(bytes(p.records), fetch_offset)
+        self._applied.set()
+        self._applied = asyncio.Event()
+
+    def _append(self, data: bytes, fetch_offset: int) -> None:
+        entries: list[tuple[int, bytes]] = []
+        pos = 0
+        for _, header in iter_batches(data):
+            for rec in decode_records(data, pos):
+                if rec.offset >= fetch_offset and rec.value is not None:
+                    entries.append((rec.offset, rec.value))
+            pos += header.size
+        if not entries:
+            return
+        if entries[0][0] != fetch_offset:
+            raise MetadataOperationError(ApiError(ErrorCode.corrupt_message, "gap in the replicated metadata log"))
+        last = self._store.append([d for _, d in entries])
+        if last != entries[-1][0]:
+            raise RuntimeError(f"local metadata log at {last}, controller at {entries[-1][0]}")
+        old = self._image
+        self._image = old.apply((decode(d) for _, d in entries), last)
+        for listener in list(self._listeners):
+            try:
+                listener(old, self._image)
+            except Exception:
+                log.exception("metadata listener %r failed", listener)
+
+    async def wait_caught_up(self, timeout_ms: int | None = None) -> bool:
+        """Wait for a fetch answered after this call and for the image to reach its end offset."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (timeout_ms if timeout_ms is not None else self._catch_up_timeout_ms) / 1000
+        rounds = 0
+        while loop.time() < deadline:
+            applied = self._applied
+            try:
+                await asyncio.wait_for(applied.wait(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                return False
+            rounds += 1
+            if rounds >= 2 and self._image.offset + 1 >= self._controller_end_offset:
+                return True
+        return False
+
+    # -- read side (as MetadataService) ---------------------------------------------------------
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image
+
+    @property
+    def config(self) -> ServerConfig:
+        return self._config
+
+    def subscribe(self, callback: ImageListener) -> Callable[[], None]:
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    def describe_configs(self, resource: ConfigResource, keys: Sequence[str] | None = None) -> DescribeConfigsResult:
+        return describe_configs(self._image, self._config, resource, keys)
+
+    def describe_acls(self, acl_filter: acl_ops.AclFilter) -> list[AclBinding] | ApiError:
+        err = acl_ops.validate_filter(acl_filter)
+        return err if err is not None else acl_ops.describe_acls(self._image, acl_filter)
+
+    # -- writes: forwarded to the controller ----------------------------------------------------
+
+    async def forward(self, request: Any) -> Any:
+        response = await self._channel.forward(request)
+        await self.wait_caught_up()
+        return response
+
+    async def create_topics(
+        self, topics: Sequence[topic_ops.CreatableTopic], *, validate_only: bool = False
+    ) -> list[topic_ops.CreateTopicResult]:
+        conn_type = await _request_type(self._channel, 19)
+        topic_cls = nested(conn_type, "CreatableTopic")
+        assign_cls = nested(conn_type, "CreatableReplicaAssignment")
+        config_cls = nested(conn_type, "CreatableTopicConfig")
+        wire = tuple(
+            build(
+                topic_cls,
+                name=t.name,
+                num_partitions=t.num_partitions,
+                replication_factor=t.replication_factor,
+                assignments=tuple(
+                    build(assign_cls, partition_index=p, broker_ids=tuple(bs)) for p, bs in t.assignments.items()
+                ),
+                configs=tuple(build(config_cls, name=k, value=v) for k, v in t.configs.items()),
+            )
+            for t in topics
+        )
+        response = await self._channel.send(
+            19, topics=wire, timeout=datetime.timedelta(seconds=30), validate_only=validate_only
+        )
+        await self.wait_caught_up()
+        out = []
+        for r in response.topics:
+            out.append(
+                topic_ops.CreateTopicResult(
+                    r.name,
+                    ApiError(r.error_code, r.error_message),
+                    getattr(r, "topic_id", None),
+                    int(getattr(r, "num_partitions", -1)),
+                    int(getattr(r, "replication_factor", -1)),
+                )
+            )
+        return out
+
+    async def ensure_internal_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str] | None = None
+    ) -> TopicImage:
+        existing = self._image.topics.get(name)
+        if existing is not None:
+            return existing
+        spec = topic_ops.CreatableTopic(name, num_partitions, replication_factor, configs=dict(configs or {}))
+        results = await self.create_topics([spec])
+        topic = self._image.topics.get(name)
+        if topic is not None:
+            return topic
+        error = results[0].error if results else ApiError(ErrorCode.unknown_server_error)
+        if error.code == ErrorCode.topic_already_exists:
+            error = ApiError(ErrorCode.coordinator_not_available, "topic not yet visible")
+        raise MetadataOperationError(error)
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int = -1) -> tuple[int, int]:
+        response = await self._channel.send(67, broker_id=broker_id, broker_epoch=self.broker_epoch)
+        if response.error_code != ErrorCode.none:
+            raise MetadataOperationError(ApiError(response.error_code))
+        return int(response.producer_id_start), int(response.producer_id_len)
+
+
+async def _request_type(channel: ControllerClient, api_key: int) -> type[Any]:
+    """The request entity type at the version negotiated with the controller."""
+    conn = await channel.connection()
+    request_type: type[Any] = conn.request_type(api_key)
+    return request_type

@@ -1,0 +1,205 @@
+"""Runs the broker's lifecycle against the active controller: registration, a heartbeat every
+`broker.heartbeat.interval.ms`, controlled shutdown on stop (`quorum.broker_lifecycle` holds the
+states). The controller is reached through a `ControllerPort`: the ControllerChannel for a
+broker-only node, the in-process controller for a combined node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from kmirror.config.server import ServerConfig
+from kmirror.metadata.controller.brokers import HeartbeatReply
+from kmirror.metadata.controller.result import ApiError
+from kmirror.metadata.records import BrokerEndpoint
+from kmirror.quorum.broker_lifecycle import BrokerLifecycle, BrokerState
+
+log = logging.getLogger("kmirror.broker_lifecycle")
+
+METADATA_VERSION_RANGE = (1, 27)
+
+
+class ControllerPort(Protocol):
+    async def register(self, cluster_id: str, incarnation_id: uuid.UUID) -> int | ApiError: ...
+
+    async def heartbeat(self, broker_epoch: int, offset: int, want_shut_down: bool) -> HeartbeatReply: ...
+
+
+class LocalController:
+    """A combined node: the controller is in this process."""
+
+    def __init__(self, config: ServerConfig, controller: Any) -> None:
+        self._config = config
+        self._controller = controller
+
+    async def register(self, cluster_id: str, incarnation_id: uuid.UUID) -> int | ApiError:
+        endpoints = tuple(BrokerEndpoint(x.name, x.host, x.port, 0) for x in self._config.advertised_listeners)
+        result: int | ApiError = await self._controller.register_broker(
+            self._config.node_id, incarnation_id, endpoints, self._config.broker_rack, cluster_id
+        )
+        return result
+
+    async def heartbeat(self, broker_epoch: int, offset: int, want_shut_down: bool) -> HeartbeatReply:
+        reply: HeartbeatReply = await self._controller.broker_heartbeat(
+            self._config.node_id, broker_epoch, offset, False, want_shut_down
+        )
+        return reply
+
+
+class RemoteController:
+    """A broker-only node: BrokerRegistration / BrokerHeartbeat over the ControllerChannel."""
+
+    def __init__(self, config: ServerConfig, channel: Any) -> None:
+        self._config = config
+        self._channel = channel
+
+    async def register(self, cluster_id: str, incarnation_id: uuid.UUID) -> int | ApiError:
+        from kmirror.protocol.entities import build, nested
+
+        conn = await self._channel.connection()
+        rt = conn.request_type(62)
+        listeners = tuple(
+            build(nested(rt, "Listener"), name=x.name, host=x.host, port=x.port, security_protocol=0)
+            for x in self._config.advertised_listeners
+        )
+        features = (
+            build(
+                nested(rt, "Feature"),
+                name="metadata.version",
+                min_supported_version=METADATA_VERSION_RANGE[0],
+                max_supported_version=METADATA_VERSION_RANGE[1],
+            ),
+        )
+        response = await self._channel.send(
+            62,
+            broker_id=self._config.node_id,
+            cluster_id=cluster_id,
+            incarnation_id=incarnation_id,
+            listeners=listeners,
+            features=features,
+            rack=self._config.broker_rack,
+            is_migrating_zk_broker=False,
+            log_dirs=(),
+            previous_broker_epoch=-1,
+        )
+        if response.error_code != ErrorCode.none:
+            return ApiError(response.error_code)
+        return int(response.broker_epoch)
+
+    async def heartbeat(self, broker_epoch: int, offset: int, want_shut_down: bool) -> HeartbeatReply:
+        response = await self._channel.send(
+            63,
+            broker_id=self._config.node_id,
+            broker_epoch=broker_epoch,
+            current_metadata_offset=offset,
+            want_fence=False,
+            want_shut_down=want_shut_down,
+            offline_log_dirs=(),
+        )
+        return HeartbeatReply(
+            ApiError(response.error_code),
+            bool(response.is_caught_up),
+            bool(response.is_fenced),
+            bool(response.should_shut_down),
+        )
+
+
+class BrokerLifecycleManager:
+    def __init__(
+        self,
+        config: ServerConfig,
+        controller: ControllerPort,
+        cluster_id: Callable[[], str],
+        metadata_offset: Callable[[], int],
+        incarnation_id: uuid.UUID,
+    ) -> None:
+        self._config = config
+        self._controller = controller
+        self._cluster_id = cluster_id
+        self._metadata_offset = metadata_offset
+        self._incarnation_id = incarnation_id
+        self.lifecycle = BrokerLifecycle()
+        self.interval_ms = int(config.values.get("broker.heartbeat.interval.ms", 2000))
+        self._task: asyncio.Task[None] | None = None
+
+    async def register(self) -> int:
+        while True:
+            result = await self._controller.register(self._cluster_id(), self._incarnation_id)
+            if not isinstance(result, ApiError):
+                self.lifecycle.on_registered(result)
+                log.info("broker %d registered with broker epoch %d", self._config.node_id, result)
+                return result
+            log.warning("broker registration refused: %s; retrying", result.code.name)
+            await asyncio.sleep(self.interval_ms / 1000)
+
+    async def heartbeat_once(self) -> HeartbeatReply:
+        lc = self.lifecycle
+        if lc.state is BrokerState.STARTING:
+            await self.register()
+        reply = await self._controller.heartbeat(lc.broker_epoch, self._metadata_offset(), lc.want_shut_down)
+        if reply.error.code in (ErrorCode.stale_broker_epoch, ErrorCode.broker_id_not_registered):
+            lc.on_stale_epoch()
+        elif reply.error.code == ErrorCode.none:
+            before = lc.state
+            lc.on_heartbeat(reply.is_fenced, reply.should_shut_down)
+            if lc.state is not before:
+                log.info("broker %d: %s -> %s", self._config.node_id, before.value, lc.state.value)
+        return reply
+
+    async def wait_unfenced(self, timeout_ms: int = 60_000) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while self.lifecycle.state is not BrokerState.RUNNING:
+            if loop.time() > deadline:
+                return False
+            try:
+                await self.heartbeat_once()
+            except Exception as exc:
+                log.warning("heartbeat failed: %s", exc)
+            if self.lifecycle.state is not BrokerState.RUNNING:
+                await asyncio.sleep(0.1)
+        return True
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_ms / 1000)
+            try:
+                await self.heartbeat_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("heartbeat to the controller failed: %s", exc)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def controlled_shutdown(self, timeout_ms: int = 30_000) -> bool:
+        """Ask the controller to move our leaderships; True once it answers should_shut_down."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        self.lifecycle.begin_controlled_shutdown()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while loop.time() < deadline:
+            try:
+                await self.heartbeat_once()
+            except Exception as exc:
+                log.warning("controlled shutdown heartbeat failed: %s", exc)
+                return False
+            if self.lifecycle.state is BrokerState.SHUTTING_DOWN:
+                log.info("broker %d: controlled shutdown complete", self._config.node_id)
+                return True
+            await asyncio.sleep(0.1)
+        return False
