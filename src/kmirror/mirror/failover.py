@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kmirror.mirror.membership import Membership, MembershipStatus, desired_state
 from kmirror.mirror.state import MirrorPartitionState
 from kmirror.records.batch import BatchHeader
 from kmirror.records.control import ControlType
@@ -74,12 +75,29 @@ class ClearState:
 
 
 @dataclass(frozen=True, slots=True)
+class QueryLastMirroredEpoch:
+    """Ask the source for this partition's LME (DescribeMirrors on the source; -1 or an
+    unsupported API both mean "none")."""
+
+
+@dataclass(frozen=True, slots=True)
+class TruncateByLastMirroredEpoch:
+    """Apply `kmirror.mirror.truncation.lme_truncation(lme, epoch cache, log end offset)`."""
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitReplicasTruncated:
+    """Wait until `kmirror.mirror.truncation.truncation_progress(...)` is complete."""
+
+
+@dataclass(frozen=True, slots=True)
 class StartFetcher:
     """Add the partition to a mirror fetcher, fetching from the local log end offset."""
 
 
 Action = (TransitionTo | RemoveFetcher | TruncateToLastStableOffset | PersistLastMirroredEpoch | BumpLeaderEpoch
-          | AppendMirrorPidReset | ClearReadOnly | ClearState | StartFetcher)
+          | AppendMirrorPidReset | ClearReadOnly | ClearState | QueryLastMirroredEpoch
+          | TruncateByLastMirroredEpoch | AwaitReplicasTruncated | StartFetcher)
 
 
 def _detach_steps(source_cluster_id: str) -> tuple[Action, ...]:
@@ -119,6 +137,39 @@ def resuming_plan(current: MirrorPartitionState) -> tuple[Action, ...]:
     if current is not S.PAUSED:
         raise ValueError(f"no resuming plan from {current.name}")
     return (TransitionTo(S.MIRRORING), StartFetcher())
+
+
+def preparing_plan(current: MirrorPartitionState) -> tuple[Action, ...]:
+    """Start (add, restart, failback): PREPARING, LME truncation, wait for the replicas,
+    MIRRORING, start the fetcher from the local log end (KIP "Add Topics to Mirror")."""
+    if current not in (S.UNKNOWN, S.MIRRORING, S.STOPPED):
+        raise ValueError(f"no preparing plan from {current.name}")
+    return (TransitionTo(S.PREPARING), QueryLastMirroredEpoch(), TruncateByLastMirroredEpoch(),
+            AwaitReplicasTruncated(), TransitionTo(S.MIRRORING), StartFetcher())
+
+
+def plan_for(membership: Membership | None, state: MirrorPartitionState, source_cluster_id: str, *,
+             source_topic_exists: bool = True) -> tuple[Action, ...]:
+    """What the partition leader does on a metadata update for a partition in `state` (the
+    coordinator's answer): the plan towards `desired_state`, or () to stay. A removed
+    FAILED partition gets the detach plan; a FAILED one otherwise waits for the operator."""
+    if membership is not None and membership.status is MembershipStatus.REMOVED and state is S.FAILED:
+        return stopping_plan(S.FAILED, source_cluster_id)
+    target = desired_state(membership, state, source_topic_exists=source_topic_exists)
+    if target is None:
+        return ()
+    if target is S.PREPARING:
+        return preparing_plan(state)
+    if target is S.STOPPING:
+        return stopping_plan(state, source_cluster_id)
+    if target is S.PAUSING:
+        return pausing_plan(state)
+    if target is S.MIRRORING and state is S.PAUSED:
+        return resuming_plan(state)
+    if target is S.PAUSED:  # PAUSING completes once the fetcher is gone
+        return (RemoveFetcher(), TransitionTo(S.PAUSED))
+    # FAILED (a PREPARING partition that cannot complete): stop trying to fetch.
+    return (TransitionTo(target), RemoveFetcher())
 
 
 def bump_min_leader_epoch(last_mirrored_epoch: int) -> int:

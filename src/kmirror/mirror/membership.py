@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
+from kmirror.mirror.errors import MirrorError
 from kmirror.mirror.names import PAUSED_SUFFIX, REMOVED_SUFFIX
 from kmirror.mirror.state import READ_ONLY_STATES, MirrorPartitionState
+from kmirror.protocol.errors import ErrorCode
 
 S = MirrorPartitionState
 
@@ -73,6 +75,13 @@ class Refusal(Enum):
     MIRROR_NOT_EMPTY = "MIRROR_NOT_EMPTY"
 
 
+def refusal_error_code(refusal: Refusal) -> int:
+    """The int16 error code a response carries for `refusal`."""
+    if refusal is Refusal.INVALID_REQUEST:
+        return int(ErrorCode.invalid_request)
+    return int(MirrorError[refusal.value])
+
+
 @dataclass(frozen=True, slots=True)
 class Rejected:
     refusal: Refusal
@@ -93,9 +102,11 @@ PAUSE_FROM_STATES: Final = frozenset({S.MIRRORING})  # KIP Pause Topics
 # (controller), while STOPPING is valid from MIRRORING and PAUSED and the KIP's restart
 # recipe for FAILED is "remove and add back". Failover must detach every attached partition
 # (a single `--remove --topic .*`), so every attached state is accepted; the leader reaches
-# STOPPING through the table (`desired_state`). UNKNOWN (leader not started) and STOPPED
-# (already detached) are refused. docs/design/mirroring.md "Removal".
-REMOVE_FROM_STATES: Final = frozenset({S.PREPARING, S.MIRRORING, S.PAUSING, S.PAUSED, S.FAILED})
+# STOPPING through the table (`desired_state`). UNKNOWN (leader not started) is refused.
+# docs/design/mirroring.md "Workflows".
+# STOPPED is accepted for a topic still active in the mirror: its source topic was deleted
+# (KIP: partitions move to STOPPED, "the operator would need to manually remove the topic").
+REMOVE_FROM_STATES: Final = frozenset({S.PREPARING, S.MIRRORING, S.PAUSING, S.PAUSED, S.FAILED, S.STOPPED})
 
 
 def _bad_states(states: Iterable[MirrorPartitionState], allowed: frozenset[MirrorPartitionState]) -> list[str]:
@@ -197,7 +208,8 @@ def delete_mirror(mirror_name: str, topic_configs: Mapping[str, str | None],
 # ---- partition leader reactions ------------------------------------------------------------
 
 
-def desired_state(membership: Membership | None, state: MirrorPartitionState) -> MirrorPartitionState | None:
+def desired_state(membership: Membership | None, state: MirrorPartitionState, *,
+                  source_topic_exists: bool = True) -> MirrorPartitionState | None:
     """The next state the partition leader moves to for this membership, or None to stay.
 
     Follows the KIP's workflows; every answer is a legal transition from `state`:
@@ -210,11 +222,18 @@ def desired_state(membership: Membership | None, state: MirrorPartitionState) ->
       (the source may be gone, so truncation may never finish: failover must not wait on
       it, and FAILED partitions are detached by the failover plan); STOPPING -> STOPPED is
       reported by the failover plan, not decided here.
+    - source topic deleted (`source_topic_exists=False`) while active or paused: MIRRORING /
+      PAUSED -> STOPPING, PREPARING -> FAILED (its truncation needs the source topic), and a
+      STOPPED partition is not restarted (KIP "Topic Deletion": the operator removes the
+      topic from the mirror if the deletion was intended);
     - not in a mirror: nothing to do.
     """
     if membership is None:
         return None
     status = membership.status
+    if not source_topic_exists and status is not MembershipStatus.REMOVED:
+        return {S.MIRRORING: S.STOPPING, S.PAUSED: S.STOPPING, S.PAUSING: S.PAUSED,
+                S.PREPARING: S.FAILED}.get(state)
     if status is MembershipStatus.ACTIVE:
         return {S.UNKNOWN: S.PREPARING, S.STOPPED: S.PREPARING, S.PAUSED: S.MIRRORING}.get(state)
     if status is MembershipStatus.PAUSED:

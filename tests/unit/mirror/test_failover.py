@@ -2,21 +2,27 @@ import pytest
 
 from kmirror.mirror.failover import (
     AppendMirrorPidReset,
+    AwaitReplicasTruncated,
     BumpLeaderEpoch,
     ClearReadOnly,
     ClearState,
     PersistLastMirroredEpoch,
+    QueryLastMirroredEpoch,
     RemoveFetcher,
     StartFetcher,
     TransitionTo,
+    TruncateByLastMirroredEpoch,
     TruncateToLastStableOffset,
     bump_min_leader_epoch,
     bumped_leader_epoch,
     expires_producer_state,
     pausing_plan,
+    plan_for,
+    preparing_plan,
     resuming_plan,
     stopping_plan,
 )
+from kmirror.mirror.membership import Membership, MembershipStatus
 from kmirror.mirror.protocol.pid_reset import encode_mirror_pid_reset
 from kmirror.mirror.state import MirrorPartitionState, transition
 from kmirror.records.batch import read_header
@@ -86,3 +92,45 @@ def test_expiry_predicate_on_real_batches():
     assert not expires_producer_state(read_header(commit, 0), read_control_type(commit, 0))
     data = build_batch([SimpleRecord(b"k", b"v", (), 0)])
     assert not expires_producer_state(read_header(data, 0), None)
+
+
+
+A, P, R = MembershipStatus.ACTIVE, MembershipStatus.PAUSED, MembershipStatus.REMOVED
+
+
+@pytest.mark.parametrize("start", [S.UNKNOWN, S.MIRRORING, S.STOPPED])
+def test_preparing_plan(start):
+    plan = preparing_plan(start)
+    assert plan == (TransitionTo(S.PREPARING), QueryLastMirroredEpoch(), TruncateByLastMirroredEpoch(),
+                    AwaitReplicasTruncated(), TransitionTo(S.MIRRORING), StartFetcher())
+    assert replay_states(start, plan) is S.MIRRORING
+
+
+@pytest.mark.parametrize("status", [None, A, P, R])
+@pytest.mark.parametrize("state", list(S))
+@pytest.mark.parametrize("source_topic_exists", [True, False])
+def test_plan_for_only_takes_legal_steps(status, state, source_topic_exists):
+    membership = None if status is None else Membership("m", status)
+    plan = plan_for(membership, state, "c", source_topic_exists=source_topic_exists)
+    replay_states(state, plan)  # raises on an illegal step
+
+
+@pytest.mark.parametrize(("status", "state", "first", "last"), [
+    (A, S.UNKNOWN, TransitionTo(S.PREPARING), StartFetcher()),
+    (A, S.PAUSED, TransitionTo(S.MIRRORING), StartFetcher()),
+    (P, S.MIRRORING, TransitionTo(S.PAUSING), TransitionTo(S.PAUSED)),
+    (P, S.PAUSING, RemoveFetcher(), TransitionTo(S.PAUSED)),
+    (R, S.MIRRORING, TransitionTo(S.STOPPING), ClearReadOnly()),
+    (R, S.FAILED, RemoveFetcher(), ClearReadOnly()),
+    (R, S.PREPARING, TransitionTo(S.FAILED), RemoveFetcher()),
+])
+def test_plan_for_workflows(status, state, first, last):
+    plan = plan_for(Membership("m", status), state, "c")
+    assert plan[0] == first and plan[-1] == last
+
+
+def test_nothing_to_do():
+    assert plan_for(None, S.UNKNOWN, "c") == ()
+    assert plan_for(Membership("m", A), S.MIRRORING, "c") == ()
+    assert plan_for(Membership("m", A), S.FAILED, "c") == ()
+    assert plan_for(Membership("m", A), S.STOPPED, "c", source_topic_exists=False) == ()

@@ -1,5 +1,6 @@
 import pytest
 
+from kmirror.mirror.errors import error_name
 from kmirror.mirror.membership import (
     DeleteMirrorPlan,
     Membership,
@@ -13,6 +14,7 @@ from kmirror.mirror.membership import (
     is_read_only,
     parse_mirror_name_config,
     pause_topic,
+    refusal_error_code,
     remove_topic,
     resume_topic,
 )
@@ -58,6 +60,8 @@ def test_remove():
     assert refused(remove_topic(None, "m", []), Refusal.UNKNOWN_MIRROR)
     assert refused(remove_topic("other", "m", [S.MIRRORING]), Refusal.TOPIC_NOT_IN_MIRROR)
     assert refused(remove_topic("m", "m", [S.UNKNOWN]), Refusal.INVALID_REQUEST)
+    # source topic deleted: partitions STOPPED while still active; the operator removes it
+    assert remove_topic("m", "m", [S.STOPPED]) == SetMirrorName("m.removed")
 
 
 def test_pause():
@@ -106,6 +110,24 @@ def test_desired_state_workflows(status, state, target):
     assert desired_state(Membership("m", status), state) is target
 
 
+@pytest.mark.parametrize("status", [A, P])
+@pytest.mark.parametrize(("state", "target"), [
+    (S.MIRRORING, S.STOPPING), (S.PAUSED, S.STOPPING), (S.PAUSING, S.PAUSED), (S.STOPPED, None),
+    (S.UNKNOWN, None), (S.PREPARING, S.FAILED), (S.FAILED, None),
+])
+def test_source_topic_deleted_stops_and_never_restarts(status, state, target):
+    assert desired_state(Membership("m", status), state, source_topic_exists=False) is target
+
+
+@pytest.mark.parametrize("status", [None, A, P, R])
+@pytest.mark.parametrize("state", list(S))
+def test_desired_state_legal_without_source_topic(status, state):
+    membership = None if status is None else Membership("m", status)
+    target = desired_state(membership, state, source_topic_exists=False)
+    if target is not None:
+        assert is_valid_transition(state, target)
+
+
 def test_read_only():
     assert not is_read_only(None, None)
     for state in [None, *S]:
@@ -117,3 +139,10 @@ def test_read_only():
     assert not is_read_only(removed, S.UNKNOWN)
     for state in (S.PREPARING, S.MIRRORING, S.PAUSING, S.PAUSED, S.STOPPING, S.FAILED):
         assert is_read_only(removed, state)
+
+
+def test_refusal_codes():
+    assert refusal_error_code(Refusal.INVALID_REQUEST) == 42
+    for refusal in Refusal:
+        if refusal is not Refusal.INVALID_REQUEST:
+            assert error_name(refusal_error_code(refusal)) == refusal.value
