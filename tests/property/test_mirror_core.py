@@ -6,15 +6,23 @@ from uuid import UUID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kmirror.log.epoch_cache import EpochCache
+from kmirror.log.epoch_cache import EpochCache, EpochEntry
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StateWrite
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
-from kmirror.mirror.failover import ClearState, TransitionTo, bump_min_leader_epoch, stopping_plan
+from kmirror.mirror.failover import (
+    AppendMirrorPidReset,
+    AwaitReplicasTruncated,
+    ClearState,
+    TransitionTo,
+    bump_min_leader_epoch,
+    bumped_leader_epoch,
+    plan_for,
+)
 from kmirror.mirror.membership import (
     MembershipStatus,
+    Rejected,
     SetMirrorName,
     add_topic,
-    desired_state,
     is_read_only,
     parse_mirror_name_config,
     pause_topic,
@@ -52,19 +60,24 @@ def test_random_targets_never_reach_an_illegal_state(targets):
                 raise AssertionError(f"{state} -> {target} accepted")
 
 
-ops = st.sampled_from(["add", "pause", "resume", "remove", "fail", "tick"])
+ops = st.sampled_from(["add", "pause", "resume", "remove", "fail", "tick", "delete-source"])
+reached_writable_path = [False]
 
 
+@settings(max_examples=300)
 @given(st.lists(ops, max_size=80))
-def test_workflows_drive_only_legal_transitions_and_writable_only_after_stopping(script):
+def test_workflows_take_only_legal_steps_and_writable_only_after_detach(script):
     """One partition, one mirror: operator commands change `mirror.name` through the
-    workflow functions; the leader reacts with `desired_state`, completes PREPARING on
-    'tick' and runs the stopping plan; no step is illegal, and Produce is allowed only
-    once the stopping plan (or the failed-partition cleanup) has run."""
+    workflow functions; the partition leader runs `plan_for` after each metadata update
+    (PREPARING completes on 'tick'). No plan step is illegal, and an attached topic accepts
+    Produce only after a detach plan (LSO truncation, LME, bump, PID reset) ran."""
     config: str | None = None
     state = S.UNKNOWN
-    detached = True  # the topic starts as a plain, writable topic
+    source_topic_exists = True
+    detached_since_add = True
+    waiting: tuple = ()
     for op in script:
+        result: SetMirrorName | Rejected | None = None
         if op == "add":
             result = add_topic(config, "m", [state])
         elif op == "pause":
@@ -73,36 +86,72 @@ def test_workflows_drive_only_legal_transitions_and_writable_only_after_stopping
             result = resume_topic(config, "m")
         elif op == "remove":
             result = remove_topic(config, "m", [state])
-        else:
-            result = None
         if isinstance(result, SetMirrorName):
             if op == "add":
-                detached = False
+                detached_since_add = False
             config = result.value
         if op == "fail" and config is not None:
             state = transition(state, S.FAILED)
-        if op == "tick" and state is S.PREPARING:
-            state = transition(state, S.MIRRORING)
+        if op == "delete-source":
+            source_topic_exists = False
         membership = parse_mirror_name_config(config)
-        for _ in range(4):  # the leader reacts until stable
-            target = desired_state(membership, state)
-            if target is None:
+        if op == "tick" and state is S.PREPARING and waiting:
+            plan, waiting = waiting, ()  # the followers truncated: the PREPARING plan goes on
+        else:
+            plan = plan_for(membership, state, "src", source_topic_exists=source_topic_exists)
+        for _ in range(3):  # the leader reacts until there is nothing left to do
+            if not plan:
                 break
-            state = transition(state, target)
-        removed = membership is not None and membership.status is MembershipStatus.REMOVED
-        if removed:
-            assert state not in (S.PREPARING, S.MIRRORING, S.PAUSING, S.PAUSED)
-        if state is S.STOPPING or (removed and state is S.FAILED):
-            plan = stopping_plan(S.MIRRORING if state is S.STOPPING else S.FAILED, "src")
-            for action in plan:
-                if isinstance(action, TransitionTo) and action.state is not S.STOPPING:
+            for i, action in enumerate(plan):
+                if isinstance(action, AwaitReplicasTruncated):
+                    waiting = plan[i + 1:]
+                    break
+                if isinstance(action, TransitionTo):
                     state = transition(state, action.state)
+                    if state is not S.PREPARING:
+                        waiting = ()
                 elif isinstance(action, ClearState):
                     state = S.UNKNOWN
-            detached = True
-        writable = not is_read_only(membership, state)
-        if writable and membership is not None:
-            assert detached and state in (S.STOPPED, S.UNKNOWN)
+                elif isinstance(action, AppendMirrorPidReset):
+                    detached_since_add = True
+                    reached_writable_path[0] = True
+            plan = plan_for(membership, state, "src", source_topic_exists=source_topic_exists)
+        if membership is not None and not is_read_only(membership, state):
+            assert detached_since_add and state in (S.STOPPED, S.UNKNOWN)
+            assert membership.status is MembershipStatus.REMOVED
+
+
+def test_the_workflow_property_exercises_failover():
+    reached_writable_path[0] = False
+    test_workflows_take_only_legal_steps_and_writable_only_after_detach()
+    assert reached_writable_path[0]
+
+
+@settings(max_examples=300)
+@given(st.lists(st.integers(0, 20), min_size=0, max_size=30), st.integers(0, 30), st.integers(0, 40))
+def test_epochs_never_go_backwards_through_failover(source_epoch_steps, lso_cut, local_leader_epoch):
+    """Mirrored batches keep their source epochs; on failover the log is truncated to the
+    LSO, the LME read, the leader epoch bumped and the PID reset appended with it: the
+    epoch cache only ever grows, and the new epoch is above every mirrored one."""
+    epochs = []
+    epoch = 0
+    for step in source_epoch_steps:
+        epoch += step % 3
+        epochs.append(epoch)
+    cache = EpochCache()
+    for offset, e in enumerate(epochs):
+        before = cache.entries
+        cache.assign(e, offset)
+        assert cache.entries[: len(before)] == before
+    end = min(lso_cut, len(epochs))
+    cache.truncate_from_end(end)
+    lme = last_mirrored_epoch_of(cache)
+    assert all(e <= lme for e in epochs[:end])
+    new_epoch = bumped_leader_epoch(local_leader_epoch, bump_min_leader_epoch(lme))
+    assert new_epoch > lme and new_epoch > local_leader_epoch
+    before = cache.entries
+    cache.assign(new_epoch, end)  # the MIRROR_PID_RESET batch
+    assert cache.entries == [*before, EpochEntry(new_epoch, end)]
 
 
 @st.composite
