@@ -38,6 +38,7 @@ class Fetcher:
         self.on_progress = on_progress
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def wake(self) -> None:
         self._wake.set()
@@ -47,14 +48,17 @@ class Fetcher:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
 
     async def stop(self) -> None:
+        """Close the endpoint first so an in-flight request fails (and is consumed) inside
+        the task, then let the task end; cancel it if it does not end promptly."""
+        self._stopping = True
+        self._wake.set()
+        await self.endpoint.close()
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
             try:
-                await task
-            except (asyncio.CancelledError, Exception):
+                await asyncio.wait_for(task, 1.0)
+            except (TimeoutError, asyncio.CancelledError, Exception):
                 pass
-        await self.endpoint.close()
 
     async def run_once(self) -> bool:
         """One round; False when nothing was ready to send."""
@@ -99,7 +103,7 @@ class Fetcher:
         self.engine.handle_failure(tps, self.clock.monotonic_ms())
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             await asyncio.sleep(0)  # one round at a time: let the node serve in between
             try:
                 did = await self.run_once()
@@ -108,7 +112,7 @@ class Fetcher:
             except Exception:
                 log.exception("%s: fetch round failed", self.name)
                 did = False
-            if not did:
+            if not did and not self._stopping:
                 self._wake.clear()
                 ready = self.engine.next_ready_ms()
                 now = self.clock.monotonic_ms()

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kmirror.client.connection import BrokerConnection
+from kmirror.client.errors import KafkaConnectionError
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
@@ -32,8 +33,11 @@ class RemoteLeaderEndPoint:
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self._conn: BrokerConnection | None = None
+        self._closed = False
 
     async def _connection(self) -> BrokerConnection:
+        if self._closed:
+            raise KafkaConnectionError(f"endpoint {self.host}:{self.port} is closed")
         if self._conn is None or not self._conn.connected:
             if self._conn is not None:
                 await self._conn.close()
@@ -170,6 +174,7 @@ class RemoteLeaderEndPoint:
         return ErrorCode.unknown_topic_or_partition
 
     async def close(self) -> None:
+        self._closed = True
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
