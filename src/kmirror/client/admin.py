@@ -18,6 +18,7 @@ from typing import Any
 from kmirror.client.cluster import REFRESH_ERRORS, Cluster
 from kmirror.client.errors import KafkaError, check
 from kmirror.client.metadata import BrokerMetadata, TopicMetadata
+from kmirror.client.mirrors import MirrorAdmin
 from kmirror.protocol.entities import build, nested
 from kmirror.types import TopicPartition
 
@@ -121,7 +122,9 @@ def _ms(ms: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=ms)
 
 
-class Admin:
+class Admin(MirrorAdmin):
+    """Kafka's Admin; the cluster mirror methods (KIP-1279) come from `MirrorAdmin`."""
+
     def __init__(self, cluster: Cluster, *, timeout_ms: int = 30_000) -> None:
         self.cluster = cluster
         self.timeout_ms = timeout_ms

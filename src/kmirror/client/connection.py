@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from kmirror.client.errors import (
@@ -30,6 +29,7 @@ from kmirror.client.protocol import (
     Response,
     choose_version,
     kio_versions,
+    request_schema,
 )
 from kmirror.protocol.entities import build
 
@@ -84,7 +84,7 @@ class BrokerConnection:
         version = min(CLIENT_MAX_VERSIONS[API_VERSIONS_KEY], max(kio_versions(API_VERSIONS_KEY)))
         for _ in range(2):
             request = build(
-                load_request_schema(API_VERSIONS_KEY, version),
+                request_schema(API_VERSIONS_KEY, version),
                 client_software_name=CLIENT_SOFTWARE_NAME,
                 client_software_version=CLIENT_SOFTWARE_VERSION,
             )
@@ -111,14 +111,15 @@ class BrokerConnection:
         return v
 
     def request_type(self, api_key: int) -> type[Any]:
-        return load_request_schema(api_key, self.version(api_key))
+        """The request entity of the negotiated version (kio's, or KIP-1279's for keys 94-105)."""
+        return request_schema(api_key, self.version(api_key))
 
     def build_request(self, api_key: int, **fields: Any) -> Any:
         """A request of the negotiated version; fields that version lacks are dropped."""
         return build(self.request_type(api_key), **fields)
 
     async def send(self, request: Any, *, expect_response: bool = True, timeout_ms: int | None = None) -> Any:
-        """Send a kio request entity and return the decoded response body (None if not expected)."""
+        """Send a request entity (kio's or a KIP-1279 one) and return the decoded response body (None if not expected)."""
         if self._writer is None or self._closed_error is not None:
             raise KafkaConnectionError(f"connection to {self.address} is closed")
         correlation_id, data = self._protocol.send(request, expect_response)

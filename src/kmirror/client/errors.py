@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from kmirror.mirror import errors as mirror_errors
+
 
 class KafkaClientError(Exception):
     """Base of every error this client raises for an expected failure."""
@@ -28,7 +30,11 @@ class KafkaTimeoutError(KafkaConnectionError):
 
 
 def error_name(code: int) -> str:
-    """Kafka's name for an error code (`NOT_LEADER_OR_FOLLOWER`), `UNKNOWN_<code>` if unknown."""
+    """Kafka's name for an error code (`NOT_LEADER_OR_FOLLOWER`) or a KIP-1279 one
+    (`TOPIC_ALREADY_IN_MIRROR`), `UNKNOWN_<code>` if unknown."""
+    mirror = mirror_errors.mirror_error(code)
+    if mirror is not None:
+        return mirror.name
     try:
         return ErrorCode(code).name.upper()
     except ValueError:
@@ -36,6 +42,9 @@ def error_name(code: int) -> str:
 
 
 def is_retriable(code: int) -> bool:
+    mirror = mirror_errors.mirror_error(code)
+    if mirror is not None:
+        return mirror.retriable
     try:
         return bool(ErrorCode(code).retriable)
     except ValueError:

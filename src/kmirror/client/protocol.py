@@ -7,8 +7,10 @@ Several requests may be in flight; Kafka answers one connection in order, and a 
 whose correlation id is not the oldest in flight is a protocol error.
 
 Version choice: for each API the client uses the highest version that the broker
-advertises, that kio has a schema for, and that the client caps (`CLIENT_MAX_VERSIONS`:
-versions whose semantics this client implements).
+advertises, that the client has a schema for, and that the client caps (`CLIENT_MAX_VERSIONS`:
+versions whose semantics this client implements). Schemas come from kio, except for the
+KIP-1279 RPCs (keys 94-105), which kio does not know: their entities come from
+`kmirror.mirror.protocol.registry` (`request_schema` / `response_schema`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from kio.index import load_response_schema
+from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
@@ -29,6 +31,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
 from kmirror.client.errors import KafkaProtocolError
+from kmirror.mirror.protocol.registry import MIRROR_APIS, entity_types
 from kmirror.protocol.framing import FrameDecoder, frame
 
 API_VERSIONS_KEY = 18
@@ -56,7 +59,12 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
 
 @cache
 def kio_versions(api_key: int) -> tuple[int, ...]:
-    """Versions of `api_key` that kio has request and response schemas for, ascending."""
+    """Versions of `api_key` the client has request and response schemas for, ascending:
+    kio's, or the mirror registry's for the KIP-1279 RPCs."""
+    mirror = MIRROR_APIS.get(api_key)
+    if mirror is not None:
+        _, low, high = mirror
+        return tuple(range(low, high + 1))
     name = api_key_map.get(api_key)
     if name is None:
         return ()
@@ -79,6 +87,26 @@ def choose_version(
     cap = client_max.get(api_key)
     candidates = [v for v in kio_versions(api_key) if low <= v <= high and (cap is None or v <= cap)]
     return max(candidates) if candidates else None
+
+
+def request_schema(api_key: int, version: int) -> type[Any]:
+    """The request entity of `api_key` at `version` (kio's or a KIP-1279 entity)."""
+    if api_key in MIRROR_APIS:
+        if version not in kio_versions(api_key):
+            raise KafkaProtocolError(f"{MIRROR_APIS[api_key][0]} has no version {version}")
+        return entity_types(api_key)[0]
+    schema: type[Any] = load_request_schema(api_key, version)
+    return schema
+
+
+def response_schema(api_key: int, version: int) -> type[Any]:
+    """The response entity of `api_key` at `version` (kio's or a KIP-1279 entity)."""
+    if api_key in MIRROR_APIS:
+        if version not in kio_versions(api_key):
+            raise KafkaProtocolError(f"{MIRROR_APIS[api_key][0]} has no version {version}")
+        return entity_types(api_key)[1]
+    schema: type[Any] = load_response_schema(api_key, version)
+    return schema
 
 
 def response_header_type(api_key: int, response_type: type[Any]) -> type[Any]:
@@ -154,7 +182,7 @@ class ClientProtocol:
         api_version = int(request_type.__version__)
         payload = encode_request(request, correlation_id, self.client_id)
         if expect_response:
-            response_type = load_response_schema(api_key, api_version)
+            response_type = response_schema(api_key, api_version)
             self._in_flight.append(InFlight(correlation_id, api_key, api_version, response_type))
         return correlation_id, frame(payload)
 
@@ -189,7 +217,7 @@ class ClientProtocol:
             # A broker that does not know our ApiVersions version answers with a v0 body
             # carrying UNSUPPORTED_VERSION and its ranges (KIP-511); the caller retries.
             try:
-                body = _decode_body(frame, API_VERSIONS_KEY, load_response_schema(API_VERSIONS_KEY, 0))
+                body = _decode_body(frame, API_VERSIONS_KEY, response_schema(API_VERSIONS_KEY, 0))
             except Exception:
                 raise KafkaProtocolError(f"cannot decode ApiVersions response: {exc}") from exc
             version = 0
