@@ -3,7 +3,7 @@ truncation and failback convergence, coordinator persistence."""
 
 from uuid import UUID
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kmirror.log.epoch_cache import EpochCache, EpochEntry
@@ -13,6 +13,7 @@ from kmirror.mirror.failover import (
     AppendMirrorPidReset,
     AwaitReplicasTruncated,
     ClearState,
+    StartFetcher,
     TransitionTo,
     bump_min_leader_epoch,
     bumped_leader_epoch,
@@ -66,15 +67,18 @@ reached_writable_path = [False]
 
 @settings(max_examples=300)
 @given(st.lists(ops, max_size=80))
+@example(["add", "tick", "remove"])
+@example(["add", "tick", "delete-source", "remove", "add", "remove"])
 def test_workflows_take_only_legal_steps_and_writable_only_after_detach(script):
     """One partition, one mirror: operator commands change `mirror.name` through the
     workflow functions; the partition leader runs `plan_for` after each metadata update
     (PREPARING completes on 'tick'). No plan step is illegal, and an attached topic accepts
-    Produce only after a detach plan (LSO truncation, LME, bump, PID reset) ran."""
+    Produce only when no mirrored data arrived since the last detach plan (LSO truncation,
+    LME, bump, PID reset)."""
     config: str | None = None
     state = S.UNKNOWN
     source_topic_exists = True
-    detached_since_add = True
+    mirrored_since_detach = False
     waiting: tuple = ()
     for op in script:
         result: SetMirrorName | Rejected | None = None
@@ -87,8 +91,6 @@ def test_workflows_take_only_legal_steps_and_writable_only_after_detach(script):
         elif op == "remove":
             result = remove_topic(config, "m", [state])
         if isinstance(result, SetMirrorName):
-            if op == "add":
-                detached_since_add = False
             config = result.value
         if op == "fail" and config is not None:
             state = transition(state, S.FAILED)
@@ -110,14 +112,16 @@ def test_workflows_take_only_legal_steps_and_writable_only_after_detach(script):
                     state = transition(state, action.state)
                     if state is not S.PREPARING:
                         waiting = ()
+                elif isinstance(action, StartFetcher):
+                    mirrored_since_detach = True
                 elif isinstance(action, ClearState):
                     state = S.UNKNOWN
                 elif isinstance(action, AppendMirrorPidReset):
-                    detached_since_add = True
+                    mirrored_since_detach = False
                     reached_writable_path[0] = True
             plan = plan_for(membership, state, "src", source_topic_exists=source_topic_exists)
         if membership is not None and not is_read_only(membership, state):
-            assert detached_since_add and state in (S.STOPPED, S.UNKNOWN)
+            assert not mirrored_since_detach and state in (S.STOPPED, S.UNKNOWN)
             assert membership.status is MembershipStatus.REMOVED
 
 
