@@ -21,6 +21,8 @@ COMMAND_MODULES = (
     "kmirror.cli.topics",
     "kmirror.cli.leader_election",
     "kmirror.cli.configs",
+    "kmirror.cli.mirrors",
+    "kmirror.cli.features",
     "kmirror.cli.console_producer",
     "kmirror.cli.console_consumer",
     "kmirror.cli.dump_log",
