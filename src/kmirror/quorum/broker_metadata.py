@@ -77,7 +77,9 @@ class BrokerMetadataService:
         self._applied = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.broker_epoch = -1
-        self.controller_id = config.controller_quorum_voters[0].node_id if config.controller_quorum_voters else -1
+        # Clients are told a broker is the controller (KRaft: controllers are not reachable by
+        # clients; any broker forwards). This one forwards, so it names itself.
+        self.controller_id = config.node_id
 
     # -- lifecycle ----------------------------------------------------------------------------
 

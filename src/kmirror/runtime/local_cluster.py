@@ -216,7 +216,11 @@ def down(base: Path) -> list[int]:
     """Stops every node with a pid file in `base`, brokers before the controller (their
     controlled shutdown needs it); returns the node ids stopped."""
     stopped = []
-    pid_files = sorted(base.glob("node-*.pid"), key=lambda p: int(p.stem.split("-", 1)[1]) == CONTROLLER_NODE_ID)
+    def order(path: Path) -> tuple[bool, int]:
+        node_id = int(path.stem.split("-", 1)[1])
+        return node_id == CONTROLLER_NODE_ID, node_id
+
+    pid_files = sorted(base.glob("node-*.pid"), key=order)
     for pid_file in pid_files:
         node_id = int(pid_file.stem.split("-", 1)[1])
         text = pid_file.read_text().strip()

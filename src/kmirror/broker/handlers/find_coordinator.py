@@ -1,6 +1,7 @@
 """FindCoordinator (key 10, v0-v6; v4+ batches `coordinator_keys`).
 
-GROUP keys: the leader of the group's `__consumer_offsets` partition, created on first use
+GROUP keys: the leader of the group's `__consumer_offsets` partition (any broker of the
+cluster, at its endpoint for the request's listener), created on first use
 (Kafka auto-creates the internal topic here). COORDINATOR_NOT_AVAILABLE while the topic or
 partition is not ready or still loading, so clients retry. TRANSACTION keys answer
 COORDINATOR_NOT_AVAILABLE until transactions exist; SHARE (2) and the MIRROR key type (3,
@@ -67,9 +68,26 @@ async def _find(
         except Exception as exc:  # e.g. not enough brokers yet: the client retries
             log.warning("cannot create %s: %s", CONSUMER_OFFSETS, exc)
             return fail(ErrorCode.coordinator_not_available, str(exc))
+    # The coordinator is the leader of the group's __consumer_offsets partition (Kafka).
+    leader = _partition_leader(metadata, coordinator.partition_for(key)) if metadata is not None else None
+    if leader is not None and leader != services.node_id:
+        broker = metadata.image.brokers.get(leader)
+        endpoint = None if broker is None or broker.fenced else broker.endpoint(ctx.listener)
+        if endpoint is None:
+            return fail(ErrorCode.coordinator_not_available)
+        return ErrorCode.none, None, leader, endpoint.host, endpoint.port
     error = coordinator.coordinator_error(key)
     if error is not None:
-        # Not (yet) led here or still loading: with one node, retrying is the answer.
+        # Not led yet (election in progress) or still loading: the client retries.
         return fail(ErrorCode.coordinator_not_available)
     listener = services.config.advertised_listener(ctx.listener)
     return ErrorCode.none, None, services.node_id, listener.host, listener.port
+
+
+def _partition_leader(metadata: Any, partition: int) -> int | None:
+    image = getattr(metadata, "image", None)
+    if image is None:
+        return None
+    topic = image.topics.get(CONSUMER_OFFSETS)
+    reg = None if topic is None else topic.partitions.get(partition)
+    return None if reg is None or reg.leader < 0 else int(reg.leader)
