@@ -1,4 +1,10 @@
-"""`kmirror configs`: kafka-configs.sh for topics and brokers (describe, alter)."""
+"""`kmirror configs`: kafka-configs.sh for topics, brokers and cluster mirrors (describe, alter).
+
+`--entity-type mirrors` is KIP-1279's MIRROR config resource (type 64): a mirror's
+bootstrap.servers, security.* / sasl.* / ssl.*, mirror.topic.properties.exclude,
+mirror.groups.include, mirror.acl.include. Every mirror config is set by the operator, so
+`--describe` lists them all whatever source the broker reports.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +14,14 @@ from kmirror.cli.common import add_bootstrap_argument, parse_key_values
 from kmirror.cli.errors import CommandError
 from kmirror.client.admin import Admin, AlterConfigOp, ConfigEntry, ConfigResourceType, ConfigSource
 
-ENTITY_TYPES = {"topics": ConfigResourceType.TOPIC, "brokers": ConfigResourceType.BROKER}
-_LABEL = {ConfigResourceType.TOPIC: "topic", ConfigResourceType.BROKER: "broker"}
+ENTITY_TYPES = {"topics": ConfigResourceType.TOPIC, "brokers": ConfigResourceType.BROKER,
+                "mirrors": ConfigResourceType.MIRROR}
+_LABEL = {ConfigResourceType.TOPIC: "topic", ConfigResourceType.BROKER: "broker",
+          ConfigResourceType.MIRROR: "mirror"}
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("configs", help="describe and alter topic and broker configs (kafka-configs.sh)")
+    p = subparsers.add_parser("configs", help="describe and alter topic, broker and mirror configs (kafka-configs.sh)")
     add_bootstrap_argument(p)
     p.add_argument("--entity-type", required=True, choices=sorted(ENTITY_TYPES))
     p.add_argument("--entity-name")
@@ -88,7 +96,7 @@ def format_describe(
         f"{_LABEL[resource_type]} {name}")
     lines = [f"{kind} configs for {label} are:"]
     for e in sorted(entries, key=lambda e: e.name):
-        if not all_configs and e.source not in DYNAMIC_SOURCES:
+        if not all_configs and e.source not in DYNAMIC_SOURCES and resource_type != ConfigResourceType.MIRROR:
             continue
         value = "null" if e.is_sensitive or e.value is None else e.value
         synonyms = ", ".join(

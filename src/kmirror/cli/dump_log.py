@@ -3,16 +3,30 @@
 
 Formatting is separate from reading (`dump_segment(name, data, ...)` -> lines) so it is tested
 on bytes built with `kmirror.records.builder`.
+
+Record decoders, as kafka-dump-log's (each implies `--print-data-log`): `--offsets-decoder`
+for `__consumer_offsets` and `--mirror-state-decoder` for KIP-1279's `__mirror_state`. They
+print key and payload as Kafka's JSON converters do: `{"type":"2","data":{...}}` and
+`{"version":"0","data":{...}}` with camelCase field names, a tombstone as `<DELETE>`, and
+tagged fields left out at their default.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import dataclasses
+import json
 import os
 import struct
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
 
+from kmirror.cli.common import kafka_uuid
 from kmirror.cli.errors import CommandError
+from kmirror.coordinator.offsets import records as offsets_records
+from kmirror.mirror.protocol import state_records
 from kmirror.records.batch import BatchHeader, CorruptRecordError, crc_ok, iter_batches
 from kmirror.records.compression import CompressionType
 from kmirror.records.control import parse_control_key, parse_end_txn_marker
@@ -24,17 +38,32 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--files", nargs="+", required=True, metavar="FILE")
     p.add_argument("--print-data-log", action="store_true", help="print keys and values (implies --deep-iteration)")
     p.add_argument("--deep-iteration", action="store_true", help="print every record, not only batches")
+    decoders = p.add_mutually_exclusive_group()
+    decoders.add_argument("--offsets-decoder", action="store_true",
+                          help="decode records as __consumer_offsets keys and values")
+    decoders.add_argument("--mirror-state-decoder", action="store_true",
+                          help="decode records as __mirror_state keys and values (cluster mirroring)")
     p.set_defaults(func=run)
 
 
+# A record decoder: (key, value) -> (key text, payload text).
+RecordDecoder = Callable[[bytes | None, bytes | None], tuple[str, str]]
+
+
 def run(args: argparse.Namespace) -> int:
+    decoder: RecordDecoder | None = None
+    if args.offsets_decoder:
+        decoder = decode_offsets_record
+    elif args.mirror_state_decoder:
+        decoder = decode_mirror_state_record
+    print_data = args.print_data_log or decoder is not None
     for path in args.files:
         try:
             with open(path, "rb") as f:
                 data = f.read()
         except OSError as exc:
             raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
-        for line in dump_file(path, data, args.deep_iteration or args.print_data_log, args.print_data_log):
+        for line in dump_file(path, data, args.deep_iteration or print_data, print_data, decoder):
             print(line)
     return 0
 
@@ -46,14 +75,16 @@ def base_offset_of(path: str) -> int:
     return int(stem)
 
 
-def dump_file(path: str, data: bytes, deep: bool, print_data: bool) -> Iterator[str]:
+def dump_file(
+    path: str, data: bytes, deep: bool, print_data: bool, decoder: RecordDecoder | None = None
+) -> Iterator[str]:
     yield f"Dumping {path}"
     name = os.path.basename(path)
     if name == "leader-epoch-checkpoint":
         yield from dump_epoch_checkpoint(data)
     elif name.endswith(".log"):
         yield f"Log starting offset: {base_offset_of(path)}"
-        yield from dump_segment(data, deep, print_data)
+        yield from dump_segment(data, deep, print_data, decoder)
     elif name.endswith(".timeindex"):
         yield from dump_time_index(base_offset_of(path), data)
     elif name.endswith(".index"):
@@ -86,18 +117,20 @@ def _codec(codec: int) -> str:
         return f"unknown({codec})"
 
 
-def dump_segment(data: bytes, deep: bool, print_data: bool) -> Iterator[str]:
+def dump_segment(data: bytes, deep: bool, print_data: bool, decoder: RecordDecoder | None = None) -> Iterator[str]:
     try:
         for pos, h in iter_batches(data, allow_truncated_tail=True):
             valid = crc_ok(data, pos, h)
             yield batch_line(pos, h, valid)
             if deep and valid:
-                yield from _record_lines(data, pos, h, print_data)
+                yield from _record_lines(data, pos, h, print_data, decoder)
     except CorruptRecordError as exc:
         yield f"Found invalid data: {exc}"
 
 
-def _record_lines(data: bytes, pos: int, h: BatchHeader, print_data: bool) -> Iterator[str]:
+def _record_lines(
+    data: bytes, pos: int, h: BatchHeader, print_data: bool, decoder: RecordDecoder | None
+) -> Iterator[str]:
     kind = "LogAppendTime" if h.timestamp_type == 1 else "CreateTime"
     for r in decode_records(data, pos):
         sequence = -1 if h.base_sequence < 0 else h.base_sequence + (r.offset - h.base_offset)
@@ -114,6 +147,9 @@ def _record_lines(data: bytes, pos: int, h: BatchHeader, print_data: bool) -> It
                 line += f" {_control_text(control.name, r.value)}"
             except Exception:  # unknown control record: printed without decoding
                 pass
+        elif print_data and decoder is not None:
+            key_text, payload_text = decoder(r.key, r.value)
+            line += f" key: {key_text} payload: {payload_text}"
         elif print_data:
             line += f" key: {_text(r.key)} payload: {_text(r.value)}"
         yield line
@@ -161,3 +197,85 @@ def dump_epoch_checkpoint(data: bytes) -> Iterator[str]:
         if len(parts) != 2:
             raise CommandError(f"leader-epoch-checkpoint: malformed entry '{line}'")
         yield f"epoch: {parts[0]} offset: {parts[1]}"
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def entity_json(entity: Any) -> Any:
+    """A dataclass (kio-style entity or record) as Kafka's JSON converters print it."""
+    if dataclasses.is_dataclass(entity) and not isinstance(entity, type):
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(entity):
+            value = getattr(entity, f.name)
+            if "tag" in f.metadata and value == f.default:
+                continue
+            out[_camel(f.name)] = entity_json(value)
+        return out
+    if isinstance(entity, tuple | list):
+        return [entity_json(v) for v in entity]
+    if isinstance(entity, uuid.UUID):
+        return kafka_uuid(entity)
+    if isinstance(entity, bytes):
+        return base64.b64encode(entity).decode()
+    return entity
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _typed(kind: str, number: int, data: Any) -> str:
+    return _json({kind: str(number), "data": entity_json(data)})
+
+
+def _int16_prefix(data: bytes | None) -> int:
+    return -1 if data is None or len(data) < 2 else int.from_bytes(data[:2], "big", signed=True)
+
+
+def decode_mirror_state_record(key: bytes | None, value: bytes | None) -> tuple[str, str]:
+    if key is None:
+        return "null", "<unparseable: a __mirror_state record has no key>"
+    try:
+        decoded_key = state_records.decode_key(key)
+        record_type = state_records.record_type(key)
+        key_text = _typed("type", record_type, decoded_key)
+    except state_records.MirrorStateRecordError as exc:
+        return f"<unparseable: {exc}>", _text_or_delete(value)
+    try:
+        decoded_value = state_records.decode_value(record_type, value)
+    except state_records.MirrorStateRecordError as exc:
+        return key_text, f"<unparseable: {exc}>"
+    if decoded_value is None:
+        return key_text, "<DELETE>"
+    return key_text, _typed("version", _int16_prefix(value), decoded_value)
+
+
+def decode_offsets_record(key: bytes | None, value: bytes | None) -> tuple[str, str]:
+    if key is None:
+        return "null", "<unparseable: a __consumer_offsets record has no key>"
+    try:
+        decoded_key = offsets_records.decode_key(key)
+    except Exception as exc:  # the reader raises struct/index errors on corrupt bytes
+        return f"<unparseable: {exc}>", _text_or_delete(value)
+    record_type = _int16_prefix(key)
+    if decoded_key is None:
+        return f"<unknown record type {record_type}>", _text_or_delete(value)
+    key_text = _typed("type", record_type, decoded_key)
+    if value is None:
+        return key_text, "<DELETE>"
+    try:
+        decoded_value: Any
+        if isinstance(decoded_key, offsets_records.OffsetCommitKey):
+            decoded_value = offsets_records.decode_offset_commit_value(value)
+        else:
+            decoded_value = offsets_records.decode_group_metadata_value(value)
+    except Exception as exc:
+        return key_text, f"<unparseable: {exc}>"
+    return key_text, _typed("version", _int16_prefix(value), decoded_value)
+
+
+def _text_or_delete(value: bytes | None) -> str:
+    return "<DELETE>" if value is None else f"<{len(value)} bytes>"

@@ -167,3 +167,21 @@ def test_unreachable_cluster_is_one_error_line(capsys: pytest.CaptureFixture[str
     assert main(["mirrors", "--bootstrap-server", "127.0.0.1:1", "--list"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("Error: ") and err.count("\n") == 1
+
+
+def test_configs_entity_type_mirrors() -> None:
+    from kmirror.cli.configs import format_describe, resource
+    from kmirror.client.admin import ConfigEntry, ConfigResourceType
+
+    args = build_parser().parse_args(["configs", "--bootstrap-server", ":9094", "--entity-type", "mirrors",
+                                      "--entity-name", "my-mirror", "--alter", "--add-config",
+                                      "bootstrap.servers=localhost:9092"])
+    assert resource(args) == (ConfigResourceType.MIRROR, "my-mirror")
+    assert int(ConfigResourceType.MIRROR) == 64
+    entries = [ConfigEntry("bootstrap.servers", "localhost:9092", 0, False, False),
+               ConfigEntry("sasl.jaas.config", "secret", 0, False, True)]
+    assert format_describe(ConfigResourceType.MIRROR, "my-mirror", entries, False) == [
+        "Dynamic configs for mirror my-mirror are:",
+        "  bootstrap.servers=localhost:9092 sensitive=false synonyms={}",
+        "  sasl.jaas.config=null sensitive=true synonyms={}",
+    ]
