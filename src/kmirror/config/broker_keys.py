@@ -98,6 +98,8 @@ _DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("num.recovery.threads.per.data.dir", INT, "2", "Accepted, ignored.", at_least(1)),
     ConfigDef("broker.rack", S, None, "Rack of this broker."),
     ConfigDef("replica.lag.time.max.ms", L, "30000", "Time before a follower leaves the ISR.", at_least(0)),
+    ConfigDef("broker.heartbeat.interval.ms", INT, "2000", "Broker heartbeat period to the controller.", at_least(1)),
+    ConfigDef("broker.session.timeout.ms", INT, "9000", "Controller fences a broker silent this long.", at_least(1)),
     ConfigDef("replica.fetch.max.bytes", INT, "1048576", "Follower fetch size per partition.", at_least(0)),
     ConfigDef("auto.leader.rebalance.enable", B, "true", "Move leaders back to preferred replicas."),
     ConfigDef("leader.imbalance.check.interval.seconds", L, "300", "Leader balance check period.", at_least(1)),
