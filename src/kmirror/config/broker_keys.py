@@ -100,6 +100,13 @@ _DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("replica.lag.time.max.ms", L, "30000", "Time before a follower leaves the ISR.", at_least(0)),
     ConfigDef("broker.heartbeat.interval.ms", INT, "2000", "Broker heartbeat period to the controller.", at_least(1)),
     ConfigDef("broker.session.timeout.ms", INT, "9000", "Controller fences a broker silent this long.", at_least(1)),
+    ConfigDef("replica.selector.class", S, None,
+              "KIP-392 selector for consumer fetches; org.apache.kafka.common.replica.RackAwareReplicaSelector "
+              "enables fetching from a follower in the consumer's rack."),
+    ConfigDef("replica.fetch.wait.max.ms", INT, "500", "Follower fetch max wait.", at_least(0)),
+    ConfigDef("replica.fetch.min.bytes", INT, "1", "Follower fetch min bytes.", at_least(1)),
+    ConfigDef("replica.fetch.response.max.bytes", INT, "10485760", "Follower fetch response limit.", at_least(0)),
+    ConfigDef("replica.fetch.backoff.ms", INT, "1000", "Follower backoff after a fetch error.", at_least(0)),
     ConfigDef("replica.fetch.max.bytes", INT, "1048576", "Follower fetch size per partition.", at_least(0)),
     ConfigDef("auto.leader.rebalance.enable", B, "true", "Move leaders back to preferred replicas."),
     ConfigDef("leader.imbalance.check.interval.seconds", L, "300", "Leader balance check period.", at_least(1)),

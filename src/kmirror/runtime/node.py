@@ -40,6 +40,7 @@ from kmirror.metrics.node_metrics import register_node_metrics
 from kmirror.metrics.registry import MetricsRegistry
 from kmirror.quorum.broker_metadata import BrokerMetadataService
 from kmirror.replication.replica_manager import ReplicaManager
+from kmirror.replication.service import ReplicationService
 from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, LocalController, RemoteController
 from kmirror.runtime.controller_channel import ControllerChannel
 from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError
@@ -89,6 +90,7 @@ class Node:
         self.metrics = MetricsRegistry(self.clock)
         self.metrics_server: MetricsServer | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
+        self.replication: ReplicationService | None = None
         self._channels: list[ControllerChannel] = []
 
     async def start(self) -> None:
@@ -139,6 +141,16 @@ class Node:
         if not await self.lifecycle.wait_unfenced():
             log.warning("broker %d not unfenced by the controller yet; serving anyway", cfg.node_id)
         self.lifecycle.start()
+        # followers fetch from their leaders; leaders send ISR changes to the controller
+        self.replication = ReplicationService(
+            cfg,
+            self.replica_manager,
+            None if cfg.is_controller else self._channels[1],
+            self.clock,
+            broker_epoch=lambda: int(self.metadata.broker_epoch),
+            local_controller=self.metadata if cfg.is_controller else None,
+        )
+        self.replication.start()
         await self._open_listeners(registries)
         if cfg.is_controller:
             self._start_controller_tasks()
@@ -194,6 +206,8 @@ class Node:
 
     def _on_metadata_change(self, old_image: Any, new_image: Any) -> None:
         self.replica_manager.apply_image(old_image, new_image)
+        if self.replication is not None:
+            self.replication.on_metadata_change(old_image, new_image)
         led = self.replica_manager.leader_partitions(CONSUMER_OFFSETS)
         self.group_coordinator.on_partitions_led(led)
 
@@ -225,6 +239,8 @@ class Node:
             await self.metrics_server.stop()
         for server in self._servers:
             await server.stop()
+        if self.replication is not None:
+            await self.replication.stop()
         if self.lifecycle is not None:
             await self.lifecycle.stop()
         for task in self._tasks:
