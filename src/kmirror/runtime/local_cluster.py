@@ -170,19 +170,34 @@ def _wait_serving(node: NodeLayout, proc: subprocess.Popen[bytes], deadline: flo
         time.sleep(0.1)
 
 
-def up(base: Path, nodes: int, port: int, extra: dict[str, str] | None = None) -> list[NodeLayout]:
+def broker_extra(extra: dict[str, str], node: NodeLayout, racks: list[str] | None) -> dict[str, str]:
+    """Per-broker overrides: `metrics.port` counts up from the given port like the listeners,
+    and broker i gets `broker.rack=racks[i-1]` when racks are given."""
+    out = dict(extra)
+    if "metrics.port" in out and int(out["metrics.port"]) > 0:
+        out["metrics.port"] = str(int(out["metrics.port"]) + node.node_id - 1)
+    if racks:
+        out["broker.rack"] = racks[(node.node_id - 1) % len(racks)]
+    return out
+
+
+def up(
+    base: Path, nodes: int, port: int, extra: dict[str, str] | None = None, racks: list[str] | None = None
+) -> list[NodeLayout]:
     base.mkdir(parents=True, exist_ok=True)
     extra = extra or {}
     deadline = time.monotonic() + READY_TIMEOUT_S
     brokers = layout(base, nodes, port)
     if nodes == 1:
         node = brokers[0]
-        _wait_serving(node, _launch(base, node, server_properties(node, extra)), deadline)
+        _wait_serving(node, _launch(base, node, server_properties(node, broker_extra(extra, node, racks))), deadline)
         return brokers
     controller = controller_layout(base, port)
     controller_proc = _launch(base, controller, controller_properties(controller, extra))
     _wait_serving(controller, controller_proc, deadline)
-    started = [(node, _launch(base, node, broker_properties(node, nodes, extra))) for node in brokers]
+    started = [
+        (node, _launch(base, node, broker_properties(node, nodes, broker_extra(extra, node, racks)))) for node in brokers
+    ]
     for node, proc in started:
         _wait_serving(node, proc, deadline)
     wanted = {node.node_id for node in brokers}

@@ -56,6 +56,7 @@ class LocalCluster:
     port: int
     nodes: int = 1
     overrides: dict[str, str] = field(default_factory=dict)
+    racks: list[str] | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -65,6 +66,8 @@ class LocalCluster:
         args = ["cluster", "up", "--nodes", str(self.nodes), "--dir", str(self.dir), "--port", str(self.port)]
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
+        if self.racks:
+            args += ["--racks", ",".join(self.racks)]
         kmirror(*args)
 
     def down(self) -> None:
