@@ -124,11 +124,14 @@ async def _baseline_consume(batch_bytes: int, seconds: float, in_flight: int = 8
 
 
 # ---------------------------------------------------------------- kmirror
-def _kmirror_produce(bootstrap: str, topic: str, batch_bytes: int, seconds: float) -> tuple[float, int]:
+def kmirror_produce(
+    bootstrap: str, topic: str, batch_bytes: int, seconds: float, acks: int | str = 1
+) -> tuple[float, int]:
+    """confluent-kafka producing 1 KiB records to partition 0 for `seconds`: (MB/s, records)."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
-            "acks": 1,
+            "acks": acks,
             "batch.size": batch_bytes,
             "linger.ms": 5 if batch_bytes <= 65536 else 50,
             "message.max.bytes": max(1_000_000, batch_bytes + 65536),
@@ -205,7 +208,7 @@ def main() -> int:
                 admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
             for name, batch in (("small", 16 * 1024), ("large", 1024 * 1024)):
                 base_prod = asyncio.run(_baseline_produce(batch, args.seconds))
-                prod_mb, n = _kmirror_produce(bootstrap, name, batch, args.seconds)
+                prod_mb, n = kmirror_produce(bootstrap, name, batch, args.seconds)
                 base_cons = asyncio.run(_baseline_consume(batch, args.seconds))
                 cons_mb = _kmirror_consume(bootstrap, name, n)
                 kcat_mb = _kcat_consume(bootstrap, name, n * len(RECORD))
