@@ -1,0 +1,153 @@
+"""Which mirror fetcher fetches which partition (KIP-1279 "MirrorFetcher"; Kafka
+`AbstractFetcherManager` keyed for mirrors).
+
+Fetchers are keyed by (source broker, mirror, fetcher id): one `Fetcher` task and one
+connection each, `mirror.num.replica.fetchers` per (source broker, mirror), a partition
+always on the same fetcher id. The `Fetcher` and `FetchEngine` are the follower's; only the
+endpoint (`SourceClusterEndPoint`), the policy (`mirror_fetch_policy`) and the local port
+(`MirrorLocalReplica`) differ.
+
+A partition is added with its mirror's `SourceCluster`; its source leader comes from source
+metadata. When the source says a partition moved (leader change, topic re-created), the
+partition goes back to `pending` and is re-added after a metadata refresh, possibly on
+another fetcher (`retry_pending`, also called periodically by the mirror manager).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from uuid import UUID
+
+from kmirror.ports import Clock
+from kmirror.replication.fetcher.engine import FetchEngine
+from kmirror.replication.fetcher.fetcher import Fetcher
+from kmirror.replication.fetcher.policy import FetchPolicy
+from kmirror.types import TopicPartition
+
+from .local_replica import MirrorLocalReplica
+from .policy import NO_LEADER_EPOCH, mirror_fetcher_client_id, mirror_fetcher_id
+from .source_endpoint import SourceCluster
+
+log = logging.getLogger(__name__)
+
+ZERO_UUID = UUID(int=0)
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherKey:
+    source_broker_id: int
+    mirror_name: str
+    fetcher_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class MirroredPartition:
+    mirror_name: str
+    source: SourceCluster
+    topic_id: UUID  # the destination's (equal to the source's for mirror topics)
+
+
+class MirrorFetcherManager:
+    def __init__(
+        self,
+        broker_id: int,
+        local: MirrorLocalReplica,
+        policy: FetchPolicy,
+        clock: Clock,
+        num_fetchers: int = 1,
+        on_progress: Callable[[set[TopicPartition]], None] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.local = local
+        self.policy = policy
+        self.clock = clock
+        self.num_fetchers = max(1, num_fetchers)
+        self.on_progress = on_progress
+        self.fetchers: dict[FetcherKey, Fetcher] = {}
+        self.partitions: dict[TopicPartition, MirroredPartition] = {}
+        self.fetcher_of: dict[TopicPartition, FetcherKey] = {}
+        self.pending: set[TopicPartition] = set()
+        self._running = False
+
+    async def add_partition(self, tp: TopicPartition, mirror_name: str, source: SourceCluster, topic_id: UUID) -> None:
+        """Start mirroring `tp` from the local log end offset (the engine first resolves
+        divergence with the source through OffsetsForLeaderEpoch)."""
+        self.remove_partition(tp)
+        self.partitions[tp] = MirroredPartition(mirror_name, source, topic_id)
+        self.local.admit(tp)
+        self.pending.add(tp)
+        await self._assign(tp, refresh=False)
+
+    def remove_partition(self, tp: TopicPartition) -> None:
+        """Stop fetching `tp`: no later answer is applied (the engine drops answers for
+        partitions it no longer has, and the local port refuses writes)."""
+        self.pending.discard(tp)
+        self.partitions.pop(tp, None)
+        self.local.release(tp)
+        key = self.fetcher_of.pop(tp, None)
+        fetcher = self.fetchers.get(key) if key is not None else None
+        if fetcher is not None:
+            fetcher.engine.remove_partitions([tp])
+
+    def is_fetching(self, tp: TopicPartition) -> bool:
+        return tp in self.fetcher_of
+
+    async def _assign(self, tp: TopicPartition, refresh: bool) -> None:
+        mp = self.partitions.get(tp)
+        if mp is None:
+            return
+        try:
+            leader = await mp.source.partition_leader(tp, refresh=refresh)
+        except Exception as exc:  # source unreachable: stay pending, retried later
+            log.debug("mirror %s: no source metadata for %s: %s", mp.mirror_name, tp, exc)
+            return
+        if leader is None or self.partitions.get(tp) is not mp:
+            return
+        key = FetcherKey(leader.broker_id, mp.mirror_name, mirror_fetcher_id(f"{tp.topic}-{tp.partition}", self.num_fetchers))
+        fetcher = self.fetchers.get(key)
+        if fetcher is None:
+            client_id = mirror_fetcher_client_id(self.broker_id, key.fetcher_id, mp.mirror_name)
+            endpoint = mp.source.endpoint(leader, client_id, self._on_leader_change)
+            fetcher = Fetcher(client_id, FetchEngine(self.local, self.policy), endpoint, self.clock, self.on_progress)
+            self.fetchers[key] = fetcher
+            if self._running:
+                fetcher.start()
+        old = self.fetcher_of.get(tp)
+        if old is not None and old in self.fetchers:
+            self.fetchers[old].engine.remove_partitions([tp])
+        fetcher.engine.add_partition(tp, leader.topic_id or mp.topic_id, NO_LEADER_EPOCH)
+        self.fetcher_of[tp] = key
+        self.pending.discard(tp)
+        fetcher.wake()
+
+    def _on_leader_change(self, tps: set[TopicPartition]) -> None:
+        for tp in tps:
+            if tp in self.partitions:
+                key = self.fetcher_of.pop(tp, None)
+                if key is not None and key in self.fetchers:
+                    self.fetchers[key].engine.remove_partitions([tp])
+                self.pending.add(tp)
+
+    async def retry_pending(self) -> None:
+        """Re-add partitions without a fetcher, with fresh source metadata."""
+        for tp in list(self.pending):
+            await self._assign(tp, refresh=True)
+
+    def start(self) -> None:
+        self._running = True
+        for fetcher in self.fetchers.values():
+            fetcher.start()
+
+    async def shutdown_idle_fetchers(self) -> None:
+        for key, fetcher in list(self.fetchers.items()):
+            if not fetcher.engine.states:
+                del self.fetchers[key]
+                await fetcher.stop()
+
+    async def stop(self) -> None:
+        self._running = False
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        for fetcher in fetchers:
+            await fetcher.stop()

@@ -1,0 +1,143 @@
+"""The source cluster as a `LeaderEndPoint` (KIP-1279 "MirrorFetcher").
+
+`SourceClusterEndPoint` is `RemoteLeaderEndPoint` speaking to ONE source broker as a
+consumer: Fetch with replica id -1 and READ_COMMITTED (the mirror policy), OffsetsForLeaderEpoch
+and ListOffsets with replica id -1. Partitions whose answer says this broker no longer leads
+them (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
+UNKNOWN_TOPIC_ID) are reported through `on_leader_change`: the fetcher manager refreshes the
+source metadata and moves them to the fetcher of the new source leader.
+
+`ClientSourceCluster` is the `SourceCluster` port over `kmirror.client.Cluster` with the
+mirror's `bootstrap.servers`: partition leaders and topic ids from source metadata, the
+source cluster id, and the partition's last mirrored epoch (DescribeMirrors on the source;
+None when the source lacks the API, i.e. UNSUPPORTED_VERSION).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+from uuid import UUID
+
+from kmirror.client.cluster import Cluster
+from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.fetcher.endpoint import LeaderEndPoint
+from kmirror.replication.fetcher.engine import FetchedPartition, FetchPlan
+from kmirror.replication.fetcher.remote_endpoint import RemoteLeaderEndPoint
+from kmirror.types import TopicPartition
+
+from .policy import CONSUMER_REPLICA_ID
+
+DESCRIBE_MIRRORS = 99
+
+LEADER_MOVED_ERRORS: frozenset[ErrorCode] = frozenset({
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch,
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.unknown_topic_id,
+    ErrorCode.leader_not_available,
+})
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLeader:
+    broker_id: int
+    host: str
+    port: int
+    topic_id: UUID | None
+
+
+class SourceCluster(Protocol):
+    """What the mirror fetcher and manager need of one mirror's source cluster."""
+
+    async def cluster_id(self) -> str: ...
+
+    async def partition_leader(self, tp: TopicPartition, refresh: bool = False) -> SourceLeader | None: ...
+
+    async def topic_exists(self, topic: str) -> bool: ...
+
+    def endpoint(self, leader: SourceLeader, client_id: str,
+                 on_leader_change: Callable[[set[TopicPartition]], None]) -> LeaderEndPoint: ...
+
+    async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None: ...
+
+    async def close(self) -> None: ...
+
+
+class SourceClusterEndPoint(RemoteLeaderEndPoint):
+    def __init__(self, host: str, port: int, *, client_id: str,
+                 on_leader_change: Callable[[set[TopicPartition]], None] | None = None,
+                 request_timeout_ms: int = 30_000) -> None:
+        super().__init__(host, port, CONSUMER_REPLICA_ID, client_id=client_id, request_timeout_ms=request_timeout_ms)
+        self.on_leader_change = on_leader_change
+
+    async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
+        results = await super().fetch(plan)
+        moved = {tp for tp, r in results.items() if r.error in LEADER_MOVED_ERRORS}
+        if moved and self.on_leader_change is not None:
+            self.on_leader_change(moved)
+        return results
+
+
+class ClientSourceCluster:
+    def __init__(self, bootstrap_servers: str, *, client_id: str, request_timeout_ms: int = 30_000) -> None:
+        self.cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms)
+        self.request_timeout_ms = request_timeout_ms
+        self._loaded = False
+
+    async def _metadata(self, refresh: bool) -> None:
+        if refresh or not self._loaded:
+            await self.cluster.refresh()
+            self._loaded = True
+
+    async def cluster_id(self) -> str:
+        await self._metadata(False)
+        return self.cluster.metadata.cluster_id or ""
+
+    async def partition_leader(self, tp: TopicPartition, refresh: bool = False) -> SourceLeader | None:
+        await self._metadata(refresh)
+        meta = self.cluster.metadata
+        topic = meta.topics.get(tp.topic)
+        part = topic.partitions.get(tp.partition) if topic is not None else None
+        if topic is None or part is None or part.leader < 0:
+            return None
+        broker = meta.brokers.get(part.leader)
+        if broker is None:
+            return None
+        return SourceLeader(broker.node_id, broker.host, broker.port, topic.topic_id)
+
+    async def topic_exists(self, topic: str) -> bool:
+        await self._metadata(True)
+        t = self.cluster.metadata.topics.get(topic)
+        return t is not None and t.error_code != ErrorCode.unknown_topic_or_partition
+
+    def endpoint(self, leader: SourceLeader, client_id: str,
+                 on_leader_change: Callable[[set[TopicPartition]], None]) -> LeaderEndPoint:
+        return SourceClusterEndPoint(leader.host, leader.port, client_id=client_id,
+                                     on_leader_change=on_leader_change, request_timeout_ms=self.request_timeout_ms)
+
+    async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None:
+        """The source's LME for the partition: -1 when it knows none, None when the source
+        does not support DescribeMirrors (KIP: both mean copy from scratch)."""
+        conn = await self.cluster.any_connection()
+        if DESCRIBE_MIRRORS not in conn.api_versions:
+            return None
+        request = conn.build_request(DESCRIBE_MIRRORS, mirror_names=(mirror_name,), include_authorized_operations=False)
+        response = await conn.send(request)
+        if response.error_code == ErrorCode.unsupported_version:
+            return None
+        for mirror in response.mirrors:
+            if mirror.mirror_name != mirror_name or mirror.error_code != ErrorCode.none:
+                continue
+            for topic in mirror.topics:
+                if topic.topic_name != tp.topic:
+                    continue
+                for p in topic.partitions:
+                    if int(p.partition_index) == tp.partition:
+                        return int(p.last_mirror_epoch)
+        return -1
+
+    async def close(self) -> None:
+        await self.cluster.close()

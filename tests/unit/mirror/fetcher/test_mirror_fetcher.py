@@ -1,0 +1,217 @@
+"""The mirror fetcher on the shared engine: a destination leader's log ends up with the
+source's batches byte for byte at the same offsets and epochs, never past the source LSO;
+leader moves, out-of-range and corrupt batches affect only their partition."""
+
+import asyncio
+from uuid import UUID
+
+from kmirror.metadata.image import PartitionRegistration
+from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
+from kmirror.mirror.fetcher.manager import MirrorFetcherManager
+from kmirror.mirror.fetcher.policy import (
+    CONSUMER_REPLICA_ID,
+    READ_COMMITTED,
+    mirror_fetch_policy,
+    mirror_fetcher_client_id,
+    mirror_fetcher_id,
+)
+from kmirror.ports import ManualClock
+from kmirror.records.batch import iter_batches
+from kmirror.records.builder import build_batch
+from kmirror.testing.mirror_fetcher import InProcessSourceCluster
+from kmirror.testing.replication import image_with
+from kmirror.testing.replication_harness import Broker
+from kmirror.types import TopicPartition
+
+TOPIC_ID = UUID(int=0xBEEF)
+TP = TopicPartition("t", 0)
+TP1 = TopicPartition("t", 1)
+
+
+def make_broker(broker_id: int, leader_epoch: int = 0, partitions: int = 2) -> Broker:
+    b = Broker(broker_id, ManualClock(), 30_000)
+    regs = {p: PartitionRegistration((broker_id,), (broker_id,), broker_id, leader_epoch, 0) for p in range(partitions)}
+    b.rm.apply_image(None, image_with({"t": (TOPIC_ID, regs)}))
+    return b
+
+
+def log_batches(broker: Broker, tp: TopicPartition) -> list[tuple[int, int, bytes]]:
+    log = broker.rm.get_partition(tp).log
+    data = log.read(log.log_start_offset, 1 << 30, log.log_end_offset, True)
+    buf = bytes(getattr(data, "records", data))
+    return [(h.base_offset, h.partition_leader_epoch, buf[pos:pos + h.size]) for pos, h in iter_batches(buf)]
+
+
+def produce_all_compressions(src: Broker, tp: TopicPartition = TP) -> None:
+    for i, codec in enumerate((0, 1, 2, 3, 4)):
+        records = [(b"k%d" % j, b"value-%d-%d" % (i, j) * 10, (("h", b"x"),), 1000 + j) for j in range(5)]
+        src.rm.append_records({tp: build_batch(records, compression=codec)}, 1)
+
+
+def make_mirror(dest: Broker, *, failed: list | None = None) -> MirrorFetcherManager:
+    local = MirrorLocalReplica(dest.rm, on_failed=lambda tp, msg: failed.append((tp, msg)) if failed is not None else None)
+    return MirrorFetcherManager(dest.broker_id, local, mirror_fetch_policy(), dest.clock, num_fetchers=2)
+
+
+async def drain(mgr: MirrorFetcherManager, rounds: int = 20) -> None:
+    for _ in range(rounds):
+        await mgr.retry_pending()
+        for f in list(mgr.fetchers.values()):
+            await f.run_once()
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_policy_reads_the_source_as_a_read_committed_consumer():
+    p = mirror_fetch_policy()
+    assert p.replica_id == CONSUMER_REPLICA_ID and p.isolation_level == READ_COMMITTED
+    assert not p.truncate_on_fetch
+    assert mirror_fetcher_client_id(3, 1, "m") == "broker-3-fetcher-1-mirror-m"
+    assert mirror_fetcher_id("t-0", 4) == mirror_fetcher_id("t-0", 4) < 4
+
+
+def test_destination_batches_are_byte_identical_at_the_same_offsets_and_epochs():
+    src = make_broker(1, leader_epoch=5)
+    dst = make_broker(7, leader_epoch=0)
+    produce_all_compressions(src)
+    source = InProcessSourceCluster({1: src.rm}, leader_id=1)
+    mgr = make_mirror(dst)
+
+    async def go():
+        await mgr.add_partition(TP, "m", source, TOPIC_ID)
+        await drain(mgr)
+
+    run(go())
+    assert log_batches(dst, TP) == log_batches(src, TP)
+    assert {e for _, e, _ in log_batches(dst, TP)} == {5}
+    assert dst.rm.get_partition(TP).log.log_end_offset == 25
+    assert dst.rm.get_partition(TP).log.latest_epoch == 5  # the epoch cache follows the batches
+    assert mgr.local.source[TP].high_watermark == 25
+
+
+def test_never_mirrors_past_the_source_high_watermark_or_lso():
+    src = Broker(1, ManualClock(), 30_000)
+    regs = {0: PartitionRegistration((1, 2), (1, 2), 1, 0, 0)}
+    src.rm.apply_image(None, image_with({"t": (TOPIC_ID, regs)}))
+    src.rm.append_records({TP: build_batch([(None, b"a", (), 1)])}, 1)  # HW stays 0: follower 2 lags
+    dst = make_broker(7, partitions=1)
+    mgr = make_mirror(dst)
+
+    async def go():
+        await mgr.add_partition(TP, "m", InProcessSourceCluster({1: src.rm}, 1), TOPIC_ID)
+        await drain(mgr, 3)
+
+    run(go())
+    assert dst.rm.get_partition(TP).log.log_end_offset == 0
+
+
+def test_partitions_of_one_mirror_spread_over_fetchers_keyed_by_source_broker_mirror_and_id():
+    src = make_broker(1)
+    dst = make_broker(7)
+    source = InProcessSourceCluster({1: src.rm}, 1)
+    mgr = make_mirror(dst)
+
+    async def go():
+        await mgr.add_partition(TP, "m", source, TOPIC_ID)
+        await mgr.add_partition(TP1, "m", source, TOPIC_ID)
+
+    run(go())
+    keys = {mgr.fetcher_of[TP], mgr.fetcher_of[TP1]}
+    assert all(k.source_broker_id == 1 and k.mirror_name == "m" for k in keys)
+    assert {k.fetcher_id for k in keys} == {mirror_fetcher_id("t-0", 2), mirror_fetcher_id("t-1", 2)}
+
+
+def test_source_leader_change_moves_the_partition_to_the_new_leaders_fetcher():
+    src1 = make_broker(1)
+    produce_all_compressions(src1)
+    dst = make_broker(7, partitions=1)
+    source = InProcessSourceCluster({1: src1.rm}, 1)
+    mgr = make_mirror(dst)
+
+    async def go():
+        await mgr.add_partition(TP, "m", source, TOPIC_ID)
+        await drain(mgr)
+        # Source partition moves to broker 2 (a copy of the log, new epoch); broker 1 follows it.
+        src2 = make_broker(2, leader_epoch=1)
+        for _base, _, raw in log_batches(src1, TP):
+            src2.rm.get_partition(TP).log.append_as_follower(raw)
+        src2.rm.apply_image(None, image_with({"t": (TOPIC_ID, {p: PartitionRegistration((2,), (2,), 2, 1, 1) for p in range(2)})}))
+        src2.rm.append_records({TP: build_batch([(None, b"after-move", (), 5)])}, 1)
+        src1.rm.apply_image(None, image_with({"t": (TOPIC_ID, {p: PartitionRegistration((1, 2), (1, 2), 2, 1, 1) for p in range(2)})}))
+        source.brokers[2] = src2.rm
+        source.leader_id = 2
+        await drain(mgr)
+        return src2
+
+    src2 = run(go())
+    assert mgr.fetcher_of[TP].source_broker_id == 2
+    assert log_batches(dst, TP) == log_batches(src2, TP)
+
+
+def test_offset_out_of_range_below_the_source_log_start_follows_the_source_log_start():
+    src = make_broker(1, partitions=1)
+    produce_all_compressions(src)
+    src.rm.delete_records({TP: 15})
+    dst = make_broker(7, partitions=1)
+    mgr = make_mirror(dst)
+
+    async def go():
+        await mgr.add_partition(TP, "m", InProcessSourceCluster({1: src.rm}, 1), TOPIC_ID)
+        await drain(mgr)
+
+    run(go())
+    log = dst.rm.get_partition(TP).log
+    assert log.log_start_offset == 15
+    assert log_batches(dst, TP) == log_batches(src, TP)
+
+
+def test_a_corrupt_batch_fails_only_its_partition():
+    src = make_broker(1)
+    produce_all_compressions(src, TP)
+    produce_all_compressions(src, TP1)
+    dst = make_broker(7)
+    failed: list = []
+    mgr = make_mirror(dst, failed=failed)
+    source = InProcessSourceCluster({1: src.rm}, 1)
+
+    async def go():
+        await mgr.add_partition(TP, "m", source, TOPIC_ID)
+        await mgr.add_partition(TP1, "m", source, TOPIC_ID)
+        for ep in source.endpoints:
+            real = ep.fetch
+
+            async def corrupting(plan, real=real):
+                out = await real(plan)
+                r = out.get(TP1)
+                if r is not None and len(r.records) > 0:
+                    b = bytearray(r.records)
+                    b[-1] ^= 0xFF
+                    out[TP1] = type(r)(r.error, bytes(b), r.high_watermark, r.log_start_offset, r.last_stable_offset)
+                return out
+
+            ep.fetch = corrupting
+        await drain(mgr)
+
+    run(go())
+    assert failed and all(tp == TP1 for tp, _ in failed)
+    assert dst.rm.get_partition(TP1).log.log_end_offset == 0
+    assert log_batches(dst, TP) == log_batches(src, TP)
+
+
+def test_removed_partition_gets_no_more_appends():
+    src = make_broker(1, partitions=1)
+    dst = make_broker(7, partitions=1)
+    mgr = make_mirror(dst)
+    source = InProcessSourceCluster({1: src.rm}, 1)
+
+    async def go():
+        await mgr.add_partition(TP, "m", source, TOPIC_ID)
+        mgr.remove_partition(TP)
+        produce_all_compressions(src)
+        await drain(mgr)
+
+    run(go())
+    assert dst.rm.get_partition(TP).log.log_end_offset == 0
+    assert not mgr.is_fetching(TP)
