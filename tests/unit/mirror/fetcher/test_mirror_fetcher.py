@@ -37,9 +37,16 @@ def make_broker(broker_id: int, leader_epoch: int = 0, partitions: int = 2) -> B
 
 def log_batches(broker: Broker, tp: TopicPartition) -> list[tuple[int, int, bytes]]:
     log = broker.rm.get_partition(tp).log
-    data = log.read(log.log_start_offset, 1 << 30, log.log_end_offset, True)
-    buf = bytes(getattr(data, "records", data))
-    return [(h.base_offset, h.partition_leader_epoch, buf[pos:pos + h.size]) for pos, h in iter_batches(buf)]
+    out: list[tuple[int, int, bytes]] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:  # one segment per read, as Kafka's
+        buf = bytes(getattr(log.read(offset, 1 << 30, log.log_end_offset, True), "records", b""))
+        if not buf:
+            break
+        for pos, h in iter_batches(buf):
+            out.append((h.base_offset, h.partition_leader_epoch, buf[pos:pos + h.size]))
+            offset = h.next_offset
+    return out
 
 
 def produce_all_compressions(src: Broker, tp: TopicPartition = TP) -> None:

@@ -1,0 +1,301 @@
+"""MirrorManager: the KIP-1279 partition lifecycle on the destination partition leader.
+
+For every partition of a mirror topic this broker leads, `reconcile` asks
+`kmirror.mirror.failover.plan_for(membership, state)` for an ordered plan and executes it
+step by step; a step that cannot complete yet (source unreachable, replicas not truncated,
+leader epoch not bumped yet) ends the run, and the next `reconcile` resumes from the
+persisted state. Every state change is persisted through a `MirrorStateStore` port (the
+mirror coordinator's WriteMirrorStates; `InMemoryMirrorStateStore` until it is wired) before
+the next step. The leader epoch bump goes through a `LeaderEpochBumper` port
+(BumpLeaderEpochs to the controller).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from uuid import UUID
+
+from kmirror.log.append_analysis import AppendOrigin
+from kmirror.log.outcomes import AppendError
+from kmirror.mirror import failover as f
+from kmirror.mirror.fetcher.manager import MirrorFetcherManager
+from kmirror.mirror.fetcher.source_endpoint import SourceCluster
+from kmirror.mirror.membership import MIRROR_NAME_CONFIG, parse_mirror_name_config
+from kmirror.mirror.protocol.pid_reset import encode_mirror_pid_reset
+from kmirror.mirror.state import MirrorPartitionState, transition
+from kmirror.mirror.truncation import (
+    ReplicaTruncation,
+    TruncateFully,
+    last_mirrored_epoch_of,
+    lme_truncation,
+    truncation_progress,
+)
+from kmirror.ports import Clock
+from kmirror.records.control import ControlType, build_control_batch
+from kmirror.replication.partition import Partition
+from kmirror.types import TopicPartition
+
+S = MirrorPartitionState
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionKey:
+    mirror_name: str
+    topic_id: UUID
+    partition: int
+
+
+class MirrorStateStore(Protocol):
+    async def load(self, key: PartitionKey) -> tuple[MirrorPartitionState, int] | None: ...
+
+    async def save(self, key: PartitionKey, state: MirrorPartitionState | None, last_mirrored_epoch: int) -> None:
+        """Persist (None: tombstone, back to UNKNOWN)."""
+        ...
+
+
+class InMemoryMirrorStateStore:
+    def __init__(self) -> None:
+        self.states: dict[PartitionKey, tuple[MirrorPartitionState, int]] = {}
+        self.history: list[tuple[PartitionKey, MirrorPartitionState | None]] = []
+
+    async def load(self, key: PartitionKey) -> tuple[MirrorPartitionState, int] | None:
+        return self.states.get(key)
+
+    async def save(self, key: PartitionKey, state: MirrorPartitionState | None, last_mirrored_epoch: int) -> None:
+        self.history.append((key, state))
+        if state is None:
+            self.states.pop(key, None)
+        else:
+            self.states[key] = (state, last_mirrored_epoch)
+
+
+class LeaderEpochBumper(Protocol):
+    async def bump(self, tp: TopicPartition, topic_id: UUID, min_leader_epoch: int) -> None:
+        """BumpLeaderEpochs; the new epoch arrives later with the metadata image."""
+        ...
+
+
+@dataclass(slots=True)
+class MirroredPartitionState:
+    key: PartitionKey
+    state: MirrorPartitionState = S.UNKNOWN
+    last_mirrored_epoch: int = -1
+    truncation_offset: int | None = None
+    failure: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    source_offset: int
+    destination_offset: int
+    lag: int
+    state: MirrorPartitionState
+    last_mirror_epoch: int
+
+
+class StepPending(Exception):
+    """A plan step cannot complete yet; reconcile again later."""
+
+
+@dataclass
+class MirrorManager:
+    broker_id: int
+    replica_manager: Any
+    fetchers: MirrorFetcherManager
+    store: MirrorStateStore
+    bumper: LeaderEpochBumper
+    source_for: Callable[[str], SourceCluster | None]
+    clock: Clock
+    support_unclean_leader_election: bool = False
+    partitions: dict[TopicPartition, MirroredPartitionState] = field(default_factory=dict)
+    image: Any = None
+
+    def __post_init__(self) -> None:
+        self.fetchers.local.on_failed = self._on_failed
+        self._failed: dict[TopicPartition, str] = {}
+
+    # -- inputs ---------------------------------------------------------------------------
+
+    def _on_failed(self, tp: TopicPartition, message: str) -> None:
+        self._failed[tp] = message
+
+    def mirrored_partitions(self, image: Any) -> dict[TopicPartition, tuple[str, Any]]:
+        """Partitions this broker leads whose topic carries `mirror.name`."""
+        out: dict[TopicPartition, tuple[str, Any]] = {}
+        for name, topic in image.topics.items():
+            value = image.topic_config(name).get(MIRROR_NAME_CONFIG)
+            membership = parse_mirror_name_config(value)
+            if membership is None:
+                continue
+            for p, reg in topic.partitions.items():
+                if reg.leader == self.broker_id:
+                    out[TopicPartition(name, p)] = (value, topic.topic_id)
+        return out
+
+    async def on_metadata_change(self, image: Any) -> None:
+        self.image = image
+        led = self.mirrored_partitions(image)
+        for tp in list(self.partitions):
+            if tp not in led:  # resigned or detached: drop the fetcher and the cached state
+                self.fetchers.remove_partition(tp)
+                del self.partitions[tp]
+        for tp in led:
+            await self.reconcile(tp)
+
+    # -- the lifecycle --------------------------------------------------------------------
+
+    async def reconcile(self, tp: TopicPartition) -> MirrorPartitionState | None:
+        image = self.image
+        topic = image.topics.get(tp.topic) if image is not None else None
+        if topic is None:
+            return None
+        membership = parse_mirror_name_config(image.topic_config(tp.topic).get(MIRROR_NAME_CONFIG))
+        if membership is None:
+            return None
+        mp = self.partitions.get(tp)
+        if mp is None:
+            key = PartitionKey(membership.mirror_name, topic.topic_id, tp.partition)
+            mp = MirroredPartitionState(key)
+            loaded = await self.store.load(key)
+            if loaded is not None:
+                mp.state, mp.last_mirrored_epoch = loaded
+            self.partitions[tp] = mp
+        source = self.source_for(membership.mirror_name)
+        try:
+            if tp in self._failed and mp.state in (S.PREPARING, S.MIRRORING):
+                mp.failure = self._failed.pop(tp)
+                await self._execute(tp, mp, (f.TransitionTo(S.FAILED), f.RemoveFetcher()), source)
+            source_exists = True if source is None else await source.topic_exists(tp.topic)
+            cluster_id = "" if source is None else await source.cluster_id()
+            plan = self._plan(mp, membership, cluster_id, source_exists)
+            await self._execute(tp, mp, plan, source)
+        except StepPending as pending:
+            log.debug("mirror partition %s waits: %s", tp, pending)
+        return mp.state
+
+    def _plan(self, mp: MirroredPartitionState, membership: Any, cluster_id: str, source_exists: bool) -> tuple[f.Action, ...]:
+        if mp.state is S.STOPPING:  # resume an interrupted failover
+            return (*f.stopping_plan(S.MIRRORING, cluster_id)[1:],)
+        if mp.state is S.PREPARING:  # resume an interrupted start
+            return f.preparing_plan(S.UNKNOWN)[1:]
+        if mp.state is S.MIRRORING and not self.fetchers.is_fetching(mp_tp(self, mp)) and membership.status.value == "":
+            return (f.StartFetcher(),)
+        return f.plan_for(membership, mp.state, cluster_id, source_topic_exists=source_exists)
+
+    async def _execute(self, tp: TopicPartition, mp: MirroredPartitionState, plan: tuple[f.Action, ...],
+                       source: SourceCluster | None) -> None:
+        for action in plan:
+            await self._step(tp, mp, action, source)
+
+    def _leader(self, tp: TopicPartition) -> Partition:
+        p = self.replica_manager.get_partition(tp)
+        if p is None or not p.is_leader:
+            raise StepPending(f"{tp} is not led here")
+        return p  # type: ignore[no-any-return]
+
+    async def _step(self, tp: TopicPartition, mp: MirroredPartitionState, action: f.Action,
+                    source: SourceCluster | None) -> None:
+        if isinstance(action, f.TransitionTo):
+            new = transition(mp.state, action.state) if mp.state is not action.state else mp.state
+            await self.store.save(mp.key, new, mp.last_mirrored_epoch)
+            mp.state = new
+        elif isinstance(action, f.RemoveFetcher):
+            self.fetchers.remove_partition(tp)
+        elif isinstance(action, f.StartFetcher):
+            if source is None:
+                raise StepPending("no source cluster for the mirror")
+            await self.fetchers.add_partition(tp, mp.key.mirror_name, source, mp.key.topic_id)
+        elif isinstance(action, f.QueryLastMirroredEpoch):
+            if source is None:
+                raise StepPending("no source cluster for the mirror")
+            try:
+                mp.last_mirrored_epoch = -2 if (lme := await source.last_mirrored_epoch(mp.key.mirror_name, tp)) is None else lme
+            except Exception as exc:  # unreachable source: never truncate on a guess
+                raise StepPending(str(exc)) from exc
+        elif isinstance(action, f.TruncateByLastMirroredEpoch):
+            p = self._leader(tp)
+            lme = None if mp.last_mirrored_epoch == -2 else mp.last_mirrored_epoch
+            decision = lme_truncation(lme, _epoch_cache(p), p.log.log_end_offset)
+            if isinstance(decision, TruncateFully):
+                p.truncate_fully_and_start_at(decision.start_offset)
+                p.log.update_high_watermark(decision.start_offset)
+            else:
+                p.truncate_to(decision.offset)
+            mp.truncation_offset = p.log.log_end_offset
+        elif isinstance(action, f.AwaitReplicasTruncated):
+            p = self._leader(tp)
+            followers = {
+                r: ReplicaTruncation(st.log_end_offset, st.log_end_offset >= 0)
+                for r in p.replicas if r != self.broker_id and (st := p.replica_state(r)) is not None
+            }
+            progress = truncation_progress(
+                leader_id=self.broker_id, truncation_offset=p.log.log_end_offset, replicas=p.replicas, isr=p.isr,
+                min_insync_replicas=p.min_insync_replicas, followers=followers,
+                support_unclean_leader_election=self.support_unclean_leader_election,
+            )
+            if not progress.complete:
+                raise StepPending(f"replicas {sorted(progress.pending_replicas)} still truncating")
+        elif isinstance(action, f.TruncateToLastStableOffset):
+            p = self._leader(tp)
+            p.truncate_to(p.log.last_stable_offset)
+        elif isinstance(action, f.PersistLastMirroredEpoch):
+            p = self._leader(tp)
+            mp.last_mirrored_epoch = last_mirrored_epoch_of(_epoch_cache(p))
+            await self.store.save(mp.key, mp.state, mp.last_mirrored_epoch)
+        elif isinstance(action, f.BumpLeaderEpoch):
+            p = self._leader(tp)
+            wanted = f.bump_min_leader_epoch(mp.last_mirrored_epoch)
+            if p.leader_epoch < wanted or p.log.latest_epoch != p.leader_epoch:
+                await self.bumper.bump(tp, mp.key.topic_id, wanted)
+                p = self._leader(tp)
+                if p.leader_epoch < wanted or p.log.latest_epoch != p.leader_epoch:
+                    raise StepPending(f"waiting for leader epoch >= {wanted}")
+        elif isinstance(action, f.AppendMirrorPidReset):
+            p = self._leader(tp)
+            batch = build_control_batch(ControlType.MIRROR_PID_RESET, -1, -1, self.clock.now_ms(),
+                                        value=encode_mirror_pid_reset(action.source_cluster_id))
+            # Written by the broker itself (Kafka's coordinator origin: control records
+            # allowed), as leader in the bumped epoch.
+            result = _log(p).append_as_leader(batch, p.leader_epoch, self.clock.now_ms(), origin=AppendOrigin.COORDINATOR)
+            if isinstance(result, AppendError):
+                raise StepPending(f"MIRROR_PID_RESET append failed: {result.message}")
+            p.maybe_increment_high_watermark()
+        elif isinstance(action, f.ClearState):
+            await self.store.save(mp.key, None, mp.last_mirrored_epoch)
+            mp.state = S.UNKNOWN
+        elif isinstance(action, f.ClearReadOnly):
+            pass  # read-only follows the persisted state (`membership.is_read_only`)
+
+    # -- DescribeMirrors ------------------------------------------------------------------
+
+    def describe(self, tps: list[TopicPartition] | None = None) -> Mapping[TopicPartition, PartitionDescription]:
+        out: dict[TopicPartition, PartitionDescription] = {}
+        for tp, mp in self.partitions.items():
+            if tps is not None and tp not in tps:
+                continue
+            p = self.replica_manager.get_partition(tp)
+            dest = -1 if p is None else p.log.log_end_offset
+            src = self.fetchers.local.source.get(tp)
+            source_offset = -1 if src is None else src.high_watermark
+            lag = max(0, source_offset - dest) if source_offset >= 0 and dest >= 0 else -1
+            out[tp] = PartitionDescription(source_offset, dest, lag, mp.state, mp.last_mirrored_epoch)
+        return out
+
+
+def mp_tp(manager: MirrorManager, mp: MirroredPartitionState) -> TopicPartition:
+    for tp, other in manager.partitions.items():
+        if other is mp:
+            return tp
+    raise KeyError(mp.key)
+
+
+def _epoch_cache(p: Partition) -> Any:
+    return p.log.epoch_cache  # type: ignore[attr-defined]
+
+
+def _log(p: Partition) -> Any:
+    return p.log

@@ -1,0 +1,164 @@
+"""MirrorManager: the partition lifecycle executed on a destination leader against an
+in-process source: PREPARING (LME truncation) -> MIRRORING (byte-identical copy) ->
+STOPPING -> STOPPED (truncate to LSO, LME, epoch bump, MIRROR_PID_RESET)."""
+
+import asyncio
+from uuid import UUID
+
+from kmirror.metadata.image import PartitionRegistration
+from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
+from kmirror.mirror.fetcher.manager import MirrorFetcherManager
+from kmirror.mirror.fetcher.policy import mirror_fetch_policy
+from kmirror.mirror.manager import InMemoryMirrorStateStore, MirrorManager
+from kmirror.mirror.state import MirrorPartitionState as S
+from kmirror.ports import ManualClock
+from kmirror.records.batch import iter_batches
+from kmirror.records.builder import build_batch
+from kmirror.records.control import ControlType, read_control_type
+from kmirror.testing.mirror_fetcher import InProcessSourceCluster
+from kmirror.testing.replication import image_with
+from kmirror.testing.replication_harness import Broker
+from kmirror.types import TopicPartition
+
+TOPIC_ID = UUID(int=0xBEEF)
+TP = TopicPartition("t", 0)
+
+
+def image(broker_id: int, epoch: int, mirror_name: str | None):
+    regs = {0: PartitionRegistration((broker_id,), (broker_id,), broker_id, epoch, epoch)}
+    configs = {"t": {"mirror.name": mirror_name}} if mirror_name else {}
+    return image_with({"t": (TOPIC_ID, regs)}, configs=configs)
+
+
+def batches(b: Broker) -> list[tuple[int, int, bytes]]:
+    log = b.rm.get_partition(TP).log
+    out: list[tuple[int, int, bytes]] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:  # one segment per read, as Kafka's
+        buf = bytes(getattr(log.read(offset, 1 << 30, log.log_end_offset, True), "records", b""))
+        if not buf:
+            break
+        for pos, h in iter_batches(buf):
+            out.append((h.base_offset, h.partition_leader_epoch, buf[pos:pos + h.size]))
+            offset = h.next_offset
+    return out
+
+
+class Bumper:
+    def __init__(self, dest: Broker, mirror: str) -> None:
+        self.dest, self.mirror, self.calls = dest, mirror, []
+
+    async def bump(self, tp, topic_id, min_leader_epoch):
+        self.calls.append(min_leader_epoch)
+        epoch = max(self.dest.rm.get_partition(tp).leader_epoch + 1, min_leader_epoch)
+        self.dest.rm.apply_image(None, image(self.dest.broker_id, epoch, self.mirror + ".removed"))
+
+
+def setup(src_epoch: int = 3):
+    src = Broker(1, ManualClock(), 30_000)
+    src.rm.apply_image(None, image(1, src_epoch, None))
+    for codec in (0, 3, 4):
+        src.rm.append_records({TP: build_batch([(b"k", b"v" * 50, (("h", b"x"),), 1)] * 3, compression=codec)}, 1)
+    dst = Broker(7, ManualClock(), 30_000)
+    dst.rm.apply_image(None, image(7, 0, "m"))
+    source = InProcessSourceCluster({1: src.rm}, 1, cluster_id="src-id")
+    fetchers = MirrorFetcherManager(7, MirrorLocalReplica(dst.rm), mirror_fetch_policy(), dst.clock)
+    store = InMemoryMirrorStateStore()
+    bumper = Bumper(dst, "m")
+    mgr = MirrorManager(7, dst.rm, fetchers, store, bumper, lambda name: source if name == "m" else None, dst.clock)
+    return src, dst, source, fetchers, store, bumper, mgr
+
+
+async def drain(fetchers, rounds=10):
+    for _ in range(rounds):
+        for fetcher in list(fetchers.fetchers.values()):
+            await fetcher.run_once()
+
+
+def test_add_prepares_then_mirrors_byte_identical_then_fails_over_writable_with_pid_reset():
+    src, dst, source, fetchers, store, bumper, mgr = setup()
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        assert mgr.partitions[TP].state is S.MIRRORING
+        await drain(fetchers)
+        assert batches(dst) == batches(src)
+        d = mgr.describe()[TP]
+        assert (d.source_offset, d.destination_offset, d.lag, d.state) == (9, 9, 0, S.MIRRORING)
+        # Failover: mirror.name becomes m.removed.
+        await mgr.on_metadata_change(image(7, 0, "m.removed"))
+        assert mgr.partitions[TP].state is S.STOPPED
+
+    asyncio.run(go())
+    assert [s for _, s in store.history] == [S.PREPARING, S.MIRRORING, S.STOPPING, S.STOPPING, S.STOPPED]
+    assert mgr.partitions[TP].last_mirrored_epoch == 3
+    assert bumper.calls == [4]
+    p = dst.rm.get_partition(TP)
+    assert p.leader_epoch >= 4
+    got = batches(dst)
+    assert got[:-1] == batches(src)  # mirrored offsets and bytes unchanged
+    base, epoch, raw = got[-1]
+    assert base == 9 and epoch == p.leader_epoch
+    assert read_control_type(raw, 0) is ControlType.MIRROR_PID_RESET
+    assert not fetchers.is_fetching(TP)
+
+
+def test_first_mirroring_with_lme_minus_one_truncates_local_data_and_copies_from_scratch():
+    src, dst, source, fetchers, store, bumper, mgr = setup()
+    dst.rm.get_partition(TP).log.append_as_leader(build_batch([(None, b"local", (), 1)]), 0)
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        await drain(fetchers)
+
+    asyncio.run(go())
+    assert batches(dst) == batches(src)
+
+
+def test_failback_with_lme_keeps_the_common_prefix_and_copies_only_the_delta():
+    src, dst, source, fetchers, store, bumper, mgr = setup(src_epoch=3)
+    # Destination already holds the first two source batches (epoch 3), then its own epoch 5.
+    for _, _, raw in batches(src)[:2]:
+        dst.rm.get_partition(TP).log.append_as_follower(raw)
+    dst.rm.get_partition(TP).log.append_as_leader(build_batch([(None, b"diverged", (), 1)]), 5)
+    source.last_mirrored_epochs[TP] = 3
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        await drain(fetchers)
+
+    asyncio.run(go())
+    assert batches(dst) == batches(src)
+    assert sum(len(p.partitions) for ep in source.endpoints for p in ep.fetches if p.partitions[0].fetch_offset == 0) == 0
+
+
+def test_pause_stops_fetching_and_resume_continues_from_the_log_end():
+    src, dst, source, fetchers, store, bumper, mgr = setup()
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        await drain(fetchers)
+        await mgr.on_metadata_change(image(7, 0, "m.paused"))
+        assert mgr.partitions[TP].state is S.PAUSED and not fetchers.is_fetching(TP)
+        src.rm.append_records({TP: build_batch([(None, b"later", (), 1)])}, 1)
+        await drain(fetchers)
+        assert dst.rm.get_partition(TP).log.log_end_offset == 9
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        assert mgr.partitions[TP].state is S.MIRRORING
+        await drain(fetchers)
+
+    asyncio.run(go())
+    assert batches(dst) == batches(src)
+
+
+def test_a_corrupt_batch_moves_the_partition_to_failed():
+    src, dst, source, fetchers, store, bumper, mgr = setup()
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        fetchers.local.on_failed(TP, "CORRUPT_MESSAGE")
+        await mgr.reconcile(TP)
+
+    asyncio.run(go())
+    assert mgr.partitions[TP].state is S.FAILED
+    assert not fetchers.is_fetching(TP)
