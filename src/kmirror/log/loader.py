@@ -22,7 +22,12 @@ from typing import TYPE_CHECKING
 from kmirror.log.checkpoint import LeaderEpochCheckpoint, write_atomically
 from kmirror.log.fs import join
 from kmirror.log.partition_metadata import PartitionMetadataFile
-from kmirror.log.producer_state import BatchMetadata, ProducerState, ProducerStateEntry
+from kmirror.log.producer_state import (
+    BatchMetadata,
+    ProducerState,
+    ProducerStateEntry,
+    control_type_for_state,
+)
 from kmirror.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix
 
 if TYPE_CHECKING:
@@ -124,8 +129,12 @@ def rebuild_producer_state(log: Log) -> None:
     """Rebuild idempotence/transaction state from every batch header in the log."""
     state = ProducerState()
     for segment in log.segments:
-        for _, header in segment.batches(0):
-            state.update(header)
+        for pos, header in segment.batches(0):
+            control_type = None
+            if header.is_control and not header.is_transactional:  # MIRROR_PID_RESET replays too
+                batch = log.fs.read(segment.log_path, pos, header.size)
+                control_type = control_type_for_state(batch, 0, header)
+            state.update(header, control_type=control_type)
     log.producer_state = state
 
 

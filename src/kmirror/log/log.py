@@ -33,7 +33,12 @@ from kmirror.log.outcomes import (
     Ok,
     TimestampAndOffset,
 )
-from kmirror.log.producer_state import BatchMetadata, ProducerState, ProducerStateEntry
+from kmirror.log.producer_state import (
+    BatchMetadata,
+    ProducerState,
+    ProducerStateEntry,
+    control_type_for_state,
+)
 from kmirror.log.segment import LogSegment
 from kmirror.log.timestamp_lookup import find_offset_by_timestamp
 from kmirror.ports import Clock
@@ -165,13 +170,15 @@ class Log:
             if self.config.log_append_time:
                 set_log_append_time(buf, pos, now)
             stamped = read_header(buf, pos)
-            scratch.update(stamped)
+            scratch.update(stamped, control_type=control_type_for_state(buf, pos, stamped))
             assigned.append(stamped)
             offset = stamped.next_offset
         self._maybe_roll(len(buf), assigned, now)
         if self.epoch_cache.assign(leader_epoch, assigned[0].base_offset):
             self._epoch_checkpoint.write(self.epoch_cache)
         self._append_to_segment(buf, assigned)
+        if scratch.last_reset_offset >= 0:  # MIRROR_PID_RESET: producers before it are gone
+            self.producer_state.expire_all(scratch.last_reset_offset)
         self.producer_state.producers.update(scratch.producers)
         return self._append_info(assigned, len(buf), now if self.config.log_append_time else NO_TIMESTAMP)
 
@@ -198,8 +205,8 @@ class Log:
         if changed:
             self._epoch_checkpoint.write(self.epoch_cache)
         self._append_to_segment(buf, headers)
-        for header in headers:
-            self.producer_state.update(header)
+        for (pos, _), header in zip(analyzed, headers, strict=True):
+            self.producer_state.update(header, control_type=control_type_for_state(buf, pos, header))
         return self._append_info(headers, len(buf), NO_TIMESTAMP)
 
     def _append_to_segment(self, buf: Buffer, headers: list[BatchHeader]) -> None:

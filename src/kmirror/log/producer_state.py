@@ -14,6 +14,11 @@ Client-origin rules (Kafka `ProducerAppendInfo.checkProducerEpoch`/`checkSequenc
 - a batch equal (epoch, first and last sequence) to one of the last 5 is a duplicate: it is
   acknowledged with its original offsets and not appended again.
 Replication-origin appends (followers, mirroring) skip the checks and only update state.
+
+KIP-1279 MIRROR_PID_RESET: a control batch of type 7 (written by the destination leader when
+a mirror topic fails over) expires every producer entry, on append and when the state is
+rebuilt from the log, so producers of the source cluster are forgotten: their old sequences
+are never checked against producers of the destination, which get fresh PIDs.
 """
 
 from __future__ import annotations
@@ -21,8 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kmirror.log.outcomes import AppendError
+from kmirror.mirror.failover import expires_producer_state
 from kmirror.protocol.errors import ErrorCode
-from kmirror.records.batch import BatchHeader
+from kmirror.records.batch import BatchHeader, Buffer, CorruptRecordError
+from kmirror.records.control import ControlType, read_control_type
+from kmirror.records.record import InvalidRecordError
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
@@ -60,6 +68,19 @@ class ProducerStateEntry:
         return None
 
 
+def control_type_for_state(buf: Buffer, pos: int, header: BatchHeader) -> ControlType | None:
+    """The control type of the batch at `pos` where producer state needs it: None for data
+    batches and for end-transaction markers (the only transactional control batches; the
+    header alone says what they do), otherwise read from the control record key. A control
+    record that cannot be parsed is treated as UNKNOWN (Kafka ignores unknown control types)."""
+    if not header.is_control or header.is_transactional:
+        return None
+    try:
+        return read_control_type(buf, pos)
+    except (CorruptRecordError, InvalidRecordError):
+        return ControlType.UNKNOWN
+
+
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
 
@@ -67,6 +88,9 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 class ProducerState:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
+        # Offset of the last MIRROR_PID_RESET applied (-1: none since this state was built);
+        # truncating at or below it must rebuild the state from the log.
+        self.last_reset_offset = -1
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ProducerState) and self.producers == other.producers
@@ -103,9 +127,14 @@ class ProducerState:
                 f"{header.base_sequence} (incoming seq. number), {entry.last_seq} (current end sequence number)")
         return None
 
-    def update(self, header: BatchHeader, control_ends_txn: bool = True) -> None:
+    def update(self, header: BatchHeader, control_ends_txn: bool = True,
+               control_type: ControlType | None = None) -> None:
         """Record an appended batch (offsets assigned). A control batch of the producer
-        ends its ongoing transaction (commit or abort markers)."""
+        ends its ongoing transaction (commit or abort markers); a MIRROR_PID_RESET
+        (`control_type`, see `control_type_for_state`) expires every producer."""
+        if expires_producer_state(header, control_type):
+            self.expire_all(header.last_offset)
+            return
         if not header.has_producer_id:
             return
         entry = self.producers.get(header.producer_id)
@@ -134,12 +163,19 @@ class ProducerState:
                    if e.current_txn_first_offset is not None]
         return min(offsets) if offsets else None
 
+    def expire_all(self, reset_offset: int) -> None:
+        """Forget every producer (MIRROR_PID_RESET at `reset_offset`), ongoing transactions
+        included: a mirror partition is truncated to its LSO before the reset is written."""
+        self.producers.clear()
+        self.last_reset_offset = reset_offset
+
     def affected_by_truncation(self, offset: int) -> bool:
         """True when a batch at or after `offset` shaped this state (a rebuild is needed)."""
-        return any(e.last_offset >= offset for e in self.producers.values())
+        return self.last_reset_offset >= offset or any(e.last_offset >= offset for e in self.producers.values())
 
     def truncate_and_forget(self) -> None:
         self.producers.clear()
+        self.last_reset_offset = -1
 
     def remove_before(self, log_start_offset: int) -> None:
         """Forget producers whose last batch is below the log start (Kafka
