@@ -19,3 +19,4 @@ class BrokerServices:
     replica_manager: Any = None  # kmirror.replication.replica_manager.ReplicaManager
     group_coordinator: Any = None  # kmirror.coordinator.group.GroupCoordinator
     controller: Any = None  # the active controller, on nodes with process.roles=controller
+    mirror_coordinator: Any = None  # kmirror.mirror.service.MirrorCoordinatorService (KIP-1279)

@@ -22,6 +22,7 @@ from kmirror.config.server import ServerConfig
 from kmirror.metadata.config_description import DescribeConfigsResult, describe_configs
 from kmirror.metadata.controller import acls as acl_ops
 from kmirror.metadata.controller import configs as config_ops
+from kmirror.metadata.controller import mirrors as mirror_ops
 from kmirror.metadata.controller import topics as topic_ops
 from kmirror.metadata.controller.alter_partition import (
     AlterPartitionItem,
@@ -259,6 +260,39 @@ class MetadataService:
     def describe_acls(self, acl_filter: acl_ops.AclFilter) -> list[AclBinding] | ApiError:
         err = acl_ops.validate_filter(acl_filter)
         return err if err is not None else acl_ops.describe_acls(self._image, acl_filter)
+
+    # -- features and mirrors (KIP-1279) -------------------------------------------------------
+
+    async def update_features(
+        self, updates: Sequence[mirror_ops.FeatureUpdate], supported: Mapping[str, tuple[int, int]],
+        *, validate_only: bool = False,
+    ) -> list[ApiError]:
+        result: list[ApiError] = await self._run(
+            lambda image: mirror_ops.update_features(image, updates, supported, validate_only=validate_only)
+        )
+        return result
+
+    async def create_mirror(self, name: str, configs: Mapping[str, str | None]) -> ApiError:
+        result: ApiError = await self._run(lambda image: mirror_ops.create_mirror(image, name, configs))
+        return result
+
+    async def set_mirror_source_cluster_id(self, name: str, cluster_id: str) -> ApiError:
+        result: ApiError = await self._run(lambda image: mirror_ops.set_source_cluster_id(image, name, cluster_id))
+        return result
+
+    async def delete_mirror(self, name: str, partition_states: Mapping[str, Any]) -> ApiError:
+        result: ApiError = await self._run(lambda image: mirror_ops.delete_mirror(image, name, partition_states))
+        return result
+
+    async def set_mirror_names(self, decisions: Mapping[str, Any]) -> dict[str, ApiError]:
+        result: dict[str, ApiError] = await self._run(lambda image: mirror_ops.set_mirror_names(image, decisions))
+        return result
+
+    async def bump_leader_epochs(self, bumps: Sequence[mirror_ops.EpochBump]) -> list[mirror_ops.EpochBumpResult]:
+        result: list[mirror_ops.EpochBumpResult] = await self._run(
+            lambda image: mirror_ops.bump_leader_epochs(image, bumps)
+        )
+        return result
 
     # -- producer ids -------------------------------------------------------------------------
 

@@ -38,6 +38,8 @@ from kmirror.log.log_manager import LogManager
 from kmirror.metadata.service import MetadataService
 from kmirror.metrics.node_metrics import register_node_metrics
 from kmirror.metrics.registry import MetricsRegistry
+from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
+from kmirror.mirror.service import MirrorCoordinatorService
 from kmirror.quorum.broker_metadata import BrokerMetadataService
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.replication.service import ReplicationService
@@ -87,6 +89,7 @@ class Node:
         self.log_manager: Any = None
         self.replica_manager: Any = None
         self.group_coordinator: Any = None
+        self.mirror_coordinator: Any = None
         self.metrics = MetricsRegistry(self.clock)
         self.metrics_server: MetricsServer | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
@@ -122,6 +125,9 @@ class Node:
             cfg.node_id, cfg, ReplicaManagerCoordinatorLog(self.replica_manager, CONSUMER_OFFSETS), self.clock
         )
         await self.group_coordinator.start()
+        self.mirror_coordinator = MirrorCoordinatorService(
+            MirrorCoordinator(int(cfg.values.get("mirror.topic.num.partitions", 50)))
+        )
         self.metadata.subscribe(self._on_metadata_change)
         self._on_metadata_change(None, self.metadata.image)
 
@@ -166,6 +172,7 @@ class Node:
                 metadata=self.metadata,
                 replica_manager=self.replica_manager,
                 group_coordinator=self.group_coordinator,
+                mirror_coordinator=self.mirror_coordinator,
             )
             for plane, registry in registries.items()
         }

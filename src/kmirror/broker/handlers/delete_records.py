@@ -13,6 +13,8 @@ from typing import Any
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
+from kmirror.mirror.errors import MirrorError, kio_error_code
+from kmirror.mirror.metadata import is_topic_partition_read_only
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.outcomes import PartitionError
@@ -27,7 +29,13 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     offsets = {
         TopicPartition(topic.name, int(p.partition_index)): int(p.offset) for topic in request.topics for p in topic.partitions
     }
-    results = services.replica_manager.delete_records(offsets)
+    coordinator = getattr(services, "mirror_coordinator", None)
+    read_only = {tp for tp in offsets
+                 if is_topic_partition_read_only(getattr(services.metadata, "image", None), tp.topic, tp.partition, coordinator)}
+    results: dict[TopicPartition, Any] = dict(services.replica_manager.delete_records(
+        {tp: o for tp, o in offsets.items() if tp not in read_only}))
+    for tp in read_only:
+        results[tp] = PartitionError(kio_error_code(int(MirrorError.READ_ONLY_TOPIC)))
     topics = []
     for topic in request.topics:
         partitions = []

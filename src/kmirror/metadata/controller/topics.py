@@ -61,6 +61,9 @@ class CreatableTopic:
     replication_factor: int = -1
     assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
     configs: Mapping[str, str | None] = field(default_factory=dict)
+    topic_id: uuid.UUID | None = None
+    """KIP-1279 CreateTopics v8 MirrorInfo: create the topic with the source cluster's topic id
+    (None: a fresh random id)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,10 @@ def _create_one(
             ErrorCode.invalid_topic_exception,
             f"Topic '{t.name}' collides with existing topic: {clash}",
         )
+    if t.topic_id is not None and (t.topic_id.int <= 1 or t.topic_id in image.topics_by_id
+                                   or t.topic_id in taken_ids):
+        return ApiError(ErrorCode.invalid_request if t.topic_id.int <= 1 else ErrorCode.topic_already_exists,
+                        f"Topic id {t.topic_id} cannot be used for topic '{t.name}'")
     for name, value in t.configs.items():
         reason = validate_topic_config(name, value)
         if reason is not None:
@@ -160,7 +167,7 @@ def _create_one(
             return placed
         assignment = placed
 
-    topic_id = new_topic_id(image, rng, taken_ids)
+    topic_id = t.topic_id if t.topic_id is not None else new_topic_id(image, rng, taken_ids)
     records: list[Record] = [TopicRecord(t.name, topic_id)]
     for name, value in sorted(t.configs.items()):
         if value is not None:

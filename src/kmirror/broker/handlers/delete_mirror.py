@@ -1,0 +1,38 @@
+"""DeleteMirror (key 104): refused with MIRROR_NOT_EMPTY while topics remain attached
+(`membership.delete_mirror`); partition states come from the MirrorCoordinator."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.mirror.metadata import (
+    MIRRORING_DISABLED_MESSAGE,
+    UNSUPPORTED_VERSION_CODE,
+    mirror_topics,
+    mirroring_enabled,
+)
+from kmirror.mirror.protocol.registry import schemas
+from kmirror.mirror.service import topic_partition_states
+from kmirror.protocol.entities import build
+
+
+@api(104, "DeleteMirror", 0, 0, schemas=schemas(104), planes=("broker", "controller"))
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rt = ctx.response_type
+    image = services.metadata.image
+    if not mirroring_enabled(image):
+        return build(rt, throttle_time=datetime.timedelta(0), error_code=UNSUPPORTED_VERSION_CODE,
+                     error_message=MIRRORING_DISABLED_MESSAGE)
+    if services.metadata.forwarding:
+        return await services.metadata.forward(request)
+    name = request.mirror_name
+    states = {}
+    for topic in mirror_topics(image, name, include_removed=True):
+        t = image.topics[topic]
+        states[topic] = await topic_partition_states(
+            getattr(services, "mirror_coordinator", None), name, t.topic_id, len(t.partitions))
+    error = await services.metadata.delete_mirror(name, states)
+    return build(rt, throttle_time=datetime.timedelta(0), error_code=int(error.code), error_message=error.message)

@@ -1,0 +1,34 @@
+"""ListMirrors (key 98): the mirrors of this cluster, from the local metadata image."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.mirror.metadata import (
+    MIRRORING_DISABLED_MESSAGE,
+    UNSUPPORTED_VERSION_CODE,
+    mirror_topics,
+    mirroring_enabled,
+    mirrors,
+)
+from kmirror.mirror.protocol.registry import schemas
+from kmirror.protocol.entities import build, nested
+
+
+@api(98, "ListMirrors", 0, 0, schemas=schemas(98))
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rt = ctx.response_type
+    image = services.metadata.image
+    if not mirroring_enabled(image):
+        return build(rt, throttle_time=datetime.timedelta(0), error_code=UNSUPPORTED_VERSION_CODE,
+                     error_message=MIRRORING_DISABLED_MESSAGE, mirrors=())
+    listed = nested(rt, "ListedMirror")
+    out = tuple(
+        build(listed, mirror_name=m.name, source_bootstrap=m.source_bootstrap,
+              source_cluster_id=m.source_cluster_id, topic_count=len(mirror_topics(image, m.name)))
+        for m in mirrors(image).values()
+    )
+    return build(rt, throttle_time=datetime.timedelta(0), error_code=0, error_message=None, mirrors=out)

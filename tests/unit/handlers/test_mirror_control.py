@@ -1,0 +1,217 @@
+import asyncio
+import io
+import uuid
+
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+
+from kmirror.broker.api import RequestContext, load_handlers
+from kmirror.metadata.controller.mirrors import FeatureUpdate
+from kmirror.metadata.controller.topics import CreatableTopic
+from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
+from kmirror.mirror.errors import MirrorError
+from kmirror.mirror.protocol import (
+    add_topics_to_mirror,
+    create_mirror,
+    delete_mirror,
+    list_mirrors,
+    pause_mirror_topics,
+    remove_topics_from_mirror,
+    resume_mirror_topics,
+)
+from kmirror.mirror.service import MirrorCoordinatorService, SourceDescription, SourceTopic
+from kmirror.protocol.codec import RequestHeaderView
+from kmirror.testing.metadata import call, metadata_services
+
+SOURCE_ID = uuid.UUID("11111111-2222-4333-8444-555555555555")
+
+
+def mirror_call(services, api_key, request, response_type):
+    handler = {d.api_key: d for d in load_handlers()}[api_key].handler
+    ctx = RequestContext(RequestHeaderView(api_key, 0, 1, "test"), response_type, "127.0.0.1", 1)
+
+    async def run():
+        result = handler(services, ctx, request)
+        return await result if asyncio.iscoroutine(result) else result
+
+    result = asyncio.run(run())
+    buf = io.BytesIO()
+    entity_writer(response_type)(buf, result)
+    decoded, _ = entity_reader(response_type)(buf.getvalue(), 0)
+    return decoded
+
+
+def enabled_services(source_topics=None):
+    services = metadata_services()
+    asyncio.run(services.metadata.update_features([FeatureUpdate("mirror.version", 1)], {"mirror.version": (0, 1)}))
+    topics = source_topics if source_topics is not None else {
+        "orders": SourceTopic("orders", SOURCE_ID, 3, {"retention.ms": "1000", "min.insync.replicas": "2"})}
+
+    async def lookup(config, names):
+        return SourceDescription("source-cluster", {n: topics.get(n, int(ErrorCode.unknown_topic_or_partition))
+                                                    for n in names})
+
+    services.mirror_coordinator = MirrorCoordinatorService(MirrorCoordinator(4), lookup)
+    return services
+
+
+def create(services, name="m1", configs=None):
+    configs = configs if configs is not None else {"bootstrap.servers": "source:9092"}
+    req = create_mirror.CreateMirrorRequest(
+        mirror_name=name, config=tuple(create_mirror.MirrorConfig(name=k, value=v) for k, v in configs.items()))
+    return mirror_call(services, 94, req, create_mirror.CreateMirrorResponse)
+
+
+def topics_request(module, request_cls, name, *topics):
+    return request_cls(mirror_name=name, topics=tuple(module.TopicData(topic_id=None, topic_name=t) for t in topics))
+
+
+def add(services, name, *topics):
+    req = topics_request(add_topics_to_mirror, add_topics_to_mirror.AddTopicsToMirrorRequest, name, *topics)
+    return mirror_call(services, 95, req, add_topics_to_mirror.AddTopicsToMirrorResponse)
+
+
+def remove(services, name, *topics):
+    req = topics_request(remove_topics_from_mirror, remove_topics_from_mirror.RemoveTopicsFromMirrorRequest, name,
+                         *topics)
+    return mirror_call(services, 96, req, remove_topics_from_mirror.RemoveTopicsFromMirrorResponse)
+
+
+def list_all(services):
+    return mirror_call(services, 98, list_mirrors.ListMirrorsRequest(), list_mirrors.ListMirrorsResponse)
+
+
+def test_every_mirror_rpc_answers_unsupported_version_while_the_feature_is_off() -> None:
+    services = metadata_services()
+    assert create(services).error_code == ErrorCode.unsupported_version
+    assert list_all(services).error_code == ErrorCode.unsupported_version
+    resp = add(services, "m1", "orders")
+    assert resp.error_code == ErrorCode.unsupported_version
+    assert [t.error_code for t in resp.topics] == [ErrorCode.unsupported_version]
+    assert remove(services, "m1", "orders").error_code == ErrorCode.unsupported_version
+    resp = mirror_call(services, 104, delete_mirror.DeleteMirrorRequest(mirror_name="m1"),
+                       delete_mirror.DeleteMirrorResponse)
+    assert resp.error_code == ErrorCode.unsupported_version
+    assert services.metadata.image.configs == {} or all(r.type != 64 for r in services.metadata.image.configs)
+
+
+def test_update_features_enables_mirroring_and_validates_levels() -> None:
+    services = metadata_services()
+
+    def update(feature, level, upgrade_type=1):
+        from kmirror.testing.metadata import request_entity
+        key = request_entity(57, 1, "FeatureUpdateKey", feature=feature, max_version_level=level,
+                             upgrade_type=upgrade_type)
+        return call(services, 57, 1, {"timeout": 1000, "feature_updates": (key,), "validate_only": False})
+
+    assert update("mirror.version", 2).results[0].error_code == ErrorCode.invalid_update_version
+    assert update("nope.version", 1).results[0].error_code == ErrorCode.invalid_update_version
+    assert update("mirror.version", 1).results[0].error_code == ErrorCode.none
+    assert services.metadata.image.features["mirror.version"] == 1
+    assert update("mirror.version", 0).results[0].error_code == ErrorCode.invalid_update_version  # needs downgrade
+    assert update("mirror.version", 0, 2).results[0].error_code == ErrorCode.none
+    assert "mirror.version" not in services.metadata.image.features
+
+
+def test_create_and_list_mirrors() -> None:
+    services = enabled_services()
+    assert create(services).error_code == 0
+    assert create(services).error_code == ErrorCode.invalid_request  # exists
+    assert create(services, "bad.removed").error_code == MirrorError.INVALID_MIRROR_NAME
+    assert create(services, "x.paused").error_code == MirrorError.INVALID_MIRROR_NAME
+    assert create(services, "b@d").error_code == MirrorError.INVALID_MIRROR_NAME
+    assert create(services, "m2", {}).error_code == ErrorCode.invalid_config
+    assert create(services, "m3", {"bootstrap.servers": "h:1", "bogus": "x"}).error_code == ErrorCode.invalid_config
+    listed = list_all(services)
+    assert [(m.mirror_name, m.source_bootstrap, m.source_cluster_id, m.topic_count) for m in listed.mirrors] == [
+        ("m1", "source:9092", "", 0)]
+
+
+def test_add_creates_the_topic_with_the_source_topic_id_partitions_and_copied_configs() -> None:
+    services = enabled_services()
+    create(services)
+    resp = add(services, "m1", "orders", "missing")
+    assert {t.name: t.error_code for t in resp.topics} == {
+        "orders": 0, "missing": ErrorCode.unknown_topic_or_partition}
+    image = services.metadata.image
+    topic = image.topics["orders"]
+    assert topic.topic_id == SOURCE_ID
+    assert len(topic.partitions) == 3
+    assert dict(image.topic_config("orders")) == {"retention.ms": "1000", "mirror.name": "m1"}  # min.isr excluded
+    listed = list_all(services).mirrors[0]
+    assert (listed.source_cluster_id, listed.topic_count) == ("source-cluster", 1)
+    again = add(services, "m1", "orders")
+    assert again.topics[0].error_code == MirrorError.TOPIC_ALREADY_IN_MIRROR
+    unknown = add(services, "nope", "orders")
+    assert unknown.error_code == MirrorError.UNKNOWN_MIRROR
+
+
+def test_add_existing_topic_with_the_source_id_only_sets_membership_and_another_id_is_refused() -> None:
+    services = enabled_services({"same": SourceTopic("same", SOURCE_ID, 2),
+                                 "other": SourceTopic("other", uuid.UUID(int=99), 1)})
+    create(services)
+    asyncio.run(services.metadata.create_topics([CreatableTopic("same", 2, 1, topic_id=SOURCE_ID),
+                                                 CreatableTopic("other", 1, 1)]))
+    resp = add(services, "m1", "same", "other")
+    assert {t.name: t.error_code for t in resp.topics} == {"same": 0, "other": ErrorCode.invalid_request}
+    assert services.metadata.image.topic_config("same")["mirror.name"] == "m1"
+    assert "mirror.name" not in services.metadata.image.topic_config("other")
+
+
+def test_mirror_topic_is_read_only_for_produce_and_delete_records() -> None:
+    from kmirror.mirror.metadata import is_topic_partition_read_only
+    services = enabled_services()
+    create(services)
+    add(services, "m1", "orders")
+    asyncio.run(services.metadata.create_topics([CreatableTopic("plain", 1, 1)]))
+    image = services.metadata.image
+    assert is_topic_partition_read_only(image, "orders", 0, services.mirror_coordinator)
+    assert not is_topic_partition_read_only(image, "plain", 0, services.mirror_coordinator)
+
+
+def test_remove_pause_resume_and_delete_follow_the_membership_workflows() -> None:
+    from kmirror.mirror.coordinator.coordinator import StateWrite
+    from kmirror.mirror.coordinator.records import MirrorPartitionKey
+    from kmirror.mirror.state import MirrorPartitionState as S
+    services = enabled_services()
+    create(services)
+    add(services, "m1", "orders")
+    # UNKNOWN partitions (leader not started) cannot be removed (membership.REMOVE_FROM_STATES)
+    assert remove(services, "m1", "orders").topics[0].error_code == ErrorCode.invalid_request
+    coord = services.mirror_coordinator.coordinator
+    for p in range(coord.num_partitions):
+        coord.begin_load(p)
+        coord.complete_load(p, [])
+    for state in (S.PREPARING, S.MIRRORING):
+        asyncio.run(services.mirror_coordinator.write_states(
+            [StateWrite(MirrorPartitionKey("m1", SOURCE_ID, p), "orders", state) for p in range(3)]))
+
+    def pr(module, key, req_cls, resp_cls):
+        return mirror_call(services, key, topics_request(module, req_cls, "m1", "orders"), resp_cls).topics[0].error_code
+
+    pause = (pause_mirror_topics, 102, pause_mirror_topics.PauseMirrorTopicsRequest,
+             pause_mirror_topics.PauseMirrorTopicsResponse)
+    resume = (resume_mirror_topics, 103, resume_mirror_topics.ResumeMirrorTopicsRequest,
+              resume_mirror_topics.ResumeMirrorTopicsResponse)
+    assert pr(*resume) == MirrorError.MIRROR_TOPIC_NOT_PAUSED
+    assert pr(*pause) == 0
+    assert services.metadata.image.topic_config("orders")["mirror.name"] == "m1.paused"
+    assert pr(*pause) == MirrorError.MIRROR_TOPIC_ALREADY_PAUSED
+    assert pr(*resume) == 0
+    assert services.metadata.image.topic_config("orders")["mirror.name"] == "m1"
+    delete = delete_mirror.DeleteMirrorRequest(mirror_name="m1")
+    assert mirror_call(services, 104, delete, delete_mirror.DeleteMirrorResponse).error_code == \
+        MirrorError.MIRROR_NOT_EMPTY
+    assert remove(services, "m1", "orders").topics[0].error_code == 0
+    assert services.metadata.image.topic_config("orders")["mirror.name"] == "m1.removed"
+    assert remove(services, "other", "orders").error_code == MirrorError.UNKNOWN_MIRROR
+    assert services.mirror_coordinator.cached_state("m1", SOURCE_ID, 0) is S.MIRRORING
+    from kmirror.mirror.metadata import is_topic_partition_read_only
+    assert is_topic_partition_read_only(services.metadata.image, "orders", 0, services.mirror_coordinator)
+    for state in (S.STOPPING, S.STOPPED):
+        asyncio.run(services.mirror_coordinator.write_states(
+            [StateWrite(MirrorPartitionKey("m1", SOURCE_ID, p), "orders", state) for p in range(3)]))
+    assert not is_topic_partition_read_only(services.metadata.image, "orders", 0, services.mirror_coordinator)
+    assert mirror_call(services, 104, delete, delete_mirror.DeleteMirrorResponse).error_code == 0
+    assert list_all(services).mirrors == ()
+    assert "mirror.name" not in services.metadata.image.topic_config("orders")
