@@ -215,3 +215,15 @@ def test_remove_pause_resume_and_delete_follow_the_membership_workflows() -> Non
     assert mirror_call(services, 104, delete, delete_mirror.DeleteMirrorResponse).error_code == 0
     assert list_all(services).mirrors == ()
     assert "mirror.name" not in services.metadata.image.topic_config("orders")
+
+
+def test_bump_leader_epochs_handler() -> None:
+    from kmirror.mirror.protocol import bump_leader_epochs as b
+    services = enabled_services()
+    asyncio.run(services.metadata.create_topics([CreatableTopic("t", 1, 1, topic_id=SOURCE_ID)]))
+    req = b.BumpLeaderEpochsRequest(topics=(b.TopicState(topic_id=SOURCE_ID, partitions=(
+        b.LeaderEpochState(partition_index=0, min_leader_epoch=4), b.LeaderEpochState(partition_index=3))),))
+    resp = mirror_call(services, 105, req, b.BumpLeaderEpochsResponse)
+    assert [(t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in resp.topics] == [
+        ("t", [(0, 0), (3, ErrorCode.unknown_topic_or_partition)])]
+    assert services.metadata.image.topics["t"].partitions[0].leader_epoch == 4
