@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from kmirror.testing.processes import free_port_block
 
 pytestmark = pytest.mark.integration
 
@@ -18,16 +19,10 @@ def kmirror(*args: str, stdin: str | None = None, timeout: float = 60) -> subpro
                           timeout=timeout)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     base = tmp_path_factory.mktemp("cluster")
-    port = free_port()
+    port = free_port_block()
     up = kmirror("cluster", "up", "--nodes", "1", "--dir", str(base), "--port", str(port), timeout=120)
     assert up.returncode == 0, up.stderr
     try:
