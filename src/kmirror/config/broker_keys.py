@@ -15,6 +15,7 @@ from kmirror.config.definitions import (
     each_of,
     one_of,
 )
+from kmirror.mirror.config import MIRROR_BROKER_CONFIG_DEFS
 
 INT, L, B, S, LI, D = (
     ConfigType.INT,
@@ -120,4 +121,6 @@ _DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("share.coordinator.state.topic.min.isr", ConfigType.SHORT, "1", "Accepted, ignored."),
 )
 
-BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+# KIP-1279 broker configs (mirror.topic.num.partitions, mirror.topic.replication.factor,
+# mirror.num.replica.fetchers, mirror.metadata.refresh.interval.ms, ...), defined with the mirror.
+BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in (*_DEFS, *MIRROR_BROKER_CONFIG_DEFS)}

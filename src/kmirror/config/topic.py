@@ -8,7 +8,7 @@ An effective topic config is: the topic's dynamic value if set, else the broker'
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ from kmirror.config.definitions import (
     each_of,
     one_of,
 )
+from kmirror.mirror.config import MIRROR_TOPIC_CONFIG_DEFS
 
 if TYPE_CHECKING:
     from kmirror.config.server import ServerConfig
@@ -120,9 +121,9 @@ _TOPIC_DEFS = (
                    ("log.local.retention.ms",)),
     TopicConfigDef(ConfigDef("local.retention.bytes", L, "-2", "", at_least(-2), read_only=False),
                    ("log.local.retention.bytes",)),
-    # KIP-1279: reserved now, validated against the mirrors a later issue defines.
-    TopicConfigDef(ConfigDef("mirror.name", S, None, "The mirror this topic belongs to (KIP-1279).", None,
-                             read_only=False), ()),
+    # KIP-1279 mirror topic configs: mirror.name (membership, hidden from DescribeConfigs),
+    # mirror.support.unclean.leader.election, mirror.replication.throttled.replicas.
+    *(TopicConfigDef(replace(d, read_only=False), ()) for d in MIRROR_TOPIC_CONFIG_DEFS),
 )
 
 TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {d.name: d for d in _TOPIC_DEFS}

@@ -1,32 +1,58 @@
 """`MirrorCoordinatorService`: the asyncio shell of the mirror control plane on a broker.
 
-It owns the sans-IO `MirrorCoordinator` (partition states and LMEs by mirror partition) and
-the connection to source clusters the control plane needs (AddTopicsToMirror reads the source
-topic's id, partition count and configs; the source cluster id is learned on first contact).
+It owns the sans-IO `MirrorCoordinator` (partition states and LMEs by mirror partition),
+persists them in the compacted internal topic `__mirror_state`, and holds the connection to
+source clusters the control plane needs (AddTopicsToMirror reads the source topic's id,
+partition count and configs; the source cluster id is learned on first contact).
 
-Contract for the data plane and the handlers:
-- `await read_states(keys)` -> {key: MirrorPartitionState}: a partition the coordinator knows
-  nothing about is UNKNOWN (KIP: the initial state);
-- `await write_states(writes)` -> StatesResult, through the coordinator (transition table
-  enforced there); states are held in memory only (persistence in `__mirror_state`,
-  loading on leadership and routing to the coordinator broker are still to come);
-- `await describe_source_topics(mirror, names)` -> SourceDescription.
+Persistence (KIP-1279 "MirrorCoordinator", the group coordinator's pattern):
+- `on_partitions_led(partitions)` with the `__mirror_state` partitions this broker leads:
+  new ones are loaded by replaying their records, the others are dropped (resignation);
+- a write is appended to its `__mirror_state` partition and answered only after the append
+  (`MirrorCoordinator` makes it visible then);
+- the topic is created (compacted, `mirror.topic.num.partitions` partitions, replication
+  factor min(`mirror.topic.replication.factor`, live brokers)) by `ensure_state_topic`,
+  which the first state write calls.
+
+Routing: a key's coordinator is the leader of its `__mirror_state` partition. `read_states`,
+`read_state_results` and `write_states` answer locally when this broker is that leader and
+send ReadMirrorStates / WriteMirrorStates (keys 100 / 101) to the leader otherwise;
+`local_read` / `local_write` / `remove_topics` never route (the RPC handlers use them).
+Errors are per partition values: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+COORDINATOR_NOT_AVAILABLE (no leader, leader unreachable), INVALID_REQUEST (transition).
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from kmirror.mirror.config import MirrorConfig
-from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StatesResult, StateWrite
+from kio.static.primitive import i8, i32
+
+from kmirror.coordinator.ports import CoordinatorLog
+from kmirror.mirror.config import MIRROR_STATE_TOPIC, MirrorConfig
+from kmirror.mirror.coordinator import codec
+from kmirror.mirror.coordinator.coordinator import (
+    MirrorCoordinator,
+    MirrorOutput,
+    PartitionStateResult,
+    StatesResult,
+    StateWrite,
+)
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
+from kmirror.mirror.protocol import read_mirror_states as rms
+from kmirror.mirror.protocol import write_mirror_states as wms
 from kmirror.mirror.state import MirrorPartitionState
 from kmirror.protocol.errors import ErrorCode
 
+log = logging.getLogger("kmirror.mirror.coordinator")
+
+STATE_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer"}
 DYNAMIC_TOPIC_CONFIG = 1  # Kafka ConfigSource: only configs set on the source topic are copied
 
 
@@ -76,11 +102,141 @@ async def admin_source_lookup(config: MirrorConfig, names: Sequence[str]) -> Sou
         await admin.close()
 
 
+BrokerSender = Callable[[int, Any], Awaitable[Any]]
+"""Sends a request entity to broker `node_id` and returns its response entity (raises if
+the broker cannot be reached)."""
+
+
+class ListenerBrokerSender:
+    """`BrokerSender` over `kmirror.client` connections to each broker's listener (the
+    inter-broker one), kept open and replaced when they fail."""
+
+    def __init__(self, metadata: Any, listener_name: str | None, client_id: str) -> None:
+        self.metadata = metadata
+        self.listener_name = listener_name
+        self.client_id = client_id
+        self._connections: dict[int, Any] = {}
+
+    async def __call__(self, node_id: int, request: Any) -> Any:
+        from kmirror.client.connection import BrokerConnection
+
+        conn = self._connections.get(node_id)
+        if conn is None or not conn.connected:
+            broker = self.metadata.image.brokers.get(node_id)
+            endpoint = None if broker is None or broker.fenced else broker.endpoint(self.listener_name)
+            if endpoint is None:
+                raise ConnectionError(f"broker {node_id} has no endpoint for {self.listener_name}")
+            conn = BrokerConnection(endpoint.host, endpoint.port, client_id=self.client_id)
+            await conn.connect()
+            self._connections[node_id] = conn
+        try:
+            return await conn.send(request)
+        except Exception:
+            self._connections.pop(node_id, None)
+            await conn.close()
+            raise
+
+    async def close(self) -> None:
+        for conn in self._connections.values():
+            await conn.close()
+        self._connections.clear()
+
+
 class MirrorCoordinatorService:
-    def __init__(self, coordinator: MirrorCoordinator, source_lookup: SourceLookup = admin_source_lookup) -> None:
+    def __init__(
+        self,
+        coordinator: MirrorCoordinator,
+        source_lookup: SourceLookup = admin_source_lookup,
+        *,
+        log: CoordinatorLog | None = None,
+        node_id: int = -1,
+        metadata: Any = None,
+        send: BrokerSender | None = None,
+        replication_factor: int = 3,
+    ) -> None:
+        """`log` None keeps states in memory only (acknowledged at once); `metadata` None
+        means this broker coordinates every key it has loaded (no routing)."""
         self.coordinator = coordinator
         self._source_lookup = source_lookup
+        self._log = log
+        self.node_id = node_id
+        self.metadata = metadata
+        self._send = send
+        self.replication_factor = replication_factor
         self._request_ids = itertools.count()
+        self._loads: dict[int, asyncio.Task[None]] = {}
+        self._append_lock: asyncio.Lock | None = None
+        self._answers: dict[int, StatesResult] = {}
+
+    # ---- leadership of __mirror_state partitions --------------------------------------
+
+    def on_partitions_led(self, partitions: Iterable[int]) -> None:
+        """The `__mirror_state` partitions this broker now leads: load the new ones (replay
+        their records), unload the ones it no longer leads (waiting writes get NOT_COORDINATOR)."""
+        led = set(partitions)
+        known = set(self.coordinator.loaded_partitions) | set(self._loads)
+        for partition in sorted(known - led):
+            task = self._loads.pop(partition, None)
+            if task is not None:
+                task.cancel()
+            self._release(self.coordinator.unload(partition))  # no appends: answers only
+        for partition in sorted(led - known):
+            self.coordinator.begin_load(partition)
+            self._loads[partition] = asyncio.get_running_loop().create_task(self._load(partition))
+
+    async def _load(self, partition: int) -> None:
+        try:
+            raw = [] if self._log is None else list(self._log.read_all(partition))
+            self.coordinator.complete_load(partition, codec.decode_records(raw))
+            log.info("loaded %s-%d (%d records)", MIRROR_STATE_TOPIC, partition, len(raw))
+        except Exception:
+            log.exception("loading %s-%d failed", MIRROR_STATE_TOPIC, partition)
+            self.coordinator.unload(partition)
+        finally:
+            self._loads.pop(partition, None)
+
+    async def wait_loaded(self) -> None:
+        """Until every load started so far has finished (tests and simulations)."""
+        while self._loads:
+            await asyncio.gather(*list(self._loads.values()), return_exceptions=True)
+
+    async def stop(self) -> None:
+        for task in self._loads.values():
+            task.cancel()
+        self._loads.clear()
+        self.coordinator.shutdown()
+        close = getattr(self._send, "close", None)
+        if close is not None:
+            await close()
+
+    async def ensure_state_topic(self) -> ErrorCode:
+        """Create `__mirror_state` if missing; NONE when it exists, else the reason it cannot
+        be created yet (callers answer COORDINATOR_NOT_AVAILABLE and retry)."""
+        metadata = self.metadata
+        if metadata is None or not hasattr(metadata, "ensure_internal_topic"):
+            return ErrorCode.none
+        if MIRROR_STATE_TOPIC in metadata.image.topics:
+            return ErrorCode.none
+        live = len(metadata.image.live_brokers()) or 1
+        try:
+            await metadata.ensure_internal_topic(
+                MIRROR_STATE_TOPIC, num_partitions=self.coordinator.num_partitions,
+                replication_factor=max(1, min(self.replication_factor, live)), configs=dict(STATE_TOPIC_CONFIGS))
+        except Exception as exc:  # not enough brokers yet, controller unreachable: retried later
+            log.warning("cannot create %s: %s", MIRROR_STATE_TOPIC, exc)
+            return ErrorCode.coordinator_not_available
+        return ErrorCode.none
+
+    def coordinator_node(self, key: MirrorPartitionKey) -> int | None:
+        """The broker coordinating `key` (leader of its `__mirror_state` partition); this
+        broker when there is no metadata to route by; None while it has no leader."""
+        if self.metadata is None:
+            return self.node_id
+        topic = self.metadata.image.topics.get(MIRROR_STATE_TOPIC)
+        reg = None if topic is None else topic.partitions.get(self.coordinator.partition_for(key))
+        return None if reg is None or reg.leader < 0 else int(reg.leader)
+
+    # ---- source clusters ----------------------------------------------------------------
 
     async def describe_source_topics(self, config: MirrorConfig, names: Sequence[str]) -> SourceDescription:
         return await self._source_lookup(config, names)
@@ -93,24 +249,170 @@ class MirrorCoordinatorService:
         value = self.coordinator.state_of(key)
         return MirrorPartitionState.UNKNOWN if value is None else value.state
 
+    # ---- routed reads and writes --------------------------------------------------------
+
     async def read_states(self, keys: Sequence[MirrorPartitionKey]) -> dict[MirrorPartitionKey, MirrorPartitionState]:
-        """The coordinator's state of each key; UNKNOWN when it holds none."""
-        out: dict[MirrorPartitionKey, MirrorPartitionState] = {}
-        for key in keys:
-            value = self.coordinator.state_of(key)
-            out[key] = MirrorPartitionState.UNKNOWN if value is None else value.state
-        return out
+        """The coordinator's state of each key; UNKNOWN when it holds none or cannot answer."""
+        result = await self.read_state_results(keys)
+        return {r.key: (r.state if r.error is ErrorCode.none else MirrorPartitionState.UNKNOWN)
+                for r in result.partitions}
+
+    async def read_state_results(self, keys: Sequence[MirrorPartitionKey]) -> StatesResult:
+        """State, LME and error per key, in request order, from each key's coordinator."""
+        results: dict[MirrorPartitionKey, PartitionStateResult] = {}
+        for node, group in self._by_coordinator(keys).items():
+            if node is None:
+                results.update({k: PartitionStateResult(k, ErrorCode.coordinator_not_available) for k in group})
+            elif node == self.node_id:
+                results.update({r.key: r for r in (await self.local_read(group)).partitions})
+            else:
+                results.update(await self._remote_read(node, group))
+        return StatesResult(tuple(results[k] for k in keys))
 
     async def write_states(self, writes: Sequence[StateWrite]) -> StatesResult:
+        """Persist each write through its key's coordinator; answered once appended."""
+        created = await self.ensure_state_topic()
+        by_key = {w.key: w for w in writes}
+        results: dict[MirrorPartitionKey, PartitionStateResult] = {}
+        for node, group in self._by_coordinator([w.key for w in writes]).items():
+            batch = [by_key[k] for k in group]
+            if node is None or created is not ErrorCode.none:
+                results.update({k: PartitionStateResult(k, ErrorCode.coordinator_not_available) for k in group})
+            elif node == self.node_id:
+                results.update({r.key: r for r in (await self.local_write(batch)).partitions})
+            else:
+                results.update(await self._remote_write(node, batch))
+        return StatesResult(tuple(results[w.key] for w in writes))
+
+    def _by_coordinator(self, keys: Iterable[MirrorPartitionKey]) -> dict[int | None, list[MirrorPartitionKey]]:
+        groups: dict[int | None, list[MirrorPartitionKey]] = {}
+        for key in keys:
+            groups.setdefault(self.coordinator_node(key), []).append(key)
+        return groups
+
+    # ---- this broker's coordinator (the RPC handlers) --------------------------------
+
+    async def local_read(self, keys: Sequence[MirrorPartitionKey]) -> StatesResult:
         request_id = next(self._request_ids)
-        output = self.coordinator.write_states(request_id, writes)
-        # The __mirror_state append is not wired yet: appends are acknowledged in memory.
-        for append in output.appends:
-            output.extend(self.coordinator.on_append_completed(append.ticket))
-        result: Any = output.response_for(request_id)
-        assert isinstance(result, StatesResult)
+        return await self._run(request_id, self.coordinator.read_states(request_id, keys))
+
+    async def local_write(self, writes: Sequence[StateWrite]) -> StatesResult:
+        request_id = next(self._request_ids)
+        return await self._run(request_id, self.coordinator.write_states(request_id, writes))
+
+    async def remove_topics(self, mirror_name: str, topic_ids: Iterable[UUID]) -> StatesResult:
+        """Tombstone this coordinator's states of these topics in the mirror."""
+        request_id = next(self._request_ids)
+        return await self._run(request_id, self.coordinator.remove_topics(request_id, mirror_name, topic_ids))
+
+    async def delete_mirror(self, mirror_name: str) -> StatesResult:
+        """Tombstone every state of the mirror this coordinator holds."""
+        request_id = next(self._request_ids)
+        return await self._run(request_id, self.coordinator.delete_mirror(request_id, mirror_name))
+
+    async def _run(self, request_id: int, output: MirrorOutput) -> StatesResult:
+        await self._execute(output)
+        result = self._answers.pop(request_id, None)
+        if result is None:
+            raise AssertionError(f"mirror coordinator left request {request_id} unanswered")
         return result
 
+    def _release(self, output: MirrorOutput) -> None:
+        for request_id, result in output.responses:
+            if isinstance(result, StatesResult):
+                self._answers[request_id] = result
+
+    async def _execute(self, output: MirrorOutput) -> None:
+        """Appends first, each reported to the coordinator (whose output runs in turn), then
+        the answers (a resignation may answer a write while its append is in flight)."""
+        for append in output.appends:
+            error = ErrorCode.none
+            if self._log is not None:
+                try:
+                    if self._append_lock is None:
+                        self._append_lock = asyncio.Lock()
+                    async with self._append_lock:
+                        await self._log.append(append.partition, codec.encode_records(append.records))
+                except Exception as exc:
+                    error = getattr(exc, "code", ErrorCode.coordinator_not_available)
+                    log.warning("append to %s-%d failed: %s", MIRROR_STATE_TOPIC, append.partition, exc)
+            await self._execute(self.coordinator.on_append_completed(append.ticket, error))
+        self._release(output)
+
+    # ---- other coordinators ---------------------------------------------------------
+
+    def _topic_name(self, topic_id: UUID) -> str | None:
+        topic = None if self.metadata is None else self.metadata.image.topics_by_id.get(topic_id)
+        return None if topic is None else str(topic.name)
+
+    async def _remote_read(self, node: int, keys: Sequence[MirrorPartitionKey]
+                           ) -> dict[MirrorPartitionKey, PartitionStateResult]:
+        out: dict[MirrorPartitionKey, PartitionStateResult] = {}
+        by_mirror: dict[str, dict[str, list[MirrorPartitionKey]]] = {}
+        for key in keys:
+            name = self._topic_name(key.topic_id)
+            if name is None:
+                out[key] = PartitionStateResult(key, ErrorCode.unknown_topic_id)
+                continue
+            by_mirror.setdefault(key.mirror_name, {}).setdefault(name, []).append(key)
+        for mirror_name, topics in by_mirror.items():
+            wanted = {(name, k.partition): k for name, ks in topics.items() for k in ks}
+            request = rms.ReadMirrorStatesRequest(mirror_name=mirror_name, topics=tuple(
+                rms.TopicData(name=name, partitions=tuple(rms.PartitionData(partition_index=i32(k.partition))
+                                                           for k in ks))
+                for name, ks in topics.items()))
+            response = await self._call(node, request)
+            error = ErrorCode.coordinator_not_available if response is None else ErrorCode(response.error_code)
+            if response is not None and error is ErrorCode.none:
+                for t in response.topics:
+                    for p in t.partitions:
+                        hit = wanted.get((t.name, int(p.partition_index)))
+                        if hit is not None:
+                            out[hit] = PartitionStateResult(hit, ErrorCode(p.error_code),
+                                                            MirrorPartitionState.from_code(int(p.state)),
+                                                            int(p.last_mirror_epoch))
+            for key in wanted.values():
+                out.setdefault(key, PartitionStateResult(key, error if error is not ErrorCode.none
+                                                         else ErrorCode.coordinator_not_available))
+        return out
+
+    async def _remote_write(self, node: int, writes: Sequence[StateWrite]
+                            ) -> dict[MirrorPartitionKey, PartitionStateResult]:
+        out: dict[MirrorPartitionKey, PartitionStateResult] = {}
+        by_mirror: dict[str, dict[str, list[StateWrite]]] = {}
+        for w in writes:
+            by_mirror.setdefault(w.key.mirror_name, {}).setdefault(w.topic_name, []).append(w)
+        for mirror_name, topics in by_mirror.items():
+            wanted = {(name, w.key.partition): w for name, ws in topics.items() for w in ws}
+            request = wms.WriteMirrorStatesRequest(mirror_name=mirror_name, topics=tuple(
+                wms.TopicData(name=name, partitions=tuple(
+                    wms.PartitionData(partition_index=i32(w.key.partition), state=i8(int(w.state)),
+                                      last_mirror_epoch=i32(w.last_mirrored_epoch)) for w in ws))
+                for name, ws in topics.items()))
+            response = await self._call(node, request)
+            error = ErrorCode.coordinator_not_available if response is None else ErrorCode(response.error_code)
+            if response is not None and error is ErrorCode.none:
+                for t in response.topics:
+                    for p in t.partitions:
+                        sent = wanted.get((t.name, int(p.partition_index)))
+                        if sent is not None:
+                            code = ErrorCode(p.error_code)
+                            out[sent.key] = PartitionStateResult(
+                                sent.key, code, sent.state if code is ErrorCode.none else MirrorPartitionState.UNKNOWN,
+                                sent.last_mirrored_epoch)
+            for w in wanted.values():
+                out.setdefault(w.key, PartitionStateResult(w.key, error if error is not ErrorCode.none
+                                                           else ErrorCode.coordinator_not_available))
+        return out
+
+    async def _call(self, node: int, request: Any) -> Any:
+        if self._send is None:
+            return None
+        try:
+            return await self._send(node, request)
+        except Exception as exc:  # unreachable coordinator: the caller retries
+            log.warning("mirror coordinator request to broker %d failed: %s", node, exc)
+            return None
 
 async def topic_partition_states(
     service: MirrorCoordinatorService | None, mirror_name: str, topic_id: UUID, num_partitions: int

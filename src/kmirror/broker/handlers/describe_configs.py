@@ -1,6 +1,9 @@
 """DescribeConfigs (key 32, v1-4; kio has no v0): TOPIC and BROKER resources, with synonyms
 (when asked), config source, read-only/sensitive flags, type (v3+) and documentation (v3+,
-when asked)."""
+when asked).
+
+KIP-1279: the topic config `mirror.name` (membership, with its `.removed` / `.paused`
+suffixes) and the controller's internal `mirror.source.cluster.id` are never described."""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.image import ConfigResource
 from kmirror.protocol.entities import build, nested
+
+HIDDEN_CONFIGS = frozenset({"mirror.name", "mirror.source.cluster.id"})
 
 
 @api(32, "DescribeConfigs", 1, 4)
@@ -46,6 +51,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                 documentation=c.documentation if include_documentation else None,
             )
             for c in described.configs
+            if c.name not in HIDDEN_CONFIGS
         )
         ok = described.error.code == ErrorCode.none
         results.append(
