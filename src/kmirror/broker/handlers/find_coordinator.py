@@ -4,8 +4,10 @@ GROUP keys: the leader of the group's `__consumer_offsets` partition (any broker
 cluster, at its endpoint for the request's listener), created on first use
 (Kafka auto-creates the internal topic here). COORDINATOR_NOT_AVAILABLE while the topic or
 partition is not ready or still loading, so clients retry. TRANSACTION keys answer
-COORDINATOR_NOT_AVAILABLE until transactions exist; SHARE (2) and the MIRROR key type (3,
-KIP-1279, a later issue) are INVALID_REQUEST for now.
+COORDINATOR_NOT_AVAILABLE until transactions exist; SHARE (2) is INVALID_REQUEST.
+MIRROR keys (3, KIP-1279, `<mirror>:<topic id>:<partition>`): the leader of the key's
+`__mirror_state` partition, the topic created on first use; INVALID_REQUEST for a key that
+does not parse, UNSUPPORTED_VERSION while `mirror.version` is 0.
 """
 
 from __future__ import annotations
@@ -16,6 +18,13 @@ from typing import Any
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
+from kmirror.mirror.coordinator.records import MirrorPartitionKey
+from kmirror.mirror.metadata import MIRRORING_DISABLED_MESSAGE, mirroring_enabled
+from kmirror.mirror.protocol.find_coordinator import (
+    MIRROR_COORDINATOR_TYPE,
+    InvalidMirrorCoordinatorKey,
+    MirrorCoordinatorKey,
+)
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
 
@@ -52,6 +61,8 @@ async def _find(
 
     if key_type == TRANSACTION_KEY_TYPE:
         return fail(ErrorCode.coordinator_not_available, "transactions are not supported yet")
+    if key_type == MIRROR_COORDINATOR_TYPE:
+        return await _find_mirror(services, ctx, key)
     if key_type != GROUP_KEY_TYPE:
         return fail(ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}")
     coordinator = services.group_coordinator
@@ -91,3 +102,36 @@ def _partition_leader(metadata: Any, partition: int) -> int | None:
     topic = image.topics.get(CONSUMER_OFFSETS)
     reg = None if topic is None else topic.partitions.get(partition)
     return None if reg is None or reg.leader < 0 else int(reg.leader)
+
+
+async def _find_mirror(
+    services: BrokerServices, ctx: RequestContext, key: str
+) -> tuple[ErrorCode, str | None, int, str, int]:
+    def fail(error: ErrorCode, message: str | None = None) -> tuple[ErrorCode, str | None, int, str, int]:
+        return error, message, -1, "", -1
+
+    try:
+        parsed = MirrorCoordinatorKey.parse(key)
+    except InvalidMirrorCoordinatorKey as exc:
+        return fail(ErrorCode.invalid_request, str(exc))
+    service = services.mirror_coordinator
+    if services.metadata is None or not mirroring_enabled(services.metadata.image):
+        return fail(ErrorCode.unsupported_version, MIRRORING_DISABLED_MESSAGE)
+    if service is None:
+        return fail(ErrorCode.coordinator_not_available)
+    if await service.ensure_state_topic() is not ErrorCode.none:
+        return fail(ErrorCode.coordinator_not_available)
+    mkey = MirrorPartitionKey(parsed.mirror_name, parsed.topic_id, parsed.partition)
+    leader = service.coordinator_node(mkey)
+    if leader is None:
+        return fail(ErrorCode.coordinator_not_available)
+    if leader == services.node_id:
+        if service.coordinator.coordinator_error(mkey) is not None:
+            return fail(ErrorCode.coordinator_not_available)  # electing or loading: the client retries
+        listener = services.config.advertised_listener(ctx.listener)
+        return ErrorCode.none, None, services.node_id, listener.host, listener.port
+    broker = services.metadata.image.brokers.get(leader)
+    endpoint = None if broker is None or broker.fenced else broker.endpoint(ctx.listener)
+    if endpoint is None:
+        return fail(ErrorCode.coordinator_not_available)
+    return ErrorCode.none, None, leader, endpoint.host, endpoint.port

@@ -1,0 +1,99 @@
+"""DescribeMirrors (key 99, KIP-1279 "Describe Mirrors"): per mirror, per topic partition:
+source offset, destination offset (local log end), lag, state and last mirror epoch.
+
+Each broker answers for the partitions it leads (offsets and lag from the data plane's
+`mirror_manager.describe`, -1 when it has none); a partition led elsewhere is still listed
+with its coordinator state and LME when it has one, offsets -1 (the client merges the
+brokers' answers, keeping the entry with a known source offset). Topics removed from the
+mirror stay listed while their states exist, so a failing-back destination learns their LME
+from this cluster (KIP "Log Convergence")."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.mirror.coordinator.records import NO_LAST_MIRRORED_EPOCH, MirrorPartitionKey
+from kmirror.mirror.errors import MirrorError
+from kmirror.mirror.metadata import (
+    MIRRORING_DISABLED_MESSAGE,
+    UNSUPPORTED_VERSION_CODE,
+    mirror,
+    mirror_topics,
+    mirroring_enabled,
+    mirrors,
+)
+from kmirror.mirror.protocol.registry import schemas
+from kmirror.mirror.state import MirrorPartitionState
+from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
+from kmirror.types import TopicPartition
+
+
+@api(99, "DescribeMirrors", 0, 0, schemas=schemas(99))
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rt = ctx.response_type
+    mirror_cls, topic_cls, part_cls = (nested(rt, "DescribedMirror"), nested(rt, "TopicPartitions"),
+                                       nested(rt, "PartitionDetail"))
+    image = services.metadata.image
+    if not mirroring_enabled(image):
+        return build(rt, throttle_time=datetime.timedelta(0), error_code=UNSUPPORTED_VERSION_CODE,
+                     error_message=MIRRORING_DISABLED_MESSAGE, mirrors=())
+    names = list(request.mirror_names) or list(mirrors(image))
+    described = []
+    for name in names:
+        if mirror(image, name) is None:
+            described.append(build(mirror_cls, error_code=int(MirrorError.UNKNOWN_MIRROR), mirror_name=name, topics=()))
+            continue
+        topics = []
+        for topic_name, rows in (await _partitions(services, name)).items():
+            details = tuple(build(part_cls, partition_index=p, source_offset=src, destination_offset=dest, lag=lag,
+                                  state=state.name, last_mirror_epoch=lme)
+                            for p, src, dest, lag, state, lme in rows)
+            if details:
+                topics.append(build(topic_cls, topic_name=topic_name, partitions=details))
+        described.append(build(mirror_cls, error_code=0, mirror_name=name, topics=tuple(topics)))
+    return build(rt, throttle_time=datetime.timedelta(0), error_code=0, mirrors=tuple(described))
+
+
+Row = tuple[int, int, int, int, MirrorPartitionState, int]
+
+
+async def _partitions(services: BrokerServices, name: str) -> dict[str, list[Row]]:
+    image = services.metadata.image
+    keys: list[tuple[str, int, bool, MirrorPartitionKey]] = []
+    for topic_name in mirror_topics(image, name, include_removed=True):
+        topic = image.topics[topic_name]
+        for p, reg in sorted(topic.partitions.items()):
+            keys.append((topic_name, p, reg.leader == services.node_id,
+                         MirrorPartitionKey(name, topic.topic_id, p)))
+    service = services.mirror_coordinator
+    states = {} if service is None else {
+        r.key: r for r in (await service.read_state_results([k for *_, k in keys])).partitions}
+    manager = getattr(services, "mirror_manager", None)
+    led_tps = [TopicPartition(t, p) for t, p, led, _ in keys if led]
+    data_plane = {} if manager is None or not led_tps else manager.describe(led_tps)
+    out: dict[str, list[Row]] = {}
+    for topic_name, p, led, key in keys:
+        stored = states.get(key)
+        known = stored is not None and stored.error is ErrorCode.none
+        state = stored.state if known and stored is not None else MirrorPartitionState.UNKNOWN
+        lme = stored.last_mirrored_epoch if known and stored is not None else NO_LAST_MIRRORED_EPOCH
+        if not led:
+            if known and state is not MirrorPartitionState.UNKNOWN:
+                out.setdefault(topic_name, []).append((p, -1, -1, -1, state, lme))
+            continue
+        tp = TopicPartition(topic_name, p)
+        desc = data_plane.get(tp)
+        if desc is not None:
+            state = desc.state if state is MirrorPartitionState.UNKNOWN else state
+            lme = max(lme, desc.last_mirror_epoch)
+            row: Row = (p, desc.source_offset, desc.destination_offset, desc.lag, state, lme)
+        else:
+            local = services.replica_manager.get_partition(tp) if services.replica_manager is not None else None
+            dest = -1 if local is None else int(local.log.log_end_offset)
+            row = (p, -1, dest, -1, state, lme)
+        out.setdefault(topic_name, []).append(row)
+    return out
