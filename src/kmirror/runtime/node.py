@@ -38,8 +38,9 @@ from kmirror.log.log_manager import LogManager
 from kmirror.metadata.service import MetadataService
 from kmirror.metrics.node_metrics import register_node_metrics
 from kmirror.metrics.registry import MetricsRegistry
+from kmirror.mirror.config import MIRROR_STATE_TOPIC
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
-from kmirror.mirror.service import MirrorCoordinatorService
+from kmirror.mirror.service import ListenerBrokerSender, MirrorCoordinatorService
 from kmirror.quorum.broker_metadata import BrokerMetadataService
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.replication.service import ReplicationService
@@ -125,8 +126,16 @@ class Node:
             cfg.node_id, cfg, ReplicaManagerCoordinatorLog(self.replica_manager, CONSUMER_OFFSETS), self.clock
         )
         await self.group_coordinator.start()
+        # KIP-1279 MirrorCoordinator: states persisted in __mirror_state, loaded on leadership
         self.mirror_coordinator = MirrorCoordinatorService(
-            MirrorCoordinator(int(cfg.values.get("mirror.topic.num.partitions", 50)))
+            MirrorCoordinator(int(cfg.values.get("mirror.topic.num.partitions", 50))),
+            log=ReplicaManagerCoordinatorLog(self.replica_manager, MIRROR_STATE_TOPIC),
+            node_id=cfg.node_id,
+            metadata=self.metadata,
+            send=ListenerBrokerSender(
+                self.metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-mirror-coordinator"
+            ),
+            replication_factor=int(cfg.values.get("mirror.topic.replication.factor", 3)),
         )
         self.metadata.subscribe(self._on_metadata_change)
         self._on_metadata_change(None, self.metadata.image)
@@ -217,6 +226,7 @@ class Node:
             self.replication.on_metadata_change(old_image, new_image)
         led = self.replica_manager.leader_partitions(CONSUMER_OFFSETS)
         self.group_coordinator.on_partitions_led(led)
+        self.mirror_coordinator.on_partitions_led(self.replica_manager.leader_partitions(MIRROR_STATE_TOPIC))
 
     async def _every(self, interval_ms: int, action: Any) -> None:
         while True:
@@ -254,6 +264,8 @@ class Node:
             task.cancel()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        if self.mirror_coordinator is not None:
+            await self.mirror_coordinator.stop()
         if isinstance(self.metadata, BrokerMetadataService):
             await self.metadata.stop()
         for channel in self._channels:

@@ -1,6 +1,7 @@
-"""`CoordinatorLog` on the node's ReplicaManager: the coordinator's records go through the
-internal append path of `__consumer_offsets` (Kafka `CoordinatorPartitionWriter`) and are
-read back from the partition's local log when it is loaded."""
+"""`CoordinatorLog` on the node's ReplicaManager: a coordinator's records go through the
+internal append path of its topic (`__consumer_offsets` for groups, `__mirror_state` for
+the MirrorCoordinator; Kafka `CoordinatorPartitionWriter`) and are read back from the
+partition's local log when it is loaded."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ READ_CHUNK_BYTES = 1 << 20
 
 
 class CoordinatorAppendError(Exception):
-    """An append to `__consumer_offsets` failed with this Kafka error."""
+    """An append to a coordinator topic failed with this Kafka error."""
 
     def __init__(self, code: ErrorCode, message: str | None = None) -> None:
         super().__init__(f"{code.name}: {message or ''}")
