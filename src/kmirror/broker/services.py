@@ -20,3 +20,4 @@ class BrokerServices:
     group_coordinator: Any = None  # kmirror.coordinator.group.GroupCoordinator
     controller: Any = None  # the active controller, on nodes with process.roles=controller
     mirror_coordinator: Any = None  # kmirror.mirror.service.MirrorCoordinatorService (KIP-1279)
+    mirror_manager: Any = None  # kmirror.mirror.manager.MirrorManager: DescribeMirrors, the data plane

@@ -1,0 +1,253 @@
+"""The mirror data plane of one broker: the `MirrorManager` and the adapters it runs on.
+
+`MirrorDataPlane` is the asyncio shell the node starts: it builds the mirror fetchers
+(`mirror.num.replica.fetchers` per source broker and mirror), the `MirrorManager` and its
+ports, and runs the manager on one task so partition plans never interleave:
+- every metadata image the node applies (`on_metadata_change`, synchronous, never blocks);
+- every `mirror.metadata.refresh.interval.ms` (a retry tick: partitions waiting for their
+  source leader are re-assigned with fresh source metadata, pending plan steps resume, a
+  partition whose batch was refused moves to FAILED).
+
+Ports:
+- `CoordinatorStateStore`: `MirrorStateStore` over the `MirrorCoordinatorService` (the
+  coordinator's transition table and routing apply); coordinator errors leave the step
+  pending.
+- `ControllerEpochBumper`: BumpLeaderEpochs (key 105) through the local controller on a
+  combined node, else forwarded to the controller.
+- `ImageSourceClusters`: `source_for(mirror)` from the mirror's configs in the image, one
+  `ClientSourceCluster` per mirror, replaced when its `bootstrap.servers` changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+from kio.static.primitive import i32
+
+from kmirror.metadata.image import ConfigResource
+from kmirror.mirror.config import (
+    BOOTSTRAP_SERVERS,
+    MIRROR_STATE_TOPIC,
+    InvalidMirrorConfig,
+    is_mirror_config_key,
+    parse_mirror_config,
+)
+from kmirror.mirror.coordinator.coordinator import StateWrite
+from kmirror.mirror.coordinator.records import MirrorPartitionKey
+from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
+from kmirror.mirror.fetcher.manager import MirrorFetcherManager
+from kmirror.mirror.fetcher.policy import mirror_fetch_policy
+from kmirror.mirror.fetcher.source_endpoint import ClientSourceCluster, SourceCluster
+from kmirror.mirror.manager import (
+    InMemoryMirrorStateStore,
+    MirrorManager,
+    PartitionKey,
+    StepPending,
+)
+from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE
+from kmirror.mirror.protocol.registry import entity_types
+from kmirror.mirror.state import MirrorPartitionState
+from kmirror.ports import Clock
+from kmirror.protocol.errors import ErrorCode
+from kmirror.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+BUMP_LEADER_EPOCHS = 105
+DEFAULT_REFRESH_INTERVAL_MS = 1000
+_WAIT_ERRORS = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available})
+
+
+def _config_int(config: Any, key: str, default: int) -> int:
+    values = getattr(config, "values", {})
+    value = values.get(key) if hasattr(values, "get") else None
+    return default if value is None else int(value)
+
+
+class CoordinatorStateStore:
+    """`MirrorStateStore` over a `MirrorCoordinatorService` (routing to the key's coordinator,
+    persisted in `__mirror_state`, transition table enforced there). Coordinator errors
+    (NOT_COORDINATOR, LOAD_IN_PROGRESS, NOT_AVAILABLE, INVALID_REQUEST) leave the step
+    pending. Before `__mirror_state` exists no state can exist: a read is UNKNOWN (the first
+    write creates the topic). Without a service (tests, a node without one) states are kept
+    in memory."""
+
+    def __init__(self, service: Any, topic_name_of: Callable[[UUID], str | None],
+                 state_topic_exists: Callable[[], bool] = lambda: True) -> None:
+        self.service = service
+        self.topic_name_of = topic_name_of
+        self.state_topic_exists = state_topic_exists
+        self.local = InMemoryMirrorStateStore()
+
+    async def load(self, key: PartitionKey) -> tuple[MirrorPartitionState, int] | None:
+        if self.service is None:
+            return await self.local.load(key)
+        if not self.state_topic_exists():
+            return None
+        ckey = MirrorPartitionKey(key.mirror_name, key.topic_id, key.partition)
+        (result,) = (await self.service.read_state_results([ckey])).partitions
+        if result.error is not ErrorCode.none:
+            raise StepPending(f"ReadMirrorStates {ckey}: {result.error.name}")
+        if result.state is MirrorPartitionState.UNKNOWN:
+            return None
+        return result.state, result.last_mirrored_epoch
+
+    async def save(self, key: PartitionKey, state: MirrorPartitionState | None, last_mirrored_epoch: int) -> None:
+        if self.service is None:
+            await self.local.save(key, state, last_mirrored_epoch)
+            return
+        ckey = MirrorPartitionKey(key.mirror_name, key.topic_id, key.partition)
+        if state is None:  # the coordinator tombstones per topic (its partitions clear together)
+            answer = await self.service.remove_topics(key.mirror_name, [key.topic_id])
+        else:
+            topic = self.topic_name_of(key.topic_id) or ""
+            answer = await self.service.write_states([StateWrite(ckey, topic, state, last_mirrored_epoch)])
+        for partition in answer.partitions:
+            if partition.error is not ErrorCode.none:
+                raise StepPending(f"WriteMirrorStates {ckey} -> {state.name if state else 'tombstone'}: "
+                                  f"{partition.error.name} {partition.message or ''}")
+
+
+class ControllerEpochBumper:
+    """`LeaderEpochBumper`: BumpLeaderEpochs to the controller. The new epoch arrives with a
+    later metadata image; failures are logged and the manager's step stays pending."""
+
+    def __init__(self, metadata: Any) -> None:
+        self.metadata = metadata
+
+    async def bump(self, tp: TopicPartition, topic_id: UUID, min_leader_epoch: int) -> None:
+        try:
+            if not getattr(self.metadata, "forwarding", False) and hasattr(self.metadata, "bump_leader_epochs"):
+                from kmirror.metadata.controller.mirrors import EpochBump
+
+                results = await self.metadata.bump_leader_epochs([EpochBump(topic_id, tp.partition, min_leader_epoch)])
+                for r in results:
+                    if r.error.code != ErrorCode.none:
+                        log.warning("BumpLeaderEpochs %s: %s", tp, r.error)
+                return
+            await self.metadata.forward(bump_leader_epochs_request(topic_id, tp.partition, min_leader_epoch))
+        except Exception as exc:  # controller unreachable or the RPC not served: retried on the next tick
+            log.warning("BumpLeaderEpochs %s to >= %d failed: %s", tp, min_leader_epoch, exc)
+
+
+def bump_leader_epochs_request(topic_id: UUID, partition: int, min_leader_epoch: int) -> Any:
+    from kmirror.mirror.protocol import bump_leader_epochs as schema
+
+    request_cls, _ = entity_types(BUMP_LEADER_EPOCHS)
+    return request_cls(topics=(schema.TopicState(topic_id=topic_id, partitions=(
+        schema.LeaderEpochState(partition_index=i32(partition), min_leader_epoch=i32(min_leader_epoch)),)),))
+
+
+def mirror_source_configs(image: Any, mirror_name: str) -> dict[str, str] | None:
+    """The mirror's operator configs from the image (None: no such mirror)."""
+    values = image.configs.get(ConfigResource(MIRROR_CONFIG_RESOURCE_TYPE, mirror_name)) if image else None
+    if not values:
+        return None
+    return {k: v for k, v in values.items() if v is not None and is_mirror_config_key(k)}
+
+
+class ImageSourceClusters:
+    """`source_for(mirror_name)`: the mirror's source cluster, from its configs in the image."""
+
+    def __init__(self, broker_id: int, image: Callable[[], Any],
+                 factory: Callable[[str, str], SourceCluster] | None = None) -> None:
+        self.broker_id = broker_id
+        self.image = image
+        self.factory = factory or (lambda bootstrap, client_id: ClientSourceCluster(bootstrap, client_id=client_id))
+        self.sources: dict[str, tuple[str, SourceCluster]] = {}
+        self.retired: list[SourceCluster] = []
+
+    def __call__(self, mirror_name: str) -> SourceCluster | None:
+        configs = mirror_source_configs(self.image(), mirror_name)
+        parsed = parse_mirror_config(configs) if configs is not None else None
+        if parsed is None or isinstance(parsed, InvalidMirrorConfig):
+            return None
+        bootstrap = configs[BOOTSTRAP_SERVERS] if configs else ""
+        current = self.sources.get(mirror_name)
+        if current is not None and current[0] == bootstrap:
+            return current[1]
+        if current is not None:
+            self.retired.append(current[1])
+        source = self.factory(bootstrap, f"broker-{self.broker_id}-mirror-{mirror_name}-metadata")
+        self.sources[mirror_name] = (bootstrap, source)
+        return source
+
+    async def close(self) -> None:
+        sources = [s for _, s in self.sources.values()] + self.retired
+        self.sources, self.retired = {}, []
+        for source in sources:
+            with contextlib.suppress(Exception):
+                await source.close()
+
+
+class MirrorDataPlane:
+    def __init__(self, broker_id: int, config: Any, clock: Clock, replica_manager: Any, metadata: Any,
+                 coordinator_service: Any = None, *,
+                 source_factory: Callable[[str, str], SourceCluster] | None = None) -> None:
+        """No I/O: `start` runs it."""
+        self.metadata = metadata
+        self.refresh_interval_ms = _config_int(config, "mirror.metadata.refresh.interval.ms",
+                                               DEFAULT_REFRESH_INTERVAL_MS)
+        fetchers = MirrorFetcherManager(
+            broker_id, MirrorLocalReplica(replica_manager), mirror_fetch_policy(config), clock,
+            num_fetchers=_config_int(config, "mirror.num.replica.fetchers", 1))
+        self.sources = ImageSourceClusters(broker_id, lambda: self.manager.image or metadata.image, source_factory)
+        self.manager = MirrorManager(
+            broker_id, replica_manager, fetchers,
+            CoordinatorStateStore(coordinator_service, self._topic_name_of, self._state_topic_exists),
+            ControllerEpochBumper(metadata), self.sources, clock,
+            support_unclean_leader_election=str(getattr(config, "values", {}).get(
+                "mirror.support.unclean.leader.election", "false")).lower() == "true",
+        )
+        self._latest: Any = None
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def _topic_name_of(self, topic_id: UUID) -> str | None:
+        image = self.manager.image or self.metadata.image
+        topic = image.topics_by_id.get(topic_id) if image is not None else None
+        return None if topic is None else str(topic.name)
+
+    def _state_topic_exists(self) -> bool:
+        image = self.manager.image or self.metadata.image
+        return image is not None and MIRROR_STATE_TOPIC in image.topics
+
+    def on_metadata_change(self, image: Any) -> None:
+        """Called by the node with every applied image; the run happens on the plane's task."""
+        self._latest = image
+        self._wake.set()
+
+    async def run_once(self) -> None:
+        """One pass: apply the newest image (or re-run the current one), retry pending fetchers."""
+        image = self._latest if self._latest is not None else self.metadata.image
+        self._latest = None
+        await self.manager.fetchers.retry_pending()
+        await self.manager.on_metadata_change(image)
+
+    def start(self) -> None:
+        self.manager.fetchers.start()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.refresh_interval_ms / 1000)
+            self._wake.clear()
+            try:
+                await self.run_once()
+            except Exception:
+                log.exception("mirror data plane pass failed")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.manager.fetchers.stop()
+        await self.sources.close()

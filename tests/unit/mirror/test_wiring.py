@@ -1,0 +1,253 @@
+"""The mirror data plane's adapters: the state store over the mirror coordinator (with the
+in-memory fallback), the BumpLeaderEpochs request, source clusters from the image, and a
+whole MirrorDataPlane pass over in-process brokers."""
+
+import asyncio
+import dataclasses
+import itertools
+from uuid import UUID
+
+import pytest
+
+from kmirror.metadata.image import ConfigResource, PartitionRegistration
+from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StatesResult
+from kmirror.mirror.coordinator.records import MirrorPartitionKey
+from kmirror.mirror.manager import PartitionKey, StepPending
+from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE
+from kmirror.mirror.state import MirrorPartitionState as S
+from kmirror.mirror.wiring import (
+    ControllerEpochBumper,
+    CoordinatorStateStore,
+    ImageSourceClusters,
+    MirrorDataPlane,
+    bump_leader_epochs_request,
+    mirror_source_configs,
+)
+from kmirror.ports import ManualClock
+from kmirror.records.batch import iter_batches
+from kmirror.records.builder import build_batch
+from kmirror.records.control import ControlType, read_control_type
+from kmirror.testing.mirror_fetcher import InProcessSourceCluster
+from kmirror.testing.replication import image_with
+from kmirror.testing.replication_harness import Broker
+from kmirror.types import TopicPartition
+
+TOPIC_ID = UUID(int=0xBEEF)
+TP = TopicPartition("t", 0)
+KEY = PartitionKey("m", TOPIC_ID, 0)
+
+
+class Service:
+    """The MirrorCoordinatorService contract the store uses, over a real MirrorCoordinator
+    whose appends are acknowledged at once."""
+
+    def __init__(self, loaded: bool = True) -> None:
+        self.coordinator = MirrorCoordinator(4)
+        if loaded:
+            for p in range(4):
+                self.coordinator.begin_load(p)
+                self.coordinator.complete_load(p, [])
+        self._ids = itertools.count()
+
+    async def _run(self, make):
+        rid = next(self._ids)
+        out = make(rid)
+        for append in list(out.appends):
+            out.extend(self.coordinator.on_append_completed(append.ticket))
+        result = out.response_for(rid)
+        assert isinstance(result, StatesResult)
+        return result
+
+    async def read_state_results(self, keys):
+        return await self._run(lambda rid: self.coordinator.read_states(rid, keys))
+
+    async def write_states(self, writes):
+        return await self._run(lambda rid: self.coordinator.write_states(rid, writes))
+
+    async def remove_topics(self, mirror_name, topic_ids):
+        return await self._run(lambda rid: self.coordinator.remove_topics(rid, mirror_name, topic_ids))
+
+
+def _store(service, exists=True):
+    return CoordinatorStateStore(service, lambda tid: "t" if tid == TOPIC_ID else None, lambda: exists)
+
+
+def test_state_store_writes_through_the_coordinator_with_its_transition_table():
+    service = Service()
+    store = _store(service)
+
+    async def go():
+        assert await store.load(KEY) is None
+        await store.save(KEY, S.PREPARING, -1)
+        await store.save(KEY, S.MIRRORING, -1)
+        await store.save(KEY, S.STOPPING, 3)
+        assert await store.load(KEY) == (S.STOPPING, 3)
+        value = service.coordinator.state_of(MirrorPartitionKey("m", TOPIC_ID, 0))
+        assert (value.topic_name, value.state, value.last_mirrored_epoch) == ("t", S.STOPPING, 3)
+        with pytest.raises(StepPending):  # STOPPING -> PREPARING is not in the table
+            await store.save(KEY, S.PREPARING, -1)
+        await store.save(KEY, None, 3)
+        assert await store.load(KEY) is None
+
+    asyncio.run(go())
+    assert store.local.states == {}
+
+
+def test_state_store_waits_on_coordinator_errors_and_reads_unknown_before_the_state_topic_exists():
+    unloaded = Service(loaded=False)
+
+    async def go():
+        with pytest.raises(StepPending):
+            await _store(unloaded).save(KEY, S.PREPARING, -1)
+        with pytest.raises(StepPending):
+            await _store(unloaded).load(KEY)
+        assert await _store(unloaded, exists=False).load(KEY) is None
+        absent = _store(None)
+        await absent.save(KEY, S.PREPARING, -1)
+        assert await absent.load(KEY) == (S.PREPARING, -1)
+
+    asyncio.run(go())
+
+
+def test_bump_leader_epochs_request_names_the_partition_by_topic_id():
+    request = bump_leader_epochs_request(TOPIC_ID, 2, 8)
+    assert request.topics[0].topic_id == TOPIC_ID
+    assert (request.topics[0].partitions[0].partition_index, request.topics[0].partitions[0].min_leader_epoch) == (2, 8)
+
+
+def test_epoch_bumper_forwards_from_a_broker_and_survives_failures():
+    class Forwarding:
+        forwarding = True
+
+        def __init__(self):
+            self.sent = []
+
+        async def forward(self, request):
+            self.sent.append(request)
+            if len(self.sent) > 1:
+                raise ConnectionError("controller down")
+
+    md = Forwarding()
+    bumper = ControllerEpochBumper(md)
+    asyncio.run(bumper.bump(TP, TOPIC_ID, 4))
+    asyncio.run(bumper.bump(TP, TOPIC_ID, 4))  # logged, the manager's step stays pending
+    assert [r.topics[0].partitions[0].min_leader_epoch for r in md.sent] == [4, 4]
+
+
+def test_epoch_bumper_calls_the_local_controller_on_a_combined_node():
+    mirrors = pytest.importorskip("kmirror.metadata.controller.mirrors")
+
+    class Local:
+        forwarding = False
+
+        def __init__(self):
+            self.bumps = []
+
+        async def bump_leader_epochs(self, bumps):
+            self.bumps.extend(bumps)
+            return [mirrors.EpochBumpResult(b.topic_id, "t", b.partition, _ok(mirrors), b.min_leader_epoch)
+                    for b in bumps]
+
+    md = Local()
+    asyncio.run(ControllerEpochBumper(md).bump(TP, TOPIC_ID, 6))
+    assert md.bumps == [mirrors.EpochBump(TOPIC_ID, 0, 6)]
+
+
+def _ok(mirrors):
+    return mirrors.NONE
+
+
+def _image(broker_id, epoch, mirror_name, bootstrap="src:9092"):
+    regs = {0: PartitionRegistration((broker_id,), (broker_id,), broker_id, epoch, epoch)}
+    image = image_with({"t": (TOPIC_ID, regs)}, configs={"t": {"mirror.name": mirror_name}} if mirror_name else {})
+    configs = dict(image.configs)
+    if bootstrap is not None:
+        configs[ConfigResource(MIRROR_CONFIG_RESOURCE_TYPE, "m")] = {"bootstrap.servers": bootstrap,
+                                                                     "internal.source.cluster.id": "x"}
+    return dataclasses.replace(image, configs=configs)
+
+
+def test_source_clusters_come_from_the_mirror_configs_and_follow_bootstrap_changes():
+    current = {"image": _image(7, 0, "m")}
+    made = []
+
+    def factory(bootstrap, client_id):
+        made.append((bootstrap, client_id))
+        return InProcessSourceCluster({}, 1)
+
+    sources = ImageSourceClusters(7, lambda: current["image"], factory)
+    assert mirror_source_configs(current["image"], "m") == {"bootstrap.servers": "src:9092"}
+    first = sources("m")
+    assert sources("m") is first and sources("other") is None
+    current["image"] = _image(7, 0, "m", bootstrap="elsewhere:9092")
+    assert sources("m") is not first and sources.retired == [first]
+    assert made == [("src:9092", "broker-7-mirror-m-metadata"), ("elsewhere:9092", "broker-7-mirror-m-metadata")]
+    current["image"] = _image(7, 0, "m", bootstrap=None)
+    assert sources("m") is None
+    asyncio.run(sources.close())
+    assert sources.sources == {}
+
+
+def _segments(b):
+    log = b.rm.get_partition(TP).log
+    out, offset = [], log.log_start_offset
+    while offset < log.log_end_offset:  # one segment per read
+        buf = bytes(log.read(offset, 1 << 30, log.log_end_offset, True).records)
+        for pos, h in iter_batches(buf):
+            out.append((h.base_offset, buf[pos:pos + h.size]))
+            offset = h.next_offset
+    return out
+
+
+class Metadata:
+    forwarding = False
+
+    def __init__(self, dst, image):
+        self.dst, self.image, self.bumps = dst, image, []
+
+    async def bump_leader_epochs(self, bumps):
+        self.bumps.extend(bumps)
+        b = bumps[0]
+        epoch = max(self.dst.rm.get_partition(TP).leader_epoch + 1, b.min_leader_epoch)
+        old, self.image = self.image, _image(7, epoch, "m.removed")
+        self.dst.rm.apply_image(old, self.image)
+        return []
+
+
+def test_data_plane_pass_mirrors_byte_identical_then_fails_over_with_pid_reset():
+    pytest.importorskip("kmirror.metadata.controller.mirrors")
+    src = Broker(1, ManualClock(), 30_000)
+    src.rm.apply_image(None, _image(1, 3, None, bootstrap=None))
+    for codec in (0, 1, 2, 3, 4):
+        src.rm.append_records({TP: build_batch([(b"k", b"v" * 50, (("h", b"x"),), 1)] * 3, compression=codec)}, 1)
+    dst = Broker(7, ManualClock(), 30_000)
+    md = Metadata(dst, _image(7, 0, "m"))
+    dst.rm.apply_image(None, md.image)
+    source = InProcessSourceCluster({1: src.rm}, 1, cluster_id="src-id")
+    service = Service()
+    plane = MirrorDataPlane(7, None, dst.clock, dst.rm, md, service, source_factory=lambda b, c: source)
+
+    async def go():
+        plane.on_metadata_change(md.image)
+        await plane.run_once()
+        assert plane.manager.partitions[TP].state is S.MIRRORING
+        for _ in range(10):
+            for fetcher in list(plane.manager.fetchers.fetchers.values()):
+                await fetcher.run_once()
+        assert _segments(dst) == _segments(src)
+        plane.on_metadata_change(_image(7, 0, "m.removed"))
+        await plane.run_once()  # bump requested; the new epoch arrives with the next image
+        plane.on_metadata_change(md.image)
+        await plane.run_once()
+        await plane.stop()
+
+    asyncio.run(go())
+    assert plane.manager.partitions[TP].state is S.STOPPED
+    assert service.coordinator.state_of(MirrorPartitionKey("m", TOPIC_ID, 0)).state is S.STOPPED
+    assert [b.min_leader_epoch for b in md.bumps] == [4]
+    got = _segments(dst)
+    assert got[:-1] == _segments(src)
+    base, raw = got[-1]
+    assert base == src.rm.get_partition(TP).log.log_end_offset
+    assert read_control_type(raw, 0) is ControlType.MIRROR_PID_RESET
+    assert dst.rm.get_partition(TP).log.producer_state.producers == {}
