@@ -41,6 +41,7 @@ from kmirror.metrics.registry import MetricsRegistry
 from kmirror.mirror.config import MIRROR_STATE_TOPIC
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
 from kmirror.mirror.service import ListenerBrokerSender, MirrorCoordinatorService
+from kmirror.mirror.wiring import MirrorDataPlane
 from kmirror.quorum.broker_metadata import BrokerMetadataService
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.replication.service import ReplicationService
@@ -91,6 +92,7 @@ class Node:
         self.replica_manager: Any = None
         self.group_coordinator: Any = None
         self.mirror_coordinator: Any = None
+        self.mirror_data_plane: MirrorDataPlane | None = None
         self.metrics = MetricsRegistry(self.clock)
         self.metrics_server: MetricsServer | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
@@ -137,6 +139,10 @@ class Node:
             ),
             replication_factor=int(cfg.values.get("mirror.topic.replication.factor", 3)),
         )
+        # KIP-1279 data plane: mirror fetchers and the partition lifecycle on mirror leaders
+        self.mirror_data_plane = MirrorDataPlane(
+            cfg.node_id, cfg, self.clock, self.replica_manager, self.metadata, self.mirror_coordinator
+        )
         self.metadata.subscribe(self._on_metadata_change)
         self._on_metadata_change(None, self.metadata.image)
 
@@ -166,6 +172,7 @@ class Node:
             local_controller=self.metadata if cfg.is_controller else None,
         )
         self.replication.start()
+        self.mirror_data_plane.start()
         await self._open_listeners(registries)
         if cfg.is_controller:
             self._start_controller_tasks()
@@ -182,6 +189,7 @@ class Node:
                 replica_manager=self.replica_manager,
                 group_coordinator=self.group_coordinator,
                 mirror_coordinator=self.mirror_coordinator,
+                mirror_manager=None if self.mirror_data_plane is None else self.mirror_data_plane.manager,
             )
             for plane, registry in registries.items()
         }
@@ -227,6 +235,8 @@ class Node:
         led = self.replica_manager.leader_partitions(CONSUMER_OFFSETS)
         self.group_coordinator.on_partitions_led(led)
         self.mirror_coordinator.on_partitions_led(self.replica_manager.leader_partitions(MIRROR_STATE_TOPIC))
+        if self.mirror_data_plane is not None:
+            self.mirror_data_plane.on_metadata_change(new_image)
 
     async def _every(self, interval_ms: int, action: Any) -> None:
         while True:
@@ -256,6 +266,8 @@ class Node:
             await self.metrics_server.stop()
         for server in self._servers:
             await server.stop()
+        if self.mirror_data_plane is not None:
+            await self.mirror_data_plane.stop()
         if self.replication is not None:
             await self.replication.stop()
         if self.lifecycle is not None:
