@@ -1,7 +1,9 @@
 """KIP-1279 end to end with real processes: a source and a destination cluster, records
 produced with every compression type, keys and headers; `kmirror mirrors` copies them; every
 destination batch is byte-identical at the same offset, with the same topic id; the mirror
-topic refuses Produce with READ_ONLY_TOPIC."""
+topic refuses Produce with READ_ONLY_TOPIC; `--describe` shows lag 0 while MIRRORING; failover
+with `--remove --topic '.*'` stops the partitions and makes the topic writable after a
+MIRROR_PID_RESET control record, in a leader epoch above every mirrored one."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kmirror.mirror.errors import MirrorError
-from kmirror.records.batch import iter_batches
+from kmirror.records.batch import BatchHeader, iter_batches
+from kmirror.records.control import ControlType, read_control_type
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 pytestmark = pytest.mark.integration
@@ -77,7 +80,20 @@ def topic_id(bootstrap: str) -> str:
     return first.split("TopicId: ")[1].split("\t")[0]
 
 
-def test_mirror_copies_byte_identical_batches_with_the_source_topic_id_and_refuses_produce(
+def describe(bootstrap: str) -> dict[tuple[str, str, int], tuple[int, int, int, str]]:
+    """`kmirror mirrors --describe` rows: (mirror, topic, partition) -> (source offset,
+    destination offset, lag, state)."""
+    out = kmirror("mirrors", "--bootstrap-server", bootstrap, "--describe").stdout
+    lines = [line.split() for line in out.splitlines() if line.strip()]
+    assert lines[0] == ["MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "STATE"]
+    return {(m, t, int(p)): (int(src), int(dst), int(lag), state) for m, t, p, src, dst, lag, state in lines[1:]}
+
+
+def headers(batches: list[tuple[int, bytes]]) -> list[BatchHeader]:
+    return [h for _, raw in batches for _, h in iter_batches(raw)]
+
+
+def test_mirror_copies_byte_identical_batches_refuses_produce_and_fails_over(
     clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
 ) -> None:
     source, dest = clusters
@@ -110,3 +126,53 @@ def test_mirror_copies_byte_identical_batches_with_the_source_topic_id_and_refus
     producer.flush(30)
     # READ_ONLY_TOPIC (KIP-1279 code 135; librdkafka has no name for it yet)
     assert errors and errors[0] is not None and errors[0].code() == MirrorError.READ_ONLY_TOPIC == 135
+
+    # --describe: caught up, lag 0, MIRRORING.
+    rows = describe(dest.bootstrap)
+    assert sorted(rows) == [("m", TOPIC, p) for p in range(PARTITIONS)]
+    for p in range(PARTITIONS):
+        assert rows[("m", TOPIC, p)] == (source_ends[p], source_ends[p], 0, "MIRRORING")
+    mirrored = {p: segment_batches(dest, p) for p in range(PARTITIONS)}
+
+    # Failover: every mirror topic leaves the mirror; partitions go STOPPING -> STOPPED.
+    out = kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", ".*").stdout
+    assert f"Removed 1 topic(s) from mirror m: [{TOPIC}]" in out
+    wait_until(lambda: {row[3] for row in describe(dest.bootstrap).values()} == {"STOPPED"}, "partitions STOPPED")
+
+    # The topic is writable: an idempotent producer succeeds at sequence 0.
+    producer = Producer({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True})
+    delivered: list[tuple[int, int]] = []
+
+    def on_delivery(err: KafkaError | None, msg: object) -> None:
+        assert err is None, err
+        delivered.append((msg.partition(), msg.offset()))  # type: ignore[attr-defined]
+
+    for p in range(PARTITIONS):
+        producer.produce(TOPIC, key=b"after", value=b"written at the destination", partition=p,
+                         on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    # The last mirrored offset is source_end - 1; MIRROR_PID_RESET takes source_end; the
+    # first record produced after failover lands at source_end + 1.
+    assert sorted(delivered) == [(p, source_ends[p] + 1) for p in range(PARTITIONS)]
+    assert end_offsets(dest.bootstrap) == [end + 2 for end in source_ends]
+
+    mirrored_pids = {h.producer_id for p in range(PARTITIONS) for h in headers(mirrored[p]) if h.producer_id >= 0}
+    for p in range(PARTITIONS):
+        after = segment_batches(dest, p)
+        assert after[:len(mirrored[p])] == mirrored[p]  # the mirrored prefix is untouched
+        assert after[:len(mirrored[p])] == segment_batches(source, p)
+        reset, new = headers(after[len(mirrored[p]):])
+        max_mirrored_epoch = max(h.partition_leader_epoch for h in headers(mirrored[p]))
+        # MIRROR_PID_RESET: one control record (type 7) at the source log end.
+        assert reset.is_control and reset.base_offset == source_ends[p] and reset.records_count == 1
+        assert read_control_type(after[len(mirrored[p])][1]) == ControlType.MIRROR_PID_RESET == 7
+        # The leader epoch was bumped above every mirrored epoch before the first write.
+        assert reset.partition_leader_epoch > max_mirrored_epoch
+        assert new.partition_leader_epoch >= reset.partition_leader_epoch
+        # The producer starts fresh at sequence 0. The destination allocates producer ids
+        # independently of the source, so the id may equal a mirrored one (a fresh cluster
+        # hands out 0, which the source's first producer also used): the append is accepted
+        # only because MIRROR_PID_RESET expired every mirrored producer entry (KIP-1279).
+        assert new.base_offset == source_ends[p] + 1 and new.base_sequence == 0 and new.producer_epoch == 0
+        assert not new.is_control and new.producer_id >= 0
+    assert {h.producer_id for p in range(PARTITIONS) for h in headers(segment_batches(dest, p)[-1:])} <= mirrored_pids
