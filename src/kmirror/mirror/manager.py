@@ -157,15 +157,10 @@ class MirrorManager:
         if membership is None:
             return None
         mp = self.partitions.get(tp)
-        if mp is None:
-            key = PartitionKey(membership.mirror_name, topic.topic_id, tp.partition)
-            mp = MirroredPartitionState(key)
-            loaded = await self.store.load(key)
-            if loaded is not None:
-                mp.state, mp.last_mirrored_epoch = loaded
-            self.partitions[tp] = mp
         source = self.source_for(membership.mirror_name)
         try:
+            if mp is None:
+                mp = await self._load(tp, PartitionKey(membership.mirror_name, topic.topic_id, tp.partition))
             if tp in self._failed and mp.state in (S.PREPARING, S.MIRRORING):
                 mp.failure = self._failed.pop(tp)
                 await self._execute(tp, mp, (f.TransitionTo(S.FAILED), f.RemoveFetcher()), source)
@@ -175,7 +170,21 @@ class MirrorManager:
             await self._execute(tp, mp, plan, source)
         except StepPending as pending:
             log.debug("mirror partition %s waits: %s", tp, pending)
-        return mp.state
+        return None if mp is None else mp.state
+
+    async def _load(self, tp: TopicPartition, key: PartitionKey) -> MirroredPartitionState:
+        """The persisted state, cached only once read: a store that cannot answer (the
+        coordinator moving, `__mirror_state` still loading) leaves this partition pending
+        and the rest of the pass untouched; never act on a guessed state."""
+        try:
+            loaded = await self.store.load(key)
+        except Exception as exc:
+            raise StepPending(f"mirror state not readable: {exc!r}") from exc
+        mp = MirroredPartitionState(key)
+        if loaded is not None:
+            mp.state, mp.last_mirrored_epoch = loaded
+        self.partitions[tp] = mp
+        return mp
 
     def _plan(self, mp: MirroredPartitionState, membership: Any, cluster_id: str, source_exists: bool) -> tuple[f.Action, ...]:
         if mp.state is S.STOPPING:  # resume an interrupted failover

@@ -162,3 +162,47 @@ def test_a_corrupt_batch_moves_the_partition_to_failed():
     asyncio.run(go())
     assert mgr.partitions[TP].state is S.FAILED
     assert not fetchers.is_fetching(TP)
+
+
+class FlakyStore(InMemoryMirrorStateStore):
+    """Fails the first `load` of the given partitions, as a coordinator that moved."""
+
+    def __init__(self, failing: set[int]) -> None:
+        super().__init__()
+        self.failing = set(failing)
+
+    async def load(self, key):
+        if key.partition in self.failing:
+            self.failing.discard(key.partition)
+            raise ConnectionError("coordinator not available")
+        return await super().load(key)
+
+
+def test_a_state_read_error_leaves_only_that_partition_pending_and_it_resumes_on_the_next_pass():
+    tp1 = TopicPartition("t", 1)
+
+    def two_partitions(broker_id, mirror_name):
+        regs = {p: PartitionRegistration((broker_id,), (broker_id,), broker_id, 0, 0) for p in (0, 1)}
+        configs = {"t": {"mirror.name": mirror_name}} if mirror_name else {}
+        return image_with({"t": (TOPIC_ID, regs)}, configs=configs)
+
+    src = Broker(1, ManualClock(), 30_000)
+    src.rm.apply_image(None, two_partitions(1, None))
+    for tp in (TP, tp1):
+        src.rm.append_records({tp: build_batch([(b"k", b"v", (), 1)] * 2)}, 1)
+    dst = Broker(7, ManualClock(), 30_000)
+    dst.rm.apply_image(None, two_partitions(7, "m"))
+    source = InProcessSourceCluster({1: src.rm}, 1, cluster_id="src-id")
+    fetchers = MirrorFetcherManager(7, MirrorLocalReplica(dst.rm), mirror_fetch_policy(), dst.clock)
+    store = FlakyStore({0})
+    mgr = MirrorManager(7, dst.rm, fetchers, store, Bumper(dst, "m"), lambda name: source, dst.clock)
+
+    async def go():
+        await mgr.on_metadata_change(two_partitions(7, "m"))  # must not raise
+        assert TP not in mgr.partitions and not fetchers.is_fetching(TP)
+        assert mgr.partitions[tp1].state is S.MIRRORING  # the rest of the pass went on
+        assert {k.partition for k, _ in store.history} == {1}
+        await mgr.on_metadata_change(two_partitions(7, "m"))
+        assert mgr.partitions[TP].state is S.MIRRORING
+
+    asyncio.run(go())
