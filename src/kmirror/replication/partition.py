@@ -194,18 +194,16 @@ class Partition(IsrChanges):
         return self.log.high_watermark
 
     def maybe_increment_high_watermark(self, now_ms: int | None = None) -> bool:
-        """Kafka `maybeIncrementLeaderHW`: HW = min LEO over the maximal ISR and the followers
-        caught up within `replica.lag.time.max.ms` (they may be about to join); never moves back."""
+        """Kafka `maybeIncrementLeaderHW`: HW = min LEO over the maximal ISR (the committed ISR
+        plus a follower whose addition is in flight); never moves back. A follower outside the
+        ISR never holds the HW back: a dead one would stall acks=all forever."""
         if not self.is_leader:
             return False
-        now = self._tick(now_ms)
-        leo = self.log.log_end_offset
+        self._tick(now_ms)
         maximal = self._isr_state.maximal_isr
-        new_hw = leo
+        new_hw = self.log.log_end_offset
         for replica, st in self._replicas.items():
-            if st.log_end_offset < new_hw and (
-                replica in maximal or st.is_caught_up(leo, now, self.replica_lag_time_max_ms)
-            ):
+            if replica in maximal and st.log_end_offset < new_hw:
                 new_hw = st.log_end_offset
         if new_hw > self.log.high_watermark:
             self.log.update_high_watermark(new_hw)

@@ -76,6 +76,25 @@ def test_high_watermark_is_min_over_isr_and_never_moves_back() -> None:
     assert partition.high_watermark == 4
 
 
+def test_a_follower_removed_from_the_isr_never_holds_the_high_watermark() -> None:
+    # seed 004 / Kafka `maybeIncrementLeaderHW`: the HW is the minimum over the maximal ISR only.
+    # A follower the controller just removed (fenced after a kill -9) was caught up a moment
+    # ago; it must not hold the HW, or acks=all stalls until some later event.
+    both = PartitionState(leader=NODE, leader_epoch=1, partition_epoch=0, replicas=(NODE, 2), isr=(NODE, 2))
+    partition, log = make(both)
+    partition.update_state(both, now_ms=0)
+    log.next_count = 10
+    partition.append_records_to_leader(b"x", -1, 0)
+    assert isinstance(partition.fetch_for_follower(2, 10, -1, -1, 1000, True, now_ms=0), ReadOutcome)
+    assert partition.high_watermark == 10
+    shrunk = PartitionState(leader=NODE, leader_epoch=1, partition_epoch=1, replicas=(NODE, 2), isr=(NODE,))
+    partition.update_state(shrunk, now_ms=1)
+    log.next_count = 5
+    partition.append_records_to_leader(b"y", -1, 2)
+    assert partition.high_watermark == 15
+    assert partition.check_enough_replicas_reach_offset(15) == (True, ErrorCode.none)
+
+
 @pytest.mark.parametrize(
     ("requested", "expected"),
     [(-1, None), (5, None), (4, ErrorCode.fenced_leader_epoch), (6, ErrorCode.unknown_leader_epoch)],
