@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.fetcher.local_replica import PartitionLogReads
 from kmirror.replication.outcomes import PartitionError
 from kmirror.replication.partition import Partition
 from kmirror.replication.replica_manager import ReplicaManager
@@ -46,7 +47,7 @@ class SourceProgress:
     log_start_offset: int = -1
 
 
-class MirrorLocalReplica:
+class MirrorLocalReplica(PartitionLogReads):
     def __init__(
         self, replica_manager: ReplicaManager, on_failed: Callable[[TopicPartition, str], None] | None = None
     ) -> None:
@@ -68,26 +69,6 @@ class MirrorLocalReplica:
     def _leader(self, tp: TopicPartition) -> Partition | None:
         p = self._partition(tp)
         return p if p is not None and p.is_leader and tp in self.admitted else None
-
-    def log_end_offset(self, tp: TopicPartition) -> int:
-        p = self._partition(tp)
-        return 0 if p is None else p.log.log_end_offset
-
-    def high_watermark(self, tp: TopicPartition) -> int:
-        p = self._partition(tp)
-        return 0 if p is None else p.log.high_watermark
-
-    def log_start_offset(self, tp: TopicPartition) -> int:
-        p = self._partition(tp)
-        return 0 if p is None else p.log.log_start_offset
-
-    def latest_epoch(self, tp: TopicPartition) -> int | None:
-        p = self._partition(tp)
-        return None if p is None else p.log.latest_epoch
-
-    def end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int] | None:
-        p = self._partition(tp)
-        return None if p is None else p.log.end_offset_for_epoch(epoch)
 
     def truncate_to(self, tp: TopicPartition, offset: int) -> None:
         p = self._leader(tp)

@@ -9,18 +9,13 @@ from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.types import TopicPartition
 
 
-class ReplicaManagerLocalReplica:
-    """Writes go only to partitions this node still follows; a partition that became
-    leader or left meanwhile answers NOT_LEADER_OR_FOLLOWER and is left untouched."""
-
-    def __init__(self, replica_manager: ReplicaManager) -> None:
-        self.replica_manager = replica_manager
+class PartitionLogReads:
+    """The engine's read side of the `LocalReplica` port: offsets and epochs of the partition
+    `_partition(tp)` selects (0 / None when there is none). Follower replication and mirroring
+    differ only in which partitions they select and how they write."""
 
     def _partition(self, tp: TopicPartition) -> Partition | None:
-        return self.replica_manager.get_partition(tp)
-
-    def _follower(self, tp: TopicPartition) -> Partition | None:
-        return self.replica_manager.follower_partition(tp)
+        raise NotImplementedError
 
     def log_end_offset(self, tp: TopicPartition) -> int:
         p = self._partition(tp)
@@ -41,6 +36,20 @@ class ReplicaManagerLocalReplica:
     def end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int] | None:
         p = self._partition(tp)
         return None if p is None else p.log.end_offset_for_epoch(epoch)
+
+
+class ReplicaManagerLocalReplica(PartitionLogReads):
+    """Writes go only to partitions this node still follows; a partition that became
+    leader or left meanwhile answers NOT_LEADER_OR_FOLLOWER and is left untouched."""
+
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.replica_manager = replica_manager
+
+    def _partition(self, tp: TopicPartition) -> Partition | None:
+        return self.replica_manager.get_partition(tp)
+
+    def _follower(self, tp: TopicPartition) -> Partition | None:
+        return self.replica_manager.follower_partition(tp)
 
     def truncate_to(self, tp: TopicPartition, offset: int) -> None:
         p = self._follower(tp)
