@@ -23,6 +23,7 @@ from uuid import UUID
 from kmirror.ports import Clock
 from kmirror.replication.fetcher.engine import FetchEngine
 from kmirror.replication.fetcher.fetcher import Fetcher
+from kmirror.replication.fetcher.manager import FetcherPool
 from kmirror.replication.fetcher.policy import FetchPolicy
 from kmirror.types import TopicPartition
 
@@ -49,7 +50,7 @@ class MirroredPartition:
     topic_id: UUID  # the destination's (equal to the source's for mirror topics)
 
 
-class MirrorFetcherManager:
+class MirrorFetcherManager(FetcherPool[FetcherKey]):
     def __init__(
         self,
         broker_id: int,
@@ -135,19 +136,3 @@ class MirrorFetcherManager:
         for tp in list(self.pending):
             await self._assign(tp, refresh=True)
 
-    def start(self) -> None:
-        self._running = True
-        for fetcher in self.fetchers.values():
-            fetcher.start()
-
-    async def shutdown_idle_fetchers(self) -> None:
-        for key, fetcher in list(self.fetchers.items()):
-            if not fetcher.engine.states:
-                del self.fetchers[key]
-                await fetcher.stop()
-
-    async def stop(self) -> None:
-        self._running = False
-        fetchers, self.fetchers = list(self.fetchers.values()), {}
-        for fetcher in fetchers:
-            await fetcher.stop()

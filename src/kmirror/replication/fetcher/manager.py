@@ -10,6 +10,7 @@ wait in `pending` until `retry_pending` (called on every metadata image).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from kmirror.ports import Clock
 from kmirror.replication.fetcher.endpoint import LeaderEndPoint
@@ -19,8 +20,37 @@ from kmirror.replication.fetcher.policy import FetchPolicy
 from kmirror.replication.replica_manager import FollowedPartition
 from kmirror.types import TopicPartition
 
+K = TypeVar("K")
 
-class ReplicaFetcherManager:
+
+class FetcherPool(Generic[K]):
+    """The fetcher tasks of one manager, keyed by `K` (the leader broker for replication;
+    source broker, mirror and fetcher id for mirroring): start, stop, and stop the idle ones
+    (Kafka `AbstractFetcherManager`)."""
+
+    fetchers: dict[K, Fetcher]
+    _running: bool
+
+    def start(self) -> None:
+        self._running = True
+        for fetcher in self.fetchers.values():
+            fetcher.start()
+
+    async def shutdown_idle_fetchers(self) -> None:
+        """Stop fetchers left without partitions (Kafka `shutdownIdleFetcherThreads`)."""
+        for key, fetcher in list(self.fetchers.items()):
+            if not fetcher.engine.states:
+                del self.fetchers[key]
+                await fetcher.stop()
+
+    async def stop(self) -> None:
+        self._running = False
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        for fetcher in fetchers:
+            await fetcher.stop()
+
+
+class ReplicaFetcherManager(FetcherPool[int]):
     def __init__(
         self,
         local: LocalReplica,
@@ -76,20 +106,3 @@ class ReplicaFetcherManager:
             self.pending.pop(f.topic_partition, None)
             self._add(f)
 
-    def start(self) -> None:
-        self._running = True
-        for fetcher in self.fetchers.values():
-            fetcher.start()
-
-    async def shutdown_idle_fetchers(self) -> None:
-        """Stop fetchers left without partitions (Kafka `shutdownIdleFetcherThreads`)."""
-        for leader, fetcher in list(self.fetchers.items()):
-            if not fetcher.engine.states:
-                del self.fetchers[leader]
-                await fetcher.stop()
-
-    async def stop(self) -> None:
-        self._running = False
-        fetchers, self.fetchers = list(self.fetchers.values()), {}
-        for fetcher in fetchers:
-            await fetcher.stop()
