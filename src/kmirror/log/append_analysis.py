@@ -43,8 +43,11 @@ def analyze_for_append(records: Buffer, config: LogConfig, now_ms: int, origin: 
                                tuple((e.batch_index, e.message) for e in outcome.record_errors))
         return [(b.position, b.header) for b in outcome.batches], outcome.valid_bytes
     batches: list[tuple[int, BatchHeader]] = []
+    # A fetch response (follower replication, mirroring) may end in a batch cut at max_bytes,
+    # as Kafka's do; only the whole batches before it are appended, the rest is fetched again.
+    truncated_tail_ok = origin is AppendOrigin.REPLICATION
     try:
-        for position, header in iter_batches(records):
+        for position, header in iter_batches(records, allow_truncated_tail=truncated_tail_ok):
             if not crc_ok(records, position, header):
                 return AppendError(ErrorCode.corrupt_message,
                                    f"record batch at offset {header.base_offset} fails its CRC check")

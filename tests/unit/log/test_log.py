@@ -140,6 +140,18 @@ def test_follower_append_keeps_offsets_epochs_and_bytes():
     assert isinstance(low, AppendError)
 
 
+def test_follower_append_keeps_whole_batches_of_a_fetch_cut_mid_batch():
+    # A Fetch response may end in a partial batch cut at max_bytes (Kafka does the same); a
+    # follower or mirror appends the whole batches before it and fetches the rest again.
+    log = _open()
+    first, second = _batch(2, base_offset=0, partition_leader_epoch=3), _batch(2, base_offset=2, partition_leader_epoch=3)
+    info = log.append_as_follower(first + second[: len(second) // 2])
+    assert isinstance(info, LogAppendInfo) and (info.first_offset, info.last_offset) == (0, 1)
+    assert log.read(0, 10**6).records == first
+    assert isinstance(log.append_as_follower(second), LogAppendInfo)
+    assert log.read(0, 10**6).records == first + second
+
+
 def test_idempotent_duplicate_and_sequence_errors():
     log = _open()
     b0 = _batch(2, producer_id=9, producer_epoch=0, base_sequence=0)
