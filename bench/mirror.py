@@ -41,11 +41,6 @@ CODECS = ("zstd", "lz4")
 PARTITIONS = 3
 RECORD_BYTES = 1024
 TICKS = os.sysconf("SC_CLK_TCK")
-# Workaround, not a tuning: with the default replica.fetch.max.bytes (1 MiB) a Fetch answer from
-# the source ends in a partial batch, which the mirror append path refuses as corrupt and the
-# partition goes FAILED. Fetch sizes above a partition's whole log keep every answer whole.
-DEST_OVERRIDES = {"replica.fetch.max.bytes": str(256 * 1024 * 1024),
-                  "replica.fetch.response.max.bytes": str(256 * 1024 * 1024)}
 WORDS = ("checkout", "cart", "search", "view", "login", "logout", "click", "scroll", "payment",
          "shipping", "refund", "review", "wishlist", "coupon", "banner", "recommendation")
 AGENTS = ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/124.0 Safari/537.36",
@@ -198,7 +193,7 @@ def main() -> int:
         up(src_dir, 1, src_port)
         try:
             dst_port = free_port_block()
-            up(dst_dir, 1, dst_port, DEST_OVERRIDES)
+            up(dst_dir, 1, dst_port)
             source, dest = f"127.0.0.1:{src_port}", f"127.0.0.1:{dst_port}"
             source_pid = int(pid_path(src_dir, 1).read_text())
             dest_pid = int(pid_path(dst_dir, 1).read_text())
