@@ -6,13 +6,12 @@ the coordinator keys use (UNKNOWN_TOPIC_OR_PARTITION when this cluster lacks the
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.mirror_states import refusal, states_response
 from kmirror.broker.services import BrokerServices
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
-from kmirror.mirror.metadata import MIRRORING_DISABLED_MESSAGE, UNSUPPORTED_VERSION_CODE, mirroring_enabled
 from kmirror.mirror.protocol.registry import schemas
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
@@ -21,17 +20,11 @@ from kmirror.protocol.errors import ErrorCode
 @api(100, "ReadMirrorStates", 0, 0, schemas=schemas(100))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
-    topic_cls, part_cls = nested(rt, "TopicResult"), nested(rt, "PartitionResult")
-
-    def answer(results: dict[str, list[Any]], error: int = 0, message: str | None = None) -> Any:
-        return build(rt, throttle_time=datetime.timedelta(0), error_code=error, error_message=message,
-                     topics=tuple(build(topic_cls, name=n, partitions=tuple(ps)) for n, ps in results.items()))
-
-    if not mirroring_enabled(services.metadata.image):
-        return answer({}, UNSUPPORTED_VERSION_CODE, MIRRORING_DISABLED_MESSAGE)
+    part_cls = nested(rt, "PartitionResult")
+    refused = refusal(services, rt)
+    if refused is not None:
+        return refused
     service = services.mirror_coordinator
-    if service is None:
-        return answer({}, int(ErrorCode.coordinator_not_available))
     results: dict[str, list[Any]] = {}
     keys: list[tuple[str, MirrorPartitionKey]] = []
     for topic in request.topics:
@@ -48,4 +41,4 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     for (name, key), r in zip(keys, read.partitions, strict=True):
         results[name].append(build(part_cls, partition_index=key.partition, last_mirror_epoch=r.last_mirrored_epoch,
                                    state=int(r.state), error_code=int(r.error)))
-    return answer(results)
+    return states_response(rt, results)

@@ -5,14 +5,13 @@ that partition. `removed_topics` tombstones those topics' states held here."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.mirror_states import refusal, states_response
 from kmirror.broker.services import BrokerServices
 from kmirror.mirror.coordinator.coordinator import StateWrite
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
-from kmirror.mirror.metadata import MIRRORING_DISABLED_MESSAGE, UNSUPPORTED_VERSION_CODE, mirroring_enabled
 from kmirror.mirror.protocol.registry import schemas
 from kmirror.mirror.state import MirrorPartitionState
 from kmirror.protocol.entities import build, nested
@@ -22,17 +21,11 @@ from kmirror.protocol.errors import ErrorCode
 @api(101, "WriteMirrorStates", 0, 0, schemas=schemas(101))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
-    topic_cls, part_cls = nested(rt, "TopicResult"), nested(rt, "PartitionResult")
-
-    def answer(results: dict[str, list[Any]], error: int = 0, message: str | None = None) -> Any:
-        return build(rt, throttle_time=datetime.timedelta(0), error_code=error, error_message=message,
-                     topics=tuple(build(topic_cls, name=n, partitions=tuple(ps)) for n, ps in results.items()))
-
-    if not mirroring_enabled(services.metadata.image):
-        return answer({}, UNSUPPORTED_VERSION_CODE, MIRRORING_DISABLED_MESSAGE)
+    part_cls = nested(rt, "PartitionResult")
+    refused = refusal(services, rt)
+    if refused is not None:
+        return refused
     service = services.mirror_coordinator
-    if service is None:
-        return answer({}, int(ErrorCode.coordinator_not_available))
     image = services.metadata.image
     results: dict[str, list[Any]] = {}
     writes: list[tuple[str, StateWrite]] = []
@@ -54,7 +47,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     removed_ids = [image.topics[n].topic_id for n in request.removed_topics if n in image.topics]
     if removed_ids:
         await service.remove_topics(request.mirror_name, removed_ids)
-    return answer(results)
+    return states_response(rt, results)
 
 
 def _invalid(topic_image: Any, state: int) -> ErrorCode | None:
