@@ -108,8 +108,8 @@ class MirrorAdmin:
         self, name: str, topics: Iterable[str], replication_factor: int | None = None
     ) -> dict[str, KafkaError | None]:
         """Topics by name. `replication_factor` is for topics the destination creates from the
-        source (None: the destination's default); it needs a broker whose AddTopicsToMirror
-        carries a `replication_factor` field."""
+        source (None: the destination's `default.replication.factor`), sent in the request's
+        tagged `ReplicationFactor` field."""
         extra: dict[str, Any] = {}
         if replication_factor is not None:
             extra["replication_factor"] = replication_factor

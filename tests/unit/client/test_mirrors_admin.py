@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kmirror.client.admin import Admin
-from kmirror.client.errors import KafkaConnectionError, KafkaError, KafkaProtocolError
+from kmirror.client.errors import KafkaConnectionError, KafkaError
 from kmirror.client.mirrors import MirrorPartitionDescription
 from kmirror.mirror.protocol import (
     add_topics_to_mirror,
@@ -118,11 +118,11 @@ def test_add_topics_per_topic_results() -> None:
     assert [(t.topic_name, t.topic_id) for t in req.topics] == [("a", None), ("b", None)]
 
 
-def test_add_topics_with_replication_factor_needs_the_field() -> None:
+def test_add_topics_sends_the_replication_factor_tagged_field() -> None:
     conn = FakeConnection(_topics_handler(add_topics_to_mirror, "AddTopicsToMirrorResponse", {}))
-    with pytest.raises(KafkaProtocolError, match="no replication_factor field"):
-        run(admin(conn).add_topics_to_mirror("m", ["a"], replication_factor=3))
-    assert conn.sent == []
+    assert run(admin(conn).add_topics_to_mirror("m", ["a"], replication_factor=3)) == {"a": None}
+    run(admin(conn).add_topics_to_mirror("m", ["a"]))
+    assert [r.replication_factor for r in conn.sent] == [3, -1]
 
 
 def test_top_level_error_raises_for_topic_operations() -> None:

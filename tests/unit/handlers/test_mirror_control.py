@@ -1,4 +1,5 @@
 import asyncio
+import dataclasses
 import io
 import uuid
 
@@ -46,13 +47,15 @@ def enabled_services(source_topics=None):
     asyncio.run(services.metadata.update_features([FeatureUpdate("mirror.version", 1)], {"mirror.version": (0, 1)}))
     topics = source_topics if source_topics is not None else {
         "orders": SourceTopic("orders", SOURCE_ID, 3, {"retention.ms": "1000", "min.insync.replicas": "2"})}
+    services.mirror_coordinator = MirrorCoordinatorService(MirrorCoordinator(4), source_lookup(topics))
+    return services
 
+
+def source_lookup(topics):
     async def lookup(config, names):
         return SourceDescription("source-cluster", {n: topics.get(n, int(ErrorCode.unknown_topic_or_partition))
                                                     for n in names})
-
-    services.mirror_coordinator = MirrorCoordinatorService(MirrorCoordinator(4), lookup)
-    return services
+    return lookup
 
 
 def create(services, name="m1", configs=None):
@@ -66,8 +69,9 @@ def topics_request(module, request_cls, name, *topics):
     return request_cls(mirror_name=name, topics=tuple(module.TopicData(topic_id=None, topic_name=t) for t in topics))
 
 
-def add(services, name, *topics):
+def add(services, name, *topics, replication_factor=-1):
     req = topics_request(add_topics_to_mirror, add_topics_to_mirror.AddTopicsToMirrorRequest, name, *topics)
+    req = dataclasses.replace(req, replication_factor=replication_factor)
     return mirror_call(services, 95, req, add_topics_to_mirror.AddTopicsToMirrorResponse)
 
 
@@ -144,6 +148,21 @@ def test_add_creates_the_topic_with_the_source_topic_id_partitions_and_copied_co
     assert again.topics[0].error_code == MirrorError.TOPIC_ALREADY_IN_MIRROR
     unknown = add(services, "nope", "orders")
     assert unknown.error_code == MirrorError.UNKNOWN_MIRROR
+
+
+def test_add_honours_the_replication_factor_as_create_topics_validates_it() -> None:
+    services = enabled_services({"one": SourceTopic("one", SOURCE_ID, 2),
+                                 "two": SourceTopic("two", uuid.UUID(int=98), 1),
+                                 "zero": SourceTopic("zero", uuid.UUID(int=97), 1)})
+    create(services)
+    assert len(services.metadata.image.brokers) == 1
+    resp = add(services, "m1", "one", replication_factor=1)
+    assert resp.topics[0].error_code == 0
+    assert [len(p.replicas) for p in services.metadata.image.topics["one"].partitions.values()] == [1, 1]
+    for topic, factor in (("two", 2), ("zero", 0)):
+        resp = add(services, "m1", topic, replication_factor=factor)
+        assert resp.topics[0].error_code == ErrorCode.invalid_replication_factor
+        assert topic not in services.metadata.image.topics
 
 
 def test_add_existing_topic_with_the_source_id_only_sets_membership_and_another_id_is_refused() -> None:
@@ -227,3 +246,60 @@ def test_bump_leader_epochs_handler() -> None:
     assert [(t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in resp.topics] == [
         ("t", [(0, 0), (3, ErrorCode.unknown_topic_or_partition)])]
     assert services.metadata.image.topics["t"].partitions[0].leader_epoch == 4
+
+
+class ForwardingMetadata:
+    """A broker-only node's metadata: reads the controller's image, forwards writes to it."""
+
+    forwarding = True
+
+    def __init__(self, controller_services) -> None:
+        self.controller = controller_services
+        self.forwarded: list = []
+
+    @property
+    def image(self):
+        return self.controller.metadata.image
+
+    async def forward(self, request):
+        self.forwarded.append(request)
+        handler = {d.api_key: d for d in load_handlers()}[95].handler
+        ctx = RequestContext(RequestHeaderView(95, 0, 1, "fwd"), add_topics_to_mirror.AddTopicsToMirrorResponse,
+                             "127.0.0.1", 1)
+        return await handler(self.controller, ctx, request)
+
+
+def test_a_broker_validates_partition_states_before_forwarding_add_to_the_controller() -> None:
+    import copy
+
+    from kmirror.mirror.coordinator.coordinator import StateWrite
+    from kmirror.mirror.coordinator.records import MirrorPartitionKey
+    from kmirror.mirror.state import MirrorPartitionState as S
+    fresh_id = uuid.UUID(int=77)
+    source = {"orders": SourceTopic("orders", SOURCE_ID, 3), "fresh": SourceTopic("fresh", fresh_id, 2)}
+    services = enabled_services(source)
+    create(services)
+    add(services, "m1", "orders")
+    coord = services.mirror_coordinator.coordinator
+    for p in range(coord.num_partitions):
+        coord.begin_load(p)
+        coord.complete_load(p, [])
+    for state in (S.PREPARING, S.MIRRORING):
+        asyncio.run(services.mirror_coordinator.write_states(
+            [StateWrite(MirrorPartitionKey("m1", SOURCE_ID, p), "orders", state) for p in range(3)]))
+    assert remove(services, "m1", "orders").topics[0].error_code == 0  # .removed, still MIRRORING
+    # The controller has no coordinator of its own: it answers UNKNOWN and trusts the broker.
+    controller = copy.copy(services)
+    controller.mirror_coordinator = MirrorCoordinatorService(MirrorCoordinator(4), source_lookup(source))
+    broker = copy.copy(services)
+    broker.metadata = ForwardingMetadata(controller)
+
+    req = topics_request(add_topics_to_mirror, add_topics_to_mirror.AddTopicsToMirrorRequest, "m1", "orders", "fresh")
+    req = dataclasses.replace(req, replication_factor=1)
+    resp = mirror_call(broker, 95, req, add_topics_to_mirror.AddTopicsToMirrorResponse)
+    assert {t.name: t.error_code for t in resp.topics} == {"orders": ErrorCode.invalid_request, "fresh": 0}
+    assert [[t.topic_name for t in r.topics] for r in broker.metadata.forwarded] == [["fresh"]]
+    assert broker.metadata.forwarded[0].replication_factor == 1
+    image = services.metadata.image
+    assert image.topic_config("orders")["mirror.name"] == "m1.removed"
+    assert image.topics["fresh"].topic_id == fresh_id

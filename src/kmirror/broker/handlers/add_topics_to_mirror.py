@@ -2,17 +2,27 @@
 
 A topic that exists only at the source is created here with the SOURCE's topic id, partition
 count and configs (minus `mirror.topic.properties.exclude`) and `mirror.name=<mirror>`; the
-replication factor is the broker's `default.replication.factor` (the request has none). A
+replication factor is the request's tagged `ReplicationFactor` (`--replication-factor`), -1 for
+the broker's `default.replication.factor`, validated as CreateTopics validates it
+(INVALID_REPLICATION_FACTOR for 0, below -1, or above the registered brokers). A
 topic that exists here with the source's topic id (failback, restart) only gets
 `mirror.name` (`membership.add_topic`: partitions must be UNKNOWN or STOPPED). A topic here
 with another id than the source's is refused with INVALID_REQUEST: its offsets cannot be the
 source's. The source cluster id is recorded on the mirror at first contact (ListMirrors).
+
+Split as the KIP's "Protocol Changes" > AddTopicsToMirror says: the broker validates the
+partition states of topics that exist here (it reaches the MirrorCoordinator), refuses the
+ones not UNKNOWN or STOPPED, then forwards the request with the remaining topics to the
+controller. The controller, which has no MirrorCoordinator when it is not also a broker,
+trusts that validation, describes the topics at the source and writes the records.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -30,7 +40,12 @@ from kmirror.mirror.metadata import (
     mirroring_enabled,
 )
 from kmirror.mirror.protocol.registry import schemas
-from kmirror.mirror.service import SourceTopic, topic_partition_states
+from kmirror.mirror.service import (
+    MirrorCoordinatorService,
+    SourceTopic,
+    admin_source_lookup,
+    topic_partition_states,
+)
 from kmirror.protocol.entities import build, nested
 
 log = logging.getLogger(__name__)
@@ -51,8 +66,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
 
     if not mirroring_enabled(image):
         return answer(UNSUPPORTED_VERSION_CODE, MIRRORING_DISABLED_MESSAGE, dict.fromkeys(names, UNSUPPORTED_VERSION_CODE))
+    service = getattr(services, "mirror_coordinator", None)
     if services.metadata.forwarding:
-        return await services.metadata.forward(request)
+        return await _validate_and_forward(services, request, service, answer)
     info = mirror(image, name)
     if info is None:
         code = int(MirrorError.UNKNOWN_MIRROR)
@@ -71,13 +87,10 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             results[topic] = refusal_error_code(decision.refusal)
         else:
             to_lookup.append(topic)
-    service = getattr(services, "mirror_coordinator", None)
     if to_lookup:
-        if service is None:
-            return answer(int(ErrorCode.coordinator_not_available), "The mirror coordinator is not running",
-                          {t: results.get(t, int(ErrorCode.coordinator_not_available)) for t in names})
+        lookup = admin_source_lookup if service is None else service.describe_source_topics
         try:
-            source = await service.describe_source_topics(config, to_lookup)
+            source = await lookup(config, to_lookup)
         except Exception as e:  # the source is unreachable: an expected outcome at this edge
             log.warning("mirror %s: cannot describe topics at the source: %s", name, e)
             code = int(ErrorCode.network_exception)
@@ -94,7 +107,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             local = services.metadata.image.topics.get(topic)
             if local is None:
                 configs = {**config.topic_configs_to_copy(src.configs), MIRROR_NAME_CONFIG: name}
-                creations.append(CreatableTopic(topic, src.num_partitions, -1, configs=configs, topic_id=src.topic_id))
+                creations.append(CreatableTopic(topic, src.num_partitions, int(request.replication_factor),
+                                                configs=configs, topic_id=src.topic_id))
             elif local.topic_id != src.topic_id:
                 results[topic] = int(ErrorCode.invalid_request)
             else:
@@ -108,3 +122,32 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             for topic, error in (await services.metadata.set_mirror_names(memberships)).items():
                 results[topic] = int(error.code)
     return answer(0, None, {t: results[t] for t in names})
+
+
+async def _validate_and_forward(
+    services: BrokerServices, request: Any, service: MirrorCoordinatorService | None,
+    answer: Callable[[int, str | None, dict[str, int]], Any],
+) -> Any:
+    """A broker-only node: refuse the existing topics whose partitions are not UNKNOWN or
+    STOPPED, forward the rest to the controller, merge the per-topic results in request order."""
+    image = services.metadata.image
+    refused: dict[str, int] = {}
+    for t in request.topics:
+        local = image.topics.get(t.topic_name)
+        if local is None:
+            continue
+        states = await topic_partition_states(service, request.mirror_name, local.topic_id, len(local.partitions))
+        decision = add_topic(image.topic_config(t.topic_name).get(MIRROR_NAME_CONFIG), request.mirror_name, states)
+        if isinstance(decision, Rejected):
+            refused[t.topic_name] = refusal_error_code(decision.refusal)
+    if not refused:
+        return await services.metadata.forward(request)
+    remaining = tuple(t for t in request.topics if t.topic_name not in refused)
+    forwarded: dict[str, int] = {}
+    if remaining:
+        response = await services.metadata.forward(dataclasses.replace(request, topics=remaining))
+        if response.error_code:
+            return response
+        forwarded = {r.name: int(r.error_code) for r in response.topics}
+    return answer(0, None, {t.topic_name: refused.get(t.topic_name, forwarded.get(t.topic_name, 0))
+                            for t in request.topics})

@@ -2,6 +2,11 @@
 
 Adds topics to a mirror: every partition must be UNKNOWN or STOPPED (else INVALID_REQUEST);
 the controller sets the topic config `mirror.name` to the mirror name. Per-topic results.
+
+`ReplicationFactor` (int16, tag 0, default -1) is kmirror's tagged field for the KIP's
+`kafka-mirrors.sh --replication-factor`, which the KIP's schema cannot carry: the replication
+factor of topics the destination creates from the source, -1 for the destination's
+`default.replication.factor`. Tagged, so v0 stays the KIP's bytes when it is not set.
 """
 
 import uuid
@@ -40,6 +45,8 @@ class AddTopicsToMirrorRequest:
     """The cluster mirror name."""
     topics: tuple[TopicData, ...]
     """The data for the topics."""
+    replication_factor: i16 = field(metadata={"kafka_type": "int16", "tag": 0}, default=i16(-1))
+    """The replication factor of the topics created at the destination, or -1 for the default."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -122,3 +122,24 @@ def test_create_topics_v8_mirror_info_is_a_nullable_struct_after_configs() -> No
     assert with_info == prefix + b"\x01" + topic_id.bytes + b"\x00" + b"\x00"
     assert create_topics.schemas(7)[0].__version__ == 7
     assert create_topics.schemas(8) == (create_topics.CreateTopicsRequest, create_topics.CreateTopicsResponse)
+
+
+def test_add_topics_to_mirror_replication_factor_is_a_tagged_field() -> None:
+    topic = add_topics_to_mirror.TopicData(topic_id=None, topic_name="t")
+    plain = add_topics_to_mirror.AddTopicsToMirrorRequest(mirror_name="m", topics=(topic,))
+    kip_body = (
+        b"\x02m"                        # MirrorName
+        b"\x02"                         # Topics, 1 element
+        + b"\x00" * 16 +                # TopicId (zero UUID)
+        b"\x02t\x00"                    # TopicName "t", TopicData tagged fields
+        b"\x00"                         # request tagged fields: none, ReplicationFactor at -1
+    )
+    assert _write(plain) == kip_body
+    with_rf = add_topics_to_mirror.AddTopicsToMirrorRequest(mirror_name="m", topics=(topic,), replication_factor=2)
+    tagged_body = kip_body[:-1] + (
+        b"\x01"                         # one tagged field
+        b"\x00\x02\x00\x02"             # tag 0, size 2, int16 2
+    )
+    assert _write(with_rf) == tagged_body
+    assert entity_reader(add_topics_to_mirror.AddTopicsToMirrorRequest)(tagged_body, 0)[0] == with_rf
+    assert entity_reader(add_topics_to_mirror.AddTopicsToMirrorRequest)(kip_body, 0)[0].replication_factor == -1
