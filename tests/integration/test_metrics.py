@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kmirror.testing.kafka_clients import consume_partition, create_topic, produce_acked
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 
@@ -65,3 +66,25 @@ def test_describe_filters_on_a_healthy_topic(metered: tuple[LocalCluster, int]) 
         "\tTopic: e\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1",
         "\tTopic: e\tPartition: 1\tLeader: 1\tReplicas: 1\tIsr: 1",
     ]
+
+
+def test_request_metrics_count_requests_errors_and_time_per_api(metered: tuple[LocalCluster, int]) -> None:
+    cluster, port = metered
+    create_topic(cluster.bootstrap, "rq", partitions=1)
+    produce_acked(cluster.bootstrap, "rq", 5, 1)
+    assert len(consume_partition(cluster.bootstrap, "rq", 0, 5)) == 5
+    samples = scrape(port)
+
+    def total(prefix: str) -> float:
+        return sum(v for k, v in samples.items() if k.startswith(prefix))
+
+    assert total('kafka_network_requestmetrics_requests_total{request="Produce"') >= 1
+    assert total('kafka_network_requestmetrics_requests_total{request="Fetch"') >= 1
+    assert total('kafka_network_requestmetrics_requests_total{request="FetchConsumer"') >= 1
+    assert total('kafka_network_requestmetrics_requests_total{request="CreateTopics"') == 1
+    assert samples['kafka_network_requestmetrics_errors_total{request="Produce",error="NONE"}'] >= 1
+    assert samples['kafka_network_requestmetrics_totaltimems_count{request="Produce"}'] >= 1
+    assert samples['kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"}'] >= 0
+    assert samples['kafka_network_requestmetrics_requestbytes_max{request="Produce"}'] > 50  # header + one batch of 5 records
+    # every client starts with ApiVersions
+    assert total('kafka_network_requestmetrics_requests_total{request="ApiVersions"') >= 2

@@ -8,6 +8,9 @@ built for Kafka read kmirror unchanged:
   exporter's `name=(.+)PerSec\\w*><>Count` rule) and the Yammer attributes as gauges
   `kafka_d_t_xpersec_oneminuterate`, `_fiveminuterate`, `_fifteenminuterate`, `_meanrate`
   (the exporter's generic `<type=T, name=N><>Attribute` rule).
+- histogram `...,name=TotalTimeMs`  -> summary `kafka_d_t_totaltimems{...,quantile="0.99"}`
+  (quantiles 0.5, 0.75, 0.95, 0.98, 0.99, 0.999, the Yammer percentile attributes) with
+  `kafka_d_t_totaltimems_sum` and `_count`, and gauges `..._min`, `..._max`, `..._mean`.
 Characters outside `[a-zA-Z0-9_]` become `_`. A gauge reading None is left out of the scrape.
 """
 
@@ -31,11 +34,12 @@ def prometheus_name(name: MetricName, *, strip_per_sec: bool = False) -> str:
     return _INVALID.sub("_", f"{name.domain}_{name.type}_{metric}".lower())
 
 
-def _labels(name: MetricName) -> str:
-    if not name.tags:
+def _labels(name: MetricName, extra: tuple[tuple[str, str], ...] = ()) -> str:
+    tags = name.tags + extra
+    if not tags:
         return ""
     parts = []
-    for key, value in name.tags:
+    for key, value in tags:
         escaped = value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
         parts.append(f'{_INVALID.sub("_", key)}="{escaped}"')
     return "{" + ",".join(parts) + "}"
@@ -58,7 +62,11 @@ class _Families:
         self._families: dict[str, tuple[str, list[str]]] = {}
 
     def add(self, family: str, kind: str, labels: str, value: float) -> None:
-        self._families.setdefault(family, (kind, []))[1].append(f"{family}{labels} {format_value(value)}")
+        self.add_sample(family, kind, f"{family}{labels}", value)
+
+    def add_sample(self, family: str, kind: str, sample: str, value: float) -> None:
+        """A sample of `family` under its own series name (a summary's `_sum` and `_count`)."""
+        self._families.setdefault(family, (kind, []))[1].append(f"{sample} {format_value(value)}")
 
     def lines(self) -> Iterable[str]:
         for family in sorted(self._families):
@@ -83,4 +91,14 @@ def render(registry: MetricsRegistry) -> str:
         families.add(base + "_fiveminuterate", "gauge", labels, meter.five_minute_rate())
         families.add(base + "_fifteenminuterate", "gauge", labels, meter.fifteen_minute_rate())
         families.add(base + "_meanrate", "gauge", labels, meter.mean_rate())
+    for name, histogram in registry.histograms():
+        base, labels = prometheus_name(name), _labels(name)
+        for q, value in histogram.quantiles():
+            families.add(base, "summary", _labels(name, (("quantile", format_value(q)),)), value)
+        families.add_sample(base, "summary", f"{base}_sum{labels}", histogram.sum)
+        families.add_sample(base, "summary", f"{base}_count{labels}", histogram.count)
+        if histogram.count:
+            families.add(base + "_min", "gauge", labels, histogram.min)
+            families.add(base + "_max", "gauge", labels, histogram.max)
+        families.add(base + "_mean", "gauge", labels, histogram.mean())
     return "".join(line + "\n" for line in families.lines())

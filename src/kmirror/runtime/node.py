@@ -38,8 +38,10 @@ from kmirror.log.log_manager import LogManager
 from kmirror.metadata.service import MetadataService
 from kmirror.metrics.node_metrics import register_node_metrics
 from kmirror.metrics.registry import MetricsRegistry
+from kmirror.metrics.request_metrics import RequestChannelMetrics
 from kmirror.mirror.config import MIRROR_STATE_TOPIC
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
+from kmirror.mirror.errors import error_name
 from kmirror.mirror.service import ListenerBrokerSender, MirrorCoordinatorService
 from kmirror.mirror.wiring import MirrorDataPlane
 from kmirror.quorum.broker_metadata import BrokerMetadataService
@@ -94,6 +96,7 @@ class Node:
         self.mirror_coordinator: Any = None
         self.mirror_data_plane: MirrorDataPlane | None = None
         self.metrics = MetricsRegistry(self.clock)
+        self.request_metrics = RequestChannelMetrics(self.metrics, error_name)
         self.metrics_server: MetricsServer | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self.replication: ReplicationService | None = None
@@ -195,7 +198,8 @@ class Node:
         }
         for listener in cfg.listeners:
             plane = "controller" if listener.name in cfg.controller_listener_names else "broker"
-            server = KafkaServer(registries[plane], services[plane], cfg.socket_request_max_bytes)
+            server = KafkaServer(registries[plane], services[plane], cfg.socket_request_max_bytes,
+                                 request_metrics=self.request_metrics)
             self.ports[listener.name] = await server.start(listener.host, listener.port)
             self._servers.append(server)
         log.info("node %d serving %s", cfg.node_id, ", ".join(f"{k}={v}" for k, v in self.ports.items()))

@@ -4,6 +4,11 @@ Requests on one connection are handled one at a time and answered in order (Kafk
 channel while a request is in flight). A frame that cannot be parsed, an unknown API key or
 an unsupported version of anything but ApiVersions closes that connection only; every
 other connection keeps being served.
+
+Every request answered (or, for Produce acks=0, handled) is recorded in the node's
+`RequestChannelMetrics` (kafka.network RequestMetrics): its time from leaving the
+connection's queue to its response being encoded, its size and the error
+codes of its response. A handler that raises counts as UNKNOWN_SERVER_ERROR.
 """
 
 from __future__ import annotations
@@ -12,11 +17,13 @@ import asyncio
 import inspect
 import itertools
 import logging
+import time
 from collections import deque
 from typing import Any
 
 from kmirror.broker.api import RequestContext
 from kmirror.broker.handlers.api_versions import unsupported_version_response
+from kmirror.metrics.request_metrics import RequestChannelMetrics
 from kmirror.protocol.codec import (
     DecodedRequest,
     MalformedRequest,
@@ -24,12 +31,14 @@ from kmirror.protocol.codec import (
     decode_request,
     encode_response,
 )
+from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.framing import FrameDecoder, FrameTooLarge
 from kmirror.protocol.registry import ApiRegistry
 
 log = logging.getLogger(__name__)
 
 API_VERSIONS = 18
+FETCH = 1
 _MAX_QUEUED_FRAMES = 64
 _ids = itertools.count(1)
 
@@ -110,7 +119,17 @@ class KafkaConnection(asyncio.Protocol):
             return None
         if isinstance(decoded, UnsupportedRequest):
             return self._unsupported(decoded)
-        return await self._dispatch(decoded)
+        metrics = server.request_metrics
+        if metrics is None:
+            return (await self._dispatch(decoded))[0]
+        started_ns = time.perf_counter_ns()
+        payload, response = await self._dispatch(decoded, metrics)
+        spec = decoded.spec
+        metrics.record(
+            spec.name, decoded.header.api_version, (time.perf_counter_ns() - started_ns) / 1e6, len(raw),
+            response, _from_follower(decoded.body) if spec.api_key == FETCH else None,
+        )
+        return payload
 
     def _unsupported(self, req: UnsupportedRequest) -> memoryview | None:
         registry = self._server.registry
@@ -126,7 +145,10 @@ class KafkaConnection(asyncio.Protocol):
         self.close()
         return None
 
-    async def _dispatch(self, req: DecodedRequest) -> memoryview | None:
+    async def _dispatch(
+        self, req: DecodedRequest, metrics: RequestChannelMetrics | None = None
+    ) -> tuple[memoryview | None, Any]:
+        """(encoded response or None, the response entity or None)."""
         spec = req.spec
         version = req.header.api_version
         ctx = RequestContext(
@@ -143,18 +165,29 @@ class KafkaConnection(asyncio.Protocol):
             raise
         except Exception:
             log.exception("error handling %s v%d from %s; closing connection", spec.name, version, self.peer)
+            if metrics is not None:
+                metrics.mark_error(spec.name, int(ErrorCode.unknown_server_error))
             self.close()
-            return None
+            return None, None
         if result is None:  # e.g. Produce with acks=0
-            return None
-        return encode_response(spec, version, req.header.correlation_id, result)
+            return None, None
+        return encode_response(spec, version, req.header.correlation_id, result), result
+
+
+def _from_follower(body: Any) -> bool:
+    """A Fetch from a replica (`replica_id` >= 0; v15+ carries it in `replica_state`)."""
+    state = getattr(body, "replica_state", None)
+    replica_id = state.replica_id if state is not None else getattr(body, "replica_id", -1)
+    return int(replica_id) >= 0
 
 
 class KafkaServer:
-    def __init__(self, registry: ApiRegistry, services: Any, max_request_bytes: int = 100 * 1024 * 1024) -> None:
+    def __init__(self, registry: ApiRegistry, services: Any, max_request_bytes: int = 100 * 1024 * 1024,
+                 request_metrics: RequestChannelMetrics | None = None) -> None:
         self.registry = registry
         self.services = services
         self.max_request_bytes = max_request_bytes
+        self.request_metrics = request_metrics
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.Server | None = None
 

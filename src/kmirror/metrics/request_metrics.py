@@ -1,0 +1,136 @@
+"""Kafka's `kafka.network:type=RequestMetrics` for every API served (KIP-1279 "Metrics":
+the mirror RPCs are listed like any other request).
+
+Per request name (the API's Kafka name: `Produce`, `Fetch`, `DescribeMirrors`, ...):
+- `RequestsPerSec{request,version}`: a meter per API version;
+- `ErrorsPerSec{request,error}`: a meter per error name, marked with the number of times the
+  response carries that code (`NONE` included), as Kafka's `AbstractResponse.errorCounts`;
+- `TotalTimeMs{request}`: a histogram of the time from reading the request off the
+  connection's queue to handing the encoded response to the transport (this server has no
+  request queue between network and handler threads, so it is Kafka's local + remote time);
+- `RequestBytes{request}`: a histogram of request sizes (header and body, without the size prefix).
+Fetch is also recorded as `FetchConsumer` or `FetchFollower` (time, bytes, requests), as
+Kafka does; errors only under `Fetch`.
+
+The hot path is one dict lookup for the (request, version) pair plus meter and histogram
+updates; names are built once per pair. Error counting walks the response entity once,
+with a per-type list of the fields that can hold an error code (`error_counts`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from kmirror.metrics.histogram import Histogram
+from kmirror.metrics.meter import Meter
+from kmirror.metrics.registry import MetricsRegistry, metric_name
+
+DOMAIN, TYPE = "kafka.network", "RequestMetrics"
+FETCH = "Fetch"
+FETCH_CONSUMER = "FetchConsumer"
+FETCH_FOLLOWER = "FetchFollower"
+
+
+class _ApiMetrics:
+    __slots__ = ("requests", "total_time_ms", "request_bytes")
+
+    def __init__(self, requests: Meter, total_time_ms: Histogram, request_bytes: Histogram) -> None:
+        self.requests = requests
+        self.total_time_ms = total_time_ms
+        self.request_bytes = request_bytes
+
+    def record(self, total_time_ms: float, request_bytes: int) -> None:
+        self.requests.mark()
+        self.total_time_ms.update(total_time_ms)
+        self.request_bytes.update(request_bytes)
+
+
+class RequestChannelMetrics:
+    """The request metrics of one node, shared by all its listeners. `error_name(code)` gives
+    Kafka's upper-case name of any error code (Kafka's and KIP-1279's)."""
+
+    def __init__(self, registry: MetricsRegistry, error_name: Callable[[int], str]) -> None:
+        self._registry = registry
+        self._error_name = error_name
+        self._apis: dict[tuple[str, int], _ApiMetrics] = {}
+        self._errors: dict[tuple[str, int], Meter] = {}
+
+    def _api(self, request: str, version: int) -> _ApiMetrics:
+        found = self._apis.get((request, version))
+        if found is None:
+            r = self._registry
+            found = self._apis[(request, version)] = _ApiMetrics(
+                r.meter(metric_name(DOMAIN, TYPE, "RequestsPerSec", request=request, version=str(version))),
+                r.histogram(metric_name(DOMAIN, TYPE, "TotalTimeMs", request=request)),
+                r.histogram(metric_name(DOMAIN, TYPE, "RequestBytes", request=request)),
+            )
+        return found
+
+    def record(self, request: str, version: int, total_time_ms: float, request_bytes: int,
+               response: Any, from_follower: bool | None = None) -> None:
+        """One request served. `response` is the response entity (None: no response, e.g.
+        Produce acks=0); `from_follower` tells a Fetch from a replica (True) from a consumer's."""
+        self._api(request, version).record(total_time_ms, request_bytes)
+        if from_follower is not None:
+            name = FETCH_FOLLOWER if from_follower else FETCH_CONSUMER
+            self._api(name, version).record(total_time_ms, request_bytes)
+        if response is not None:
+            for code, count in error_counts(response).items():
+                self.mark_error(request, code, count)
+
+    def mark_error(self, request: str, code: int, count: int = 1) -> None:
+        meter = self._errors.get((request, code))
+        if meter is None:
+            meter = self._errors[(request, code)] = self._registry.meter(
+                metric_name(DOMAIN, TYPE, "ErrorsPerSec", request=request, error=self._error_name(code)))
+        meter.mark(count)
+
+
+# -- error counts of a response entity ----------------------------------------------------
+
+_ERROR_FIELD = "error_code"
+_SCALARS = (int, float, str, bytes, bool, memoryview, type(None))
+_plans: dict[type, tuple[bool, tuple[str, ...]]] = {}
+
+
+def _plan(cls: type) -> tuple[bool, tuple[str, ...]]:
+    """(has an `error_code` field, fields that may hold nested entities)."""
+    plan = _plans.get(cls)
+    if plan is None:
+        fields = dataclasses.fields(cls)
+        nested = tuple(f.name for f in fields
+                       if f.name != _ERROR_FIELD and ("tuple" in str(f.type) or _may_be_entity(f.type)))
+        plan = _plans[cls] = (any(f.name == _ERROR_FIELD for f in fields), nested)
+    return plan
+
+
+def _may_be_entity(annotation: Any) -> bool:
+    return isinstance(annotation, type) and dataclasses.is_dataclass(annotation)
+
+
+def error_counts(response: Any) -> dict[int, int]:
+    """Error code -> how many times the response carries it (every `error_code` field of the
+    entity and of its nested entities)."""
+    counts: dict[int, int] = {}
+    _count(response, counts)
+    return counts
+
+
+def _count(entity: Any, counts: dict[int, int]) -> None:
+    if not dataclasses.is_dataclass(entity):
+        return
+    has_error, nested = _plan(type(entity))
+    if has_error:
+        code = int(getattr(entity, _ERROR_FIELD))
+        counts[code] = counts.get(code, 0) + 1
+    for name in nested:
+        value = getattr(entity, name)
+        if isinstance(value, tuple):
+            for item in value:
+                if isinstance(item, _SCALARS):
+                    break
+                _count(item, counts)
+        elif not isinstance(value, _SCALARS):
+            _count(value, counts)
