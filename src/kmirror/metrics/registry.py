@@ -99,11 +99,14 @@ class MetricsRegistry:
         """Gauges named by `read()` at scrape time (a None value is left out)."""
         self._gauge_sets.append(read)
 
-    def meter_set(self, source: NamedValues) -> None:
+    def meter_set(self, source: NamedValues) -> Callable[[], Mapping[MetricName, Meter]]:
         """One meter per name `source()` reports, following that name's cumulative count
-        (baseline on first sight, as `meter(source=...)`); a name no longer reported drops its meter."""
-        self._meter_sets.append((source, {}))
-        self._poll_set(source, self._meter_sets[-1][1])
+        (baseline on first sight, as `meter(source=...)`); a name no longer reported drops its
+        meter. Returns a view of the set's current meters."""
+        meters: dict[MetricName, _SourcedMeter] = {}
+        self._meter_sets.append((source, meters))
+        self._poll_set(source, meters)
+        return lambda: {name: sourced.meter for name, sourced in meters.items()}
 
     def _poll_set(self, source: NamedValues, meters: dict[MetricName, _SourcedMeter]) -> None:
         seen: set[MetricName] = set()

@@ -6,7 +6,10 @@ ports, and runs the manager on one task so partition plans never interleave:
 - every metadata image the node applies (`on_metadata_change`, synchronous, never blocks);
 - every `mirror.metadata.refresh.interval.ms` (a retry tick: partitions waiting for their
   source leader are re-assigned with fresh source metadata, pending plan steps resume, a
-  partition whose batch was refused moves to FAILED).
+  partition whose batch was refused moves to FAILED); the source high watermark of PAUSING
+  and PAUSED partitions is read then too, so their lag (DescribeMirrors, ConsumerLag) grows
+  while the source is written.
+`sync_errors` holds the KIP's MirrorMetadataManager sync error counts of this broker.
 
 Ports:
 - `CoordinatorStateStore`: `MirrorStateStore` over the `MirrorCoordinatorService` (the
@@ -52,6 +55,7 @@ from kmirror.mirror.manager import (
 from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.protocol.registry import entity_types
 from kmirror.mirror.state import MirrorPartitionState
+from kmirror.mirror.sync_errors import MirrorSyncErrors
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
@@ -193,9 +197,10 @@ class MirrorDataPlane:
         self.metadata = metadata
         self.refresh_interval_ms = _config_int(config, "mirror.metadata.refresh.interval.ms",
                                                DEFAULT_REFRESH_INTERVAL_MS)
+        self.sync_errors = MirrorSyncErrors()
         fetchers = MirrorFetcherManager(
             broker_id, MirrorLocalReplica(replica_manager), mirror_fetch_policy(config), clock,
-            num_fetchers=_config_int(config, "mirror.num.replica.fetchers", 1))
+            num_fetchers=_config_int(config, "mirror.num.replica.fetchers", 1), sync_errors=self.sync_errors)
         self.sources = ImageSourceClusters(broker_id, lambda: self.manager.image or metadata.image, source_factory)
         self.manager = MirrorManager(
             broker_id, replica_manager, fetchers,
@@ -228,6 +233,16 @@ class MirrorDataPlane:
         self._latest = None
         await self.manager.fetchers.retry_pending()
         await self.manager.on_metadata_change(image)
+        await self.manager.fetchers.refresh_source_offsets(self._not_fetched())
+
+    def _not_fetched(self) -> dict[TopicPartition, tuple[str, SourceCluster]]:
+        out: dict[TopicPartition, tuple[str, SourceCluster]] = {}
+        for tp, mp in self.manager.partitions.items():
+            if mp.state in (MirrorPartitionState.PAUSING, MirrorPartitionState.PAUSED):
+                source = self.sources(mp.key.mirror_name)
+                if source is not None:
+                    out[tp] = (mp.key.mirror_name, source)
+        return out
 
     def start(self) -> None:
         self.manager.fetchers.start()

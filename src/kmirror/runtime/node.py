@@ -36,6 +36,7 @@ from kmirror.coordinator.runtime import GroupCoordinatorService
 from kmirror.log.config import LogConfig
 from kmirror.log.log_manager import LogManager
 from kmirror.metadata.service import MetadataService
+from kmirror.metrics.mirror_metrics import register_mirror_metrics
 from kmirror.metrics.node_metrics import register_node_metrics
 from kmirror.metrics.registry import MetricsRegistry
 from kmirror.metrics.request_metrics import RequestChannelMetrics
@@ -208,6 +209,8 @@ class Node:
         register_node_metrics(self.metrics, node_id=cfg.node_id, metadata=self.metadata,
                               replica_manager=self.replica_manager,
                               default_min_insync_replicas=cfg.min_insync_replicas)
+        if self.mirror_data_plane is not None:
+            register_mirror_metrics(self.metrics, self.mirror_data_plane)
         if cfg.metrics_port:
             self.metrics_server = MetricsServer(self.metrics, "127.0.0.1", cfg.metrics_port)
             self.ports["metrics"] = await self.metrics_server.start()

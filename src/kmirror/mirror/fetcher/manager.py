@@ -11,6 +11,12 @@ A partition is added with its mirror's `SourceCluster`; its source leader comes 
 metadata. When the source says a partition moved (leader change, topic re-created), the
 partition goes back to `pending` and is re-added after a metadata refresh, possibly on
 another fetcher (`retry_pending`, also called periodically by the mirror manager).
+
+Read by the metrics layer (never written by it): `fetchers` and `fetcher_address` (the source
+broker each fetcher reads), `partition_lags()` (Kafka `FetcherLagMetrics`), `pending`,
+`sync_errors.metadata_refresh` (source metadata that could not be read). A partition that is
+not fetched (PAUSED) still has its source high watermark followed by
+`refresh_source_offsets`, so its lag keeps growing while the source is written.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from kmirror.replication.fetcher.fetcher import Fetcher
 from kmirror.replication.fetcher.manager import FetcherPool
 from kmirror.replication.fetcher.policy import FetchPolicy
 from kmirror.types import TopicPartition
+
+from kmirror.mirror.sync_errors import MirrorSyncErrors
 
 from .local_replica import MirrorLocalReplica
 from .policy import NO_LEADER_EPOCH, mirror_fetcher_client_id, mirror_fetcher_id
@@ -59,6 +67,7 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
         clock: Clock,
         num_fetchers: int = 1,
         on_progress: Callable[[set[TopicPartition]], None] | None = None,
+        sync_errors: MirrorSyncErrors | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.local = local
@@ -70,6 +79,9 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
         self.partitions: dict[TopicPartition, MirroredPartition] = {}
         self.fetcher_of: dict[TopicPartition, FetcherKey] = {}
         self.pending: set[TopicPartition] = set()
+        self.fetcher_address: dict[FetcherKey, tuple[str, int]] = {}
+        self.idle_fetcher_of: dict[TopicPartition, FetcherKey] = {}
+        self.sync_errors = sync_errors if sync_errors is not None else MirrorSyncErrors()
         self._running = False
 
     async def add_partition(self, tp: TopicPartition, mirror_name: str, source: SourceCluster, topic_id: UUID) -> None:
@@ -102,6 +114,7 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
         try:
             leader = await mp.source.partition_leader(tp, refresh=refresh)
         except Exception as exc:  # source unreachable: stay pending, retried later
+            self.sync_errors.metadata_refresh += 1
             log.debug("mirror %s: no source metadata for %s: %s", mp.mirror_name, tp, exc)
             return
         if leader is None or self.partitions.get(tp) is not mp:
@@ -113,6 +126,7 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
             endpoint = mp.source.endpoint(leader, client_id, self._on_leader_change)
             fetcher = Fetcher(client_id, FetchEngine(self.local, self.policy), endpoint, self.clock, self.on_progress)
             self.fetchers[key] = fetcher
+            self.fetcher_address[key] = (leader.host, leader.port)
             if self._running:
                 fetcher.start()
         old = self.fetcher_of.get(tp)
@@ -120,6 +134,7 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
             self.fetchers[old].engine.remove_partitions([tp])
         fetcher.engine.add_partition(tp, leader.topic_id or mp.topic_id, NO_LEADER_EPOCH)
         self.fetcher_of[tp] = key
+        self.idle_fetcher_of.pop(tp, None)
         self.pending.discard(tp)
         fetcher.wake()
 
@@ -136,3 +151,36 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
         for tp in list(self.pending):
             await self._assign(tp, refresh=True)
 
+
+    def partition_lags(self) -> dict[TopicPartition, tuple[FetcherKey, int]]:
+        """Lag in records (source high watermark - local log end offset, at least 0) of every
+        partition with a known source high watermark, with the fetcher that fetches it (or
+        would, for a partition not fetched now)."""
+        out: dict[TopicPartition, tuple[FetcherKey, int]] = {}
+        for tp, key in (*self.idle_fetcher_of.items(), *self.fetcher_of.items()):
+            progress = self.local.source.get(tp)
+            if progress is None or progress.high_watermark < 0:
+                continue
+            out[tp] = (key, max(0, progress.high_watermark - self.local.log_end_offset(tp)))
+        return out
+
+    async def refresh_source_offsets(self, idle: dict[TopicPartition, tuple[str, SourceCluster]]) -> None:
+        """Follow the source high watermark of partitions that are not fetched (`idle`:
+        partition -> mirror name and source); forget partitions no longer idle."""
+        for tp in set(self.idle_fetcher_of) - set(idle):
+            del self.idle_fetcher_of[tp]
+        for tp, (mirror_name, source) in idle.items():
+            if tp in self.fetcher_of:
+                continue
+            try:
+                leader = await source.partition_leader(tp)
+                high_watermark = await source.high_watermark(tp)
+            except Exception as exc:  # source unreachable: keep the last known value
+                self.sync_errors.metadata_refresh += 1
+                log.debug("mirror %s: no source offsets for %s: %s", mirror_name, tp, exc)
+                continue
+            if leader is None or high_watermark is None:
+                continue
+            self.idle_fetcher_of[tp] = FetcherKey(
+                leader.broker_id, mirror_name, mirror_fetcher_id(f"{tp.topic}-{tp.partition}", self.num_fetchers))
+            self.local.update_high_watermark(tp, high_watermark)

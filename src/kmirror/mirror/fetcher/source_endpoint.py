@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 from uuid import UUID
 
+from kmirror.client.admin import LATEST_TIMESTAMP, Admin
 from kmirror.client.cluster import Cluster
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.endpoint import LeaderEndPoint
@@ -62,6 +63,10 @@ class SourceCluster(Protocol):
                  on_leader_change: Callable[[set[TopicPartition]], None]) -> LeaderEndPoint: ...
 
     async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None: ...
+
+    async def high_watermark(self, tp: TopicPartition) -> int | None:
+        """The source partition's high watermark (ListOffsets LATEST); None if unknown."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -138,6 +143,11 @@ class ClientSourceCluster:
                     if int(p.partition_index) == tp.partition:
                         return int(p.last_mirror_epoch)
         return -1
+
+    async def high_watermark(self, tp: TopicPartition) -> int | None:
+        listed = await Admin(self.cluster).list_offsets({tp: LATEST_TIMESTAMP})
+        offset = listed.get(tp)
+        return None if offset is None or offset.offset < 0 else offset.offset
 
     async def close(self) -> None:
         await self.cluster.close()

@@ -5,6 +5,10 @@ leader found out of range (its log start/end offsets), then one Fetch for every 
 ready to fetch. The leader holds the Fetch up to `max_wait_ms` when it has nothing new, so
 an idle follower costs one request per `max_wait_ms`. A failed request backs every partition
 off for `backoff_ms` (Kafka `replica.fetch.backoff.ms`).
+
+Kafka `FetcherStats`: `fetch_requests_total` counts Fetch requests sent and
+`fetched_bytes_total` the record bytes they returned; `dead` is a fetcher whose task ended
+without being stopped (Kafka `DeadThreadCount`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,12 @@ class Fetcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self.fetch_requests_total = 0
+        self.fetched_bytes_total = 0
+
+    @property
+    def dead(self) -> bool:
+        return self._task is not None and self._task.done() and not self._stopping
 
     def wake(self) -> None:
         self._wake.set()
@@ -88,11 +98,13 @@ class Fetcher:
         plan = engine.fetch_plan(self.clock.monotonic_ms())
         if plan is not None:
             did = True
+            self.fetch_requests_total += 1
             try:
                 fetched = await self.endpoint.fetch(plan)
             except Exception as exc:
                 self._failed(exc, [p.topic_partition for p in plan.partitions])
             else:
+                self.fetched_bytes_total += sum(len(r.records) for r in fetched.values())
                 changed = engine.handle_fetch_response(plan, fetched, self.clock.monotonic_ms())
                 if changed and self.on_progress is not None:
                     self.on_progress(changed)
