@@ -26,14 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
+from kmirror.mirror.sync_errors import MirrorSyncErrors
 from kmirror.ports import Clock
 from kmirror.replication.fetcher.engine import FetchEngine
 from kmirror.replication.fetcher.fetcher import Fetcher
 from kmirror.replication.fetcher.manager import FetcherPool
 from kmirror.replication.fetcher.policy import FetchPolicy
 from kmirror.types import TopicPartition
-
-from kmirror.mirror.sync_errors import MirrorSyncErrors
 
 from .local_replica import MirrorLocalReplica
 from .policy import NO_LEADER_EPOCH, mirror_fetcher_client_id, mirror_fetcher_id

@@ -1,0 +1,146 @@
+"""KIP-1279 mirror metrics and request metrics on /metrics with real processes: cluster B
+mirrors a topic of cluster A; B's scrape shows the partitions MIRRORING, ConsumerLag 0 once
+caught up and growing while paused with new source records, request counts for Fetch (at A,
+from B's mirror fetcher) and for mirror RPCs, and READ_ONLY_TOPIC errors of a refused produce."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+
+from kmirror.mirror.errors import MirrorError
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "orders"
+PARTITIONS = 2
+MIRROR = "dr"
+FAST_REFRESH = {"mirror.metadata.refresh.interval.ms": "300"}
+
+
+@pytest.fixture
+def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, int, LocalCluster, int]]:
+    a_metrics, b_metrics = free_port_block(), free_port_block()
+    a = LocalCluster(dir=tmp_path / "a", port=free_port_block(),
+                     overrides={**FAST_REFRESH, "metrics.port": str(a_metrics)})
+    a.up()
+    b = LocalCluster(dir=tmp_path / "b", port=free_port_block(),
+                     overrides={**FAST_REFRESH, "metrics.port": str(b_metrics)})
+    try:
+        b.up()
+        yield a, a_metrics, b, b_metrics
+    finally:
+        b.down()
+        a.down()
+
+
+def scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def matching(samples: dict[str, float], family: str, *labels: str) -> dict[str, float]:
+    return {k: v for k, v in samples.items()
+            if k.split("{", 1)[0] == family and all(label in k for label in labels)}
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def produce(bootstrap: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count * PARTITIONS):
+        producer.produce(TOPIC, value=f"record {i}".encode(), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+def produce_refused(bootstrap: str) -> int:
+    producer = Producer({"bootstrap.servers": bootstrap, "message.send.max.retries": 0})
+    errors: list[KafkaError | None] = []
+    producer.produce(TOPIC, value=b"nope", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(30)
+    assert errors and errors[0] is not None
+    return int(errors[0].code())
+
+
+LAG = "kafka_server_fetcherlagmetrics_consumerlag"
+STATE = "kafka_server_mirror_mirrormetadatamanager_{}partitionstate"
+
+
+def lags(port: int) -> dict[int, float]:
+    return {int(k.split('partition="', 1)[1].split('"', 1)[0]): v
+            for k, v in matching(scrape(port), LAG, f'topic="{TOPIC}"').items()}
+
+
+def test_mirror_and_request_metrics_follow_mirroring_pause_and_refused_produce(
+    clusters: tuple[LocalCluster, int, LocalCluster, int], tmp_path: Path
+) -> None:
+    a, a_port, b, b_port = clusters
+    kmirror("topics", "--bootstrap-server", a.bootstrap, "--create", "--topic", TOPIC,
+            "--partitions", str(PARTITIONS), "--replication-factor", "1")
+    produce(a.bootstrap, 20)
+    kmirror("features", "--bootstrap-server", b.bootstrap, "upgrade", "--feature", "mirror.version=1")
+    config = tmp_path / "mirror.properties"
+    config.write_text(f"bootstrap.servers={a.bootstrap}\n")
+    kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--create", "--mirror", MIRROR, "--mirror-config", str(config))
+    kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--add", "--mirror", MIRROR, "--topic", TOPIC)
+
+    # MIRRORING and caught up: every partition's ConsumerLag is 0
+    wait_until(lambda: scrape(b_port).get(STATE.format("mirroring")) == PARTITIONS, "MirroringPartitionState")
+    wait_until(lambda: lags(b_port) == {p: 0 for p in range(PARTITIONS)}, "ConsumerLag 0 on every partition")
+    samples = scrape(b_port)
+    assert samples["kafka_server_mirror_mirrorfetchermanager_maxlag{clientId=\"MirrorReplica\"}"] == 0
+    assert samples[STATE.format("failed")] == 0
+    assert samples["kafka_server_mirror_mirrorfetchermanager_deadthreadcount{clientId=\"MirrorReplica\"}"] == 0
+    client_ids = {k.split('clientId="', 1)[1].split('"', 1)[0] for k in matching(samples, LAG)}
+    assert all(c.startswith("MirrorFetcherThread-1-") and c.endswith(f"-{MIRROR}") for c in client_ids), client_ids
+    fetched = matching(samples, "kafka_server_fetcherstats_bytes_total", f'mirror_name="{MIRROR}"')
+    assert fetched and sum(fetched.values()) > 0
+    assert sum(matching(samples, "kafka_server_fetcherstats_requests_total").values()) >= 1
+
+    # A served B's mirror fetcher as a consumer Fetch; B served the mirror RPCs
+    kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--describe")
+    samples = scrape(b_port)
+    a_samples = scrape(a_port)
+    assert sum(matching(a_samples, "kafka_network_requestmetrics_requests_total", 'request="Fetch"').values()) > 0
+    assert sum(matching(a_samples, "kafka_network_requestmetrics_requests_total",
+                        'request="FetchConsumer"').values()) > 0
+    for rpc in ("CreateMirror", "AddTopicsToMirror", "DescribeMirrors"):
+        assert sum(matching(samples, "kafka_network_requestmetrics_requests_total", f'request="{rpc}"').values()) > 0, rpc
+    assert matching(samples, "kafka_network_requestmetrics_errors_total", 'request="CreateMirror"', 'error="NONE"')
+
+    # paused with new source records: the lag grows, nothing is copied
+    kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--pause", "--topic", TOPIC)
+    wait_until(lambda: scrape(b_port).get(STATE.format("paused")) == PARTITIONS, "PausedPartitionState")
+    produce(a.bootstrap, 7)
+    wait_until(lambda: lags(b_port) == {p: 7 for p in range(PARTITIONS)}, "ConsumerLag 7 while paused")
+    assert scrape(b_port)["kafka_server_mirror_mirrorfetchermanager_maxlag{clientId=\"MirrorReplica\"}"] == 7
+    assert scrape(b_port).get(STATE.format("mirroring")) == 0
+
+    # a produce to the read-only mirror topic is counted under its error
+    assert produce_refused(b.bootstrap) == MirrorError.READ_ONLY_TOPIC
+    refused = scrape(b_port)['kafka_network_requestmetrics_errors_total{request="Produce",error="READ_ONLY_TOPIC"}']
+    assert refused >= 1
+
+    # resumed: caught up again
+    kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--resume", "--topic", TOPIC)
+    wait_until(lambda: lags(b_port) == {p: 0 for p in range(PARTITIONS)} and
+               scrape(b_port).get(STATE.format("mirroring")) == PARTITIONS, "caught up after resume")
