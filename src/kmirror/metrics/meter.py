@@ -50,6 +50,7 @@ class Meter:
         self._start_ms = clock.monotonic_ms()
         self._last_tick_ms = self._start_ms
         self._count = 0.0
+        self._uncounted = 0.0  # events of the current tick, folded into every EWMA on tick
         self._m1, self._m5, self._m15 = Ewma(1), Ewma(5), Ewma(15)
 
     def mark(self, n: float = 1) -> None:
@@ -57,8 +58,7 @@ class Meter:
             raise ValueError(f"a meter counts events; cannot mark {n}")
         self._tick_if_necessary()
         self._count += n
-        for ewma in (self._m1, self._m5, self._m15):
-            ewma.update(n)
+        self._uncounted += n
 
     def add_unrated(self, n: float) -> None:
         """Count events that happened before this meter existed, without rating them."""
@@ -71,6 +71,9 @@ class Meter:
         age = now - self._last_tick_ms
         if age > TICK_INTERVAL_MS:
             self._last_tick_ms = now - age % TICK_INTERVAL_MS
+            uncounted, self._uncounted = self._uncounted, 0.0
+            for ewma in (self._m1, self._m5, self._m15):
+                ewma.update(uncounted)
             for _ in range(age // TICK_INTERVAL_MS):
                 for ewma in (self._m1, self._m5, self._m15):
                     ewma.tick()

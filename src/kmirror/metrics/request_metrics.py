@@ -20,6 +20,7 @@ with a per-type list of the fields that can hold an error code (`error_counts`).
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -91,23 +92,31 @@ class RequestChannelMetrics:
 # -- error counts of a response entity ----------------------------------------------------
 
 _ERROR_FIELD = "error_code"
-_SCALARS = (int, float, str, bytes, bool, memoryview, type(None))
+_NOT_AN_ENTITY: tuple[bool, tuple[str, ...]] = (False, ())
 _plans: dict[type, tuple[bool, tuple[str, ...]]] = {}
 
 
 def _plan(cls: type) -> tuple[bool, tuple[str, ...]]:
-    """(has an `error_code` field, fields that may hold nested entities)."""
-    plan = _plans.get(cls)
-    if plan is None:
+    """(has an `error_code` field, fields that may hold nested entities), once per type."""
+    if not dataclasses.is_dataclass(cls):
+        plan = _NOT_AN_ENTITY
+    else:
         fields = dataclasses.fields(cls)
-        nested = tuple(f.name for f in fields
-                       if f.name != _ERROR_FIELD and ("tuple" in str(f.type) or _may_be_entity(f.type)))
-        plan = _plans[cls] = (any(f.name == _ERROR_FIELD for f in fields), nested)
+        nested = tuple(f.name for f in fields if f.name != _ERROR_FIELD and _may_hold_entities(f.type))
+        plan = (any(f.name == _ERROR_FIELD for f in fields), nested)
+    _plans[cls] = plan
     return plan
 
 
-def _may_be_entity(annotation: Any) -> bool:
-    return isinstance(annotation, type) and dataclasses.is_dataclass(annotation)
+def _may_hold_entities(annotation: Any) -> bool:
+    if isinstance(annotation, str):  # an unresolved annotation: look inside at run time
+        return "tuple" in annotation or annotation[:1].isupper()
+    if isinstance(annotation, type):
+        return dataclasses.is_dataclass(annotation)
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is tuple:
+        return any(isinstance(a, type) and dataclasses.is_dataclass(a) for a in args)
+    return any(_may_hold_entities(a) for a in args if a is not type(None))
 
 
 def error_counts(response: Any) -> dict[int, int]:
@@ -119,18 +128,15 @@ def error_counts(response: Any) -> dict[int, int]:
 
 
 def _count(entity: Any, counts: dict[int, int]) -> None:
-    if not dataclasses.is_dataclass(entity):
-        return
-    has_error, nested = _plan(type(entity))
+    plan = _plans.get(type(entity)) or _plan(type(entity))
+    has_error, nested = plan
     if has_error:
         code = int(getattr(entity, _ERROR_FIELD))
         counts[code] = counts.get(code, 0) + 1
     for name in nested:
         value = getattr(entity, name)
-        if isinstance(value, tuple):
+        if type(value) is tuple:
             for item in value:
-                if isinstance(item, _SCALARS):
-                    break
                 _count(item, counts)
-        elif not isinstance(value, _SCALARS):
+        elif value is not None:
             _count(value, counts)
