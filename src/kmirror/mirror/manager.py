@@ -24,6 +24,7 @@ from kmirror.mirror import failover as f
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
 from kmirror.mirror.membership import MIRROR_NAME_CONFIG, parse_mirror_name_config
+from kmirror.mirror.metadata import mirror as mirror_info
 from kmirror.mirror.protocol.pid_reset import encode_mirror_pid_reset
 from kmirror.mirror.state import MirrorPartitionState, transition
 from kmirror.mirror.truncation import (
@@ -164,13 +165,26 @@ class MirrorManager:
             if tp in self._failed and mp.state in (S.PREPARING, S.MIRRORING):
                 mp.failure = self._failed.pop(tp)
                 await self._execute(tp, mp, (f.TransitionTo(S.FAILED), f.RemoveFetcher()), source)
-            source_exists = True if source is None else await source.topic_exists(tp.topic)
-            cluster_id = "" if source is None else await source.cluster_id()
+            source_exists, cluster_id = await self._source_view(source, membership.mirror_name, tp.topic)
             plan = self._plan(mp, membership, cluster_id, source_exists)
             await self._execute(tp, mp, plan, source)
         except StepPending as pending:
             log.debug("mirror partition %s waits: %s", tp, pending)
         return None if mp is None else mp.state
+
+    async def _source_view(self, source: SourceCluster | None, mirror_name: str, topic: str) -> tuple[bool, str]:
+        """(source topic exists, source cluster id) for the plan. An unreachable source must
+        not block a failover (the KIP's disaster case): the topic then counts as existing
+        (deletion is acted on only when the source says so) and the cluster id is the one
+        the controller recorded for the mirror."""
+        if source is None:
+            return True, ""
+        try:
+            return await source.topic_exists(topic), await source.cluster_id()
+        except Exception as exc:
+            log.debug("mirror %s: source unreachable: %r", mirror_name, exc)
+            info = mirror_info(self.image, mirror_name) if self.image is not None else None
+            return True, "" if info is None else info.source_cluster_id
 
     async def _load(self, tp: TopicPartition, key: PartitionKey) -> MirroredPartitionState:
         """The persisted state, cached only once read: a store that cannot answer (the

@@ -90,6 +90,11 @@ class Partition(IsrChanges):
         # The LEO at which this leader's epoch started (None as follower).
         self.leader_epoch_start_offset: int | None = log.log_end_offset if self._leader_role else None
         self._role_applied = False  # update_state has run at least once
+        # A mirror destination's log keeps the source's leader epochs (KIP-1279): its own
+        # leader epoch is not an epoch of its records, and assigning it on becoming leader
+        # would cut mirrored epochs from the cache (or announce an epoch the source never
+        # wrote). The replica manager clears this while the topic is attached to a mirror.
+        self.assigns_leader_epoch = True
         self.isr_shrinks = 0
         self.isr_expands = 0
 
@@ -168,7 +173,8 @@ class Partition(IsrChanges):
             self._leader_role = True
             if new_epoch or not was_leader:
                 leo = self.log.log_end_offset
-                assign_epoch_start_offset(self.log, state.leader_epoch, leo)
+                if self.assigns_leader_epoch:
+                    assign_epoch_start_offset(self.log, state.leader_epoch, leo)
                 self.leader_epoch_start_offset = leo
                 self._replicas = {
                     r: self._replicas.get(r, ReplicaState()).reset(now, leo, not was_leader, r in state.isr)

@@ -176,6 +176,7 @@ class ReplicaManager:
                 if self._log_configs.get(tp.topic) != log_config:
                     _update_log_config(partition.log, log_config)
             was_leader = existing is not None and existing.is_leader
+            partition.assigns_leader_epoch = not _keeps_source_epochs(new_image, tp.topic)
             change = partition.update_state(state, now_ms)
             if change.follow_leader:
                 follow.append(FollowedPartition(tp, topic.topic_id, state.leader, state.leader_epoch))
@@ -474,6 +475,13 @@ def _rack_aware_selector(config: Any) -> bool:
     values = getattr(config, "values", None)
     selector = values.get("replica.selector.class") if isinstance(values, Mapping) else None
     return selector is not None and str(selector).rsplit(".", 1)[-1] == "RackAwareReplicaSelector"
+
+
+def _keeps_source_epochs(image: Any, topic: str) -> bool:
+    """The topic is attached to a mirror (KIP-1279 `mirror.name`, not `.removed`): its
+    records are the source's, with the source's leader epochs."""
+    value = image.topic_config(topic).get("mirror.name") if hasattr(image, "topic_config") else None
+    return bool(value) and not str(value).endswith(".removed")
 
 
 def _rack_of(image: Any, broker_id: int) -> str | None:

@@ -206,3 +206,54 @@ def test_a_state_read_error_leaves_only_that_partition_pending_and_it_resumes_on
         assert mgr.partitions[TP].state is S.MIRRORING
 
     asyncio.run(go())
+
+
+class UnreachableSource(InProcessSourceCluster):
+    """The source cluster after a disaster: every request fails."""
+
+    down = False
+
+    async def cluster_id(self):
+        if self.down:
+            raise ConnectionError("source unreachable")
+        return await super().cluster_id()
+
+    async def topic_exists(self, topic):
+        if self.down:
+            raise ConnectionError("source unreachable")
+        return await super().topic_exists(topic)
+
+
+def test_failover_completes_while_the_source_cluster_is_unreachable():
+    src, dst, _, fetchers, store, bumper, _ = setup()
+    source = UnreachableSource({1: src.rm}, 1, cluster_id="src-id")
+    mgr = MirrorManager(7, dst.rm, fetchers, store, bumper, lambda name: source, dst.clock)
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        await drain(fetchers)
+        source.down = True  # disaster: the failover must not need the source
+        await mgr.on_metadata_change(image(7, 0, "m.removed"))
+
+    asyncio.run(go())
+    assert mgr.partitions[TP].state is S.STOPPED
+    assert batches(dst)[:-1] == batches(src)
+    assert read_control_type(batches(dst)[-1][2], 0) is ControlType.MIRROR_PID_RESET
+
+
+def test_a_destination_leader_change_keeps_the_mirrored_epochs_in_the_epoch_cache():
+    src, dst, source, fetchers, store, bumper, mgr = setup(src_epoch=3)
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        await drain(fetchers)
+
+    asyncio.run(go())
+    log = dst.rm.get_partition(TP).log
+    before = list(log.epoch_cache.entries)
+    assert [e.epoch for e in before] == [3]
+    dst.rm.apply_image(None, image(7, 1, "m"))  # a new destination leader epoch, below the source's
+    assert list(log.epoch_cache.entries) == before
+    src.rm.append_records({TP: build_batch([(None, b"later", (), 1)])}, 1)
+    asyncio.run(drain(fetchers))
+    assert batches(dst) == batches(src)
