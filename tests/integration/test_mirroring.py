@@ -169,10 +169,9 @@ def test_mirror_copies_byte_identical_batches_refuses_produce_and_fails_over(
         # The leader epoch was bumped above every mirrored epoch before the first write.
         assert reset.partition_leader_epoch > max_mirrored_epoch
         assert new.partition_leader_epoch >= reset.partition_leader_epoch
-        # The producer starts fresh at sequence 0. The destination allocates producer ids
-        # independently of the source, so the id may equal a mirrored one (a fresh cluster
-        # hands out 0, which the source's first producer also used): the append is accepted
-        # only because MIRROR_PID_RESET expired every mirrored producer entry (KIP-1279).
+        # The producer starts fresh at sequence 0, with a producer id above every mirrored
+        # one (KIP-1279: "separate from previously mirrored IDs"): the failover fenced the
+        # ids up to the greatest mirrored one (BumpLeaderEpochs' MinProducerId).
         assert new.base_offset == source_ends[p] + 1 and new.base_sequence == 0 and new.producer_epoch == 0
-        assert not new.is_control and new.producer_id >= 0
-    assert {h.producer_id for p in range(PARTITIONS) for h in headers(segment_batches(dest, p)[-1:])} <= mirrored_pids
+        assert not new.is_control and new.producer_id > max(mirrored_pids)
+    assert len(mirrored_pids) == len(CODECS)

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from kmirror.metadata.records import (
+    NO_BROKER,
     NO_LEADER_CHANGE,
     AccessControlEntryRecord,
     BrokerEndpoint,
@@ -134,6 +135,10 @@ class MetadataImage:
     configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
+    producer_id_floor: int = 0
+    """No producer id below this may be handed out any more: set by a ProducerIdsRecord with
+    broker id -1 (`controller.producer_ids.fence_producer_ids`, KIP-1279 failover), which
+    makes every broker drop the ids left in blocks it was given before."""
 
     def apply(self, records: Iterable[Record], offset: int) -> MetadataImage:
         """The image after replaying `records`; `offset` is the last one's log offset."""
@@ -162,6 +167,7 @@ class _Delta:
         self.base = base
         self.cluster_id = base.cluster_id
         self.next_producer_id = base.next_producer_id
+        self.producer_id_floor = base.producer_id_floor
         self.features: dict[str, int] | None = None
         self.topics: dict[str, TopicImage] | None = None
         self.topics_by_id: dict[uuid.UUID, TopicImage] | None = None
@@ -290,10 +296,12 @@ class _Delta:
             case RemoveAccessControlEntryRecord(id=acl_id):
                 if self._acls().pop(acl_id, None) is None:
                     raise MetadataInvariantError(f"removal of unknown ACL {acl_id}")
-            case ProducerIdsRecord(next_producer_id=next_id):
+            case ProducerIdsRecord(broker_id=owner, next_producer_id=next_id):
                 if next_id < self.next_producer_id:
                     raise MetadataInvariantError(f"producer id block going backwards to {next_id}")
                 self.next_producer_id = next_id
+                if owner == NO_BROKER:
+                    self.producer_id_floor = next_id
             case ClusterIdRecord(cluster_id=cluster_id):
                 self.cluster_id = cluster_id
             case NoOpRecord():
@@ -335,4 +343,5 @@ class _Delta:
             configs=configs,
             acls=base.acls if self.acls is None else _frozen(self.acls),
             next_producer_id=self.next_producer_id,
+            producer_id_floor=self.producer_id_floor,
         )

@@ -15,7 +15,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Final, NamedTuple
 
 FRAME_VERSION = 0
 _HEADER = struct.Struct(">Bhh")
@@ -134,6 +134,10 @@ class FeatureLevelRecord:
     name: str
     feature_level: int
     """0 removes the feature."""
+
+
+NO_BROKER: Final = -1
+"""ProducerIdsRecord.broker_id of a block fence rather than a block given to a broker."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -288,9 +288,11 @@ class MetadataService:
         result: dict[str, ApiError] = await self._run(lambda image: mirror_ops.set_mirror_names(image, decisions))
         return result
 
-    async def bump_leader_epochs(self, bumps: Sequence[mirror_ops.EpochBump]) -> list[mirror_ops.EpochBumpResult]:
+    async def bump_leader_epochs(
+        self, bumps: Sequence[mirror_ops.EpochBump], min_producer_id: int = -1
+    ) -> list[mirror_ops.EpochBumpResult]:
         result: list[mirror_ops.EpochBumpResult] = await self._run(
-            lambda image: mirror_ops.bump_leader_epochs(image, bumps)
+            lambda image: mirror_ops.bump_leader_epochs(image, bumps, min_producer_id)
         )
         return result
 

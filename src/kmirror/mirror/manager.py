@@ -75,8 +75,9 @@ class InMemoryMirrorStateStore:
 
 
 class LeaderEpochBumper(Protocol):
-    async def bump(self, tp: TopicPartition, topic_id: UUID, min_leader_epoch: int) -> None:
-        """BumpLeaderEpochs; the new epoch arrives later with the metadata image."""
+    async def bump(self, tp: TopicPartition, topic_id: UUID, min_leader_epoch: int, min_producer_id: int) -> None:
+        """BumpLeaderEpochs; the new epoch and producer id floor arrive later with the metadata
+        image. `min_producer_id` -1: no producer id fence."""
         ...
 
 
@@ -272,11 +273,13 @@ class MirrorManager:
         elif isinstance(action, f.BumpLeaderEpoch):
             p = self._leader(tp)
             wanted = f.bump_min_leader_epoch(mp.last_mirrored_epoch)
-            if p.leader_epoch < wanted or p.log.latest_epoch != p.leader_epoch:
-                await self.bumper.bump(tp, mp.key.topic_id, wanted)
+            # Before MIRROR_PID_RESET expires them: the producer ids the mirrored log holds.
+            min_producer_id = max(_log(p).producer_state.producers, default=-1) + 1
+            if not self._bumped(p, wanted, min_producer_id):
+                await self.bumper.bump(tp, mp.key.topic_id, wanted, min_producer_id or -1)
                 p = self._leader(tp)
-                if p.leader_epoch < wanted or p.log.latest_epoch != p.leader_epoch:
-                    raise StepPending(f"waiting for leader epoch >= {wanted}")
+                if not self._bumped(p, wanted, min_producer_id):
+                    raise StepPending(f"waiting for leader epoch >= {wanted} and producer ids >= {min_producer_id}")
         elif isinstance(action, f.AppendMirrorPidReset):
             p = self._leader(tp)
             batch = build_control_batch(ControlType.MIRROR_PID_RESET, -1, -1, self.clock.now_ms(),
@@ -292,6 +295,11 @@ class MirrorManager:
             mp.state = S.UNKNOWN
         elif isinstance(action, f.ClearReadOnly):
             pass  # read-only follows the persisted state (`membership.is_read_only`)
+
+    def _bumped(self, p: Any, min_leader_epoch: int, min_producer_id: int) -> bool:
+        floor = getattr(self.image, "producer_id_floor", 0)
+        return (p.leader_epoch >= min_leader_epoch and p.log.latest_epoch == p.leader_epoch
+                and floor >= min_producer_id)
 
     # -- DescribeMirrors ------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
-from kio.static.primitive import i32
+from kio.static.primitive import i32, i64
 
 from kmirror.metadata.image import ConfigResource
 from kmirror.mirror.config import (
@@ -124,27 +124,30 @@ class ControllerEpochBumper:
     def __init__(self, metadata: Any) -> None:
         self.metadata = metadata
 
-    async def bump(self, tp: TopicPartition, topic_id: UUID, min_leader_epoch: int) -> None:
+    async def bump(self, tp: TopicPartition, topic_id: UUID, min_leader_epoch: int, min_producer_id: int = -1) -> None:
         try:
             if not getattr(self.metadata, "forwarding", False) and hasattr(self.metadata, "bump_leader_epochs"):
                 from kmirror.metadata.controller.mirrors import EpochBump
 
-                results = await self.metadata.bump_leader_epochs([EpochBump(topic_id, tp.partition, min_leader_epoch)])
+                results = await self.metadata.bump_leader_epochs(
+                    [EpochBump(topic_id, tp.partition, min_leader_epoch)], min_producer_id)
                 for r in results:
                     if r.error.code != ErrorCode.none:
                         log.warning("BumpLeaderEpochs %s: %s", tp, r.error)
                 return
-            await self.metadata.forward(bump_leader_epochs_request(topic_id, tp.partition, min_leader_epoch))
+            await self.metadata.forward(
+                bump_leader_epochs_request(topic_id, tp.partition, min_leader_epoch, min_producer_id))
         except Exception as exc:  # controller unreachable or the RPC not served: retried on the next tick
             log.warning("BumpLeaderEpochs %s to >= %d failed: %s", tp, min_leader_epoch, exc)
 
 
-def bump_leader_epochs_request(topic_id: UUID, partition: int, min_leader_epoch: int) -> Any:
+def bump_leader_epochs_request(topic_id: UUID, partition: int, min_leader_epoch: int, min_producer_id: int = -1) -> Any:
     from kmirror.mirror.protocol import bump_leader_epochs as schema
 
     request_cls, _ = entity_types(BUMP_LEADER_EPOCHS)
     return request_cls(topics=(schema.TopicState(topic_id=topic_id, partitions=(
-        schema.LeaderEpochState(partition_index=i32(partition), min_leader_epoch=i32(min_leader_epoch)),)),))
+        schema.LeaderEpochState(partition_index=i32(partition), min_leader_epoch=i32(min_leader_epoch)),)),),
+        min_producer_id=i64(min_producer_id))
 
 
 def mirror_source_configs(image: Any, mirror_name: str) -> dict[str, str] | None:

@@ -26,8 +26,11 @@ class ProducerIdManager:
         self._block: ProducerIdBlock | None = None
         self._next = 0
 
-    def next_producer_id(self) -> int | None:
+    def next_producer_id(self, floor: int = 0) -> int | None:
+        """The next id of the current block, never below `floor` (the metadata image's
+        `producer_id_floor`: ids below it were fenced, e.g. by a KIP-1279 failover)."""
         block = self._block
+        self._next = max(self._next, floor)
         if block is None or self._next > block.last_producer_id:
             return None
         producer_id = self._next

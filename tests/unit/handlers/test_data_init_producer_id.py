@@ -3,20 +3,24 @@ import datetime
 import pytest
 
 from kmirror.broker.handlers.init_producer_id import handle
+from kmirror.metadata.image import MetadataImage
 from kmirror.protocol.entities import build
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.replication import call_handler, data_services, request_type, single_node_image
 
 
 class Metadata:
+    """The controller's producer id blocks; `image.producer_id_floor` is a fence replayed."""
+
     def __init__(self, block_size: int = 2) -> None:
         self.next = 0
         self.block_size = block_size
         self.calls: list[int] = []
+        self.image = MetadataImage()
 
     async def allocate_producer_ids(self, node_id: int) -> tuple[int, int]:
         self.calls.append(node_id)
-        first = self.next
+        first = self.next = max(self.next, self.image.producer_id_floor)
         self.next += self.block_size
         return first, self.block_size
 
@@ -44,6 +48,17 @@ def test_idempotent_producers_get_fresh_ids_with_epoch_zero(version: int) -> Non
     assert metadata.calls == [1, 1]
 
 
+def test_no_id_below_the_producer_id_floor_is_handed_out() -> None:
+    metadata = Metadata(block_size=10)
+    services = data_services(single_node_image(1, {}), metadata=metadata)
+    assert call_handler(handle, services, 22, 4, init(4)).producer_id == 0
+    metadata.image = MetadataImage(producer_id_floor=5)  # fenced inside the current block
+    assert call_handler(handle, services, 22, 4, init(4)).producer_id == 5
+    metadata.image = MetadataImage(producer_id_floor=25)  # past it: the rest of the block is dropped
+    assert call_handler(handle, services, 22, 4, init(4)).producer_id == 25
+    assert metadata.calls == [1, 1]
+
+
 def test_epoch_bump_request_without_transactional_id_gets_a_new_id() -> None:
     services = data_services(single_node_image(1, {}), metadata=Metadata())
     first = call_handler(handle, services, 22, 4, init(4))
@@ -62,6 +77,8 @@ def test_allocation_failure_is_retriable() -> None:
     from kmirror.metadata.service import MetadataOperationError
 
     class Failing:
+        image = MetadataImage()
+
         async def allocate_producer_ids(self, node_id: int) -> tuple[int, int]:
             raise MetadataOperationError(ApiError(ErrorCode.unknown_server_error, "no quorum"))
 

@@ -36,3 +36,30 @@ def test_bump_leader_epochs_reaches_at_least_the_minimum_and_always_bumps() -> N
     assert (parts[0].leader_epoch, parts[1].leader_epoch) == (5, 1)
     assert parts[0].leader == image.topics["t"].partitions[0].leader
     assert parts[0].isr == image.topics["t"].partitions[0].isr
+
+
+def test_bump_with_min_producer_id_fences_producer_ids_in_the_same_records() -> None:
+    from kmirror.metadata.controller.producer_ids import PRODUCER_ID_BLOCK_SIZE, allocate_producer_ids
+
+    image, _ = _image_with_topic()
+    block = allocate_producer_ids(image, 1)
+    image = image.apply(block.records, image.offset + 1)
+    assert (block.response, image.next_producer_id, image.producer_id_floor) == (
+        (0, PRODUCER_ID_BLOCK_SIZE), PRODUCER_ID_BLOCK_SIZE, 0)
+
+    plain = bump_leader_epochs(image, [EpochBump(TID, 0, 1)])
+    assert image.apply(plain.records, image.offset + 9).producer_id_floor == 0
+
+    # A mirrored producer id inside the block already given out: the floor moves, the next
+    # block stays where it was.
+    inside = bump_leader_epochs(image, [EpochBump(TID, 0, 1)], min_producer_id=42)
+    after = image.apply(inside.records, image.offset + 9)
+    assert (after.producer_id_floor, after.next_producer_id) == (PRODUCER_ID_BLOCK_SIZE, PRODUCER_ID_BLOCK_SIZE)
+    # Above every block: the next block starts at the fence.
+    above = bump_leader_epochs(after, [EpochBump(TID, 1, 1)], min_producer_id=123_456)
+    after = after.apply(above.records, after.offset + 9)
+    assert (after.producer_id_floor, after.next_producer_id) == (123_456, 123_456)
+    assert allocate_producer_ids(after, 1).response == (123_456, PRODUCER_ID_BLOCK_SIZE)
+    # Already fenced: nothing more to write.
+    again = bump_leader_epochs(after, [EpochBump(TID, 1, 1)], min_producer_id=100)
+    assert len(again.records) == len(bump_leader_epochs(after, [EpochBump(TID, 1, 1)]).records)

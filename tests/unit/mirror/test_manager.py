@@ -3,6 +3,7 @@ in-process source: PREPARING (LME truncation) -> MIRRORING (byte-identical copy)
 STOPPING -> STOPPED (truncate to LSO, LME, epoch bump, MIRROR_PID_RESET)."""
 
 import asyncio
+import dataclasses
 from uuid import UUID
 
 from kmirror.metadata.image import PartitionRegistration
@@ -45,20 +46,30 @@ def batches(b: Broker) -> list[tuple[int, int, bytes]]:
 
 
 class Bumper:
+    """The controller's answer to BumpLeaderEpochs, as the next image: leader epoch bumped,
+    producer ids fenced below `min_producer_id`."""
+
     def __init__(self, dest: Broker, mirror: str) -> None:
-        self.dest, self.mirror, self.calls = dest, mirror, []
+        self.dest, self.mirror, self.calls, self.producer_calls = dest, mirror, [], []
+        self.manager: MirrorManager | None = None
 
-    async def bump(self, tp, topic_id, min_leader_epoch):
+    async def bump(self, tp, topic_id, min_leader_epoch, min_producer_id):
         self.calls.append(min_leader_epoch)
+        self.producer_calls.append(min_producer_id)
         epoch = max(self.dest.rm.get_partition(tp).leader_epoch + 1, min_leader_epoch)
-        self.dest.rm.apply_image(None, image(self.dest.broker_id, epoch, self.mirror + ".removed"))
+        bumped = image(self.dest.broker_id, epoch, self.mirror + ".removed")
+        self.dest.rm.apply_image(None, bumped)
+        if self.manager is not None:
+            self.manager.image = dataclasses.replace(bumped, producer_id_floor=max(0, min_producer_id))
 
 
-def setup(src_epoch: int = 3):
+def setup(src_epoch: int = 3, producer_ids: tuple[int, ...] = (-1, -1, -1)):
     src = Broker(1, ManualClock(), 30_000)
     src.rm.apply_image(None, image(1, src_epoch, None))
-    for codec in (0, 3, 4):
-        src.rm.append_records({TP: build_batch([(b"k", b"v" * 50, (("h", b"x"),), 1)] * 3, compression=codec)}, 1)
+    for codec, pid in zip((0, 3, 4), producer_ids, strict=True):
+        idempotent = {"producer_id": pid, "producer_epoch": 0, "base_sequence": 0} if pid >= 0 else {}
+        src.rm.append_records({TP: build_batch([(b"k", b"v" * 50, (("h", b"x"),), 1)] * 3, compression=codec,
+                                               **idempotent)}, 1)
     dst = Broker(7, ManualClock(), 30_000)
     dst.rm.apply_image(None, image(7, 0, "m"))
     source = InProcessSourceCluster({1: src.rm}, 1, cluster_id="src-id")
@@ -66,6 +77,7 @@ def setup(src_epoch: int = 3):
     store = InMemoryMirrorStateStore()
     bumper = Bumper(dst, "m")
     mgr = MirrorManager(7, dst.rm, fetchers, store, bumper, lambda name: source if name == "m" else None, dst.clock)
+    bumper.manager = mgr
     return src, dst, source, fetchers, store, bumper, mgr
 
 
@@ -93,6 +105,7 @@ def test_add_prepares_then_mirrors_byte_identical_then_fails_over_writable_with_
     assert [s for _, s in store.history] == [S.PREPARING, S.MIRRORING, S.STOPPING, S.STOPPING, S.STOPPED]
     assert mgr.partitions[TP].last_mirrored_epoch == 3
     assert bumper.calls == [4]
+    assert bumper.producer_calls == [-1]  # no idempotent producer mirrored: no fence
     p = dst.rm.get_partition(TP)
     assert p.leader_epoch >= 4
     got = batches(dst)
@@ -101,6 +114,39 @@ def test_add_prepares_then_mirrors_byte_identical_then_fails_over_writable_with_
     assert base == 9 and epoch == p.leader_epoch
     assert read_control_type(raw, 0) is ControlType.MIRROR_PID_RESET
     assert not fetchers.is_fetching(TP)
+
+
+def test_failover_fences_producer_ids_up_to_the_greatest_mirrored_one():
+    src, dst, source, fetchers, store, bumper, mgr = setup(producer_ids=(41, 7, -1))
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        await drain(fetchers)
+        assert set(dst.rm.get_partition(TP).log.producer_state.producers) == {7, 41}
+        await mgr.on_metadata_change(image(7, 0, "m.removed"))
+
+    asyncio.run(go())
+    assert mgr.partitions[TP].state is S.STOPPED
+    assert bumper.producer_calls == [42]
+    assert dst.rm.get_partition(TP).log.producer_state.producers == {}  # MIRROR_PID_RESET
+
+
+def test_failover_waits_for_the_producer_id_fence_in_the_image():
+    src, dst, source, fetchers, store, bumper, mgr = setup(producer_ids=(41, 7, -1))
+    bumper.manager = None  # the bump is answered, the fence has not reached this broker yet
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        await drain(fetchers)
+        await mgr.on_metadata_change(image(7, 0, "m.removed"))
+        assert mgr.partitions[TP].state is S.STOPPING
+        assert batches(dst) == batches(src)  # no MIRROR_PID_RESET yet
+        fenced = dataclasses.replace(image(7, dst.rm.get_partition(TP).leader_epoch, "m.removed"),
+                                     producer_id_floor=42)
+        await mgr.on_metadata_change(fenced)
+
+    asyncio.run(go())
+    assert mgr.partitions[TP].state is S.STOPPED
 
 
 def test_first_mirroring_with_lme_minus_one_truncates_local_data_and_copies_from_scratch():

@@ -143,14 +143,21 @@ def test_epoch_bumper_calls_the_local_controller_on_a_combined_node():
         def __init__(self):
             self.bumps = []
 
-        async def bump_leader_epochs(self, bumps):
-            self.bumps.extend(bumps)
+        async def bump_leader_epochs(self, bumps, min_producer_id=-1):
+            self.bumps.append((tuple(bumps), min_producer_id))
             return [mirrors.EpochBumpResult(b.topic_id, "t", b.partition, _ok(mirrors), b.min_leader_epoch)
                     for b in bumps]
 
     md = Local()
-    asyncio.run(ControllerEpochBumper(md).bump(TP, TOPIC_ID, 6))
-    assert md.bumps == [mirrors.EpochBump(TOPIC_ID, 0, 6)]
+    asyncio.run(ControllerEpochBumper(md).bump(TP, TOPIC_ID, 6, 42))
+    assert md.bumps == [((mirrors.EpochBump(TOPIC_ID, 0, 6),), 42)]
+
+
+def test_epoch_bump_request_carries_the_producer_id_fence_as_a_tagged_field():
+    from kmirror.mirror.wiring import bump_leader_epochs_request
+    assert bump_leader_epochs_request(TOPIC_ID, 0, 6).min_producer_id == -1
+    request = bump_leader_epochs_request(TOPIC_ID, 0, 6, 42)
+    assert (request.min_producer_id, request.topics[0].partitions[0].min_leader_epoch) == (42, 6)
 
 
 def _ok(mirrors):
@@ -205,7 +212,7 @@ class Metadata:
     def __init__(self, dst, image):
         self.dst, self.image, self.bumps = dst, image, []
 
-    async def bump_leader_epochs(self, bumps):
+    async def bump_leader_epochs(self, bumps, min_producer_id=-1):
         self.bumps.extend(bumps)
         b = bumps[0]
         epoch = max(self.dst.rm.get_partition(TP).leader_epoch + 1, b.min_leader_epoch)

@@ -23,7 +23,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         return await services.metadata.forward(request)
     bumps = [EpochBump(t.topic_id, int(p.partition_index), int(p.min_leader_epoch))
              for t in request.topics for p in t.partitions]
-    results = await services.metadata.bump_leader_epochs(bumps)
+    results = await services.metadata.bump_leader_epochs(bumps, int(request.min_producer_id))
     topic_cls, part_cls = nested(rt, "TopicPartitions"), nested(rt, "PartitionDetail")
     by_topic: dict[str, list[Any]] = {}
     for r in results:

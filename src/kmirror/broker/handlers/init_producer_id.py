@@ -38,7 +38,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     if services.metadata is None:
         return _response(rt, ErrorCode.coordinator_not_available)
     manager = producer_id_manager(services)
-    producer_id = manager.next_producer_id()
+    floor = services.metadata.image.producer_id_floor
+    producer_id = manager.next_producer_id(floor)
     if producer_id is None:
         try:
             allocated = await services.metadata.allocate_producer_ids(services.node_id)
@@ -46,10 +47,10 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             # Kafka's RPCProducerIdManager: no block yet -> retriable load-in-progress.
             return _response(rt, ErrorCode.coordinator_load_in_progress)
         block = producer_id_block_from(allocated)
-        producer_id = manager.next_producer_id()
+        producer_id = manager.next_producer_id(floor)
         if producer_id is None:
             manager.add_block(block)
-            producer_id = manager.next_producer_id()
+            producer_id = manager.next_producer_id(floor)
     if producer_id is None:
         return _response(rt, ErrorCode.coordinator_load_in_progress)
     return _response(rt, ErrorCode.none, producer_id, 0)

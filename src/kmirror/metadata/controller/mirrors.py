@@ -19,6 +19,7 @@ from typing import Final
 
 from kio.schema.errors import ErrorCode
 
+from kmirror.metadata.controller.producer_ids import fence_producer_ids
 from kmirror.metadata.controller.result import NONE, ApiError, ControllerResult
 from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
 from kmirror.metadata.records import ConfigRecord, FeatureLevelRecord, PartitionChangeRecord, Record
@@ -207,10 +208,15 @@ class EpochBumpResult:
     leader_epoch: int = -1
 
 
-def bump_leader_epochs(image: MetadataImage, bumps: Sequence[EpochBump]) -> ControllerResult[list[EpochBumpResult]]:
+def bump_leader_epochs(
+    image: MetadataImage, bumps: Sequence[EpochBump], min_producer_id: int = -1
+) -> ControllerResult[list[EpochBumpResult]]:
     """BumpLeaderEpochs (KIP-1279 STOPPING): the partition's leader epoch becomes
     max(min_leader_epoch, current + 1), keeping the leader and ISR. Always at least one bump:
     records appended after failover start a leader epoch no mirrored batch carries.
+    `min_producer_id` (>= 0): in the same records, producer ids below it are fenced
+    (`fence_producer_ids`), so the producers of the now writable partitions get ids above
+    every mirrored one.
     UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION for unknown partitions,
     LEADER_NOT_AVAILABLE when the partition has no leader."""
     records: list[Record] = []
@@ -238,4 +244,6 @@ def bump_leader_epochs(image: MetadataImage, bumps: Sequence[EpochBump]) -> Cont
             continue
         records.extend(PartitionChangeRecord(b.partition, b.topic_id, leader=reg.leader) for _ in range(steps))
         results.append(EpochBumpResult(b.topic_id, topic.name, b.partition, NONE, target))
+    if min_producer_id >= 0:
+        records.extend(fence_producer_ids(image, min_producer_id))
     return ControllerResult(records, results)

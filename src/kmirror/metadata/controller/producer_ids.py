@@ -6,10 +6,21 @@ from kio.schema.errors import ErrorCode
 
 from kmirror.metadata.controller.result import ApiError, ControllerResult
 from kmirror.metadata.image import MetadataImage
-from kmirror.metadata.records import ProducerIdsRecord
+from kmirror.metadata.records import NO_BROKER, ProducerIdsRecord, Record
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 MAX_PRODUCER_ID = 2**63 - 1
+
+
+def fence_producer_ids(image: MetadataImage, min_producer_id: int) -> list[Record]:
+    """KIP-1279 failover ("new producers get fresh PIDs, separate from previously mirrored
+    IDs"): no producer id below `min_producer_id` is handed out after these records. One
+    ProducerIdsRecord with broker id -1 moves the next block to at least `min_producer_id` and,
+    replayed by every broker, sets the image's `producer_id_floor`, below which brokers drop
+    the ids left in their current blocks. Nothing when the floor is already there."""
+    if min_producer_id <= image.producer_id_floor:
+        return []
+    return [ProducerIdsRecord(NO_BROKER, -1, max(image.next_producer_id, min_producer_id))]
 
 
 def allocate_producer_ids(

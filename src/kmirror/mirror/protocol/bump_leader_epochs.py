@@ -3,6 +3,11 @@
 A destination partition leader asks the destination controller to raise the partition's leader
 epoch to at least `min_leader_epoch` (above every mirrored source epoch) before the partition
 becomes writable (STOPPING). The request names topics by id, the response by name, as the KIP.
+
+`MinProducerId` (int64, tag 0, default -1) is kmirror's tagged field: one more than the
+greatest producer id in the partitions' mirrored logs. The controller fences producer ids
+below it in the same records as the bump, so producers get ids "separate from previously
+mirrored IDs" (KIP "Producer State"). Not written at -1: the KIP's v0 bytes.
 """
 
 import uuid
@@ -12,7 +17,7 @@ from typing import ClassVar
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.response_header.v1.header import ResponseHeader
 from kio.static.constants import EntityType
-from kio.static.primitive import i16, i32, i32Timedelta
+from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 API_KEY = 105
 
@@ -52,6 +57,8 @@ class BumpLeaderEpochsRequest:
     __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     topics: tuple[TopicState, ...]
     """The topic and partitions state."""
+    min_producer_id: i64 = field(metadata={"kafka_type": "int64", "tag": 0}, default=i64(-1))
+    """kmirror's tagged field: producer ids below this are not handed out any more (-1: no change)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
