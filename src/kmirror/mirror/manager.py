@@ -80,6 +80,10 @@ class LeaderEpochBumper(Protocol):
         image. `min_producer_id` -1: no producer id fence."""
         ...
 
+    def producer_id_floor(self) -> int:
+        """The producer id floor of the newest metadata image this broker applied."""
+        ...
+
 
 @dataclass(slots=True)
 class MirroredPartitionState:
@@ -268,7 +272,7 @@ class MirrorManager:
             p.truncate_to(p.log.last_stable_offset)
         elif isinstance(action, f.PersistLastMirroredEpoch):
             p = self._leader(tp)
-            mp.last_mirrored_epoch = last_mirrored_epoch_of(_epoch_cache(p))
+            mp.last_mirrored_epoch = last_mirrored_epoch_of(_epoch_cache(p), p.log.log_end_offset)
             await self.store.save(mp.key, mp.state, mp.last_mirrored_epoch)
         elif isinstance(action, f.BumpLeaderEpoch):
             p = self._leader(tp)
@@ -297,7 +301,7 @@ class MirrorManager:
             pass  # read-only follows the persisted state (`membership.is_read_only`)
 
     def _bumped(self, p: Any, min_leader_epoch: int, min_producer_id: int) -> bool:
-        floor = getattr(self.image, "producer_id_floor", 0)
+        floor = self.bumper.producer_id_floor()
         return (p.leader_epoch >= min_leader_epoch and p.log.latest_epoch == p.leader_epoch
                 and floor >= min_producer_id)
 

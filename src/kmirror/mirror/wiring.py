@@ -141,6 +141,10 @@ class ControllerEpochBumper:
             log.warning("BumpLeaderEpochs %s to >= %d failed: %s", tp, min_leader_epoch, exc)
 
 
+    def producer_id_floor(self) -> int:
+        return int(self.metadata.image.producer_id_floor)
+
+
 def bump_leader_epochs_request(topic_id: UUID, partition: int, min_leader_epoch: int, min_producer_id: int = -1) -> Any:
     from kmirror.mirror.protocol import bump_leader_epochs as schema
 

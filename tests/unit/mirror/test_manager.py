@@ -3,7 +3,6 @@ in-process source: PREPARING (LME truncation) -> MIRRORING (byte-identical copy)
 STOPPING -> STOPPED (truncate to LSO, LME, epoch bump, MIRROR_PID_RESET)."""
 
 import asyncio
-import dataclasses
 from uuid import UUID
 
 from kmirror.metadata.image import PartitionRegistration
@@ -51,7 +50,8 @@ class Bumper:
 
     def __init__(self, dest: Broker, mirror: str) -> None:
         self.dest, self.mirror, self.calls, self.producer_calls = dest, mirror, [], []
-        self.manager: MirrorManager | None = None
+        self.floor = 0
+        self.fence_arrives = True
 
     async def bump(self, tp, topic_id, min_leader_epoch, min_producer_id):
         self.calls.append(min_leader_epoch)
@@ -59,8 +59,11 @@ class Bumper:
         epoch = max(self.dest.rm.get_partition(tp).leader_epoch + 1, min_leader_epoch)
         bumped = image(self.dest.broker_id, epoch, self.mirror + ".removed")
         self.dest.rm.apply_image(None, bumped)
-        if self.manager is not None:
-            self.manager.image = dataclasses.replace(bumped, producer_id_floor=max(0, min_producer_id))
+        if self.fence_arrives:
+            self.floor = max(self.floor, min_producer_id)
+
+    def producer_id_floor(self):
+        return self.floor
 
 
 def setup(src_epoch: int = 3, producer_ids: tuple[int, ...] = (-1, -1, -1)):
@@ -77,7 +80,6 @@ def setup(src_epoch: int = 3, producer_ids: tuple[int, ...] = (-1, -1, -1)):
     store = InMemoryMirrorStateStore()
     bumper = Bumper(dst, "m")
     mgr = MirrorManager(7, dst.rm, fetchers, store, bumper, lambda name: source if name == "m" else None, dst.clock)
-    bumper.manager = mgr
     return src, dst, source, fetchers, store, bumper, mgr
 
 
@@ -133,7 +135,7 @@ def test_failover_fences_producer_ids_up_to_the_greatest_mirrored_one():
 
 def test_failover_waits_for_the_producer_id_fence_in_the_image():
     src, dst, source, fetchers, store, bumper, mgr = setup(producer_ids=(41, 7, -1))
-    bumper.manager = None  # the bump is answered, the fence has not reached this broker yet
+    bumper.fence_arrives = False  # the bump is answered, the fence has not reached this broker yet
 
     async def go():
         await mgr.on_metadata_change(image(7, 0, "m"))
@@ -141,12 +143,14 @@ def test_failover_waits_for_the_producer_id_fence_in_the_image():
         await mgr.on_metadata_change(image(7, 0, "m.removed"))
         assert mgr.partitions[TP].state is S.STOPPING
         assert batches(dst) == batches(src)  # no MIRROR_PID_RESET yet
-        fenced = dataclasses.replace(image(7, dst.rm.get_partition(TP).leader_epoch, "m.removed"),
-                                     producer_id_floor=42)
-        await mgr.on_metadata_change(fenced)
+        bumper.floor = 42
+        await mgr.on_metadata_change(image(7, dst.rm.get_partition(TP).leader_epoch, "m.removed"))
 
     asyncio.run(go())
     assert mgr.partitions[TP].state is S.STOPPED
+    # Resumed after the bump: the same LME (the bumped epoch holds no record), no second bump.
+    assert mgr.partitions[TP].last_mirrored_epoch == 3
+    assert bumper.calls == [4]
 
 
 def test_first_mirroring_with_lme_minus_one_truncates_local_data_and_copies_from_scratch():

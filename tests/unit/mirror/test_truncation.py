@@ -153,3 +153,11 @@ def test_mirror_leader_epoch_rule():
     # ...and without it the KAFKA-18723 rule uses the current leader epoch.
     assert max_batch_epoch(4, -1) == 4 and not accepts_batch(5, 4)
     assert accepts_batch(100, -1)
+
+
+def test_lme_ignores_an_epoch_that_starts_at_the_log_end() -> None:
+    cache = EpochCache([EpochEntry(0, 0), EpochEntry(3, 5), EpochEntry(4, 9)])  # epoch 4: the local bump
+    assert last_mirrored_epoch_of(cache) == 4
+    assert last_mirrored_epoch_of(cache, log_end_offset=9) == 3
+    assert last_mirrored_epoch_of(cache, log_end_offset=10) == 4
+    assert last_mirrored_epoch_of(EpochCache([EpochEntry(2, 0)]), log_end_offset=0) == -1
