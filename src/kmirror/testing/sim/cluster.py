@@ -70,12 +70,18 @@ class ControllerBumper:
         self.cluster = cluster
         self.fails = False
 
-    async def bump(self, tp: TopicPartition, topic_id: UUID, min_leader_epoch: int) -> None:
+    async def bump(self, tp: TopicPartition, topic_id: UUID, min_leader_epoch: int, min_producer_id: int = -1) -> None:
         if self.fails:
             return
         current = self.cluster.leader_epochs[tp.partition]
         self.cluster.leader_epochs[tp.partition] = bumped_leader_epoch(current, min_leader_epoch)
+        if min_producer_id > self.cluster.producer_id_floor:  # the controller's producer id fence
+            self.cluster.producer_id_floor = max(self.cluster.next_producer_id, min_producer_id)
+            self.cluster.next_producer_id = self.cluster.producer_id_floor
         self.cluster.publish()
+
+    def producer_id_floor(self) -> int:
+        return self.cluster.producer_id_floor
 
 
 class SimCluster:
@@ -93,6 +99,7 @@ class SimCluster:
         self.broker = Broker(broker_id, clock, 30_000)
         self.producers = [Producer() for _ in range(3)]
         self.next_producer_id = 0  # both clusters allocate from 0: ids collide across clusters
+        self.producer_id_floor = 0  # until a failover fences the mirrored ids
         self._values = 0
         self._boot_mirror()
         self.publish()
