@@ -1,0 +1,160 @@
+"""KIP-1279 copy from scratch (Log Convergence example A) and a corrupt source batch, on real
+processes: two single-node clusters, the `kmirror` CLI and confluent-kafka clients.
+
+Example A: the source answers LME -1 ("no LME knowledge for this partition"), so the
+destination truncates everything and replicates from scratch. Through public operations a
+destination topic can hold data with the source's topic id only after it mirrored that topic
+before or was its source; the test builds the failback form: B mirrored A and failed over,
+then B deleted its mirror (so B keeps no LME), A wrote a tail and fails back from B.
+
+Corrupt batch: a batch of partition 0 is damaged in the source's segment file; the destination
+fetcher's CRC check refuses it and moves only partition 0 to FAILED. The KIP's recovery is to
+fix the source and remove and add the topic back."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kmirror.mirror.errors import MirrorError
+from kmirror.records.batch import RECORD_BATCH_OVERHEAD
+from kmirror.records.control import ControlType, read_control_type
+from kmirror.testing.mirror_clusters import (
+    crc_valid,
+    create_mirror,
+    describe,
+    headers,
+    log_batches,
+    partition_states,
+    segment_files,
+    wait_until,
+)
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+
+pytestmark = pytest.mark.integration
+
+MIRROR = "dr"
+FAST_REFRESH = {"mirror.metadata.refresh.interval.ms": "300"}
+
+
+@pytest.fixture
+def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
+    a = LocalCluster(dir=tmp_path / "a", port=free_port_block(), overrides=dict(FAST_REFRESH))
+    a.up()
+    b = LocalCluster(dir=tmp_path / "b", port=free_port_block(), overrides=dict(FAST_REFRESH))
+    try:
+        b.up()
+        yield a, b
+    finally:
+        b.down()
+        a.down()
+
+
+def produce(bootstrap: str, topic: str, partition: int, tag: str, batches: int, per_batch: int = 5,
+            codec: str = "lz4") -> list[int]:
+    """`batches` batches of `per_batch` records (one flush each) from one idempotent producer;
+    the offsets written."""
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "enable.idempotence": True,
+                         "linger.ms": 50})
+    offsets: list[int] = []
+
+    def on_delivery(err: KafkaError | None, msg: object) -> None:
+        assert err is None, err
+        offsets.append(msg.offset())  # type: ignore[attr-defined]
+
+    for b in range(batches):
+        for i in range(per_batch):
+            producer.produce(topic, key=f"{tag}-{i}".encode(), value=f"{tag} {b}.{i} ".encode() * 8,
+                             partition=partition, headers=[("tag", tag.encode())], on_delivery=on_delivery)
+        assert producer.flush(30) == 0
+    return sorted(offsets)
+
+
+def produce_refused(bootstrap: str, topic: str) -> int:
+    producer = Producer({"bootstrap.servers": bootstrap, "message.send.max.retries": 0})
+    errors: list[KafkaError | None] = []
+    producer.produce(topic, value=b"nope", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(30)
+    assert errors and errors[0] is not None
+    return int(errors[0].code())
+
+
+def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+        return int(low), int(high)
+    finally:
+        consumer.close()
+
+
+def create_topic(cluster: LocalCluster, topic: str, partitions: int, *configs: str) -> None:
+    args = ["topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", topic,
+            "--partitions", str(partitions), "--replication-factor", "1"]
+    for config in configs:
+        args += ["--config", config]
+    kmirror(*args)
+
+
+def mirrored(dest: LocalCluster, source: LocalCluster, topic: str, partition: int) -> bool:
+    batches = log_batches(source, topic, partition)
+    return bool(batches) and log_batches(dest, topic, partition) == batches
+
+
+# --- KIP Log Convergence, example A -------------------------------------------------------
+
+
+def test_failback_from_a_source_without_lme_truncates_to_zero_and_copies_everything(
+    clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
+) -> None:
+    a, b = clusters
+    topic = "ledger"
+    create_topic(a, topic, 1)
+    produce(a.bootstrap, topic, 0, "first", 6, codec="zstd")
+
+    # A -> B, then failover on B and writes at B.
+    create_mirror(b, a, MIRROR, topic, tmp_path / "b-mirror.properties")
+    wait_until(lambda: mirrored(b, a, topic, 0) and partition_states(b.bootstrap, topic) == {0: "MIRRORING"},
+               "B to mirror A")
+    a_end = watermarks(a.bootstrap, topic, 0)[1]
+    kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--remove", "--topic", ".*")
+    wait_until(lambda: partition_states(b.bootstrap, topic) == {0: "STOPPED"}, "STOPPED on B")
+    at_b = produce(b.bootstrap, topic, 0, "at-b", 4, codec="gzip")
+    assert at_b[0] == a_end + 1  # after B's MIRROR_PID_RESET
+
+    # B deletes its mirror: B keeps no LME for the topic (the KIP's "no LME knowledge").
+    kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--delete", "--mirror", MIRROR)
+    assert MIRROR not in kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--list").stdout
+    # A keeps taking writes: a tail B never saw, uncompressed so that its values show in the file.
+    produce(a.bootstrap, topic, 0, "divergent-at-a", 3, codec="none")
+    a_before = log_batches(a, topic, 0)
+    (a_segment,) = segment_files(a, topic, 0)
+    assert b"divergent-at-a" in a_segment.read_bytes()
+    assert log_batches(b, topic, 0)[:len(a_before) - 3] == a_before[:-3]  # common prefix, then divergence
+
+    # Failback: A mirrors B. B answers DescribeMirrors for `dr` without it (UNKNOWN_MIRROR), so
+    # the LME is -1: A truncates fully (its segment file is replaced) and copies everything.
+    held = os.open(a_segment, os.O_RDONLY)
+    try:
+        create_mirror(a, b, MIRROR, topic, tmp_path / "a-mirror.properties")
+        wait_until(lambda: mirrored(a, b, topic, 0) and describe(a.bootstrap)[(MIRROR, topic, 0)][2:] == (0, "MIRRORING"),
+                   "A to copy B from scratch")
+        assert os.fstat(held).st_nlink == 0  # the old segment was deleted, not truncated in place
+    finally:
+        os.close(held)
+
+    a_log, b_log = log_batches(a, topic, 0), log_batches(b, topic, 0)
+    assert a_log == b_log  # same offsets, same bytes, batch by batch
+    assert a_log[0][0] == 0 and watermarks(a.bootstrap, topic, 0) == watermarks(b.bootstrap, topic, 0) == (
+        0, at_b[-1] + 1)
+    reset = headers(a_log)[len(a_before) - 3]
+    assert reset.is_control and reset.base_offset == a_end
+    assert read_control_type(a_log[len(a_before) - 3][1]) == ControlType.MIRROR_PID_RESET
+    assert b"divergent-at-a" not in b"".join(p.read_bytes() for p in segment_files(a, topic, 0))
+    assert produce_refused(a.bootstrap, topic) == MirrorError.READ_ONLY_TOPIC
+    assert partition_states(a.bootstrap, topic) == {0: "MIRRORING"}
