@@ -14,15 +14,17 @@ fix the source and remove and add the topic back."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kmirror.mirror.errors import MirrorError
-from kmirror.records.batch import RECORD_BATCH_OVERHEAD
+from kmirror.records.batch import iter_batches
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.testing.mirror_clusters import (
     crc_valid,
@@ -158,3 +160,104 @@ def test_failback_from_a_source_without_lme_truncates_to_zero_and_copies_everyth
     assert b"divergent-at-a" not in b"".join(p.read_bytes() for p in segment_files(a, topic, 0))
     assert produce_refused(a.bootstrap, topic) == MirrorError.READ_ONLY_TOPIC
     assert partition_states(a.bootstrap, topic) == {0: "MIRRORING"}
+
+
+# --- a corrupt batch at the source --------------------------------------------------------
+
+
+def corrupt_first_batch_of(segment: Path) -> tuple[int, int]:
+    """Flip the last byte of the segment's first batch (inside its last record, covered by the
+    CRC); (base offset, record count) of that batch."""
+    raw = bytearray(segment.read_bytes())
+    (position, header), *_ = headers_at(bytes(raw))
+    raw[position + header.size - 1] ^= 0xFF
+    segment.write_bytes(bytes(raw))
+    return header.base_offset, header.records_count
+
+
+def headers_at(raw: bytes) -> list[tuple[int, Any]]:
+    return list(iter_batches(raw))
+
+
+def consume_all(bootstrap: str, topic: str, partition: int, count: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "check.crcs": True})
+    values: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        deadline = time.monotonic() + 30
+        while len(values) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(bytes(msg.value()))
+    finally:
+        consumer.close()
+    return values
+
+
+def test_corrupt_source_batch_fails_only_its_partition_and_remove_add_back_recovers(
+    clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
+) -> None:
+    a, b = clusters
+    topic = "payments"
+    # Small segments, so the batch to damage lies in a rolled segment: a clean restart rescans
+    # only the active segment (loader recovery), and the source keeps serving stored bytes.
+    create_topic(a, topic, 2, "segment.bytes=1024")
+    produce(a.bootstrap, topic, 0, "p0", 12)
+    produce(a.bootstrap, topic, 1, "p1", 6)
+    a_p0_end = watermarks(a.bootstrap, topic, 0)[1]
+
+    a.down()
+    segments = segment_files(a, topic, 0)
+    assert len(segments) >= 3
+    bad_offset, bad_count = corrupt_first_batch_of(segments[1])
+    assert bad_offset > 0
+    a.start_node(1)
+    served = dict(log_batches(a, topic, 0))
+    assert not crc_valid(served[bad_offset]) and watermarks(a.bootstrap, topic, 0)[1] == a_p0_end
+
+    create_mirror(b, a, MIRROR, topic, tmp_path / "b-mirror.properties")
+    wait_until(lambda: partition_states(b.bootstrap, topic) == {0: "FAILED", 1: "MIRRORING"}
+               and mirrored(b, a, topic, 1), "p0 FAILED, p1 mirrored")
+    # No corrupt byte reached B: its p0 holds exactly A's batches before the damaged one.
+    b_p0 = log_batches(b, topic, 0)
+    assert b_p0 == [(o, raw) for o, raw in log_batches(a, topic, 0) if o < bad_offset]
+    assert b_p0 and all(crc_valid(raw) for _, raw in b_p0)
+    assert watermarks(b.bootstrap, topic, 0)[1] == bad_offset
+    failures = [line for line in b.log_text().splitlines() if "FAILED" in line and f"{topic}-0" in line]
+    assert failures and "CORRUPT_MESSAGE" in failures[0] and str(bad_offset) in failures[0], failures
+    assert not any(f"{topic}-1" in line and "FAILED" in line for line in b.log_text().splitlines())
+
+    # p1 keeps mirroring; B keeps serving clients; p0 stays where it stopped.
+    produce(a.bootstrap, topic, 1, "p1-later", 3)
+    wait_until(lambda: mirrored(b, a, topic, 1), "p1 to keep mirroring")
+    p1_records = sum(h.records_count for h in headers(log_batches(a, topic, 1)))
+    assert len(consume_all(b.bootstrap, topic, 1, p1_records)) == p1_records
+    assert produce_refused(b.bootstrap, topic) == MirrorError.READ_ONLY_TOPIC
+    assert log_batches(b, topic, 0) == b_p0
+    rows = describe(b.bootstrap)
+    assert rows[(MIRROR, topic, 0)][3] == "FAILED" and rows[(MIRROR, topic, 1)][2:] == (0, "MIRRORING")
+
+    # The KIP's FAILED recipe: fix the source (DeleteRecords past the damaged batch), then
+    # remove the topic and add it back. A answers no LME (no DescribeMirrors there: mirroring
+    # is not enabled on A), so B truncates both partitions fully and copies from scratch.
+    fixed_start = bad_offset + bad_count
+    admin = AdminClient({"bootstrap.servers": a.bootstrap})
+    futures = admin.delete_records([TopicPartition(topic, 0, fixed_start)])
+    assert [f.result(30).low_watermark for f in futures.values()] == [fixed_start]
+    kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--remove", "--topic", topic)
+    wait_until(lambda: partition_states(b.bootstrap, topic).get(1) == "STOPPED"
+               and partition_states(b.bootstrap, topic).get(0) != "FAILED", "the topic removed",
+               seen=lambda: describe(b.bootstrap))
+    kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--add", "--mirror", MIRROR, "--topic", topic)
+    a_p0_from_start = [(o, raw) for o, raw in log_batches(a, topic, 0) if o >= fixed_start]
+    wait_until(lambda: partition_states(b.bootstrap, topic) == {0: "MIRRORING", 1: "MIRRORING"}
+               and log_batches(b, topic, 0) == a_p0_from_start and mirrored(b, a, topic, 1),
+               "both partitions mirroring again", seen=lambda: describe(b.bootstrap))
+    assert watermarks(b.bootstrap, topic, 0) == (fixed_start, a_p0_end)
+    assert all(crc_valid(raw) for _, raw in log_batches(b, topic, 0))
+    # p1 was copied again from scratch: the MIRROR_PID_RESET of the removal is gone.
+    assert not any(h.is_control for h in headers(log_batches(b, topic, 1)))
+    produce(a.bootstrap, topic, 0, "p0-after-fix", 2)
+    wait_until(lambda: log_batches(b, topic, 0) == [(o, raw) for o, raw in log_batches(a, topic, 0)
+                                                    if o >= fixed_start], "p0 to keep mirroring after the fix")

@@ -168,8 +168,11 @@ class MirrorManager:
             if mp is None:
                 mp = await self._load(tp, PartitionKey(membership.mirror_name, topic.topic_id, tp.partition))
             if tp in self._failed and mp.state in (S.PREPARING, S.MIRRORING):
-                mp.failure = self._failed.pop(tp)
+                # Forgotten only once FAILED is persisted: the fetcher reports a refusal once.
+                mp.failure = self._failed[tp]
                 await self._execute(tp, mp, (f.TransitionTo(S.FAILED), f.RemoveFetcher()), source)
+                del self._failed[tp]
+                log.error("Mirror %s partition %s FAILED: %s", membership.mirror_name, tp, mp.failure)
             source_exists, cluster_id = await self._source_view(source, membership.mirror_name, tp.topic)
             plan = self._plan(mp, membership, cluster_id, source_exists)
             await self._execute(tp, mp, plan, source)

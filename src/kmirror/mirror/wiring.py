@@ -106,11 +106,11 @@ class CoordinatorStateStore:
             await self.local.save(key, state, last_mirrored_epoch)
             return
         ckey = MirrorPartitionKey(key.mirror_name, key.topic_id, key.partition)
-        if state is None:  # the coordinator tombstones per topic (its partitions clear together)
-            answer = await self.service.remove_topics(key.mirror_name, [key.topic_id])
-        else:
-            topic = self.topic_name_of(key.topic_id) or ""
-            answer = await self.service.write_states([StateWrite(ckey, topic, state, last_mirrored_epoch)])
+        # None clears this partition only (UNKNOWN written: a tombstone at its coordinator);
+        # the topic's other partitions keep their states and LMEs.
+        topic = self.topic_name_of(key.topic_id) or ""
+        answer = await self.service.write_states([StateWrite(
+            ckey, topic, MirrorPartitionState.UNKNOWN if state is None else state, last_mirrored_epoch)])
         for partition in answer.partitions:
             if partition.error is not ErrorCode.none:
                 raise StepPending(f"WriteMirrorStates {ckey} -> {state.name if state else 'tombstone'}: "

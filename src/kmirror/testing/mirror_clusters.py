@@ -18,13 +18,15 @@ DESCRIBE_HEADERS = ["MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATIO
 LOG_SUFFIX = ".log"
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60,
+               seen: Callable[[], object] | None = None) -> None:
+    """Poll `condition`; on timeout the message carries `seen()`, what was observed last."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if condition():
             return
         time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}" + ("" if seen is None else f"; seen: {seen()}"))
 
 
 def partition_dir(cluster: LocalCluster, topic: str, partition: int, node_id: int = 1) -> Path:
@@ -65,11 +67,17 @@ def crc_valid(raw: bytes) -> bool:
 
 def describe(bootstrap: str, *extra: str) -> dict[tuple[str, str, int], tuple[int, int, int, str]]:
     """`kmirror mirrors --describe` as {(mirror, topic, partition): (source offset, destination
-    offset, lag, state)}."""
+    offset, lag, state)}; -1 for an unknown offset."""
     out = kmirror("mirrors", "--bootstrap-server", bootstrap, "--describe", *extra).stdout
     lines = [line.split() for line in out.splitlines() if line.strip()]
     assert lines[0] == DESCRIBE_HEADERS, out
-    return {(m, t, int(p)): (int(src), int(dst), int(lag), state) for m, t, p, src, dst, lag, state in lines[1:]}
+    return {(m, t, int(p)): (_offset(src), _offset(dst), _offset(lag), state)
+            for m, t, p, src, dst, lag, state in lines[1:]}
+
+
+def _offset(cell: str) -> int:
+    """The tool prints `-` for an offset it does not know."""
+    return -1 if cell == "-" else int(cell)
 
 
 def partition_states(bootstrap: str, topic: str) -> dict[int, str]:

@@ -9,7 +9,7 @@ from kmirror.metadata.image import PartitionRegistration
 from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetch_policy
-from kmirror.mirror.manager import InMemoryMirrorStateStore, MirrorManager
+from kmirror.mirror.manager import InMemoryMirrorStateStore, MirrorManager, StepPending
 from kmirror.mirror.state import MirrorPartitionState as S
 from kmirror.ports import ManualClock
 from kmirror.records.batch import iter_batches
@@ -211,6 +211,37 @@ def test_a_corrupt_batch_moves_the_partition_to_failed():
 
     asyncio.run(go())
     assert mgr.partitions[TP].state is S.FAILED
+    assert not fetchers.is_fetching(TP)
+
+
+class FailedWriteRefusedOnce(InMemoryMirrorStateStore):
+    """The first write of FAILED is not persisted, as a coordinator that moved."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = False
+
+    async def save(self, key, state, last_mirrored_epoch):
+        if state is S.FAILED and not self.refused:
+            self.refused = True
+            raise StepPending("WriteMirrorStates: NOT_COORDINATOR")
+        await super().save(key, state, last_mirrored_epoch)
+
+
+def test_a_corrupt_batch_whose_failed_write_is_refused_fails_the_partition_on_the_next_pass():
+    src, dst, source, fetchers, _, bumper, _ = setup()
+    store = FailedWriteRefusedOnce()
+    mgr = MirrorManager(7, dst.rm, fetchers, store, bumper, lambda name: source, dst.clock)
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        fetchers.local.on_failed(TP, "CORRUPT_MESSAGE")  # reported once by the fetcher
+        await mgr.reconcile(TP)
+        assert store.refused and mgr.partitions[TP].state is S.MIRRORING
+        await mgr.reconcile(TP)
+
+    asyncio.run(go())
+    assert mgr.partitions[TP].state is S.FAILED and store.states[mgr.partitions[TP].key][0] is S.FAILED
     assert not fetchers.is_fetching(TP)
 
 

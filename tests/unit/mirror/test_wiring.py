@@ -86,6 +86,9 @@ def test_state_store_writes_through_the_coordinator_with_its_transition_table():
         assert (value.topic_name, value.state, value.last_mirrored_epoch) == ("t", S.STOPPING, 3)
         with pytest.raises(StepPending):  # STOPPING -> PREPARING is not in the table
             await store.save(KEY, S.PREPARING, -1)
+        with pytest.raises(StepPending):  # only a FAILED partition is cleared
+            await store.save(KEY, None, 3)
+        await store.save(KEY, S.FAILED, 3)
         await store.save(KEY, None, 3)
         assert await store.load(KEY) is None
 

@@ -88,7 +88,7 @@ class MirrorLocalReplica(PartitionLogReads):
         result = p.append_records_as_follower(records)
         if isinstance(result, PartitionError):
             if result.code in MALFORMED_DATA_ERRORS and self.on_failed is not None:
-                self.on_failed(tp, f"{result.code.name}: {result.message}")
+                self.on_failed(tp, f"{result.code.name.upper()}: {result.message}")
             return result.code
         p.maybe_increment_high_watermark()
         self.replica_manager.notify_follower_progress(tp)

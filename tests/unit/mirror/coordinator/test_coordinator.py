@@ -139,6 +139,20 @@ def test_unload_drops_state_and_fails_waiters():
     assert not c.on_append_completed(out.appends[0].ticket).responses
 
 
+def test_writing_unknown_clears_only_that_failed_partition_and_is_idempotent():
+    failed, sibling = key(0), key(1)
+    c = loaded(failed, sibling, records=[(failed, MirrorPartitionStateValue("t", S.FAILED, 4)),
+                                         (sibling, MirrorPartitionStateValue("t", S.STOPPING, 4))])
+    out = c.write_states(1, [StateWrite(failed, "t", S.UNKNOWN)])
+    assert [r for a in out.appends for r in a.records] == [(failed, None)]
+    for a in out.appends:
+        out.extend(c.on_append_completed(a.ticket))
+    assert out.response_for(1).partitions[0].error is E.none
+    assert [(r.state, r.last_mirrored_epoch) for r in read(c, failed, sibling)] == [(S.UNKNOWN, -1), (S.STOPPING, 4)]
+    assert write(c, 2, (failed, S.UNKNOWN, -1)).partitions[0].error is E.none  # a retried clear
+    assert write(c, 3, (sibling, S.STOPPED, -1)).partitions[0].error is E.none  # the sibling goes on
+
+
 def test_remove_topics_and_delete_mirror_tombstone():
     other_topic = UUID(int=7)
     keys = [key(0), key(1), key(0, topic=other_topic), key(0, mirror="n")]
