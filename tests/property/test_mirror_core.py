@@ -222,17 +222,26 @@ def test_coordinator_state_equals_replay_of_its_appends(writes):
     for i, (key, target, lme, succeed) in enumerate(writes):
         out = coordinator.write_states(i, [StateWrite(key, "t", target, lme)])
         current = model.get(key, S.UNKNOWN)
-        legal = target is not S.UNKNOWN and (target is current or is_valid_transition(current, target))
-        assert bool(out.appends) == legal
+        # UNKNOWN clears a FAILED partition (a tombstone); clearing nothing appends nothing.
+        clear = target is S.UNKNOWN and current in (S.FAILED, S.UNKNOWN)
+        legal = clear or (target is not S.UNKNOWN and (target is current or is_valid_transition(current, target)))
+        assert bool(out.appends) == (legal and not (clear and current is S.UNKNOWN))
         if not legal:
             assert out.response_for(i).partitions[0].error is ErrorCode.invalid_request
+        elif not out.appends:
+            assert out.response_for(i).partitions[0].error is ErrorCode.none
         for append in out.appends:
             error = ErrorCode.none if succeed else ErrorCode.not_leader_or_follower
             result = coordinator.on_append_completed(append.ticket, error)
             assert result.response_for(i).partitions[0].error is error
             if succeed:
                 log[append.partition].extend(append.records)
-                model[key] = target
+                if target is S.UNKNOWN:
+                    model.pop(key, None)
+                else:
+                    model[key] = target
+    for key in {w[0] for w in writes} - set(model):
+        assert coordinator.state_of(key) is None
     for key, state in model.items():
         value = coordinator.state_of(key)
         assert value is not None and value.state is state

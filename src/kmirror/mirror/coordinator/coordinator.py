@@ -218,7 +218,7 @@ class MirrorCoordinator:
         rewriting the current state is accepted (a retried write, or an LME update).
         UNKNOWN is not a state of the table: writing it clears a FAILED partition (a
         tombstone of that partition only, the "remove and add back" of a failed partition)
-        and is accepted again once cleared; from any other state it is refused.
+        and is accepted without a record once cleared; from any other state it is refused.
         Answered once every accepted record is persisted."""
         results: list[PartitionStateResult] = []
         records: list[StateRecord] = []
@@ -230,7 +230,8 @@ class MirrorCoordinator:
             current = self._effective(write.key)
             current_state = S.UNKNOWN if current is None else current.state
             if write.state is S.UNKNOWN and current_state in (S.FAILED, S.UNKNOWN):
-                records.append((write.key, None))
+                if current_state is S.FAILED:
+                    records.append((write.key, None))
                 results.append(PartitionStateResult(write.key, E.none, S.UNKNOWN, NO_LAST_MIRRORED_EPOCH))
                 continue
             if write.state is S.UNKNOWN or (
