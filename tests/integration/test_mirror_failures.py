@@ -32,6 +32,7 @@ from kmirror.testing.mirror_clusters import (
     describe,
     headers,
     log_batches,
+    metric_value,
     partition_states,
     segment_files,
     wait_until,
@@ -41,6 +42,9 @@ from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 pytestmark = pytest.mark.integration
 
 MIRROR = "dr"
+FAILED_PARTITIONS = "kafka_server_mirror_mirrorfetchermanager_failedpartitionscount"
+FAILED_STATE = "kafka_server_mirror_mirrormetadatamanager_failedpartitionstate"
+MIRRORING_STATE = "kafka_server_mirror_mirrormetadatamanager_mirroringpartitionstate"
 FAST_REFRESH = {"mirror.metadata.refresh.interval.ms": "300"}
 
 
@@ -48,7 +52,8 @@ FAST_REFRESH = {"mirror.metadata.refresh.interval.ms": "300"}
 def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
     a = LocalCluster(dir=tmp_path / "a", port=free_port_block(), overrides=dict(FAST_REFRESH))
     a.up()
-    b = LocalCluster(dir=tmp_path / "b", port=free_port_block(), overrides=dict(FAST_REFRESH))
+    b = LocalCluster(dir=tmp_path / "b", port=free_port_block(),
+                     overrides={**FAST_REFRESH, "metrics.port": str(free_port_block())})
     try:
         b.up()
         yield a, b
@@ -237,6 +242,8 @@ def test_corrupt_source_batch_fails_only_its_partition_and_remove_add_back_recov
     assert log_batches(b, topic, 0) == b_p0
     rows = describe(b.bootstrap)
     assert rows[(MIRROR, topic, 0)][3] == "FAILED" and rows[(MIRROR, topic, 1)][2:] == (0, "MIRRORING")
+    b_metrics = int(b.overrides["metrics.port"])
+    assert [metric_value(b_metrics, m) for m in (FAILED_PARTITIONS, FAILED_STATE, MIRRORING_STATE)] == [1, 1, 1]
 
     # The KIP's FAILED recipe: fix the source (DeleteRecords past the damaged batch), then
     # remove the topic and add it back. A answers no LME (no DescribeMirrors there: mirroring
@@ -255,6 +262,7 @@ def test_corrupt_source_batch_fails_only_its_partition_and_remove_add_back_recov
                and log_batches(b, topic, 0) == a_p0_from_start and mirrored(b, a, topic, 1),
                "both partitions mirroring again", seen=lambda: describe(b.bootstrap))
     assert watermarks(b.bootstrap, topic, 0) == (fixed_start, a_p0_end)
+    assert [metric_value(b_metrics, m) for m in (FAILED_PARTITIONS, FAILED_STATE, MIRRORING_STATE)] == [0, 0, 2]
     assert all(crc_valid(raw) for _, raw in log_batches(b, topic, 0))
     # p1 was copied again from scratch: the MIRROR_PID_RESET of the removal is gone.
     assert not any(h.is_control for h in headers(log_batches(b, topic, 1)))

@@ -8,6 +8,7 @@ partitions are compared batch by batch (offsets and bytes)."""
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -91,3 +92,14 @@ def create_mirror(dest: LocalCluster, source: LocalCluster, mirror: str, topic: 
     kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--create", "--mirror", mirror,
             "--mirror-config", str(config_path))
     kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", mirror, "--topic", topic)
+
+
+def metric_value(port: int, family: str) -> float | None:
+    """The value of the single sample of a Prometheus family on a node's /metrics
+    (`metrics.port`), None when the family is absent."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line and not line.startswith("#") and line.split("{", 1)[0].split(" ", 1)[0] == family]
+    assert len(values) <= 1, f"{family} has {len(values)} samples"
+    return values[0] if values else None
