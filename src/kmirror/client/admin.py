@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kmirror.client.cluster import REFRESH_ERRORS, Cluster
 from kmirror.client.errors import KafkaError, check
 from kmirror.client.metadata import BrokerMetadata, TopicMetadata
@@ -225,6 +227,9 @@ class Admin(MirrorAdmin):
         self, resource_type: ConfigResourceType, name: str, keys: Iterable[str] | None = None
     ) -> list[ConfigEntry]:
         conn = await self._config_connection(resource_type, name)
+        if DESCRIBE_CONFIGS not in conn.api_versions:  # Kafka's UnsupportedVersionException
+            raise KafkaError(ErrorCode.unsupported_version, f"{conn.address} does not support DescribeConfigs",
+                             f"{resource_type.name.lower()} {name}")
         rt = conn.request_type(DESCRIBE_CONFIGS)
         Resource = nested(rt, "DescribeConfigsResource")
         request = build(

@@ -1,9 +1,9 @@
 """An asyncio connection to one Kafka broker (the I/O shell around `ClientProtocol`).
 
 `BrokerConnection.connect()` opens the socket and negotiates versions with ApiVersions
-(v3, retried with the broker's highest if it answers UNSUPPORTED_VERSION, as Kafka's
-NetworkClient does). `send()` pipelines: several requests may be in flight, responses are
-matched by correlation id. A request that times out closes the connection, because the
+(v3, retried with the broker's highest if it answers UNSUPPORTED_VERSION, or with v0 when
+that answer names no range, as Kafka's NetworkClient does). `send()` pipelines: several
+requests may be in flight, responses are matched by correlation id. A request that times out closes the connection, because the
 responses still due on it can no longer be matched reliably (Kafka's NetworkClient does
 the same on `request.timeout.ms`).
 """
@@ -90,8 +90,9 @@ class BrokerConnection:
             )
             response = await self.send(request)
             ranges = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
-            if response.error_code == ErrorCode.unsupported_version and API_VERSIONS_KEY in ranges:
-                retry = choose_version(API_VERSIONS_KEY, ranges)
+            if response.error_code == ErrorCode.unsupported_version:
+                # No ApiVersions range in the answer: retry with v0, as Kafka's NetworkClient.
+                retry = choose_version(API_VERSIONS_KEY, ranges) if API_VERSIONS_KEY in ranges else 0
                 if retry is None or retry == version:
                     break
                 version = retry

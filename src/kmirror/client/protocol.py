@@ -23,6 +23,7 @@ from functools import cache
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
@@ -148,13 +149,33 @@ def encode_request(request: Any, correlation_id: int, client_id: str | None) -> 
     return buf.getvalue()
 
 
-def _decode_body(frame: bytes, api_key: int, response_type: type[Any]) -> Any:
+def _decode_body(frame: bytes, api_key: int, response_type: type[Any], *, exact: bool = True) -> Any:
+    """The response body. `exact=False` ignores bytes after the body, as Kafka's clients do
+    (they read the fields of the version and stop): some brokers append bytes a version does
+    not define (librdkafka's mock cluster, one byte after Metadata v12)."""
     # kio readers return (entity, bytes consumed)
     _, header_size = entity_reader(response_header_type(api_key, response_type))(frame, 0)
     body, body_size = entity_reader(response_type)(frame, header_size)
-    if header_size + body_size != len(frame):
+    if exact and header_size + body_size != len(frame):
         raise ValueError(f"{len(frame) - header_size - body_size} trailing bytes")
     return body
+
+
+def _unsupported_api_versions(frame: bytes) -> Any | None:
+    """A v0 ApiVersions body with UNSUPPORTED_VERSION and no ranges when the frame's error
+    code (the first body field in every version) says so, whatever follows it; else None.
+
+    Some brokers answer an unknown ApiVersions version with a body that decodes in no
+    version (librdkafka's mock cluster: a flexible array whose count says 0 but holds one
+    entry). Kafka's client reads only what it needs and retries with v0 when the answer
+    names no ApiVersions range (`NetworkClient.handleApiVersionsResponse`); so does this one.
+    """
+    header_size = 4  # response header v0: correlation id only
+    if len(frame) < header_size + 2:
+        return None
+    if int.from_bytes(frame[header_size:header_size + 2], "big", signed=True) != ErrorCode.unsupported_version:
+        return None
+    return response_schema(API_VERSIONS_KEY, 0)(error_code=ErrorCode.unsupported_version, api_keys=())
 
 
 class ClientProtocol:
@@ -207,7 +228,10 @@ class ClientProtocol:
                 f"({expected.correlation_id})"
             )
         try:
-            body = _decode_body(frame, expected.api_key, expected.response_type)
+            # ApiVersions must decode exactly: a broker that does not know the version answers
+            # with a v0 body, which must not pass for the version asked.
+            exact = expected.api_key == API_VERSIONS_KEY
+            body = _decode_body(frame, expected.api_key, expected.response_type, exact=exact)
             version = expected.api_version
         except Exception as exc:
             if expected.api_key != API_VERSIONS_KEY or expected.api_version == 0:
@@ -219,7 +243,9 @@ class ClientProtocol:
             try:
                 body = _decode_body(frame, API_VERSIONS_KEY, response_schema(API_VERSIONS_KEY, 0))
             except Exception:
-                raise KafkaProtocolError(f"cannot decode ApiVersions response: {exc}") from exc
+                body = _unsupported_api_versions(frame)
+                if body is None:
+                    raise KafkaProtocolError(f"cannot decode ApiVersions response: {exc}") from exc
             version = 0
         return Response(correlation_id, expected.api_key, version, body)
 

@@ -76,8 +76,12 @@ SourceLookup = Callable[[MirrorConfig, Sequence[str]], Awaitable[SourceDescripti
 
 async def admin_source_lookup(config: MirrorConfig, names: Sequence[str]) -> SourceDescription:
     """Describe topics at the source with the Admin client (Metadata with topic ids,
-    DescribeConfigs), connecting with the mirror's source connection configs."""
-    from kmirror.client.admin import Admin, ConfigResourceType
+    DescribeConfigs), connecting with the mirror's source connection configs.
+
+    A source without DescribeConfigs (not a consumer API; librdkafka's mock cluster lacks
+    it) has no topic configs to copy: the topic is created with the destination's
+    defaults, as if the source topic set none."""
+    from kmirror.client.admin import Admin
     from kmirror.client.errors import KafkaError
 
     admin = await Admin.connect(",".join(config.bootstrap_servers))
@@ -87,7 +91,7 @@ async def admin_source_lookup(config: MirrorConfig, names: Sequence[str]) -> Sou
         for name in names:
             try:
                 desc = (await admin.describe_topics([name]))[name]
-                entries = await admin.describe_configs(ConfigResourceType.TOPIC, name)
+                entries = await _source_topic_configs(admin, name)
             except KafkaError as e:
                 topics[name] = int(getattr(e, "code", ErrorCode.unknown_topic_or_partition))
                 continue
@@ -100,6 +104,20 @@ async def admin_source_lookup(config: MirrorConfig, names: Sequence[str]) -> Sou
         return SourceDescription(cluster.cluster_id or "", topics)
     finally:
         await admin.close()
+
+
+async def _source_topic_configs(admin: Any, name: str) -> list[Any]:
+    from kmirror.client.admin import ConfigResourceType
+    from kmirror.client.errors import KafkaError
+
+    try:
+        entries: list[Any] = await admin.describe_configs(ConfigResourceType.TOPIC, name)
+    except KafkaError as e:
+        if e.error_code != ErrorCode.unsupported_version:
+            raise
+        log.info("source topic %s: the source does not support DescribeConfigs, no topic configs copied", name)
+        return []
+    return entries
 
 
 BrokerSender = Callable[[int, Any], Awaitable[Any]]

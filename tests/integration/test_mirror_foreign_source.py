@@ -1,0 +1,275 @@
+"""KIP-1279 from a source cluster that is not kmirror: "a source cluster needs only standard
+consumer APIs". The source is librdkafka's mock cluster (three brokers inside confluent-kafka,
+real TCP, its own topic ids, leader epochs and record batches); the destination is a real
+kmirror cluster. Records are produced to the source with every codec by confluent-kafka; the
+destination creates the topic with the source's topic id and copies byte-identical batches at
+the same offsets (the source's batches are read back with a raw Fetch); the mirror topic is
+read-only, `--describe` shows lag 0, and failover makes it writable.
+
+The mock cluster lacks DescribeMirrors (as every pre-KIP-1279 cluster), DescribeConfigs and
+CreateTopics, speaks ApiVersions up to v2 only and OffsetsForLeaderEpoch v2 only: the
+destination copies from scratch (KIP: UNSUPPORTED_VERSION means "truncate fully") and syncs
+no topic configs."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from kmirror.client.cluster import Cluster
+from kmirror.mirror.errors import MirrorError
+from kmirror.protocol.entities import build, nested
+from kmirror.records.batch import iter_batches
+from kmirror.records.control import ControlType, read_control_type
+from kmirror.testing.foreign_sources import MockKafkaCluster
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "orders"
+MIRROR = "m"
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+SEGMENT = "00000000000000000000.log"
+FETCH, DESCRIBE_MIRRORS = 1, 99
+FAST_REFRESH = {"mirror.metadata.refresh.interval.ms": "500"}
+
+
+@pytest.fixture
+def mock_source() -> Iterator[MockKafkaCluster]:
+    source = MockKafkaCluster(brokers=3)
+    source.up()
+    try:
+        yield source
+    finally:
+        source.down()
+
+
+@pytest.fixture
+def dest(tmp_path: Path) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(dir=tmp_path / "dest", port=free_port_block(), overrides=dict(FAST_REFRESH))
+    cluster.up()
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def partition_count(bootstrap: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
+    try:
+        return len(consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions)
+    finally:
+        consumer.close()
+
+
+def produce_everything(bootstrap: str, partitions: int, tag: str = "") -> None:
+    """Several producers (one per codec, idempotent), keys and headers, every partition."""
+    for codec in CODECS:
+        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "enable.idempotence": True,
+                             "linger.ms": 20})
+        for i in range(12 * partitions):
+            producer.produce(TOPIC, key=f"{codec}-{i % 7}".encode(), value=f"{tag}{codec} value {i} ".encode() * 8,
+                             partition=i % partitions, headers=[("codec", codec.encode()), ("i", str(i).encode())])
+        assert producer.flush(30) == 0
+
+
+def end_offsets(bootstrap: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10, cached=False)[1]
+                for p in range(partitions)]
+    finally:
+        consumer.close()
+
+
+async def _source_batches(bootstrap: str, partition: int, end: int) -> list[tuple[int, bytes]]:
+    """The source's batches of one partition up to `end`, read with a raw consumer Fetch from
+    its leader (kmirror's client), split batch by batch."""
+    cluster = Cluster(bootstrap, client_id="foreign-source-reader")
+    try:
+        await cluster.refresh([TOPIC])
+        leader = cluster.metadata.topics[TOPIC].partitions[partition].leader
+        conn = await cluster.connection(leader)
+        batches: list[tuple[int, bytes]] = []
+        offset = 0
+        while offset < end:
+            rt = conn.request_type(FETCH)
+            part = build(nested(rt, "FetchPartition"), partition=partition, current_leader_epoch=-1,
+                         fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
+                         partition_max_bytes=1 << 20)
+            request = build(rt, replica_id=-1, max_wait=datetime.timedelta(milliseconds=100),
+                            min_bytes=1, max_bytes=1 << 20, isolation_level=1, session_id=0, session_epoch=-1,
+                            topics=(build(nested(rt, "FetchTopic"), topic=TOPIC, partitions=(part,)),),
+                            forgotten_topics_data=(), rack_id="")
+            response = await conn.send(request)
+            [data] = [p for t in response.responses for p in t.partitions]
+            assert data.error_code == 0, data.error_code
+            raw = bytes(data.records or b"")
+            for pos, header in iter_batches(raw, allow_truncated_tail=True):
+                if pos + header.size > len(raw):
+                    break
+                if header.base_offset >= offset:
+                    batches.append((header.base_offset, raw[pos:pos + header.size]))
+                offset = header.next_offset
+        return batches
+    finally:
+        await cluster.close()
+
+
+def source_batches(bootstrap: str, partition: int, end: int) -> list[tuple[int, bytes]]:
+    return asyncio.run(_source_batches(bootstrap, partition, end))
+
+
+async def _api_keys(bootstrap: str) -> set[int]:
+    cluster = Cluster(bootstrap, client_id="foreign-source-probe")
+    try:
+        return set((await cluster.any_connection()).api_versions)
+    finally:
+        await cluster.close()
+
+
+def segment_path(cluster: LocalCluster, partition: int) -> Path:
+    return cluster.dir / "node-1" / "data" / f"{TOPIC}-{partition}" / SEGMENT
+
+
+def segment_batches(cluster: LocalCluster, partition: int) -> list[tuple[int, bytes]]:
+    raw = segment_path(cluster, partition).read_bytes()
+    return [(h.base_offset, raw[pos:pos + h.size]) for pos, h in iter_batches(raw)]
+
+
+def topic_id(bootstrap: str) -> str:
+    out = kmirror("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", TOPIC).stdout
+    return out.splitlines()[0].split("TopicId: ")[1].split("\t")[0]
+
+
+async def _source_topic_id(bootstrap: str) -> UUID | None:
+    cluster = Cluster(bootstrap, client_id="foreign-source-probe")
+    try:
+        await cluster.refresh([TOPIC])
+        return cluster.metadata.topics[TOPIC].topic_id
+    finally:
+        await cluster.close()
+
+
+def source_topic_id(bootstrap: str) -> str:
+    """The topic id the source's Metadata reports, in Kafka's base64 form."""
+    uuid = asyncio.run(_source_topic_id(bootstrap))
+    assert uuid is not None and uuid.int != 0
+    return base64.urlsafe_b64encode(uuid.bytes).decode().rstrip("=")
+
+
+def describe(bootstrap: str) -> dict[tuple[str, str, int], tuple[int, int, int, str]]:
+    out = kmirror("mirrors", "--bootstrap-server", bootstrap, "--describe").stdout
+    lines = [line.split() for line in out.splitlines() if line.strip()]
+    assert lines[0] == ["MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "STATE"]
+    return {(m, t, int(p)): (int(src), int(dst), int(lag), state) for m, t, p, src, dst, lag, state in lines[1:]}
+
+
+def create_mirror(dest: LocalCluster, bootstrap: str, tmp_path: Path) -> None:
+    kmirror("features", "--bootstrap-server", dest.bootstrap, "upgrade", "--feature", "mirror.version=1")
+    config = tmp_path / "mirror.properties"
+    config.write_text(f"bootstrap.servers={bootstrap}\n")
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--create", "--mirror", MIRROR,
+            "--mirror-config", str(config))
+
+
+def assert_mirrored(source_bootstrap: str, dest: LocalCluster, partitions: int) -> list[int]:
+    """Destination log ends, batches and offsets equal the source's; the source log ends."""
+    source_ends = end_offsets(source_bootstrap, partitions)
+    wait_until(lambda: end_offsets(dest.bootstrap, partitions) == source_ends,
+               "the destination to reach the source log end")
+    for p in range(partitions):
+        expected = source_batches(source_bootstrap, p, source_ends[p])
+        assert sum(1 for _ in expected) >= len(CODECS)
+        wait_until(lambda p=p, n=len(expected): len(segment_batches(dest, p)) == n, f"partition {p} segment")
+        assert segment_batches(dest, p) == expected  # same offsets, same bytes
+    return source_ends
+
+
+def test_mirror_from_librdkafka_mock_cluster(
+    mock_source: MockKafkaCluster, dest: LocalCluster, tmp_path: Path
+) -> None:
+    source = mock_source.bootstrap
+    # The mock cluster creates topics on first use (CreateTopics is not among its APIs).
+    produce_everything(source, partitions=1)
+    partitions = partition_count(source)
+    assert partitions >= 2
+    produce_everything(source, partitions)
+    assert DESCRIBE_MIRRORS not in asyncio.run(_api_keys(source))  # a pre-KIP-1279 source
+
+    create_mirror(dest, source, tmp_path)
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", MIRROR, "--topic", TOPIC)
+
+    source_ends = assert_mirrored(source, dest, partitions)
+    assert topic_id(dest.bootstrap) == source_topic_id(source)
+
+    # Read-only.
+    producer = Producer({"bootstrap.servers": dest.bootstrap, "message.send.max.retries": 0})
+    errors: list[KafkaError] = []
+    producer.produce(TOPIC, value=b"nope", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(30)
+    assert errors and errors[0] is not None and errors[0].code() == MirrorError.READ_ONLY_TOPIC
+
+    # Lag 0 while MIRRORING.
+    rows = describe(dest.bootstrap)
+    assert sorted(rows) == [(MIRROR, TOPIC, p) for p in range(partitions)]
+    for p in range(partitions):
+        assert rows[(MIRROR, TOPIC, p)] == (source_ends[p], source_ends[p], 0, "MIRRORING")
+
+    # Records produced later are copied too.
+    produce_everything(source, partitions, tag="more ")
+    source_ends = assert_mirrored(source, dest, partitions)
+    mirrored = {p: segment_batches(dest, p) for p in range(partitions)}
+
+    # Failover: STOPPED, one MIRROR_PID_RESET at the source log end, then writable.
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", ".*")
+    wait_until(lambda: {row[3] for row in describe(dest.bootstrap).values()} == {"STOPPED"}, "partitions STOPPED")
+    producer = Producer({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True})
+    delivered: list[tuple[int, int]] = []
+
+    def on_delivery(err: KafkaError | None, msg: object) -> None:
+        assert err is None, err
+        delivered.append((msg.partition(), msg.offset()))  # type: ignore[attr-defined]
+
+    for p in range(partitions):
+        producer.produce(TOPIC, value=b"written at the destination", partition=p, on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    assert sorted(delivered) == [(p, source_ends[p] + 1) for p in range(partitions)]
+    for p in range(partitions):
+        after = segment_batches(dest, p)
+        assert after[:len(mirrored[p])] == mirrored[p]
+        reset = after[len(mirrored[p])]
+        assert reset[0] == source_ends[p] and read_control_type(reset[1]) == ControlType.MIRROR_PID_RESET
+
+    # Adding the topic back to a mirror of a source without DescribeMirrors copies from
+    # scratch (KIP: truncate fully): the destination's own records go, the log is replaced
+    # (a new segment file, not a truncated one) and equals the source again.
+    held = {p: segment_path(dest, p).open("rb") for p in range(partitions)}
+    try:
+        inodes = {p: os.fstat(held[p].fileno()).st_ino for p in range(partitions)}
+        kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", MIRROR, "--topic", TOPIC)
+        assert_mirrored(source, dest, partitions)
+        for p in range(partitions):
+            assert os.fstat(held[p].fileno()).st_nlink == 0 or segment_path(dest, p).stat().st_ino != inodes[p]
+    finally:
+        for f in held.values():
+            f.close()
+    wait_until(lambda: {row[3] for row in describe(dest.bootstrap).values()} == {"MIRRORING"}, "MIRRORING again")
