@@ -198,8 +198,9 @@ def assert_mirrored(source_bootstrap: str, dest: LocalCluster, partitions: int) 
                "the destination to reach the source log end")
     for p in range(partitions):
         expected = source_batches(source_bootstrap, p, source_ends[p])
-        assert sum(1 for _ in expected) >= len(CODECS)
-        wait_until(lambda p=p, n=len(expected): len(segment_batches(dest, p)) == n, f"partition {p} segment")
+        assert len(expected) >= len(CODECS)
+        count = len(expected)
+        wait_until(lambda p=p, n=count: len(segment_batches(dest, p)) == n, f"partition {p} segment")
         assert segment_batches(dest, p) == expected  # same offsets, same bytes
     return source_ends
 

@@ -166,9 +166,9 @@ def _unsupported_api_versions(frame: bytes) -> Any | None:
     code (the first body field in every version) says so, whatever follows it; else None.
 
     Some brokers answer an unknown ApiVersions version with a body that decodes in no
-    version (librdkafka's mock cluster: a flexible array whose count says 0 but holds one
-    entry). Kafka's client reads only what it needs and retries with v0 when the answer
-    names no ApiVersions range (`NetworkClient.handleApiVersionsResponse`); so does this one.
+    version (librdkafka's mock cluster). Kafka's client reads only what it needs and retries
+    with v0 when the answer names no ApiVersions range
+    (`NetworkClient.handleApiVersionsResponse`); so does this one.
     """
     header_size = 4  # response header v0: correlation id only
     if len(frame) < header_size + 2:

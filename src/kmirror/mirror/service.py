@@ -76,48 +76,45 @@ SourceLookup = Callable[[MirrorConfig, Sequence[str]], Awaitable[SourceDescripti
 
 async def admin_source_lookup(config: MirrorConfig, names: Sequence[str]) -> SourceDescription:
     """Describe topics at the source with the Admin client (Metadata with topic ids,
-    DescribeConfigs), connecting with the mirror's source connection configs.
-
-    A source without DescribeConfigs (not a consumer API; librdkafka's mock cluster lacks
-    it) has no topic configs to copy: the topic is created with the destination's
-    defaults, as if the source topic set none."""
+    DescribeConfigs), connecting with the mirror's source connection configs."""
     from kmirror.client.admin import Admin
-    from kmirror.client.errors import KafkaError
 
     admin = await Admin.connect(",".join(config.bootstrap_servers))
     try:
         cluster = await admin.describe_cluster()
-        topics: dict[str, SourceTopic | int] = {}
-        for name in names:
-            try:
-                desc = (await admin.describe_topics([name]))[name]
-                entries = await _source_topic_configs(admin, name)
-            except KafkaError as e:
-                topics[name] = int(getattr(e, "code", ErrorCode.unknown_topic_or_partition))
-                continue
-            if desc.topic_id is None:
-                topics[name] = int(ErrorCode.unknown_topic_id)
-                continue
-            configs = {e.name: e.value for e in entries
-                       if e.source == DYNAMIC_TOPIC_CONFIG and e.value is not None and not e.is_sensitive}
-            topics[name] = SourceTopic(name, desc.topic_id, len(desc.partitions), configs)
+        topics = {name: await describe_source_topic(admin, name) for name in names}
         return SourceDescription(cluster.cluster_id or "", topics)
     finally:
         await admin.close()
 
 
-async def _source_topic_configs(admin: Any, name: str) -> list[Any]:
+async def describe_source_topic(admin: Any, name: str) -> SourceTopic | int:
+    """The source topic, or the Kafka error code to answer for it.
+
+    A topic without an id (a source reporting none or the zero UUID) is UNKNOWN_TOPIC_ID:
+    mirror states and failback are keyed by the source's topic id, a made-up one would not
+    be it. A source without DescribeConfigs (not a consumer API; librdkafka's mock cluster
+    lacks it) has no topic configs to copy: the topic gets the destination's defaults, as
+    for a source topic that sets none."""
     from kmirror.client.admin import ConfigResourceType
     from kmirror.client.errors import KafkaError
 
     try:
-        entries: list[Any] = await admin.describe_configs(ConfigResourceType.TOPIC, name)
+        desc = (await admin.describe_topics([name]))[name]
+        if desc.topic_id is None:
+            return int(ErrorCode.unknown_topic_id)
+        try:
+            entries = await admin.describe_configs(ConfigResourceType.TOPIC, name)
+        except KafkaError as e:
+            if e.error_code != ErrorCode.unsupported_version:
+                raise
+            log.info("source topic %s: the source does not support DescribeConfigs, no topic configs copied", name)
+            entries = []
     except KafkaError as e:
-        if e.error_code != ErrorCode.unsupported_version:
-            raise
-        log.info("source topic %s: the source does not support DescribeConfigs, no topic configs copied", name)
-        return []
-    return entries
+        return e.error_code
+    configs = {e.name: e.value for e in entries
+               if e.source == DYNAMIC_TOPIC_CONFIG and e.value is not None and not e.is_sensitive}
+    return SourceTopic(name, desc.topic_id, len(desc.partitions), configs)
 
 
 BrokerSender = Callable[[int, Any], Awaitable[Any]]

@@ -1,9 +1,14 @@
 """The asyncio connection against the real listener (which serves ApiVersions in every build)."""
 
 import asyncio
+import io
 import types
 
 import pytest
+from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_writer
+from kio.static.primitive import i16
 
 from kmirror.broker.api import build_registry
 from kmirror.client.connection import BrokerConnection, parse_bootstrap
@@ -82,3 +87,49 @@ def test_parse_bootstrap() -> None:
     for bad in ("a", "a:x", ""):
         with pytest.raises(KafkaConnectionError):
             parse_bootstrap(bad)
+
+
+# What librdkafka's mock cluster answers to ApiVersions v3 (see test_protocol.py).
+MOCK_CLUSTER_API_VERSIONS_V3_ANSWER = bytes.fromhex("00000011" "00000000" "0023" "01" "0012" "0000" "0002" "00000000")
+
+
+def test_api_versions_answer_without_ranges_is_retried_with_v0() -> None:
+    """A broker that knows ApiVersions up to v2 and answers v3 with UNSUPPORTED_VERSION and
+    a body naming no range (librdkafka's mock cluster): Kafka's client retries with v0."""
+    versions_asked: list[int] = []
+
+    async def old_broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                size = int.from_bytes(await reader.readexactly(4), "big")
+                request = await reader.readexactly(size)
+            except asyncio.IncompleteReadError:
+                return
+            version = int.from_bytes(request[2:4], "big")
+            versions_asked.append(version)
+            correlation_id = request[4:8]
+            if version > 2:
+                writer.write(MOCK_CLUSTER_API_VERSIONS_V3_ANSWER[:4] + correlation_id
+                             + MOCK_CLUSTER_API_VERSIONS_V3_ANSWER[8:])
+            else:
+                buf = io.BytesIO()
+                entity_writer(ApiVersionsResponse)(buf, ApiVersionsResponse(error_code=ErrorCode.none, api_keys=(
+                    ApiVersion(api_key=i16(18), min_version=i16(0), max_version=i16(2)),
+                    ApiVersion(api_key=i16(3), min_version=i16(0), max_version=i16(13)),
+                )))
+                payload = correlation_id + buf.getvalue()
+                writer.write(len(payload).to_bytes(4, "big") + payload)
+            await writer.drain()
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(old_broker, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with BrokerConnection("127.0.0.1", port) as conn:
+                assert conn.api_versions == {18: (0, 2), 3: (0, 13)}
+                assert conn.version(3) == 12
+        finally:
+            server.close()
+
+    asyncio.run(scenario())
+    assert versions_asked == [3, 0]

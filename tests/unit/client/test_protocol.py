@@ -109,3 +109,49 @@ def test_choose_version_takes_highest_common_version() -> None:
     assert choose_version(3, {3: (14, 20)}) is None
     assert choose_version(3, {}) is None
     assert kio_versions(1)[0] == 4  # kio has Fetch from v4
+
+
+# librdkafka's mock cluster (ApiVersions v0-v2) answers a v3 ApiVersions request with this
+# frame (captured): correlation id 0, UNSUPPORTED_VERSION, then bytes that are neither a v3
+# body (5 bytes left over) nor a v0 one (an array count of 16 M entries).
+MOCK_CLUSTER_API_VERSIONS_V3_ANSWER = bytes.fromhex("00000011" "00000000" "0023" "01" "0012" "0000" "0002" "00000000")
+
+
+def test_api_versions_answer_decodable_in_no_version_still_says_unsupported_version() -> None:
+    proto = ClientProtocol()
+    proto.send(ApiVersionsRequestV3(client_software_name="a", client_software_version="1"))
+    [resp] = proto.receive(MOCK_CLUSTER_API_VERSIONS_V3_ANSWER)
+    assert resp.api_version == 0
+    assert resp.body.error_code == ErrorCode.unsupported_version
+    assert resp.body.api_keys == ()  # no range: the connection retries with v0
+
+
+def test_undecodable_api_versions_answer_with_another_error_is_a_protocol_error() -> None:
+    proto = ClientProtocol()
+    proto.send(ApiVersionsRequestV3(client_software_name="a", client_software_version="1"))
+    frame = bytearray(MOCK_CLUSTER_API_VERSIONS_V3_ANSWER)
+    frame[8:10] = (0).to_bytes(2, "big")  # error NONE: nothing to fall back on
+    with pytest.raises(KafkaProtocolError, match="cannot decode ApiVersions response"):
+        proto.receive(bytes(frame))
+
+
+def test_bytes_after_a_response_body_are_ignored_as_by_kafka_clients() -> None:
+    proto = ClientProtocol()
+    cid, _ = proto.send(MetadataRequestV12(topics=None, include_topic_authorized_operations=False))
+    body = MetadataResponseV12(throttle_time=datetime.timedelta(0), brokers=(), cluster_id="abc",
+                               controller_id=i32(1), topics=())
+    frame = response_frame(cid, body, H1)
+    padded = (int.from_bytes(frame[:4], "big") + 1).to_bytes(4, "big") + frame[4:] + b"\x00"
+    [resp] = proto.receive(padded)  # librdkafka's mock cluster appends one byte to Metadata v12
+    assert resp.body == body
+
+
+def test_api_versions_with_trailing_bytes_is_not_taken_for_the_version_asked() -> None:
+    proto = ClientProtocol()
+    cid, _ = proto.send(ApiVersionsRequestV3(client_software_name="a", client_software_version="1"))
+    v0 = ApiVersionsResponseV0(
+        error_code=ErrorCode.unsupported_version,
+        api_keys=(ApiVersionV0(api_key=i16(18), min_version=i16(0), max_version=i16(2)),),
+    )
+    [resp] = proto.receive(response_frame(cid, v0))
+    assert resp.api_version == 0 and resp.body == v0
