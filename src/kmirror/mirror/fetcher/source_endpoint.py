@@ -2,7 +2,7 @@
 
 `SourceClusterEndPoint` is `RemoteLeaderEndPoint` speaking to ONE source broker as a
 consumer: Fetch with replica id -1 and READ_COMMITTED (the mirror policy), OffsetsForLeaderEpoch
-and ListOffsets with replica id -1. Partitions whose answer says this broker no longer leads
+(when the source has it) and ListOffsets with replica id -1. Partitions whose answer says this broker no longer leads
 them (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
 UNKNOWN_TOPIC_ID) are reported through `on_leader_change`: the fetcher manager refreshes the
 source metadata and moves them to the fetcher of the new source leader.
@@ -15,7 +15,7 @@ None when the source lacks the API, i.e. UNSUPPORTED_VERSION).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 from uuid import UUID
@@ -24,13 +24,15 @@ from kmirror.client.admin import LATEST_TIMESTAMP, Admin
 from kmirror.client.cluster import Cluster
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.endpoint import LeaderEndPoint
-from kmirror.replication.fetcher.engine import FetchedPartition, FetchPlan
-from kmirror.replication.fetcher.remote_endpoint import RemoteLeaderEndPoint
+from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
+from kmirror.replication.fetcher.remote_endpoint import OFFSET_FOR_LEADER_EPOCH, RemoteLeaderEndPoint
+from kmirror.replication.outcomes import EpochEndOffset
 from kmirror.types import TopicPartition
 
 from .policy import CONSUMER_REPLICA_ID
 
 DESCRIBE_MIRRORS = 99
+UNDEFINED_EPOCH_END_OFFSET = EpochEndOffset(-1, -1)
 
 LEADER_MOVED_ERRORS: frozenset[ErrorCode] = frozenset({
     ErrorCode.not_leader_or_follower,
@@ -77,6 +79,15 @@ class SourceClusterEndPoint(RemoteLeaderEndPoint):
                  request_timeout_ms: int = 30_000) -> None:
         super().__init__(host, port, CONSUMER_REPLICA_ID, client_id=client_id, request_timeout_ms=request_timeout_ms)
         self.on_leader_change = on_leader_change
+
+    async def fetch_epoch_end_offsets(self, queries: Sequence[EpochQuery]) -> dict[TopicPartition, EpochEndOffset | ErrorCode]:
+        """A source without OffsetsForLeaderEpoch (Tansu) answers every epoch as undefined,
+        so the engine truncates to the local high watermark: Kafka's fetcher does the same
+        towards a leader that lacks the API (`truncateToHighWatermark`)."""
+        conn = await self._connection()
+        if OFFSET_FOR_LEADER_EPOCH not in conn.api_versions:
+            return {q.topic_partition: UNDEFINED_EPOCH_END_OFFSET for q in queries}
+        return await super().fetch_epoch_end_offsets(queries)
 
     async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
         results = await super().fetch(plan)
