@@ -244,6 +244,16 @@ def test_corrupt_source_batch_fails_only_its_partition_and_remove_add_back_recov
     assert rows[(MIRROR, topic, 0)][3] == "FAILED" and rows[(MIRROR, topic, 1)][2:] == (0, "MIRRORING")
     b_metrics = int(b.overrides["metrics.port"])
     assert [metric_value(b_metrics, m) for m in (FAILED_PARTITIONS, FAILED_STATE, MIRRORING_STATE)] == [1, 1, 1]
+    # FAILED waits for the operator: a crash and restart of B neither resumes p0 nor stops p1.
+    b.kill9()
+    b.start_node(1)
+    produce(a.bootstrap, topic, 1, "p1-after-restart", 2)
+    wait_until(lambda: partition_states(b.bootstrap, topic) == {0: "FAILED", 1: "MIRRORING"}
+               and mirrored(b, a, topic, 1), "p0 still FAILED and p1 mirroring after B restarts",
+               seen=lambda: describe(b.bootstrap))
+    assert log_batches(b, topic, 0) == b_p0
+    # Loaded as FAILED, not failed again by a new fetch of the damaged batch: still one line.
+    assert [line for line in b.log_text().splitlines() if "FAILED" in line and f"{topic}-0" in line] == failures
 
     # The KIP's FAILED recipe: fix the source (DeleteRecords past the damaged batch), then
     # remove the topic and add it back. A answers no LME (no DescribeMirrors there: mirroring
