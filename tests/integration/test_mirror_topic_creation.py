@@ -2,7 +2,7 @@
 destination creates a source-only topic with the source's topic id and partition count and
 the replication factor of `kmirror mirrors --add --replication-factor N`, or the destination's
 `default.replication.factor` without it; a factor above the registered brokers is
-INVALID_REPLICATION_FACTOR, as in CreateTopics."""
+INVALID_REPLICATION_FACTOR, as in CreateTopics. The first mirror creates `__mirror_state`."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
     source = LocalCluster(dir=tmp_path / "source", port=free_port_block())
     source.up()
     dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block(3), nodes=3,
-                        overrides={"default.replication.factor": "3"})
+                        overrides={"default.replication.factor": "3", "mirror.topic.num.partitions": "5"})
     try:
         dest.up()
         yield source, dest
@@ -48,6 +48,9 @@ def test_add_creates_mirror_topics_with_the_requested_replication_factor(
     config.write_text(f"bootstrap.servers={source.bootstrap}\n")
     kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--create", "--mirror", "m",
             "--mirror-config", str(config))
+    state = describe_topic(dest.bootstrap, "__mirror_state")  # created with the first mirror
+    assert (state["PartitionCount"], state["ReplicationFactor"]) == ("5", "3")
+    assert "cleanup.policy=compact" in state["Configs"]
 
     def add(topic: str, *extra: str) -> str:
         done = kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", "m",

@@ -273,7 +273,8 @@ class MetadataService:
         return result
 
     async def create_mirror(self, name: str, configs: Mapping[str, str | None]) -> ApiError:
-        result: ApiError = await self._run(lambda image: mirror_ops.create_mirror(image, name, configs))
+        result: ApiError = await self._run(
+            lambda image: mirror_ops.create_mirror(image, name, configs, self._config, self._rng))
         return result
 
     async def set_mirror_source_cluster_id(self, name: str, cluster_id: str) -> ApiError:

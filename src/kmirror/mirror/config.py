@@ -67,6 +67,8 @@ MIRROR_BROKER_CONFIG_DEFS: Final = (
 )
 
 MIRROR_STATE_TOPIC: Final = "__mirror_state"
+STATE_TOPIC_CONFIGS: Final = {"cleanup.policy": "compact", "compression.type": "producer"}
+"""`__mirror_state`'s topic configs, as Kafka's `__consumer_offsets`: compacted, batches kept as written."""
 
 
 @dataclass(frozen=True, slots=True)

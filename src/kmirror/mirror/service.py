@@ -11,8 +11,9 @@ Persistence (KIP-1279 "MirrorCoordinator", the group coordinator's pattern):
 - a write is appended to its `__mirror_state` partition and answered only after the append
   (`MirrorCoordinator` makes it visible then);
 - the topic is created (compacted, `mirror.topic.num.partitions` partitions, replication
-  factor min(`mirror.topic.replication.factor`, live brokers)) by `ensure_state_topic`,
-  which the first state write calls.
+  factor min(`mirror.topic.replication.factor`, live brokers)) by the controller with the
+  first mirror (CreateMirror); `ensure_state_topic`, which the first state write calls,
+  creates it when it is still missing (no live broker at CreateMirror time).
 
 Routing: a key's coordinator is the leader of its `__mirror_state` partition. `read_states`,
 `read_state_results` and `write_states` answer locally when this broker is that leader and
@@ -35,7 +36,7 @@ from uuid import UUID
 from kio.static.primitive import i8, i32
 
 from kmirror.coordinator.ports import CoordinatorLog
-from kmirror.mirror.config import MIRROR_STATE_TOPIC, MirrorConfig
+from kmirror.mirror.config import MIRROR_STATE_TOPIC, STATE_TOPIC_CONFIGS, MirrorConfig
 from kmirror.mirror.coordinator import codec
 from kmirror.mirror.coordinator.coordinator import (
     MirrorCoordinator,
@@ -52,7 +53,6 @@ from kmirror.protocol.errors import ErrorCode
 
 log = logging.getLogger("kmirror.mirror.coordinator")
 
-STATE_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer"}
 DYNAMIC_TOPIC_CONFIG = 1  # Kafka ConfigSource: only configs set on the source topic are copied
 
 

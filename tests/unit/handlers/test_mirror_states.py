@@ -23,7 +23,7 @@ from kmirror.mirror.protocol.registry import entity_types
 from kmirror.mirror.service import MirrorCoordinatorService
 from kmirror.mirror.state import MirrorPartitionState as S
 from kmirror.protocol.codec import RequestHeaderView
-from kmirror.testing.metadata import call, metadata_services, request_entity
+from kmirror.testing.metadata import call, metadata_services, request_entity, server_config
 
 HANDLERS = {d.api_key: d for d in load_handlers()}
 
@@ -51,7 +51,7 @@ async def mirror_call(services, api_key, request):
 
 
 def mirror_services(enabled=True):
-    services = metadata_services()
+    services = metadata_services(server_config(**{"mirror.topic.num.partitions": "4"}))
     if enabled:
         asyncio.run(services.metadata.update_features([FeatureUpdate("mirror.version", 1)],
                                                       {"mirror.version": (0, 1)}))

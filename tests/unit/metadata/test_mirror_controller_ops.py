@@ -63,3 +63,23 @@ def test_bump_with_min_producer_id_fences_producer_ids_in_the_same_records() -> 
     # Already fenced: nothing more to write.
     again = bump_leader_epochs(after, [EpochBump(TID, 1, 1)], min_producer_id=100)
     assert len(again.records) == len(bump_leader_epochs(after, [EpochBump(TID, 1, 1)]).records)
+
+
+def test_the_first_mirror_creates_the_compacted_mirror_state_topic() -> None:
+    from kmirror.metadata.controller.mirrors import create_mirror
+
+    config = server_config(**{"mirror.topic.num.partitions": "7", "mirror.topic.replication.factor": "3"})
+    image = image_with_brokers(1, 2)
+    first = create_mirror(image, "m1", {"bootstrap.servers": "src:9092"}, config, seeded_rng())
+    assert first.response.code == ErrorCode.none
+    image = image.apply(first.records, image.offset + len(first.records))
+    state = image.topics["__mirror_state"]
+    assert len(state.partitions) == 7
+    assert {len(p.replicas) for p in state.partitions.values()} == {2}  # min(3, live brokers)
+    assert image.topic_config("__mirror_state")["cleanup.policy"] == "compact"
+
+    second = create_mirror(image, "m2", {"bootstrap.servers": "src:9092"}, config, seeded_rng())
+    assert second.response.code == ErrorCode.none
+    assert all(getattr(r, "name", None) != "__mirror_state" for r in second.records)  # exists already
+    refused = create_mirror(image, "m1", {"bootstrap.servers": "src:9092"}, config, seeded_rng())
+    assert refused.response.code == ErrorCode.invalid_request and not refused.records

@@ -19,11 +19,18 @@ from typing import Final
 
 from kio.schema.errors import ErrorCode
 
+from kmirror.config.server import ServerConfig
 from kmirror.metadata.controller.producer_ids import fence_producer_ids
-from kmirror.metadata.controller.result import NONE, ApiError, ControllerResult
+from kmirror.metadata.controller.result import NONE, ApiError, ControllerResult, Rng
+from kmirror.metadata.controller.topics import CreatableTopic, create_topics
 from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
 from kmirror.metadata.records import ConfigRecord, FeatureLevelRecord, PartitionChangeRecord, Record
-from kmirror.mirror.config import InvalidMirrorConfig, parse_mirror_config
+from kmirror.mirror.config import (
+    MIRROR_STATE_TOPIC,
+    STATE_TOPIC_CONFIGS,
+    InvalidMirrorConfig,
+    parse_mirror_config,
+)
 from kmirror.mirror.errors import MirrorError, kio_error_code
 from kmirror.mirror.membership import (
     MIRROR_NAME_CONFIG,
@@ -121,9 +128,14 @@ def update_features(
 # ---- mirrors -----------------------------------------------------------------------------
 
 
-def create_mirror(image: MetadataImage, name: str, configs: Mapping[str, str | None]) -> ControllerResult[ApiError]:
+def create_mirror(
+    image: MetadataImage, name: str, configs: Mapping[str, str | None],
+    config: ServerConfig | None = None, rng: Rng | None = None,
+) -> ControllerResult[ApiError]:
     """CreateMirror: INVALID_MIRROR_NAME, INVALID_CONFIG for bad configs, INVALID_REQUEST when
-    a mirror of that name exists."""
+    a mirror of that name exists. With the controller's `config` and `rng`, the first mirror
+    also creates `__mirror_state` (KIP: "If this is the first mirror being created, the
+    controller also auto creates the __mirror_state internal topic") in the same records."""
     bad_name = validate_mirror_name(name)
     if bad_name is not None:
         return ControllerResult([], mirror_error(MirrorError.INVALID_MIRROR_NAME, bad_name.message))
@@ -133,7 +145,28 @@ def create_mirror(image: MetadataImage, name: str, configs: Mapping[str, str | N
     if isinstance(parsed, InvalidMirrorConfig):
         return ControllerResult([], ApiError(ErrorCode.invalid_config, parsed.message))
     present = {k: v for k, v in configs.items() if v is not None}
-    return ControllerResult(list[Record](mirror_config_records(name, present)), NONE)
+    records = list[Record](mirror_config_records(name, present))
+    if config is not None and rng is not None:
+        records.extend(mirror_state_topic_records(image, config, rng))
+    return ControllerResult(records, NONE)
+
+
+def mirror_state_topic_records(image: MetadataImage, config: ServerConfig, rng: Rng) -> list[Record]:
+    """`__mirror_state` when missing: `mirror.topic.num.partitions` partitions, replication
+    factor min(`mirror.topic.replication.factor`, live brokers) as the coordinator's own
+    fallback creates it, compacted. Nothing when it exists or cannot be placed yet (no live
+    broker): the MirrorCoordinator creates it on first use then."""
+    if MIRROR_STATE_TOPIC in image.topics:
+        return []
+    partitions = int(config.values.get("mirror.topic.num.partitions", 50))
+    wanted = int(config.values.get("mirror.topic.replication.factor", 3))
+    live = len(image.live_brokers())
+    if live == 0:
+        return []
+    spec = CreatableTopic(MIRROR_STATE_TOPIC, partitions, min(wanted, live), configs=dict(STATE_TOPIC_CONFIGS))
+    result = create_topics(image, [spec], config, rng)
+    created = result.response is not None and result.response[0].error.code == ErrorCode.none
+    return list(result.records) if created else []
 
 
 def set_source_cluster_id(image: MetadataImage, name: str, cluster_id: str) -> ControllerResult[ApiError]:
