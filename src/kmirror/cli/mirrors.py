@@ -31,11 +31,12 @@ from kmirror.client.admin import Admin, AlterConfigOp, ConfigResourceType
 from kmirror.client.errors import KafkaClientError, KafkaError
 from kmirror.client.mirrors import ListedMirror, MirrorPartitionDescription
 from kmirror.config.properties import PropertiesSyntaxError, parse_properties
+from kmirror.security.client_config import CLIENT_SECURITY_KEYS, SecurityConfigError, client_security
 
 ACTIONS = ("create", "alter", "add", "remove", "pause", "resume", "delete", "list", "describe")
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
-# Client properties `--command-config` may carry. This client speaks PLAINTEXT only.
+# Client properties `--command-config` may carry without effect here.
 _IGNORED_CLIENT_KEYS = frozenset({
     "bootstrap.servers", "retries", "retry.backoff.ms", "retry.backoff.max.ms", "metadata.max.age.ms",
     "connections.max.idle.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms", "client.dns.lookup",
@@ -130,9 +131,14 @@ def read_properties(path: str, option: str) -> dict[str, str]:
 
 
 def client_options(props: Mapping[str, str], request_timeout_ms: int) -> dict[str, Any]:
-    """Admin.connect keyword arguments for `--command-config` properties. Properties this
-    client cannot honour (TLS, SASL) are an error rather than silently ignored."""
-    out: dict[str, Any] = {"request_timeout_ms": request_timeout_ms}
+    """Admin.connect keyword arguments for `--command-config` properties: `security.protocol`,
+    `ssl.*` and `sasl.*` as Kafka's clients take them (kmirror.security.client_config); a
+    value this client cannot honour, or an unknown property, is an error rather than ignored."""
+    try:
+        security = client_security(props)
+    except SecurityConfigError as exc:
+        raise CommandError(f"--command-config: {exc}") from None
+    out: dict[str, Any] = {"request_timeout_ms": request_timeout_ms, "security": security}
     for key, value in sorted(props.items()):
         if key == "client.id":
             out["client_id"] = value
@@ -140,13 +146,7 @@ def client_options(props: Mapping[str, str], request_timeout_ms: int) -> dict[st
             out["request_timeout_ms"] = _int_property(key, value)
         elif key == "socket.connection.setup.timeout.ms":
             out["connect_timeout_ms"] = _int_property(key, value)
-        elif key == "security.protocol":
-            if value.upper() != "PLAINTEXT":
-                raise CommandError(f"--command-config: security.protocol={value} is not supported "
-                                   "(this client speaks PLAINTEXT only)")
-        elif key.startswith(("sasl.", "ssl.")):
-            raise CommandError(f"--command-config: {key} is not supported (this client speaks PLAINTEXT only)")
-        elif key not in _IGNORED_CLIENT_KEYS:
+        elif key not in _IGNORED_CLIENT_KEYS and key not in CLIENT_SECURITY_KEYS:
             raise CommandError(f"--command-config: unknown or unsupported client property {key}")
     return out
 

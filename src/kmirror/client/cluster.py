@@ -17,6 +17,7 @@ from kmirror.client.connection import BrokerConnection, parse_bootstrap
 from kmirror.client.errors import KafkaConnectionError, KafkaError
 from kmirror.client.metadata import ClusterMetadata
 from kmirror.protocol.entities import build, nested
+from kmirror.security.client_config import PLAINTEXT, ClientSecurity
 from kmirror.types import TopicPartition
 
 METADATA_KEY = 3
@@ -41,8 +42,10 @@ class Cluster:
         client_id: str = "kmirror",
         request_timeout_ms: int = 30_000,
         connect_timeout_ms: int = 10_000,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
@@ -58,6 +61,7 @@ class Cluster:
             client_id=self.client_id,
             request_timeout_ms=self.request_timeout_ms,
             connect_timeout_ms=self.connect_timeout_ms,
+            security=self.security,
         )
 
     async def connect(self) -> None:

@@ -6,17 +6,24 @@ that answer names no range, as Kafka's NetworkClient does). `send()` pipelines: 
 requests may be in flight, responses are matched by correlation id. A request that times out closes the connection, because the
 responses still due on it can no longer be matched reliably (Kafka's NetworkClient does
 the same on `request.timeout.ms`).
+
+With a `ClientSecurity` the socket speaks TLS (SSL, SASL_SSL) and, after ApiVersions, the
+connection authenticates with SaslHandshake v1 + SaslAuthenticate (SASL_PLAINTEXT,
+SASL_SSL) before it is usable; a refusal raises `KafkaAuthenticationError` and closes it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import ssl
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from kmirror.client.errors import (
+    KafkaAuthenticationError,
     KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,
@@ -32,9 +39,20 @@ from kmirror.client.protocol import (
     request_schema,
 )
 from kmirror.protocol.entities import build
+from kmirror.security.client_config import PLAINTEXT, ClientSecurity, TlsClientSettings
+from kmirror.security.plain import PLAIN, plain_client_token
+from kmirror.security.tls import TlsSetupError, client_context
 
 CLIENT_SOFTWARE_NAME = "kmirror"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
+SASL_HANDSHAKE_KEY = 17
+SASL_AUTHENTICATE_KEY = 36
+
+
+@functools.lru_cache(maxsize=64)
+def tls_context(settings: TlsClientSettings) -> ssl.SSLContext:
+    """One context per distinct TLS setting (contexts are reusable across connections)."""
+    return client_context(settings)
 
 
 class BrokerConnection:
@@ -46,9 +64,11 @@ class BrokerConnection:
         client_id: str = "kmirror",
         request_timeout_ms: int = 30_000,
         connect_timeout_ms: int = 10_000,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.host = host
         self.port = port
+        self.security = security
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
         self.api_versions: dict[int, tuple[int, int]] = {}
@@ -68,9 +88,16 @@ class BrokerConnection:
         return self._writer is not None and self._closed_error is None
 
     async def connect(self) -> None:
+        tls: ssl.SSLContext | None = None
+        if self.security.tls is not None:
+            try:
+                tls = tls_context(self.security.tls)
+            except TlsSetupError as exc:
+                raise KafkaConnectionError(f"cannot connect to {self.address}: {exc}") from None
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout_ms / 1000
+                asyncio.open_connection(self.host, self.port, ssl=tls, server_hostname=self.host if tls else None),
+                self.connect_timeout_ms / 1000,
             )
         except TimeoutError:
             raise KafkaConnectionError(f"connection to {self.address} timed out") from None
@@ -79,6 +106,33 @@ class BrokerConnection:
             raise KafkaConnectionError(f"cannot connect to {self.address}: {reason}") from None
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         await self._negotiate()
+        if self.security.sasl is not None:
+            await self._authenticate()
+
+    async def _authenticate(self) -> None:
+        """SASL PLAIN: SaslHandshake v1, then one SaslAuthenticate with the PLAIN token."""
+        sasl = self.security.sasl
+        assert sasl is not None and sasl.mechanism == PLAIN
+        try:
+            handshake = await self.send(self.build_request(SASL_HANDSHAKE_KEY, mechanism=sasl.mechanism))
+            if handshake.error_code:
+                raise KafkaAuthenticationError(
+                    handshake.error_code, f"broker mechanisms: {', '.join(handshake.mechanisms)}",
+                    context=f"SaslHandshake {sasl.mechanism} to {self.address}")
+            response = await self.send(self.build_request(
+                SASL_AUTHENTICATE_KEY, auth_bytes=plain_client_token(sasl.username, sasl.password)))
+            if response.error_code:
+                raise KafkaAuthenticationError(response.error_code, response.error_message,
+                                               context=f"SASL/{sasl.mechanism} authentication to {self.address}")
+        except KafkaProtocolError:
+            await self.close()
+            raise KafkaAuthenticationError(ErrorCode.illegal_sasl_state,
+                                           f"{self.address} does not support SASL authentication") from None
+        except KafkaConnectionError as exc:
+            raise KafkaConnectionError(f"SASL authentication to {self.address}: {exc}") from None
+        except KafkaAuthenticationError:
+            await self.close()
+            raise
 
     async def _negotiate(self) -> None:
         version = min(CLIENT_MAX_VERSIONS[API_VERSIONS_KEY], max(kio_versions(API_VERSIONS_KEY)))

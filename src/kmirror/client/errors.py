@@ -73,3 +73,9 @@ def check(error_code: int, message: str | None = None, context: str | None = Non
     """Raise `KafkaError` unless `error_code` is NONE (0)."""
     if error_code:
         raise KafkaError(error_code, message, context)
+
+
+class KafkaAuthenticationError(KafkaError):
+    """The broker refused the SASL exchange (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
+    ILLEGAL_SASL_STATE): not retriable with the same credentials, as Kafka's
+    AuthenticationException."""

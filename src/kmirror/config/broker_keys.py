@@ -120,6 +120,33 @@ _DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("share.coordinator.state.topic.min.isr", ConfigType.SHORT, "1", "Accepted, ignored."),
 )
 
+# Listener security (docs/operations.md "Listeners and security"); each may also be given per
+# listener as listener.name.<listener>.<key> (kmirror.security.listener_config).
+P = ConfigType.PASSWORD
+_SECURITY_DEFS = (
+    ConfigDef("ssl.keystore.type", S, "JKS", "Keystore format; kmirror supports PEM."),
+    ConfigDef("ssl.keystore.location", S, None, "PEM file with the private key and certificate chain."),
+    ConfigDef("ssl.keystore.password", P, None, "Password of the keystore's private key.", sensitive=True),
+    ConfigDef("ssl.key.password", P, None, "Password of the private key.", sensitive=True),
+    ConfigDef("ssl.keystore.certificate.chain", P, None, "Inline PEM certificate chain.", sensitive=True),
+    ConfigDef("ssl.keystore.key", P, None, "Inline PEM private key.", sensitive=True),
+    ConfigDef("ssl.truststore.type", S, "JKS", "Truststore format; kmirror supports PEM."),
+    ConfigDef("ssl.truststore.location", S, None, "PEM file with the trusted CA certificates."),
+    ConfigDef("ssl.truststore.password", P, None, "Accepted, ignored (PEM truststores).", sensitive=True),
+    ConfigDef("ssl.truststore.certificates", P, None, "Inline PEM CA certificates.", sensitive=True),
+    ConfigDef("ssl.client.auth", S, "none", "Client certificate: none, requested or required.",
+              one_of("none", "requested", "required")),
+    ConfigDef("ssl.enabled.protocols", LI, "TLSv1.2,TLSv1.3", "Accepted (TLS 1.2 and 1.3 are enabled)."),
+    ConfigDef("ssl.protocol", S, "TLSv1.3", "Accepted, ignored."),
+    ConfigDef("ssl.cipher.suites", LI, "", "Accepted, ignored (Python's defaults)."),
+    ConfigDef("ssl.endpoint.identification.algorithm", S, "https", "Accepted (inter-broker traffic is PLAINTEXT)."),
+    ConfigDef("sasl.enabled.mechanisms", LI, "GSSAPI", "SASL mechanisms of SASL listeners; kmirror supports PLAIN."),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "Accepted (inter-broker traffic is PLAINTEXT)."),
+    ConfigDef("sasl.jaas.config", P, None, "JAAS login module config (listener-prefixed form preferred).",
+              sensitive=True),
+)
+
+
 # KIP-1279 broker configs, KIP defaults. Spelled here, not imported from
 # kmirror.mirror.config (which imports this package: a cycle); a unit test keeps the two equal.
 _MIRROR_DEFS = (
@@ -135,4 +162,4 @@ _MIRROR_DEFS = (
               "Upper bound (bytes/sec) on mirror replication traffic of throttled replicas.", at_least(0)),
 )
 
-BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in (*_DEFS, *_MIRROR_DEFS)}
+BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in (*_DEFS, *_SECURITY_DEFS, *_MIRROR_DEFS)}

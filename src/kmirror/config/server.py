@@ -10,8 +10,14 @@ from typing import Any
 from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
 from kmirror.config.definitions import ConfigError
 from kmirror.config.properties import PropertiesSyntaxError, parse_properties
+from kmirror.security.listener_config import (
+    ListenerConfigError,
+    ListenerSecurity,
+    is_listener_security_key,
+    listener_security,
+)
 
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +58,7 @@ class ServerConfig:
     log_retention_ms: int
     log_flush_interval_ms: int
     values: Mapping[str, Any] = field(repr=False)
+    listener_securities: Mapping[str, ListenerSecurity] = field(default_factory=dict, repr=False)
 
     # -- construction -------------------------------------------------------------------------
 
@@ -68,6 +75,8 @@ class ServerConfig:
     def from_properties(cls, props: Mapping[str, str]) -> ServerConfig:
         values: dict[str, Any] = {}
         for key, raw in props.items():
+            if is_listener_security_key(key):
+                continue  # read per listener by listener_security()
             d = BROKER_CONFIG_DEFS.get(key)
             if d is None:
                 raise ConfigError(f"unknown configuration {key!r}")
@@ -97,6 +106,14 @@ class ServerConfig:
         for name in controller_names:
             if name not in {lst.name for lst in listeners} and "controller" in roles:
                 raise ConfigError(f"invalid value {name!r} for 'controller.listener.names': not in listeners")
+        securities = _listener_securities(props, listeners, protocol_map)
+        # Inter-broker and controller connections are made by kmirror's own PLAINTEXT channels.
+        for key, names in (("inter.broker.listener.name", [ibl]), ("controller.listener.names", controller_names)):
+            for name in names:
+                if name in securities and securities[name].protocol != "PLAINTEXT":
+                    raise ConfigError(f"invalid value {name!r} for {key!r}: listener {name} uses "
+                                      f"{securities[name].protocol}; inter-broker and controller listeners "
+                                      "must be PLAINTEXT")
 
         log_dirs = list(values["log.dirs"]) if values["log.dirs"] else [values["log.dir"]]
         if not log_dirs:
@@ -134,6 +151,7 @@ class ServerConfig:
             log_retention_ms=_retention_ms(values),
             log_flush_interval_ms=flush_ms,
             values=values,
+            listener_securities=securities,
         )
 
     # -- typed access -------------------------------------------------------------------------
@@ -343,6 +361,17 @@ def _parse_listeners(key: str, items: list[str], protocol_map: Mapping[str, str]
             raise ConfigError(f"invalid value {item!r} for {key!r}: duplicate listener name {name}")
         out.append(Listener(name, host, port))
     return tuple(out)
+
+
+def _listener_securities(props: Mapping[str, str], listeners: tuple[Listener, ...],
+                         protocol_map: Mapping[str, str]) -> dict[str, ListenerSecurity]:
+    out: dict[str, ListenerSecurity] = {}
+    for lst in listeners:
+        try:
+            out[lst.name] = listener_security(props, lst.name, protocol_map[lst.name])
+        except ListenerConfigError as exc:
+            raise ConfigError(str(exc)) from None
+    return out
 
 
 def _parse_voters(items: list[str]) -> tuple[QuorumVoter, ...]:

@@ -2,7 +2,8 @@
 ConfigRecords of resource type MIRROR, the mirror topic configs, and the broker configs.
 
 Mirror configs: `bootstrap.servers` (required), `security.protocol`, `sasl.*`, `ssl.*`
-(passed to the source connection), `mirror.topic.properties.exclude`,
+(the source connection's client configs, Kafka client names; validated at CreateMirror /
+IncrementalAlterConfigs, see kmirror.security.client_config), `mirror.topic.properties.exclude`,
 `mirror.groups.include`, `mirror.acl.include`. Any other key is refused (INVALID_CONFIG),
 as Kafka refuses unknown topic configs.
 """
@@ -16,6 +17,7 @@ from typing import Final
 
 from kmirror.config.definitions import LONG_MAX, ConfigDef, ConfigType, at_least
 from kmirror.mirror.membership import MIRROR_NAME_CONFIG
+from kmirror.security.client_config import PLAINTEXT, ClientSecurity, SecurityConfigError, client_security
 
 BOOTSTRAP_SERVERS: Final = "bootstrap.servers"
 SECURITY_PROTOCOL: Final = "security.protocol"
@@ -140,6 +142,8 @@ class MirrorConfig:
     acl_include: tuple[AclRule, ...] = (AclRule(),)
     source_connection: Mapping[str, str] = field(default_factory=dict)
     """`bootstrap.servers`, `security.protocol`, `sasl.*`, `ssl.*`: the source client's config."""
+    source_security: ClientSecurity = PLAINTEXT
+    """`source_connection`'s security, validated (an unusable value is INVALID_CONFIG)."""
 
     def is_topic_property_excluded(self, name: str) -> bool:
         """Never copied from the source: `mirror.name`, and every property matching one of
@@ -200,4 +204,8 @@ def parse_mirror_config(configs: Mapping[str, str | None]) -> MirrorConfig | Inv
         return InvalidMirrorConfig(f"Invalid value for {ACL_INCLUDE}: {e}")
     connection = {k: v for k, v in present.items()
                   if k in (BOOTSTRAP_SERVERS, SECURITY_PROTOCOL) or k.startswith(SOURCE_CONNECTION_PREFIXES)}
-    return MirrorConfig(servers, exclude, groups, acls, connection)
+    try:
+        security = client_security(connection)
+    except SecurityConfigError as e:
+        return InvalidMirrorConfig(f"Invalid source connection config: {e}")
+    return MirrorConfig(servers, exclude, groups, acls, connection, security)

@@ -173,6 +173,8 @@ class MirrorManager:
                 await self._execute(tp, mp, (f.TransitionTo(S.FAILED), f.RemoveFetcher()), source)
                 del self._failed[tp]
                 log.error("Mirror %s partition %s FAILED: %s", membership.mirror_name, tp, mp.failure)
+            if source is not None:
+                await self.fetchers.replace_source(membership.mirror_name, source)
             source_exists, cluster_id = await self._source_view(source, membership.mirror_name, tp.topic)
             plan = self._plan(mp, membership, cluster_id, source_exists)
             await self._execute(tp, mp, plan, source)

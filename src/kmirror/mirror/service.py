@@ -79,7 +79,7 @@ async def admin_source_lookup(config: MirrorConfig, names: Sequence[str]) -> Sou
     DescribeConfigs), connecting with the mirror's source connection configs."""
     from kmirror.client.admin import Admin
 
-    admin = await Admin.connect(",".join(config.bootstrap_servers))
+    admin = await Admin.connect(",".join(config.bootstrap_servers), security=config.source_security)
     try:
         cluster = await admin.describe_cluster()
         topics = {name: await describe_source_topic(admin, name) for name in names}

@@ -18,7 +18,8 @@ Ports:
 - `ControllerEpochBumper`: BumpLeaderEpochs (key 105) through the local controller on a
   combined node, else forwarded to the controller.
 - `ImageSourceClusters`: `source_for(mirror)` from the mirror's configs in the image, one
-  `ClientSourceCluster` per mirror, replaced when its `bootstrap.servers` changes.
+  `ClientSourceCluster` per mirror with the mirror's `security.*` / `sasl.*` / `ssl.*`
+  configs, replaced when `bootstrap.servers` or any of those changes.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from kmirror.mirror.state import MirrorPartitionState
 from kmirror.mirror.sync_errors import MirrorSyncErrors
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
+from kmirror.security.client_config import ClientSecurity
 from kmirror.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -154,6 +156,14 @@ def bump_leader_epochs_request(topic_id: UUID, partition: int, min_leader_epoch:
         min_producer_id=i64(min_producer_id))
 
 
+SourceFactory = Callable[[str, str, ClientSecurity], SourceCluster]
+"""(bootstrap.servers, client id, security) -> the mirror's source cluster."""
+
+
+def client_source_cluster(bootstrap: str, client_id: str, security: ClientSecurity) -> SourceCluster:
+    return ClientSourceCluster(bootstrap, client_id=client_id, security=security)
+
+
 def mirror_source_configs(image: Any, mirror_name: str) -> dict[str, str] | None:
     """The mirror's operator configs from the image (None: no such mirror)."""
     values = image.configs.get(ConfigResource(MIRROR_CONFIG_RESOURCE_TYPE, mirror_name)) if image else None
@@ -166,26 +176,33 @@ class ImageSourceClusters:
     """`source_for(mirror_name)`: the mirror's source cluster, from its configs in the image."""
 
     def __init__(self, broker_id: int, image: Callable[[], Any],
-                 factory: Callable[[str, str], SourceCluster] | None = None) -> None:
+                 factory: SourceFactory | None = None) -> None:
         self.broker_id = broker_id
         self.image = image
-        self.factory = factory or (lambda bootstrap, client_id: ClientSourceCluster(bootstrap, client_id=client_id))
-        self.sources: dict[str, tuple[str, SourceCluster]] = {}
+        self.factory = factory or client_source_cluster
+        self.sources: dict[str, tuple[Any, SourceCluster]] = {}
         self.retired: list[SourceCluster] = []
+        self._invalid: dict[str, str] = {}
 
     def __call__(self, mirror_name: str) -> SourceCluster | None:
         configs = mirror_source_configs(self.image(), mirror_name)
         parsed = parse_mirror_config(configs) if configs is not None else None
         if parsed is None or isinstance(parsed, InvalidMirrorConfig):
+            if isinstance(parsed, InvalidMirrorConfig) and self._invalid.get(mirror_name) != parsed.message:
+                log.warning("mirror %s has no usable source connection: %s", mirror_name, parsed.message)
+                self._invalid[mirror_name] = parsed.message
             return None
+        self._invalid.pop(mirror_name, None)
         bootstrap = configs[BOOTSTRAP_SERVERS] if configs else ""
+        identity = tuple(sorted(parsed.source_connection.items()))
         current = self.sources.get(mirror_name)
-        if current is not None and current[0] == bootstrap:
+        if current is not None and current[0] == identity:
             return current[1]
         if current is not None:
             self.retired.append(current[1])
-        source = self.factory(bootstrap, f"broker-{self.broker_id}-mirror-{mirror_name}-metadata")
-        self.sources[mirror_name] = (bootstrap, source)
+        source = self.factory(bootstrap, f"broker-{self.broker_id}-mirror-{mirror_name}-metadata",
+                              parsed.source_security)
+        self.sources[mirror_name] = (identity, source)
         return source
 
     async def close(self) -> None:
@@ -199,7 +216,7 @@ class ImageSourceClusters:
 class MirrorDataPlane:
     def __init__(self, broker_id: int, config: Any, clock: Clock, replica_manager: Any, metadata: Any,
                  coordinator_service: Any = None, *,
-                 source_factory: Callable[[str, str], SourceCluster] | None = None) -> None:
+                 source_factory: SourceFactory | None = None) -> None:
         """No I/O: `start` runs it."""
         self.metadata = metadata
         self.refresh_interval_ms = _config_int(config, "mirror.metadata.refresh.interval.ms",

@@ -54,6 +54,7 @@ from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesErr
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.runtime.server import KafkaServer
+from kmirror.security.tls import TlsSetupError, server_context
 
 log = logging.getLogger("kmirror.node")
 
@@ -199,9 +200,12 @@ class Node:
         }
         for listener in cfg.listeners:
             plane = "controller" if listener.name in cfg.controller_listener_names else "broker"
+            security = cfg.listener_securities.get(listener.name)
             server = KafkaServer(registries[plane], services[plane], cfg.socket_request_max_bytes,
-                                 request_metrics=self.request_metrics)
-            self.ports[listener.name] = await server.start(listener.host, listener.port)
+                                 request_metrics=self.request_metrics, listener=listener.name,
+                                 sasl=None if security is None else security.sasl)
+            tls = None if security is None or security.tls is None else server_context(security.tls)
+            self.ports[listener.name] = await server.start(listener.host, listener.port, tls)
             self._servers.append(server)
         log.info("node %d serving %s", cfg.node_id, ", ".join(f"{k}={v}" for k, v in self.ports.items()))
         if not cfg.is_broker:
@@ -309,8 +313,8 @@ def run(config: ServerConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(serve(config))
-    except (MetaPropertiesError, OSError) as exc:
-        # a start-up refusal (wrong meta.properties, port in use, unreadable log dir): one line
+    except (MetaPropertiesError, OSError, TlsSetupError) as exc:
+        # a start-up refusal (wrong meta.properties, port in use, unreadable log dir or PEM): one line
         print(f"Error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -116,11 +116,20 @@ def test_command_config_properties(tmp_path: Path) -> None:
     f = tmp_path / "client.properties"
     f.write_text("# admin\nclient.id=ops\nrequest.timeout.ms=5000\nsecurity.protocol=PLAINTEXT\nretries=3\n")
     props = cli.read_properties(str(f), "--command-config")
-    assert cli.client_options(props, 30_000) == {"client_id": "ops", "request_timeout_ms": 5000}
-    with pytest.raises(CommandError, match="security.protocol=SASL_SSL is not supported"):
-        cli.client_options({"security.protocol": "SASL_SSL"}, 1)
-    with pytest.raises(CommandError, match="sasl.mechanism is not supported"):
-        cli.client_options({"sasl.mechanism": "PLAIN"}, 1)
+    options = cli.client_options(props, 30_000)
+    assert options == {"client_id": "ops", "request_timeout_ms": 5000, "security": options["security"]}
+    assert options["security"].is_plaintext
+    with pytest.raises(CommandError, match="'sasl.jaas.config' is required"):
+        cli.client_options({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, 1)
+    with pytest.raises(CommandError, match="'sasl.mechanism': supported: PLAIN"):
+        cli.client_options({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI"}, 1)
+    options = cli.client_options({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                                  "ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca.pem",
+                                  "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
+                                                      'required username="u" password="p";'}, 1)
+    security = options["security"]
+    assert (security.protocol, security.sasl.username, security.sasl.password) == ("SASL_SSL", "u", "p")
+    assert security.tls.ca_location == "/ca.pem" and security.tls.check_hostname
     with pytest.raises(CommandError, match="unknown or unsupported client property foo"):
         cli.client_options({"foo": "1"}, 1)
     with pytest.raises(CommandError, match="cannot read"):

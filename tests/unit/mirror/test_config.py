@@ -27,10 +27,24 @@ def test_defaults():
 
 
 def test_source_connection_gets_security_sasl_ssl_only():
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";'
     config = ok({"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
-                 "ssl.truststore.location": "/t", "mirror.groups.include": "app-.*"})
+                 "sasl.jaas.config": jaas, "ssl.truststore.location": "/t", "mirror.groups.include": "app-.*"})
     assert config.source_connection == {"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL",
-                                        "sasl.mechanism": "PLAIN", "ssl.truststore.location": "/t"}
+                                        "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas,
+                                        "ssl.truststore.location": "/t"}
+    assert config.source_security.sasl.username == "u" and config.source_security.tls.ca_location == "/t"
+
+
+@pytest.mark.parametrize(("configs", "why"), [
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, "'sasl.jaas.config' is required"),
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": "x required;"},
+     "sasl.mechanism"),
+    ({"security.protocol": "SSL", "ssl.truststore.type": "JKS"}, "only PEM"),
+])
+def test_unusable_source_security_is_invalid(configs, why):
+    result = parse_mirror_config({"bootstrap.servers": "h:1", **configs})
+    assert isinstance(result, InvalidMirrorConfig) and why in result.message
 
 
 @pytest.mark.parametrize(("configs", "why"), [

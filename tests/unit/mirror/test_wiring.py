@@ -181,7 +181,7 @@ def test_source_clusters_come_from_the_mirror_configs_and_follow_bootstrap_chang
     current = {"image": _image(7, 0, "m")}
     made = []
 
-    def factory(bootstrap, client_id):
+    def factory(bootstrap, client_id, security):
         made.append((bootstrap, client_id))
         return InProcessSourceCluster({}, 1)
 
@@ -235,7 +235,7 @@ def test_data_plane_pass_mirrors_byte_identical_then_fails_over_with_pid_reset()
     dst.rm.apply_image(None, md.image)
     source = InProcessSourceCluster({1: src.rm}, 1, cluster_id="src-id")
     service = Service()
-    plane = MirrorDataPlane(7, None, dst.clock, dst.rm, md, service, source_factory=lambda b, c: source)
+    plane = MirrorDataPlane(7, None, dst.clock, dst.rm, md, service, source_factory=lambda b, c, s: source)
 
     async def go():
         plane.on_metadata_change(md.image)

@@ -29,6 +29,7 @@ from kio.schema.errors import ErrorCode
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
+from kmirror.client.errors import KafkaAuthenticationError
 from kmirror.metadata.controller.topics import CreatableTopic
 from kmirror.mirror.config import InvalidMirrorConfig
 from kmirror.mirror.errors import MirrorError
@@ -93,7 +94,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             source = await lookup(config, to_lookup)
         except Exception as e:  # the source is unreachable: an expected outcome at this edge
             log.warning("mirror %s: cannot describe topics at the source: %s", name, e)
-            code = int(ErrorCode.network_exception)
+            # a refused SASL exchange keeps its code (SASL_AUTHENTICATION_FAILED...); the rest is NETWORK_EXCEPTION
+            code = int(e.error_code) if isinstance(e, KafkaAuthenticationError) else int(ErrorCode.network_exception)
             return answer(code, f"Cannot reach the source cluster: {e}", {t: results.get(t, code) for t in names})
         if source.cluster_id and source.cluster_id != info.source_cluster_id:
             await services.metadata.set_mirror_source_cluster_id(name, source.cluster_id)

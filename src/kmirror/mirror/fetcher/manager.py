@@ -92,6 +92,21 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
         self.pending.add(tp)
         await self._assign(tp, refresh=False)
 
+    async def replace_source(self, mirror_name: str, source: SourceCluster) -> None:
+        """The mirror's source connection changed (bootstrap or security configs): its
+        fetchers stop and its partitions continue, from the local log end offset, through
+        connections of the new `source`."""
+        moved = [tp for tp, mp in self.partitions.items() if mp.mirror_name == mirror_name and mp.source is not source]
+        if not moved:
+            return
+        for key in [k for k in self.fetchers if k.mirror_name == mirror_name]:
+            await self.fetchers.pop(key).stop()
+        for tp in moved:
+            self.fetcher_of.pop(tp, None)
+            self.partitions[tp] = MirroredPartition(mirror_name, source, self.partitions[tp].topic_id)
+            self.pending.add(tp)
+            await self._assign(tp, refresh=False)
+
     def remove_partition(self, tp: TopicPartition) -> None:
         """Stop fetching `tp`: no later answer is applied (the engine drops answers for
         partitions it no longer has, and the local port refuses writes)."""

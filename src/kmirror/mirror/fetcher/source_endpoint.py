@@ -8,13 +8,15 @@ UNKNOWN_TOPIC_ID) are reported through `on_leader_change`: the fetcher manager r
 source metadata and moves them to the fetcher of the new source leader.
 
 `ClientSourceCluster` is the `SourceCluster` port over `kmirror.client.Cluster` with the
-mirror's `bootstrap.servers`: partition leaders and topic ids from source metadata, the
+mirror's `bootstrap.servers` and security configs (every source connection, metadata and
+fetch, speaks the mirror's `security.protocol`): partition leaders and topic ids from source metadata, the
 source cluster id, and the partition's last mirrored epoch (DescribeMirrors on the source;
 None when the source lacks the API, i.e. UNSUPPORTED_VERSION).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -22,14 +24,18 @@ from uuid import UUID
 
 from kmirror.client.admin import LATEST_TIMESTAMP, Admin
 from kmirror.client.cluster import Cluster
+from kmirror.client.errors import KafkaAuthenticationError
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.endpoint import LeaderEndPoint
 from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
 from kmirror.replication.fetcher.remote_endpoint import OFFSET_FOR_LEADER_EPOCH, RemoteLeaderEndPoint
 from kmirror.replication.outcomes import EpochEndOffset
+from kmirror.security.client_config import PLAINTEXT, ClientSecurity
 from kmirror.types import TopicPartition
 
 from .policy import CONSUMER_REPLICA_ID
+
+log = logging.getLogger(__name__)
 
 DESCRIBE_MIRRORS = 99
 UNDEFINED_EPOCH_END_OFFSET = EpochEndOffset(-1, -1)
@@ -76,8 +82,9 @@ class SourceCluster(Protocol):
 class SourceClusterEndPoint(RemoteLeaderEndPoint):
     def __init__(self, host: str, port: int, *, client_id: str,
                  on_leader_change: Callable[[set[TopicPartition]], None] | None = None,
-                 request_timeout_ms: int = 30_000) -> None:
-        super().__init__(host, port, CONSUMER_REPLICA_ID, client_id=client_id, request_timeout_ms=request_timeout_ms)
+                 request_timeout_ms: int = 30_000, security: ClientSecurity = PLAINTEXT) -> None:
+        super().__init__(host, port, CONSUMER_REPLICA_ID, client_id=client_id, request_timeout_ms=request_timeout_ms,
+                         security=security)
         self.on_leader_change = on_leader_change
 
     async def fetch_epoch_end_offsets(self, queries: Sequence[EpochQuery]) -> dict[TopicPartition, EpochEndOffset | ErrorCode]:
@@ -98,14 +105,27 @@ class SourceClusterEndPoint(RemoteLeaderEndPoint):
 
 
 class ClientSourceCluster:
-    def __init__(self, bootstrap_servers: str, *, client_id: str, request_timeout_ms: int = 30_000) -> None:
-        self.cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms)
+    def __init__(self, bootstrap_servers: str, *, client_id: str, request_timeout_ms: int = 30_000,
+                 security: ClientSecurity = PLAINTEXT) -> None:
+        self.security = security
+        self.cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
+                               security=security)
         self.request_timeout_ms = request_timeout_ms
         self._loaded = False
+        self._auth_failure: str | None = None
 
     async def _metadata(self, refresh: bool) -> None:
         if refresh or not self._loaded:
-            await self.cluster.refresh()
+            try:
+                await self.cluster.refresh()
+            except KafkaAuthenticationError as exc:
+                if str(exc) != self._auth_failure:  # once per distinct refusal; retried every refresh
+                    log.warning("mirror source %s refused authentication: %s", self.cluster.client_id, exc)
+                    self._auth_failure = str(exc)
+                raise
+            if self._auth_failure is not None:
+                log.info("mirror source %s: authenticated again", self.cluster.client_id)
+                self._auth_failure = None
             self._loaded = True
 
     async def cluster_id(self) -> str:
@@ -132,7 +152,8 @@ class ClientSourceCluster:
     def endpoint(self, leader: SourceLeader, client_id: str,
                  on_leader_change: Callable[[set[TopicPartition]], None]) -> LeaderEndPoint:
         return SourceClusterEndPoint(leader.host, leader.port, client_id=client_id,
-                                     on_leader_change=on_leader_change, request_timeout_ms=self.request_timeout_ms)
+                                     on_leader_change=on_leader_change, request_timeout_ms=self.request_timeout_ms,
+                                     security=self.security)
 
     async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None:
         """The source's LME for the partition: -1 when it knows none, None when the source

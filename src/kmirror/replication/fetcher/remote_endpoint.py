@@ -20,14 +20,17 @@ from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
 from kmirror.replication.outcomes import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, EpochEndOffset
+from kmirror.security.client_config import PLAINTEXT, ClientSecurity
 from kmirror.types import TopicPartition
 
 FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
 
 
 class RemoteLeaderEndPoint:
-    def __init__(self, host: str, port: int, replica_id: int, *, client_id: str, request_timeout_ms: int = 30_000) -> None:
+    def __init__(self, host: str, port: int, replica_id: int, *, client_id: str, request_timeout_ms: int = 30_000,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.host = host
+        self.security = security
         self.port = port
         self.replica_id = replica_id
         self.client_id = client_id
@@ -42,7 +45,8 @@ class RemoteLeaderEndPoint:
             if self._conn is not None:
                 await self._conn.close()
             self._conn = None
-            conn = BrokerConnection(self.host, self.port, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms)
+            conn = BrokerConnection(self.host, self.port, client_id=self.client_id,
+                                    request_timeout_ms=self.request_timeout_ms, security=self.security)
             await conn.connect()
             self._conn = conn
         return self._conn

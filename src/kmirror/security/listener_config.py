@@ -1,0 +1,149 @@
+"""The security of one broker listener, from Kafka's broker configs.
+
+Every key may be given per listener as `listener.name.<listener lower-case>.<key>`, which
+wins over the unprefixed key (Kafka's listener prefix). The JAAS config of a SASL mechanism
+is `listener.name.<listener>.<mechanism lower-case>.sasl.jaas.config` (Kafka's form), else
+the unprefixed `sasl.jaas.config`; PLAIN's users are its `user_<name>="<password>"` options.
+SSL: `ssl.keystore.type=PEM` with `ssl.keystore.location` (key and certificate in one file)
+or inline `ssl.keystore.certificate.chain` + `ssl.keystore.key`, `ssl.key.password` for an
+encrypted key; `ssl.truststore.type=PEM` with `ssl.truststore.location` or inline
+`ssl.truststore.certificates`; `ssl.client.auth` none | requested | required.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kmirror.security.jaas import PLAIN_LOGIN_MODULE, JaasConfigError, parse_jaas_config
+from kmirror.security.plain import PLAIN
+
+LISTENER_PREFIX = "listener.name."
+SERVER_SASL_MECHANISMS = (PLAIN,)
+CLIENT_AUTH = ("none", "requested", "required")
+
+# Broker keys that may also be given per listener (`listener.name.<listener>.<key>`).
+LISTENER_SECURITY_KEYS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type", "ssl.truststore.location",
+    "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
+    "ssl.protocol", "ssl.cipher.suites", "ssl.endpoint.identification.algorithm",
+    "sasl.enabled.mechanisms", "sasl.jaas.config",
+})
+
+
+class ListenerConfigError(ValueError):
+    """A listener security config the broker refuses; `str()` names the key and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class TlsServerSettings:
+    keystore_location: str | None
+    certificate_chain_pem: str | None
+    key_pem: str | None
+    key_password: str | None
+    truststore_location: str | None
+    truststore_pem: str | None
+    client_auth: str
+
+
+@dataclass(frozen=True, slots=True)
+class SaslServerSettings:
+    enabled_mechanisms: tuple[str, ...]
+    plain_users: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSecurity:
+    listener: str
+    protocol: str
+    tls: TlsServerSettings | None = None
+    sasl: SaslServerSettings | None = None
+
+
+def is_listener_security_key(key: str) -> bool:
+    """`listener.name.<listener>.<security key>` or `listener.name.<listener>.<mech>.sasl.jaas.config`."""
+    if not key.startswith(LISTENER_PREFIX):
+        return False
+    parts = key[len(LISTENER_PREFIX):].split(".", 1)
+    if len(parts) != 2 or not parts[0]:
+        return False
+    rest = parts[1]
+    if rest in LISTENER_SECURITY_KEYS:
+        return True
+    mech, _, tail = rest.partition(".")
+    return bool(mech) and tail == "sasl.jaas.config"
+
+
+class _Lookup:
+    def __init__(self, raw: Mapping[str, str], listener: str) -> None:
+        self.raw = raw
+        self.prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+
+    def __call__(self, key: str, default: str | None = None) -> str | None:
+        value = self.raw.get(self.prefix + key)
+        if value is None:
+            value = self.raw.get(key)
+        return default if value is None else value
+
+
+def _require_pem(get: _Lookup, key: str, listener: str) -> None:
+    value = (get(key, "JKS") or "").strip().upper()
+    if value != "PEM":
+        raise ListenerConfigError(f"invalid value {value!r} for {key!r} of listener {listener}: only PEM is supported "
+                                  f"(set {key}=PEM)")
+
+
+def _tls(get: _Lookup, listener: str) -> TlsServerSettings:
+    _require_pem(get, "ssl.keystore.type", listener)
+    location = get("ssl.keystore.location")
+    chain, key = get("ssl.keystore.certificate.chain"), get("ssl.keystore.key")
+    if location is None and (chain is None or key is None):
+        raise ListenerConfigError(f"listener {listener}: set 'ssl.keystore.location' or both "
+                                  "'ssl.keystore.certificate.chain' and 'ssl.keystore.key'")
+    truststore_location, truststore_pem = get("ssl.truststore.location"), get("ssl.truststore.certificates")
+    if truststore_location is not None or truststore_pem is not None:
+        _require_pem(get, "ssl.truststore.type", listener)
+    client_auth = (get("ssl.client.auth", "none") or "none").strip().lower()
+    if client_auth not in CLIENT_AUTH:
+        raise ListenerConfigError(f"invalid value {client_auth!r} for 'ssl.client.auth' of listener {listener}: "
+                                  f"expected one of {', '.join(CLIENT_AUTH)}")
+    if client_auth != "none" and truststore_location is None and truststore_pem is None:
+        raise ListenerConfigError(f"listener {listener}: ssl.client.auth={client_auth} needs a truststore")
+    return TlsServerSettings(location, chain, key, get("ssl.key.password") or get("ssl.keystore.password"),
+                             truststore_location, truststore_pem, client_auth)
+
+
+def _sasl(get: _Lookup, listener: str) -> SaslServerSettings:
+    text = get("sasl.enabled.mechanisms", "GSSAPI") or ""
+    mechanisms = tuple(m.strip().upper() for m in text.split(",") if m.strip())
+    if not mechanisms:
+        raise ListenerConfigError(f"listener {listener}: 'sasl.enabled.mechanisms' is empty")
+    unsupported = [m for m in mechanisms if m not in SERVER_SASL_MECHANISMS]
+    if unsupported:
+        raise ListenerConfigError(f"invalid value {','.join(mechanisms)!r} for 'sasl.enabled.mechanisms' of listener "
+                                  f"{listener}: {', '.join(unsupported)} not supported "
+                                  f"(supported: {', '.join(SERVER_SASL_MECHANISMS)})")
+    users: dict[str, str] = {}
+    if PLAIN in mechanisms:
+        jaas_text = get(f"{PLAIN.lower()}.sasl.jaas.config") or get("sasl.jaas.config")
+        if jaas_text is None:
+            raise ListenerConfigError(f"listener {listener}: PLAIN needs "
+                                      f"'{LISTENER_PREFIX}{listener.lower()}.plain.sasl.jaas.config'")
+        try:
+            jaas = parse_jaas_config(jaas_text)
+        except JaasConfigError as exc:
+            raise ListenerConfigError(f"invalid JAAS config for PLAIN on listener {listener}: {exc}") from None
+        if jaas.login_module != PLAIN_LOGIN_MODULE:
+            raise ListenerConfigError(f"invalid JAAS config for PLAIN on listener {listener}: "
+                                      f"expected {PLAIN_LOGIN_MODULE}, got {jaas.login_module}")
+        users = jaas.users
+    return SaslServerSettings(mechanisms, users)
+
+
+def listener_security(raw: Mapping[str, str], listener: str, protocol: str) -> ListenerSecurity:
+    """The security of `listener` (speaking `protocol`) from the broker's properties `raw`."""
+    get = _Lookup(raw, listener)
+    tls = _tls(get, listener) if protocol in ("SSL", "SASL_SSL") else None
+    sasl = _sasl(get, listener) if protocol in ("SASL_PLAINTEXT", "SASL_SSL") else None
+    return ListenerSecurity(listener, protocol, tls, sasl)

@@ -1,0 +1,23 @@
+"""What a server-side SASL mechanism is to the connection's state machine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class AuthenticationFailed(Exception):
+    """The client's credentials are refused; `str()` is the message sent back to it."""
+
+
+@dataclass(frozen=True, slots=True)
+class MechanismStep:
+    challenge: bytes
+    complete: bool
+    principal: str | None = None
+
+
+class MechanismServer(Protocol):
+    def evaluate(self, token: bytes) -> MechanismStep:
+        """The answer to one client token; raises `AuthenticationFailed`."""
+        ...
