@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True)
-class TestCertificates:
+class GeneratedCertificates:
     ca_pem: Path  # the CA certificate (truststore)
     server_pem: Path  # server key + certificate in one file (keystore)
     server_cert: Path
@@ -23,7 +23,7 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 
 
-def make_certificates(directory: Path, common_name: str = "localhost") -> TestCertificates:
+def make_certificates(directory: Path, common_name: str = "localhost") -> GeneratedCertificates:
     directory.mkdir(parents=True, exist_ok=True)
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
              "-days", "2", "-subj", "/CN=kmirror-test-ca", cwd=directory)
@@ -34,4 +34,4 @@ def make_certificates(directory: Path, common_name: str = "localhost") -> TestCe
              "-out", "server.crt", "-days", "2", "-extfile", "san.ext", cwd=directory)
     combined = directory / "server.pem"
     combined.write_text((directory / "server.key").read_text() + (directory / "server.crt").read_text())
-    return TestCertificates(directory / "ca.pem", combined, directory / "server.crt", directory / "server.key")
+    return GeneratedCertificates(directory / "ca.pem", combined, directory / "server.crt", directory / "server.key")
