@@ -198,6 +198,36 @@ def test_source_clusters_come_from_the_mirror_configs_and_follow_bootstrap_chang
     assert sources.sources == {}
 
 
+def test_source_clusters_follow_security_config_changes_and_skip_unusable_ones():
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="{}";'
+    current = {"image": _image(7, 0, "m")}
+    made = []
+
+    def factory(bootstrap, client_id, security):
+        made.append(security)
+        return InProcessSourceCluster({}, 1)
+
+    def with_configs(extra):
+        image = current["image"]
+        configs = dict(image.configs)
+        key = ConfigResource(MIRROR_CONFIG_RESOURCE_TYPE, "m")
+        configs[key] = {"bootstrap.servers": "src:9092", **extra}
+        return dataclasses.replace(image, configs=configs)
+
+    sources = ImageSourceClusters(7, lambda: current["image"], factory)
+    first = sources("m")
+    assert made[-1].is_plaintext
+    secure = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas.format("p1")}
+    current["image"] = with_configs(secure)
+    second = sources("m")
+    assert second is not first and made[-1].sasl.password == "p1"
+    assert sources("m") is second  # unchanged configs keep the connection
+    current["image"] = with_configs({**secure, "sasl.jaas.config": jaas.format("p2")})
+    assert sources("m") is not second and made[-1].sasl.password == "p2"
+    current["image"] = with_configs({"security.protocol": "SASL_PLAINTEXT"})  # no usable credentials
+    assert sources("m") is None and len(made) == 3
+
+
 def _segments(b):
     log = b.rm.get_partition(TP).log
     out, offset = [], log.log_start_offset

@@ -222,3 +222,27 @@ def test_removed_partition_gets_no_more_appends():
     run(go())
     assert dst.rm.get_partition(TP).log.log_end_offset == 0
     assert not mgr.is_fetching(TP)
+
+
+def test_a_replaced_source_takes_over_the_mirrors_partitions_from_the_local_log_end():
+    src = make_broker(1)
+    produce_all_compressions(src)
+    dst = make_broker(7)
+    old = InProcessSourceCluster({1: src.rm}, 1)
+    new = InProcessSourceCluster({1: src.rm}, 1)
+    mgr = make_mirror(dst)
+
+    async def go():
+        await mgr.add_partition(TP, "m", old, TOPIC_ID)
+        await drain(mgr)
+        fetchers_before = set(mgr.fetchers.values())
+        src.rm.append_records({TP: build_batch([(None, b"after", (), 1)])}, 1)
+        await mgr.replace_source("m", new)
+        assert mgr.partitions[TP].source is new
+        assert not fetchers_before & set(mgr.fetchers.values())  # the old source's fetchers stopped
+        await mgr.replace_source("m", new)  # the same source again: nothing moves
+        await drain(mgr)
+
+    run(go())
+    assert log_batches(dst, TP) == log_batches(src, TP)
+    assert dst.rm.get_partition(TP).log.log_end_offset == 26

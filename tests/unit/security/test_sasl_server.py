@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import pytest
+
+from kmirror.protocol.errors import ErrorCode
+from kmirror.security.plain import PlainServer, plain_client_token
+from kmirror.security.sasl_mechanism import AuthenticationFailed
+from kmirror.security.sasl_server import (
+    API_VERSIONS,
+    TRANSITIONS,
+    Action,
+    SaslServer,
+    SaslState,
+)
+
+USERS = {"alice": "alice-secret"}
+METADATA = 3
+
+
+def server() -> SaslServer:
+    return SaslServer(("PLAIN",), lambda mechanism: PlainServer(USERS))
+
+
+def test_api_versions_handshake_authenticate_then_every_request_is_dispatched() -> None:
+    s = server()
+    assert s.on_request(API_VERSIONS).action is Action.DISPATCH
+    assert s.state is SaslState.HANDSHAKE_REQUEST
+    hs = s.on_handshake("PLAIN")
+    assert (hs.action, hs.error, hs.mechanisms) == (Action.RESPOND, ErrorCode.none, ("PLAIN",))
+    auth = s.on_authenticate(plain_client_token("alice", "alice-secret"))
+    assert (auth.action, auth.error, auth.close_after_response) == (Action.RESPOND, ErrorCode.none, False)
+    assert s.authenticated and s.principal == "alice"
+    assert s.on_request(METADATA).action is Action.DISPATCH
+    # after authentication SaslHandshake goes to its handler (ILLEGAL_SASL_STATE there)
+    assert s.on_handshake("PLAIN").action is Action.DISPATCH
+
+
+def test_handshake_without_api_versions_is_accepted() -> None:
+    s = server()
+    assert s.on_handshake("PLAIN").action is Action.RESPOND
+    assert s.state is SaslState.AUTHENTICATE
+
+
+def test_wrong_password_answers_sasl_authentication_failed_and_closes() -> None:
+    s = server()
+    s.on_handshake("PLAIN")
+    d = s.on_authenticate(plain_client_token("alice", "nope"))
+    assert (d.action, d.error, d.close_after_response) == (Action.RESPOND, ErrorCode.sasl_authentication_failed, True)
+    assert d.message == "Authentication failed: Invalid username or password"
+    assert s.state is SaslState.FAILED and not s.authenticated
+
+
+def test_unknown_user_is_refused_like_a_wrong_password() -> None:
+    s = server()
+    s.on_handshake("PLAIN")
+    d = s.on_authenticate(plain_client_token("mallory", "alice-secret"))
+    assert d.error is ErrorCode.sasl_authentication_failed
+    assert d.message == "Authentication failed: Invalid username or password"
+
+
+def test_unsupported_mechanism_answers_the_enabled_ones_and_closes() -> None:
+    s = server()
+    d = s.on_handshake("SCRAM-SHA-512")
+    assert (d.action, d.error, d.mechanisms, d.close_after_response) == (
+        Action.RESPOND, ErrorCode.unsupported_sasl_mechanism, ("PLAIN",), True)
+    assert s.state is SaslState.FAILED
+
+
+@pytest.mark.parametrize("steps", [
+    [("request", METADATA)],  # a Kafka request before the handshake
+    [("request", API_VERSIONS), ("request", API_VERSIONS)],  # ApiVersions twice
+    [("authenticate", b"\0alice\0alice-secret")],  # SaslAuthenticate before SaslHandshake
+    [("handshake", "PLAIN"), ("handshake", "PLAIN")],  # a second handshake
+    [("handshake", "PLAIN"), ("request", METADATA)],  # a request between handshake and authenticate
+])
+def test_out_of_order_requests_close_without_a_response(steps: list[tuple[str, object]]) -> None:
+    s = server()
+    decision = None
+    for kind, arg in steps:
+        if kind == "request":
+            decision = s.on_request(arg)  # type: ignore[arg-type]
+        elif kind == "handshake":
+            decision = s.on_handshake(arg)  # type: ignore[arg-type]
+        else:
+            decision = s.on_authenticate(arg)  # type: ignore[arg-type]
+    assert decision is not None and decision.action is Action.CLOSE
+    assert decision.error is ErrorCode.illegal_sasl_state
+    assert s.state is SaslState.FAILED and not s.authenticated
+    # nothing leaves FAILED
+    assert s.on_request(API_VERSIONS).action is Action.CLOSE
+    assert s.on_handshake("PLAIN").action is Action.CLOSE
+
+
+def test_failed_is_terminal_in_the_table() -> None:
+    assert not [k for k in TRANSITIONS if k[0] is SaslState.FAILED]
+    assert {v for (state, _), v in TRANSITIONS.items() if state is SaslState.COMPLETE} == {SaslState.COMPLETE}
+
+
+@pytest.mark.parametrize(("token", "message"), [
+    (b"alice\0alice-secret", "expected 3 tokens"),
+    (b"\0\0alice-secret", "username not specified"),
+    (b"\0alice\0", "password not specified"),
+    (b"bob\0alice\0alice-secret", "authorization id that is different from username"),
+    (b"\xff\0alice\0x", "not UTF-8"),
+])
+def test_plain_refuses_malformed_tokens(token: bytes, message: str) -> None:
+    with pytest.raises(AuthenticationFailed, match=message):
+        PlainServer(USERS).evaluate(token)
+
+
+def test_plain_accepts_a_matching_authorization_id() -> None:
+    step = PlainServer(USERS).evaluate(plain_client_token("alice", "alice-secret", authorization_id="alice"))
+    assert step.complete and step.principal == "alice"

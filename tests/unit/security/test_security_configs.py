@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import pytest
+
+from kmirror.config.definitions import ConfigError
+from kmirror.config.server import ServerConfig
+from kmirror.security.client_config import SecurityConfigError, client_security
+from kmirror.security.jaas import JaasConfigError, parse_jaas_config
+from kmirror.security.listener_config import is_listener_security_key, listener_security
+
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+def test_jaas_config_options_quoted_bare_and_escaped() -> None:
+    jaas = parse_jaas_config(f'{PLAIN_MODULE} required username="al ice" password=p\\w user_bob="b\\"ob";')
+    assert jaas.login_module == PLAIN_MODULE and jaas.flag == "required"
+    assert jaas.options == {"username": "al ice", "password": "p\\w", "user_bob": 'b"ob'}
+    assert jaas.users == {"bob": 'b"ob'}
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("", "expected"),
+    (f"{PLAIN_MODULE} required username=\"a\"", "must end with ';'"),
+    (f"{PLAIN_MODULE} always;", "invalid control flag"),
+    (f"{PLAIN_MODULE} required username;", "key=value"),
+    (f"{PLAIN_MODULE} required; {PLAIN_MODULE} required;", "exactly one"),
+])
+def test_jaas_config_errors(text: str, why: str) -> None:
+    with pytest.raises(JaasConfigError, match=why):
+        parse_jaas_config(text)
+
+
+def test_client_security_sasl_ssl() -> None:
+    s = client_security({"security.protocol": "sasl_ssl", "sasl.mechanism": "PLAIN",
+                         "sasl.jaas.config": f'{PLAIN_MODULE} required username="u" password="p";',
+                         "ssl.ca.location": "/ca.pem", "ssl.endpoint.identification.algorithm": ""})
+    assert s.protocol == "SASL_SSL" and s.sasl is not None and s.tls is not None
+    assert (s.sasl.mechanism, s.sasl.username, s.sasl.password) == ("PLAIN", "u", "p")
+    assert s.tls.ca_location == "/ca.pem" and not s.tls.check_hostname
+
+
+def test_client_security_defaults_to_plaintext_and_ssl_verifies_host_names() -> None:
+    assert client_security({}).is_plaintext
+    tls = client_security({"security.protocol": "SSL"}).tls
+    assert tls is not None and tls.check_hostname and tls.ca_location is None
+
+
+@pytest.mark.parametrize(("props", "why"), [
+    ({"security.protocol": "TLS"}, "'security.protocol'"),
+    ({"security.protocol": "SASL_PLAINTEXT"}, "'sasl.mechanism'"),  # Kafka's default GSSAPI
+    ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+      "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required username=u password=p;"},
+     "PLAIN needs"),
+    ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+      "sasl.jaas.config": f"{PLAIN_MODULE} required username=u;"}, "username and password"),
+    ({"security.protocol": "SSL", "ssl.endpoint.identification.algorithm": "ldap"}, "https or empty"),
+    ({"security.protocol": "SSL", "ssl.keystore.key": "k"}, "must be set together"),
+])
+def test_client_security_errors(props: dict[str, str], why: str) -> None:
+    with pytest.raises(SecurityConfigError, match=why):
+        client_security(props)
+
+
+def base(**extra: str) -> dict[str, str]:
+    return {"node.id": "1", "controller.quorum.voters": "1@127.0.0.1:9093",
+            "listeners": "PLAINTEXT://127.0.0.1:9092,SASL_SSL://127.0.0.1:9094,CONTROLLER://127.0.0.1:9093",
+            "controller.listener.names": "CONTROLLER", "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": "/server.pem", "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": f'{PLAIN_MODULE} required user_alice="a";', **extra}
+
+
+def test_server_config_listener_securities() -> None:
+    cfg = ServerConfig.from_properties(base())
+    sec = cfg.listener_securities["SASL_SSL"]
+    assert sec.protocol == "SASL_SSL" and sec.tls is not None and sec.sasl is not None
+    assert sec.tls.keystore_location == "/server.pem" and sec.tls.client_auth == "none"
+    assert sec.sasl.enabled_mechanisms == ("PLAIN",) and dict(sec.sasl.plain_users) == {"alice": "a"}
+    plain = cfg.listener_securities["PLAINTEXT"]
+    assert plain.tls is None and plain.sasl is None
+    assert cfg.inter_broker_listener_name == "PLAINTEXT"
+
+
+def test_listener_prefixed_keys_win_over_unprefixed_ones() -> None:
+    raw = {"ssl.keystore.type": "PEM", "ssl.keystore.location": "/a.pem",
+           "listener.name.ssl.ssl.keystore.location": "/b.pem", "ssl.client.auth": "required",
+           "ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca.pem",
+           "sasl.jaas.config": f'{PLAIN_MODULE} required user_x="y";', "sasl.enabled.mechanisms": "PLAIN"}
+    sec = listener_security(raw, "SSL", "SSL")
+    assert sec.tls is not None and sec.tls.keystore_location == "/b.pem" and sec.tls.client_auth == "required"
+    other = listener_security(raw, "OTHER", "SASL_PLAINTEXT")
+    assert other.sasl is not None and dict(other.sasl.plain_users) == {"x": "y"}  # unprefixed sasl.jaas.config
+
+
+def test_listener_key_shapes() -> None:
+    assert is_listener_security_key("listener.name.sasl_ssl.plain.sasl.jaas.config")
+    assert is_listener_security_key("listener.name.external.ssl.keystore.location")
+    assert not is_listener_security_key("listener.name.external.log.dirs")
+    assert not is_listener_security_key("ssl.keystore.location")
+
+
+@pytest.mark.parametrize(("extra", "why"), [
+    ({"sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI not supported"),
+    ({"listener.name.sasl_ssl.plain.sasl.jaas.config": "x required user_a=b;"}, "expected " + PLAIN_MODULE),
+    ({"ssl.keystore.type": "JKS"}, "only PEM is supported"),
+    ({"ssl.client.auth": "required"}, "needs a truststore"),
+    ({"listener.name.sasl_ssl.ssl.client.auth": "maybe"}, "'ssl.client.auth'"),
+    ({"inter.broker.listener.name": "SASL_SSL"}, "must be PLAINTEXT"),
+    ({"listener.name.sasl_ssl.log.dirs": "/x"}, "unknown configuration"),
+])
+def test_server_config_security_errors(extra: dict[str, str], why: str) -> None:
+    with pytest.raises(ConfigError, match=why):
+        ServerConfig.from_properties(base(**extra))
