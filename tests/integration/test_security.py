@@ -198,7 +198,8 @@ def set_source_password(source: SecureNode, old: str, new: str) -> None:
 def test_mirror_from_a_sasl_ssl_source(tmp_path: Path) -> None:
     topic = "mirrored-secure"
     source = secure_node(tmp_path / "source")
-    dest = LocalCluster(tmp_path / "dest", free_port_block())
+    # the manager retries a refusing source every refresh interval (KIP default 30 s)
+    dest = LocalCluster(tmp_path / "dest", free_port_block(), overrides={"mirror.metadata.refresh.interval.ms": "500"})
     try:
         dest.up()
         kmirror("topics", "--bootstrap-server", source.plaintext, "--create", "--topic", topic,
