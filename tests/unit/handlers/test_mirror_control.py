@@ -303,3 +303,83 @@ def test_a_broker_validates_partition_states_before_forwarding_add_to_the_contro
     image = services.metadata.image
     assert image.topic_config("orders")["mirror.name"] == "m1.removed"
     assert image.topics["fresh"].topic_id == fresh_id
+
+
+class ControllerForwarding:
+    """A broker-only node's metadata: the image is the controller's, writes are forwarded to
+    the controller's handlers (a dedicated controller: no mirror coordinator)."""
+
+    forwarding = True
+
+    def __init__(self, controller, response_types) -> None:
+        self.controller = controller
+        self.response_types = response_types
+        self.forwarded: list = []
+
+    @property
+    def image(self):
+        return self.controller.metadata.image
+
+    async def forward(self, request):
+        self.forwarded.append(request)
+        handler = {d.api_key: d for d in load_handlers()}[request.__api_key__].handler
+        ctx = RequestContext(RequestHeaderView(int(request.__api_key__), 0, 1, "fwd"),
+                             self.response_types[int(request.__api_key__)], "127.0.0.1", 1)
+        return await handler(self.controller, ctx, request)
+
+
+def broker_and_dedicated_controller():
+    """A mirror m1 with topic `orders` (3 partitions); the broker's coordinator holds the
+    states, the controller has none."""
+    from types import SimpleNamespace
+
+    controller = enabled_services()
+    create(controller)
+    add(controller, "m1", "orders")
+    broker_coordinator = controller.mirror_coordinator
+    for p in range(broker_coordinator.coordinator.num_partitions):
+        broker_coordinator.coordinator.begin_load(p)
+        broker_coordinator.coordinator.complete_load(p, [])
+    controller.mirror_coordinator = None
+    metadata = ControllerForwarding(controller, {96: remove_topics_from_mirror.RemoveTopicsFromMirrorResponse,
+                                               104: delete_mirror.DeleteMirrorResponse})
+    return SimpleNamespace(metadata=metadata, mirror_coordinator=broker_coordinator), controller
+
+
+def write_states(coordinator_service, state) -> None:
+    from kmirror.mirror.coordinator.coordinator import StateWrite
+    from kmirror.mirror.coordinator.records import MirrorPartitionKey
+    asyncio.run(coordinator_service.write_states(
+        [StateWrite(MirrorPartitionKey("m1", SOURCE_ID, p), "orders", state) for p in range(3)]))
+
+
+def test_a_broker_checks_partition_states_before_forwarding_to_a_dedicated_controller() -> None:
+    from kmirror.mirror.state import MirrorPartitionState as S
+    broker, controller = broker_and_dedicated_controller()
+    # UNKNOWN partitions at the broker's coordinator: refused there, nothing forwarded.
+    assert remove(broker, "m1", "orders").topics[0].error_code == ErrorCode.invalid_request
+    assert broker.metadata.forwarded == []
+    assert controller.metadata.image.topic_config("orders")["mirror.name"] == "m1"
+    # MIRRORING at the broker: forwarded; the controller, which cannot read states, applies it.
+    write_states(broker.mirror_coordinator, S.PREPARING)
+    write_states(broker.mirror_coordinator, S.MIRRORING)
+    resp = remove(broker, "m1", "orders", "missing")
+    assert {t.name: t.error_code for t in resp.topics} == {"orders": 0, "missing": ErrorCode.unknown_topic_or_partition}
+    assert [t.topic_name for t in broker.metadata.forwarded[0].topics] == ["orders", "missing"]
+    assert controller.metadata.image.topic_config("orders")["mirror.name"] == "m1.removed"
+
+
+def test_delete_mirror_is_refused_at_the_broker_while_a_removed_partition_is_not_stopped() -> None:
+    from kmirror.mirror.state import MirrorPartitionState as S
+    broker, controller = broker_and_dedicated_controller()
+    write_states(broker.mirror_coordinator, S.PREPARING)
+    write_states(broker.mirror_coordinator, S.MIRRORING)
+    assert remove(broker, "m1", "orders").topics[0].error_code == 0
+    delete = delete_mirror.DeleteMirrorRequest(mirror_name="m1")
+    write_states(broker.mirror_coordinator, S.STOPPING)
+    assert mirror_call(broker, 104, delete, delete_mirror.DeleteMirrorResponse).error_code == \
+        MirrorError.MIRROR_NOT_EMPTY
+    assert len(broker.metadata.forwarded) == 1  # only the removal
+    write_states(broker.mirror_coordinator, S.STOPPED)
+    assert mirror_call(broker, 104, delete, delete_mirror.DeleteMirrorResponse).error_code == 0
+    assert list_all(controller).mirrors == ()

@@ -1,13 +1,17 @@
 """DeleteMirror (key 104): refused with MIRROR_NOT_EMPTY while topics remain attached
-(`membership.delete_mirror`); partition states come from the MirrorCoordinator."""
+(`membership.delete_mirror`); partition states come from the MirrorCoordinator. A broker-only node reads them and refuses
+before forwarding; a dedicated controller (no coordinator) trusts the forwarding broker."""
 
 from __future__ import annotations
 
 import datetime
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
+from kmirror.metadata.controller import mirrors as mirror_ops
 from kmirror.mirror.metadata import (
     MIRRORING_DISABLED_MESSAGE,
     UNSUPPORTED_VERSION_CODE,
@@ -26,13 +30,18 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     if not mirroring_enabled(image):
         return build(rt, throttle_time=datetime.timedelta(0), error_code=UNSUPPORTED_VERSION_CODE,
                      error_message=MIRRORING_DISABLED_MESSAGE)
-    if services.metadata.forwarding:
-        return await services.metadata.forward(request)
     name = request.mirror_name
     states = {}
     for topic in mirror_topics(image, name, include_removed=True):
         t = image.topics[topic]
         states[topic] = await topic_partition_states(
             getattr(services, "mirror_coordinator", None), name, t.topic_id, len(t.partitions))
+    if services.metadata.forwarding:
+        # The states are read here (a dedicated controller cannot): refuse here, else forward.
+        refusal = mirror_ops.delete_mirror(image, name, states).response
+        if refusal is not None and refusal.code != ErrorCode.none:
+            return build(rt, throttle_time=datetime.timedelta(0), error_code=int(refusal.code),
+                         error_message=refusal.message)
+        return await services.metadata.forward(request)
     error = await services.metadata.delete_mirror(name, states)
     return build(rt, throttle_time=datetime.timedelta(0), error_code=int(error.code), error_message=error.message)

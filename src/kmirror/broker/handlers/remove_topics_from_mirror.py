@@ -1,17 +1,18 @@
 """RemoveTopicsFromMirror (key 96): failover. Each topic's `mirror.name` gets `.removed`
 (`membership.remove_topic`, with the MirrorCoordinator's partition states); the partition
 leaders then run STOPPING (data plane). `membership_change` serves Pause/Resume as well:
-the three RPCs share one request/response shape."""
+the three RPCs share one request/response shape. A broker-only node checks the partition
+states itself and forwards what it accepts (`broker.mirror_validation`)."""
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.mirror_validation import Decide, forward_validated, partition_states_to_check
 from kmirror.broker.services import BrokerServices
 from kmirror.mirror.errors import MirrorError
 from kmirror.mirror.membership import MIRROR_NAME_CONFIG, Rejected, SetMirrorName, remove_topic
@@ -22,11 +23,7 @@ from kmirror.mirror.metadata import (
     mirroring_enabled,
 )
 from kmirror.mirror.protocol.registry import schemas
-from kmirror.mirror.service import topic_partition_states
-from kmirror.mirror.state import MirrorPartitionState
 from kmirror.protocol.entities import build, nested
-
-Decide = Callable[[str | None, str, list[MirrorPartitionState]], SetMirrorName | Rejected]
 
 
 async def membership_change(services: BrokerServices, ctx: RequestContext, request: Any, decide: Decide) -> Any:
@@ -44,7 +41,7 @@ async def membership_change(services: BrokerServices, ctx: RequestContext, reque
         return answer(UNSUPPORTED_VERSION_CODE, MIRRORING_DISABLED_MESSAGE,
                       {t.topic_name: UNSUPPORTED_VERSION_CODE for t in request.topics})
     if services.metadata.forwarding:
-        return await services.metadata.forward(request)
+        return await forward_validated(services, rt, request, decide)
     if mirror(image, name) is None:
         code = int(MirrorError.UNKNOWN_MIRROR)
         return answer(code, f"Mirror {name} does not exist", {t.topic_name: code for t in request.topics})
@@ -55,8 +52,7 @@ async def membership_change(services: BrokerServices, ctx: RequestContext, reque
         if topic is None or (t.topic_id is not None and t.topic_id.int != 0 and t.topic_id != topic.topic_id):
             missing[t.topic_name] = int(ErrorCode.unknown_topic_or_partition)
             continue
-        states = await topic_partition_states(
-            getattr(services, "mirror_coordinator", None), name, topic.topic_id, len(topic.partitions))
+        states = await partition_states_to_check(services, name, topic.topic_id, len(topic.partitions))
         decisions[t.topic_name] = decide(image.topic_config(t.topic_name).get(MIRROR_NAME_CONFIG), name, states)
     results = await services.metadata.set_mirror_names(decisions) if decisions else {}
     per_topic = {t.topic_name: missing.get(t.topic_name, int(results[t.topic_name].code) if t.topic_name in results
