@@ -4,8 +4,9 @@
 consumer: Fetch with replica id -1 and READ_COMMITTED (the mirror policy), OffsetsForLeaderEpoch
 (when the source has it) and ListOffsets with replica id -1. Partitions whose answer says this broker no longer leads
 them (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
-UNKNOWN_TOPIC_ID) are reported through `on_leader_change`: the fetcher manager refreshes the
-source metadata and moves them to the fetcher of the new source leader.
+UNKNOWN_TOPIC_ID), and every partition of a request that failed (the broker is unreachable:
+killed, partitioned), are reported through `on_leader_change`: the fetcher manager refreshes
+the source metadata and moves them to the fetcher of the new source leader.
 
 `ClientSourceCluster` is the `SourceCluster` port over `kmirror.client.Cluster` with the
 mirror's `bootstrap.servers` and security configs (every source connection, metadata and
@@ -87,21 +88,47 @@ class SourceClusterEndPoint(RemoteLeaderEndPoint):
                          security=security)
         self.on_leader_change = on_leader_change
 
-    async def fetch_epoch_end_offsets(self, queries: Sequence[EpochQuery]) -> dict[TopicPartition, EpochEndOffset | ErrorCode]:
+    async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
+        try:
+            results = await super().fetch(plan)
+        except Exception:
+            self._moved({p.topic_partition for p in plan.partitions})
+            raise
+        self._moved({tp for tp, r in results.items() if r.error in LEADER_MOVED_ERRORS})
+        return results
+
+    async def fetch_epoch_end_offsets(
+        self, queries: Sequence[EpochQuery]
+    ) -> dict[TopicPartition, EpochEndOffset | ErrorCode]:
         """A source without OffsetsForLeaderEpoch (Tansu) answers every epoch as undefined,
         so the engine truncates to the local high watermark: Kafka's fetcher does the same
         towards a leader that lacks the API (`truncateToHighWatermark`)."""
-        conn = await self._connection()
-        if OFFSET_FOR_LEADER_EPOCH not in conn.api_versions:
-            return {q.topic_partition: UNDEFINED_EPOCH_END_OFFSET for q in queries}
-        return await super().fetch_epoch_end_offsets(queries)
-
-    async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
-        results = await super().fetch(plan)
-        moved = {tp for tp, r in results.items() if r.error in LEADER_MOVED_ERRORS}
-        if moved and self.on_leader_change is not None:
-            self.on_leader_change(moved)
+        try:
+            conn = await self._connection()
+            if OFFSET_FOR_LEADER_EPOCH not in conn.api_versions:
+                return {q.topic_partition: UNDEFINED_EPOCH_END_OFFSET for q in queries}
+            results = await super().fetch_epoch_end_offsets(queries)
+        except Exception:
+            self._moved({q.topic_partition for q in queries})
+            raise
+        self._moved({tp for tp, r in results.items() if isinstance(r, ErrorCode) and r in LEADER_MOVED_ERRORS})
         return results
+
+    async def fetch_log_offsets(self, query: EpochQuery) -> tuple[int, int] | ErrorCode:
+        try:
+            result = await super().fetch_log_offsets(query)
+        except Exception:
+            self._moved({query.topic_partition})
+            raise
+        if isinstance(result, ErrorCode) and result in LEADER_MOVED_ERRORS:
+            self._moved({query.topic_partition})
+        return result
+
+    def _moved(self, tps: set[TopicPartition]) -> None:
+        """A source broker that cannot be reached (killed, partitioned) may have lost its
+        leadership: like a consumer after a connection failure, look the leaders up again."""
+        if tps and self.on_leader_change is not None:
+            self.on_leader_change(tps)
 
 
 class ClientSourceCluster:

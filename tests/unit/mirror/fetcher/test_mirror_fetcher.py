@@ -246,3 +246,36 @@ def test_a_replaced_source_takes_over_the_mirrors_partitions_from_the_local_log_
     run(go())
     assert log_batches(dst, TP) == log_batches(src, TP)
     assert dst.rm.get_partition(TP).log.log_end_offset == 26
+
+
+def test_an_unreachable_source_broker_sends_its_partitions_back_to_a_metadata_lookup():
+    """A source leader that was killed answers nothing: every partition of the failed request
+    is reported as moved (as a consumer refreshes metadata after a connection failure)."""
+    import socket
+
+    from kmirror.mirror.fetcher.source_endpoint import SourceClusterEndPoint
+    from kmirror.replication.fetcher.engine import EpochQuery, FetchPartitionPlan, FetchPlan
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    moved: list[set[TopicPartition]] = []
+    endpoint = SourceClusterEndPoint("127.0.0.1", port, client_id="m", on_leader_change=moved.append,
+                                     request_timeout_ms=2000)
+    plan = FetchPlan(tuple(FetchPartitionPlan(tp, TOPIC_ID, 0, -1, -1, 0, 1 << 20) for tp in (TP, TP1)),
+                     mirror_fetch_policy())
+
+    async def go():
+        for call in (lambda: endpoint.fetch(plan),
+                     lambda: endpoint.fetch_epoch_end_offsets([EpochQuery(TP, TOPIC_ID, -1, 0)]),
+                     lambda: endpoint.fetch_log_offsets(EpochQuery(TP1, TOPIC_ID, -1, 0))):
+            try:
+                await call()
+            except Exception:
+                pass
+            else:
+                raise AssertionError("an unreachable broker answered")
+        await endpoint.close()
+
+    run(go())
+    assert moved == [{TP, TP1}, {TP}, {TP1}]
