@@ -310,6 +310,15 @@ class MirrorManager:
         return (p.leader_epoch >= min_leader_epoch and p.log.latest_epoch == p.leader_epoch
                 and floor >= min_producer_id)
 
+    def cached_state(self, mirror_name: str, topic_id: UUID, partition: int) -> MirrorPartitionState | None:
+        """The state of a partition this broker leads, as last persisted through the
+        coordinator; None when not led here or not read yet (read-only then stays)."""
+        key = PartitionKey(mirror_name, topic_id, partition)
+        for mp in self.partitions.values():
+            if mp.key == key:
+                return mp.state
+        return None
+
     # -- DescribeMirrors ------------------------------------------------------------------
 
     def describe(self, tps: list[TopicPartition] | None = None) -> Mapping[TopicPartition, PartitionDescription]:

@@ -98,11 +98,13 @@ MIRRORING_DISABLED_MESSAGE = "Cluster mirroring is disabled (mirror.version=0)"
 
 
 def is_topic_partition_read_only(
-    image: MetadataImage | None, topic: str, partition: int, coordinator: Any | None
+    image: MetadataImage | None, topic: str, partition: int, coordinator: Any | None, leader: Any | None = None
 ) -> bool:
     """Produce / DeleteRecords answer READ_ONLY_TOPIC (`membership.is_read_only`). The
-    partition state is the local MirrorCoordinatorService's cached answer, None while unknown
-    (an attached topic is then read-only: the safe side). No image: no mirrors."""
+    partition state is the partition leader's (`MirrorManager.cached_state`: what it
+    persisted through the coordinator), else the local MirrorCoordinatorService's cached
+    answer (the key may be coordinated by another broker), None while unknown (an attached
+    topic is then read-only: the safe side). No image: no mirrors."""
     if image is None:
         return False
     membership = topic_membership(image, topic)
@@ -110,6 +112,8 @@ def is_topic_partition_read_only(
         return False
     state = None
     topic_image = image.topics.get(topic)
-    if coordinator is not None and topic_image is not None:
-        state = coordinator.cached_state(membership.mirror_name, topic_image.topic_id, partition)
+    if topic_image is not None:
+        for view in (leader, coordinator):
+            if view is not None and state is None:
+                state = view.cached_state(membership.mirror_name, topic_image.topic_id, partition)
     return is_read_only(membership, state)

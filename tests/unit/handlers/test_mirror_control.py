@@ -383,3 +383,35 @@ def test_delete_mirror_is_refused_at_the_broker_while_a_removed_partition_is_not
     write_states(broker.mirror_coordinator, S.STOPPED)
     assert mirror_call(broker, 104, delete, delete_mirror.DeleteMirrorResponse).error_code == 0
     assert list_all(controller).mirrors == ()
+
+
+def test_a_removed_topic_is_writable_on_a_leader_that_does_not_coordinate_its_mirror_state() -> None:
+    """On a 3-broker cluster the key's `__mirror_state` coordinator is often another broker:
+    the partition leader's own persisted state decides then."""
+    from kmirror.mirror.metadata import is_topic_partition_read_only
+    from kmirror.mirror.state import MirrorPartitionState as S
+
+    class StateView:
+        def __init__(self, states) -> None:
+            self.states = states
+
+        def cached_state(self, mirror_name, topic_id, partition):
+            return self.states.get((mirror_name, topic_id, partition))
+
+    services = enabled_services()
+    create(services)
+    add(services, "m1", "orders")
+    coord = services.mirror_coordinator.coordinator
+    for p in range(coord.num_partitions):
+        coord.begin_load(p)
+        coord.complete_load(p, [])
+    write_states(services.mirror_coordinator, S.PREPARING)
+    write_states(services.mirror_coordinator, S.MIRRORING)
+    assert remove(services, "m1", "orders").topics[0].error_code == 0
+    image = services.metadata.image
+    not_coordinator = StateView({})
+    leader = StateView({("m1", SOURCE_ID, 0): S.STOPPED, ("m1", SOURCE_ID, 1): S.STOPPING})
+    assert is_topic_partition_read_only(image, "orders", 0, not_coordinator)  # unknown: the safe side
+    assert not is_topic_partition_read_only(image, "orders", 0, not_coordinator, leader)
+    assert is_topic_partition_read_only(image, "orders", 1, not_coordinator, leader)  # still detaching
+    assert is_topic_partition_read_only(image, "orders", 2, not_coordinator, leader)  # not led here

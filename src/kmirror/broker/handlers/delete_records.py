@@ -31,7 +31,8 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     }
     coordinator = getattr(services, "mirror_coordinator", None)
     read_only = {tp for tp in offsets
-                 if is_topic_partition_read_only(getattr(services.metadata, "image", None), tp.topic, tp.partition, coordinator)}
+                 if is_topic_partition_read_only(getattr(services.metadata, "image", None), tp.topic, tp.partition,
+                                                 coordinator, getattr(services, "mirror_manager", None))}
     results: dict[TopicPartition, Any] = dict(services.replica_manager.delete_records(
         {tp: o for tp, o in offsets.items() if tp not in read_only}))
     for tp in read_only:

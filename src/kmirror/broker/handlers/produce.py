@@ -43,7 +43,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             if p.records is None:
                 errors[tp] = PartitionError(ErrorCode.invalid_record, "Produce request without a record batch")
             elif is_topic_partition_read_only(getattr(services.metadata, "image", None), name, tp.partition,
-                                              getattr(services, "mirror_coordinator", None)):
+                                              getattr(services, "mirror_coordinator", None),
+                                              getattr(services, "mirror_manager", None)):
                 errors[tp] = PartitionError(kio_error_code(int(MirrorError.READ_ONLY_TOPIC)),
                                             MirrorError.READ_ONLY_TOPIC.message)
             else:
