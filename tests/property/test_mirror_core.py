@@ -149,7 +149,7 @@ def test_epochs_never_go_backwards_through_failover(source_epoch_steps, lso_cut,
         assert cache.entries[: len(before)] == before
     end = min(lso_cut, len(epochs))
     cache.truncate_from_end(end)
-    lme = last_mirrored_epoch_of(cache)
+    lme = last_mirrored_epoch_of(cache, end)
     assert all(e <= lme for e in epochs[:end])
     new_epoch = bumped_leader_epoch(local_leader_epoch, bump_min_leader_epoch(lme))
     assert new_epoch > lme and new_epoch > local_leader_epoch
@@ -166,7 +166,7 @@ def failback_scenario(draw):
     common = [(e, f"c{i}") for i, e in enumerate(epochs)]
     k = draw(st.integers(0, len(common)))
     b = list(common[:k])
-    lme = last_mirrored_epoch_of(cache_of(b))
+    lme = last_mirrored_epoch_of(cache_of(b), len(b))
     b_epoch = bump_min_leader_epoch(lme) + draw(st.integers(0, 2))
     b += [(b_epoch, "pid-reset")] + [(b_epoch, f"b{i}") for i in range(draw(st.integers(0, 3)))]
     a = list(common)

@@ -322,8 +322,15 @@ class Log:
 
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at and after `offset` (follower truncation); True if removed.
-        The cut is fsynced so a crash cannot resurrect truncated records."""
-        if offset < 0 or offset >= self._log_end_offset:
+        The cut is fsynced so a crash cannot resurrect truncated records. At or above the
+        log end no record is removed, but epoch entries starting at or after the log end are
+        (Kafka `UnifiedLog.truncateTo`): an epoch a leader assigned without writing a record
+        must not be taken for an epoch of the log."""
+        if offset < 0:
+            return False
+        if offset >= self._log_end_offset:
+            if self.epoch_cache.truncate_from_end(self._log_end_offset):
+                self._epoch_checkpoint.write(self.epoch_cache)
             return False
         if offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)

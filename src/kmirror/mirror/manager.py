@@ -274,7 +274,8 @@ class MirrorManager:
                 raise StepPending(f"replicas {sorted(progress.pending_replicas)} still truncating")
         elif isinstance(action, f.TruncateToLastStableOffset):
             p = self._leader(tp)
-            p.truncate_to(p.log.last_stable_offset)
+            if p.log.last_stable_offset < p.log.log_end_offset:
+                p.truncate_to(p.log.last_stable_offset)
         elif isinstance(action, f.PersistLastMirroredEpoch):
             p = self._leader(tp)
             mp.last_mirrored_epoch = last_mirrored_epoch_of(_epoch_cache(p), p.log.log_end_offset)

@@ -63,12 +63,13 @@ def lme_truncation(last_mirrored_epoch: int | None, epoch_cache: EpochCache, log
 
 
 def last_mirrored_epoch_of(epoch_cache: EpochCache, log_end_offset: int | None = None) -> int:
-    """The LME persisted when mirroring stops: the greatest leader epoch in the mirrored log
-    (after truncation to the LSO). While mirroring, every batch carries its source epoch and
-    the epoch cache follows the batches, so this is the greatest source epoch we hold.
-    With `log_end_offset`, an epoch starting at the log end holds no record and is not
-    counted: a STOPPING step resumed after the local epoch bump (the new leader epoch is
-    assigned at the log end before MIRROR_PID_RESET is written) finds the same LME."""
+    """The LME persisted when mirroring stops: the greatest leader epoch of a record in the
+    mirrored log (after truncation to the LSO). While mirroring, every batch carries its
+    source epoch and the epoch cache follows the batches, so this is the greatest source
+    epoch we hold. With `log_end_offset`, an epoch starting at the log end holds no record
+    and is not counted: it is this cluster's own leader epoch (a leader change after the
+    topic was removed, or a STOPPING step resumed after the local epoch bump, whose epoch is
+    assigned at the log end before MIRROR_PID_RESET is written), never a mirrored one."""
     entries = epoch_cache.entries
     if log_end_offset is not None:
         entries = [e for e in entries if e.start_offset < log_end_offset]

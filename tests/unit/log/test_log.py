@@ -219,6 +219,22 @@ def test_truncate_to_and_epoch_cache():
     assert (log.log_start_offset, log.log_end_offset, len(log.epoch_cache)) == (100, 100, 0)
 
 
+def test_truncate_at_the_log_end_still_drops_an_epoch_without_records():
+    # Kafka `UnifiedLog.truncateTo`: a leader that assigned its epoch at the log end and
+    # wrote nothing leaves an entry no record has; truncation to the log end removes it
+    # (and the checkpoint follows), no record is removed.
+    fs = MemoryFileSystem()
+    log = _open(fs)
+    log.append_as_leader(_batch(2), 1)
+    log.epoch_cache.assign(5, 2)
+    assert log.truncate_to(2) is False
+    assert log.log_end_offset == 2
+    assert [(e.epoch, e.start_offset) for e in log.epoch_cache.entries] == [(1, 0)]
+    log.close()
+    reopened = _open(fs)
+    assert [(e.epoch, e.start_offset) for e in reopened.epoch_cache.entries] == [(1, 0)]
+
+
 def test_delete_records_and_retention():
     clock = ManualClock(NOW)
     log = _open(config=LogConfig(segment_bytes=300, retention_ms=10_000), clock=clock)

@@ -63,7 +63,7 @@ def test_example_b_failback_truncates_the_new_record_then_copies_the_delta():
     common: Log = [(0, "r0"), (0, "r1"), (1, "r2"), (1, "r3")]
     # Mirroring stops on B: B stores LME=1, bumps to epoch 2, writes its PID reset + a record.
     dest_b = [*common, (2, "pid-reset"), (2, "b5")]
-    lme_on_b = last_mirrored_epoch_of(cache_of(common))
+    lme_on_b = last_mirrored_epoch_of(cache_of(common), len(common))
     assert lme_on_b == 1
     # Meanwhile A also bumps to epoch 2 and gets a new record.
     source_a = [*common, (2, "a4")]
@@ -103,7 +103,15 @@ def test_lme_below_every_local_epoch_truncates_at_the_first_entry():
 
 
 def test_last_mirrored_epoch_of_empty_log():
-    assert last_mirrored_epoch_of(EpochCache()) == -1
+    assert last_mirrored_epoch_of(EpochCache(), 0) == -1
+
+
+def test_last_mirrored_epoch_ignores_an_epoch_without_records():
+    # A leader change after the topic was removed assigns the destination's own epoch 7 at
+    # the log end: no mirrored record is in epoch 7, the LME stays the source's epoch 2.
+    cache = EpochCache([EpochEntry(1, 0), EpochEntry(2, 5), EpochEntry(7, 9)])
+    assert last_mirrored_epoch_of(cache, 9) == 2
+    assert last_mirrored_epoch_of(EpochCache([EpochEntry(7, 0)]), 0) == -1
 
 
 def progress(**overrides):
