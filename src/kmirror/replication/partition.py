@@ -173,7 +173,7 @@ class Partition(IsrChanges):
             self._leader_role = True
             if new_epoch or not was_leader:
                 leo = self.log.log_end_offset
-                if self.assigns_leader_epoch:
+                if self.assigns_leader_epoch and not _below_log_epochs(self.log, state.leader_epoch):
                     assign_epoch_start_offset(self.log, state.leader_epoch, leo)
                 self.leader_epoch_start_offset = leo
                 self._replicas = {
@@ -470,6 +470,15 @@ def _out_of_range(tp: TopicPartition, offset: int, log_start: int, log_end: int)
     return PartitionError(
         ErrorCode.offset_out_of_range, f"Offset {offset} is out of range [{log_start}, {log_end}] for {tp}"
     )
+
+
+def _below_log_epochs(log: Any, leader_epoch: int) -> bool:
+    """The log holds records of a greater epoch than this leader's: a mirror topic just
+    removed, whose mirrored records carry the source's epochs, until BumpLeaderEpochs raises
+    the local epoch above them (KIP-1279 failover). Assigning this epoch would cut the
+    mirrored epochs from the cache; the bumped epoch is assigned instead."""
+    latest = getattr(log, "latest_epoch", None)
+    return latest is not None and latest > leader_epoch
 
 
 def assign_epoch_start_offset(log: Any, leader_epoch: int, start_offset: int) -> None:

@@ -78,3 +78,16 @@ def test_idempotent_duplicate_is_answered_with_the_original_offsets() -> None:
     gap = build_batch([(b"k", b"v", (), 10)], producer_id=7, producer_epoch=0, base_sequence=5)
     result = p.append_records_to_leader(gap, -1, 1_000)
     assert isinstance(result, PartitionError) and result.code == ErrorCode.out_of_order_sequence_number
+
+
+def test_a_leader_epoch_below_the_log_epochs_is_not_assigned() -> None:
+    # A mirror topic just removed (KIP-1279 failover): its records carry the source's epoch
+    # 6, the local leader epoch is still 4 until BumpLeaderEpochs. A leader change to epoch 5
+    # must not cut epoch 6 from the cache; the bumped epoch 7 is assigned.
+    p = partition(epoch=4)
+    p.log.append_as_follower(build_batch([(b"k", b"v", (), 1)], partition_leader_epoch=6))
+    assert [(e.epoch, e.start_offset) for e in p.log.epoch_cache.entries] == [(6, 0)]
+    p.update_state(PartitionState(leader=1, leader_epoch=5, partition_epoch=1, replicas=(1,), isr=(1,)), 0)
+    assert [(e.epoch, e.start_offset) for e in p.log.epoch_cache.entries] == [(6, 0)]
+    p.update_state(PartitionState(leader=1, leader_epoch=7, partition_epoch=2, replicas=(1,), isr=(1,)), 0)
+    assert [(e.epoch, e.start_offset) for e in p.log.epoch_cache.entries] == [(6, 0), (7, 1)]
