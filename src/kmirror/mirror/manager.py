@@ -176,8 +176,11 @@ class MirrorManager:
             if source is not None:
                 await self.fetchers.replace_source(membership.mirror_name, source)
             source_exists, cluster_id = await self._source_view(source, membership.mirror_name, tp.topic)
-            plan = self._plan(mp, membership, cluster_id, source_exists)
-            await self._execute(tp, mp, plan, source)
+            for _ in range(len(S)):  # a plan that ends in a state with a plan of its own goes on
+                before = mp.state
+                await self._execute(tp, mp, self._plan(mp, membership, cluster_id, source_exists), source)
+                if mp.state is before:
+                    break
         except StepPending as pending:
             log.debug("mirror partition %s waits: %s", tp, pending)
         return None if mp is None else mp.state
@@ -213,8 +216,8 @@ class MirrorManager:
     def _plan(self, mp: MirroredPartitionState, membership: Any, cluster_id: str, source_exists: bool) -> tuple[f.Action, ...]:
         if mp.state is S.STOPPING:  # resume an interrupted failover
             return (*f.stopping_plan(S.MIRRORING, cluster_id)[1:],)
-        if mp.state is S.PREPARING:  # resume an interrupted start
-            return f.preparing_plan(S.UNKNOWN)[1:]
+        if mp.state is S.PREPARING and membership.status.value == "" and source_exists:
+            return f.preparing_plan(S.UNKNOWN)[1:]  # resume an interrupted start
         if mp.state is S.MIRRORING and not self.fetchers.is_fetching(mp_tp(self, mp)) and membership.status.value == "":
             return (f.StartFetcher(),)
         return f.plan_for(membership, mp.state, cluster_id, source_topic_exists=source_exists)

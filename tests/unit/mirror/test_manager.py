@@ -338,3 +338,28 @@ def test_a_destination_leader_change_keeps_the_mirrored_epochs_in_the_epoch_cach
     src.rm.append_records({TP: build_batch([(None, b"later", (), 1)])}, 1)
     asyncio.run(drain(fetchers))
     assert batches(dst) == batches(src)
+
+
+def test_a_removed_partition_still_preparing_fails_and_detaches_without_the_source():
+    # The start never completed (the source went away during PREPARING); the operator fails
+    # over: the partition must not keep waiting on the source's LME (KIP: PREPARING ->
+    # FAILED on removal), and ends detached and writable.
+    src, dst, _, fetchers, store, bumper, _ = setup()
+    source = UnreachableSource({1: src.rm}, 1, cluster_id="src-id")
+    source.down = True
+
+    async def last_mirrored_epoch(mirror_name, tp):
+        raise ConnectionError("source unreachable")
+
+    source.last_mirrored_epoch = last_mirrored_epoch
+    mgr = MirrorManager(7, dst.rm, fetchers, store, bumper, lambda name: source, dst.clock)
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        assert mgr.partitions[TP].state is S.PREPARING
+        await mgr.on_metadata_change(image(7, 0, "m.removed"))
+
+    asyncio.run(go())
+    assert [s for _, s in store.history] == [S.PREPARING, S.FAILED, S.FAILED, None]  # FAILED twice: the LME write
+    assert mgr.partitions[TP].state is S.UNKNOWN
+    assert read_control_type(batches(dst)[-1][2], 0) is ControlType.MIRROR_PID_RESET

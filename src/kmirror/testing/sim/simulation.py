@@ -249,7 +249,7 @@ class MirrorSimulation:
             d.bumper.fails = False
             passes = [self.run_manager(d) for _ in range(6)]
             line += " | " + " | ".join(dict.fromkeys(passes))
-            if any(d.state(p) is not S.STOPPED for p in range(PARTITIONS)):
+            if not all(d.accepts_writes(p) for p in range(PARTITIONS)):
                 self.violations.append(f"disaster failover on {d.name} did not complete with the source "
                                        f"unreachable: {self.describe(d)}; {self.trace_tail_hint()}")
             line = line.replace(" | ", " (disaster: link down) | ", 1)
@@ -257,8 +257,8 @@ class MirrorSimulation:
 
     def failback(self) -> str:
         old, active = self.src, self.dst
-        if any(active.state(p) is not S.STOPPED for p in range(PARTITIONS)):
-            return "failback: refused (partitions not all STOPPED yet) " + self.run_manager(active)
+        if not all(active.accepts_writes(p) for p in range(PARTITIONS)):
+            return "failback: refused (partitions not all detached yet) " + self.run_manager(active)
         if not old.alive:
             self.restart(old)
         for p in range(PARTITIONS):
@@ -396,6 +396,16 @@ class MirrorSimulation:
         tp = TopicPartition(TOPIC, p)
         batches = inv.stored_batches(d.rm, tp)
         self.cut_done.add(p)
+        if d.state(p) is S.UNKNOWN and (not batches or not batches[-1].is_mirror_pid_reset):
+            # Removed before its start ever persisted a state: nothing was mirrored in this
+            # attachment, so nothing needed detaching; the log is what the side held before.
+            fresh = [b.base_offset for b in batches if (b.base_offset, b.raw) not in self.preexisting[p]]
+            if fresh:
+                self.violations.append(f"{d.name} p{p}: writable without state or MIRROR_PID_RESET but holds "
+                                       f"mirrored batches at {fresh}")
+            self.acked[p] = {}
+            self.primary[p] = d
+            return
         if not batches or not batches[-1].is_mirror_pid_reset:
             self.violations.append(f"{d.name} p{p}: writable after failover without a trailing MIRROR_PID_RESET")
             return

@@ -86,11 +86,9 @@ class SimStateStore:
             raise StepPending("WriteMirrorStates: COORDINATOR_NOT_AVAILABLE")
         ckey = MirrorPartitionKey(key.mirror_name, key.topic_id, key.partition)
         rid = next(self._ids)
-        if state is None:
-            answer = self._run(rid, self.coordinator.remove_topics(rid, key.mirror_name, [key.topic_id]))
-        else:
-            write = StateWrite(ckey, self.topic_name, state, last_mirrored_epoch)
-            answer = self._run(rid, self.coordinator.write_states(rid, [write]))
+        write = StateWrite(ckey, self.topic_name, MirrorPartitionState.UNKNOWN if state is None else state,
+                           last_mirrored_epoch)
+        answer = self._run(rid, self.coordinator.write_states(rid, [write]))
         for partition in answer.partitions:
             if partition.error is ErrorCode.invalid_request:
                 self.refused.append(partition.message or "")

@@ -179,3 +179,4 @@ def test_last_mirrored_epoch_for_describe_mirrors():
     assert c.last_mirrored_epoch(same) == -1
     assert c.last_mirrored_epoch(other) is E.not_coordinator
     assert MirrorCoordinator(5).last_mirrored_epoch(key()) is E.not_coordinator
+
