@@ -86,6 +86,14 @@ class TruncateByLastMirroredEpoch:
 
 
 @dataclass(frozen=True, slots=True)
+class ResolveDivergence:
+    """Resolve divergence inside the LME epoch with the source (OffsetsForLeaderEpoch for
+    the local latest epoch, truncate to min(source end offset of that epoch, local end
+    offset of that epoch), again until complete: Kafka's follower truncation), so that a
+    partition leaves PREPARING holding a prefix of the source's log."""
+
+
+@dataclass(frozen=True, slots=True)
 class AwaitReplicasTruncated:
     """Wait until `kmirror.mirror.truncation.truncation_progress(...)` is complete."""
 
@@ -97,7 +105,7 @@ class StartFetcher:
 
 Action = (TransitionTo | RemoveFetcher | TruncateToLastStableOffset | PersistLastMirroredEpoch | BumpLeaderEpoch
           | AppendMirrorPidReset | ClearReadOnly | ClearState | QueryLastMirroredEpoch
-          | TruncateByLastMirroredEpoch | AwaitReplicasTruncated | StartFetcher)
+          | TruncateByLastMirroredEpoch | ResolveDivergence | AwaitReplicasTruncated | StartFetcher)
 
 
 def _detach_steps(source_cluster_id: str) -> tuple[Action, ...]:
@@ -140,12 +148,13 @@ def resuming_plan(current: MirrorPartitionState) -> tuple[Action, ...]:
 
 
 def preparing_plan(current: MirrorPartitionState) -> tuple[Action, ...]:
-    """Start (add, restart, failback): PREPARING, LME truncation, wait for the replicas,
-    MIRRORING, start the fetcher from the local log end (KIP "Add Topics to Mirror")."""
+    """Start (add, restart, failback): PREPARING, LME truncation, divergence inside the LME
+    epoch resolved with the source, wait for the replicas, MIRRORING, start the fetcher
+    from the local log end (KIP "Add Topics to Mirror", "Log Convergence")."""
     if current not in (S.UNKNOWN, S.MIRRORING, S.STOPPED):
         raise ValueError(f"no preparing plan from {current.name}")
     return (TransitionTo(S.PREPARING), QueryLastMirroredEpoch(), TruncateByLastMirroredEpoch(),
-            AwaitReplicasTruncated(), TransitionTo(S.MIRRORING), StartFetcher())
+            ResolveDivergence(), AwaitReplicasTruncated(), TransitionTo(S.MIRRORING), StartFetcher())
 
 
 def plan_for(membership: Membership | None, state: MirrorPartitionState, source_cluster_id: str, *,

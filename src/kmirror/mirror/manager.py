@@ -22,6 +22,7 @@ from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.outcomes import AppendError
 from kmirror.mirror import failover as f
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
+from kmirror.mirror.fetcher.policy import mirror_fetcher_client_id, mirror_fetcher_id
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
 from kmirror.mirror.membership import MIRROR_NAME_CONFIG, parse_mirror_name_config
 from kmirror.mirror.metadata import mirror as mirror_info
@@ -36,6 +37,8 @@ from kmirror.mirror.truncation import (
 )
 from kmirror.ports import Clock
 from kmirror.records.control import ControlType, build_control_batch
+from kmirror.replication.fetcher.engine import EpochQuery, truncation_for_leader_epoch_end
+from kmirror.replication.outcomes import EpochEndOffset
 from kmirror.replication.partition import Partition
 from kmirror.types import TopicPartition
 
@@ -262,6 +265,10 @@ class MirrorManager:
             else:
                 p.truncate_to(decision.offset)
             mp.truncation_offset = p.log.log_end_offset
+        elif isinstance(action, f.ResolveDivergence):
+            if source is None:
+                raise StepPending("no source cluster for the mirror")
+            await self._resolve_divergence(tp, mp, source)
         elif isinstance(action, f.AwaitReplicasTruncated):
             p = self._leader(tp)
             followers = {
@@ -322,6 +329,45 @@ class MirrorManager:
             if mp.key == key:
                 return mp.state
         return None
+
+    async def _resolve_divergence(self, tp: TopicPartition, mp: MirroredPartitionState, source: SourceCluster) -> None:
+        """After LME truncation the local epochs are at most the LME; records of the LME
+        epoch the source does not hold (a tail written before the previous failover) are cut
+        here, with the fetch engine's rule, before the partition may be MIRRORING: a pause or
+        failover right after PREPARING must not keep them. Each round either completes or
+        moves to an older local epoch, so the local epoch count bounds the rounds."""
+        try:
+            leader = await source.partition_leader(tp)
+        except Exception as exc:
+            raise StepPending(f"source metadata: {exc!r}") from exc
+        if leader is None:
+            raise StepPending(f"no source leader for {tp}")
+        fetcher_id = mirror_fetcher_id(f"{tp.topic}-{tp.partition}", self.fetchers.num_fetchers)
+        client_id = mirror_fetcher_client_id(self.broker_id, fetcher_id, mp.key.mirror_name)
+        endpoint = source.endpoint(leader, client_id, lambda _: None)
+        try:
+            for _ in range(len(_epoch_cache(self._leader(tp))) + 1):
+                p = self._leader(tp)
+                latest = p.log.latest_epoch
+                if latest is None:
+                    return
+                try:
+                    answers = await endpoint.fetch_epoch_end_offsets([EpochQuery(tp, mp.key.topic_id, -1, latest)])
+                except Exception as exc:
+                    raise StepPending(f"OffsetsForLeaderEpoch: {exc!r}") from exc
+                answer = answers.get(tp)
+                if not isinstance(answer, EpochEndOffset):
+                    raise StepPending(f"OffsetsForLeaderEpoch for {tp}: {answer!r}")
+                p = self._leader(tp)
+                mine = p.log.end_offset_for_epoch(answer.leader_epoch) if answer.leader_epoch >= 0 else None
+                offset, completed = truncation_for_leader_epoch_end(answer, p.log.log_end_offset,
+                                                                    p.log.high_watermark, mine)
+                p.truncate_to(offset)
+                if completed:
+                    return
+            raise StepPending(f"divergence of {tp} not resolved yet")
+        finally:
+            await endpoint.close()
 
     # -- DescribeMirrors ------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from kmirror.mirror.failover import (
     PersistLastMirroredEpoch,
     QueryLastMirroredEpoch,
     RemoveFetcher,
+    ResolveDivergence,
     StartFetcher,
     TransitionTo,
     TruncateByLastMirroredEpoch,
@@ -102,7 +103,7 @@ A, P, R = MembershipStatus.ACTIVE, MembershipStatus.PAUSED, MembershipStatus.REM
 def test_preparing_plan(start):
     plan = preparing_plan(start)
     assert plan == (TransitionTo(S.PREPARING), QueryLastMirroredEpoch(), TruncateByLastMirroredEpoch(),
-                    AwaitReplicasTruncated(), TransitionTo(S.MIRRORING), StartFetcher())
+                    ResolveDivergence(), AwaitReplicasTruncated(), TransitionTo(S.MIRRORING), StartFetcher())
     assert replay_states(start, plan) is S.MIRRORING
 
 

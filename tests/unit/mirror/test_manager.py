@@ -363,3 +363,29 @@ def test_a_removed_partition_still_preparing_fails_and_detaches_without_the_sour
     assert [s for _, s in store.history] == [S.PREPARING, S.FAILED, S.FAILED, None]  # FAILED twice: the LME write
     assert mgr.partitions[TP].state is S.UNKNOWN
     assert read_control_type(batches(dst)[-1][2], 0) is ControlType.MIRROR_PID_RESET
+
+
+def test_preparing_resolves_divergence_inside_the_lme_epoch_before_mirroring():
+    # Failback: the destination holds two source batches of epoch 3 and then its own tail,
+    # also in epoch 3 (written before the previous failover), where the source has a
+    # different third batch. LME truncation keeps epoch 3; PREPARING itself must cut the
+    # tail (source end of epoch 3 vs local end), so a pause right after the start, before
+    # any fetch, does not keep it.
+    src, dst, source, fetchers, store, bumper, mgr = setup(src_epoch=3)
+    log = dst.rm.get_partition(TP).log
+    for _, _, raw in batches(src)[:2]:
+        log.append_as_follower(raw)
+    log.append_as_follower(build_batch([(None, b"stale", (), 1)], base_offset=6, partition_leader_epoch=3))
+    src.rm.get_partition(TP).log.truncate_to(6)  # the source's epoch 3 ends at 6 ...
+    src.rm.apply_image(None, image(1, 4, None))
+    src.rm.append_records({TP: build_batch([(None, b"new", (), 1)])}, 1)  # ... then epoch 4
+    source.last_mirrored_epochs[TP] = 3
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        assert mgr.partitions[TP].state is S.MIRRORING
+        await mgr.on_metadata_change(image(7, 0, "m.paused"))
+
+    asyncio.run(go())
+    assert mgr.partitions[TP].state is S.PAUSED
+    assert batches(dst) == batches(src)[:2]

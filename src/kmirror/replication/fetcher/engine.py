@@ -90,6 +90,20 @@ class EpochQuery:
     leader_epoch: int
 
 
+def truncation_for_leader_epoch_end(leader: EpochEndOffset, log_end_offset: int, high_watermark: int,
+                                    local_epoch_end: tuple[int, int] | None) -> tuple[int, bool]:
+    """Kafka `getOffsetTruncationState`: where a replica whose latest epoch was answered with
+    `leader` (OffsetsForLeaderEpoch) truncates, and whether that ends the truncation.
+    `local_epoch_end` is the replica's own (epoch, end offset) for `leader.leader_epoch`.
+    Not complete when the replica's entry for that epoch is older than the leader's: it
+    asks again with its new latest epoch."""
+    if leader.end_offset < 0:
+        return high_watermark, True
+    if leader.leader_epoch < 0 or local_epoch_end is None:
+        return min(leader.end_offset, log_end_offset), True
+    return min(local_epoch_end[1], leader.end_offset), local_epoch_end[0] == leader.leader_epoch
+
+
 class FetchEngine:
     def __init__(self, local: LocalReplica, policy: FetchPolicy) -> None:
         self.local = local
@@ -153,18 +167,8 @@ class FetchEngine:
     def _truncate(self, tp: TopicPartition, leader: EpochEndOffset) -> bool:
         """Kafka `getOffsetTruncationState`; True when truncation is complete."""
         local_end = self.local.log_end_offset(tp)
-        completed = True
-        if leader.end_offset < 0:
-            offset = self.local.high_watermark(tp)
-        elif leader.leader_epoch < 0:
-            offset = min(leader.end_offset, local_end)
-        else:
-            mine = self.local.end_offset_for_epoch(tp, leader.leader_epoch)
-            if mine is None:
-                offset = min(leader.end_offset, local_end)
-            else:
-                offset = min(mine[1], leader.end_offset)
-                completed = mine[0] == leader.leader_epoch
+        mine = self.local.end_offset_for_epoch(tp, leader.leader_epoch) if leader.leader_epoch >= 0 else None
+        offset, completed = truncation_for_leader_epoch_end(leader, local_end, self.local.high_watermark(tp), mine)
         if offset < local_end:
             self.local.truncate_to(tp, offset)
         return completed
