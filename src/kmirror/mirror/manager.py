@@ -29,6 +29,7 @@ from kmirror.mirror.metadata import mirror as mirror_info
 from kmirror.mirror.protocol.pid_reset import encode_mirror_pid_reset
 from kmirror.mirror.state import MirrorPartitionState, transition
 from kmirror.mirror.truncation import (
+    NO_LAST_MIRRORED_EPOCH,
     ReplicaTruncation,
     TruncateFully,
     last_mirrored_epoch_of,
@@ -93,6 +94,9 @@ class MirroredPartitionState:
     key: PartitionKey
     state: MirrorPartitionState = S.UNKNOWN
     last_mirrored_epoch: int = -1
+    source_supports_last_mirrored_epoch: bool = True
+    """False when the source answered the LME query as a cluster without DescribeMirrors
+    (KIP: copy from scratch, as for -1); `last_mirrored_epoch` is then -1, never a marker."""
     truncation_offset: int | None = None
     failure: str | None = None
 
@@ -252,12 +256,14 @@ class MirrorManager:
             if source is None:
                 raise StepPending("no source cluster for the mirror")
             try:
-                mp.last_mirrored_epoch = -2 if (lme := await source.last_mirrored_epoch(mp.key.mirror_name, tp)) is None else lme
+                lme = await source.last_mirrored_epoch(mp.key.mirror_name, tp)
             except Exception as exc:  # unreachable source: never truncate on a guess
                 raise StepPending(str(exc)) from exc
+            mp.source_supports_last_mirrored_epoch = lme is not None
+            mp.last_mirrored_epoch = NO_LAST_MIRRORED_EPOCH if lme is None else lme
         elif isinstance(action, f.TruncateByLastMirroredEpoch):
             p = self._leader(tp)
-            lme = None if mp.last_mirrored_epoch == -2 else mp.last_mirrored_epoch
+            lme = mp.last_mirrored_epoch if mp.source_supports_last_mirrored_epoch else None
             decision = lme_truncation(lme, _epoch_cache(p), p.log.log_end_offset)
             if isinstance(decision, TruncateFully):
                 p.truncate_fully_and_start_at(decision.start_offset)

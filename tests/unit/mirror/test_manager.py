@@ -389,3 +389,32 @@ def test_preparing_resolves_divergence_inside_the_lme_epoch_before_mirroring():
     asyncio.run(go())
     assert mgr.partitions[TP].state is S.PAUSED
     assert batches(dst) == batches(src)[:2]
+
+
+class LmeRecordingStore(InMemoryMirrorStateStore):
+    def __init__(self):
+        super().__init__()
+        self.saved_lmes = []
+
+    async def save(self, key, state, last_mirrored_epoch):
+        self.saved_lmes.append(last_mirrored_epoch)
+        await super().save(key, state, last_mirrored_epoch)
+
+
+def test_a_source_without_describe_mirrors_copies_from_scratch_and_never_exposes_a_marker_lme():
+    src, dst, source, fetchers, _, bumper, _ = setup()
+    store = LmeRecordingStore()
+    mgr = MirrorManager(7, dst.rm, fetchers, store, bumper, lambda name: source if name == "m" else None, dst.clock)
+    source.describe_supported = False
+    dst.rm.get_partition(TP).log.append_as_leader(build_batch([(None, b"local", (), 1)]), 0)
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        await drain(fetchers)
+
+    asyncio.run(go())
+    assert batches(dst) == batches(src)  # the local record is gone: copied from scratch
+    assert mgr.partitions[TP].state is S.MIRRORING
+    assert not mgr.partitions[TP].source_supports_last_mirrored_epoch
+    assert mgr.describe()[TP].last_mirror_epoch == -1  # DescribeMirrors answers -1
+    assert store.saved_lmes and set(store.saved_lmes) == {-1}  # persisted states too
