@@ -2,8 +2,9 @@
 
 `--entity-type mirrors` is KIP-1279's MIRROR config resource (type 64): a mirror's
 bootstrap.servers, security.* / sasl.* / ssl.*, mirror.topic.properties.exclude,
-mirror.groups.include, mirror.acl.include. Every mirror config is set by the operator, so
-`--describe` lists them all whatever source the broker reports.
+mirror.groups.include, mirror.acl.include. `--describe` lists the configs the mirror was
+created or altered with (the KIP defines no ConfigSource for mirrors: the broker reports
+UNKNOWN), `--all` adds the KIP defaults (DEFAULT_CONFIG).
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def format_describe(
         f"{_LABEL[resource_type]} {name}")
     lines = [f"{kind} configs for {label} are:"]
     for e in sorted(entries, key=lambda e: e.name):
-        if not all_configs and e.source not in DYNAMIC_SOURCES and resource_type != ConfigResourceType.MIRROR:
+        if not all_configs and not _is_set(resource_type, e):
             continue
         value = "null" if e.is_sensitive or e.value is None else e.value
         synonyms = ", ".join(
@@ -104,6 +105,13 @@ def format_describe(
         )
         lines.append(f"  {e.name}={value} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonyms}}}")
     return lines
+
+
+def _is_set(resource_type: ConfigResourceType, entry: ConfigEntry) -> bool:
+    """Shown without --all: dynamic configs; for a mirror, every config not at its default."""
+    if resource_type == ConfigResourceType.MIRROR:
+        return entry.source != ConfigSource.DEFAULT_CONFIG
+    return entry.source in DYNAMIC_SOURCES
 
 
 def _source_name(source: int) -> str:

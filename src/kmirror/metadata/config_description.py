@@ -5,6 +5,7 @@ Topic key:  DYNAMIC_TOPIC_CONFIG > DYNAMIC_BROKER_CONFIG (this node) >
             DYNAMIC_DEFAULT_BROKER_CONFIG ("" resource) > STATIC_BROKER_CONFIG > DEFAULT_CONFIG,
             the broker levels looked up through the topic key's broker synonyms in order.
 Broker key: the same chain without the topic level.
+Mirror key (KIP-1279 MIRROR resource): `describe_mirror_configs`.
 """
 
 from __future__ import annotations
@@ -15,13 +16,21 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
-from kmirror.config.definitions import DESCRIBE_TYPE_CODES, ConfigDef
+from kmirror.config.definitions import DESCRIBE_TYPE_CODES, ConfigDef, ConfigType
 from kmirror.config.server import ServerConfig
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, ConfigSource
 from kmirror.metadata.controller.configs import DYNAMIC_BROKER_KEYS
+from kmirror.metadata.controller.mirror_configs import check_mirror_resource
 from kmirror.metadata.controller.result import NONE, ApiError
 from kmirror.metadata.controller.topics import validate_topic_name
 from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
+from kmirror.mirror.config import (
+    MIRROR_CONFIG_DEFAULTS,
+    MIRROR_LIST_CONFIGS,
+    is_mirror_config_key,
+    is_sensitive_mirror_config,
+)
+from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE
 
 _UNIT_MS = {".minutes": 60_000, ".hours": 3_600_000}
 
@@ -189,9 +198,35 @@ def describe_configs(
         return DescribeConfigsResult(
             resource, NONE, tuple(broker_config_entry(image, server, n) for n in names)
         )
+    if resource.type == MIRROR_CONFIG_RESOURCE_TYPE:
+        return describe_mirror_configs(image, resource, keys)
     return DescribeConfigsResult(
         resource, ApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource.type}."), ()
     )
+
+
+def describe_mirror_configs(
+    image: MetadataImage, resource: ConfigResource, keys: Sequence[str] | None
+) -> DescribeConfigsResult:
+    """KIP-1279 MIRROR resource: the configs set by CreateMirror / IncrementalAlterConfigs
+    (source UNKNOWN: the KIP names no ConfigSource for mirrors, and a new number would break
+    clients that map sources to an enum), then the KIP defaults of unset keys
+    (DEFAULT_CONFIG). Internal keys are never described; secrets are null and sensitive."""
+    err = check_mirror_resource(image, resource.name)
+    if err is not None:
+        return DescribeConfigsResult(resource, err, ())
+    stored = {k: v for k, v in image.configs[resource].items() if is_mirror_config_key(k)}
+    values = {k: (v, ConfigSource.UNKNOWN) for k, v in stored.items()}
+    values |= {k: (v, ConfigSource.DEFAULT_CONFIG) for k, v in MIRROR_CONFIG_DEFAULTS.items() if k not in stored}
+    entries = []
+    for name in sorted(values) if keys is None else [k for k in keys if k in values]:
+        value, source = values[name]
+        sensitive = is_sensitive_mirror_config(name)
+        shown = None if sensitive else value
+        kind = ConfigType.PASSWORD if sensitive else ConfigType.LIST if name in MIRROR_LIST_CONFIGS else ConfigType.STRING
+        entries.append(DescribedConfig(name, shown, source, False, sensitive, DESCRIBE_TYPE_CODES[kind], None,
+                                       (ConfigSynonym(name, shown, source),)))
+    return DescribeConfigsResult(resource, NONE, tuple(entries))
 
 
 def effective_topic_config(image: MetadataImage, topic: str, server: ServerConfig) -> dict[str, str]:

@@ -166,6 +166,26 @@ class MirrorConfig:
                    for rule in self.acl_include)
 
 
+# Comma-separated lists: IncrementalAlterConfigs APPEND / SUBTRACT apply to these only.
+MIRROR_LIST_CONFIGS: Final = frozenset({BOOTSTRAP_SERVERS, TOPIC_PROPERTIES_EXCLUDE, GROUPS_INCLUDE, ACL_INCLUDE})
+
+# The KIP's defaults of the mirror configs that have one (DescribeConfigs DEFAULT_CONFIG).
+MIRROR_CONFIG_DEFAULTS: Final = {
+    TOPIC_PROPERTIES_EXCLUDE: ",".join(DEFAULT_TOPIC_PROPERTIES_EXCLUDE),
+    GROUPS_INCLUDE: ".*",
+    ACL_INCLUDE: "*",
+}
+
+# Source connection secrets (Kafka's PASSWORD type): described as null, never echoed.
+SENSITIVE_MIRROR_CONFIGS: Final = frozenset({
+    "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password", "ssl.keystore.key",
+})
+
+
+def is_sensitive_mirror_config(name: str) -> bool:
+    return name in SENSITIVE_MIRROR_CONFIGS or name.endswith(".password")
+
+
 def is_mirror_config_key(name: str) -> bool:
     return name in (BOOTSTRAP_SERVERS, SECURITY_PROTOCOL, TOPIC_PROPERTIES_EXCLUDE, GROUPS_INCLUDE,
                     ACL_INCLUDE) or name.startswith(SOURCE_CONNECTION_PREFIXES)

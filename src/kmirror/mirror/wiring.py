@@ -19,7 +19,9 @@ Ports:
   combined node, else forwarded to the controller.
 - `ImageSourceClusters`: `source_for(mirror)` from the mirror's configs in the image, one
   `ClientSourceCluster` per mirror with the mirror's `security.*` / `sasl.*` / `ssl.*`
-  configs, replaced when `bootstrap.servers` or any of those changes.
+  configs, replaced when `bootstrap.servers` or any of those changes (an IncrementalAlterConfigs
+  on the MIRROR resource); the replaced one is closed at the end of the pass that moved its
+  partitions to the new one.
 """
 
 from __future__ import annotations
@@ -205,6 +207,20 @@ class ImageSourceClusters:
         self.sources[mirror_name] = (identity, source)
         return source
 
+    async def close_retired(self, in_use: Callable[[SourceCluster], bool]) -> None:
+        """Close the replaced source connections nothing uses any more (`in_use`: a
+        partition still fetches through it); the others are tried again next pass."""
+        keep: list[SourceCluster] = []
+        for source in self.retired:
+            if in_use(source):
+                keep.append(source)
+                continue
+            try:
+                await source.close()
+            except Exception as exc:  # a broken connection is closed as far as it can be
+                log.debug("closing a replaced mirror source connection: %r", exc)
+        self.retired = keep
+
     async def close(self) -> None:
         sources = [s for _, s in self.sources.values()] + self.retired
         self.sources, self.retired = {}, []
@@ -258,6 +274,10 @@ class MirrorDataPlane:
         await self.manager.fetchers.retry_pending()
         await self.manager.on_metadata_change(image)
         await self.manager.fetchers.refresh_source_offsets(self._not_fetched())
+        await self.sources.close_retired(self._fetches_through)
+
+    def _fetches_through(self, source: SourceCluster) -> bool:
+        return any(mp.source is source for mp in self.manager.fetchers.partitions.values())
 
     def _not_fetched(self) -> dict[TopicPartition, tuple[str, SourceCluster]]:
         out: dict[TopicPartition, tuple[str, SourceCluster]] = {}

@@ -57,6 +57,7 @@ class InProcessSourceCluster:
         self.describe_supported = describe_supported
         self.endpoints: list[InProcessSourceEndPoint] = []
         self.deleted_topics: set[str] = set()
+        self.closed = False
 
     async def cluster_id(self) -> str:
         return self._cluster_id
@@ -85,4 +86,4 @@ class InProcessSourceCluster:
         return self.last_mirrored_epochs.get(tp, -1)
 
     async def close(self) -> None:
-        return None
+        self.closed = True

@@ -291,3 +291,45 @@ def test_data_plane_pass_mirrors_byte_identical_then_fails_over_with_pid_reset()
     assert base == src.rm.get_partition(TP).log.log_end_offset
     assert read_control_type(raw, 0) is ControlType.MIRROR_PID_RESET
     assert dst.rm.get_partition(TP).log.producer_state.producers == {}
+
+
+def test_a_bootstrap_change_moves_the_partitions_to_a_new_source_and_closes_the_replaced_one():
+    src = Broker(1, ManualClock(), 30_000)
+    src.rm.apply_image(None, _image(1, 3, None, bootstrap=None))
+    src.rm.append_records({TP: build_batch([(b"k", b"v" * 50, (("h", b"x"),), 1)] * 3, compression=3)}, 1)
+    dst = Broker(7, ManualClock(), 30_000)
+    md = Metadata(dst, _image(7, 0, "m"))
+    dst.rm.apply_image(None, md.image)
+    made = {}
+
+    def factory(bootstrap, client_id, security):
+        made[bootstrap] = InProcessSourceCluster({1: src.rm}, 1, cluster_id="src-id")
+        return made[bootstrap]
+
+    plane = MirrorDataPlane(7, None, dst.clock, dst.rm, md, Service(), source_factory=factory)
+
+    async def copy():
+        for _ in range(10):
+            for fetcher in list(plane.manager.fetchers.fetchers.values()):
+                await fetcher.run_once()
+
+    async def go():
+        plane.on_metadata_change(md.image)
+        await plane.run_once()
+        await copy()
+        assert _segments(dst) == _segments(src)
+        src.rm.append_records({TP: build_batch([(b"k2", b"w" * 70, (), 1)] * 2, compression=4)}, 1)
+        moved = _image(7, 0, "m", bootstrap="elsewhere:9092")
+        plane.on_metadata_change(moved)
+        await plane.run_once()
+        assert made["src:9092"].closed and not made["elsewhere:9092"].closed
+        assert all(mp.source is made["elsewhere:9092"] for mp in plane.manager.fetchers.partitions.values())
+        assert plane.sources.retired == []
+        await copy()
+        assert made["elsewhere:9092"].endpoints  # the copy continues through the new source
+        await plane.stop()
+
+    asyncio.run(go())
+    assert plane.manager.partitions[TP].state is S.MIRRORING
+    assert _segments(dst) == _segments(src)
+    assert made["elsewhere:9092"].closed  # shutdown closes the current one

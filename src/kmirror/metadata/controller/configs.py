@@ -1,5 +1,6 @@
 """Dynamic configs (Kafka's ConfigurationControlManager): IncrementalAlterConfigs and the
-legacy AlterConfigs, for TOPIC and BROKER resources.
+legacy AlterConfigs, for TOPIC and BROKER resources; IncrementalAlterConfigs also for
+KIP-1279's MIRROR resources (`mirror_configs`).
 
 BROKER resource names are a node id or "" (the cluster-wide default). Only the broker keys
 Kafka updates dynamically are accepted there; topic keys are validated with their types.
@@ -9,16 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import IntEnum
 
 from kio.schema.errors import ErrorCode
 
 from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
 from kmirror.config.definitions import ConfigError, ConfigType
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, validate_topic_config
+from kmirror.metadata.controller.config_ops import AlterableConfig as AlterableConfig
+from kmirror.metadata.controller.config_ops import AlterConfigOp as AlterConfigOp
+from kmirror.metadata.controller.config_ops import apply_list_op
+from kmirror.metadata.controller.mirror_configs import alter_mirror_configs
 from kmirror.metadata.controller.result import NONE, ApiError, ControllerResult
 from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
 from kmirror.metadata.records import ConfigRecord, Record
+from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE
 
 # Broker keys Kafka's DynamicBrokerConfig allows updating at runtime (the subset kmirror has).
 DYNAMIC_BROKER_KEYS = frozenset(
@@ -52,20 +57,6 @@ DYNAMIC_BROKER_KEYS = frozenset(
 )
 
 
-class AlterConfigOp(IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
-
-
-@dataclass(frozen=True, slots=True)
-class AlterableConfig:
-    name: str
-    op: AlterConfigOp
-    value: str | None
-
-
 @dataclass(frozen=True, slots=True)
 class AlterConfigsResult:
     resource: ConfigResource
@@ -81,6 +72,8 @@ def _check_resource(image: MetadataImage, resource: ConfigResource) -> ApiError 
         if resource.name != "" and not resource.name.isdigit():
             return ApiError(ErrorCode.invalid_request, f"Illegal broker id {resource.name!r}.")
         return None
+    if resource.type == MIRROR_CONFIG_RESOURCE_TYPE:  # KIP-1279: CreateMirror or IncrementalAlterConfigs only
+        return ApiError(ErrorCode.invalid_request, "Mirror configs are altered with IncrementalAlterConfigs.")
     return ApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource.type}.")
 
 
@@ -140,6 +133,8 @@ def incremental_alter_configs(
 def _incremental_one(
     image: MetadataImage, resource: ConfigResource, ops: Sequence[AlterableConfig]
 ) -> list[Record] | ApiError:
+    if resource.type == MIRROR_CONFIG_RESOURCE_TYPE:
+        return alter_mirror_configs(image, resource.name, ops)
     err = _check_resource(image, resource)
     if err is not None:
         return err
@@ -157,13 +152,7 @@ def _incremental_one(
             if not _is_list(resource, op.name):
                 verb = "append" if op.op == AlterConfigOp.APPEND else "subtract"
                 return ApiError(ErrorCode.invalid_config, f"Config value {verb} is not allowed for config key: {op.name}")
-            items = [v for v in new.get(op.name, _default_list(resource, op.name)).split(",") if v]
-            delta = [v.strip() for v in op.value.split(",") if v.strip()]
-            if op.op == AlterConfigOp.APPEND:
-                items += [v for v in delta if v not in items]
-            else:
-                items = [v for v in items if v not in delta]
-            value = ",".join(items)
+            value = apply_list_op(op.op, new.get(op.name, _default_list(resource, op.name)), op.value)
         else:
             return ApiError(ErrorCode.invalid_request, f"Unknown alter config operation {int(op.op)}")
         err = _validate(resource, op.name, value)
