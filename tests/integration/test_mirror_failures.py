@@ -279,3 +279,33 @@ def test_corrupt_source_batch_fails_only_its_partition_and_remove_add_back_recov
     produce(a.bootstrap, topic, 0, "p0-after-fix", 2)
     wait_until(lambda: log_batches(b, topic, 0) == [(o, raw) for o, raw in log_batches(a, topic, 0)
                                                     if o >= fixed_start], "p0 to keep mirroring after the fix")
+
+
+# --- a batch cut by the response size is no corruption ------------------------------------
+
+
+def test_a_batch_cut_by_the_fetch_response_size_is_fetched_again_not_failed(tmp_path: Path) -> None:
+    """B's mirror fetcher asks for 1500 bytes per partition and 2000 per response; A's
+    batches are about 1.2 KB. The first partition of an answer gets one whole batch (KIP-74)
+    and the second what is left, part of its first batch: that is fetched again, never
+    CORRUPT_MESSAGE, and both partitions end byte-identical."""
+    a = LocalCluster(dir=tmp_path / "a", port=free_port_block())
+    b = LocalCluster(dir=tmp_path / "b", port=free_port_block(), overrides={
+        **FAST_REFRESH, "replica.fetch.max.bytes": "1500", "replica.fetch.response.max.bytes": "2000"})
+    topic = "wide"
+    try:
+        a.up()
+        b.up()
+        create_topic(a, topic, 2)
+        for p in range(2):
+            produce(a.bootstrap, topic, p, f"p{p}", 6, per_batch=15, codec="none")
+        sizes = {len(raw) for p in range(2) for _, raw in log_batches(a, topic, p)}
+        assert all(1500 > size > 2000 - 1500 for size in sizes), sizes
+        create_mirror(b, a, MIRROR, topic, tmp_path / "b-mirror.properties")
+        wait_until(lambda: mirrored(b, a, topic, 0) and mirrored(b, a, topic, 1), "both partitions mirrored",
+                   seen=lambda: describe(b.bootstrap))
+        assert partition_states(b.bootstrap, topic) == {0: "MIRRORING", 1: "MIRRORING"}
+        assert "FAILED" not in b.log_text()
+    finally:
+        b.down()
+        a.down()

@@ -195,6 +195,23 @@ def iter_batches(buf: Buffer, *, allow_truncated_tail: bool = False) -> Iterator
         pos += header.size
 
 
+def cut_within_first_batch(buf: Buffer) -> bool:
+    """True when `buf` is a non-empty prefix of one v2 batch ending before the batch does:
+    what a Fetch answer holds for a partition whose share of the response ran out inside its
+    first batch. Bytes that cannot start a v2 batch are not a cut batch."""
+    if len(buf) == 0:
+        return False
+    if len(buf) <= MAGIC_OFFSET:
+        return True
+    try:
+        header = read_header(buf)
+    except UnsupportedMagicError:
+        return False
+    except CorruptRecordError:
+        return len(buf) < RECORD_BATCH_OVERHEAD
+    return header.size > len(buf)
+
+
 def valid_prefix(buf: Buffer) -> tuple[int, list[BatchHeader]]:
     """Length of the longest prefix of whole, CRC-valid v2 batches, and their headers.
 

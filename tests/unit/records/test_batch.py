@@ -148,3 +148,20 @@ def test_header_is_a_value() -> None:
     assert isinstance(h, BatchHeader)
     with pytest.raises(AttributeError):
         h.base_offset = 3  # type: ignore[misc]
+
+
+def test_cut_within_first_batch_tells_a_cut_batch_from_whole_or_malformed_bytes():
+    from kmirror.records.batch import cut_within_first_batch
+    from kmirror.records.builder import build_batch
+
+    whole = build_batch([(b"k", b"v" * 100, (), 1)] * 2)
+    assert [cut_within_first_batch(whole[:n]) for n in (1, 16, 17, 60, 61, len(whole) - 1)] == [True] * 6
+    assert not cut_within_first_batch(b"")
+    assert not cut_within_first_batch(whole)
+    assert not cut_within_first_batch(whole + whole[:30])  # a whole batch, then a cut one
+    legacy = bytearray(whole)
+    legacy[16] = 1  # magic 1: not the start of a v2 batch
+    assert not cut_within_first_batch(bytes(legacy[:40]))
+    short = bytearray(whole)
+    short[8:12] = (10).to_bytes(4, "big")  # a batch length below the header size
+    assert not cut_within_first_batch(bytes(short[:80]))

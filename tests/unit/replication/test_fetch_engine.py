@@ -6,6 +6,7 @@ from uuid import uuid4
 import pytest
 
 from kmirror.protocol.errors import ErrorCode
+from kmirror.records.builder import build_batch
 from kmirror.replication.fetcher.engine import FetchedPartition, FetchEngine
 from kmirror.replication.fetcher.policy import FetchPolicy
 from kmirror.replication.fetcher.state import FetchPhase, IllegalFetchTransition
@@ -188,3 +189,28 @@ def test_append_failure_and_request_failure_back_off() -> None:
     assert e.fetch_plan(50) is None
     e.handle_failure([TP], 100)
     assert e.fetch_plan(150) is None and e.fetch_plan(200) is not None
+
+
+def test_a_later_partition_cut_inside_its_first_batch_is_fetched_again_without_backoff() -> None:
+    batch = build_batch([(b"k", b"v" * 200, (), 1)] * 3)
+    tp1 = TopicPartition("t", 1)
+    local = FakeLocal([1])
+    e = engine(local)
+    e.add_partition(tp1, uuid4(), leader_epoch=5)
+    plan = e.fetch_plan(0)
+    before = {p.topic_partition: p.fetch_offset for p in plan.partitions}
+    # TP used the response's bytes (whole batches); tp1 got the rest: part of one batch.
+    e.handle_fetch_response(plan, {TP: FetchedPartition(ErrorCode.none, bytes([5, 2])),
+                                   tp1: FetchedPartition(ErrorCode.none, batch[:100], high_watermark=3)}, 0)
+    assert local.appended == [bytes([5, 2])]  # the cut batch was not handed to the log
+    after = {p.topic_partition: p.fetch_offset for p in e.fetch_plan(0).partitions}
+    assert after[tp1] == before[tp1] and after[TP] == before[TP] + 2  # tp1 ready again at once
+
+
+def test_the_first_partition_with_records_cut_inside_its_batch_is_malformed() -> None:
+    local = FakeLocal([1])
+    local.append_error = ErrorCode.corrupt_message  # what the log answers for a cut batch
+    e = engine(local)
+    e.handle_fetch_response(e.fetch_plan(0), {TP: FetchedPartition(ErrorCode.none, build_batch(
+        [(b"k", b"v" * 200, (), 1)])[:100])}, 0)
+    assert e.fetch_plan(50) is None and e.next_ready_ms() == 100  # reported and backed off

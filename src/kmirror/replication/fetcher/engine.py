@@ -21,6 +21,7 @@ from typing import Protocol
 from uuid import UUID
 
 from kmirror.protocol.errors import ErrorCode
+from kmirror.records.batch import cut_within_first_batch
 from kmirror.replication.fetcher.policy import FetchPolicy
 from kmirror.replication.fetcher.state import FetchPhase, PartitionFetchState
 from kmirror.replication.outcomes import EpochEndOffset
@@ -227,8 +228,16 @@ class FetchEngine:
     def handle_fetch_response(
         self, plan: FetchPlan, results: Mapping[TopicPartition, FetchedPartition], now_ms: int
     ) -> set[TopicPartition]:
-        """Apply a Fetch answer; returns the partitions whose log or HW changed."""
+        """Apply a Fetch answer; returns the partitions whose log or HW changed.
+
+        Only the first partition with records in the answer may exceed the size limits by
+        one batch (Kafka KIP-74); a later one gets what is left of the response's max bytes,
+        which can end inside its first batch. Such a cut batch is not appended and is
+        fetched again from the same offset. The first partition's records hold at least one
+        whole batch, else they are malformed and the append reports it."""
         changed: set[TopicPartition] = set()
+        first_with_records = next(
+            (tp for tp, r in results.items() if r.error == ErrorCode.none and len(r.records) > 0), None)
         for asked in plan.partitions:
             tp = asked.topic_partition
             st = self.states.get(tp)
@@ -250,7 +259,7 @@ class FetchEngine:
                 self._fetch_from_log_end(tp, st)
                 changed.add(tp)
                 continue
-            if len(result.records) > 0:
+            if len(result.records) > 0 and not (tp != first_with_records and cut_within_first_batch(result.records)):
                 error = self.local.append(tp, result.records)
                 if error != ErrorCode.none:
                     self._on_error(tp, st, error, now_ms)
