@@ -180,6 +180,16 @@ def corrupt_first_batch_of(segment: Path) -> tuple[int, int]:
     return header.base_offset, header.records_count
 
 
+def overstate_length_of_first_batch_of(segment: Path) -> int:
+    """Make the segment's first batch claim 100 000 more bytes than it has, past the end of
+    the file (a malformed batch: its CRC is intact); its base offset."""
+    raw = bytearray(segment.read_bytes())
+    (position, header), *_ = headers_at(bytes(raw))
+    raw[position + 8:position + 12] = (header.batch_length + 100_000).to_bytes(4, "big")
+    segment.write_bytes(bytes(raw))
+    return int(header.base_offset)
+
+
 def headers_at(raw: bytes) -> list[tuple[int, Any]]:
     return list(iter_batches(raw))
 
@@ -309,3 +319,31 @@ def test_a_batch_cut_by_the_fetch_response_size_is_fetched_again_not_failed(tmp_
     finally:
         b.down()
         a.down()
+
+
+def test_a_batch_running_past_the_source_file_fails_only_its_partition(
+    clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
+) -> None:
+    """The other side of the rule above: a batch whose length field runs past the end of the
+    source's segment reaches B cut even as the first partition of an answer, where the source
+    must send a whole batch, so it is malformed: CORRUPT_MESSAGE and FAILED for p0 only."""
+    a, b = clusters
+    topic = "malformed"
+    create_topic(a, topic, 2, "segment.bytes=1024")
+    produce(a.bootstrap, topic, 0, "p0", 6, codec="none")
+    produce(a.bootstrap, topic, 1, "p1", 3, codec="none")
+    a.down()
+    segments = segment_files(a, topic, 0)
+    assert len(segments) >= 3
+    first = segments[0].read_bytes()
+    expected_b_p0 = [(h.base_offset, first[pos:pos + h.size]) for pos, h in headers_at(first)]
+    bad_offset = overstate_length_of_first_batch_of(segments[1])
+    a.start_node(1)
+
+    create_mirror(b, a, MIRROR, topic, tmp_path / "b-mirror.properties")
+    wait_until(lambda: partition_states(b.bootstrap, topic) == {0: "FAILED", 1: "MIRRORING"}
+               and mirrored(b, a, topic, 1), "p0 FAILED, p1 mirrored", seen=lambda: describe(b.bootstrap))
+    assert log_batches(b, topic, 0) == expected_b_p0 and expected_b_p0[-1][0] < bad_offset
+    assert watermarks(b.bootstrap, topic, 0)[1] == bad_offset
+    failures = [line for line in b.log_text().splitlines() if "FAILED" in line and f"{topic}-0" in line]
+    assert len(failures) == 1 and "CORRUPT_MESSAGE" in failures[0], failures
