@@ -32,6 +32,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
 from kmirror.client.errors import KafkaProtocolError
+from kmirror.mirror.protocol import fetch as fetch_v19
 from kmirror.mirror.protocol.registry import MIRROR_APIS, entity_types
 from kmirror.protocol.framing import FrameDecoder, frame
 
@@ -96,6 +97,8 @@ def request_schema(api_key: int, version: int) -> type[Any]:
         if version not in kio_versions(api_key):
             raise KafkaProtocolError(f"{MIRROR_APIS[api_key][0]} has no version {version}")
         return entity_types(api_key)[0]
+    if (api_key, version) == (fetch_v19.API_KEY, fetch_v19.VERSION):
+        return fetch_v19.FetchRequest
     schema: type[Any] = load_request_schema(api_key, version)
     return schema
 
@@ -106,6 +109,8 @@ def response_schema(api_key: int, version: int) -> type[Any]:
         if version not in kio_versions(api_key):
             raise KafkaProtocolError(f"{MIRROR_APIS[api_key][0]} has no version {version}")
         return entity_types(api_key)[1]
+    if (api_key, version) == (fetch_v19.API_KEY, fetch_v19.VERSION):
+        return fetch_v19.FetchResponse
     schema: type[Any] = load_response_schema(api_key, version)
     return schema
 

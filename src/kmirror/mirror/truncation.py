@@ -22,8 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kmirror.log.epoch_cache import EpochCache
+from kmirror.mirror.membership import MIRROR_NAME_CONFIG
+from kmirror.types import TopicPartition
 
 NO_LAST_MIRRORED_EPOCH = -1
 
@@ -133,6 +136,16 @@ def mirror_leader_epoch_for_response(is_mirror_partition: bool, leader_log_lates
     if not is_mirror_partition or leader_log_latest_epoch is None:
         return -1
     return leader_log_latest_epoch
+
+
+def leader_mirror_leader_epoch(replica_manager: Any, tp: TopicPartition) -> int:
+    """FetchResponse.MirrorLeaderEpoch of `tp` on this leader: a partition of a topic with
+    `mirror.name` (mirroring, paused or removed: its log holds source epochs) answers the
+    latest epoch of its log, any other -1."""
+    image = replica_manager.image
+    is_mirror = image is not None and tp.topic in image.topics and MIRROR_NAME_CONFIG in image.topic_config(tp.topic)
+    partition = replica_manager.get_partition(tp) if is_mirror else None
+    return mirror_leader_epoch_for_response(partition is not None, None if partition is None else partition.log.latest_epoch)
 
 
 def mirror_leader_epoch_for_request(known_mirror_leader_epoch: int) -> int:

@@ -1,4 +1,6 @@
-"""ApiVersions (key 18): advertises exactly what the registry serves (KIP-511 response header v0)."""
+"""ApiVersions (key 18): advertises what the registry serves (KIP-511 response header v0),
+except Fetch v19 (KIP-1279's MirrorLeaderEpoch), advertised only while `mirror.version` >= 1,
+as Kafka gates versions behind feature levels: until then the highest Fetch is Kafka 4.2's v18."""
 
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ from kio.static.primitive import i16
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
+from kmirror.mirror.metadata import mirroring_enabled
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.registry import ApiRegistry
+
+FETCH_KEY, FETCH_MAX_WITHOUT_MIRRORING = 1, 18
 
 # Feature levels this node can run (KRaft `SupportedFeatureKey`).
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {"metadata.version": (1, 27), "mirror.version": (0, 1)}
@@ -23,7 +28,8 @@ def unsupported_version_response(registry: ApiRegistry) -> ApiVersionsResponseV0
     return ApiVersionsResponseV0(
         error_code=ErrorCode.unsupported_version,
         api_keys=tuple(
-            ApiVersionV0(api_key=i16(s.api_key), min_version=i16(s.min_version), max_version=i16(s.max_version))
+            ApiVersionV0(api_key=i16(s.api_key), min_version=i16(s.min_version),
+                         max_version=i16(advertised_max_version(s.api_key, s.max_version, None)))
             for s in registry
             if s.advertised
         ),
@@ -34,8 +40,10 @@ def unsupported_version_response(registry: ApiRegistry) -> ApiVersionsResponseV0
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     ApiVersion = nested(rt, "ApiVersion")
+    image = services.metadata.image if services.metadata is not None else None
     keys = tuple(
-        ApiVersion(api_key=i16(s.api_key), min_version=i16(s.min_version), max_version=i16(s.max_version))
+        ApiVersion(api_key=i16(s.api_key), min_version=i16(s.min_version),
+                   max_version=i16(advertised_max_version(s.api_key, s.max_version, image)))
         for s in services.registry
         if s.advertised
     )
@@ -52,6 +60,12 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
             Finalized(name=n, max_version_level=i16(v), min_version_level=i16(v)) for n, v in features.items() if v > 0
         )
     return build(rt, error_code=ErrorCode.none, api_keys=keys, throttle_time=_zero_ms(), **extra)
+
+
+def advertised_max_version(api_key: int, served_max_version: int, image: Any) -> int:
+    if api_key == FETCH_KEY and (image is None or not mirroring_enabled(image)):
+        return min(served_max_version, FETCH_MAX_WITHOUT_MIRRORING)
+    return served_max_version
 
 
 def _finalized_features(services: BrokerServices) -> tuple[dict[str, int], int]:

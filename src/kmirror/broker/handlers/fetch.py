@@ -1,4 +1,4 @@
-"""Fetch (key 1), v4-v17: consumer reads (Kafka `handleFetchRequest` / `fetchMessages`).
+"""Fetch (key 1), v4-v19: consumer reads (Kafka `handleFetchRequest` / `fetchMessages`).
 
 Records are the stored bytes, never re-encoded. Reads stop at the HW (read_uncommitted)
 or the LSO (read_committed); `max_bytes` / `partition_max_bytes` follow KIP-74. When fewer
@@ -15,6 +15,11 @@ LEO and update the follower's state on the leader; `last_fetched_epoch` (v12+) m
 answered with `diverging_epoch`. Consumers sending client metadata (v11+, `rack_id`) may
 fetch from a follower, and a leader with a rack-aware replica selector answers them with
 `preferred_read_replica` (KIP-392).
+
+v18 adds the follower's high watermark (KIP-1166, unused here). v19 is KIP-1279's: a
+partition of a mirror topic answers `mirror_leader_epoch`, the latest epoch of the leader's
+log, so a destination follower can bound the source epochs of the batches it appends;
+ApiVersions advertises v19 only while `mirror.version` >= 1.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from typing import Any
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.purgatory import purgatory_for, should_delay_fetch
 from kmirror.broker.services import BrokerServices
+from kmirror.mirror.protocol import fetch as fetch_v19
+from kmirror.mirror.truncation import leader_mirror_leader_epoch
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetch_session import (
@@ -44,7 +51,7 @@ from kmirror.types import TopicPartition
 _LEADER_HINT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 
 
-@api(1, "Fetch", 4, 17)
+@api(1, "Fetch", 4, 19, schemas=fetch_v19.schemas)
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     version = ctx.api_version
@@ -174,6 +181,8 @@ def _response(
             ):
                 continue
             fields: dict[str, Any] = {}
+            if has_field(PartitionData, "mirror_leader_epoch"):  # v19, KIP-1279
+                fields["mirror_leader_epoch"] = leader_mirror_leader_epoch(services.replica_manager, tp)
             if result.diverging_epoch is not None and has_field(PartitionData, "diverging_epoch"):
                 fields["diverging_epoch"] = nested(rt, "EpochEndOffset")(
                     epoch=result.diverging_epoch.leader_epoch, end_offset=result.diverging_epoch.end_offset

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
+from kmirror.mirror.truncation import leader_mirror_leader_epoch
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
 from kmirror.replication.outcomes import EpochEndOffset, PartitionError, ReadOutcome
@@ -48,7 +50,11 @@ def fetch_from_replica_manager(leader: Any, plan: FetchPlan) -> dict[TopicPartit
         for p in plan.partitions
     ]
     results = leader.fetch(requests, policy.max_bytes, policy.isolation_level, policy.replica_id, replica_epoch=policy.replica_epoch)
-    return {tp: fetched_partition(r) for tp, r in results.items()}
+    out = {tp: fetched_partition(r) for tp, r in results.items()}
+    if policy.replica_id >= 0:  # a follower of this cluster: Fetch v19's MirrorLeaderEpoch
+        out = {tp: replace(f, mirror_leader_epoch=leader_mirror_leader_epoch(leader, tp)) if f.error == ErrorCode.none
+               else f for tp, f in out.items()}
+    return out
 
 
 def fetched_partition(result: ReadOutcome | PartitionError) -> FetchedPartition:

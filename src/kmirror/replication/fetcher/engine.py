@@ -11,6 +11,14 @@ the follower's last epoch, the follower truncates to min(leader end offset, its 
 offset for that epoch). If the leader answers with an older epoch the follower also has, the
 result is only a bound: the follower keeps truncating/fetching with its new latest epoch.
 Without any epoch the follower truncates to its high watermark (pre-KIP-101 rule).
+
+Appends (KAFKA-18723, KIP-1279 "Mirror Leader Epoch"): only batches whose partition leader
+epoch is at most the bound are appended, the bound being the answer's MirrorLeaderEpoch when
+it carries one (a destination follower of a mirror partition, whose batches carry source
+epochs unrelated to the local leader epoch), else the request's CurrentLeaderEpoch (none
+when -1, as the mirror fetcher sends to the source). A batch above it fails the partition's
+fetch like a corrupt one (back off, fetch again); the MirrorLeaderEpoch learned is sent back
+in the next request.
 """
 
 from __future__ import annotations
@@ -20,8 +28,9 @@ from dataclasses import dataclass
 from typing import Protocol
 from uuid import UUID
 
+from kmirror.mirror.truncation import accepts_batch, max_batch_epoch
 from kmirror.protocol.errors import ErrorCode
-from kmirror.records.batch import cut_within_first_batch
+from kmirror.records.batch import CorruptRecordError, cut_within_first_batch, iter_batches
 from kmirror.replication.fetcher.policy import FetchPolicy
 from kmirror.replication.fetcher.state import FetchPhase, PartitionFetchState
 from kmirror.replication.outcomes import EpochEndOffset
@@ -64,6 +73,7 @@ class FetchedPartition:
     log_start_offset: int = -1
     last_stable_offset: int = -1
     diverging_epoch: EpochEndOffset | None = None
+    mirror_leader_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +85,7 @@ class FetchPartitionPlan:
     last_fetched_epoch: int
     log_start_offset: int
     partition_max_bytes: int
+    mirror_leader_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +230,7 @@ class FetchEngine:
                 st.last_fetched_epoch if self.policy.truncate_on_fetch else -1,
                 self.local.log_start_offset(tp),
                 self.policy.partition_max_bytes,
+                st.mirror_leader_epoch,
             )
             for tp, st in self.states.items()
             if st.phase is FetchPhase.FETCHING and st.is_ready(now_ms)
@@ -251,6 +263,8 @@ class FetchEngine:
                 or st.current_leader_epoch != asked.current_leader_epoch
             ):
                 continue
+            if result.mirror_leader_epoch != st.mirror_leader_epoch:
+                st = self.states[tp] = st.to(FetchPhase.FETCHING, mirror_leader_epoch=result.mirror_leader_epoch)
             if result.error != ErrorCode.none:
                 self._on_error(tp, st, result.error, now_ms)
                 continue
@@ -258,6 +272,10 @@ class FetchEngine:
                 self._truncate(tp, result.diverging_epoch)
                 self._fetch_from_log_end(tp, st)
                 changed.add(tp)
+                continue
+            bound = max_batch_epoch(asked.current_leader_epoch, result.mirror_leader_epoch)
+            if len(result.records) > 0 and not _epochs_within(result.records, bound):
+                self._on_error(tp, st, ErrorCode.corrupt_message, now_ms)
                 continue
             if len(result.records) > 0 and not (tp != first_with_records and cut_within_first_batch(result.records)):
                 error = self.local.append(tp, result.records)
@@ -295,3 +313,13 @@ class FetchEngine:
         """The earliest time a delayed partition becomes ready (None when none is delayed)."""
         delays = [st.delay_until_ms for st in self.states.values() if st.phase is not FetchPhase.FENCED]
         return min(delays) if delays else None
+
+
+def _epochs_within(records: bytes | memoryview, bound: int) -> bool:
+    """Every whole batch's partition leader epoch is within `bound`. Unreadable bytes pass:
+    the append reports them."""
+    try:
+        return all(accepts_batch(h.partition_leader_epoch, bound)
+                   for _, h in iter_batches(records, allow_truncated_tail=True))
+    except CorruptRecordError:
+        return True

@@ -1,6 +1,7 @@
 """The leader broker over the Kafka protocol (Kafka `RemoteLeaderEndPoint`).
 
 Fetch v12+ (replica_id = this broker; `replica_state` from v15) with `last_fetched_epoch`,
+and v19's `mirror_leader_epoch` when the leader serves it,
 OffsetsForLeaderEpoch with `replica_id`, ListOffsets with `replica_id` (the leader answers
 its raw log start / log end). Sessionless fetches. Connects lazily through
 `kmirror.client.connection.BrokerConnection` and reconnects after a failure; a failure
@@ -16,6 +17,8 @@ from typing import Any
 
 from kmirror.client.connection import BrokerConnection
 from kmirror.client.errors import KafkaConnectionError
+from kmirror.mirror.protocol import fetch as fetch_v19
+from kmirror.mirror.truncation import mirror_leader_epoch_for_request
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
@@ -24,6 +27,16 @@ from kmirror.security.client_config import PLAINTEXT, ClientSecurity
 from kmirror.types import TopicPartition
 
 FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
+
+
+def fetch_request_type(conn: BrokerConnection) -> type[Any]:
+    """Fetch v19 (KIP-1279 MirrorLeaderEpoch) when the leader advertises it, else the
+    negotiated version: a follower of a mirror partition needs the leader's answer to bound
+    the source epochs it appends."""
+    low, high = conn.api_versions.get(FETCH, (0, -1))
+    if low <= fetch_v19.VERSION <= high:
+        return fetch_v19.FetchRequest
+    return conn.request_type(FETCH)
 
 
 class RemoteLeaderEndPoint:
@@ -53,7 +66,8 @@ class RemoteLeaderEndPoint:
 
     async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
         conn = await self._connection()
-        rt = conn.request_type(FETCH)
+        rt = fetch_request_type(conn)
+        mirror_fields = has_field(nested(rt, "FetchPartition"), "mirror_leader_epoch")
         by_id = has_field(nested(rt, "FetchTopic"), "topic_id") and not has_field(nested(rt, "FetchTopic"), "topic")
         topics: dict[str, list[Any]] = {}
         ids: dict[str, uuid.UUID] = {}
@@ -69,6 +83,8 @@ class RemoteLeaderEndPoint:
                     last_fetched_epoch=p.last_fetched_epoch,
                     log_start_offset=p.log_start_offset,
                     partition_max_bytes=p.partition_max_bytes,
+                    **({"mirror_leader_epoch": mirror_leader_epoch_for_request(p.mirror_leader_epoch)}
+                       if mirror_fields else {}),
                 )
             )
         policy = plan.policy
@@ -114,6 +130,7 @@ class RemoteLeaderEndPoint:
                     int(getattr(data, "log_start_offset", -1)),
                     int(getattr(data, "last_stable_offset", -1)),
                     div,
+                    int(getattr(data, "mirror_leader_epoch", -1)),
                 )
         return out
 

@@ -47,6 +47,8 @@ class PartitionFetchState:
     last_fetched_epoch: int  # -1 when the local log has no epoch
     phase: FetchPhase
     delay_until_ms: int = 0
+    # KIP-1279: the latest MirrorLeaderEpoch the leader answered (-1: none, not a mirror partition)
+    mirror_leader_epoch: int = -1
 
     def to(self, phase: FetchPhase, **changes: object) -> PartitionFetchState:
         if phase not in VALID_TRANSITIONS[self.phase]:
