@@ -65,6 +65,13 @@ class AppendMirrorPidReset:
 
 
 @dataclass(frozen=True, slots=True)
+class AwaitMirrorPidResetCommitted:
+    """Wait until the partition high watermark is past the MIRROR_PID_RESET offset: with
+    more than one replica, a leader crash before the record is replicated could lose it
+    while STOPPED already made the topic writable."""
+
+
+@dataclass(frozen=True, slots=True)
 class ClearReadOnly:
     """The partition accepts Produce again."""
 
@@ -104,7 +111,7 @@ class StartFetcher:
 
 
 Action = (TransitionTo | RemoveFetcher | TruncateToLastStableOffset | PersistLastMirroredEpoch | BumpLeaderEpoch
-          | AppendMirrorPidReset | ClearReadOnly | ClearState | QueryLastMirroredEpoch
+          | AppendMirrorPidReset | AwaitMirrorPidResetCommitted | ClearReadOnly | ClearState | QueryLastMirroredEpoch
           | TruncateByLastMirroredEpoch | ResolveDivergence | AwaitReplicasTruncated | StartFetcher)
 
 
@@ -115,7 +122,20 @@ def _detach_steps(source_cluster_id: str) -> tuple[Action, ...]:
         PersistLastMirroredEpoch(),
         BumpLeaderEpoch(),
         AppendMirrorPidReset(source_cluster_id),
+        AwaitMirrorPidResetCommitted(),
     )
+
+
+def detach_resume_plan(current: MirrorPartitionState) -> tuple[Action, ...]:
+    """The rest of an interrupted detach whose MIRROR_PID_RESET is already the last record
+    of the log (the steps before it ran): wait for it to be committed, then STOPPED (or the
+    state cleared, from FAILED). Running the earlier steps again would take the reset's
+    epoch for the LME and bump and reset a second time."""
+    if current is S.STOPPING:
+        return (AwaitMirrorPidResetCommitted(), TransitionTo(S.STOPPED), ClearReadOnly())
+    if current is S.FAILED:
+        return (AwaitMirrorPidResetCommitted(), ClearState(), ClearReadOnly())
+    raise ValueError(f"no detach to resume from {current.name}")
 
 
 def stopping_plan(current: MirrorPartitionState, source_cluster_id: str) -> tuple[Action, ...]:

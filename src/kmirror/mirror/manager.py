@@ -24,7 +24,7 @@ from kmirror.mirror import failover as f
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetcher_client_id, mirror_fetcher_id
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
-from kmirror.mirror.membership import MIRROR_NAME_CONFIG, parse_mirror_name_config
+from kmirror.mirror.membership import MIRROR_NAME_CONFIG, MembershipStatus, parse_mirror_name_config
 from kmirror.mirror.metadata import mirror as mirror_info
 from kmirror.mirror.protocol.pid_reset import encode_mirror_pid_reset
 from kmirror.mirror.state import MirrorPartitionState, transition
@@ -37,7 +37,8 @@ from kmirror.mirror.truncation import (
     truncation_progress,
 )
 from kmirror.ports import Clock
-from kmirror.records.control import ControlType, build_control_batch
+from kmirror.records.batch import CorruptRecordError, read_header
+from kmirror.records.control import ControlType, build_control_batch, read_control_type
 from kmirror.replication.fetcher.engine import EpochQuery, truncation_for_leader_epoch_end
 from kmirror.replication.outcomes import EpochEndOffset
 from kmirror.replication.partition import Partition
@@ -221,6 +222,9 @@ class MirrorManager:
         return mp
 
     def _plan(self, mp: MirroredPartitionState, membership: Any, cluster_id: str, source_exists: bool) -> tuple[f.Action, ...]:
+        removed = membership.status is MembershipStatus.REMOVED
+        if mp.state in (S.STOPPING, S.FAILED) and (mp.state is S.STOPPING or removed) and self._ends_with_pid_reset(mp):
+            return f.detach_resume_plan(mp.state)
         if mp.state is S.STOPPING:  # resume an interrupted failover
             return (*f.stopping_plan(S.MIRRORING, cluster_id)[1:],)
         if mp.state is S.PREPARING and membership.status.value == "" and source_exists:
@@ -228,6 +232,14 @@ class MirrorManager:
         if mp.state is S.MIRRORING and not self.fetchers.is_fetching(mp_tp(self, mp)) and membership.status.value == "":
             return (f.StartFetcher(),)
         return f.plan_for(membership, mp.state, cluster_id, source_topic_exists=source_exists)
+
+    def _ends_with_pid_reset(self, mp: MirroredPartitionState) -> bool:
+        """The detach steps already ran up to MIRROR_PID_RESET: the last record of the log is
+        that control record, the first of the current leader epoch."""
+        p = self.replica_manager.get_partition(mp_tp(self, mp))
+        if p is None or not p.is_leader:
+            return False
+        return _pid_reset_offset(p) is not None
 
     async def _execute(self, tp: TopicPartition, mp: MirroredPartitionState, plan: tuple[f.Action, ...],
                        source: SourceCluster | None) -> None:
@@ -316,6 +328,13 @@ class MirrorManager:
             if isinstance(result, AppendError):
                 raise StepPending(f"MIRROR_PID_RESET append failed: {result.message}")
             p.maybe_increment_high_watermark()
+        elif isinstance(action, f.AwaitMirrorPidResetCommitted):
+            p = self._leader(tp)
+            offset = _pid_reset_offset(p)
+            if offset is None:
+                raise StepPending("MIRROR_PID_RESET is not the last record of the log")
+            if p.log.high_watermark <= offset:
+                raise StepPending(f"MIRROR_PID_RESET at {offset} not committed (high watermark {p.log.high_watermark})")
         elif isinstance(action, f.ClearState):
             await self.store.save(mp.key, None, mp.last_mirrored_epoch)
             mp.state = S.UNKNOWN
@@ -396,6 +415,27 @@ def mp_tp(manager: MirrorManager, mp: MirroredPartitionState) -> TopicPartition:
         if other is mp:
             return tp
     raise KeyError(mp.key)
+
+
+def _pid_reset_offset(p: Partition) -> int | None:
+    """The offset of the MIRROR_PID_RESET that ends the log as the first record of the
+    leader's current epoch (the STOPPING steps appended it), or None."""
+    log_ = _log(p)
+    entry = _epoch_cache(p).latest_entry
+    if entry is None or entry.epoch != p.leader_epoch or entry.start_offset != log_.log_end_offset - 1:
+        return None
+    read = log_.read(entry.start_offset, 1 << 20)
+    records = getattr(read, "records", b"")
+    if not records:
+        return None
+    header = read_header(records, 0)
+    if header.base_offset != entry.start_offset or not header.is_control:
+        return None
+    try:
+        is_reset = read_control_type(records, 0) is ControlType.MIRROR_PID_RESET
+    except CorruptRecordError:
+        return None
+    return entry.start_offset if is_reset else None
 
 
 def _epoch_cache(p: Partition) -> Any:

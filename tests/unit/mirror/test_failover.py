@@ -2,6 +2,7 @@ import pytest
 
 from kmirror.mirror.failover import (
     AppendMirrorPidReset,
+    AwaitMirrorPidResetCommitted,
     AwaitReplicasTruncated,
     BumpLeaderEpoch,
     ClearReadOnly,
@@ -46,7 +47,8 @@ def test_stopping_plan_order(start):
     plan = stopping_plan(start, "src-cluster")
     assert plan == (
         TransitionTo(S.STOPPING), RemoveFetcher(), TruncateToLastStableOffset(), PersistLastMirroredEpoch(),
-        BumpLeaderEpoch(), AppendMirrorPidReset("src-cluster"), TransitionTo(S.STOPPED), ClearReadOnly(),
+        BumpLeaderEpoch(), AppendMirrorPidReset("src-cluster"), AwaitMirrorPidResetCommitted(), TransitionTo(S.STOPPED),
+        ClearReadOnly(),
     )
     assert replay_states(start, plan) is S.STOPPED
 

@@ -15,6 +15,10 @@ from kmirror.ports import ManualClock
 from kmirror.records.batch import iter_batches
 from kmirror.records.builder import build_batch
 from kmirror.records.control import ControlType, read_control_type
+from kmirror.replication.fetcher.endpoint import (
+    epoch_end_offsets_from_replica_manager,
+    fetch_from_replica_manager,
+)
 from kmirror.testing.mirror_fetcher import InProcessSourceCluster
 from kmirror.testing.replication import image_with
 from kmirror.testing.replication_harness import Broker
@@ -418,3 +422,78 @@ def test_a_source_without_describe_mirrors_copies_from_scratch_and_never_exposes
     assert not mgr.partitions[TP].source_supports_last_mirrored_epoch
     assert mgr.describe()[TP].last_mirror_epoch == -1  # DescribeMirrors answers -1
     assert store.saved_lmes and set(store.saved_lmes) == {-1}  # persisted states too
+
+
+def test_stopped_waits_until_the_mirror_pid_reset_is_committed_on_the_replicas():
+    # Destination partition on brokers 7 (leader) and 8 (follower, in the ISR). STOPPED makes
+    # the topic writable: it is persisted only once MIRROR_PID_RESET is below the high
+    # watermark, so a leader crash cannot lose the record after the topic became writable.
+    def image2(epoch, mirror_name):
+        regs = {0: PartitionRegistration((7, 8), (7, 8), 7, epoch, epoch)}
+        return image_with({"t": (TOPIC_ID, regs)}, configs={"t": {"mirror.name": mirror_name}})
+
+    src = Broker(1, ManualClock(), 30_000)
+    src.rm.apply_image(None, image(1, 3, None))
+    src.rm.append_records({TP: build_batch([(b"k", b"v", (), 1)] * 3)}, 1)
+    dst, follower = Broker(7, ManualClock(), 30_000), Broker(8, ManualClock(), 30_000)
+    current = {"image": image2(0, "m")}
+    for b in (dst, follower):
+        b.rm.apply_image(None, current["image"])
+
+    class TwoReplicaBumper:
+        def __init__(self):
+            self.calls = []
+
+        async def bump(self, tp, topic_id, min_leader_epoch, min_producer_id):
+            self.calls.append(min_leader_epoch)
+            epoch = max(dst.rm.get_partition(tp).leader_epoch + 1, min_leader_epoch)
+            current["image"] = image2(epoch, "m.removed")
+            for b in (dst, follower):
+                b.rm.apply_image(None, current["image"])
+
+        def producer_id_floor(self):
+            return 1 << 62  # the producer id fence is not what this test is about
+
+    def follower_fetch():
+        now = follower.clock.monotonic_ms()
+        queries = follower.engine.epoch_queries(now)
+        if queries:
+            follower.engine.handle_epoch_end_offsets(epoch_end_offsets_from_replica_manager(dst.rm, queries), now)
+        plan = follower.engine.fetch_plan(now)
+        if plan is not None:
+            follower.engine.handle_fetch_response(plan, fetch_from_replica_manager(dst.rm, plan), now)
+
+    source = InProcessSourceCluster({1: src.rm}, 1, cluster_id="src-id")
+    fetchers = MirrorFetcherManager(7, MirrorLocalReplica(dst.rm), mirror_fetch_policy(), dst.clock)
+    store = InMemoryMirrorStateStore()
+    bumper = TwoReplicaBumper()
+    mgr = MirrorManager(7, dst.rm, fetchers, store, bumper, lambda name: source, dst.clock)
+
+    async def go():
+        for _ in range(5):
+            await mgr.on_metadata_change(current["image"])
+            follower_fetch()
+            await drain(fetchers)
+        assert mgr.partitions[TP].state is S.MIRRORING
+        for _ in range(3):
+            follower_fetch()
+        current["image"] = image2(dst.rm.get_partition(TP).leader_epoch, "m.removed")
+        for b in (dst, follower):
+            b.rm.apply_image(None, current["image"])
+        await mgr.on_metadata_change(current["image"])
+        leader_log = dst.rm.get_partition(TP).log
+        assert read_control_type(batches(dst)[-1][2], 0) is ControlType.MIRROR_PID_RESET
+        assert leader_log.high_watermark == 3  # the reset at 3 is not replicated yet
+        assert mgr.partitions[TP].state is S.STOPPING  # still read-only
+        await mgr.on_metadata_change(current["image"])  # a later pass does not reset twice
+        assert mgr.partitions[TP].state is S.STOPPING and leader_log.log_end_offset == 4
+        for _ in range(2):
+            follower_fetch()
+        assert leader_log.high_watermark == 4
+        await mgr.on_metadata_change(current["image"])
+        assert mgr.partitions[TP].state is S.STOPPED
+
+    asyncio.run(go())
+    assert bumper.calls == [4]
+    assert [s for _, s in store.history][-1] is S.STOPPED
+    assert batches(follower) == batches(dst)
