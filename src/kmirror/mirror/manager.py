@@ -306,7 +306,12 @@ class MirrorManager:
                 p.truncate_to(p.log.last_stable_offset)
         elif isinstance(action, f.PersistLastMirroredEpoch):
             p = self._leader(tp)
-            mp.last_mirrored_epoch = last_mirrored_epoch_of(_epoch_cache(p), p.log.log_end_offset)
+            held = last_mirrored_epoch_of(_epoch_cache(p), p.log.log_end_offset)
+            # A log without mirrored records (lost unflushed after a crash mid-STOPPING)
+            # keeps the stored LME, as the coordinator does for -1: the bump must still go
+            # above the LME DescribeMirrors reports, or local records would reuse an epoch
+            # number the other cluster wrote and failback could not tell them apart.
+            mp.last_mirrored_epoch = held if held >= 0 else mp.last_mirrored_epoch
             await self.store.save(mp.key, mp.state, mp.last_mirrored_epoch)
         elif isinstance(action, f.BumpLeaderEpoch):
             p = self._leader(tp)

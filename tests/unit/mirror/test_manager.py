@@ -497,3 +497,41 @@ def test_stopped_waits_until_the_mirror_pid_reset_is_committed_on_the_replicas()
     assert bumper.calls == [4]
     assert [s for _, s in store.history][-1] is S.STOPPED
     assert batches(follower) == batches(dst)
+
+
+def test_a_detach_resumed_after_losing_the_mirrored_records_still_bumps_above_the_stored_lme():
+    # STOPPING persisted LME 3, then the broker restarted having lost the unflushed mirrored
+    # records. The resumed step finds no mirrored record; the LME stays 3 (what DescribeMirrors
+    # reports), and the new leader epoch must exceed it, or this cluster's records would
+    # reuse epoch numbers of the source's log.
+    src, dst, source, fetchers, store, bumper, mgr = setup(src_epoch=3)
+
+    class LateBumper(Bumper):
+        arrived = False
+
+        async def bump(self, tp, topic_id, min_leader_epoch, min_producer_id):
+            if self.arrived:
+                await super().bump(tp, topic_id, min_leader_epoch, min_producer_id)
+            else:
+                self.calls.append(min_leader_epoch)  # the new epoch has not arrived yet
+
+    late = LateBumper(dst, "m")
+    mgr = MirrorManager(7, dst.rm, fetchers, store, late, lambda name: source, dst.clock)
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        await drain(fetchers)
+        await mgr.on_metadata_change(image(7, 0, "m.removed"))
+        assert mgr.partitions[TP].state is S.STOPPING and late.calls == [4]
+        dst.rm.get_partition(TP).truncate_fully_and_start_at(0)  # the mirrored records are lost
+        late.arrived = True
+        restarted = MirrorManager(7, dst.rm, MirrorFetcherManager(7, MirrorLocalReplica(dst.rm), mirror_fetch_policy(),
+                                                                  dst.clock), store, late, lambda name: source, dst.clock)
+        await restarted.on_metadata_change(image(7, 0, "m.removed"))
+        assert restarted.partitions[TP].state is S.STOPPED
+        assert restarted.partitions[TP].last_mirrored_epoch == 3
+
+    asyncio.run(go())
+    assert late.calls[-1] == 4
+    (base, epoch, raw), = batches(dst)
+    assert read_control_type(raw, 0) is ControlType.MIRROR_PID_RESET and epoch >= 4
