@@ -1,0 +1,453 @@
+"""KIP-1279 when the MirrorCoordinator dies and when a source leader moves by election, on two
+3-broker clusters (dedicated controller + brokers 1..3 each), one topic with 3 partitions and
+RF=3 at both ends. The steps share the clusters and run in order:
+
+1. the mirror copies the source;
+2. a source partition's leadership moves without a destination failure: kill -9 of its
+   preferred leader (a non-preferred replica leads, and keeps leading after the restart),
+   then `kmirror leader-election --election-type preferred` moves it back; the mirror
+   follows both moves with nothing lost or duplicated;
+3. kill -9 of the destination broker leading the `__mirror_state` partition(s) holding the
+   mirror's partition states, while the source is written to: the leadership of those
+   partitions moves, the new coordinator loads the states (`--describe` shows every partition
+   MIRRORING again and never UNKNOWN once loaded), the copy continues byte-identically on
+   the live replicas, then on all three after the restart;
+4. pause/resume with the coordinator on its new broker;
+5. failover (`--remove --topic '.*'`): STOPPED is persisted in the new coordinator's
+   `__mirror_state` log: after a restart of the whole destination cluster `--describe`
+   still shows STOPPED.
+
+Automatic leader rebalancing is off at both ends so that leadership moves only where a step
+moves it."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kmirror.mirror.coordinator.codec import decode_records
+from kmirror.mirror.coordinator.partitioner import partition_for
+from kmirror.mirror.coordinator.records import MirrorPartitionKey, MirrorPartitionStateValue
+from kmirror.mirror.service import MIRROR_STATE_TOPIC
+from kmirror.mirror.state import MirrorPartitionState
+from kmirror.records.batch import iter_batches
+from kmirror.testing.mirror_clusters import create_mirror, describe, wait_until
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "orders"
+PARTITIONS = 3
+BROKERS = (1, 2, 3)
+MIRROR = "m"
+OVERRIDES = {
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "3000",
+    "replica.lag.time.max.ms": "3000",
+    "default.replication.factor": "3",
+    "auto.leader.rebalance.enable": "false",
+}
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, LocalCluster]]:
+    base = tmp_path_factory.mktemp("coordfail")
+    source = LocalCluster(dir=base / "source", port=free_port_block(3), nodes=3, overrides=dict(OVERRIDES))
+    dest = LocalCluster(dir=base / "dest", port=free_port_block(3), nodes=3,
+                        overrides={**OVERRIDES, "mirror.metadata.refresh.interval.ms": "1000"})
+    try:
+        source.up()
+        dest.up()
+        yield source, dest
+    finally:
+        dest.down()
+        source.down()
+
+
+@pytest.fixture(scope="module")
+def shared() -> dict[str, Any]:
+    """What one step leaves for the next."""
+    return {}
+
+
+def attempt(probe: Any) -> Any:
+    """`probe()`, or None while a broker or the metadata is briefly unavailable (elections)."""
+    try:
+        return probe()
+    except Exception:
+        return None
+
+
+def broker(cluster: LocalCluster, node: int) -> str:
+    return f"127.0.0.1:{cluster.port + node - 1}"
+
+
+def live_bootstrap(cluster: LocalCluster, *down: int) -> str:
+    return ",".join(broker(cluster, n) for n in BROKERS if n not in down)
+
+
+def layout(bootstrap: str, topic: str = TOPIC) -> dict[int, tuple[int, list[int], list[int]]]:
+    """partition -> (leader, replicas, isr)."""
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return {p: (m.leader, list(m.replicas), list(m.isrs)) for p, m in md.topics[topic].partitions.items()}
+
+
+def end_offsets(bootstrap: str) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10, cached=False)[1]
+                for p in range(PARTITIONS)]
+    finally:
+        consumer.close()
+
+
+def replica_batches(cluster: LocalCluster, node: int, partition: int) -> list[tuple[int, bytes]]:
+    """(base offset, bytes) of every batch in one replica's segment files, in offset order."""
+    out: list[tuple[int, bytes]] = []
+    for segment in sorted((cluster.dir / f"node-{node}" / "data" / f"{TOPIC}-{partition}").glob("*.log")):
+        raw = segment.read_bytes()
+        out += [(h.base_offset, raw[pos:pos + h.size]) for pos, h in iter_batches(raw)]
+    return out
+
+
+def states(bootstrap: str) -> dict[int, str]:
+    return {p: row[3] for (m, t, p), row in describe(bootstrap).items() if (m, t) == (MIRROR, TOPIC)}
+
+
+def caught_up(bootstrap: str, source_ends: list[int]) -> bool:
+    rows = {p: row for (m, t, p), row in describe(bootstrap).items() if (m, t) == (MIRROR, TOPIC)}
+    return rows == {p: (source_ends[p], source_ends[p], 0, "MIRRORING") for p in range(PARTITIONS)}
+
+
+def assert_identical(source: LocalCluster, dest: LocalCluster, dest_nodes: tuple[int, ...] = BROKERS) -> None:
+    """Each listed destination replica holds the source leader's batches at the same offsets."""
+    for p in range(PARTITIONS):
+        leader = layout(source.bootstrap)[p][0]
+        expected = replica_batches(source, leader, p)
+        wait_until(lambda p=p, e=expected: all(replica_batches(dest, n, p) == e for n in dest_nodes),
+                   f"partition {p}: destination replicas {dest_nodes} byte-identical to the source",
+                   timeout_s=90, seen=lambda p=p: {n: len(replica_batches(dest, n, p)) for n in dest_nodes})
+
+
+class Writer(threading.Thread):
+    """An idempotent acks=all producer writing unique values to every partition until stopped;
+    remembers what was acknowledged at which offset."""
+
+    def __init__(self, bootstrap: str, tag: str) -> None:
+        super().__init__(daemon=True)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                                  "compression.type": "lz4", "linger.ms": 10, "message.timeout.ms": 120000})
+        self.tag = tag
+        self.acked: dict[tuple[int, int], bytes] = {}
+        self.failed: list[KafkaError] = []
+        self.stop = threading.Event()
+
+    def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is None:
+            key = (msg.partition(), msg.offset())
+            assert key not in self.acked, "two acknowledged records at one offset"
+            self.acked[key] = msg.value()
+        else:
+            self.failed.append(err)
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            try:
+                self.producer.produce(TOPIC, key=b"k%d" % (i % 11), value=b"%s-%d" % (self.tag.encode(), i),
+                                      partition=i % PARTITIONS, on_delivery=self.on_delivery)
+                i += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.01)
+            if i % 50 == 0:
+                time.sleep(0.05)
+        self.producer.flush(120)
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.join(180)
+        assert not self.is_alive()
+        assert not self.failed, self.failed[:3]
+
+
+def assert_acked_mirrored_once(dest_bootstrap: str, writer: Writer) -> None:
+    """Every record the source acknowledged is at its offset at the destination, and no value
+    of the writer appears twice."""
+    consumer = Consumer({"bootstrap.servers": dest_bootstrap, "group.id": "verify", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    last = {p: max(o for q, o in writer.acked if q == p) for p in range(PARTITIONS)}
+    seen: dict[tuple[int, int], bytes] = {}
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and any((p, last[p]) not in seen for p in range(PARTITIONS)):
+        msg = consumer.poll(0.5)
+        if msg is None or msg.error():
+            continue
+        key = (msg.partition(), msg.offset())
+        assert key not in seen, f"{key} read twice"
+        seen[key] = msg.value()
+    consumer.close()
+    missing = [k for k, v in writer.acked.items() if seen.get(k) != v]
+    assert not missing, f"{len(missing)} acknowledged records not mirrored, e.g. {missing[:3]}"
+    values = [v for v in seen.values() if v.startswith(writer.tag.encode() + b"-")]
+    assert len(values) == len(set(values)) == len(writer.acked), "a record lost or mirrored twice"
+
+
+def topic_id(bootstrap: str) -> UUID:
+    out = kmirror("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", TOPIC).stdout
+    encoded = out.splitlines()[0].split("TopicId: ")[1].split("\t")[0]
+    return UUID(bytes=base64.urlsafe_b64decode(encoded + "=="))  # Kafka's Uuid.toString
+
+
+def coordinators(bootstrap: str) -> dict[int, tuple[int, int]]:
+    """Mirror partition -> (its `__mirror_state` partition, that partition's leader)."""
+    topic = topic_id(bootstrap)
+    state = layout(bootstrap, MIRROR_STATE_TOPIC)
+    return {p: (sp, state[sp][0]) for p in range(PARTITIONS)
+            for sp in [partition_for(MIRROR, topic, p, len(state))]}
+
+
+def state_log(bootstrap: str, state_partition: int) -> list[tuple[int, int, MirrorPartitionKey,
+                                                                  MirrorPartitionStateValue | None]]:
+    """(offset, batch leader epoch, key, value) of every record in one `__mirror_state`
+    partition, read with a consumer up to its high watermark and decoded with the
+    coordinator's codec."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "state-probe", "enable.auto.commit": False})
+    try:
+        tp = TopicPartition(MIRROR_STATE_TOPIC, state_partition, 0)
+        end = consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+        consumer.assign([tp])
+        out: list[tuple[int, int, MirrorPartitionKey, MirrorPartitionStateValue | None]] = []
+        deadline = time.monotonic() + 30
+        while (not out or out[-1][0] < end - 1) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            (key, value), = decode_records([(msg.key(), msg.value())])
+            out.append((msg.offset(), msg.leader_epoch(), key, value))
+        return out
+    finally:
+        consumer.close()
+
+
+def test_1_mirror_copies_the_source(
+    clusters: tuple[LocalCluster, LocalCluster], shared: dict[str, Any], tmp_path: Path
+) -> None:
+    source, dest = clusters
+    kmirror("topics", "--bootstrap-server", source.bootstrap, "--create", "--topic", TOPIC,
+            "--partitions", str(PARTITIONS), "--replication-factor", "3", "--config", "min.insync.replicas=2")
+    wait_until(lambda: bool(attempt(lambda: all(len(isr) == 3 for _, _, isr in layout(source.bootstrap).values()))),
+               "source partitions fully in sync")
+    producer = Producer({"bootstrap.servers": source.bootstrap, "enable.idempotence": True, "acks": "all"})
+    for i in range(300):
+        producer.produce(TOPIC, key=b"%d" % (i % 7), value=b"before %d" % i, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    create_mirror(dest, source, MIRROR, TOPIC, tmp_path / "mirror.properties")
+    source_ends = end_offsets(source.bootstrap)
+    wait_until(lambda: bool(attempt(lambda: caught_up(dest.bootstrap, source_ends))), "lag 0, MIRRORING",
+               timeout_s=90, seen=lambda: attempt(lambda: describe(dest.bootstrap)))
+    wait_until(lambda: bool(attempt(lambda: all(len(isr) == 3 for _, _, isr in layout(dest.bootstrap).values()))),
+               "destination partitions fully in sync")
+    assert_identical(source, dest)
+    shared["ready"] = True
+
+
+def test_2_source_leader_moved_by_preferred_election(
+    clusters: tuple[LocalCluster, LocalCluster], shared: dict[str, Any]
+) -> None:
+    assert shared.get("ready"), "step 1 did not complete"
+    source, dest = clusters
+    p = 1
+    leader, replicas, _ = layout(source.bootstrap)[p]
+    preferred = replicas[0]
+    assert leader == preferred, "a new topic's leader is its preferred replica"
+    writer = Writer(source.bootstrap, "election")
+    writer.start()
+    try:
+        at_start = end_offsets(dest.bootstrap)[p]
+        wait_until(lambda: bool(attempt(lambda: end_offsets(dest.bootstrap)[p] > at_start + 20)), "copying under load")
+        source.kill9(preferred)
+        survivors = live_bootstrap(source, preferred)
+        other = wait_until_value(lambda: (lead := layout(survivors)[p][0]) not in (-1, preferred) and lead,
+                                 f"a non-preferred source leader for partition {p}")
+        source.start_node(preferred)
+        wait_until(lambda: bool(attempt(lambda: sorted(layout(source.bootstrap)[p][2]) == sorted(replicas))),
+                   "the preferred replica back in the ISR")
+        # Back in the ISR, the preferred replica does not take the leadership by itself.
+        assert layout(source.bootstrap)[p][0] == other
+        at_restart = end_offsets(source.bootstrap)[p]
+        wait_until(lambda: bool(attempt(lambda: end_offsets(dest.bootstrap)[p] > at_restart + 20)),
+                   f"the mirror to copy from the non-preferred leader {other}")
+
+        kmirror("leader-election", "--bootstrap-server", source.bootstrap, "--election-type", "preferred",
+                "--topic", TOPIC, "--partition", str(p))
+        wait_until(lambda: attempt(lambda: layout(source.bootstrap)[p][0]) == preferred,
+                   f"the preferred replica {preferred} leading partition {p} again")
+        at_election = end_offsets(source.bootstrap)[p]
+        wait_until(lambda: bool(attempt(lambda: end_offsets(dest.bootstrap)[p] > at_election + 20)),
+                   f"the mirror to copy from the elected leader {preferred}")
+    finally:
+        writer.finish()
+    assert len(writer.acked) > 100
+    source_ends = end_offsets(source.bootstrap)
+    wait_until(lambda: bool(attempt(lambda: caught_up(dest.bootstrap, source_ends))), "lag 0 after the elections",
+               timeout_s=90, seen=lambda: attempt(lambda: describe(dest.bootstrap)))
+    assert_identical(source, dest)
+    assert_acked_mirrored_once(dest.bootstrap, writer)
+    shared["elected"] = True
+
+
+def grown(bootstrap: str, before: list[int], by: int = 20) -> bool:
+    """Whether every partition's log end passed `before` by more than `by` records."""
+    now = attempt(lambda: end_offsets(bootstrap))
+    return now is not None and all(now[p] > before[p] + by for p in range(PARTITIONS))
+
+
+def wait_until_value(probe: Any, what: str, timeout_s: float = 90) -> Any:
+    """Poll `probe` until it returns a truthy value, and return that value."""
+    found: list[Any] = []
+
+    def ready() -> bool:
+        value = attempt(probe)
+        if value:
+            found.append(value)
+        return bool(value)
+
+    wait_until(ready, what, timeout_s)
+    return found[-1]
+
+
+def test_3_kill9_mirror_coordinator_mid_copy(clusters: tuple[LocalCluster, LocalCluster], shared: dict[str, Any]) -> None:
+    assert shared.get("elected"), "step 2 did not complete"
+    source, dest = clusters
+    before = coordinators(dest.bootstrap)
+    counts = {n: sum(1 for _, lead in before.values() if lead == n) for n in BROKERS}
+    victim = max(counts, key=lambda n: counts[n])
+    coordinated = sorted(p for p, (_, lead) in before.items() if lead == victim)
+    print(f"coordinators before: {before}; killing broker {victim}, coordinator of partitions {coordinated}")
+    assert coordinated
+    survivors = live_bootstrap(dest, victim)
+    writer = Writer(source.bootstrap, "coordinator")
+    writer.start()
+    try:
+        at_start = end_offsets(dest.bootstrap)
+        wait_until(lambda: grown(dest.bootstrap, at_start), "copying under load")
+        dest.kill9(victim)
+        # The `__mirror_state` leadership of the coordinated partitions moves to a live broker.
+        after = wait_until_value(lambda: (c := coordinators(survivors)) and all(
+            lead not in (-1, victim) for _, lead in c.values()) and c, "the mirror coordinators to move")
+        print(f"coordinators after: {after}")
+        assert all(after[p][0] == before[p][0] for p in range(PARTITIONS))
+        # The new coordinator loads the states: every partition MIRRORING again, and never
+        # UNKNOWN (nor anything else) once loaded.
+        mirroring = {p: "MIRRORING" for p in range(PARTITIONS)}
+        observed: list[dict[int, str] | None] = []
+        wait_until(lambda: observed.append(attempt(lambda: states(survivors))) is None and observed[-1] == mirroring,
+                   "every partition MIRRORING under the new coordinator", seen=lambda: observed[-3:])
+        print(f"--describe while the coordinator moved: {observed}")
+        at_load = end_offsets(survivors)
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            assert states(survivors) == mirroring
+            time.sleep(0.5)
+        wait_until(lambda: grown(survivors, at_load), "mirroring to continue on every partition with the coordinator moved")
+    finally:
+        writer.finish()
+    assert len(writer.acked) > 100
+    source_ends = end_offsets(source.bootstrap)
+    wait_until(lambda: bool(attempt(lambda: caught_up(survivors, source_ends))), "lag 0 with a broker down",
+               timeout_s=90, seen=lambda: attempt(lambda: describe(survivors)))
+    live = tuple(n for n in BROKERS if n != victim)
+    assert_identical(source, dest, live)
+    assert_acked_mirrored_once(survivors, writer)
+
+    dest.start_node(victim)
+    wait_until(lambda: bool(attempt(lambda: all(len(isr) == 3 for _, _, isr in layout(dest.bootstrap).values()))),
+               "the restarted broker back in every ISR")
+    assert_identical(source, dest)
+    # No automatic rebalance: the coordinators stay on their new brokers.
+    assert coordinators(dest.bootstrap) == after
+    shared["victim"] = victim
+    shared["moved"] = {after[p][0]: end_of_state_log(dest.bootstrap, after[p][0]) for p in coordinated}
+
+
+def end_of_state_log(bootstrap: str, state_partition: int) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "state-probe", "enable.auto.commit": False})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(MIRROR_STATE_TOPIC, state_partition), timeout=10,
+                                              cached=False)[1]
+    finally:
+        consumer.close()
+
+
+def test_4_pause_resume_with_the_moved_coordinator(
+    clusters: tuple[LocalCluster, LocalCluster], shared: dict[str, Any]
+) -> None:
+    assert "victim" in shared, "step 3 did not complete"
+    source, dest = clusters
+    assert all(lead != shared["victim"] for _, lead in coordinators(dest.bootstrap).values())
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--pause", "--topic", TOPIC)
+    wait_until(lambda: attempt(lambda: states(dest.bootstrap)) == {p: "PAUSED" for p in range(PARTITIONS)},
+               "every partition PAUSED")
+    paused_ends = end_offsets(dest.bootstrap)
+    producer = Producer({"bootstrap.servers": source.bootstrap, "enable.idempotence": True, "acks": "all"})
+    for i in range(90):
+        producer.produce(TOPIC, value=b"while paused %d" % i, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    time.sleep(4)  # several manager runs at the 1 s refresh
+    assert end_offsets(dest.bootstrap) == paused_ends
+    assert states(dest.bootstrap) == {p: "PAUSED" for p in range(PARTITIONS)}
+
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--resume", "--topic", TOPIC)
+    source_ends = end_offsets(source.bootstrap)
+    wait_until(lambda: bool(attempt(lambda: caught_up(dest.bootstrap, source_ends))), "lag 0 after resume",
+               timeout_s=90, seen=lambda: attempt(lambda: describe(dest.bootstrap)))
+    assert_identical(source, dest)
+    shared["resumed"] = True
+
+
+def test_5_failover_persisted_by_the_moved_coordinator(
+    clusters: tuple[LocalCluster, LocalCluster], shared: dict[str, Any]
+) -> None:
+    assert shared.get("resumed"), "step 4 did not complete"
+    source, dest = clusters
+    moved = coordinators(dest.bootstrap)
+    out = kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", ".*").stdout
+    assert f"Removed 1 topic(s) from mirror {MIRROR}: [{TOPIC}]" in out
+    wait_until(lambda: attempt(lambda: states(dest.bootstrap)) == {p: "STOPPED" for p in range(PARTITIONS)},
+               "every partition STOPPED")
+    assert coordinators(dest.bootstrap) == moved
+    ends = end_offsets(dest.bootstrap)
+    # The STOPPED states of the partitions whose coordinator moved were appended to the moved
+    # `__mirror_state` partitions after the move.
+    topic = topic_id(dest.bootstrap)
+    for state_partition, end_after_move in shared["moved"].items():
+        records = state_log(dest.bootstrap, state_partition)
+        for p in (p for p in range(PARTITIONS) if moved[p][0] == state_partition):
+            offset, _, _, value = [r for r in records if r[2] == MirrorPartitionKey(MIRROR, topic, p)][-1]
+            assert value is not None and value.state is MirrorPartitionState.STOPPED
+            assert offset >= end_after_move, (offset, end_after_move)
+
+    dest.down()
+    dest.up()
+    wait_until(lambda: attempt(lambda: states(dest.bootstrap)) == {p: "STOPPED" for p in range(PARTITIONS)},
+               "STOPPED after a restart of the whole destination cluster",
+               seen=lambda: attempt(lambda: describe(dest.bootstrap)))
+    # Failed over: the topic is writable, after the mirrored prefix and MIRROR_PID_RESET.
+    producer = Producer({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True, "acks": "all"})
+    delivered: list[tuple[int, int]] = []
+    for p in range(PARTITIONS):
+        producer.produce(TOPIC, value=b"after failover", partition=p,
+                         on_delivery=lambda err, msg: delivered.append((msg.partition(), msg.offset())) if err is None
+                         else None)
+    assert producer.flush(60) == 0
+    assert sorted(delivered) == [(p, ends[p]) for p in range(PARTITIONS)]
