@@ -3,7 +3,8 @@
 Recovery: stray files are removed (`*.tmp`, `*.deleted`, `*.cleaned`, `*.swap`, indexes
 without a `.log`); segments before the recovery point are trusted unless an index fails its
 sanity check (then it is rebuilt); the segment containing the recovery point and every later
-one are rescanned: batch CRCs checked, indexes rebuilt, the first torn or corrupt batch and
+one are rescanned: batch CRCs checked, indexes rebuilt (the transaction index from the
+producer state replayed over the whole log), the first torn or corrupt batch and
 everything after it (including later segments) truncated away. The epoch cache is read
 from `leader-epoch-checkpoint`, extended with the epochs of recovered batches and cut to
 [log start, LEO).
@@ -28,7 +29,14 @@ from kmirror.log.producer_state import (
     ProducerStateEntry,
     control_type_for_state,
 )
-from kmirror.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix
+from kmirror.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+    filename_prefix,
+)
 
 if TYPE_CHECKING:
     from kmirror.log.log import Log
@@ -61,16 +69,16 @@ def load(log: Log, *, recovery_point: int, log_start_offset: int) -> None:
     names = fs.listdir(directory)
     bases = sorted(b for b in (_base_of(n, LOG_SUFFIX) for n in names) if b is not None)
     for name in names:
-        index_base = _base_of(name, INDEX_SUFFIX)
-        time_base = _base_of(name, TIME_INDEX_SUFFIX)
-        orphan = (index_base is not None and index_base not in bases) or (
-            time_base is not None and time_base not in bases)
+        orphan = any(base is not None and base not in bases
+                     for base in (_base_of(name, suffix) for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX,
+                                                                        TXN_INDEX_SUFFIX)))
         if name.endswith(_STRAY_SUFFIXES) or orphan:
             fs.delete(join(directory, name))
 
     cache = LeaderEpochCheckpoint(fs, directory).read()
     original_cache = cache.entries
     segments: list[LogSegment] = []
+    recovered: set[int] = set()
     for i, base in enumerate(bases):
         segment = new_segment(log, base)
         trusted = segment.load()
@@ -80,6 +88,7 @@ def load(log: Log, *, recovery_point: int, log_start_offset: int) -> None:
             segments.append(segment)
             continue
         headers, truncated = segment.recover()
+        recovered.add(base)
         for header in headers:
             # Kafka LogSegment.recover: only epochs above the cached latest are added.
             latest = cache.latest_epoch
@@ -107,8 +116,8 @@ def load(log: Log, *, recovery_point: int, log_start_offset: int) -> None:
         log.truncate_fully_and_start_at(log._log_start_offset)
     elif cache.entries != original_cache:
         LeaderEpochCheckpoint(fs, directory).write(cache)
-    if not _load_producer_snapshot(log):
-        rebuild_producer_state(log)
+    if recovered & {s.base_offset for s in log.segments} or not _load_producer_snapshot(log):
+        rebuild_producer_state(log, rebuild_txn_indexes=recovered)
     _delete_snapshots(log)
 
 
@@ -125,16 +134,22 @@ def _check_topic_id(log: Log) -> None:
             f"{log.directory}: topic id {log.topic_id} does not match {stored} in partition.metadata")
 
 
-def rebuild_producer_state(log: Log) -> None:
-    """Rebuild idempotence/transaction state from every batch header in the log."""
+def rebuild_producer_state(log: Log, rebuild_txn_indexes: set[int] | frozenset[int] = frozenset()) -> None:
+    """Rebuild idempotence/transaction state from every batch header in the log; the
+    transaction index of each segment whose base offset is in `rebuild_txn_indexes` (the
+    recovered ones, emptied by `LogSegment.recover`) is refilled on the way, with the
+    producer state as it was at each marker (Kafka `LogSegment.recover`)."""
     state = ProducerState()
     for segment in log.segments:
+        rebuild = segment.base_offset in rebuild_txn_indexes
         for pos, header in segment.batches(0):
             control_type = None
-            if header.is_control and not header.is_transactional:  # MIRROR_PID_RESET replays too
+            if header.is_control:  # end-transaction markers and MIRROR_PID_RESET replay too
                 batch = log.fs.read(segment.log_path, pos, header.size)
                 control_type = control_type_for_state(batch, 0, header)
-            state.update(header, control_type=control_type)
+            completed = state.update(header, control_type=control_type)
+            if rebuild and completed is not None:
+                segment.update_txn_index(completed, state.last_stable_offset_after(completed))
     log.producer_state = state
 
 

@@ -41,6 +41,7 @@ from kmirror.log.producer_state import (
 )
 from kmirror.log.segment import LogSegment
 from kmirror.log.timestamp_lookup import find_offset_by_timestamp
+from kmirror.log.transaction_index import AbortedTxn, CompletedTxn
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import (
@@ -159,6 +160,7 @@ class Log:
                     scratch.producers[header.producer_id] = _copy_entry(entry)
         offset = self._log_end_offset
         assigned: list[BatchHeader] = []
+        completed: list[CompletedTxn] = []
         for pos, header in analyzed:
             checked = scratch.check_client_batch(header)
             if isinstance(checked, AppendError):
@@ -170,7 +172,9 @@ class Log:
             if self.config.log_append_time:
                 set_log_append_time(buf, pos, now)
             stamped = read_header(buf, pos)
-            scratch.update(stamped, control_type=control_type_for_state(buf, pos, stamped))
+            txn = scratch.update(stamped, control_type=control_type_for_state(buf, pos, stamped))
+            if txn is not None:
+                completed.append(txn)
             assigned.append(stamped)
             offset = stamped.next_offset
         self._maybe_roll(len(buf), assigned, now)
@@ -180,6 +184,7 @@ class Log:
         if scratch.last_reset_offset >= 0:  # MIRROR_PID_RESET: producers before it are gone
             self.producer_state.expire_all(scratch.last_reset_offset)
         self.producer_state.producers.update(scratch.producers)
+        self._index_completed_txns(completed)
         return self._append_info(assigned, len(buf), now if self.config.log_append_time else NO_TIMESTAMP)
 
     def append_as_follower(self, records: Buffer) -> LogAppendInfo | AppendError:
@@ -205,9 +210,19 @@ class Log:
         if changed:
             self._epoch_checkpoint.write(self.epoch_cache)
         self._append_to_segment(buf, headers)
+        completed: list[CompletedTxn] = []
         for (pos, _), header in zip(analyzed, headers, strict=True):
-            self.producer_state.update(header, control_type=control_type_for_state(buf, pos, header))
+            txn = self.producer_state.update(header, control_type=control_type_for_state(buf, pos, header))
+            if txn is not None:
+                completed.append(txn)
+        self._index_completed_txns(completed)
         return self._append_info(headers, len(buf), NO_TIMESTAMP)
+
+    def _index_completed_txns(self, completed: list[CompletedTxn]) -> None:
+        """Kafka `UnifiedLog.append`: each aborted transaction whose marker was just appended
+        goes to the active segment's transaction index with the LSO after the append."""
+        for txn in completed:
+            self.active_segment.update_txn_index(txn, self.producer_state.last_stable_offset_after(txn))
 
     def _append_to_segment(self, buf: Buffer, headers: list[BatchHeader]) -> None:
         self.active_segment.append(buf)
@@ -310,6 +325,18 @@ class Log:
                 break
             index += 1
         return FetchDataInfo(b"", fetch_offset)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_bound_offset) (Kafka
+        `UnifiedLog.collectAbortedTransactions`): from the segment holding `start_offset`
+        onwards, since a transaction starting there may be aborted in a later segment."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments[self._segment_index_for(start_offset):]:
+            result = segment.collect_aborted_txns(start_offset, upper_bound_offset)
+            found.extend(result.aborted_transactions)
+            if result.is_complete:
+                break
+        return found
 
     def _segment_index_for(self, offset: int) -> int:
         bases = [s.base_offset for s in self.segments]

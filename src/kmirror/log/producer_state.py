@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kmirror.log.outcomes import AppendError
+from kmirror.log.transaction_index import CompletedTxn
 from kmirror.mirror.failover import expires_producer_state
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import BatchHeader, Buffer, CorruptRecordError
@@ -69,11 +70,11 @@ class ProducerStateEntry:
 
 
 def control_type_for_state(buf: Buffer, pos: int, header: BatchHeader) -> ControlType | None:
-    """The control type of the batch at `pos` where producer state needs it: None for data
-    batches and for end-transaction markers (the only transactional control batches; the
-    header alone says what they do), otherwise read from the control record key. A control
-    record that cannot be parsed is treated as UNKNOWN (Kafka ignores unknown control types)."""
-    if not header.is_control or header.is_transactional:
+    """The control type of the batch at `pos` (None for data batches), read from the control
+    record key: end-transaction markers need it (an ABORT is indexed, a COMMIT is not) and so
+    does MIRROR_PID_RESET. A control record that cannot be parsed is treated as UNKNOWN
+    (Kafka ignores unknown control types)."""
+    if not header.is_control:
         return None
     try:
         return read_control_type(buf, pos)
@@ -127,16 +128,18 @@ class ProducerState:
                 f"{header.base_sequence} (incoming seq. number), {entry.last_seq} (current end sequence number)")
         return None
 
-    def update(self, header: BatchHeader, control_ends_txn: bool = True,
-               control_type: ControlType | None = None) -> None:
-        """Record an appended batch (offsets assigned). A control batch of the producer
-        ends its ongoing transaction (commit or abort markers); a MIRROR_PID_RESET
-        (`control_type`, see `control_type_for_state`) expires every producer."""
+    def update(self, header: BatchHeader, control_type: ControlType | None = None) -> CompletedTxn | None:
+        """Record an appended batch (offsets assigned). A transactional control batch (an
+        end-transaction marker) ends the producer's transaction: the completed transaction
+        is returned, aborted unless `control_type` is COMMIT (Kafka
+        `ProducerAppendInfo.appendEndTxnMarker`: a marker without an ongoing transaction
+        completes one starting at the marker). A MIRROR_PID_RESET (`control_type`, see
+        `control_type_for_state`) expires every producer."""
         if expires_producer_state(header, control_type):
             self.expire_all(header.last_offset)
-            return
+            return None
         if not header.has_producer_id:
-            return
+            return None
         entry = self.producers.get(header.producer_id)
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
@@ -146,15 +149,27 @@ class ProducerState:
         entry.last_timestamp = header.max_timestamp
         entry.last_offset = header.last_offset
         if header.is_control:
-            if control_ends_txn:
-                entry.current_txn_first_offset = None
-            return
+            if not header.is_transactional:
+                return None
+            first_offset = entry.current_txn_first_offset
+            entry.current_txn_first_offset = None
+            return CompletedTxn(header.producer_id, header.base_offset if first_offset is None else first_offset,
+                                header.last_offset, control_type is not ControlType.COMMIT)
         if header.base_sequence >= 0:
             entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
                                                header.base_offset, header.last_offset, header.max_timestamp))
             del entry.batches[:-NUM_BATCHES_TO_RETAIN]
         if header.is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = header.base_offset
+        return None
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """Kafka `ProducerStateManager.lastStableOffset(completedTxn)`: the first offset of
+        the oldest transaction still ongoing from another producer, else the offset after
+        the marker. Stored with an aborted transaction in the transaction index."""
+        offsets = [e.current_txn_first_offset for pid, e in self.producers.items()
+                   if pid != completed.producer_id and e.current_txn_first_offset is not None]
+        return min(offsets) if offsets else completed.last_offset + 1
 
     @property
     def first_unstable_offset(self) -> int | None:

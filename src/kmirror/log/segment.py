@@ -1,4 +1,4 @@
-"""One log segment: `<base>.log` with its `.index` and `.timeindex` (Kafka `LogSegment`).
+"""One log segment: `<base>.log` with its `.index`, `.timeindex` and `.txnindex` (Kafka `LogSegment`).
 
 The `.log` file holds record batches exactly as stored (v2 batches, offsets assigned).
 Invariants: batches are in increasing offset order, every batch's base offset is >= the
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from kmirror.log.fs import Buffer, FileSystem, join
 from kmirror.log.offset_index import OffsetIndex
 from kmirror.log.time_index import NO_TIMESTAMP, TimeIndex
+from kmirror.log.transaction_index import AbortedTxn, CompletedTxn, TransactionIndex, TxnIndexSearchResult
 from kmirror.records.batch import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
@@ -25,6 +26,7 @@ from kmirror.records.batch import (
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 _INT32_MAX = 2**31 - 1
 # Headers are read in chunks this large while scanning (a whole batch is never read to scan).
 _SCAN_CHUNK = 64 * 1024
@@ -52,6 +54,8 @@ class LogSegment:
                                         base_offset, max_index_size)
         self.time_index = TimeIndex(fs, join(directory, filename_prefix(base_offset) + TIME_INDEX_SUFFIX),
                                     base_offset, max_index_size)
+        self.txn_index = TransactionIndex(fs, join(directory, filename_prefix(base_offset) + TXN_INDEX_SUFFIX),
+                                          base_offset)
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self.size = 0
@@ -67,13 +71,14 @@ class LogSegment:
         self.fs.write_file(self.log_path, b"")
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self._next_offset = self.base_offset
 
     def load(self) -> bool:
         """Open an existing segment trusting its indexes; False if an index needs a rebuild
         (then call `recover`)."""
         self.size = self.fs.size(self.log_path)
-        ok = self.offset_index.load() & self.time_index.load()
+        ok = self.offset_index.load() & self.time_index.load() & self.txn_index.load()
         if ok and len(self.offset_index) and self.offset_index.entries()[-1][1] >= max(self.size, 1):
             ok = False
         ts, offset = self.time_index.last_entry
@@ -83,10 +88,13 @@ class LogSegment:
 
     def recover(self) -> tuple[list[BatchHeader], int]:
         """Walk every batch, truncate at the first torn, malformed or bad-CRC one and rebuild
-        both indexes (Kafka `LogSegment.recover`). Returns (valid headers, truncated bytes)."""
+        both indexes (Kafka `LogSegment.recover`). Returns (valid headers, truncated bytes).
+        The transaction index is emptied: rebuilding it needs the producer state at the
+        segment's start, which the loader has (`update_txn_index`)."""
         self.size = self.fs.size(self.log_path)
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self.max_timestamp_so_far = NO_TIMESTAMP
         self.offset_of_max_timestamp_so_far = self.base_offset
         self.rolling_based_timestamp = None
@@ -231,6 +239,18 @@ class LogSegment:
                 return pos, max(header.base_offset, start_offset), header
         return None
 
+    # -- transactions ---------------------------------------------------------------------
+
+    def update_txn_index(self, completed: CompletedTxn, last_stable_offset: int) -> None:
+        """Kafka `LogSegment.updateTxnIndex`: an aborted transaction whose marker was just
+        appended to this segment is indexed here (committed ones are not)."""
+        if completed.is_aborted:
+            self.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                             completed.last_offset, last_stable_offset))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
     # -- truncation, roll, flush -------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> int:
@@ -244,6 +264,7 @@ class LogSegment:
         self.offset_index.truncate_to(header.base_offset)
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to(header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         self.fs.truncate(self.log_path, position)
         self.size = position
         self.rescan_state()
@@ -279,14 +300,15 @@ class LogSegment:
         self.fs.fsync(self.log_path)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         self.on_become_inactive()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             self.fs.close(path)
 
     def delete(self) -> None:
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             self.fs.close(path)
             self.fs.delete(path)
 

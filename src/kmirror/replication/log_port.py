@@ -6,9 +6,11 @@ real `Log` satisfies it, and tests may use the real `Log` over the in-memory fil
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from kmirror.protocol.errors import ErrorCode
+from kmirror.records.batch import RECORD_BATCH_OVERHEAD, CorruptRecordError, read_header
 from kmirror.replication.outcomes import AppendOutcome, PartitionError
 
 
@@ -37,6 +39,10 @@ class PartitionLog(Protocol):
     def read(self, fetch_offset: int, max_bytes: int, max_offset: int, min_one_message: bool) -> Any: ...
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> Any: ...
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> Sequence[Any]:
+        """Aborted transactions (each with `producer_id`, `first_offset`) overlapping the range."""
+        ...
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None: ...
 
@@ -87,3 +93,19 @@ def _error_code_of(result: Any) -> ErrorCode | None:
 def _record_errors_of(result: Any) -> tuple[tuple[int, str | None], ...]:
     errors = getattr(result, "record_errors", ()) or ()
     return tuple((int(i), m) for i, m in errors)
+
+
+def fetched_upper_bound_offset(records: bytes | memoryview, fetch_offset: int) -> int:
+    """An exclusive offset bound of the batches in a fetch answer (Kafka bounds the aborted
+    transaction search by the first offset after the fetched bytes): the offset after the
+    last batch whose header is readable, a trailing partial batch included."""
+    upper = fetch_offset
+    position = 0
+    while position + RECORD_BATCH_OVERHEAD <= len(records):
+        try:
+            header = read_header(records, position)
+        except CorruptRecordError:
+            break
+        upper = max(upper, header.next_offset)
+        position += header.size
+    return upper

@@ -23,7 +23,7 @@ from kmirror.log.checkpoint import LeaderEpochCheckpoint
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.isr_changes import IsrChanges
 from kmirror.replication.isr_state import IsrState
-from kmirror.replication.log_port import PartitionLog, append_outcome, read_outcome
+from kmirror.replication.log_port import PartitionLog, append_outcome, fetched_upper_bound_offset, read_outcome
 from kmirror.replication.outcomes import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -329,7 +329,13 @@ class Partition(IsrChanges):
         data = self._read_log(fetch_offset, max_bytes, max_offset, min_one_message)
         if isinstance(data, PartitionError):
             return data
-        return ReadOutcome(data, high_watermark, last_stable, log_start, log_end)
+        aborted: tuple[tuple[int, int], ...] = ()
+        if isolation_level == READ_COMMITTED and len(data):
+            # Kafka `LocalLog.addAbortedTransactions`: a read_committed consumer drops the
+            # records of these transactions from the fetched batches.
+            aborted = tuple((t.producer_id, t.first_offset) for t in self.log.collect_aborted_transactions(
+                fetch_offset, fetched_upper_bound_offset(data, fetch_offset)))
+        return ReadOutcome(data, high_watermark, last_stable, log_start, log_end, aborted)
 
     def _read_log(self, fetch_offset: int, max_bytes: int, max_offset: int, min_one: bool) -> bytes | memoryview | PartitionError:
         if fetch_offset >= max_offset:

@@ -85,6 +85,9 @@ class FakeLog:
             out += batch.data
         return out
 
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[Any]:
+        return []  # holds no transactional data
+
     def fetch_offset_by_timestamp(self, timestamp: int) -> Any:
         if timestamp == -3:
             if not self.batches:

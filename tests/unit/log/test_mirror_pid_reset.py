@@ -39,13 +39,15 @@ def _leader_reset(log, epoch=1):
     return info
 
 
-def test_control_type_is_read_only_for_non_marker_control_batches():
+def test_control_type_is_read_for_every_control_batch_and_none_for_data():
     reset = _pid_reset()
     assert control_type_for_state(reset, 0, read_header(reset, 0)) is ControlType.MIRROR_PID_RESET
     data = _idempotent(0)
     assert control_type_for_state(data, 0, read_header(data, 0)) is None
     commit = build_control_batch(ControlType.COMMIT, 5, 0, NOW)
-    assert control_type_for_state(commit, 0, read_header(commit, 0)) is None
+    assert control_type_for_state(commit, 0, read_header(commit, 0)) is ControlType.COMMIT
+    abort = build_control_batch(ControlType.ABORT, 5, 0, NOW)
+    assert control_type_for_state(abort, 0, read_header(abort, 0)) is ControlType.ABORT
     leader_change = build_control_batch(ControlType.LEADER_CHANGE, -1, -1, NOW, value=b"")
     assert control_type_for_state(leader_change, 0, read_header(leader_change, 0)) is ControlType.LEADER_CHANGE
 

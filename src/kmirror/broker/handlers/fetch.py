@@ -159,6 +159,14 @@ def _progress(results: dict[TopicPartition, Any]) -> tuple[int, bool]:
     return total, errored
 
 
+def _aborted(entry_type: type, result: ReadOutcome, isolation_level: int) -> tuple[Any, ...] | None:
+    """read_committed answers list the aborted transactions overlapping the returned
+    batches (empty when none); read_uncommitted answers carry null, as Kafka's."""
+    if isolation_level != READ_COMMITTED:
+        return None
+    return tuple(entry_type(producer_id=pid, first_offset=first) for pid, first in result.aborted_transactions)
+
+
 def _response(
     services: BrokerServices,
     rt: type,
@@ -170,7 +178,7 @@ def _response(
 ) -> Any:
     PartitionData = nested(rt, "PartitionData")
     TopicResponse = nested(rt, "FetchableTopicResponse")
-    aborted: tuple[Any, ...] | None = () if isolation_level == READ_COMMITTED else None
+    AbortedTransaction = nested(rt, "AbortedTransaction")
     topics: dict[Any, list[Any]] = {}
     for tp, state in context.partitions:
         result = results[tp]
@@ -194,7 +202,7 @@ def _response(
                 high_watermark=result.high_watermark,
                 last_stable_offset=result.last_stable_offset,
                 log_start_offset=result.log_start_offset,
-                aborted_transactions=aborted,
+                aborted_transactions=_aborted(AbortedTransaction, result, isolation_level),
                 preferred_read_replica=result.preferred_read_replica,
                 records=result.records,
                 **fields,
