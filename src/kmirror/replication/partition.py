@@ -23,7 +23,12 @@ from kmirror.log.checkpoint import LeaderEpochCheckpoint
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.isr_changes import IsrChanges
 from kmirror.replication.isr_state import IsrState
-from kmirror.replication.log_port import PartitionLog, append_outcome, fetched_upper_bound_offset, read_outcome
+from kmirror.replication.log_port import (
+    PartitionLog,
+    append_outcome,
+    fetched_upper_bound_offset,
+    read_outcome,
+)
 from kmirror.replication.outcomes import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
