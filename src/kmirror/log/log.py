@@ -160,7 +160,7 @@ class Log:
                     scratch.producers[header.producer_id] = _copy_entry(entry)
         offset = self._log_end_offset
         assigned: list[BatchHeader] = []
-        completed: list[CompletedTxn] = []
+        completed: list[tuple[CompletedTxn, int]] = []
         for pos, header in analyzed:
             checked = scratch.check_client_batch(header)
             if isinstance(checked, AppendError):
@@ -174,7 +174,9 @@ class Log:
             stamped = read_header(buf, pos)
             txn = scratch.update(stamped, control_type=control_type_for_state(buf, pos, stamped))
             if txn is not None:
-                completed.append(txn)
+                others = ProducerState()
+                others.producers = {**self.producer_state.producers, **scratch.producers}
+                completed.append((txn, others.last_stable_offset_after(txn)))
             assigned.append(stamped)
             offset = stamped.next_offset
         self._maybe_roll(len(buf), assigned, now)
@@ -210,19 +212,22 @@ class Log:
         if changed:
             self._epoch_checkpoint.write(self.epoch_cache)
         self._append_to_segment(buf, headers)
-        completed: list[CompletedTxn] = []
+        completed: list[tuple[CompletedTxn, int]] = []
         for (pos, _), header in zip(analyzed, headers, strict=True):
             txn = self.producer_state.update(header, control_type=control_type_for_state(buf, pos, header))
             if txn is not None:
-                completed.append(txn)
+                completed.append((txn, self.producer_state.last_stable_offset_after(txn)))
         self._index_completed_txns(completed)
         return self._append_info(headers, len(buf), NO_TIMESTAMP)
 
-    def _index_completed_txns(self, completed: list[CompletedTxn]) -> None:
+    def _index_completed_txns(self, completed: list[tuple[CompletedTxn, int]]) -> None:
         """Kafka `UnifiedLog.append`: each aborted transaction whose marker was just appended
-        goes to the active segment's transaction index with the LSO after the append."""
-        for txn in completed:
-            self.active_segment.update_txn_index(txn, self.producer_state.last_stable_offset_after(txn))
+        goes to the active segment's transaction index, with the LSO right after its marker.
+        Kafka takes that LSO after the whole append, so its value depends on how batches
+        were grouped into appends; taken per marker it depends on the log alone, and a
+        mirror, a follower and a recovery write the same index as the source leader."""
+        for txn, last_stable_offset in completed:
+            self.active_segment.update_txn_index(txn, last_stable_offset)
 
     def _append_to_segment(self, buf: Buffer, headers: list[BatchHeader]) -> None:
         self.active_segment.append(buf)

@@ -215,3 +215,15 @@ def test_partition_read_committed_lists_aborted_transactions_and_stops_at_the_ls
     uncommitted = partition.read(0, 1 << 20, READ_UNCOMMITTED, -1, True)
     assert isinstance(uncommitted, ReadOutcome) and uncommitted.aborted_transactions == ()
     assert max(h.last_offset for _, h in iter_batches(uncommitted.records)) == 9
+
+
+def test_the_indexed_lso_does_not_depend_on_how_batches_were_grouped_into_appends():
+    # pid 1 aborts at 1 while nobody else is open; pid 2 starts at 3 in the same append.
+    batches = [_txn_data(0, 1), _marker(ControlType.ABORT, 1, 1), _plain(2), _txn_data(3, 2),
+               _marker(ControlType.ABORT, 4, 2)]
+    one_by_one, at_once = _open(MemoryFileSystem()), _open(MemoryFileSystem())
+    for batch in batches:
+        one_by_one.append_as_follower(batch)
+    at_once.append_as_follower(b"".join(batches))
+    expected = [AbortedTxn(1, 0, 1, 2), AbortedTxn(2, 3, 4, 5)]
+    assert one_by_one.active_segment.txn_index.entries() == at_once.active_segment.txn_index.entries() == expected

@@ -1,0 +1,252 @@
+"""Mirrored transactional data end to end with real processes.
+
+The source is a kmirror cluster. Neither foreign source can hold this data: the librdkafka
+mock cluster writes no COMMIT/ABORT markers and keeps no LSO (a read_committed consumer
+sees an open transaction), and Tansu keeps an LSO but writes no markers either; kmirror has
+no transaction coordinator. So the source partition is written offline, as a transaction
+coordinator and producers would have written it (data batches of committed, aborted,
+interleaved and open transactions, their control markers, plain records), between a
+kill -9 and a restart of the source broker, which then recovers it (and rebuilds its
+transaction index) and serves it to the mirror over Fetch with read_committed.
+
+Proven: the destination's batches (markers included) and its `.txnindex` are identical to
+the source's, at the same offsets, up to the source LSO, and nothing of the open
+transaction is copied; confluent-kafka read_committed consumers of both clusters see the
+same committed + non-transactional records (up to the destination's LSO), a read_uncommitted
+one sees the aborted records too; failover truncates the destination to its LSO (a
+transaction whose commit was not copied is open there), writes MIRROR_PID_RESET and a new
+producer writes after it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from kmirror.log.append_analysis import AppendOrigin
+from kmirror.log.config import LogConfig
+from kmirror.log.log import Log
+from kmirror.log.outcomes import LogAppendInfo
+from kmirror.records.batch import iter_batches
+from kmirror.records.builder import build_batch
+from kmirror.records.control import ControlType, build_control_batch, read_control_type
+from kmirror.runtime.node import SystemClock
+from kmirror.runtime.os_fs import OsFileSystem
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.types import TopicPartition as KTopicPartition
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "payments"
+SEGMENT = "00000000000000000000"
+
+
+@pytest.fixture
+def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
+    source = LocalCluster(dir=tmp_path / "source", port=free_port_block())
+    source.up()
+    dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block())
+    try:
+        dest.up()
+        yield source, dest
+    finally:
+        dest.down()
+        source.down()
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def partition_dir(cluster: LocalCluster) -> Path:
+    return cluster.dir / "node-1" / "data" / f"{TOPIC}-0"
+
+
+def segment_batches(cluster: LocalCluster) -> list[tuple[int, bytes]]:
+    raw = (partition_dir(cluster) / f"{SEGMENT}.log").read_bytes()
+    return [(h.base_offset, raw[pos:pos + h.size]) for pos, h in iter_batches(raw)]
+
+
+def txn_index_bytes(cluster: LocalCluster) -> bytes:
+    path = partition_dir(cluster) / f"{SEGMENT}.txnindex"
+    return path.read_bytes() if path.exists() else b""
+
+
+def consume(bootstrap: str, isolation: str, until_offset: int) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record a confluent-kafka consumer delivers below `until_offset`,
+    reading until its position reaches the partition's (isolation-dependent) end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{isolation}-{time.monotonic_ns()}",
+                         "isolation.level": isolation, "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    got: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF and msg.offset() >= until_offset:
+                    return got
+                continue
+            if msg.offset() < until_offset:
+                got.append((msg.offset(), msg.value()))
+        raise AssertionError(f"{isolation} consumer did not reach offset {until_offset}: {got}")
+    finally:
+        consumer.close()
+
+
+def watermarks(bootstrap: str, isolation: str) -> tuple[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm", "isolation.level": isolation})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10, cached=False)
+        return int(low), int(high)
+    finally:
+        consumer.close()
+
+
+class TxnWriter:
+    """Appends to a stopped broker's partition log what producers and a transaction
+    coordinator would have: transactional data batches (epoch 0, sequences per producer)
+    and end-transaction markers, in the partition's current leader epoch."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+        self.sequences: dict[int, int] = {}
+        self.values: dict[int, bytes] = {}
+
+    def _append(self, batch: bytes) -> int:
+        info = self.log.append_as_leader(batch, self.log.latest_epoch or 0, origin=AppendOrigin.COORDINATOR)
+        assert isinstance(info, LogAppendInfo), info
+        return info.first_offset
+
+    def data(self, pid: int, *values: bytes) -> int:
+        seq = self.sequences.get(pid, 0)
+        self.sequences[pid] = seq + len(values)
+        batch = build_batch([(b"k", v, (), int(time.time() * 1000)) for v in values], producer_id=pid,
+                            producer_epoch=0, base_sequence=seq, is_transactional=True)
+        first = self._append(batch)
+        self.values.update({first + i: v for i, v in enumerate(values)})
+        return first
+
+    def plain(self, value: bytes) -> int:
+        first = self._append(build_batch([(b"k", value, (), int(time.time() * 1000))]))
+        self.values[first] = value
+        return first
+
+    def end(self, kind: ControlType, pid: int) -> int:
+        return self._append(build_control_batch(kind, pid, 0, int(time.time() * 1000)))
+
+
+def test_transactions_mirror_byte_identical_read_committed_matches_and_failover_truncates_to_the_lso(
+    clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
+) -> None:
+    source, dest = clusters
+    kmirror("topics", "--bootstrap-server", source.bootstrap, "--create", "--topic", TOPIC,
+            "--partitions", "1", "--replication-factor", "1")
+    producer = Producer({"bootstrap.servers": source.bootstrap, "linger.ms": 0})
+    for i in range(3):
+        producer.produce(TOPIC, key=b"k", value=b"live-%d" % i, partition=0)
+        assert producer.flush(30) == 0
+    wait_until(lambda: watermarks(source.bootstrap, "read_uncommitted")[1] == 3, "3 live records")
+
+    # Source broker stopped; its partition gets the transactional history.
+    source.kill9(1)
+    log = Log.open(OsFileSystem(), str(partition_dir(source)), KTopicPartition(TOPIC, 0), LogConfig(),
+                   SystemClock(), recovery_point=0)
+    assert log.log_end_offset == 3
+    w = TxnWriter(log)
+    committed = [w.data(5001, b"c1-a", b"c1-b")]
+    w.plain(b"p1")
+    committed += [w.data(5001, b"c1-c")]
+    w.end(ControlType.COMMIT, 5001)
+    aborted = [w.data(5002, b"x1")]
+    w.plain(b"p2")
+    aborted += [w.data(5002, b"x2")]
+    w.end(ControlType.ABORT, 5002)
+    aborted += [w.data(5003, b"y1")]
+    committed += [w.data(5004, b"z1")]
+    aborted += [w.data(5003, b"y2")]
+    w.end(ControlType.ABORT, 5003)
+    w.end(ControlType.COMMIT, 5004)
+    w.plain(b"p3")
+    late_commit = w.data(5005, b"a1")       # committed only after the open transaction starts
+    w.plain(b"p4")
+    open_txn = w.data(5006, b"b1")          # never ends: the source LSO stays here
+    w.plain(b"p5")
+    w.end(ControlType.COMMIT, 5005)
+    w.plain(b"p6")
+    source_end = log.log_end_offset
+    log.close()
+    source.start_node(1)
+
+    wait_until(lambda: watermarks(source.bootstrap, "read_uncommitted")[1] == source_end, "the source HW")
+    assert watermarks(source.bootstrap, "read_committed")[1] == open_txn  # the source LSO
+
+    kmirror("features", "--bootstrap-server", dest.bootstrap, "upgrade", "--feature", "mirror.version=1")
+    config = tmp_path / "mirror.properties"
+    config.write_text(f"bootstrap.servers={source.bootstrap}\n")
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--create", "--mirror", "m",
+            "--mirror-config", str(config))
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", "m", "--topic", TOPIC)
+
+    # Copied up to the source LSO, byte for byte, markers included; the open transaction
+    # (and everything after it) stays behind.
+    source_below_lso = [(o, raw) for o, raw in segment_batches(source) if o < open_txn]
+    wait_until(lambda: watermarks(dest.bootstrap, "read_uncommitted")[1] == open_txn, "the destination HW")
+    wait_until(lambda: segment_batches(dest) == source_below_lso, "destination batches")
+    time.sleep(2)  # a mirror that copied past the LSO would show it by now
+    assert segment_batches(dest) == source_below_lso
+    markers = [o for o, raw in source_below_lso if next(iter_batches(raw))[1].is_control]
+    assert len(markers) == 4
+    # The transaction index: written by the destination as it appended the mirrored
+    # markers, identical to the one the source rebuilt on recovery (Kafka's 34-byte entries).
+    assert len(txn_index_bytes(source)) == 2 * 34
+    assert txn_index_bytes(dest) == txn_index_bytes(source)
+
+    # On the destination pid 5005's commit is missing: its transaction is open, the LSO is at it.
+    assert watermarks(dest.bootstrap, "read_committed")[1] == late_commit
+    dest_committed = consume(dest.bootstrap, "read_committed", late_commit)
+    source_committed = consume(source.bootstrap, "read_committed", late_commit)
+    expected = [(o, v) for o, v in sorted(w.values.items()) if o < late_commit and o not in aborted]
+    assert dest_committed == source_committed == [
+        *[(o, b"live-%d" % o) for o in range(3)], *[(o, v) for o, v in expected if o >= 3]]
+    assert {o for o, _ in dest_committed} >= set(committed)
+    uncommitted = consume(dest.bootstrap, "read_uncommitted", open_txn)
+    assert {o for o, _ in uncommitted} >= set(aborted)
+    assert uncommitted == [*[(o, b"live-%d" % o) for o in range(3)],
+                           *[(o, v) for o, v in sorted(w.values.items()) if 3 <= o < open_txn]]
+
+    # Failover: STOPPING truncates to the destination LSO (late_commit), then MIRROR_PID_RESET.
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", ".*")
+
+    def stopped() -> bool:
+        out = kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--describe").stdout
+        rows = [line.split() for line in out.splitlines()[1:] if line.strip()]
+        return bool(rows) and all(row[-1] == "STOPPED" for row in rows)
+    wait_until(stopped, "the partition STOPPED")
+    after = segment_batches(dest)
+    assert after[:-1] == [(o, raw) for o, raw in source_below_lso if o < late_commit]
+    reset_offset, reset_raw = after[-1]
+    assert reset_offset == late_commit and read_control_type(reset_raw) is ControlType.MIRROR_PID_RESET
+
+    delivered: list[int] = []
+
+    def on_delivery(err: KafkaError | None, msg: object) -> None:
+        assert err is None, err
+        delivered.append(msg.offset())  # type: ignore[attr-defined]
+
+    writer = Producer({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True})
+    writer.produce(TOPIC, key=b"k", value=b"after failover", partition=0, on_delivery=on_delivery)
+    assert writer.flush(30) == 0
+    assert delivered == [late_commit + 1]
+    assert consume(dest.bootstrap, "read_committed", late_commit + 2)[-1] == (late_commit + 1, b"after failover")
