@@ -218,9 +218,10 @@ def test_partition_read_committed_lists_aborted_transactions_and_stops_at_the_ls
 
 
 def test_the_indexed_lso_does_not_depend_on_how_batches_were_grouped_into_appends():
-    # pid 1 aborts at 1 while nobody else is open; pid 2 starts at 3 in the same append.
+    # pid 1 aborts at 1 while nobody else is open; pid 2 starts at 3 in the same append
+    # (Kafka, taking the LSO after the whole append, would store 3 there and 2 one by one).
     batches = [_txn_data(0, 1), _marker(ControlType.ABORT, 1, 1), _plain(2), _txn_data(3, 2),
-               _marker(ControlType.ABORT, 4, 2)]
+               _marker(ControlType.ABORT, 4, 2), _txn_data(5, 3)]
     one_by_one, at_once = _open(MemoryFileSystem()), _open(MemoryFileSystem())
     for batch in batches:
         one_by_one.append_as_follower(batch)
