@@ -5,7 +5,9 @@ keyed records with zstd compression, consumes them back, shows the stored batche
 `dump-log` (Kafka's on-disk format, the producer's compressed bytes unchanged), restarts the
 node and checks every record is still at its offset. Then it starts a second cluster and
 mirrors the topic into it (KIP-1279) with `kmirror features` / `kmirror mirrors`, compares the
-two clusters' segment files batch by batch, fails over, and produces at the destination.
+two clusters' segment files batch by batch, shows that the mirror topic refuses Produce, fails
+over, produces at the destination, and fails back: the old source mirrors the destination
+under the same mirror name, copies only the delta and ends byte-identical.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from kmirror.cli.dump_log import dump_file
 from kmirror.client.admin import Admin, NewTopic
 from kmirror.client.consumer import EARLIEST, Consumer
+from kmirror.client.errors import KafkaError
 from kmirror.client.producer import Producer
 from kmirror.records.batch import iter_batches
 from kmirror.records.builder import SimpleRecord
@@ -69,7 +72,33 @@ def _mirror_tour(base: Path, source: str, dest_port: int) -> None:
     dest = f"127.0.0.1:{dest_port}"
     print(f"\nCluster Mirroring: a destination cluster on {dest} mirrors {TOPIC} from {source}")
     up(dest_dir, 1, dest_port)
-    config = base / "mirror.properties"
+    _start_mirror(base / "mirror.properties", dest, source)
+    _wait_for_mirror(dest, lambda rows: all(r.lag == 0 and r.state == "MIRRORING" for r in rows))
+    _kmirror(["mirrors", "--bootstrap-server", dest, "--describe"])
+    _compare(base, dest_dir)
+    try:
+        asyncio.run(_produce_one(dest))
+        raise SystemExit("Error: the mirror topic accepted a Produce")
+    except KafkaError as exc:
+        print(f"producing to the mirror topic at the destination is refused: {exc.error_name}")
+    print("\nfailover: the destination stops mirroring and becomes writable")
+    _kmirror(["mirrors", "--bootstrap-server", dest, "--remove", "--topic", ".*"])
+    _wait_for_mirror(dest, lambda rows: all(r.state == "STOPPED" for r in rows))
+    meta = asyncio.run(_produce_one(dest))
+    print(f"after failover the destination is writable: produced at partition "
+          f"{meta.topic_partition.partition} offset {meta.base_offset}")
+    before = {p: len(_batches(base / "node-1" / "data" / f"{TOPIC}-{p}")) for p in range(PARTITIONS)}
+    print("\nfailback: the old source mirrors the new one under the same mirror name")
+    _start_mirror(base / "failback.properties", source, dest)
+    _wait_for_mirror(source, lambda rows: all(r.lag == 0 and r.state == "MIRRORING" for r in rows))
+    _kmirror(["mirrors", "--bootstrap-server", source, "--describe"])
+    for p in range(PARTITIONS):
+        copied = len(_batches(base / "node-1" / "data" / f"{TOPIC}-{p}")) - before[p]
+        print(f"  partition {p}: {copied} new batch(es): the MIRROR_PID_RESET marker and what was written after failover")
+    _compare(base, dest_dir)
+
+
+def _start_mirror(config: Path, dest: str, source: str) -> None:
     config.write_text(f"bootstrap.servers={source}\n")
     for args in (
         ["features", "--bootstrap-server", dest, "upgrade", "--feature", "mirror.version=1"],
@@ -77,19 +106,15 @@ def _mirror_tour(base: Path, source: str, dest_port: int) -> None:
         ["mirrors", "--bootstrap-server", dest, "--add", "--mirror", "demo", "--topic", TOPIC],
     ):
         _kmirror(args)
-    _wait_for_mirror(dest, lambda rows: all(r.lag == 0 and r.state == "MIRRORING" for r in rows))
-    _kmirror(["mirrors", "--bootstrap-server", dest, "--describe"])
+
+
+def _compare(base: Path, dest_dir: Path) -> None:
     for p in range(PARTITIONS):
         src = _batches(base / "node-1" / "data" / f"{TOPIC}-{p}")
         dst = _batches(dest_dir / "node-1" / "data" / f"{TOPIC}-{p}")
         if src != dst:
-            raise SystemExit(f"Error: partition {p} differs between source and destination")
-        print(f"  partition {p}: {len(src)} batches byte-identical at the same offsets")
-    _kmirror(["mirrors", "--bootstrap-server", dest, "--remove", "--topic", ".*"])
-    _wait_for_mirror(dest, lambda rows: all(r.state == "STOPPED" for r in rows))
-    meta = asyncio.run(_produce_one(dest))
-    print(f"after failover the destination is writable: produced at partition "
-          f"{meta.topic_partition.partition} offset {meta.base_offset}")
+            raise SystemExit(f"Error: partition {p} differs between the two clusters")
+        print(f"  partition {p}: {len(src)} batches byte-identical at the same offsets in both clusters")
 
 
 def _kmirror(args: list[str]) -> None:
@@ -105,9 +130,9 @@ def _batches(partition_dir: Path) -> list[tuple[int, bytes]]:
     return [(h.base_offset, data[pos : pos + h.size]) for pos, h in iter_batches(data)]
 
 
-def _wait_for_mirror(dest: str, done: Callable[[list[Any]], bool], timeout_s: float = 60) -> list[Any]:
+def _wait_for_mirror(cluster: str, done: Callable[[list[Any]], bool], timeout_s: float = 60) -> list[Any]:
     async def describe() -> list[Any]:
-        async with await Admin.connect(dest) as admin:
+        async with await Admin.connect(cluster) as admin:
             return list(await admin.describe_mirrors(["demo"]))
 
     deadline = time.monotonic() + timeout_s

@@ -16,6 +16,7 @@ KIP-1279 RPCs (keys 94-105), which kio does not know: their entities come from
 from __future__ import annotations
 
 import io
+import sys
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from kio.static.primitive import i16, i32
 
 from kmirror.client.errors import KafkaProtocolError
 from kmirror.mirror.protocol import fetch as fetch_v19
+from kmirror.mirror.protocol.derive import derive
 from kmirror.mirror.protocol.registry import MIRROR_APIS, entity_types
 from kmirror.protocol.framing import FrameDecoder, frame
 
@@ -166,6 +168,19 @@ def _decode_body(frame: bytes, api_key: int, response_type: type[Any], *, exact:
     return body
 
 
+_INT16_ERROR_CODES: dict[type[Any], type[Any]] = {}
+
+
+def _int16_error_codes(response_type: type[Any]) -> type[Any]:
+    """`response_type` with every error code read as a plain int16 (see `derive`)."""
+    if response_type in _INT16_ERROR_CODES:
+        return _INT16_ERROR_CODES[response_type]
+    module = sys.modules[response_type.__module__]
+    classes = derive([module], version=int(response_type.__version__),
+                     module_name=f"{module.__name__}_int16_error_codes", int16_error_codes=True)
+    return _INT16_ERROR_CODES.setdefault(response_type, classes[response_type.__name__])
+
+
 def _unsupported_api_versions(frame: bytes) -> Any | None:
     """A v0 ApiVersions body with UNSUPPORTED_VERSION and no ranges when the frame's error
     code (the first body field in every version) says so, whatever follows it; else None.
@@ -236,7 +251,12 @@ class ClientProtocol:
             # ApiVersions must decode exactly: a broker that does not know the version answers
             # with a v0 body, which must not pass for the version asked.
             exact = expected.api_key == API_VERSIONS_KEY
-            body = _decode_body(frame, expected.api_key, expected.response_type, exact=exact)
+            try:
+                body = _decode_body(frame, expected.api_key, expected.response_type, exact=exact)
+            except ValueError as exc:
+                if "ErrorCode" not in str(exc):
+                    raise
+                body = _decode_body(frame, expected.api_key, _int16_error_codes(expected.response_type), exact=exact)
             version = expected.api_version
         except Exception as exc:
             if expected.api_key != API_VERSIONS_KEY or expected.api_version == 0:

@@ -15,9 +15,9 @@ kio's `ErrorCode` enum only knows Kafka's codes and its native reader rejects ot
 - a response of an existing API that must carry a new code (Produce -> READ_ONLY_TOPIC) uses
   `kio_error_code(code)`: an `ErrorCode` member for the code, registered in kio's enum by
   `install_in_kio()` (idempotent), which kio's writer encodes like any other member. kio's
-  native *reader* keeps its own table and still rejects these codes, so a kmirror client that
-  must decode them in an existing API's response needs that API's schema with int16 error
-  codes (see docs/design/mirroring-protocol.md).
+  native *reader* keeps its own table and still rejects these codes, so kmirror's client
+  decodes such a response again with the API's schema rebuilt with int16 error codes
+  (`kmirror.mirror.protocol.derive`, `int16_error_codes`).
 """
 
 from __future__ import annotations

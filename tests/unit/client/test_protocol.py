@@ -155,3 +155,16 @@ def test_api_versions_with_trailing_bytes_is_not_taken_for_the_version_asked() -
     )
     [resp] = proto.receive(response_frame(cid, v0))
     assert resp.api_version == 0 and resp.body == v0
+
+
+def test_an_error_code_unknown_to_kio_is_read_as_an_int16() -> None:
+    """A broker may answer any int16 error code (READ_ONLY_TOPIC 135 of KIP-1279, or a code
+    newer than kio): the response decodes and the code reaches the caller."""
+    proto = ClientProtocol()
+    cid, _ = proto.send(MetadataRequestV0(topics=()))
+    name = b"orders"
+    payload = (cid.to_bytes(4, "big") + (0).to_bytes(4, "big") + (1).to_bytes(4, "big")
+               + (135).to_bytes(2, "big") + len(name).to_bytes(2, "big") + name + (0).to_bytes(4, "big"))
+    (response,) = proto.receive(len(payload).to_bytes(4, "big") + payload)
+    (topic,) = response.body.topics
+    assert (topic.name, topic.error_code) == ("orders", 135)

@@ -6,6 +6,11 @@ the new version is the previous one's classes rebuilt with the new `__version__`
 re-pointed to their rebuilt twins, and the KIP's fields appended to the named entities. The
 result is the same kind of frozen, slotted, keyword-only dataclass kio generates, so
 `kio.serial.entity_reader`/`entity_writer` handle it.
+
+The same rebuild gives a version whose error codes are plain int16 (`int16_error_codes`):
+kio's native reader refuses a code its `ErrorCode` table lacks, while a Kafka client reads
+any int16 and treats an unknown code as an error it does not know (READ_ONLY_TOPIC in a
+Produce response, or a code newer than kio from a foreign broker).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ def derive(
     version: int,
     module_name: str,
     extra: Mapping[str, Sequence[ExtraField]] | None = None,
+    int16_error_codes: bool = False,
 ) -> dict[str, type[Any]]:
     """Rebuild every entity of `sources` (kio schema modules of one API) at `version`.
 
@@ -58,7 +64,7 @@ def derive(
         for cls in entity_classes(module):
             if cls.__name__ in by_name:
                 raise ValueError(f"entity name {cls.__name__} defined twice")
-            new = _rebuild(cls, version, module_name, rebuilt, extra.pop(cls.__name__, ()))
+            new = _rebuild(cls, version, module_name, rebuilt, extra.pop(cls.__name__, ()), int16_error_codes)
             rebuilt[cls] = new
             by_name[cls.__name__] = new
     if extra:
@@ -67,10 +73,13 @@ def derive(
 
 
 def _rebuild(cls: type[Any], version: int, module_name: str, rebuilt: Mapping[type[Any], type[Any]],
-             additions: Sequence[ExtraField]) -> type[Any]:
+             additions: Sequence[ExtraField], int16_error_codes: bool = False) -> type[Any]:
     specs: list[tuple[str, Any, Any]] = []
     for f in dataclasses.fields(cls):
         kwargs: dict[str, Any] = {"metadata": f.metadata}
+        if int16_error_codes and f.metadata.get("kafka_type") == "error_code":
+            specs.append((f.name, i16, dataclasses.field(metadata={**f.metadata, "kafka_type": "int16"})))
+            continue
         if f.default is not MISSING:
             kwargs["default"] = _convert_default(f.default, rebuilt)
         elif f.default_factory is not MISSING:
