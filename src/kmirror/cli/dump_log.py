@@ -1,5 +1,5 @@
 """`kmirror dump-log`: kafka-dump-log.sh for segment (.log), offset index (.index), time index
-(.timeindex) and `leader-epoch-checkpoint` files. A local tool: it reads the files directly.
+(.timeindex), transaction index (.txnindex) and `leader-epoch-checkpoint` files. A local tool: it reads the files directly.
 
 Formatting is separate from reading (`dump_segment(name, data, ...)` -> lines) so it is tested
 on bytes built with `kmirror.records.builder`.
@@ -26,6 +26,7 @@ from typing import Any
 from kmirror.cli.common import kafka_uuid
 from kmirror.cli.errors import CommandError
 from kmirror.coordinator.offsets import records as offsets_records
+from kmirror.log.transaction_index import ENTRY as TXN_ENTRY
 from kmirror.mirror.protocol import state_records
 from kmirror.records.batch import BatchHeader, CorruptRecordError, crc_ok, iter_batches
 from kmirror.records.compression import CompressionType
@@ -89,8 +90,11 @@ def dump_file(
         yield from dump_time_index(base_offset_of(path), data)
     elif name.endswith(".index"):
         yield from dump_offset_index(base_offset_of(path), data)
+    elif name.endswith(".txnindex"):
+        base_offset_of(path)
+        yield from dump_txn_index(data)
     else:
-        raise CommandError(f"{path}: not a .log, .index, .timeindex or leader-epoch-checkpoint file")
+        raise CommandError(f"{path}: not a .log, .index, .timeindex, .txnindex or leader-epoch-checkpoint file")
 
 
 def batch_line(pos: int, h: BatchHeader, valid: bool) -> str:
@@ -184,6 +188,14 @@ def dump_time_index(base_offset: int, data: bytes) -> Iterator[str]:
         if i > 0 and timestamp == 0 and relative == 0:
             break
         yield f"timestamp: {timestamp} offset: {base_offset + relative}"
+
+
+def dump_txn_index(data: bytes) -> Iterator[str]:
+    """One line per aborted transaction, as kafka-dump-log's `dumpTxnIndex`."""
+    for i in range(len(data) // TXN_ENTRY.size):
+        version, producer_id, first, last, lso = TXN_ENTRY.unpack_from(data, i * TXN_ENTRY.size)
+        yield (f"version: {version} producerId: {producer_id} firstOffset: {first} "
+               f"lastOffset: {last} lastStableOffset: {lso}")
 
 
 def dump_epoch_checkpoint(data: bytes) -> Iterator[str]:

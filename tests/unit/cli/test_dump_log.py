@@ -73,6 +73,14 @@ def test_offset_and_time_index_stop_at_preallocated_tail() -> None:
     ]
 
 
+def test_txn_index_prints_each_aborted_transaction() -> None:
+    txnindex = struct.pack(">hqqqq", 0, 4001, 100, 104, 103) + struct.pack(">hqqqq", 0, 4002, 105, 107, 108)
+    assert list(dump_file("/x/00000000000000000100.txnindex", txnindex, False, False))[1:] == [
+        "version: 0 producerId: 4001 firstOffset: 100 lastOffset: 104 lastStableOffset: 103",
+        "version: 0 producerId: 4002 firstOffset: 105 lastOffset: 107 lastStableOffset: 108",
+    ]
+
+
 def test_leader_epoch_checkpoint() -> None:
     lines = list(dump_file("/x/leader-epoch-checkpoint", b"0\n2\n0 0\n3 120\n", False, False))
     assert lines[1:] == ["version: 0", "epoch: 0 offset: 0", "epoch: 3 offset: 120"]
