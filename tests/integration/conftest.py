@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kmirror.testing.mirror_clusters import clusters_up
 from kmirror.testing.processes import LocalCluster, free_port_block
 
 
@@ -36,3 +37,32 @@ def cluster3(tmp_path: Path) -> Iterator[LocalCluster]:
         yield c
     finally:
         c.down()
+
+
+@pytest.fixture
+def cluster_overrides() -> dict[str, str]:
+    """Broker configs of both `clusters`; a module overrides this fixture to change them."""
+    return {}
+
+
+@pytest.fixture
+def source_overrides() -> dict[str, str]:
+    """Broker configs of the `clusters` source only, over `cluster_overrides`."""
+    return {}
+
+
+@pytest.fixture
+def dest_overrides() -> dict[str, str]:
+    """Broker configs of the `clusters` destination only, over `cluster_overrides`."""
+    return {}
+
+
+@pytest.fixture
+def clusters(tmp_path: Path, cluster_overrides: dict[str, str], source_overrides: dict[str, str],
+             dest_overrides: dict[str, str]) -> Iterator[tuple[LocalCluster, LocalCluster]]:
+    """Two single-node clusters, (source, destination), each on its own port block."""
+    source = LocalCluster(dir=tmp_path / "source", port=free_port_block(),
+                          overrides={**cluster_overrides, **source_overrides})
+    dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block(), overrides={**cluster_overrides, **dest_overrides})
+    with clusters_up(source, dest):
+        yield source, dest

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kmirror.testing.kafka_clients import consume_partition, create_topic, produce_acked
+from kmirror.testing.metrics_scrape import scrape
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 
@@ -21,18 +23,6 @@ def metered(tmp_path: Path) -> Iterator[tuple[LocalCluster, int]]:
         yield c, metrics_port
     finally:
         c.down()
-
-
-def scrape(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-        text = response.read().decode()
-    samples: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            samples[name] = float(value)
-    return samples
 
 
 def test_metrics_endpoint_reports_replication_and_controller_state(metered: tuple[LocalCluster, int]) -> None:

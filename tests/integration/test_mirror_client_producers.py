@@ -7,7 +7,6 @@ the very same bytes at the same offsets."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,9 @@ from aiokafka import AIOKafkaProducer
 from kafka import KafkaProducer
 
 from kmirror.records.batch import iter_batches
-from kmirror.testing.mirror_clusters import create_mirror, headers, log_batches, partition_states, wait_until
-from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.mirror_clusters import create_mirror, partition_states, wait_until
+from kmirror.testing.processes import LocalCluster, kmirror
+from kmirror.testing.segments import headers, log_batches
 
 pytestmark = pytest.mark.integration
 
@@ -26,19 +26,6 @@ RECORDS = 40
 KAFKA_PYTHON_CODECS = (None, "gzip", "lz4", "zstd")  # no snappy module for kafka-python here
 AIOKAFKA_CODECS = (None, "gzip", "snappy", "lz4", "zstd")
 CODEC_IDS = {None: 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-
-
-@pytest.fixture
-def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
-    source = LocalCluster(dir=tmp_path / "source", port=free_port_block())
-    dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block())
-    source.up()
-    try:
-        dest.up()
-        yield source, dest
-    finally:
-        dest.down()
-        source.down()
 
 
 def record(client: str, codec: str | None, i: int) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:

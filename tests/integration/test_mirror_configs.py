@@ -9,32 +9,19 @@ nothing."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
-from kmirror.testing.mirror_clusters import create_mirror, log_batches, partition_states, wait_until
+from kmirror.testing.mirror_clusters import create_mirror, partition_states, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.segments import log_batches
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "moves"
 MIRROR = "m"
-
-
-@pytest.fixture
-def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
-    source = LocalCluster(dir=tmp_path / "source", port=free_port_block())
-    dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block())
-    source.up()
-    try:
-        dest.up()
-        yield source, dest
-    finally:
-        dest.down()
-        source.down()
 
 
 def produce(bootstrap: str, start: int, count: int) -> None:

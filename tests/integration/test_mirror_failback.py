@@ -10,110 +10,40 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kmirror.client.connection import BrokerConnection
 from kmirror.mirror.errors import MirrorError
 from kmirror.mirror.wiring import bump_leader_epochs_request
-from kmirror.records.batch import BatchHeader, iter_batches
 from kmirror.records.control import ControlType, read_control_type
-from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.kafka_clients import end_offsets, produce_delivered, produce_refused
+from kmirror.testing.mirror_clusters import create_mirror, describe, wait_until
+from kmirror.testing.processes import LocalCluster, kmirror
+from kmirror.testing.segments import first_segment, headers, log_batches
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "payments"
 PARTITIONS = 2
 MIRROR = "dr"
-SEGMENT = "00000000000000000000.log"
 # A short refresh so that a paused partition that would wrongly fetch gets several chances to.
 FAST_REFRESH = {"mirror.metadata.refresh.interval.ms": "300"}
 
 
 @pytest.fixture
-def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
-    a = LocalCluster(dir=tmp_path / "a", port=free_port_block(), overrides=dict(FAST_REFRESH))
-    a.up()
-    b = LocalCluster(dir=tmp_path / "b", port=free_port_block(), overrides=dict(FAST_REFRESH))
-    try:
-        b.up()
-        yield a, b
-    finally:
-        b.down()
-        a.down()
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+def cluster_overrides() -> dict[str, str]:
+    return dict(FAST_REFRESH)
 
 
 def produce(bootstrap: str, tag: str, count: int, codec: str = "lz4") -> list[tuple[int, int]]:
     """`count` records per partition from one idempotent producer; (partition, offset) of each."""
-    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "enable.idempotence": True,
-                         "linger.ms": 20})
-    delivered: list[tuple[int, int]] = []
-
-    def on_delivery(err: KafkaError | None, msg: object) -> None:
-        assert err is None, err
-        delivered.append((msg.partition(), msg.offset()))  # type: ignore[attr-defined]
-
-    for i in range(count * PARTITIONS):
-        producer.produce(TOPIC, key=f"{tag}-{i % 5}".encode(), value=f"{tag} {i} ".encode() * 6,
-                         partition=i % PARTITIONS, headers=[("tag", tag.encode())], on_delivery=on_delivery)
-    assert producer.flush(30) == 0
-    return delivered
-
-
-def produce_refused(bootstrap: str) -> int:
-    producer = Producer({"bootstrap.servers": bootstrap, "message.send.max.retries": 0})
-    errors: list[KafkaError | None] = []
-    producer.produce(TOPIC, value=b"nope", partition=0, on_delivery=lambda err, msg: errors.append(err))
-    producer.flush(30)
-    assert errors and errors[0] is not None
-    return int(errors[0].code())
-
-
-def end_offsets(bootstrap: str) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
-    try:
-        return [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10, cached=False)[1]
-                for p in range(PARTITIONS)]
-    finally:
-        consumer.close()
-
-
-def segment_path(cluster: LocalCluster, partition: int) -> Path:
-    return cluster.dir / "node-1" / "data" / f"{TOPIC}-{partition}" / SEGMENT
-
-
-def segment_batches(cluster: LocalCluster, partition: int) -> list[tuple[int, bytes]]:
-    """(base offset, bytes) of every batch; none while the partition is not created yet, or
-    between the deletion and re-creation of a segment by a full truncation (LME -1)."""
-    try:
-        raw = segment_path(cluster, partition).read_bytes()
-    except FileNotFoundError:
-        return []
-    return [(h.base_offset, raw[pos:pos + h.size]) for pos, h in iter_batches(raw)]
-
-
-def headers(batches: list[tuple[int, bytes]]) -> list[BatchHeader]:
-    return [h for _, raw in batches for _, h in iter_batches(raw)]
-
-
-def describe(bootstrap: str) -> dict[tuple[str, str, int], tuple[int, int, int, str]]:
-    out = kmirror("mirrors", "--bootstrap-server", bootstrap, "--describe").stdout
-    lines = [line.split() for line in out.splitlines() if line.strip()]
-    assert lines[0] == ["MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "STATE"]
-    return {(m, t, int(p)): (int(src), int(dst), int(lag), state) for m, t, p, src, dst, lag, state in lines[1:]}
+    return produce_delivered(
+        {"bootstrap.servers": bootstrap, "compression.type": codec, "enable.idempotence": True, "linger.ms": 20},
+        TOPIC, [(i % PARTITIONS, f"{tag}-{i % 5}".encode(), f"{tag} {i} ".encode() * 6)
+                for i in range(count * PARTITIONS)], headers=[("tag", tag.encode())])
 
 
 def states(bootstrap: str) -> set[str]:
@@ -121,7 +51,7 @@ def states(bootstrap: str) -> set[str]:
 
 
 def caught_up(dest: LocalCluster, source: LocalCluster) -> bool:
-    return all(segment_batches(dest, p) == segment_batches(source, p) for p in range(PARTITIONS)) and all(
+    return all(log_batches(dest, TOPIC, p) == log_batches(source, TOPIC, p) for p in range(PARTITIONS)) and all(
         lag == 0 and state == "MIRRORING" for _, _, lag, state in describe(dest.bootstrap).values())
 
 
@@ -159,14 +89,6 @@ def bump_leader_epoch(cluster: LocalCluster, partition: int, min_leader_epoch: i
     wait_until(lambda: leader_epoch(cluster, partition) >= min_leader_epoch, "the bumped leader epoch")
 
 
-def create_mirror(dest: LocalCluster, source: LocalCluster, config_path: Path) -> None:
-    kmirror("features", "--bootstrap-server", dest.bootstrap, "upgrade", "--feature", "mirror.version=1")
-    config_path.write_text(f"bootstrap.servers={source.bootstrap}\n")
-    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--create", "--mirror", MIRROR,
-            "--mirror-config", str(config_path))
-    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", MIRROR, "--topic", TOPIC)
-
-
 def test_pause_resume_then_failover_then_failback_converges_copying_only_the_delta(
     clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
 ) -> None:
@@ -177,29 +99,29 @@ def test_pause_resume_then_failover_then_failback_converges_copying_only_the_del
     produce(a.bootstrap, "second", 40, codec="gzip")
 
     # 1. A -> B, caught up.
-    create_mirror(b, a, tmp_path / "b-mirror.properties")
+    create_mirror(b, a, MIRROR, TOPIC, tmp_path / "b-mirror.properties")
     wait_until(lambda: caught_up(b, a), "B to mirror A byte for byte")
 
     # Pause: B keeps its log, stays read-only and copies nothing more.
     kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--pause", "--topic", TOPIC)
     wait_until(lambda: states(b.bootstrap) == {"PAUSED"}, "partitions PAUSED")
-    paused_batches = {p: segment_batches(b, p) for p in range(PARTITIONS)}
-    paused_ends = end_offsets(b.bootstrap)
+    paused_batches = {p: log_batches(b, TOPIC, p) for p in range(PARTITIONS)}
+    paused_ends = end_offsets(b.bootstrap, TOPIC, PARTITIONS)
     produce(a.bootstrap, "while-paused", 30, codec="snappy")
-    a_ends = end_offsets(a.bootstrap)
+    a_ends = end_offsets(a.bootstrap, TOPIC, PARTITIONS)
     assert all(a_end > b_end for a_end, b_end in zip(a_ends, paused_ends, strict=True))
-    assert produce_refused(b.bootstrap) == MirrorError.READ_ONLY_TOPIC
+    assert produce_refused(b.bootstrap, TOPIC) == MirrorError.READ_ONLY_TOPIC
     # Absence of copying needs a wait: several manager runs (refresh 300 ms) and fetch rounds.
     time.sleep(3)
-    assert end_offsets(b.bootstrap) == paused_ends
-    assert {p: segment_batches(b, p) for p in range(PARTITIONS)} == paused_batches
+    assert end_offsets(b.bootstrap, TOPIC, PARTITIONS) == paused_ends
+    assert {p: log_batches(b, TOPIC, p) for p in range(PARTITIONS)} == paused_batches
     assert states(b.bootstrap) == {"PAUSED"}
 
     # Resume: continues from B's log end and catches up.
     kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--resume", "--topic", TOPIC)
     wait_until(lambda: caught_up(b, a), "B to catch up after resume")
-    assert end_offsets(b.bootstrap) == a_ends
-    mirrored = {p: segment_batches(b, p) for p in range(PARTITIONS)}
+    assert end_offsets(b.bootstrap, TOPIC, PARTITIONS) == a_ends
+    mirrored = {p: log_batches(b, TOPIC, p) for p in range(PARTITIONS)}
     lme = {p: max(h.partition_leader_epoch for h in headers(mirrored[p])) for p in range(PARTITIONS)}
 
     # 2. Failover: B becomes writable and is written to.
@@ -219,12 +141,12 @@ def test_pause_resume_then_failover_then_failback_converges_copying_only_the_del
     divergent = produce(a.bootstrap, "divergent-at-a", 10, codec="none")
     assert {o for _, o in divergent} and all(o >= a_ends[p] for p, o in divergent)
     for p in range(PARTITIONS):
-        tail = [h for h in headers(segment_batches(a, p)) if h.base_offset >= a_ends[p]]
-        assert b"divergent-at-a" in segment_path(a, p).read_bytes()
+        tail = [h for h in headers(log_batches(a, TOPIC, p)) if h.base_offset >= a_ends[p]]
+        assert b"divergent-at-a" in first_segment(a, TOPIC, p).read_bytes()
         assert tail[0].base_offset == a_ends[p]
         assert {h.partition_leader_epoch for h in tail} == ({lme[0] + 1} if p == 0 else {lme[p]})
     # Same epoch number on both sides, different records: only the LME tells them apart.
-    b_reset = headers(segment_batches(b, 0))[len(mirrored[0])]
+    b_reset = headers(log_batches(b, TOPIC, 0))[len(mirrored[0])]
     assert b_reset.is_control and b_reset.partition_leader_epoch == lme[0] + 1
 
     # "Only the delta is copied" criterion: hold A's segment files open across the failback.
@@ -233,24 +155,24 @@ def test_pause_resume_then_failover_then_failback_converges_copying_only_the_del
     # the common prefix (everything B mirrored, offsets < a_ends) must stay in the very same
     # file at the same positions with the same bytes, while A's divergent tail is cut and
     # replaced by B's records.
-    held = {p: os.open(segment_path(a, p), os.O_RDONLY) for p in range(PARTITIONS)}
+    held = {p: os.open(first_segment(a, TOPIC, p), os.O_RDONLY) for p in range(PARTITIONS)}
     prefix_size = {p: sum(len(raw) for _, raw in mirrored[p]) for p in range(PARTITIONS)}
     try:
         # 3. Failback: a mirror with the same name on A, pointing at B.
-        create_mirror(a, b, tmp_path / "a-mirror.properties")
+        create_mirror(a, b, MIRROR, TOPIC, tmp_path / "a-mirror.properties")
         wait_until(lambda: caught_up(a, b), "A to converge with B")
         for p in range(PARTITIONS):
-            st_fd, st_path = os.fstat(held[p]), os.stat(segment_path(a, p))
+            st_fd, st_path = os.fstat(held[p]), os.stat(first_segment(a, TOPIC, p))
             assert st_fd.st_nlink == 1 and (st_fd.st_dev, st_fd.st_ino) == (st_path.st_dev, st_path.st_ino)
             assert os.pread(held[p], prefix_size[p], 0) == b"".join(raw for _, raw in mirrored[p])
     finally:
         for fd in held.values():
             os.close(fd)
 
-    b_ends = end_offsets(b.bootstrap)
-    assert end_offsets(a.bootstrap) == b_ends
+    b_ends = end_offsets(b.bootstrap, TOPIC, PARTITIONS)
+    assert end_offsets(a.bootstrap, TOPIC, PARTITIONS) == b_ends
     for p in range(PARTITIONS):
-        a_log, b_log = segment_batches(a, p), segment_batches(b, p)
+        a_log, b_log = log_batches(a, TOPIC, p), log_batches(b, TOPIC, p)
         assert a_log == b_log  # same offsets, same bytes, at every offset
         assert a_log[:len(mirrored[p])] == mirrored[p]
         reset, *new = headers(a_log[len(mirrored[p]):])
@@ -259,11 +181,11 @@ def test_pause_resume_then_failover_then_failback_converges_copying_only_the_del
         assert sum(h.records_count for h in new) == 25
         assert new[0].base_offset == a_ends[p] + 1
         # A's divergent tail (uncompressed, so its values are visible in the file) is gone.
-        assert b"divergent-at-a" not in segment_path(a, p).read_bytes()
+        assert b"divergent-at-a" not in first_segment(a, TOPIC, p).read_bytes()
     at_b = {(p, o) for p, o in written_at_b}
-    assert at_b <= {(p, o) for p in range(PARTITIONS) for h in headers(segment_batches(a, p))
+    assert at_b <= {(p, o) for p in range(PARTITIONS) for h in headers(log_batches(a, TOPIC, p))
                     for o in range(h.base_offset, h.base_offset + h.records_count)}
 
     # A is now the mirror: read-only, MIRRORING.
-    assert produce_refused(a.bootstrap) == MirrorError.READ_ONLY_TOPIC
+    assert produce_refused(a.bootstrap, TOPIC) == MirrorError.READ_ONLY_TOPIC
     assert states(a.bootstrap) == {"MIRRORING"}

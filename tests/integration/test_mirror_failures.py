@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +25,11 @@ from confluent_kafka.admin import AdminClient
 from kmirror.mirror.errors import MirrorError
 from kmirror.records.batch import iter_batches
 from kmirror.records.control import ControlType, read_control_type
-from kmirror.testing.mirror_clusters import (
-    crc_valid,
-    create_mirror,
-    describe,
-    headers,
-    log_batches,
-    metric_value,
-    partition_states,
-    segment_files,
-    wait_until,
-)
+from kmirror.testing.kafka_clients import produce_refused, watermarks
+from kmirror.testing.metrics_scrape import metric_value
+from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, partition_states, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.segments import crc_valid, headers, log_batches, segment_files
 
 pytestmark = pytest.mark.integration
 
@@ -49,17 +41,13 @@ FAST_REFRESH = {"mirror.metadata.refresh.interval.ms": "300"}
 
 
 @pytest.fixture
-def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
-    a = LocalCluster(dir=tmp_path / "a", port=free_port_block(), overrides=dict(FAST_REFRESH))
-    a.up()
-    b = LocalCluster(dir=tmp_path / "b", port=free_port_block(),
-                     overrides={**FAST_REFRESH, "metrics.port": str(free_port_block())})
-    try:
-        b.up()
-        yield a, b
-    finally:
-        b.down()
-        a.down()
+def cluster_overrides() -> dict[str, str]:
+    return dict(FAST_REFRESH)
+
+
+@pytest.fixture
+def dest_overrides() -> dict[str, str]:
+    return {"metrics.port": str(free_port_block())}
 
 
 def produce(bootstrap: str, topic: str, partition: int, tag: str, batches: int, per_batch: int = 5,
@@ -80,24 +68,6 @@ def produce(bootstrap: str, topic: str, partition: int, tag: str, batches: int, 
                              partition=partition, headers=[("tag", tag.encode())], on_delivery=on_delivery)
         assert producer.flush(30) == 0
     return sorted(offsets)
-
-
-def produce_refused(bootstrap: str, topic: str) -> int:
-    producer = Producer({"bootstrap.servers": bootstrap, "message.send.max.retries": 0})
-    errors: list[KafkaError | None] = []
-    producer.produce(topic, value=b"nope", partition=0, on_delivery=lambda err, msg: errors.append(err))
-    producer.flush(30)
-    assert errors and errors[0] is not None
-    return int(errors[0].code())
-
-
-def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
-        return int(low), int(high)
-    finally:
-        consumer.close()
 
 
 def create_topic(cluster: LocalCluster, topic: str, partitions: int, *configs: str) -> None:
@@ -303,9 +273,7 @@ def test_a_batch_cut_by_the_fetch_response_size_is_fetched_again_not_failed(tmp_
     b = LocalCluster(dir=tmp_path / "b", port=free_port_block(), overrides={
         **FAST_REFRESH, "replica.fetch.max.bytes": "1500", "replica.fetch.response.max.bytes": "2000"})
     topic = "wide"
-    try:
-        a.up()
-        b.up()
+    with clusters_up(a, b):
         create_topic(a, topic, 2)
         for p in range(2):
             produce(a.bootstrap, topic, p, f"p{p}", 6, per_batch=15, codec="none")
@@ -316,9 +284,6 @@ def test_a_batch_cut_by_the_fetch_response_size_is_fetched_again_not_failed(tmp_
                    seen=lambda: describe(b.bootstrap))
         assert partition_states(b.bootstrap, topic) == {0: "MIRRORING", 1: "MIRRORING"}
         assert "FAILED" not in b.log_text()
-    finally:
-        b.down()
-        a.down()
 
 
 def test_a_batch_running_past_the_source_file_fails_only_its_partition(

@@ -19,13 +19,12 @@ import asyncio
 import base64
 import datetime
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
 from kmirror.client.cluster import Cluster
 from kmirror.mirror.errors import MirrorError
@@ -33,14 +32,16 @@ from kmirror.protocol.entities import build, nested
 from kmirror.records.batch import iter_batches
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.testing.foreign_sources import MockKafkaCluster, TansuCluster, tansu_binary
+from kmirror.testing.kafka_clients import end_offsets, produce_delivered, produce_refused
+from kmirror.testing.mirror_clusters import create_mirror, describe, topic_id, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.segments import first_segment, log_batches
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "orders"
 MIRROR = "m"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-SEGMENT = "00000000000000000000.log"
 FETCH, DESCRIBE_MIRRORS = 1, 99
 FAST_REFRESH = {"mirror.metadata.refresh.interval.ms": "500"}
 
@@ -75,15 +76,6 @@ def dest(tmp_path: Path) -> Iterator[LocalCluster]:
         cluster.down()
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def partition_count(bootstrap: str) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
     try:
@@ -101,15 +93,6 @@ def produce_everything(bootstrap: str, partitions: int, tag: str = "") -> None:
             producer.produce(TOPIC, key=f"{codec}-{i % 7}".encode(), value=f"{tag}{codec} value {i} ".encode() * 8,
                              partition=i % partitions, headers=[("codec", codec.encode()), ("i", str(i).encode())])
         assert producer.flush(30) == 0
-
-
-def end_offsets(bootstrap: str, partitions: int) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
-    try:
-        return [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10, cached=False)[1]
-                for p in range(partitions)]
-    finally:
-        consumer.close()
 
 
 async def _source_log(bootstrap: str, partition: int) -> tuple[int, list[tuple[int, bytes]]]:
@@ -162,20 +145,6 @@ async def _api_keys(bootstrap: str) -> set[int]:
         await cluster.close()
 
 
-def segment_path(cluster: LocalCluster, partition: int) -> Path:
-    return cluster.dir / "node-1" / "data" / f"{TOPIC}-{partition}" / SEGMENT
-
-
-def segment_batches(cluster: LocalCluster, partition: int) -> list[tuple[int, bytes]]:
-    raw = segment_path(cluster, partition).read_bytes()
-    return [(h.base_offset, raw[pos:pos + h.size]) for pos, h in iter_batches(raw)]
-
-
-def topic_id(bootstrap: str) -> str:
-    out = kmirror("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", TOPIC).stdout
-    return out.splitlines()[0].split("TopicId: ")[1].split("\t")[0]
-
-
 async def _source_topic_id(bootstrap: str) -> UUID | None:
     cluster = Cluster(bootstrap, client_id="foreign-source-probe")
     try:
@@ -192,32 +161,17 @@ def source_topic_id(bootstrap: str) -> str:
     return base64.urlsafe_b64encode(uuid.bytes).decode().rstrip("=")
 
 
-def describe(bootstrap: str) -> dict[tuple[str, str, int], tuple[int, int, int, str]]:
-    out = kmirror("mirrors", "--bootstrap-server", bootstrap, "--describe").stdout
-    lines = [line.split() for line in out.splitlines() if line.strip()]
-    assert lines[0] == ["MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "STATE"]
-    return {(m, t, int(p)): (int(src), int(dst), int(lag), state) for m, t, p, src, dst, lag, state in lines[1:]}
-
-
-def create_mirror(dest: LocalCluster, bootstrap: str, tmp_path: Path) -> None:
-    kmirror("features", "--bootstrap-server", dest.bootstrap, "upgrade", "--feature", "mirror.version=1")
-    config = tmp_path / "mirror.properties"
-    config.write_text(f"bootstrap.servers={bootstrap}\n")
-    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--create", "--mirror", MIRROR,
-            "--mirror-config", str(config))
-
-
 def assert_mirrored(source_bootstrap: str, dest: LocalCluster, partitions: int) -> list[int]:
     """Destination log ends, batches and offsets equal the source's; the source log ends."""
     logs = [source_log(source_bootstrap, p) for p in range(partitions)]
     source_ends = [end for end, _ in logs]
-    wait_until(lambda: end_offsets(dest.bootstrap, partitions) == source_ends,
+    wait_until(lambda: end_offsets(dest.bootstrap, TOPIC, partitions) == source_ends,
                "the destination to reach the source log end")
     for p, (_, expected) in enumerate(logs):
         assert len(expected) >= len(CODECS)
         count = len(expected)
-        wait_until(lambda p=p, n=count: len(segment_batches(dest, p)) == n, f"partition {p} segment")
-        assert segment_batches(dest, p) == expected  # same offsets, same bytes
+        wait_until(lambda p=p, n=count: len(log_batches(dest, TOPIC, p)) == n, f"partition {p} segment")
+        assert log_batches(dest, TOPIC, p) == expected  # same offsets, same bytes
     return source_ends
 
 
@@ -228,18 +182,13 @@ def test_mirror_from_a_foreign_source(foreign_source: ForeignSource, dest: Local
     produce_everything(source, partitions)
     assert DESCRIBE_MIRRORS not in asyncio.run(_api_keys(source))  # a pre-KIP-1279 source
 
-    create_mirror(dest, source, tmp_path)
-    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", MIRROR, "--topic", TOPIC)
+    create_mirror(dest, source, MIRROR, TOPIC, tmp_path / "mirror.properties")
 
     source_ends = assert_mirrored(source, dest, partitions)
-    assert topic_id(dest.bootstrap) == source_topic_id(source)
+    assert topic_id(dest.bootstrap, TOPIC) == source_topic_id(source)
 
     # Read-only.
-    producer = Producer({"bootstrap.servers": dest.bootstrap, "message.send.max.retries": 0})
-    errors: list[KafkaError] = []
-    producer.produce(TOPIC, value=b"nope", partition=0, on_delivery=lambda err, msg: errors.append(err))
-    producer.flush(30)
-    assert errors and errors[0] is not None and errors[0].code() == MirrorError.READ_ONLY_TOPIC
+    assert produce_refused(dest.bootstrap, TOPIC) == MirrorError.READ_ONLY_TOPIC
 
     # Lag 0 while MIRRORING.
     rows = describe(dest.bootstrap)
@@ -254,24 +203,16 @@ def test_mirror_from_a_foreign_source(foreign_source: ForeignSource, dest: Local
     produce_everything(source, partitions, tag="more ")
     kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--resume", "--topic", TOPIC)
     source_ends = assert_mirrored(source, dest, partitions)
-    mirrored = {p: segment_batches(dest, p) for p in range(partitions)}
+    mirrored = {p: log_batches(dest, TOPIC, p) for p in range(partitions)}
 
     # Failover: STOPPED, one MIRROR_PID_RESET at the source log end, then writable.
     kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", ".*")
     wait_until(lambda: {row[3] for row in describe(dest.bootstrap).values()} == {"STOPPED"}, "partitions STOPPED")
-    producer = Producer({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True})
-    delivered: list[tuple[int, int]] = []
-
-    def on_delivery(err: KafkaError | None, msg: object) -> None:
-        assert err is None, err
-        delivered.append((msg.partition(), msg.offset()))  # type: ignore[attr-defined]
-
-    for p in range(partitions):
-        producer.produce(TOPIC, value=b"written at the destination", partition=p, on_delivery=on_delivery)
-    assert producer.flush(30) == 0
+    delivered = produce_delivered({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True}, TOPIC,
+                                  [(p, None, b"written at the destination") for p in range(partitions)])
     assert sorted(delivered) == [(p, source_ends[p] + 1) for p in range(partitions)]
     for p in range(partitions):
-        after = segment_batches(dest, p)
+        after = log_batches(dest, TOPIC, p)
         assert after[:len(mirrored[p])] == mirrored[p]
         reset = after[len(mirrored[p])]
         assert reset[0] == source_ends[p] and read_control_type(reset[1]) == ControlType.MIRROR_PID_RESET
@@ -279,13 +220,13 @@ def test_mirror_from_a_foreign_source(foreign_source: ForeignSource, dest: Local
     # Adding the topic back to a mirror of a source without DescribeMirrors copies from
     # scratch (KIP: truncate fully): the destination's own records go, the log is replaced
     # (a new segment file, not a truncated one) and equals the source again.
-    held = {p: segment_path(dest, p).open("rb") for p in range(partitions)}
+    held = {p: first_segment(dest, TOPIC, p).open("rb") for p in range(partitions)}
     try:
         inodes = {p: os.fstat(held[p].fileno()).st_ino for p in range(partitions)}
         kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", MIRROR, "--topic", TOPIC)
         assert_mirrored(source, dest, partitions)
         for p in range(partitions):
-            assert os.fstat(held[p].fileno()).st_nlink == 0 or segment_path(dest, p).stat().st_ino != inodes[p]
+            assert os.fstat(held[p].fileno()).st_nlink == 0 or first_segment(dest, TOPIC, p).stat().st_ino != inodes[p]
     finally:
         for f in held.values():
             f.close()

@@ -5,15 +5,15 @@ from B's mirror fetcher) and for mirror RPCs, and READ_ONLY_TOPIC errors of a re
 
 from __future__ import annotations
 
-import time
-import urllib.request
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Producer
 
 from kmirror.mirror.errors import MirrorError
+from kmirror.testing.kafka_clients import produce_refused
+from kmirror.testing.metrics_scrape import matching, scrape
+from kmirror.testing.mirror_clusters import create_mirror, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 pytestmark = pytest.mark.integration
@@ -25,44 +25,18 @@ FAST_REFRESH = {"mirror.metadata.refresh.interval.ms": "300"}
 
 
 @pytest.fixture
-def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, int, LocalCluster, int]]:
-    a_metrics, b_metrics = free_port_block(), free_port_block()
-    a = LocalCluster(dir=tmp_path / "a", port=free_port_block(),
-                     overrides={**FAST_REFRESH, "metrics.port": str(a_metrics)})
-    a.up()
-    b = LocalCluster(dir=tmp_path / "b", port=free_port_block(),
-                     overrides={**FAST_REFRESH, "metrics.port": str(b_metrics)})
-    try:
-        b.up()
-        yield a, a_metrics, b, b_metrics
-    finally:
-        b.down()
-        a.down()
+def cluster_overrides() -> dict[str, str]:
+    return dict(FAST_REFRESH)
 
 
-def scrape(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    samples: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            samples[name] = float(value)
-    return samples
+@pytest.fixture
+def source_overrides() -> dict[str, str]:
+    return {"metrics.port": str(free_port_block())}
 
 
-def matching(samples: dict[str, float], family: str, *labels: str) -> dict[str, float]:
-    return {k: v for k, v in samples.items()
-            if k.split("{", 1)[0] == family and all(label in k for label in labels)}
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+@pytest.fixture
+def dest_overrides() -> dict[str, str]:
+    return {"metrics.port": str(free_port_block())}
 
 
 def produce(bootstrap: str, count: int) -> None:
@@ -70,15 +44,6 @@ def produce(bootstrap: str, count: int) -> None:
     for i in range(count * PARTITIONS):
         producer.produce(TOPIC, value=f"record {i}".encode(), partition=i % PARTITIONS)
     assert producer.flush(30) == 0
-
-
-def produce_refused(bootstrap: str) -> int:
-    producer = Producer({"bootstrap.servers": bootstrap, "message.send.max.retries": 0})
-    errors: list[KafkaError | None] = []
-    producer.produce(TOPIC, value=b"nope", partition=0, on_delivery=lambda err, msg: errors.append(err))
-    producer.flush(30)
-    assert errors and errors[0] is not None
-    return int(errors[0].code())
 
 
 LAG = "kafka_server_fetcherlagmetrics_consumerlag"
@@ -91,17 +56,14 @@ def lags(port: int) -> dict[int, float]:
 
 
 def test_mirror_and_request_metrics_follow_mirroring_pause_and_refused_produce(
-    clusters: tuple[LocalCluster, int, LocalCluster, int], tmp_path: Path
+    clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
 ) -> None:
-    a, a_port, b, b_port = clusters
+    a, b = clusters
+    a_port, b_port = (int(c.overrides["metrics.port"]) for c in clusters)
     kmirror("topics", "--bootstrap-server", a.bootstrap, "--create", "--topic", TOPIC,
             "--partitions", str(PARTITIONS), "--replication-factor", "1")
     produce(a.bootstrap, 20)
-    kmirror("features", "--bootstrap-server", b.bootstrap, "upgrade", "--feature", "mirror.version=1")
-    config = tmp_path / "mirror.properties"
-    config.write_text(f"bootstrap.servers={a.bootstrap}\n")
-    kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--create", "--mirror", MIRROR, "--mirror-config", str(config))
-    kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--add", "--mirror", MIRROR, "--topic", TOPIC)
+    create_mirror(b, a, MIRROR, TOPIC, tmp_path / "mirror.properties")
 
     # MIRRORING and caught up: every partition's ConsumerLag is 0
     wait_until(lambda: scrape(b_port).get(STATE.format("mirroring")) == PARTITIONS, "MirroringPartitionState")
@@ -136,7 +98,7 @@ def test_mirror_and_request_metrics_follow_mirroring_pause_and_refused_produce(
     assert scrape(b_port).get(STATE.format("mirroring")) == 0
 
     # a produce to the read-only mirror topic is counted under its error
-    assert produce_refused(b.bootstrap) == MirrorError.READ_ONLY_TOPIC
+    assert produce_refused(b.bootstrap, TOPIC) == MirrorError.READ_ONLY_TOPIC
     refused = scrape(b_port)['kafka_network_requestmetrics_errors_total{request="Produce",error="READ_ONLY_TOPIC"}']
     assert refused >= 1
 

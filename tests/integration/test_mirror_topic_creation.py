@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kmirror.testing.mirror_clusters import clusters_up, topic_summary
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 pytestmark = pytest.mark.integration
@@ -19,21 +20,10 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
     source = LocalCluster(dir=tmp_path / "source", port=free_port_block())
-    source.up()
     dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block(3), nodes=3,
                         overrides={"default.replication.factor": "3", "mirror.topic.num.partitions": "5"})
-    try:
-        dest.up()
+    with clusters_up(source, dest):
         yield source, dest
-    finally:
-        dest.down()
-        source.down()
-
-
-def describe_topic(bootstrap: str, topic: str) -> dict[str, str]:
-    """The summary line of `kmirror topics --describe`: TopicId, PartitionCount, ReplicationFactor..."""
-    first = kmirror("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic).stdout.splitlines()[0]
-    return dict(field.split(": ", 1) for field in first.split("\t"))
 
 
 def test_add_creates_mirror_topics_with_the_requested_replication_factor(
@@ -48,7 +38,7 @@ def test_add_creates_mirror_topics_with_the_requested_replication_factor(
     config.write_text(f"bootstrap.servers={source.bootstrap}\n")
     kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--create", "--mirror", "m",
             "--mirror-config", str(config))
-    state = describe_topic(dest.bootstrap, "__mirror_state")  # created with the first mirror
+    state = topic_summary(dest.bootstrap, "__mirror_state")  # created with the first mirror
     assert (state["PartitionCount"], state["ReplicationFactor"]) == ("5", "3")
     assert "cleanup.policy=compact" in state["Configs"]
 
@@ -63,8 +53,8 @@ def test_add_creates_mirror_topics_with_the_requested_replication_factor(
     assert "INVALID_REPLICATION_FACTOR" in refused, refused
 
     for topic, factor in (("rf-one", "1"), ("rf-default", "3")):
-        created = describe_topic(dest.bootstrap, topic)
-        assert created["TopicId"] == describe_topic(source.bootstrap, topic)["TopicId"]
+        created = topic_summary(dest.bootstrap, topic)
+        assert created["TopicId"] == topic_summary(source.bootstrap, topic)["TopicId"]
         assert (created["PartitionCount"], created["ReplicationFactor"]) == ("2", factor)
     absent = kmirror("topics", "--bootstrap-server", dest.bootstrap, "--describe", "--topic", "rf-four", check=False)
     assert "rf-four" not in absent.stdout

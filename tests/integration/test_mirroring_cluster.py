@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 import pytest
@@ -35,11 +35,16 @@ from confluent_kafka.admin import AdminClient
 from kmirror.mirror.coordinator.partitioner import partition_for
 from kmirror.mirror.errors import MirrorError
 from kmirror.mirror.service import MIRROR_STATE_TOPIC
-from kmirror.records.batch import BatchHeader, iter_batches
 from kmirror.records.control import ControlType, read_control_type
+from kmirror.testing.kafka_clients import end_offsets, produce_delivered
+from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, topic_id
+from kmirror.testing.mirror_clusters import wait_until as poll_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.segments import headers, log_batches
 
 pytestmark = pytest.mark.integration
+
+T = TypeVar("T")
 
 TOPIC = "orders"
 PARTITIONS = 3
@@ -60,13 +65,8 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCl
     source = LocalCluster(dir=base / "source", port=free_port_block(3), nodes=3, overrides=dict(FAST_FAILURE_DETECTION))
     dest = LocalCluster(dir=base / "dest", port=free_port_block(3), nodes=3,
                         overrides={**FAST_FAILURE_DETECTION, "mirror.metadata.refresh.interval.ms": "1000"})
-    try:
-        source.up()
-        dest.up()
+    with clusters_up(source, dest):
         yield source, dest
-    finally:
-        dest.down()
-        source.down()
 
 
 @pytest.fixture(scope="module")
@@ -75,18 +75,9 @@ def shared() -> dict[str, Any]:
     return {}
 
 
-def wait_until(condition: Callable[[], Any], what: str, timeout_s: float = 90) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            last = condition()
-            if last:
-                return last
-        except Exception as exc:  # metadata or a broker briefly unavailable during elections
-            last = exc
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+def wait_until(condition: Callable[[], T], what: str) -> T:
+    """Metadata or a broker is briefly unavailable during elections: an exception is "not yet"."""
+    return poll_until(condition, what, retry_on=(Exception,))
 
 
 def broker(cluster: LocalCluster, node: int) -> str:
@@ -103,53 +94,23 @@ def partitions(bootstrap: str) -> dict[int, tuple[int, list[int], list[int]]]:
     return {p: (m.leader, list(m.replicas), list(m.isrs)) for p, m in md.topics[TOPIC].partitions.items()}
 
 
-def end_offsets(bootstrap: str) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
-    try:
-        return [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10, cached=False)[1]
-                for p in range(PARTITIONS)]
-    finally:
-        consumer.close()
-
-
-def segment_batches(cluster: LocalCluster, node: int, partition: int) -> list[tuple[int, bytes]]:
-    """(base offset, bytes) of every batch in the replica's segment files, in offset order."""
-    out: list[tuple[int, bytes]] = []
-    for segment in sorted((cluster.dir / f"node-{node}" / "data" / f"{TOPIC}-{partition}").glob("*.log")):
-        raw = segment.read_bytes()
-        out += [(h.base_offset, raw[pos:pos + h.size]) for pos, h in iter_batches(raw)]
-    return out
-
-
-def headers(batches: list[tuple[int, bytes]]) -> list[BatchHeader]:
-    return [h for _, raw in batches for _, h in iter_batches(raw)]
-
-
 def all_replicas_equal(cluster: LocalCluster, partition: int, expected: list[tuple[int, bytes]]) -> bool:
-    return all(segment_batches(cluster, n, partition) == expected for n in BROKERS)
+    return all(log_batches(cluster, TOPIC, partition, n) == expected for n in BROKERS)
 
 
 def source_leader_batches(source: LocalCluster, partition: int) -> list[tuple[int, bytes]]:
     leader = partitions(source.bootstrap)[partition][0]
-    return segment_batches(source, leader, partition)
+    return log_batches(source, TOPIC, partition, leader)
 
 
-def topic_id(bootstrap: str) -> str:
-    out = kmirror("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", TOPIC).stdout
-    return out.splitlines()[0].split("TopicId: ")[1].split("\t")[0]
-
-
-def describe(bootstrap: str) -> dict[int, tuple[int, int, int, str]]:
-    """`kmirror mirrors --describe`: partition -> (source offset, destination offset, lag, state)."""
-    out = kmirror("mirrors", "--bootstrap-server", bootstrap, "--describe").stdout
-    lines = [line.split() for line in out.splitlines() if line.strip()]
-    assert lines[0] == ["MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "STATE"]
-    return {int(p): (int(src), int(dst), int(lag), state) for m, t, p, src, dst, lag, state in lines[1:]
-            if (m, t) == (MIRROR, TOPIC)}
+def mirror_rows(bootstrap: str) -> dict[int, tuple[int, int, int, str]]:
+    """`kmirror mirrors --describe` of this mirror's topic: partition -> (source offset,
+    destination offset, lag, state)."""
+    return {p: row for (m, t, p), row in describe(bootstrap).items() if (m, t) == (MIRROR, TOPIC)}
 
 
 def caught_up(dest_bootstrap: str, source_ends: list[int]) -> bool:
-    rows = describe(dest_bootstrap)
+    rows = mirror_rows(dest_bootstrap)
     return rows == {p: (source_ends[p], source_ends[p], 0, "MIRRORING") for p in range(PARTITIONS)}
 
 
@@ -206,7 +167,7 @@ class Writer(threading.Thread):
 
 
 def copy_progress(dest_bootstrap: str, partition: int) -> int:
-    return describe(dest_bootstrap)[partition][1]
+    return mirror_rows(dest_bootstrap)[partition][1]
 
 
 def test_1_byte_identical_on_every_replica_read_only_lag_zero(
@@ -224,25 +185,21 @@ def test_1_byte_identical_on_every_replica_read_only_lag_zero(
             producer.produce(TOPIC, key=f"{codec}-{i % 7}".encode(), value=f"{codec} value {i} ".encode() * 8,
                              partition=i % PARTITIONS, headers=[("codec", codec.encode()), ("i", str(i).encode())])
         assert producer.flush(30) == 0
-    source_ends = end_offsets(source.bootstrap)
+    source_ends = end_offsets(source.bootstrap, TOPIC, PARTITIONS)
     assert all(end > 0 for end in source_ends)
 
     # The CLI talks to broker 2 only: create/add are forwarded to the dedicated controller.
     cli = broker(dest, 2)
-    kmirror("features", "--bootstrap-server", cli, "upgrade", "--feature", "mirror.version=1")
-    config = tmp_path / "mirror.properties"
-    config.write_text(f"bootstrap.servers={source.bootstrap}\n")
-    kmirror("mirrors", "--bootstrap-server", cli, "--create", "--mirror", MIRROR, "--mirror-config", str(config))
-    kmirror("mirrors", "--bootstrap-server", cli, "--add", "--mirror", MIRROR, "--topic", TOPIC)
+    create_mirror(cli, source, MIRROR, TOPIC, tmp_path / "mirror.properties")
 
-    wait_until(lambda: end_offsets(dest.bootstrap) == source_ends, "the destination to reach the source log end")
-    assert topic_id(broker(dest, 3)) == topic_id(broker(source, 3))
+    wait_until(lambda: end_offsets(dest.bootstrap, TOPIC, PARTITIONS) == source_ends, "the destination to reach the source log end")
+    assert topic_id(broker(dest, 3), TOPIC) == topic_id(broker(source, 3), TOPIC)
     layout = partitions(dest.bootstrap)
     assert all(sorted(replicas) == list(BROKERS) for _, replicas, _ in layout.values())
     for p in range(PARTITIONS):
         assert len(source_leader_batches(source, p)) >= len(CODECS)
     assert_identical_everywhere(source, dest)
-    codecs_seen = {h.attributes & 0x7 for p in range(PARTITIONS) for h in headers(segment_batches(dest, 1, p))}
+    codecs_seen = {h.attributes & 0x7 for p in range(PARTITIONS) for h in headers(log_batches(dest, TOPIC, p, 1))}
     assert codecs_seen == {0, 1, 2, 3, 4}
 
     # A mirror topic is read-only, whichever broker leads.
@@ -278,14 +235,14 @@ def test_2_kill9_destination_mirror_leader_mid_copy(
         new_leader = wait_until(lambda: (lead := partitions(survivors)[p][0]) not in (-1, victim) and lead,
                                 f"a new destination leader for partition {p}")
         # The new leader fetches from the source: its log end grows past the killed leader's.
-        at_election = end_offsets(survivors)[p]
-        wait_until(lambda: end_offsets(survivors)[p] > at_election + 20,
+        at_election = end_offsets(survivors, TOPIC, PARTITIONS)[p]
+        wait_until(lambda: end_offsets(survivors, TOPIC, PARTITIONS)[p] > at_election + 20,
                    f"mirroring to continue on the new leader {new_leader}")
         dest.start_node(victim)
     finally:
         writer.finish()
     assert len(writer.acked) > 100
-    source_ends = end_offsets(source.bootstrap)
+    source_ends = end_offsets(source.bootstrap, TOPIC, PARTITIONS)
     wait_until(lambda: all(len(isr) == 3 for _, _, isr in partitions(dest.bootstrap).values()),
                "the restarted broker back in every ISR")
     wait_until(lambda: caught_up(broker(dest, 1 + victim % 3), source_ends), "lag 0 after the destination kill")
@@ -297,7 +254,7 @@ def test_2_kill9_destination_mirror_leader_mid_copy(
 def mirror_leader_to_kill(dest: LocalCluster) -> tuple[int, int, bool]:
     """(partition, its destination leader, whether that broker also leads the partition's
     `__mirror_state` coordinator partition)."""
-    topic = UUID(bytes=base64.urlsafe_b64decode(topic_id(broker(dest, 1)) + "=="))  # Kafka's Uuid.toString
+    topic = UUID(bytes=base64.urlsafe_b64decode(topic_id(broker(dest, 1), TOPIC) + "=="))  # Kafka's Uuid.toString
     md = AdminClient({"bootstrap.servers": dest.bootstrap}).list_topics(timeout=10)
     state_leaders = {p: m.leader for p, m in md.topics[MIRROR_STATE_TOPIC].partitions.items()}
     leaders = {p: m.leader for p, m in md.topics[TOPIC].partitions.items()}
@@ -341,10 +298,10 @@ def test_3_source_leader_moves_mid_copy(clusters: tuple[LocalCluster, LocalClust
         source.kill9(victim)
         survivors = live_bootstrap(source, victim)
         wait_until(lambda: partitions(survivors)[1][0] not in (-1, victim), "a new source leader for partition 1")
-        at_election = end_offsets(survivors)[1]
+        at_election = end_offsets(survivors, TOPIC, PARTITIONS)[1]
         # The mirror fetcher follows the new source leader: the destination passes the
         # source's log end at the election.
-        wait_until(lambda: end_offsets(dest.bootstrap)[1] > at_election + 20,
+        wait_until(lambda: end_offsets(dest.bootstrap, TOPIC, PARTITIONS)[1] > at_election + 20,
                    "the destination to copy from the new source leader")
         source.start_node(victim)
     finally:
@@ -352,7 +309,7 @@ def test_3_source_leader_moves_mid_copy(clusters: tuple[LocalCluster, LocalClust
     assert len(writer.acked) > 100
     wait_until(lambda: all(len(isr) == 3 for _, _, isr in partitions(source.bootstrap).values()),
                "the restarted source broker back in every ISR")
-    source_ends = end_offsets(source.bootstrap)
+    source_ends = end_offsets(source.bootstrap, TOPIC, PARTITIONS)
     wait_until(lambda: caught_up(broker(dest, 2), source_ends), "lag 0 after the source kill")
     assert_identical_everywhere(source, dest)
     assert_acked_mirrored(dest, writer)
@@ -369,26 +326,17 @@ def test_4_failover_stops_resets_producers_and_continues_offsets(
     cli = broker(dest, next(n for n in BROKERS if n != partitions(dest.bootstrap)[0][0]))
     out = kmirror("mirrors", "--bootstrap-server", cli, "--remove", "--topic", ".*").stdout
     assert f"Removed 1 topic(s) from mirror {MIRROR}: [{TOPIC}]" in out
-    wait_until(lambda: {row[3] for row in describe(cli).values()} == {"STOPPED"}, "every partition STOPPED")
+    wait_until(lambda: {row[3] for row in mirror_rows(cli).values()} == {"STOPPED"}, "every partition STOPPED")
 
-    producer = Producer({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True, "acks": "all"})
-    delivered: list[tuple[int, int]] = []
-
-    def on_delivery(err: KafkaError | None, msg: Any) -> None:
-        assert err is None, err
-        delivered.append((msg.partition(), msg.offset()))
-
-    for p in range(PARTITIONS):
-        producer.produce(TOPIC, key=b"after", value=b"written at the destination", partition=p,
-                         on_delivery=on_delivery)
-    assert producer.flush(60) == 0
+    delivered = produce_delivered({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True, "acks": "all"},
+                                  TOPIC, [(p, b"after", b"written at the destination") for p in range(PARTITIONS)])
     # Last mirrored offset source_end - 1, MIRROR_PID_RESET at source_end, then the new record.
     assert sorted(delivered) == [(p, source_ends[p] + 1) for p in range(PARTITIONS)]
-    assert end_offsets(dest.bootstrap) == [end + 2 for end in source_ends]
+    assert end_offsets(dest.bootstrap, TOPIC, PARTITIONS) == [end + 2 for end in source_ends]
 
     for p in range(PARTITIONS):
         leader = partitions(dest.bootstrap)[p][0]
-        after = segment_batches(dest, leader, p)
+        after = log_batches(dest, TOPIC, p, leader)
         n = len(mirrored[p])
         assert after[:n] == mirrored[p]  # the mirrored prefix is untouched
         reset, new = headers(after[n:])

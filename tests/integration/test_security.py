@@ -13,27 +13,27 @@ import asyncio
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kmirror.client.connection import BrokerConnection
 from kmirror.client.errors import KafkaAuthenticationError
-from kmirror.records.batch import iter_batches
 from kmirror.security.client_config import client_security
 from kmirror.testing.certs import GeneratedCertificates, make_certificates
+from kmirror.testing.kafka_clients import watermarks
+from kmirror.testing.mirror_clusters import clusters_up, create_mirror, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.segments import log_batches
 
 pytestmark = pytest.mark.integration
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 BROKER_JAAS = f'{PLAIN_MODULE} required user_alice="alice-secret" user_mirror="mirror-secret";'
-SEGMENT = "00000000000000000000.log"
 
 
 @dataclass
@@ -85,15 +85,6 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureNode]:
         n.cluster.down()
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def produce(config: dict[str, str], topic: str, values: list[bytes]) -> None:
     producer = Producer({**config, "linger.ms": 5})
     for v in values:
@@ -114,14 +105,6 @@ def consume(config: dict[str, str], topic: str, count: int, group: str) -> list[
     finally:
         consumer.close()
     return out
-
-
-def end_offset(bootstrap: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
-    try:
-        return int(consumer.get_watermark_offsets(CkTopicPartition(topic, 0), timeout=10, cached=False)[1])
-    finally:
-        consumer.close()
 
 
 def test_confluent_kafka_produces_and_consumes_over_sasl_ssl(node: SecureNode) -> None:
@@ -166,7 +149,7 @@ def test_plaintext_client_on_the_tls_port_is_disconnected_and_the_node_keeps_ser
     values = [b"after the plaintext attempt"]
     produce(node.client(), "still-serving", values)
     assert consume(node.client(), "still-serving", 1, "g-still") == values
-    assert end_offset(node.plaintext, "still-serving") == 1
+    assert watermarks(node.plaintext, "still-serving", 0)[1] == 1
 
 
 def test_mirrors_cli_command_config_speaks_sasl_ssl(node: SecureNode, tmp_path: Path) -> None:
@@ -179,12 +162,6 @@ def test_mirrors_cli_command_config_speaks_sasl_ssl(node: SecureNode, tmp_path: 
     refused = kmirror("mirrors", "--bootstrap-server", node.sasl_ssl, "--command-config", str(props), "--list",
                       check=False)
     assert refused.returncode != 0 and "SASL_AUTHENTICATION_FAILED" in refused.stderr
-
-
-def segment_batches(cluster: LocalCluster, topic: str) -> list[tuple[int, bytes]]:
-    path = cluster.dir / "node-1" / "data" / f"{topic}-0" / SEGMENT
-    raw = path.read_bytes() if path.exists() else b""
-    return [(h.base_offset, raw[pos:pos + h.size]) for pos, h in iter_batches(raw)]
 
 
 def set_source_password(source: SecureNode, old: str, new: str) -> None:
@@ -205,34 +182,29 @@ def test_mirror_from_a_sasl_ssl_source(tmp_path: Path) -> None:
         kmirror("topics", "--bootstrap-server", source.plaintext, "--create", "--topic", topic,
                 "--partitions", "1", "--replication-factor", "1")
         produce(source.client(), topic, [f"first {i}".encode() * 5 for i in range(30)])
-        kmirror("features", "--bootstrap-server", dest.bootstrap, "upgrade", "--feature", "mirror.version=1")
-        config = tmp_path / "mirror.properties"
-        configs = {"bootstrap.servers": source.sasl_ssl, **source.java_client("mirror", "mirror-secret")}
-        config.write_text("".join(f"{k}={v}\n" for k, v in configs.items()))
-        kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--create", "--mirror", "sec",
-                "--mirror-config", str(config))
-        kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", "sec", "--topic", topic)
-        source_end = end_offset(source.plaintext, topic)
-        wait_until(lambda: end_offset(dest.bootstrap, topic) == source_end, "the mirror to catch up")
-        wait_until(lambda: segment_batches(dest, topic) == segment_batches(source.cluster, topic),
+        create_mirror(dest, source.sasl_ssl, "sec", topic, tmp_path / "mirror.properties",
+                      source.java_client("mirror", "mirror-secret"))
+        source_end = watermarks(source.plaintext, topic, 0)[1]
+        wait_until(lambda: watermarks(dest.bootstrap, topic, 0)[1] == source_end, "the mirror to catch up")
+        wait_until(lambda: log_batches(dest, topic, 0) == log_batches(source.cluster, topic, 0),
                    "byte-identical batches")
-        assert segment_batches(dest, topic)
+        assert log_batches(dest, topic, 0)
 
         # The source no longer accepts the mirror's password: nothing more is copied, the
         # destination logs the refusal and keeps serving.
         set_source_password(source, "mirror-secret", "rotated")
         produce(source.client(), topic, [f"second {i}".encode() for i in range(10)])
-        new_end = end_offset(source.plaintext, topic)
+        new_end = watermarks(source.plaintext, topic, 0)[1]
         wait_until(lambda: "refused authentication" in dest.log_text(), "the refusal in the broker log")
         time.sleep(5)  # a window in which a working mirror copies 10 records many times over
-        assert end_offset(dest.bootstrap, topic) == source_end
+        assert watermarks(dest.bootstrap, topic, 0)[1] == source_end
         assert dest.serving()
         produce({"bootstrap.servers": dest.bootstrap}, "local-topic", [b"the destination still serves"])
 
         # The password is accepted again: mirroring resumes where it stopped, same bytes.
         set_source_password(source, "rotated", "mirror-secret")
-        wait_until(lambda: end_offset(dest.bootstrap, topic) == new_end, "the mirror to resume")
-        wait_until(lambda: segment_batches(dest, topic) == segment_batches(source.cluster, topic),
+        wait_until(lambda: watermarks(dest.bootstrap, topic, 0)[1] == new_end, "the mirror to resume")
+        wait_until(lambda: log_batches(dest, topic, 0) == log_batches(source.cluster, topic, 0),
                    "byte-identical batches after resuming")
     finally:
         dest.down()
@@ -241,17 +213,9 @@ def test_mirror_from_a_sasl_ssl_source(tmp_path: Path) -> None:
 
 def test_a_mirror_with_a_wrong_password_cannot_add_topics(node: SecureNode, tmp_path: Path) -> None:
     dest = LocalCluster(tmp_path / "dest", free_port_block())
-    dest.up()
-    try:
-        kmirror("features", "--bootstrap-server", dest.bootstrap, "upgrade", "--feature", "mirror.version=1")
-        config = tmp_path / "bad.properties"
-        configs = {"bootstrap.servers": node.sasl_ssl, **node.java_client("mirror", "wrong")}
-        config.write_text("".join(f"{k}={v}\n" for k, v in configs.items()))
-        kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--create", "--mirror", "bad",
-                "--mirror-config", str(config))
+    with clusters_up(dest):
+        create_mirror(dest, node.sasl_ssl, "bad", None, tmp_path / "bad.properties", node.java_client("mirror", "wrong"))
         out = kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", "bad",
                       "--topic", "secured", check=False)
         assert out.returncode != 0 and "SASL_AUTHENTICATION_FAILED" in out.stderr + out.stdout
         assert dest.serving()
-    finally:
-        dest.down()

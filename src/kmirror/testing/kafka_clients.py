@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterable
 
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -74,3 +75,51 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
     return {tp.partition: tp.offset for tp in offsets}
 
 
+
+
+def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    """(log start offset, high watermark) of one partition, never cached."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+        return int(low), int(high)
+    finally:
+        consumer.close()
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    """The high watermark of partitions 0..partitions-1, from one consumer."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
+    try:
+        return [int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1])
+                for p in range(partitions)]
+    finally:
+        consumer.close()
+
+
+def produce_refused(bootstrap: str, topic: str) -> int:
+    """The error code of one record sent to partition 0 without retries; it must be refused."""
+    producer = Producer({"bootstrap.servers": bootstrap, "message.send.max.retries": 0})
+    errors: list[KafkaError | None] = []
+    producer.produce(topic, value=b"nope", partition=0, on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(30)
+    assert errors and errors[0] is not None
+    return int(errors[0].code())
+
+
+def produce_delivered(config: dict[str, str | int | float | bool], topic: str,
+                      records: Iterable[tuple[int, bytes | None, bytes]],
+                      headers: list[tuple[str, str | bytes | None]] | None = None) -> list[tuple[int, int]]:
+    """Send (partition, key, value) records from one producer made of `config`; every one must
+    be acknowledged. The (partition, offset) of each, in delivery order."""
+    producer = Producer(config)
+    delivered: list[tuple[int, int]] = []
+
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
+        assert err is None, err
+        delivered.append((int(msg.partition() or 0), int(msg.offset() or 0)))
+
+    for partition, key, value in records:
+        producer.produce(topic, key=key, value=value, partition=partition, headers=headers, on_delivery=on_delivery)
+    assert producer.flush(60) == 0
+    return delivered

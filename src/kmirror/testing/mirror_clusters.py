@@ -1,69 +1,57 @@
-"""Helpers for mirroring tests on real processes: two `LocalCluster`s, the `kmirror` CLI, and
-the segment files of single-node clusters read straight from disk.
-
-Byte-exactness is judged on the files: `log_batches` returns (base offset, bytes) of every
-batch of a partition in offset order, across all its segment files, so two clusters'
-partitions are compared batch by batch (offsets and bytes)."""
+"""Helpers for mirroring tests on real processes: two `LocalCluster`s, polling, and the
+`kmirror` CLI (`features`, `mirrors`, `topics --describe`) as values."""
 
 from __future__ import annotations
 
 import time
-import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
-from kmirror.records.batch import BatchHeader, crc_ok, iter_batches
 from kmirror.testing.processes import LocalCluster, kmirror
 
+T = TypeVar("T")
+
 DESCRIBE_HEADERS = ["MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG", "STATE"]
-LOG_SUFFIX = ".log"
+WAIT_TIMEOUT_S = 90
+POLL_INTERVAL_S = 0.25
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60,
-               seen: Callable[[], object] | None = None) -> None:
-    """Poll `condition`; on timeout the message carries `seen()`, what was observed last."""
+def wait_until(condition: Callable[[], T], what: str, timeout_s: float = WAIT_TIMEOUT_S,
+               seen: Callable[[], object] | None = None,
+               retry_on: tuple[type[Exception], ...] = ()) -> T:
+    """Poll `condition` until it returns a true value, and return that value. An exception of
+    `retry_on` (e.g. a broker briefly unavailable during an election) counts as not yet. On
+    timeout the message carries `seen()`, or else the last value or exception."""
     deadline = time.monotonic() + timeout_s
+    last: object = None
     while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}" + ("" if seen is None else f"; seen: {seen()}"))
-
-
-def partition_dir(cluster: LocalCluster, topic: str, partition: int, node_id: int = 1) -> Path:
-    return cluster.dir / f"node-{node_id}" / "data" / f"{topic}-{partition}"
-
-
-def segment_files(cluster: LocalCluster, topic: str, partition: int) -> list[Path]:
-    """The partition's `.log` files in base-offset order (the 20-digit names sort as numbers)."""
-    directory = partition_dir(cluster, topic, partition)
-    try:
-        return sorted(p for p in directory.iterdir() if p.name.endswith(LOG_SUFFIX))
-    except FileNotFoundError:
-        return []
-
-
-def log_batches(cluster: LocalCluster, topic: str, partition: int) -> list[tuple[int, bytes]]:
-    """(base offset, bytes) of every batch of every segment; none while the partition does not
-    exist, or while a full truncation (copy from scratch) swaps its segments."""
-    batches: list[tuple[int, bytes]] = []
-    for path in segment_files(cluster, topic, partition):
         try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            return []
-        batches.extend((h.base_offset, raw[pos:pos + h.size]) for pos, h in iter_batches(raw))
-    return batches
+            value = condition()
+        except retry_on as exc:
+            last = exc
+        else:
+            if value:
+                return value
+            last = value
+        time.sleep(POLL_INTERVAL_S)
+    observed = seen() if seen is not None else last
+    raise AssertionError(f"timed out waiting for {what}; seen: {observed!r}")
 
 
-def headers(batches: list[tuple[int, bytes]]) -> list[BatchHeader]:
-    return [h for _, raw in batches for _, h in iter_batches(raw)]
-
-
-def crc_valid(raw: bytes) -> bool:
-    """Whether one stored batch still matches its CRC-32C."""
-    (_, header), = iter_batches(raw)
-    return crc_ok(raw, 0, header)
+@contextmanager
+def clusters_up(*clusters: LocalCluster) -> Iterator[tuple[LocalCluster, ...]]:
+    """Start the clusters in order; stop every started one, in reverse order, on exit."""
+    started: list[LocalCluster] = []
+    try:
+        for cluster in clusters:
+            started.append(cluster)
+            cluster.up()
+        yield clusters
+    finally:
+        for cluster in reversed(started):
+            cluster.down()
 
 
 def describe(bootstrap: str, *extra: str) -> dict[tuple[str, str, int], tuple[int, int, int, str]]:
@@ -85,21 +73,30 @@ def partition_states(bootstrap: str, topic: str) -> dict[int, str]:
     return {p: row[3] for (_, t, p), row in describe(bootstrap).items() if t == topic}
 
 
-def create_mirror(dest: LocalCluster, source: LocalCluster, mirror: str, topic: str, config_path: Path) -> None:
-    """On `dest`: enable `mirror.version=1`, create `mirror` towards `source`, add `topic`."""
-    kmirror("features", "--bootstrap-server", dest.bootstrap, "upgrade", "--feature", "mirror.version=1")
-    config_path.write_text(f"bootstrap.servers={source.bootstrap}\n")
-    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--create", "--mirror", mirror,
-            "--mirror-config", str(config_path))
-    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", mirror, "--topic", topic)
+def topic_summary(bootstrap: str, topic: str) -> dict[str, str]:
+    """The summary line of `kmirror topics --describe`: Topic, TopicId, PartitionCount,
+    ReplicationFactor, Configs."""
+    first = kmirror("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic).stdout.splitlines()[0]
+    return dict(field.split(": ", 1) for field in first.split("\t"))
 
 
-def metric_value(port: int, family: str) -> float | None:
-    """The value of the single sample of a Prometheus family on a node's /metrics
-    (`metrics.port`), None when the family is absent."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-              if line and not line.startswith("#") and line.split("{", 1)[0].split(" ", 1)[0] == family]
-    assert len(values) <= 1, f"{family} has {len(values)} samples"
-    return values[0] if values else None
+def topic_id(bootstrap: str, topic: str) -> str:
+    return topic_summary(bootstrap, topic)["TopicId"]
+
+
+def bootstrap_of(endpoint: LocalCluster | str) -> str:
+    return endpoint if isinstance(endpoint, str) else endpoint.bootstrap
+
+
+def create_mirror(dest: LocalCluster | str, source: LocalCluster | str, mirror: str, topic: str | None,
+                  config_path: Path, configs: dict[str, str] | None = None) -> None:
+    """Through `dest` (a cluster or the bootstrap address the CLI talks to): enable
+    `mirror.version=1`, create `mirror` towards `source` (a cluster or a bootstrap address) with
+    `configs` besides `bootstrap.servers`, and add `topic` unless None."""
+    cli = bootstrap_of(dest)
+    kmirror("features", "--bootstrap-server", cli, "upgrade", "--feature", "mirror.version=1")
+    mirror_configs = {"bootstrap.servers": bootstrap_of(source), **(configs or {})}
+    config_path.write_text("".join(f"{k}={v}\n" for k, v in mirror_configs.items()))
+    kmirror("mirrors", "--bootstrap-server", cli, "--create", "--mirror", mirror, "--mirror-config", str(config_path))
+    if topic is not None:
+        kmirror("mirrors", "--bootstrap-server", cli, "--add", "--mirror", mirror, "--topic", topic)
