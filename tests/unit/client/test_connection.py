@@ -1,19 +1,15 @@
 """The asyncio connection against the real listener (which serves ApiVersions in every build)."""
 
 import asyncio
-import io
 import types
 
 import pytest
-from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
-from kio.schema.errors import ErrorCode
-from kio.serial import entity_writer
-from kio.static.primitive import i16
 
 from kmirror.broker.api import build_registry
 from kmirror.client.connection import BrokerConnection, parse_bootstrap
 from kmirror.client.errors import KafkaConnectionError, KafkaProtocolError
 from kmirror.runtime.server import KafkaServer
+from kmirror.testing.fake_broker import api_versions_v0_answer, read_frame, write_frame
 
 
 async def _server() -> tuple[KafkaServer, int]:
@@ -99,12 +95,7 @@ def test_api_versions_answer_without_ranges_is_retried_with_v0() -> None:
     versions_asked: list[int] = []
 
     async def old_broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            try:
-                size = int.from_bytes(await reader.readexactly(4), "big")
-                request = await reader.readexactly(size)
-            except asyncio.IncompleteReadError:
-                return
+        while (request := await read_frame(reader)) is not None:
             version = int.from_bytes(request[2:4], "big")
             versions_asked.append(version)
             correlation_id = request[4:8]
@@ -112,13 +103,7 @@ def test_api_versions_answer_without_ranges_is_retried_with_v0() -> None:
                 writer.write(MOCK_CLUSTER_API_VERSIONS_V3_ANSWER[:4] + correlation_id
                              + MOCK_CLUSTER_API_VERSIONS_V3_ANSWER[8:])
             else:
-                buf = io.BytesIO()
-                entity_writer(ApiVersionsResponse)(buf, ApiVersionsResponse(error_code=ErrorCode.none, api_keys=(
-                    ApiVersion(api_key=i16(18), min_version=i16(0), max_version=i16(2)),
-                    ApiVersion(api_key=i16(3), min_version=i16(0), max_version=i16(13)),
-                )))
-                payload = correlation_id + buf.getvalue()
-                writer.write(len(payload).to_bytes(4, "big") + payload)
+                write_frame(writer, api_versions_v0_answer(correlation_id, {18: (0, 2), 3: (0, 13)}))
             await writer.drain()
 
     async def scenario() -> None:

@@ -248,13 +248,15 @@ def test_bump_leader_epochs_handler() -> None:
     assert services.metadata.image.topics["t"].partitions[0].leader_epoch == 4
 
 
-class ForwardingMetadata:
-    """A broker-only node's metadata: reads the controller's image, forwards writes to it."""
+class ControllerForwarding:
+    """A broker-only node's metadata: the image is the controller's, writes are forwarded to
+    the controller's handlers (a dedicated controller: no mirror coordinator)."""
 
     forwarding = True
 
-    def __init__(self, controller_services) -> None:
-        self.controller = controller_services
+    def __init__(self, controller, response_types) -> None:
+        self.controller = controller
+        self.response_types = response_types
         self.forwarded: list = []
 
     @property
@@ -263,9 +265,9 @@ class ForwardingMetadata:
 
     async def forward(self, request):
         self.forwarded.append(request)
-        handler = {d.api_key: d for d in load_handlers()}[95].handler
-        ctx = RequestContext(RequestHeaderView(95, 0, 1, "fwd"), add_topics_to_mirror.AddTopicsToMirrorResponse,
-                             "127.0.0.1", 1)
+        handler = {d.api_key: d for d in load_handlers()}[request.__api_key__].handler
+        ctx = RequestContext(RequestHeaderView(int(request.__api_key__), 0, 1, "fwd"),
+                             self.response_types[int(request.__api_key__)], "127.0.0.1", 1)
         return await handler(self.controller, ctx, request)
 
 
@@ -292,7 +294,7 @@ def test_a_broker_validates_partition_states_before_forwarding_add_to_the_contro
     controller = copy.copy(services)
     controller.mirror_coordinator = MirrorCoordinatorService(MirrorCoordinator(4), source_lookup(source))
     broker = copy.copy(services)
-    broker.metadata = ForwardingMetadata(controller)
+    broker.metadata = ControllerForwarding(controller, {95: add_topics_to_mirror.AddTopicsToMirrorResponse})
 
     req = topics_request(add_topics_to_mirror, add_topics_to_mirror.AddTopicsToMirrorRequest, "m1", "orders", "fresh")
     req = dataclasses.replace(req, replication_factor=1)
@@ -303,29 +305,6 @@ def test_a_broker_validates_partition_states_before_forwarding_add_to_the_contro
     image = services.metadata.image
     assert image.topic_config("orders")["mirror.name"] == "m1.removed"
     assert image.topics["fresh"].topic_id == fresh_id
-
-
-class ControllerForwarding:
-    """A broker-only node's metadata: the image is the controller's, writes are forwarded to
-    the controller's handlers (a dedicated controller: no mirror coordinator)."""
-
-    forwarding = True
-
-    def __init__(self, controller, response_types) -> None:
-        self.controller = controller
-        self.response_types = response_types
-        self.forwarded: list = []
-
-    @property
-    def image(self):
-        return self.controller.metadata.image
-
-    async def forward(self, request):
-        self.forwarded.append(request)
-        handler = {d.api_key: d for d in load_handlers()}[request.__api_key__].handler
-        ctx = RequestContext(RequestHeaderView(int(request.__api_key__), 0, 1, "fwd"),
-                             self.response_types[int(request.__api_key__)], "127.0.0.1", 1)
-        return await handler(self.controller, ctx, request)
 
 
 def broker_and_dedicated_controller():

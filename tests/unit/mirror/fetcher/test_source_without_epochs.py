@@ -3,16 +3,11 @@ and answers every epoch as undefined, so the fetch engine truncates to the local
 watermark (Kafka's fetcher towards a leader that lacks the API)."""
 
 import asyncio
-import io
 import uuid
-
-from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
-from kio.schema.errors import ErrorCode
-from kio.serial import entity_writer
-from kio.static.primitive import i16
 
 from kmirror.mirror.fetcher.source_endpoint import UNDEFINED_EPOCH_END_OFFSET, SourceClusterEndPoint
 from kmirror.replication.fetcher.engine import EpochQuery
+from kmirror.testing.fake_broker import api_versions_v0_answer, read_frame, write_frame
 from kmirror.types import TopicPartition
 
 SOURCE_APIS = {0: (0, 11), 1: (0, 12), 2: (0, 7), 3: (0, 12), 18: (0, 4)}  # no 23
@@ -22,19 +17,9 @@ def test_source_without_offsets_for_leader_epoch_answers_undefined_epochs() -> N
     api_keys_received: list[int] = []
 
     async def source_broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            try:
-                size = int.from_bytes(await reader.readexactly(4), "big")
-                request = await reader.readexactly(size)
-            except asyncio.IncompleteReadError:
-                return
+        while (request := await read_frame(reader)) is not None:
             api_keys_received.append(int.from_bytes(request[0:2], "big"))
-            buf = io.BytesIO()
-            entity_writer(ApiVersionsResponse)(buf, ApiVersionsResponse(error_code=ErrorCode.none, api_keys=tuple(
-                ApiVersion(api_key=i16(k), min_version=i16(lo), max_version=i16(hi))
-                for k, (lo, hi) in SOURCE_APIS.items())))
-            payload = request[4:8] + buf.getvalue()  # correlation id, v0 body
-            writer.write(len(payload).to_bytes(4, "big") + payload)
+            write_frame(writer, api_versions_v0_answer(request[4:8], SOURCE_APIS))
             await writer.drain()
 
     async def scenario() -> dict:
