@@ -6,7 +6,6 @@ metadata. Default failure detection (broker.session.timeout.ms=9000)."""
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from kmirror.runtime.local_cluster import (
     api_versions_ok,
     pid_path,
 )
+from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import KMIRROR, LocalCluster, free_port_block
 
 pytestmark = pytest.mark.integration
@@ -39,18 +39,8 @@ def cluster3_default(tmp_path: Path) -> Iterator[LocalCluster]:
 
 
 def _wait_for(what: str, probe: Callable[[], Any], timeout_s: float) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-        except KafkaException as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+    """A broker being elected or restarted answers with a KafkaException meanwhile: "not yet"."""
+    return wait_until(probe, what, timeout_s, retry_on=(KafkaException,))
 
 
 def _partition(admin: AdminClient, topic: str) -> Any:

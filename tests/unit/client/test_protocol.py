@@ -77,13 +77,17 @@ def test_unsolicited_response_is_a_protocol_error() -> None:
         ClientProtocol().receive(response_frame(0, MetadataResponseV0(brokers=(), topics=())))
 
 
+# A broker's answer to an ApiVersions version it does not know: UNSUPPORTED_VERSION in a v0 body.
+UNSUPPORTED_VERSION_V0_ANSWER = ApiVersionsResponseV0(
+    error_code=ErrorCode.unsupported_version,
+    api_keys=(ApiVersionV0(api_key=i16(18), min_version=i16(0), max_version=i16(2)),),
+)
+
+
 def test_api_versions_unsupported_version_answer_in_v0_body_is_decoded() -> None:
     proto = ClientProtocol()
     cid, _ = proto.send(ApiVersionsRequestV3(client_software_name="a", client_software_version="1"))
-    v0 = ApiVersionsResponseV0(
-        error_code=ErrorCode.unsupported_version,
-        api_keys=(ApiVersionV0(api_key=i16(18), min_version=i16(0), max_version=i16(2)),),
-    )
+    v0 = UNSUPPORTED_VERSION_V0_ANSWER
     [resp] = proto.receive(response_frame(cid, v0))
     assert resp.api_version == 0
     assert resp.body.error_code == ErrorCode.unsupported_version
@@ -149,10 +153,7 @@ def test_bytes_after_a_response_body_are_ignored_as_by_kafka_clients() -> None:
 def test_api_versions_with_trailing_bytes_is_not_taken_for_the_version_asked() -> None:
     proto = ClientProtocol()
     cid, _ = proto.send(ApiVersionsRequestV3(client_software_name="a", client_software_version="1"))
-    v0 = ApiVersionsResponseV0(
-        error_code=ErrorCode.unsupported_version,
-        api_keys=(ApiVersionV0(api_key=i16(18), min_version=i16(0), max_version=i16(2)),),
-    )
+    v0 = UNSUPPORTED_VERSION_V0_ANSWER
     [resp] = proto.receive(response_frame(cid, v0))
     assert resp.api_version == 0 and resp.body == v0
 
