@@ -10,6 +10,10 @@ ports, and runs the manager on one task so partition plans never interleave:
   and PAUSED partitions is read then too, so their lag (DescribeMirrors, ConsumerLag) grows
   while the source is written.
 `sync_errors` holds the KIP's MirrorMetadataManager sync error counts of this broker.
+Each pass first checks the source cluster id of every mirror this broker leads partitions of
+(`SourceClusterIdGuard`: a mirror whose source reports another cluster id fetches nothing
+here) and ends with `metadata_sync.run_once()` (the periodic MirrorMetadataManager sync of
+the mirrors this broker coordinates for metadata).
 
 Ports:
 - `CoordinatorStateStore`: `MirrorStateStore` over the `MirrorCoordinatorService` (the
@@ -55,8 +59,15 @@ from kmirror.mirror.manager import (
     PartitionKey,
     StepPending,
 )
+from kmirror.mirror.membership import parse_mirror_name_config
+from kmirror.mirror.metadata import mirror as mirror_info
+from kmirror.mirror.metadata_sync import MetadataSync
+from kmirror.mirror.metadata_sync.cluster_id import SourceClusterIdGuard
+from kmirror.mirror.metadata_sync.destination import ControllerTopicMetadataWriter
+from kmirror.mirror.metadata_sync.topics import TopicMetadataSync
 from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.protocol.registry import entity_types
+from kmirror.mirror.service import admin_source_lookup
 from kmirror.mirror.state import MirrorPartitionState
 from kmirror.mirror.sync_errors import MirrorSyncErrors
 from kmirror.ports import Clock
@@ -245,10 +256,15 @@ class MirrorDataPlane:
         self.manager = MirrorManager(
             broker_id, replica_manager, fetchers,
             CoordinatorStateStore(coordinator_service, self._topic_name_of, self._state_topic_exists),
-            ControllerEpochBumper(metadata), self.sources, clock,
+            ControllerEpochBumper(metadata), self._source_for, clock,
             support_unclean_leader_election=str(getattr(config, "values", {}).get(
                 "mirror.support.unclean.leader.election", "false")).lower() == "true",
         )
+        self.cluster_ids = SourceClusterIdGuard(self._recorded_cluster_id, self.sources)
+        lookup = getattr(coordinator_service, "describe_source_topics", admin_source_lookup)
+        self.metadata_sync = MetadataSync([TopicMetadataSync(
+            broker_id, lambda: self.manager.image or metadata.image, lookup,
+            ControllerTopicMetadataWriter(metadata), self.sync_errors)])
         self._latest: Any = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -257,6 +273,25 @@ class MirrorDataPlane:
         image = self.manager.image or self.metadata.image
         topic = image.topics_by_id.get(topic_id) if image is not None else None
         return None if topic is None else str(topic.name)
+
+    def _source_for(self, mirror_name: str) -> SourceCluster | None:
+        """No source while the mirror's source cluster id mismatches: nothing starts fetching."""
+        return None if self.cluster_ids.is_halted(mirror_name) else self.sources(mirror_name)
+
+    def _recorded_cluster_id(self, mirror_name: str) -> str:
+        info = mirror_info(self.manager.image or self.metadata.image, mirror_name)
+        return "" if info is None else info.source_cluster_id
+
+    async def _halt_mismatched_sources(self, image: Any) -> None:
+        led: dict[TopicPartition, str] = {}
+        for tp, (value, _) in self.manager.mirrored_partitions(image).items():
+            membership = parse_mirror_name_config(value)
+            if membership is not None:
+                led[tp] = membership.mirror_name
+        await self.cluster_ids.check(led)
+        for tp, mp in list(self.manager.fetchers.partitions.items()):
+            if self.cluster_ids.is_halted(mp.mirror_name):
+                self.manager.fetchers.remove_partition(tp)
 
     def _state_topic_exists(self) -> bool:
         image = self.manager.image or self.metadata.image
@@ -271,10 +306,13 @@ class MirrorDataPlane:
         """One pass: apply the newest image (or re-run the current one), retry pending fetchers."""
         image = self._latest if self._latest is not None else self.metadata.image
         self._latest = None
+        if image is not None:
+            await self._halt_mismatched_sources(image)
         await self.manager.fetchers.retry_pending()
         await self.manager.on_metadata_change(image)
         await self.manager.fetchers.refresh_source_offsets(self._not_fetched())
         await self.sources.close_retired(self._fetches_through)
+        await self.metadata_sync.run_once()
 
     def _fetches_through(self, source: SourceCluster) -> bool:
         return any(mp.source is source for mp in self.manager.fetchers.partitions.values())
