@@ -20,7 +20,6 @@ producer writes after it."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,48 +34,19 @@ from kmirror.records.builder import build_batch
 from kmirror.records.control import ControlType, build_control_batch, read_control_type
 from kmirror.runtime.node import SystemClock
 from kmirror.runtime.os_fs import OsFileSystem
-from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.kafka_clients import produce_delivered, watermarks
+from kmirror.testing.mirror_clusters import create_mirror, partition_states, wait_until
+from kmirror.testing.processes import LocalCluster, kmirror
+from kmirror.testing.segments import first_segment, log_batches, partition_dir
 from kmirror.types import TopicPartition as KTopicPartition
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "payments"
-SEGMENT = "00000000000000000000"
-
-
-@pytest.fixture
-def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
-    source = LocalCluster(dir=tmp_path / "source", port=free_port_block())
-    source.up()
-    dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block())
-    try:
-        dest.up()
-        yield source, dest
-    finally:
-        dest.down()
-        source.down()
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def partition_dir(cluster: LocalCluster) -> Path:
-    return cluster.dir / "node-1" / "data" / f"{TOPIC}-0"
-
-
-def segment_batches(cluster: LocalCluster) -> list[tuple[int, bytes]]:
-    raw = (partition_dir(cluster) / f"{SEGMENT}.log").read_bytes()
-    return [(h.base_offset, raw[pos:pos + h.size]) for pos, h in iter_batches(raw)]
 
 
 def txn_index_bytes(cluster: LocalCluster) -> bytes:
-    path = partition_dir(cluster) / f"{SEGMENT}.txnindex"
+    path = first_segment(cluster, TOPIC, 0).with_suffix(".txnindex")
     return path.read_bytes() if path.exists() else b""
 
 
@@ -101,15 +71,6 @@ def consume(bootstrap: str, isolation: str, until_offset: int) -> list[tuple[int
             if msg.offset() < until_offset:
                 got.append((msg.offset(), msg.value()))
         raise AssertionError(f"{isolation} consumer did not reach offset {until_offset}: {got}")
-    finally:
-        consumer.close()
-
-
-def watermarks(bootstrap: str, isolation: str) -> tuple[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm", "isolation.level": isolation})
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10, cached=False)
-        return int(low), int(high)
     finally:
         consumer.close()
 
@@ -157,11 +118,11 @@ def test_transactions_mirror_byte_identical_read_committed_matches_and_failover_
     for i in range(3):
         producer.produce(TOPIC, key=b"k", value=b"live-%d" % i, partition=0)
         assert producer.flush(30) == 0
-    wait_until(lambda: watermarks(source.bootstrap, "read_uncommitted")[1] == 3, "3 live records")
+    wait_until(lambda: watermarks(source.bootstrap, TOPIC, 0, "read_uncommitted")[1] == 3, "3 live records")
 
     # Source broker stopped; its partition gets the transactional history.
     source.kill9(1)
-    log = Log.open(OsFileSystem(), str(partition_dir(source)), KTopicPartition(TOPIC, 0), LogConfig(),
+    log = Log.open(OsFileSystem(), str(partition_dir(source, TOPIC, 0)), KTopicPartition(TOPIC, 0), LogConfig(),
                    SystemClock(), recovery_point=0)
     assert log.log_end_offset == 3
     w = TxnWriter(log)
@@ -189,23 +150,18 @@ def test_transactions_mirror_byte_identical_read_committed_matches_and_failover_
     log.close()
     source.start_node(1)
 
-    wait_until(lambda: watermarks(source.bootstrap, "read_uncommitted")[1] == source_end, "the source HW")
-    assert watermarks(source.bootstrap, "read_committed")[1] == open_txn  # the source LSO
+    wait_until(lambda: watermarks(source.bootstrap, TOPIC, 0, "read_uncommitted")[1] == source_end, "the source HW")
+    assert watermarks(source.bootstrap, TOPIC, 0, "read_committed")[1] == open_txn  # the source LSO
 
-    kmirror("features", "--bootstrap-server", dest.bootstrap, "upgrade", "--feature", "mirror.version=1")
-    config = tmp_path / "mirror.properties"
-    config.write_text(f"bootstrap.servers={source.bootstrap}\n")
-    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--create", "--mirror", "m",
-            "--mirror-config", str(config))
-    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", "m", "--topic", TOPIC)
+    create_mirror(dest, source, "m", TOPIC, tmp_path / "mirror.properties")
 
     # Copied up to the source LSO, byte for byte, markers included; the open transaction
     # (and everything after it) stays behind.
-    source_below_lso = [(o, raw) for o, raw in segment_batches(source) if o < open_txn]
-    wait_until(lambda: watermarks(dest.bootstrap, "read_uncommitted")[1] == open_txn, "the destination HW")
-    wait_until(lambda: segment_batches(dest) == source_below_lso, "destination batches")
+    source_below_lso = [(o, raw) for o, raw in log_batches(source, TOPIC, 0) if o < open_txn]
+    wait_until(lambda: watermarks(dest.bootstrap, TOPIC, 0, "read_uncommitted")[1] == open_txn, "the destination HW")
+    wait_until(lambda: log_batches(dest, TOPIC, 0) == source_below_lso, "destination batches")
     time.sleep(2)  # a mirror that copied past the LSO would show it by now
-    assert segment_batches(dest) == source_below_lso
+    assert log_batches(dest, TOPIC, 0) == source_below_lso
     markers = [o for o, raw in source_below_lso if next(iter_batches(raw))[1].is_control]
     assert len(markers) == 4
     # The transaction index: written by the destination as it appended the mirrored
@@ -214,7 +170,7 @@ def test_transactions_mirror_byte_identical_read_committed_matches_and_failover_
     assert txn_index_bytes(dest) == txn_index_bytes(source)
 
     # On the destination pid 5005's commit is missing: its transaction is open, the LSO is at it.
-    assert watermarks(dest.bootstrap, "read_committed")[1] == late_commit
+    assert watermarks(dest.bootstrap, TOPIC, 0, "read_committed")[1] == late_commit
     dest_committed = consume(dest.bootstrap, "read_committed", late_commit)
     source_committed = consume(source.bootstrap, "read_committed", late_commit)
     expected = [(o, v) for o, v in sorted(w.values.items()) if o < late_commit and o not in aborted]
@@ -228,25 +184,13 @@ def test_transactions_mirror_byte_identical_read_committed_matches_and_failover_
 
     # Failover: STOPPING truncates to the destination LSO (late_commit), then MIRROR_PID_RESET.
     kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", ".*")
-
-    def stopped() -> bool:
-        out = kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--describe").stdout
-        rows = [line.split() for line in out.splitlines()[1:] if line.strip()]
-        return bool(rows) and all(row[-1] == "STOPPED" for row in rows)
-    wait_until(stopped, "the partition STOPPED")
-    after = segment_batches(dest)
+    wait_until(lambda: set(partition_states(dest.bootstrap, TOPIC).values()) == {"STOPPED"}, "the partition STOPPED")
+    after = log_batches(dest, TOPIC, 0)
     assert after[:-1] == [(o, raw) for o, raw in source_below_lso if o < late_commit]
     reset_offset, reset_raw = after[-1]
     assert reset_offset == late_commit and read_control_type(reset_raw) is ControlType.MIRROR_PID_RESET
 
-    delivered: list[int] = []
-
-    def on_delivery(err: KafkaError | None, msg: object) -> None:
-        assert err is None, err
-        delivered.append(msg.offset())  # type: ignore[attr-defined]
-
-    writer = Producer({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True})
-    writer.produce(TOPIC, key=b"k", value=b"after failover", partition=0, on_delivery=on_delivery)
-    assert writer.flush(30) == 0
-    assert delivered == [late_commit + 1]
+    delivered = produce_delivered({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True}, TOPIC,
+                                  [(0, b"k", b"after failover")])
+    assert delivered == [(0, late_commit + 1)]
     assert consume(dest.bootstrap, "read_committed", late_commit + 2)[-1] == (late_commit + 1, b"after failover")

@@ -77,9 +77,11 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
 
 
 
-def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
-    """(log start offset, high watermark) of one partition, never cached."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
+def watermarks(bootstrap: str, topic: str, partition: int, isolation_level: str | None = None) -> tuple[int, int]:
+    """(log start offset, end) of one partition, never cached; the end is the high watermark
+    for read_uncommitted, the last stable offset for read_committed (librdkafka's default)."""
+    config = {"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False}
+    consumer = Consumer(config if isolation_level is None else {**config, "isolation.level": isolation_level})
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
         return int(low), int(high)
