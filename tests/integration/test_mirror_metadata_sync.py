@@ -154,3 +154,52 @@ def test_partitions_and_configs(clusters: tuple[LocalCluster, LocalCluster], tmp
     source_ends = end_offsets(source.bootstrap, 5)
     wait_until(lambda: end_offsets(dest.bootstrap, 5) == source_ends, "the fifth partition mirrored")
     wait_until(lambda: states(dest.bootstrap) == {"MIRRORING"}, "every partition MIRRORING")
+
+
+def test_another_source_cluster_at_the_same_address_halts_fetching_and_sync(tmp_path: Path) -> None:
+    """The source is replaced by another cluster on the same port: nothing of it is copied
+    and the sync writes nothing; with the original source back, mirroring goes on."""
+    port = free_port_block()
+    source = LocalCluster(dir=tmp_path / "source", port=port)
+    impostor = LocalCluster(dir=tmp_path / "impostor", port=port)
+    dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block(),
+                        overrides={"mirror.metadata.refresh.interval.ms": str(REFRESH_MS)})
+    source.up()
+    try:
+        dest.up()
+        kmirror("topics", "--bootstrap-server", source.bootstrap, "--create", "--topic", TOPIC,
+                "--partitions", "1", "--replication-factor", "1")
+        produce(source.bootstrap, range(1), 10, "first")
+        kmirror("features", "--bootstrap-server", dest.bootstrap, "upgrade", "--feature", "mirror.version=1")
+        config = tmp_path / "mirror.properties"
+        config.write_text(f"bootstrap.servers={source.bootstrap}\n")
+        kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--create", "--mirror", "m",
+                "--mirror-config", str(config))
+        kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", "m", "--topic", TOPIC)
+        wait_until(lambda: end_offsets(dest.bootstrap, 1) == [10], "the first records")
+        mirrored = segment_batches(dest, 0)
+
+        source.down()
+        impostor.up()
+        kmirror("topics", "--bootstrap-server", impostor.bootstrap, "--create", "--topic", TOPIC,
+                "--partitions", "2", "--replication-factor", "1", "--config", "retention.ms=1234")
+        produce(impostor.bootstrap, range(2), 30, "impostor")
+        wait_until(lambda: "fetching halted" in dest.log_text(), "the fetch halt")
+        wait_until(lambda: "metadata sync halted" in dest.log_text(), "the sync halt")
+        time.sleep(10 * REFRESH_MS / 1000)  # ten refresh cycles: nothing of the impostor is copied
+        assert segment_batches(dest, 0) == mirrored
+        assert partition_count(dest.bootstrap) == 1
+        assert "retention.ms" not in dynamic_configs(dest.bootstrap)
+        assert dest.log_text().count("fetching halted") == 1
+        assert dest.log_text().count("metadata sync halted") == 1
+
+        impostor.down()
+        source.start_node(1)
+        produce(source.bootstrap, range(1), 5, "second")
+        wait_until(lambda: end_offsets(dest.bootstrap, 1) == [15], "mirroring after the source is back")
+        assert segment_batches(dest, 0) == segment_batches(source, 0)
+        assert "fetching resumes" in dest.log_text()
+    finally:
+        dest.down()
+        impostor.down()
+        source.down()
