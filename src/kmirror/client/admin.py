@@ -17,8 +17,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kmirror.client.acls import AclAdmin
 from kmirror.client.cluster import REFRESH_ERRORS, Cluster
 from kmirror.client.errors import KafkaError, check
+from kmirror.client.groups import GroupAdmin
 from kmirror.client.metadata import BrokerMetadata, TopicMetadata
 from kmirror.client.mirrors import MirrorAdmin
 from kmirror.protocol.entities import build, nested
@@ -125,8 +127,9 @@ def _ms(ms: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=ms)
 
 
-class Admin(MirrorAdmin):
-    """Kafka's Admin; the cluster mirror methods (KIP-1279) come from `MirrorAdmin`."""
+class Admin(MirrorAdmin, GroupAdmin, AclAdmin):
+    """Kafka's Admin; the cluster mirror methods (KIP-1279) come from `MirrorAdmin`, the
+    consumer group ones from `GroupAdmin`, the ACL ones from `AclAdmin`."""
 
     def __init__(self, cluster: Cluster, *, timeout_ms: int = 30_000) -> None:
         self.cluster = cluster

@@ -13,7 +13,7 @@ ports, and runs the manager on one task so partition plans never interleave:
 Each pass first checks the source cluster id of every mirror this broker leads partitions of
 (`SourceClusterIdGuard`: a mirror whose source reports another cluster id fetches nothing
 here) and ends with `metadata_sync.run_once()` (the periodic MirrorMetadataManager sync of
-the mirrors this broker coordinates for metadata).
+the mirrors this broker coordinates for metadata: topics, consumer group offsets, ACLs).
 
 Ports:
 - `CoordinatorStateStore`: `MirrorStateStore` over the `MirrorCoordinatorService` (the
@@ -62,8 +62,11 @@ from kmirror.mirror.manager import (
 from kmirror.mirror.membership import parse_mirror_name_config
 from kmirror.mirror.metadata import mirror as mirror_info
 from kmirror.mirror.metadata_sync import MetadataSync
+from kmirror.mirror.metadata_sync.acls import AclSync
+from kmirror.mirror.metadata_sync.admins import SyncAdmins
 from kmirror.mirror.metadata_sync.cluster_id import SourceClusterIdGuard
 from kmirror.mirror.metadata_sync.destination import ControllerTopicMetadataWriter
+from kmirror.mirror.metadata_sync.groups import GroupOffsetSync
 from kmirror.mirror.metadata_sync.topics import TopicMetadataSync
 from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.protocol.registry import entity_types
@@ -262,9 +265,15 @@ class MirrorDataPlane:
         )
         self.cluster_ids = SourceClusterIdGuard(self._recorded_cluster_id, self.sources)
         lookup = getattr(coordinator_service, "describe_source_topics", admin_source_lookup)
-        self.metadata_sync = MetadataSync([TopicMetadataSync(
-            broker_id, lambda: self.manager.image or metadata.image, lookup,
-            ControllerTopicMetadataWriter(metadata), self.sync_errors)])
+        current_image = lambda: self.manager.image or metadata.image  # noqa: E731
+        admins = SyncAdmins(broker_id, current_image, getattr(config, "inter_broker_listener_name", None),
+                            "metadata-sync")
+        self.metadata_sync = MetadataSync([
+            TopicMetadataSync(broker_id, current_image, lookup, ControllerTopicMetadataWriter(metadata),
+                              self.sync_errors),
+            GroupOffsetSync(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted),
+            AclSync(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted),
+        ])
         self._latest: Any = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -348,3 +357,4 @@ class MirrorDataPlane:
             self._task = None
         await self.manager.fetchers.stop()
         await self.sources.close()
+        await self.metadata_sync.close()

@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 log = logging.getLogger(__name__)
 
 
 class MetadataSyncer(Protocol):
     async def run_once(self) -> None: ...
+
+
+@runtime_checkable
+class ClosableSyncer(Protocol):
+    async def close(self) -> None: ...
 
 
 class MetadataSync:
@@ -26,3 +31,12 @@ class MetadataSync:
                 await syncer.run_once()
             except Exception:
                 log.exception("mirror metadata sync %s failed", type(syncer).__name__)
+
+    async def close(self) -> None:
+        """Closes the connections of the syncers that hold some (`close`)."""
+        for syncer in self.syncers:
+            if isinstance(syncer, ClosableSyncer):
+                try:
+                    await syncer.close()
+                except Exception as exc:  # a broken connection is closed as far as it can be
+                    log.debug("closing mirror metadata sync %s: %r", type(syncer).__name__, exc)

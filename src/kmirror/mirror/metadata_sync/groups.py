@@ -1,0 +1,121 @@
+"""Consumer group offset sync (KIP-1279 "MirrorMetadataManager": "Cluster Mirroring
+synchronizes consumer group offsets").
+
+For each mirror this broker coordinates, every refresh: ListGroups at the source, keep the
+classic groups (protocol type `consumer`, or none: offsets committed without membership)
+whose id full-matches one of `mirror.groups.include`, OffsetFetch their committed offsets,
+keep the partitions of the mirror's ACTIVE topics that exist at the destination, and commit
+those that differ from the destination's (offset, leader epoch or metadata) with Kafka's
+admin commit (generation -1, no member) at the destination's group coordinator.
+
+Rules:
+- source offsets and leader epochs are the destination's (mirroring keeps both), so they
+  are committed as they are, also beyond the destination's log end offset (the KIP accepts
+  it: a consumer there waits for the data, or resets with `auto.offset.reset`);
+- a group with members at the destination is its own (the coordinator refuses an admin
+  commit: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS): skipped, not an
+  error;
+- any other failure (a request, a partition's commit) counts one
+  ConsumerGroupOffsetSyncError for the group and is retried on the next refresh.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kmirror.client.groups import ListedGroup, OffsetAndMetadata
+from kmirror.mirror.config import InvalidMirrorConfig, MirrorConfig
+from kmirror.mirror.metadata_sync.admins import SyncAdmins
+from kmirror.mirror.metadata_sync.coordination import active_topic_partitions, coordinated_mirrors
+from kmirror.mirror.sync_errors import MirrorSyncErrors
+from kmirror.protocol.errors import ErrorCode
+from kmirror.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+CLASSIC_CONSUMER_PROTOCOL_TYPES = frozenset({"consumer", ""})
+GROUP_ACTIVE_ERRORS = frozenset({int(ErrorCode.unknown_member_id), int(ErrorCode.illegal_generation),
+                                 int(ErrorCode.rebalance_in_progress)})
+
+Offsets = Mapping[TopicPartition, OffsetAndMetadata]
+
+
+def groups_to_sync(config: MirrorConfig, listed: Iterable[ListedGroup]) -> list[str]:
+    """The source groups whose offsets are mirrored, sorted."""
+    return sorted(g.group_id for g in listed
+                  if g.protocol_type in CLASSIC_CONSUMER_PROTOCOL_TYPES and config.is_group_included(g.group_id))
+
+
+def mirrored_offsets(source: Offsets, active_partitions: Mapping[str, int]) -> dict[TopicPartition, OffsetAndMetadata]:
+    """The source offsets of partitions of ACTIVE mirror topics that exist at the destination."""
+    return {tp: om for tp, om in source.items() if tp.partition < active_partitions.get(tp.topic, 0)}
+
+
+def offsets_to_commit(mirrored: Offsets, destination: Offsets) -> dict[TopicPartition, OffsetAndMetadata]:
+    """The mirrored offsets the destination does not have yet (or has differently)."""
+    return {tp: om for tp, om in sorted(mirrored.items()) if destination.get(tp) != om}
+
+
+class GroupOffsetSync:
+    """The `Syncer` of consumer group offsets."""
+
+    def __init__(self, broker_id: int, image: Callable[[], Any], admins: SyncAdmins,
+                 sync_errors: MirrorSyncErrors, is_halted: Callable[[str], bool] = lambda mirror_name: False) -> None:
+        """`is_halted(mirror)`: the mirror's source reports another cluster id than the one
+        recorded at CreateMirror; nothing is read from it then."""
+        self.broker_id = broker_id
+        self.is_halted = is_halted
+        self.image = image
+        self.admins = admins
+        self.sync_errors = sync_errors
+
+    async def run_once(self) -> None:
+        image = self.image()
+        for mirror in coordinated_mirrors(image, self.broker_id):
+            config = mirror.parsed()
+            active = active_topic_partitions(image, mirror.name)
+            if self.is_halted(mirror.name) or isinstance(config, InvalidMirrorConfig) or not active:
+                continue
+            await self.sync_mirror(mirror.name, config, active)
+        await self.admins.close_retired()
+
+    async def sync_mirror(self, mirror_name: str, config: MirrorConfig, active: Mapping[str, int]) -> None:
+        source = self.admins.source(mirror_name, config)
+        destination = self.admins.destination()
+        if destination is None:
+            return
+        try:
+            group_ids = groups_to_sync(config, await source.list_groups())
+        except Exception as exc:
+            self.sync_errors.consumer_group_offset += 1
+            log.warning("mirror %s: listing the source's consumer groups failed: %s", mirror_name, exc)
+            return
+        for group_id in group_ids:
+            try:
+                await self._sync_group(mirror_name, group_id, source, destination, active)
+            except Exception as exc:
+                self.sync_errors.consumer_group_offset += 1
+                log.warning("mirror %s: syncing the offsets of group %s failed: %s", mirror_name, group_id, exc)
+
+    async def _sync_group(self, mirror_name: str, group_id: str, source: Any, destination: Any,
+                          active: Mapping[str, int]) -> None:
+        mirrored = mirrored_offsets(await source.list_consumer_group_offsets(group_id), active)
+        if not mirrored:
+            return
+        commits = offsets_to_commit(mirrored, await destination.list_consumer_group_offsets(group_id))
+        if not commits:
+            return
+        results = await destination.alter_consumer_group_offsets(group_id, commits)
+        errors = [e for e in results.values() if e is not None]
+        if any(e.error_code in GROUP_ACTIVE_ERRORS for e in errors):
+            log.debug("mirror %s: group %s has members at the destination, not synced", mirror_name, group_id)
+            return
+        if errors:
+            self.sync_errors.consumer_group_offset += 1
+            log.warning("mirror %s: committing the offsets of group %s failed: %s", mirror_name, group_id,
+                        ", ".join(sorted({str(e) for e in errors})))
+
+    async def close(self) -> None:
+        await self.admins.close()
