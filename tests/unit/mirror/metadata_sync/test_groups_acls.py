@@ -1,0 +1,270 @@
+"""Consumer group offset and ACL sync (KIP-1279 MirrorMetadataManager): the planners, which
+broker syncs a mirror, and the syncers over fake Admin clients."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from uuid import UUID
+
+from kmirror.client.acls import AclBinding
+from kmirror.client.errors import KafkaConnectionError, KafkaError
+from kmirror.client.groups import ListedGroup, OffsetAndMetadata
+from kmirror.metadata.image import ConfigResource, PartitionRegistration
+from kmirror.mirror.config import MIRROR_STATE_TOPIC, parse_mirror_config
+from kmirror.mirror.coordinator.partitioner import metadata_partition_for
+from kmirror.mirror.metadata_sync.acls import AclSync, acls_to_create
+from kmirror.mirror.metadata_sync.admins import SyncAdmins
+from kmirror.mirror.metadata_sync.coordination import (
+    active_topic_partitions,
+    coordinated_mirrors,
+    sync_coordinator,
+)
+from kmirror.mirror.metadata_sync.groups import (
+    GroupOffsetSync,
+    groups_to_sync,
+    mirrored_offsets,
+    offsets_to_commit,
+)
+from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE
+from kmirror.mirror.sync_errors import MirrorSyncErrors
+from kmirror.protocol.errors import ErrorCode
+from kmirror.testing.metadata import image_with_brokers
+from kmirror.testing.replication import image_with
+from kmirror.types import TopicPartition as TP
+
+STATE_PARTITIONS = 5
+
+
+def reg(leader: int) -> PartitionRegistration:
+    return PartitionRegistration((leader,), (leader,), leader, 0, 0)
+
+
+def image(mirror_configs: dict[str, dict[str, str]], topics: dict[str, tuple[str, int]], *,
+          state_leaders: dict[int, int] | None = None, broker: int = 1):
+    """`topics`: name -> (`mirror.name` value, partition count); `__mirror_state` partitions led
+    by `state_leaders` (partition -> broker; default every one by `broker`)."""
+    leaders = state_leaders or {p: broker for p in range(STATE_PARTITIONS)}
+    spec = {name: (UUID(int=i + 1), {p: reg(broker) for p in range(n)}) for i, (name, (_, n)) in enumerate(topics.items())}
+    spec[MIRROR_STATE_TOPIC] = (UUID(int=99), {p: reg(b) for p, b in leaders.items()})
+    base = image_with(spec, configs={name: {"mirror.name": value} for name, (value, _) in topics.items() if value})
+    configs = dict(base.configs)
+    for name, values in mirror_configs.items():
+        configs[ConfigResource(MIRROR_CONFIG_RESOURCE_TYPE, name)] = {"bootstrap.servers": "src:9092", **values}
+    return dataclasses.replace(base, configs=configs, brokers=image_with_brokers(broker).brokers)
+
+
+def om(offset: int, metadata: str = "", epoch: int = 0) -> OffsetAndMetadata:
+    return OffsetAndMetadata(offset, epoch, metadata)
+
+
+def config(**values: str):
+    return parse_mirror_config({"bootstrap.servers": "src:9092", **values})
+
+
+# planners
+
+def test_groups_to_sync_full_matches_the_include_regexes_and_keeps_classic_consumer_groups():
+    listed = [ListedGroup("app-1", "consumer", "Empty"), ListedGroup("app-2", "", ""),
+              ListedGroup("xapp-1", "consumer", "Stable"), ListedGroup("app-c", "connect", "Stable"),
+              ListedGroup("batch", "consumer", "Empty")]
+    assert groups_to_sync(config(**{"mirror.groups.include": "app-.*,batch"}), listed) == ["app-1", "app-2", "batch"]
+    assert groups_to_sync(config(), listed) == ["app-1", "app-2", "batch", "xapp-1"]
+
+
+def test_mirrored_offsets_keep_active_topics_and_destination_partitions_only():
+    source = {TP("t", 0): om(5), TP("t", 2): om(9), TP("paused", 0): om(1), TP("other", 0): om(3)}
+    assert mirrored_offsets(source, {"t": 2}) == {TP("t", 0): om(5)}
+
+
+def test_offsets_to_commit_skip_what_the_destination_has_and_carry_metadata_and_epoch():
+    mirrored = {TP("t", 0): om(5, "m"), TP("t", 1): om(7, "m"), TP("t", 2): om(8, "m", 3), TP("t", 3): om(1)}
+    destination = {TP("t", 0): om(5, "m"), TP("t", 1): om(7, "old"), TP("t", 2): om(8, "m", 2)}
+    assert offsets_to_commit(mirrored, destination) == {TP("t", 1): om(7, "m"), TP("t", 2): om(8, "m", 3),
+                                                         TP("t", 3): om(1)}
+
+
+def test_acls_to_create_are_the_included_source_bindings_the_destination_lacks():
+    def binding(principal: str, operation: int = 3, resource_type: int = 2, name: str = "t") -> AclBinding:
+        return AclBinding(resource_type, name, 3, principal, "*", operation, 3)
+
+    alice, bob, carol = binding("User:alice"), binding("User:bob", 4), binding("User:carol")
+    group = binding("User:alice", resource_type=3, name="g")
+    rules = config(**{"mirror.acl.include": "TOPIC;*;READ;ALLOW;User:(alice|carol)"})
+    assert acls_to_create(rules, [alice, bob, carol, group, alice], {carol}) == [alice]
+    assert acls_to_create(config(), [alice, bob, group], set()) == [alice, bob, group]
+
+
+# which broker, which topics
+
+def test_one_broker_per_mirror_syncs_it_the_leader_of_its_mirror_state_partition():
+    names = ["m1", "m2", "dr", "west"]
+    leaders = {p: 10 + p for p in range(STATE_PARTITIONS)}
+    img = image({n: {} for n in names}, {}, state_leaders=leaders)
+    for n in names:
+        assert sync_coordinator(img, n) == 10 + metadata_partition_for(n, STATE_PARTITIONS)
+    for broker in leaders.values():
+        assert [m.name for m in coordinated_mirrors(img, broker)] == sorted(
+            n for n in names if sync_coordinator(img, n) == broker)
+    no_state = dataclasses.replace(img, topics={})
+    assert sync_coordinator(no_state, "m1") is None and coordinated_mirrors(no_state, 10) == []
+    leaderless = image({"m1": {}}, {}, state_leaders={p: -1 for p in range(STATE_PARTITIONS)})
+    assert sync_coordinator(leaderless, "m1") is None
+
+
+def test_only_active_member_topics_are_synced():
+    img = image({"m": {}}, {"a": ("m", 2), "p": ("m.paused", 1), "r": ("m.removed", 1), "o": ("other", 3),
+                            "plain": ("", 1)})
+    assert active_topic_partitions(img, "m") == {"a": 2}
+
+
+# syncers over fake Admin clients
+
+class FakeAdmin:
+    def __init__(self) -> None:
+        self.groups: list[ListedGroup] = []
+        self.offsets: dict[str, dict[TP, OffsetAndMetadata]] = {}
+        self.commit_error: dict[str, int] = {}
+        self.acls: list[AclBinding] = []
+        self.created: list[AclBinding] = []
+        self.acl_error = 0
+        self.fail: Exception | None = None
+        self.closed = False
+
+    async def list_groups(self) -> list[ListedGroup]:
+        if self.fail:
+            raise self.fail
+        return self.groups
+
+    async def list_consumer_group_offsets(self, group_id: str) -> dict[TP, OffsetAndMetadata]:
+        return dict(self.offsets.get(group_id, {}))
+
+    async def alter_consumer_group_offsets(self, group_id, offsets):
+        code = self.commit_error.get(group_id, 0)
+        if not code:
+            self.offsets.setdefault(group_id, {}).update(offsets)
+        return {tp: KafkaError(code) if code else None for tp in offsets}
+
+    async def describe_acls(self) -> list[AclBinding]:
+        if self.fail:
+            raise self.fail
+        return self.acls
+
+    async def create_acls(self, bindings):
+        if not self.acl_error:
+            self.created.extend(bindings)
+        return {b: KafkaError(self.acl_error) if self.acl_error else None for b in bindings}
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def admins_for(img_ref: dict, source: FakeAdmin, destination: FakeAdmin) -> tuple[SyncAdmins, list]:
+    made: list = []
+
+    def factory(bootstrap, client_id, cfg):
+        made.append((bootstrap, client_id))
+        return destination if cfg is None else source
+
+    return SyncAdmins(1, lambda: img_ref["image"], None, "metadata-sync", factory), made
+
+
+def test_group_offsets_are_committed_at_the_destination_for_active_topics_only():
+    src, dst = FakeAdmin(), FakeAdmin()
+    src.groups = [ListedGroup("app", "consumer", "Stable"), ListedGroup("skip", "consumer", "Empty")]
+    src.offsets = {"app": {TP("a", 0): om(40, "x", 2), TP("a", 1): om(3), TP("p", 0): om(7)},
+                   "skip": {TP("a", 0): om(1)}}
+    ref = {"image": image({"m": {"mirror.groups.include": "app"}}, {"a": ("m", 2), "p": ("m.paused", 1)})}
+    admins, made = admins_for(ref, src, dst)
+    errors = MirrorSyncErrors()
+    sync = GroupOffsetSync(1, lambda: ref["image"], admins, errors)
+    asyncio.run(sync.run_once())
+    assert dst.offsets == {"app": {TP("a", 0): om(40, "x", 2), TP("a", 1): om(3)}}
+    assert made == [("src:9092", "broker-1-mirror-m-metadata-sync"), ("host1:9092", "broker-1-metadata-sync")]
+    assert errors.consumer_group_offset == 0
+
+    # the topic leaves the mirror (failover): its offsets are the destination's now
+    src.offsets["app"][TP("a", 0)] = om(50)
+    ref["image"] = image({"m": {"mirror.groups.include": "app"}}, {"a": ("m.removed", 2)})
+    asyncio.run(sync.run_once())
+    assert dst.offsets["app"][TP("a", 0)] == om(40, "x", 2)
+    asyncio.run(sync.close())
+    assert src.closed and dst.closed
+
+
+def test_a_group_with_members_at_the_destination_is_skipped_and_other_failures_count():
+    src, dst = FakeAdmin(), FakeAdmin()
+    src.groups = [ListedGroup("g", "consumer", "Empty")]
+    src.offsets = {"g": {TP("a", 0): om(4)}}
+    ref = {"image": image({"m": {}}, {"a": ("m", 1)})}
+    admins, _ = admins_for(ref, src, dst)
+    errors = MirrorSyncErrors()
+    sync = GroupOffsetSync(1, lambda: ref["image"], admins, errors)
+    dst.commit_error["g"] = ErrorCode.unknown_member_id
+    asyncio.run(sync.run_once())
+    assert (dst.offsets, errors.consumer_group_offset) == ({}, 0)
+    dst.commit_error["g"] = ErrorCode.unknown_topic_or_partition
+    asyncio.run(sync.run_once())
+    assert (dst.offsets, errors.consumer_group_offset) == ({}, 1)
+    src.fail = KafkaConnectionError("refused")
+    asyncio.run(sync.run_once())
+    assert errors.consumer_group_offset == 2
+
+
+def test_nothing_is_synced_by_a_broker_that_does_not_coordinate_the_mirror():
+    src, dst = FakeAdmin(), FakeAdmin()
+    src.groups = [ListedGroup("g", "consumer", "Empty")]
+    src.offsets = {"g": {TP("a", 0): om(4)}}
+    src.acls = [AclBinding(2, "a", 3, "User:x", "*", 3, 3)]
+    ref = {"image": image({"m": {}}, {"a": ("m", 1)}, state_leaders={p: 2 for p in range(STATE_PARTITIONS)})}
+    admins, made = admins_for(ref, src, dst)
+    asyncio.run(GroupOffsetSync(1, lambda: ref["image"], admins, MirrorSyncErrors()).run_once())
+    asyncio.run(AclSync(1, lambda: ref["image"], admins, MirrorSyncErrors()).run_once())
+    assert (dst.offsets, dst.created, made) == ({}, [], [])
+
+
+def test_missing_acls_are_created_once_and_failures_count():
+    src, dst = FakeAdmin(), FakeAdmin()
+    alice, bob = AclBinding(2, "a", 3, "User:alice", "*", 3, 3), AclBinding(2, "a", 3, "User:bob", "*", 4, 3)
+    src.acls = [alice, bob]
+    ref = {"image": image({"m": {"mirror.acl.include": "*;*;*;*;User:alice"}}, {"a": ("m", 1)})}
+    admins, _ = admins_for(ref, src, dst)
+    errors = MirrorSyncErrors()
+    sync = AclSync(1, lambda: ref["image"], admins, errors)
+    asyncio.run(sync.run_once())
+    assert (dst.created, errors.acl) == ([alice], 0)
+
+    # once the destination's image holds it, it is not created again
+    from kmirror.metadata.image import AclBinding as ImageAcl
+    img = ref["image"]
+    ref["image"] = dataclasses.replace(img, acls={UUID(int=5): ImageAcl(UUID(int=5), 2, "a", 3, "User:alice", "*", 3, 3)})
+    dst.created.clear()
+    asyncio.run(sync.run_once())
+    assert dst.created == []
+
+    ref["image"] = img
+    dst.acl_error = ErrorCode.cluster_authorization_failed
+    asyncio.run(sync.run_once())
+    assert (dst.created, errors.acl) == ([], 1)
+    src.fail = KafkaConnectionError("refused")
+    asyncio.run(sync.run_once())
+    assert errors.acl == 2
+
+
+def test_a_mirror_whose_source_cluster_id_mismatches_is_not_synced():
+    src, dst = FakeAdmin(), FakeAdmin()
+    src.groups = [ListedGroup("g", "consumer", "Empty")]
+    src.offsets = {"g": {TP("a", 0): om(4)}}
+    src.acls = [AclBinding(2, "a", 3, "User:x", "*", 3, 3)]
+    ref = {"image": image({"m": {}}, {"a": ("m", 1)})}
+    admins, made = admins_for(ref, src, dst)
+    halted = {"m"}
+    groups = GroupOffsetSync(1, lambda: ref["image"], admins, MirrorSyncErrors(), lambda name: name in halted)
+    acls = AclSync(1, lambda: ref["image"], admins, MirrorSyncErrors(), lambda name: name in halted)
+    asyncio.run(groups.run_once())
+    asyncio.run(acls.run_once())
+    assert (dst.offsets, dst.created, made) == ({}, [], [])
+    halted.clear()
+    asyncio.run(groups.run_once())
+    asyncio.run(acls.run_once())
+    assert (dst.offsets, dst.created) == ({"g": {TP("a", 0): om(4)}}, src.acls)
