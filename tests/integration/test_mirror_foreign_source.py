@@ -24,7 +24,7 @@ from pathlib import Path
 from uuid import UUID
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 
 from kmirror.client.cluster import Cluster
 from kmirror.mirror.errors import MirrorError
@@ -74,14 +74,6 @@ def dest(tmp_path: Path) -> Iterator[LocalCluster]:
         yield cluster
     finally:
         cluster.down()
-
-
-def partition_count(bootstrap: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
-    try:
-        return len(consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions)
-    finally:
-        consumer.close()
 
 
 def produce_everything(bootstrap: str, partitions: int, tag: str = "") -> None:

@@ -125,3 +125,9 @@ def produce_delivered(config: dict[str, str | int | float | bool], topic: str,
         producer.produce(topic, key=key, value=value, partition=partition, headers=headers, on_delivery=on_delivery)
     assert producer.flush(60) == 0
     return delivered
+
+
+def partition_count(bootstrap: str, topic: str) -> int:
+    """How many partitions the cluster's Metadata lists for `topic`."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
