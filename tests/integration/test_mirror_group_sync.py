@@ -6,7 +6,6 @@ it stopped at the source: no record read twice, none skipped."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.mirror_clusters import create_mirror, partition_states, wait_until
+from kmirror.testing.processes import LocalCluster, kmirror
 
 pytestmark = pytest.mark.integration
 
@@ -33,25 +33,8 @@ REFRESH = {"mirror.metadata.refresh.interval.ms": "500"}
 
 
 @pytest.fixture
-def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
-    source = LocalCluster(dir=tmp_path / "source", port=free_port_block())
-    source.up()
-    dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block(), overrides=dict(REFRESH))
-    try:
-        dest.up()
-        yield source, dest
-    finally:
-        dest.down()
-        source.down()
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+def dest_overrides() -> dict[str, str]:
+    return dict(REFRESH)
 
 
 def group_offsets(bootstrap: str, group: str) -> dict[int, tuple[int, str]]:
@@ -104,11 +87,6 @@ def all_acls(bootstrap: str) -> list[AclBinding]:
     return list(admin.describe_acls(flt).result(30))
 
 
-def describe_states(bootstrap: str) -> set[str]:
-    out = kmirror("mirrors", "--bootstrap-server", bootstrap, "--describe").stdout
-    return {line.split()[-1] for line in out.splitlines()[1:] if line.strip()}
-
-
 def test_group_offsets_and_acls_follow_the_source_and_failover_resumes_exactly(
     clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
 ) -> None:
@@ -125,13 +103,8 @@ def test_group_offsets_and_acls_follow_the_source_and_failover_resumes_exactly(
     for binding in (alice, bob):
         source_admin.create_acls([binding])[binding].result(30)
 
-    kmirror("features", "--bootstrap-server", dest.bootstrap, "upgrade", "--feature", "mirror.version=1")
-    config = tmp_path / "mirror.properties"
-    config.write_text(f"bootstrap.servers={source.bootstrap}\nmirror.groups.include=app-.*\n"
-                      "mirror.acl.include=TOPIC;*;*;ALLOW;User:alice\n")
-    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--create", "--mirror", MIRROR,
-            "--mirror-config", str(config))
-    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", MIRROR, "--topic", TOPIC)
+    create_mirror(dest, source, MIRROR, TOPIC, tmp_path / "mirror.properties",
+                  {"mirror.groups.include": "app-.*", "mirror.acl.include": "TOPIC;*;*;ALLOW;User:alice"})
 
     # Offsets of an included group appear at the destination, metadata included; an
     # excluded group's do not.
@@ -155,9 +128,9 @@ def test_group_offsets_and_acls_follow_the_source_and_failover_resumes_exactly(
     assert bob in all_acls(source.bootstrap)
 
     # Failover once the data is there; the same group resumes at the destination exactly.
-    wait_until(lambda: describe_states(dest.bootstrap) == {"MIRRORING"}, "partitions MIRRORING")
+    wait_until(lambda: set(partition_states(dest.bootstrap, TOPIC).values()) == {"MIRRORING"}, "partitions MIRRORING")
     kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", ".*")
-    wait_until(lambda: describe_states(dest.bootstrap) == {"STOPPED"}, "partitions STOPPED")
+    wait_until(lambda: set(partition_states(dest.bootstrap, TOPIC).values()) == {"STOPPED"}, "partitions STOPPED")
     consumer = Consumer({"bootstrap.servers": dest.bootstrap, "group.id": "app-1", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest"})
     read: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
