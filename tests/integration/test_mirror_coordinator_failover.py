@@ -415,10 +415,52 @@ def test_4_pause_resume_with_the_moved_coordinator(
     shared["resumed"] = True
 
 
-def test_5_failover_persisted_by_the_moved_coordinator(
+def test_5_coordinator_killed_right_after_pause(
     clusters: tuple[LocalCluster, LocalCluster], shared: dict[str, Any]
 ) -> None:
     assert shared.get("resumed"), "step 4 did not complete"
+    source, dest = clusters
+    before = coordinators(dest.bootstrap)
+    counts = {n: sum(1 for _, lead in before.values() if lead == n) for n in BROKERS}
+    victim = max(counts, key=lambda n: counts[n])
+    coordinated = sorted(p for p, (_, lead) in before.items() if lead == victim)
+    print(f"coordinators before: {before}; killing broker {victim} right after --pause")
+    survivors = live_bootstrap(dest, victim)
+    paused = {p: "PAUSED" for p in range(PARTITIONS)}
+    # The PAUSING -> PAUSED transition runs while (or just before) its coordinator dies.
+    kmirror("mirrors", "--bootstrap-server", survivors, "--pause", "--topic", TOPIC)
+    dest.kill9(victim)
+    after = wait_until_value(lambda: (c := coordinators(survivors)) and all(
+        lead not in (-1, victim) for _, lead in c.values()) and c, "the mirror coordinators to move")
+    wait_until(lambda: attempt(lambda: states(survivors)) == paused, "every partition PAUSED under the new coordinator",
+               seen=lambda: attempt(lambda: describe(survivors)))
+    paused_ends = end_offsets(survivors)
+    producer = Producer({"bootstrap.servers": source.bootstrap, "enable.idempotence": True, "acks": "all"})
+    for i in range(90):
+        producer.produce(TOPIC, value=b"paused, coordinator down %d" % i, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    time.sleep(4)  # several manager runs at the 1 s refresh
+    assert end_offsets(survivors) == paused_ends
+    dest.start_node(victim)
+    wait_until(lambda: bool(attempt(lambda: all(len(isr) == 3 for _, _, isr in layout(dest.bootstrap).values()))),
+               "the restarted broker back in every ISR")
+    assert states(dest.bootstrap) == paused
+    assert end_offsets(dest.bootstrap) == paused_ends
+
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--resume", "--topic", TOPIC)
+    source_ends = end_offsets(source.bootstrap)
+    wait_until(lambda: bool(attempt(lambda: caught_up(dest.bootstrap, source_ends))), "lag 0 after resume",
+               timeout_s=90, seen=lambda: attempt(lambda: describe(dest.bootstrap)))
+    assert_identical(source, dest)
+    assert coordinators(dest.bootstrap) == after
+    shared["moved"] = {after[p][0]: end_of_state_log(dest.bootstrap, after[p][0]) for p in coordinated}
+    shared["paused_under_kill"] = True
+
+
+def test_6_failover_persisted_by_the_moved_coordinator(
+    clusters: tuple[LocalCluster, LocalCluster], shared: dict[str, Any]
+) -> None:
+    assert shared.get("paused_under_kill"), "step 5 did not complete"
     source, dest = clusters
     moved = coordinators(dest.bootstrap)
     out = kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", ".*").stdout

@@ -234,12 +234,12 @@ class MirrorManager:
         return f.plan_for(membership, mp.state, cluster_id, source_topic_exists=source_exists)
 
     def _ends_with_pid_reset(self, mp: MirroredPartitionState) -> bool:
-        """The detach steps already ran up to MIRROR_PID_RESET: the last record of the log is
-        that control record, the first of the current leader epoch."""
+        """The detach steps already ran up to MIRROR_PID_RESET (on this leader or on one that
+        failed since): the last record of the log is that control record."""
         p = self.replica_manager.get_partition(mp_tp(self, mp))
         if p is None or not p.is_leader:
             return False
-        return _pid_reset_offset(p) is not None
+        return _pid_reset_offset(p, mp.last_mirrored_epoch) is not None
 
     async def _execute(self, tp: TopicPartition, mp: MirroredPartitionState, plan: tuple[f.Action, ...],
                        source: SourceCluster | None) -> None:
@@ -335,7 +335,7 @@ class MirrorManager:
             p.maybe_increment_high_watermark()
         elif isinstance(action, f.AwaitMirrorPidResetCommitted):
             p = self._leader(tp)
-            offset = _pid_reset_offset(p)
+            offset = _pid_reset_offset(p, mp.last_mirrored_epoch)
             if offset is None:
                 raise StepPending("MIRROR_PID_RESET is not the last record of the log")
             if p.log.high_watermark <= offset:
@@ -422,25 +422,33 @@ def mp_tp(manager: MirrorManager, mp: MirroredPartitionState) -> TopicPartition:
     raise KeyError(mp.key)
 
 
-def _pid_reset_offset(p: Partition) -> int | None:
-    """The offset of the MIRROR_PID_RESET that ends the log as the first record of the
-    leader's current epoch (the STOPPING steps appended it), or None."""
+def _pid_reset_offset(p: Partition, last_mirrored_epoch: int) -> int | None:
+    """The offset of the MIRROR_PID_RESET the detach steps appended, when it ends the log, or
+    None. The last batch is that control record and it opened its leader epoch (the bump
+    precedes it); that epoch is the leader's current one, or, after a leader change, above
+    the stored LME (persisted before the bump): the new leader runs in a later epoch that
+    starts at the log end without a record of its own."""
     log_ = _log(p)
-    entry = _epoch_cache(p).latest_entry
-    if entry is None or entry.epoch != p.leader_epoch or entry.start_offset != log_.log_end_offset - 1:
+    last_offset = log_.log_end_offset - 1
+    if last_offset < log_.log_start_offset:
         return None
-    read = log_.read(entry.start_offset, 1 << 20)
+    read = log_.read(last_offset, 1 << 20)
     records = getattr(read, "records", b"")
     if not records:
         return None
     header = read_header(records, 0)
-    if header.base_offset != entry.start_offset or not header.is_control:
+    if header.base_offset != last_offset or not header.is_control:
+        return None
+    epoch = header.partition_leader_epoch
+    if not any(e.epoch == epoch and e.start_offset == last_offset for e in _epoch_cache(p).entries):
+        return None
+    if epoch != p.leader_epoch and epoch <= last_mirrored_epoch:
         return None
     try:
         is_reset = read_control_type(records, 0) is ControlType.MIRROR_PID_RESET
     except CorruptRecordError:
         return None
-    return entry.start_offset if is_reset else None
+    return last_offset if is_reset else None
 
 
 def _epoch_cache(p: Partition) -> Any:

@@ -535,3 +535,45 @@ def test_a_detach_resumed_after_losing_the_mirrored_records_still_bumps_above_th
     assert late.calls[-1] == 4
     (base, epoch, raw), = batches(dst)
     assert read_control_type(raw, 0) is ControlType.MIRROR_PID_RESET and epoch >= 4
+
+
+class StoppedWriteRefused(InMemoryMirrorStateStore):
+    """Refuses every write of STOPPED, as a coordinator that died with the leader."""
+
+    async def save(self, key, state, last_mirrored_epoch):
+        if state is S.STOPPED:
+            raise StepPending("WriteMirrorStates: NOT_COORDINATOR")
+        await super().save(key, state, last_mirrored_epoch)
+
+
+def test_a_detach_resumed_by_a_leader_elected_after_the_pid_reset_does_not_reset_twice():
+    # The leader appended MIRROR_PID_RESET in its bumped epoch and died before STOPPED was
+    # persisted; the next leader runs in a later epoch, with the reset still ending the log.
+    # It only waits for the reset and persists STOPPED: no second LME, bump or reset.
+    src, dst, source, fetchers, _, bumper, _ = setup(src_epoch=3)
+    store = StoppedWriteRefused()
+    mgr = MirrorManager(7, dst.rm, fetchers, store, bumper, lambda name: source, dst.clock)
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        await drain(fetchers)
+        await mgr.on_metadata_change(image(7, 0, "m.removed"))
+        assert mgr.partitions[TP].state is S.STOPPING and bumper.calls == [4]
+        epoch = dst.rm.get_partition(TP).leader_epoch
+        reelected = image(7, epoch + 1, "m.removed")  # a new leader, in a later epoch
+        dst.rm.apply_image(None, reelected)
+        assert dst.rm.get_partition(TP).leader_epoch == epoch + 1
+        new_leader = MirrorManager(7, dst.rm, MirrorFetcherManager(7, MirrorLocalReplica(dst.rm), mirror_fetch_policy(),
+                                                                   dst.clock),
+                                   InMemoryMirrorStateStore(), bumper, lambda name: source, dst.clock)
+        new_leader.store.states = dict(store.states)
+        await new_leader.on_metadata_change(reelected)
+        assert new_leader.partitions[TP].state is S.STOPPED
+        assert new_leader.partitions[TP].last_mirrored_epoch == 3
+
+    asyncio.run(go())
+    assert bumper.calls == [4]
+    resets = [(base, epoch) for base, epoch, raw in batches(dst)
+              if next(iter_batches(raw))[1].is_control and read_control_type(raw, 0) is ControlType.MIRROR_PID_RESET]
+    assert resets == [(src.rm.get_partition(TP).log.log_end_offset, 4)]
+    assert batches(dst)[:-1] == batches(src)
