@@ -2,7 +2,7 @@
 3-broker clusters (dedicated controller + brokers 1..3 each), one topic with 3 partitions and
 RF=3 at both ends. The steps share the clusters and run in order:
 
-1. the mirror copies the source;
+1. the mirror copies the source (topics `orders` and `events`);
 2. a source partition's leadership moves without a destination failure: kill -9 of its
    preferred leader (a non-preferred replica leads, and keeps leading after the restart),
    then `kmirror leader-election --election-type preferred` moves it back; the mirror
@@ -13,7 +13,10 @@ RF=3 at both ends. The steps share the clusters and run in order:
    MIRRORING again and never UNKNOWN once loaded), the copy continues byte-identically on
    the live replicas, then on all three after the restart;
 4. pause/resume with the coordinator on its new broker;
-5. failover (`--remove --topic '.*'`): STOPPED is persisted in the new coordinator's
+5. kill -9 of the coordinator right after `--pause`: PAUSED under the next coordinator;
+6. kill -9 of the coordinator right after `--remove --topic events`: whichever leader runs
+   or resumes the detach, each partition ends with exactly one MIRROR_PID_RESET;
+7. failover (`--remove --topic '.*'`): STOPPED is persisted in the moved coordinator's
    `__mirror_state` log: after a restart of the whole destination cluster `--describe`
    still shows STOPPED.
 
@@ -40,12 +43,14 @@ from kmirror.mirror.coordinator.records import MirrorPartitionKey, MirrorPartiti
 from kmirror.mirror.service import MIRROR_STATE_TOPIC
 from kmirror.mirror.state import MirrorPartitionState
 from kmirror.records.batch import iter_batches
+from kmirror.records.control import ControlType, read_control_type
 from kmirror.testing.mirror_clusters import create_mirror, describe, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "orders"
+FAILOVER_TOPIC = "events"  # mirrored alongside, failed over while its coordinator dies
 PARTITIONS = 3
 BROKERS = (1, 2, 3)
 MIRROR = "m"
@@ -101,41 +106,42 @@ def layout(bootstrap: str, topic: str = TOPIC) -> dict[int, tuple[int, list[int]
     return {p: (m.leader, list(m.replicas), list(m.isrs)) for p, m in md.topics[topic].partitions.items()}
 
 
-def end_offsets(bootstrap: str) -> list[int]:
+def end_offsets(bootstrap: str, topic: str = TOPIC) -> list[int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
     try:
-        return [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10, cached=False)[1]
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
                 for p in range(PARTITIONS)]
     finally:
         consumer.close()
 
 
-def replica_batches(cluster: LocalCluster, node: int, partition: int) -> list[tuple[int, bytes]]:
+def replica_batches(cluster: LocalCluster, node: int, partition: int, topic: str = TOPIC) -> list[tuple[int, bytes]]:
     """(base offset, bytes) of every batch in one replica's segment files, in offset order."""
     out: list[tuple[int, bytes]] = []
-    for segment in sorted((cluster.dir / f"node-{node}" / "data" / f"{TOPIC}-{partition}").glob("*.log")):
+    for segment in sorted((cluster.dir / f"node-{node}" / "data" / f"{topic}-{partition}").glob("*.log")):
         raw = segment.read_bytes()
         out += [(h.base_offset, raw[pos:pos + h.size]) for pos, h in iter_batches(raw)]
     return out
 
 
-def states(bootstrap: str) -> dict[int, str]:
-    return {p: row[3] for (m, t, p), row in describe(bootstrap).items() if (m, t) == (MIRROR, TOPIC)}
+def states(bootstrap: str, topic: str = TOPIC) -> dict[int, str]:
+    return {p: row[3] for (m, t, p), row in describe(bootstrap).items() if (m, t) == (MIRROR, topic)}
 
 
-def caught_up(bootstrap: str, source_ends: list[int]) -> bool:
-    rows = {p: row for (m, t, p), row in describe(bootstrap).items() if (m, t) == (MIRROR, TOPIC)}
+def caught_up(bootstrap: str, source_ends: list[int], topic: str = TOPIC) -> bool:
+    rows = {p: row for (m, t, p), row in describe(bootstrap).items() if (m, t) == (MIRROR, topic)}
     return rows == {p: (source_ends[p], source_ends[p], 0, "MIRRORING") for p in range(PARTITIONS)}
 
 
-def assert_identical(source: LocalCluster, dest: LocalCluster, dest_nodes: tuple[int, ...] = BROKERS) -> None:
+def assert_identical(source: LocalCluster, dest: LocalCluster, dest_nodes: tuple[int, ...] = BROKERS,
+                     topic: str = TOPIC) -> None:
     """Each listed destination replica holds the source leader's batches at the same offsets."""
     for p in range(PARTITIONS):
-        leader = layout(source.bootstrap)[p][0]
-        expected = replica_batches(source, leader, p)
-        wait_until(lambda p=p, e=expected: all(replica_batches(dest, n, p) == e for n in dest_nodes),
-                   f"partition {p}: destination replicas {dest_nodes} byte-identical to the source",
-                   timeout_s=90, seen=lambda p=p: {n: len(replica_batches(dest, n, p)) for n in dest_nodes})
+        leader = layout(source.bootstrap, topic)[p][0]
+        expected = replica_batches(source, leader, p, topic)
+        wait_until(lambda p=p, e=expected: all(replica_batches(dest, n, p, topic) == e for n in dest_nodes),
+                   f"{topic}-{p}: destination replicas {dest_nodes} byte-identical to the source",
+                   timeout_s=90, seen=lambda p=p: {n: len(replica_batches(dest, n, p, topic)) for n in dest_nodes})
 
 
 class Writer(threading.Thread):
@@ -202,18 +208,18 @@ def assert_acked_mirrored_once(dest_bootstrap: str, writer: Writer) -> None:
     assert len(values) == len(set(values)) == len(writer.acked), "a record lost or mirrored twice"
 
 
-def topic_id(bootstrap: str) -> UUID:
-    out = kmirror("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", TOPIC).stdout
+def topic_id(bootstrap: str, topic: str = TOPIC) -> UUID:
+    out = kmirror("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic).stdout
     encoded = out.splitlines()[0].split("TopicId: ")[1].split("\t")[0]
     return UUID(bytes=base64.urlsafe_b64decode(encoded + "=="))  # Kafka's Uuid.toString
 
 
-def coordinators(bootstrap: str) -> dict[int, tuple[int, int]]:
+def coordinators(bootstrap: str, topic: str = TOPIC) -> dict[int, tuple[int, int]]:
     """Mirror partition -> (its `__mirror_state` partition, that partition's leader)."""
-    topic = topic_id(bootstrap)
+    uuid = topic_id(bootstrap, topic)
     state = layout(bootstrap, MIRROR_STATE_TOPIC)
     return {p: (sp, state[sp][0]) for p in range(PARTITIONS)
-            for sp in [partition_for(MIRROR, topic, p, len(state))]}
+            for sp in [partition_for(MIRROR, uuid, p, len(state))]}
 
 
 def state_log(bootstrap: str, state_partition: int) -> list[tuple[int, int, MirrorPartitionKey,
@@ -243,21 +249,26 @@ def test_1_mirror_copies_the_source(
     clusters: tuple[LocalCluster, LocalCluster], shared: dict[str, Any], tmp_path: Path
 ) -> None:
     source, dest = clusters
-    kmirror("topics", "--bootstrap-server", source.bootstrap, "--create", "--topic", TOPIC,
-            "--partitions", str(PARTITIONS), "--replication-factor", "3", "--config", "min.insync.replicas=2")
-    wait_until(lambda: bool(attempt(lambda: all(len(isr) == 3 for _, _, isr in layout(source.bootstrap).values()))),
-               "source partitions fully in sync")
     producer = Producer({"bootstrap.servers": source.bootstrap, "enable.idempotence": True, "acks": "all"})
-    for i in range(300):
-        producer.produce(TOPIC, key=b"%d" % (i % 7), value=b"before %d" % i, partition=i % PARTITIONS)
+    for topic in (TOPIC, FAILOVER_TOPIC):
+        kmirror("topics", "--bootstrap-server", source.bootstrap, "--create", "--topic", topic,
+                "--partitions", str(PARTITIONS), "--replication-factor", "3", "--config", "min.insync.replicas=2")
+        wait_until(lambda t=topic: bool(attempt(lambda: all(len(isr) == 3 for _, _, isr
+                                                            in layout(source.bootstrap, t).values()))),
+                   f"source partitions of {topic} fully in sync")
+        for i in range(300):
+            producer.produce(topic, key=b"%d" % (i % 7), value=b"before %d" % i, partition=i % PARTITIONS)
     assert producer.flush(30) == 0
     create_mirror(dest, source, MIRROR, TOPIC, tmp_path / "mirror.properties")
-    source_ends = end_offsets(source.bootstrap)
-    wait_until(lambda: bool(attempt(lambda: caught_up(dest.bootstrap, source_ends))), "lag 0, MIRRORING",
-               timeout_s=90, seen=lambda: attempt(lambda: describe(dest.bootstrap)))
-    wait_until(lambda: bool(attempt(lambda: all(len(isr) == 3 for _, _, isr in layout(dest.bootstrap).values()))),
-               "destination partitions fully in sync")
-    assert_identical(source, dest)
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", MIRROR, "--topic", FAILOVER_TOPIC)
+    for topic in (TOPIC, FAILOVER_TOPIC):
+        source_ends = end_offsets(source.bootstrap, topic)
+        wait_until(lambda t=topic, e=source_ends: bool(attempt(lambda: caught_up(dest.bootstrap, e, t))),
+                   f"{topic}: lag 0, MIRRORING", timeout_s=90, seen=lambda: attempt(lambda: describe(dest.bootstrap)))
+        wait_until(lambda t=topic: bool(attempt(lambda: all(len(isr) == 3 for _, _, isr
+                                                            in layout(dest.bootstrap, t).values()))),
+                   f"destination partitions of {topic} fully in sync")
+        assert_identical(source, dest, topic=topic)
     shared["ready"] = True
 
 
@@ -457,10 +468,51 @@ def test_5_coordinator_killed_right_after_pause(
     shared["paused_under_kill"] = True
 
 
-def test_6_failover_persisted_by_the_moved_coordinator(
+def test_6_failover_while_its_coordinator_dies(
     clusters: tuple[LocalCluster, LocalCluster], shared: dict[str, Any]
 ) -> None:
     assert shared.get("paused_under_kill"), "step 5 did not complete"
+    source, dest = clusters
+    source_ends = end_offsets(source.bootstrap, FAILOVER_TOPIC)
+    wait_until(lambda: bool(attempt(lambda: caught_up(dest.bootstrap, source_ends, FAILOVER_TOPIC))),
+               f"{FAILOVER_TOPIC}: lag 0", seen=lambda: attempt(lambda: describe(dest.bootstrap)))
+    source_layout = layout(source.bootstrap, FAILOVER_TOPIC)
+    mirrored = {p: replica_batches(source, source_layout[p][0], p, FAILOVER_TOPIC) for p in range(PARTITIONS)}
+    before = coordinators(dest.bootstrap, FAILOVER_TOPIC)
+    leaders = {p: lead for p, (lead, _, _) in layout(dest.bootstrap, FAILOVER_TOPIC).items()}
+    # The broker coordinating the most partitions of the topic, preferably a leader of one.
+    victim = max(BROKERS, key=lambda n: (sum(lead == n for _, lead in before.values()), n in leaders.values()))
+    print(f"{FAILOVER_TOPIC} coordinators {before}, leaders {leaders}: killing broker {victim} right after --remove")
+    survivors = live_bootstrap(dest, victim)
+    out = kmirror("mirrors", "--bootstrap-server", survivors, "--remove", "--topic", FAILOVER_TOPIC).stdout
+    dest.kill9(victim)
+    assert f"Removed 1 topic(s) from mirror {MIRROR}: [{FAILOVER_TOPIC}]" in out
+    stopped = {p: "STOPPED" for p in range(PARTITIONS)}
+    wait_until(lambda: attempt(lambda: states(survivors, FAILOVER_TOPIC)) == stopped,
+               f"every partition of {FAILOVER_TOPIC} STOPPED", seen=lambda: attempt(lambda: describe(survivors)))
+    dest.start_node(victim)
+    wait_until(lambda: bool(attempt(lambda: all(len(isr) == 3 for _, _, isr
+                                                in layout(dest.bootstrap, FAILOVER_TOPIC).values()))),
+               "the restarted broker back in every ISR")
+    # Whichever leader ran (or resumed) the detach: the mirrored prefix, then exactly one
+    # MIRROR_PID_RESET at the source log end, on every replica.
+    assert end_offsets(dest.bootstrap, FAILOVER_TOPIC) == [end + 1 for end in source_ends]
+    for p in range(PARTITIONS):
+        after = replica_batches(dest, layout(dest.bootstrap, FAILOVER_TOPIC)[p][0], p, FAILOVER_TOPIC)
+        assert after[:-1] == mirrored[p]
+        (reset_offset, reset_raw) = after[-1]
+        assert reset_offset == source_ends[p]
+        assert read_control_type(reset_raw, 0) is ControlType.MIRROR_PID_RESET
+        wait_until(lambda p=p, a=after: all(replica_batches(dest, n, p, FAILOVER_TOPIC) == a for n in BROKERS),
+                   f"{FAILOVER_TOPIC}-{p}: every replica after failover")
+    assert states(dest.bootstrap) == {p: "MIRRORING" for p in range(PARTITIONS)}  # the other topic goes on
+    shared["failed_over_under_kill"] = True
+
+
+def test_7_failover_persisted_by_the_moved_coordinator(
+    clusters: tuple[LocalCluster, LocalCluster], shared: dict[str, Any]
+) -> None:
+    assert shared.get("failed_over_under_kill"), "step 6 did not complete"
     source, dest = clusters
     moved = coordinators(dest.bootstrap)
     out = kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", ".*").stdout
@@ -481,8 +533,9 @@ def test_6_failover_persisted_by_the_moved_coordinator(
 
     dest.down()
     dest.up()
-    wait_until(lambda: attempt(lambda: states(dest.bootstrap)) == {p: "STOPPED" for p in range(PARTITIONS)},
-               "STOPPED after a restart of the whole destination cluster",
+    stopped = {p: "STOPPED" for p in range(PARTITIONS)}
+    wait_until(lambda: attempt(lambda: (states(dest.bootstrap), states(dest.bootstrap, FAILOVER_TOPIC)))
+               == (stopped, stopped), "STOPPED after a restart of the whole destination cluster",
                seen=lambda: attempt(lambda: describe(dest.bootstrap)))
     # Failed over: the topic is writable, after the mirrored prefix and MIRROR_PID_RESET.
     producer = Producer({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True, "acks": "all"})
