@@ -42,10 +42,11 @@ from kmirror.mirror.coordinator.partitioner import partition_for
 from kmirror.mirror.coordinator.records import MirrorPartitionKey, MirrorPartitionStateValue
 from kmirror.mirror.service import MIRROR_STATE_TOPIC
 from kmirror.mirror.state import MirrorPartitionState
-from kmirror.records.batch import iter_batches
 from kmirror.records.control import ControlType, read_control_type
-from kmirror.testing.mirror_clusters import create_mirror, describe, wait_until
+from kmirror.testing import kafka_clients
+from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, topic_id, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.segments import log_batches
 
 pytestmark = pytest.mark.integration
 
@@ -69,13 +70,8 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCl
     source = LocalCluster(dir=base / "source", port=free_port_block(3), nodes=3, overrides=dict(OVERRIDES))
     dest = LocalCluster(dir=base / "dest", port=free_port_block(3), nodes=3,
                         overrides={**OVERRIDES, "mirror.metadata.refresh.interval.ms": "1000"})
-    try:
-        source.up()
-        dest.up()
+    with clusters_up(source, dest):
         yield source, dest
-    finally:
-        dest.down()
-        source.down()
 
 
 @pytest.fixture(scope="module")
@@ -107,21 +103,12 @@ def layout(bootstrap: str, topic: str = TOPIC) -> dict[int, tuple[int, list[int]
 
 
 def end_offsets(bootstrap: str, topic: str = TOPIC) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
-    try:
-        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
-                for p in range(PARTITIONS)]
-    finally:
-        consumer.close()
+    return kafka_clients.end_offsets(bootstrap, topic, PARTITIONS)
 
 
 def replica_batches(cluster: LocalCluster, node: int, partition: int, topic: str = TOPIC) -> list[tuple[int, bytes]]:
     """(base offset, bytes) of every batch in one replica's segment files, in offset order."""
-    out: list[tuple[int, bytes]] = []
-    for segment in sorted((cluster.dir / f"node-{node}" / "data" / f"{topic}-{partition}").glob("*.log")):
-        raw = segment.read_bytes()
-        out += [(h.base_offset, raw[pos:pos + h.size]) for pos, h in iter_batches(raw)]
-    return out
+    return log_batches(cluster, topic, partition, node)
 
 
 def states(bootstrap: str, topic: str = TOPIC) -> dict[int, str]:
@@ -208,15 +195,14 @@ def assert_acked_mirrored_once(dest_bootstrap: str, writer: Writer) -> None:
     assert len(values) == len(set(values)) == len(writer.acked), "a record lost or mirrored twice"
 
 
-def topic_id(bootstrap: str, topic: str = TOPIC) -> UUID:
-    out = kmirror("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic).stdout
-    encoded = out.splitlines()[0].split("TopicId: ")[1].split("\t")[0]
+def topic_uuid(bootstrap: str, topic: str = TOPIC) -> UUID:
+    encoded = topic_id(bootstrap, topic)
     return UUID(bytes=base64.urlsafe_b64decode(encoded + "=="))  # Kafka's Uuid.toString
 
 
 def coordinators(bootstrap: str, topic: str = TOPIC) -> dict[int, tuple[int, int]]:
     """Mirror partition -> (its `__mirror_state` partition, that partition's leader)."""
-    uuid = topic_id(bootstrap, topic)
+    uuid = topic_uuid(bootstrap, topic)
     state = layout(bootstrap, MIRROR_STATE_TOPIC)
     return {p: (sp, state[sp][0]) for p in range(PARTITIONS)
             for sp in [partition_for(MIRROR, uuid, p, len(state))]}
@@ -523,7 +509,7 @@ def test_7_failover_persisted_by_the_moved_coordinator(
     ends = end_offsets(dest.bootstrap)
     # The STOPPED states of the partitions whose coordinator moved were appended to the moved
     # `__mirror_state` partitions after the move.
-    topic = topic_id(dest.bootstrap)
+    topic = topic_uuid(dest.bootstrap)
     for state_partition, end_after_move in shared["moved"].items():
         records = state_log(dest.bootstrap, state_partition)
         for p in (p for p in range(PARTITIONS) if moved[p][0] == state_partition):
