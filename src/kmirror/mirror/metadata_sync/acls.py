@@ -18,15 +18,13 @@ Decisions:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from kmirror.client.acls import AclBinding
 from kmirror.metadata.controller.acls import AclOperation, AclPermissionType, ResourceType
-from kmirror.mirror.config import InvalidMirrorConfig, MirrorConfig
-from kmirror.mirror.metadata_sync.admins import SyncAdmins
-from kmirror.mirror.metadata_sync.coordination import coordinated_mirrors
-from kmirror.mirror.sync_errors import MirrorSyncErrors
+from kmirror.mirror.config import MirrorConfig
+from kmirror.mirror.metadata_sync.syncer import CoordinatedMirrorSync
 
 log = logging.getLogger(__name__)
 
@@ -59,26 +57,11 @@ def acls_to_create(config: MirrorConfig, source: Iterable[AclBinding], destinati
     return out
 
 
-class AclSync:
-    """The `Syncer` of ACLs."""
+class AclSync(CoordinatedMirrorSync):
+    """The syncer of ACLs."""
 
-    def __init__(self, broker_id: int, image: Callable[[], Any], admins: SyncAdmins,
-                 sync_errors: MirrorSyncErrors, is_halted: Callable[[str], bool] = lambda mirror_name: False) -> None:
-        """`is_halted(mirror)`: the mirror's source reports another cluster id than the one
-        recorded at CreateMirror; nothing is read from it then."""
-        self.broker_id = broker_id
-        self.is_halted = is_halted
-        self.image = image
-        self.admins = admins
-        self.sync_errors = sync_errors
-
-    async def run_once(self) -> None:
-        image = self.image()
-        for mirror in coordinated_mirrors(image, self.broker_id):
-            config = mirror.parsed()
-            if self.is_halted(mirror.name) or isinstance(config, InvalidMirrorConfig):
-                continue
-            await self.sync_mirror(mirror.name, config, destination_bindings(image))
+    async def sync(self, image: Any, mirror_name: str, config: MirrorConfig) -> None:
+        await self.sync_mirror(mirror_name, config, destination_bindings(image))
 
     async def sync_mirror(self, mirror_name: str, config: MirrorConfig, destination: set[AclBinding]) -> None:
         admin = self.admins.destination()
@@ -99,6 +82,3 @@ class AclSync:
             log.warning("mirror %s: creating ACLs failed: %s", mirror_name, ", ".join(sorted({str(e) for e in errors})))
         else:
             log.info("mirror %s: created %d ACL(s) from the source", mirror_name, len(missing))
-
-    async def close(self) -> None:
-        await self.admins.close()

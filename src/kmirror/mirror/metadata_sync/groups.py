@@ -22,14 +22,13 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kmirror.client.groups import ListedGroup, OffsetAndMetadata
-from kmirror.mirror.config import InvalidMirrorConfig, MirrorConfig
-from kmirror.mirror.metadata_sync.admins import SyncAdmins
-from kmirror.mirror.metadata_sync.coordination import active_topic_partitions, coordinated_mirrors
-from kmirror.mirror.sync_errors import MirrorSyncErrors
+from kmirror.mirror.config import MirrorConfig
+from kmirror.mirror.metadata_sync.coordination import active_topic_partitions
+from kmirror.mirror.metadata_sync.syncer import CoordinatedMirrorSync
 from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
 
@@ -58,28 +57,13 @@ def offsets_to_commit(mirrored: Offsets, destination: Offsets) -> dict[TopicPart
     return {tp: om for tp, om in sorted(mirrored.items()) if destination.get(tp) != om}
 
 
-class GroupOffsetSync:
-    """The `Syncer` of consumer group offsets."""
+class GroupOffsetSync(CoordinatedMirrorSync):
+    """The syncer of consumer group offsets (of the mirror's ACTIVE topics only)."""
 
-    def __init__(self, broker_id: int, image: Callable[[], Any], admins: SyncAdmins,
-                 sync_errors: MirrorSyncErrors, is_halted: Callable[[str], bool] = lambda mirror_name: False) -> None:
-        """`is_halted(mirror)`: the mirror's source reports another cluster id than the one
-        recorded at CreateMirror; nothing is read from it then."""
-        self.broker_id = broker_id
-        self.is_halted = is_halted
-        self.image = image
-        self.admins = admins
-        self.sync_errors = sync_errors
-
-    async def run_once(self) -> None:
-        image = self.image()
-        for mirror in coordinated_mirrors(image, self.broker_id):
-            config = mirror.parsed()
-            active = active_topic_partitions(image, mirror.name)
-            if self.is_halted(mirror.name) or isinstance(config, InvalidMirrorConfig) or not active:
-                continue
-            await self.sync_mirror(mirror.name, config, active)
-        await self.admins.close_retired()
+    async def sync(self, image: Any, mirror_name: str, config: MirrorConfig) -> None:
+        active = active_topic_partitions(image, mirror_name)
+        if active:
+            await self.sync_mirror(mirror_name, config, active)
 
     async def sync_mirror(self, mirror_name: str, config: MirrorConfig, active: Mapping[str, int]) -> None:
         source = self.admins.source(mirror_name, config)
@@ -116,6 +100,3 @@ class GroupOffsetSync:
             self.sync_errors.consumer_group_offset += 1
             log.warning("mirror %s: committing the offsets of group %s failed: %s", mirror_name, group_id,
                         ", ".join(sorted({str(e) for e in errors})))
-
-    async def close(self) -> None:
-        await self.admins.close()
