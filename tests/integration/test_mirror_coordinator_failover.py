@@ -26,7 +26,6 @@ moves it."""
 from __future__ import annotations
 
 import base64
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,8 +33,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kmirror.mirror.coordinator.codec import decode_records
 from kmirror.mirror.coordinator.partitioner import partition_for
@@ -44,6 +42,7 @@ from kmirror.mirror.service import MIRROR_STATE_TOPIC
 from kmirror.mirror.state import MirrorPartitionState
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.testing import kafka_clients
+from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, topic_id, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.segments import log_batches
@@ -97,10 +96,7 @@ def live_bootstrap(cluster: LocalCluster, *down: int) -> str:
 
 
 def layout(bootstrap: str, topic: str = TOPIC) -> dict[int, tuple[int, list[int], list[int]]]:
-    """partition -> (leader, replicas, isr)."""
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
-    return {p: (m.leader, list(m.replicas), list(m.isrs)) for p, m in md.topics[topic].partitions.items()}
-
+    return partition_layout(bootstrap, topic)
 
 def end_offsets(bootstrap: str, topic: str = TOPIC) -> list[int]:
     return kafka_clients.end_offsets(bootstrap, topic, PARTITIONS)
@@ -129,70 +125,6 @@ def assert_identical(source: LocalCluster, dest: LocalCluster, dest_nodes: tuple
         wait_until(lambda p=p, e=expected: all(replica_batches(dest, n, p, topic) == e for n in dest_nodes),
                    f"{topic}-{p}: destination replicas {dest_nodes} byte-identical to the source",
                    timeout_s=90, seen=lambda p=p: {n: len(replica_batches(dest, n, p, topic)) for n in dest_nodes})
-
-
-class Writer(threading.Thread):
-    """An idempotent acks=all producer writing unique values to every partition until stopped;
-    remembers what was acknowledged at which offset."""
-
-    def __init__(self, bootstrap: str, tag: str) -> None:
-        super().__init__(daemon=True)
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                  "compression.type": "lz4", "linger.ms": 10, "message.timeout.ms": 120000})
-        self.tag = tag
-        self.acked: dict[tuple[int, int], bytes] = {}
-        self.failed: list[KafkaError] = []
-        self.stop = threading.Event()
-
-    def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is None:
-            key = (msg.partition(), msg.offset())
-            assert key not in self.acked, "two acknowledged records at one offset"
-            self.acked[key] = msg.value()
-        else:
-            self.failed.append(err)
-
-    def run(self) -> None:
-        i = 0
-        while not self.stop.is_set():
-            try:
-                self.producer.produce(TOPIC, key=b"k%d" % (i % 11), value=b"%s-%d" % (self.tag.encode(), i),
-                                      partition=i % PARTITIONS, on_delivery=self.on_delivery)
-                i += 1
-            except BufferError:
-                pass
-            self.producer.poll(0.01)
-            if i % 50 == 0:
-                time.sleep(0.05)
-        self.producer.flush(120)
-
-    def finish(self) -> None:
-        self.stop.set()
-        self.join(180)
-        assert not self.is_alive()
-        assert not self.failed, self.failed[:3]
-
-
-def assert_acked_mirrored_once(dest_bootstrap: str, writer: Writer) -> None:
-    """Every record the source acknowledged is at its offset at the destination, and no value
-    of the writer appears twice."""
-    consumer = Consumer({"bootstrap.servers": dest_bootstrap, "group.id": "verify", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-    last = {p: max(o for q, o in writer.acked if q == p) for p in range(PARTITIONS)}
-    seen: dict[tuple[int, int], bytes] = {}
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and any((p, last[p]) not in seen for p in range(PARTITIONS)):
-        msg = consumer.poll(0.5)
-        if msg is None or msg.error():
-            continue
-        key = (msg.partition(), msg.offset())
-        assert key not in seen, f"{key} read twice"
-        seen[key] = msg.value()
-    consumer.close()
-    missing = [k for k, v in writer.acked.items() if seen.get(k) != v]
-    assert not missing, f"{len(missing)} acknowledged records not mirrored, e.g. {missing[:3]}"
-    values = [v for v in seen.values() if v.startswith(writer.tag.encode() + b"-")]
-    assert len(values) == len(set(values)) == len(writer.acked), "a record lost or mirrored twice"
 
 
 def topic_uuid(bootstrap: str, topic: str = TOPIC) -> UUID:
@@ -267,7 +199,7 @@ def test_2_source_leader_moved_by_preferred_election(
     leader, replicas, _ = layout(source.bootstrap)[p]
     preferred = replicas[0]
     assert leader == preferred, "a new topic's leader is its preferred replica"
-    writer = Writer(source.bootstrap, "election")
+    writer = AckedWriter(source.bootstrap, "election", TOPIC, PARTITIONS)
     writer.start()
     try:
         at_start = end_offsets(dest.bootstrap)[p]
@@ -299,7 +231,7 @@ def test_2_source_leader_moved_by_preferred_election(
     wait_until(lambda: bool(attempt(lambda: caught_up(dest.bootstrap, source_ends))), "lag 0 after the elections",
                timeout_s=90, seen=lambda: attempt(lambda: describe(dest.bootstrap)))
     assert_identical(source, dest)
-    assert_acked_mirrored_once(dest.bootstrap, writer)
+    assert_acked_mirrored_once(dest.bootstrap, writer, every_value_acked=True)
     shared["elected"] = True
 
 
@@ -333,7 +265,7 @@ def test_3_kill9_mirror_coordinator_mid_copy(clusters: tuple[LocalCluster, Local
     print(f"coordinators before: {before}; killing broker {victim}, coordinator of partitions {coordinated}")
     assert coordinated
     survivors = live_bootstrap(dest, victim)
-    writer = Writer(source.bootstrap, "coordinator")
+    writer = AckedWriter(source.bootstrap, "coordinator", TOPIC, PARTITIONS)
     writer.start()
     try:
         at_start = end_offsets(dest.bootstrap)
@@ -365,7 +297,7 @@ def test_3_kill9_mirror_coordinator_mid_copy(clusters: tuple[LocalCluster, Local
                timeout_s=90, seen=lambda: attempt(lambda: describe(survivors)))
     live = tuple(n for n in BROKERS if n != victim)
     assert_identical(source, dest, live)
-    assert_acked_mirrored_once(survivors, writer)
+    assert_acked_mirrored_once(survivors, writer, every_value_acked=True)
 
     dest.start_node(victim)
     wait_until(lambda: bool(attempt(lambda: all(len(isr) == 3 for _, _, isr in layout(dest.bootstrap).values()))),

@@ -21,21 +21,20 @@ forwarded from a broker to the controller."""
 from __future__ import annotations
 
 import base64
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from kmirror.mirror.coordinator.partitioner import partition_for
 from kmirror.mirror.errors import MirrorError
 from kmirror.mirror.service import MIRROR_STATE_TOPIC
 from kmirror.records.control import ControlType, read_control_type
+from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, topic_id
 from kmirror.testing.mirror_clusters import wait_until as poll_until
@@ -89,10 +88,7 @@ def live_bootstrap(cluster: LocalCluster, *down: int) -> str:
 
 
 def partitions(bootstrap: str) -> dict[int, tuple[int, list[int], list[int]]]:
-    """partition -> (leader, replicas, isr)."""
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(TOPIC, timeout=10)
-    return {p: (m.leader, list(m.replicas), list(m.isrs)) for p, m in md.topics[TOPIC].partitions.items()}
-
+    return partition_layout(bootstrap, TOPIC)
 
 def all_replicas_equal(cluster: LocalCluster, partition: int, expected: list[tuple[int, bytes]]) -> bool:
     return all(log_batches(cluster, TOPIC, partition, n) == expected for n in BROKERS)
@@ -121,49 +117,6 @@ def assert_identical_everywhere(source: LocalCluster, dest: LocalCluster) -> Non
         expected = source_leader_batches(source, p)
         wait_until(lambda p=p, e=expected: all_replicas_equal(dest, p, e) and all_replicas_equal(source, p, e),
                    f"partition {p}: all source and destination replicas byte-identical")
-
-
-class Writer(threading.Thread):
-    """An idempotent acks=all producer writing unique keyed values to every partition until
-    stopped; remembers what was acknowledged where."""
-
-    def __init__(self, bootstrap: str, tag: str) -> None:
-        super().__init__(daemon=True)
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                  "compression.type": "lz4", "linger.ms": 10, "message.timeout.ms": 120000})
-        self.tag = tag
-        self.acked: dict[tuple[int, int], bytes] = {}
-        self.failed: list[KafkaError] = []
-        self.stop = threading.Event()
-
-    def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is None:
-            key = (msg.partition(), msg.offset())
-            assert key not in self.acked, "two acknowledged records at one offset"
-            self.acked[key] = msg.value()
-        else:
-            self.failed.append(err)
-
-    def run(self) -> None:
-        i = 0
-        while not self.stop.is_set():
-            try:
-                self.producer.produce(TOPIC, key=b"k%d" % (i % 11), value=b"%s-%d" % (self.tag.encode(), i),
-                                      partition=i % PARTITIONS, headers=[("writer", self.tag.encode())],
-                                      on_delivery=self.on_delivery)
-                i += 1
-            except BufferError:
-                pass
-            self.producer.poll(0.01)
-            if i % 50 == 0:
-                time.sleep(0.05)
-        self.producer.flush(120)
-
-    def finish(self) -> None:
-        self.stop.set()
-        self.join(180)
-        assert not self.is_alive()
-        assert not self.failed, self.failed[:3]
 
 
 def copy_progress(dest_bootstrap: str, partition: int) -> int:
@@ -224,7 +177,7 @@ def test_2_kill9_destination_mirror_leader_mid_copy(
     # `__mirror_state`: the kill then moves the coordinator too, which must load the states.
     p, victim, moves_coordinator = mirror_leader_to_kill(dest)
     print(f"killing destination broker {victim}, leader of partition {p}; its coordinator too: {moves_coordinator}")
-    writer = Writer(source.bootstrap, "during-dest-kill")
+    writer = AckedWriter(source.bootstrap, "during-dest-kill", TOPIC, PARTITIONS)
     writer.start()
     try:
         before = copy_progress(dest.bootstrap, p)
@@ -248,7 +201,7 @@ def test_2_kill9_destination_mirror_leader_mid_copy(
     wait_until(lambda: caught_up(broker(dest, 1 + victim % 3), source_ends), "lag 0 after the destination kill")
     assert_identical_everywhere(source, dest)
     # Nothing lost: every record acknowledged by the source is at its offset at the destination.
-    assert_acked_mirrored(dest, writer)
+    assert_acked_mirrored_once(dest.bootstrap, writer)
 
 
 def mirror_leader_to_kill(dest: LocalCluster) -> tuple[int, int, bool]:
@@ -264,32 +217,10 @@ def mirror_leader_to_kill(dest: LocalCluster) -> tuple[int, int, bool]:
     return 0, leaders[0], False
 
 
-def assert_acked_mirrored(dest: LocalCluster, writer: Writer) -> None:
-    consumer = Consumer({"bootstrap.servers": dest.bootstrap, "group.id": "verify", "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
-    first = {p: min(o for q, o in writer.acked if q == p) for p in range(PARTITIONS)}
-    last = {p: max(o for q, o in writer.acked if q == p) for p in range(PARTITIONS)}
-    consumer.assign([TopicPartition(TOPIC, p, first[p]) for p in range(PARTITIONS)])
-    seen: dict[tuple[int, int], bytes] = {}
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and any((p, last[p]) not in seen for p in range(PARTITIONS)):
-        msg = consumer.poll(0.5)
-        if msg is None or msg.error():
-            continue
-        key = (msg.partition(), msg.offset())
-        assert key not in seen, f"{key} read twice"
-        seen[key] = msg.value()
-    consumer.close()
-    missing = [k for k, v in writer.acked.items() if seen.get(k) != v]
-    assert not missing, f"{len(missing)} acknowledged records not mirrored, e.g. {missing[:3]}"
-    values = [v for k, v in seen.items() if v.startswith(writer.tag.encode())]
-    assert len(values) == len(set(values)), "a record mirrored twice"
-
-
 def test_3_source_leader_moves_mid_copy(clusters: tuple[LocalCluster, LocalCluster], shared: dict[str, Any]) -> None:
     assert shared.get("ready"), "step 1 did not complete"
     source, dest = clusters
-    writer = Writer(source.bootstrap, "during-source-kill")
+    writer = AckedWriter(source.bootstrap, "during-source-kill", TOPIC, PARTITIONS)
     writer.start()
     try:
         before = copy_progress(dest.bootstrap, 1)
@@ -312,7 +243,7 @@ def test_3_source_leader_moves_mid_copy(clusters: tuple[LocalCluster, LocalClust
     source_ends = end_offsets(source.bootstrap, TOPIC, PARTITIONS)
     wait_until(lambda: caught_up(broker(dest, 2), source_ends), "lag 0 after the source kill")
     assert_identical_everywhere(source, dest)
-    assert_acked_mirrored(dest, writer)
+    assert_acked_mirrored_once(dest.bootstrap, writer)
     shared["source_ends"] = source_ends
 
 
