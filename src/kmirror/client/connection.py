@@ -39,9 +39,9 @@ from kmirror.client.protocol import (
     request_schema,
 )
 from kmirror.protocol.entities import build
+from kmirror.runtime.tls import TlsSetupError, client_context
 from kmirror.security.client_config import PLAINTEXT, ClientSecurity, TlsClientSettings
 from kmirror.security.plain import PLAIN, plain_client_token
-from kmirror.security.tls import TlsSetupError, client_context
 
 CLIENT_SOFTWARE_NAME = "kmirror"
 CLIENT_SOFTWARE_VERSION = "0.1.0"

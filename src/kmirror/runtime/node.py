@@ -54,7 +54,7 @@ from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesErr
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.runtime.server import KafkaServer
-from kmirror.security.tls import TlsSetupError, server_context
+from kmirror.runtime.tls import TlsSetupError, server_context
 
 log = logging.getLogger("kmirror.node")
 
