@@ -13,6 +13,7 @@ under the same mirror name, copies only the delta and ends byte-identical.
 from __future__ import annotations
 
 import asyncio
+import shlex
 import shutil
 import time
 from collections.abc import Callable
@@ -120,9 +121,10 @@ def _compare(base: Path, dest_dir: Path) -> None:
 def _kmirror(args: list[str]) -> None:
     from kmirror.cli.main import main
 
-    print(f"$ kmirror {' '.join(args)}")
+    command = shlex.join(["kmirror", *args])
+    print(f"$ {command}")
     if main(args) != 0:
-        raise SystemExit(f"Error: kmirror {' '.join(args)} failed")
+        raise SystemExit(f"Error: {command} failed")
 
 
 def _batches(partition_dir: Path) -> list[tuple[int, bytes]]:
@@ -161,7 +163,7 @@ async def _produce(bootstrap: str) -> dict[tuple[int, int], tuple[bytes, bytes]]
         for record in records:
             (meta,) = await producer.send(TOPIC, [record])
             produced[(meta.topic_partition.partition, meta.base_offset)] = (record.key or b"", record.value or b"")
-            print(f"  produced {record.key!r}: {record.value!r} -> partition {meta.topic_partition.partition} offset {meta.base_offset}")
+            print(f"  produced {_text(record.key)}: {_text(record.value)} -> partition {meta.topic_partition.partition} offset {meta.base_offset}")
         return produced
 
 
@@ -177,6 +179,10 @@ async def _consume(bootstrap: str) -> dict[tuple[int, int], tuple[bytes, bytes]]
                 break
         print(f"consumed {len(out)} records from the beginning of every partition")
         return out
+
+
+def _text(data: bytes | None) -> str:
+    return "null" if data is None else data.decode("utf-8", errors="backslashreplace")
 
 
 def _check(produced: dict[tuple[int, int], tuple[bytes, bytes]], consumed: dict[tuple[int, int], tuple[bytes, bytes]]) -> None:

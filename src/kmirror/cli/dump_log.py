@@ -262,7 +262,18 @@ def decode_mirror_state_record(key: bytes | None, value: bytes | None) -> tuple[
         return key_text, f"<unparseable: {exc}>"
     if decoded_value is None:
         return key_text, "<DELETE>"
-    return key_text, _typed("version", _int16_prefix(value), decoded_value)
+    data = entity_json(decoded_value)
+    if isinstance(decoded_value, state_records.MirrorPartitionStateValue):
+        data["state"] = _state_name(decoded_value.state)
+    return key_text, _json({"version": str(_int16_prefix(value)), "data": data})
+
+
+def _state_name(code: int) -> str:
+    """The KIP's state name of a stored code; the number itself when no state has it."""
+    try:
+        return state_records.MirrorPartitionState(code).name
+    except ValueError:
+        return str(code)
 
 
 def decode_offsets_record(key: bytes | None, value: bytes | None) -> tuple[str, str]:

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kmirror.client.cluster import Cluster
 from kmirror.client.errors import KafkaClientError, KafkaConnectionError, KafkaError, KafkaProtocolError
 from kmirror.mirror import errors as mirror_errors
@@ -64,6 +66,9 @@ class MirrorPartitionDescription:
     lag: int
     state: str
     last_mirror_epoch: int
+
+
+ADD_UNKNOWN_TOPIC_MESSAGE = "The topic does not exist on the source cluster"
 
 
 def mirror_error(code: int, message: str | None, context: str | None) -> KafkaError:
@@ -113,7 +118,11 @@ class MirrorAdmin:
         extra: dict[str, Any] = {}
         if replication_factor is not None:
             extra["replication_factor"] = replication_factor
-        return await self._topics_request(ADD_TOPICS_TO_MIRROR, name, topics, extra)
+        results = await self._topics_request(ADD_TOPICS_TO_MIRROR, name, topics, extra)
+        # Add resolves names at the source; the KIP's message for code 3 speaks of the target.
+        return {t: KafkaError(e.error_code, ADD_UNKNOWN_TOPIC_MESSAGE, t)
+                if e is not None and e.error_code == ErrorCode.unknown_topic_or_partition else e
+                for t, e in results.items()}
 
     async def remove_topics_from_mirror(self, name: str, topics: Iterable[str]) -> dict[str, KafkaError | None]:
         """Failover: the topics leave the mirror and become writable once STOPPED."""

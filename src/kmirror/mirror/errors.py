@@ -59,12 +59,17 @@ def mirror_error(code: int) -> MirrorError | None:
     return _BY_CODE.get(code)
 
 
+MIRRORING_DISABLED_MESSAGE = (
+    "Cluster mirroring is disabled (mirror.version=0); enable it with "
+    "`kmirror features --bootstrap-server HOST:PORT upgrade --feature mirror.version=1`"
+)
+
 # Existing Kafka codes the KIP's table reuses, with the KIP's mirror-specific message.
 REUSED_ERRORS: dict[ErrorCode, str] = {
     ErrorCode.unknown_topic_or_partition: "The topic does not exist on the target cluster",
     ErrorCode.coordinator_not_available: "The mirror coordinator is not active",
     ErrorCode.cluster_authorization_failed: "The client is not authorized to perform the mirror operation",
-    ErrorCode.unsupported_version: "Cluster mirroring is disabled (mirror.version=0)",
+    ErrorCode.unsupported_version: MIRRORING_DISABLED_MESSAGE,
 }
 
 

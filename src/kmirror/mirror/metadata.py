@@ -13,6 +13,7 @@ from typing import Any
 from kmirror.metadata.controller.mirrors import SOURCE_CLUSTER_ID_KEY
 from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
 from kmirror.mirror.config import BOOTSTRAP_SERVERS, InvalidMirrorConfig, MirrorConfig, parse_mirror_config
+from kmirror.mirror.errors import MIRRORING_DISABLED_MESSAGE as MIRRORING_DISABLED_MESSAGE
 from kmirror.mirror.membership import (
     MIRROR_NAME_CONFIG,
     Membership,
@@ -94,7 +95,6 @@ def mirror_topics(image: MetadataImage, name: str, *, include_removed: bool = Fa
 
 
 UNSUPPORTED_VERSION_CODE = 35
-MIRRORING_DISABLED_MESSAGE = "Cluster mirroring is disabled (mirror.version=0)"
 
 
 def is_topic_partition_read_only(

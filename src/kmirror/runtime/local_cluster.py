@@ -17,6 +17,7 @@ grace period.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -26,6 +27,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from kmirror.client.admin import Admin, ClusterDescription
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
@@ -161,13 +164,57 @@ def _launch(base: Path, node: NodeLayout, text: str) -> subprocess.Popen[bytes]:
     return proc
 
 
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when nothing listens on host:port (a bind as the node's listener would do succeeds)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _check_ports_free(nodes: list[NodeLayout]) -> None:
+    """Refuse to start when another process holds a port of the layout: its answers would be
+    taken for this cluster's node."""
+    for node in nodes:
+        for port, listener in ((node.port, "listener"), (node.controller_port, "controller listener")):
+            if not port_free(port):
+                raise ClusterError(f"port {port} (node {node.node_id} {listener}) is already in use by another "
+                                   f"process; choose another --port")
+
+
 def _wait_serving(node: NodeLayout, proc: subprocess.Popen[bytes], deadline: float) -> None:
-    while not api_versions_ok("127.0.0.1", node.port):
+    """Wait until `proc` itself serves: it answers ApiVersions and its metadata carries the
+    cluster id its `meta.properties` holds (another process on the port answers otherwise)."""
+    while not (proc.poll() is None and api_versions_ok("127.0.0.1", node.port) and _is_own_node(node)):
         if proc.poll() is not None:
             raise ClusterError(f"node {node.node_id} exited with {proc.returncode}: {_tail(node.log_path)}")
         if time.monotonic() > deadline:
             raise ClusterError(f"node {node.node_id} not serving on port {node.port} after {READY_TIMEOUT_S:.0f}s")
         time.sleep(0.1)
+
+
+def _is_own_node(node: NodeLayout) -> bool:
+    """A controller-only node serves no Metadata: its process being alive and its port having
+    been free before the start stand for it. A broker answers with its meta.properties' cluster id."""
+    if node.node_id == CONTROLLER_NODE_ID:
+        return True
+    cluster_id = _meta_cluster_id(node.dir / "data")
+    return cluster_id is not None and cluster_id == cluster_id_at("127.0.0.1", node.port)
+
+
+def _meta_cluster_id(log_dir: Path) -> str | None:
+    try:
+        lines = (log_dir / "meta.properties").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "cluster.id":
+            return value.strip()
+    return None
 
 
 def broker_extra(extra: dict[str, str], node: NodeLayout, racks: list[str] | None) -> dict[str, str]:
@@ -188,6 +235,7 @@ def up(
     extra = extra or {}
     deadline = time.monotonic() + READY_TIMEOUT_S
     brokers = layout(base, nodes, port)
+    _check_ports_free(brokers if nodes == 1 else [controller_layout(base, port), *brokers])
     if nodes == 1:
         node = brokers[0]
         _wait_serving(node, _launch(base, node, server_properties(node, broker_extra(extra, node, racks))), deadline)
@@ -213,18 +261,25 @@ def up(
 
 def listed_brokers(host: str, port: int) -> list[int]:
     """Broker ids in a Metadata response of the broker at host:port ([] when unreachable)."""
-    import asyncio
+    cluster = _describe_cluster(host, port)
+    return [] if cluster is None else sorted(cluster.broker_ids())
 
-    from kmirror.client.admin import Admin
 
-    async def describe() -> list[int]:
+def cluster_id_at(host: str, port: int) -> str | None:
+    """The cluster id the broker at host:port reports (None when unreachable)."""
+    cluster = _describe_cluster(host, port)
+    return None if cluster is None else cluster.cluster_id
+
+
+def _describe_cluster(host: str, port: int) -> ClusterDescription | None:
+    async def describe() -> ClusterDescription:
         async with await Admin.connect(f"{host}:{port}") as admin:
-            return sorted((await admin.describe_cluster()).broker_ids())
+            return await admin.describe_cluster()
 
     try:
         return asyncio.run(describe())
-    except Exception:
-        return []
+    except Exception:  # unreachable, or not a Kafka broker: the caller keeps waiting
+        return None
 
 
 def down(base: Path) -> list[int]:

@@ -42,10 +42,10 @@ def test_mirror_state_records_print_as_kafka_json() -> None:
     key = ('{"type":"2","data":{"mirrorName":"my-mirror","topicId":"' + kafka_uuid(TOPIC_ID)
            + '","partition":0}}')
     assert records[0].endswith(
-        f"key: {key} payload: " + '{"version":"0","data":{"topicName":"my-topic","partition":0,"state":0}}')
+        f"key: {key} payload: " + '{"version":"0","data":{"topicName":"my-topic","partition":0,"state":"PREPARING"}}')
     assert records[0].startswith(f"| offset: 0 CreateTime: {T0} keySize: ")
     assert records[1].endswith(
-        'payload: {"version":"0","data":{"topicName":"my-topic","partition":0,"state":1,"lastMirrorEpoch":4}}')
+        'payload: {"version":"0","data":{"topicName":"my-topic","partition":0,"state":"MIRRORING","lastMirrorEpoch":4}}')
     assert records[2].endswith(
         'key: {"type":"1","data":{"mirrorName":"my-mirror"}} payload: {"version":"0","data":{"topics":'
         '[{"name":"my-topic","partitions":[{"partitionIndex":0,"lastMirrorEpoch":4}]}]}}')

@@ -9,6 +9,7 @@ from uuid import UUID
 
 import pytest
 
+from kmirror.metadata.controller import mirrors
 from kmirror.metadata.image import ConfigResource, PartitionRegistration
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StatesResult
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
@@ -138,8 +139,6 @@ def test_epoch_bumper_forwards_from_a_broker_and_survives_failures():
 
 
 def test_epoch_bumper_calls_the_local_controller_on_a_combined_node():
-    mirrors = pytest.importorskip("kmirror.metadata.controller.mirrors")
-
     class Local:
         forwarding = False
 
@@ -255,7 +254,6 @@ class Metadata:
 
 
 def test_data_plane_pass_mirrors_byte_identical_then_fails_over_with_pid_reset():
-    pytest.importorskip("kmirror.metadata.controller.mirrors")
     src = Broker(1, ManualClock(), 30_000)
     src.rm.apply_image(None, _image(1, 3, None, bootstrap=None))
     for codec in (0, 1, 2, 3, 4):

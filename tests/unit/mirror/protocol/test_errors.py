@@ -40,7 +40,7 @@ def test_new_codes_do_not_collide_with_kafka() -> None:
 
 
 def test_reused_codes_carry_the_kip_messages() -> None:
-    assert error_message(35) == "Cluster mirroring is disabled (mirror.version=0)"
+    assert error_message(35).startswith("Cluster mirroring is disabled (mirror.version=0); enable it with `kmirror features")
     assert error_message(15) == "The mirror coordinator is not active"
     assert error_message(31) == "The client is not authorized to perform the mirror operation"
     assert error_message(3) == "The topic does not exist on the target cluster"

@@ -1,0 +1,61 @@
+"""`kmirror cluster up` never takes another process on its ports for its own node."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kmirror.runtime.local_cluster import NodeLayout, _is_own_node
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A plain TCP listener that is not a kmirror node."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    try:
+        yield sock
+    finally:
+        sock.close()
+
+
+def _up(base: Path, port: int) -> tuple[int, str]:
+    proc = kmirror("cluster", "up", "--nodes", "1", "--dir", str(base), "--port", str(port), check=False)
+    return proc.returncode, proc.stderr + proc.stdout
+
+
+def test_a_taken_client_port_is_refused_with_its_number(tmp_path: Path, listener: socket.socket) -> None:
+    port = listener.getsockname()[1]
+    code, out = _up(tmp_path / "c", port)
+    assert code == 1 and f"port {port} (node 1 listener) is already in use" in out, out
+    assert not list((tmp_path / "c").glob("node-*.pid"))  # nothing was started
+
+
+def test_a_taken_controller_port_is_refused_with_its_number(tmp_path: Path, listener: socket.socket) -> None:
+    controller_port = listener.getsockname()[1]
+    code, out = _up(tmp_path / "c", controller_port - 100)
+    assert code == 1 and f"port {controller_port} (node 1 controller listener) is already in use" in out, out
+
+
+def test_another_cluster_on_the_port_is_not_taken_for_the_new_node(tmp_path: Path) -> None:
+    other = LocalCluster(dir=tmp_path / "other", port=free_port_block())
+    other.up()
+    try:
+        code, out = _up(tmp_path / "mine", other.port)
+        assert code == 1 and f"port {other.port}" in out, out
+        # The identity check itself: a node directory of another cluster id does not own the port.
+        mine = NodeLayout(node_id=1, port=other.port, controller_port=other.port + 100, dir=tmp_path / "mine2" / "node-1")
+        (mine.dir / "data").mkdir(parents=True)
+        (mine.dir / "data" / "meta.properties").write_text("version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\nnode.id=1\n")
+        assert not _is_own_node(mine)
+        theirs = NodeLayout(node_id=1, port=other.port, controller_port=other.port + 100, dir=other.dir / "node-1")
+        assert _is_own_node(theirs)
+    finally:
+        other.down()

@@ -1,0 +1,33 @@
+"""Messages of `kmirror mirrors` that tell an operator what to do next."""
+
+from __future__ import annotations
+
+import pytest
+
+from kmirror.testing.processes import LocalCluster, kmirror
+
+pytestmark = pytest.mark.integration
+
+
+def test_disabled_mirroring_names_the_command_that_enables_it(clusters: tuple[LocalCluster, LocalCluster]) -> None:
+    _, dest = clusters
+    proc = kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--list", check=False)
+    assert proc.returncode == 1
+    assert "mirror.version=0" in proc.stderr and "kmirror features" in proc.stderr, proc.stderr
+    assert "upgrade --feature mirror.version=1" in proc.stderr, proc.stderr
+
+
+def test_adding_a_topic_missing_at_the_source_says_source_cluster(
+    clusters: tuple[LocalCluster, LocalCluster], tmp_path
+) -> None:
+    source, dest = clusters
+    kmirror("features", "--bootstrap-server", dest.bootstrap, "upgrade", "--feature", "mirror.version=1")
+    config = tmp_path / "m.properties"
+    config.write_text(f"bootstrap.servers={source.bootstrap}\n")
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--create", "--mirror", "m", "--mirror-config", str(config))
+    kmirror("topics", "--bootstrap-server", dest.bootstrap, "--create", "--topic", "only-here")
+    proc = kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", "m", "--topic", "only-here",
+                   check=False)
+    assert proc.returncode == 1
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in proc.stderr and "does not exist on the source cluster" in proc.stderr, \
+        proc.stderr
