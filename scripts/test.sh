@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # The whole default test suite: lint, type checks, unit/property/scenario/integration tests.
-# Extra arguments go to pytest (e.g. `-m slow` for the slow suites).
+# Extra arguments go to pytest (e.g. `-m slow` for the slow suites). Test modules run on
+# KMIRROR_TEST_WORKERS pytest-xdist workers (default 2; 0 runs in this process), a module's
+# tests on one worker; real-process tests reserve their ports machine-wide, so workers never collide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 .venv/bin/ruff check src tests bench
 .venv/bin/mypy
-exec .venv/bin/python -m pytest -q "$@"
+workers=${KMIRROR_TEST_WORKERS:-2}
+if [ "$workers" = 0 ]; then
+  exec .venv/bin/python -m pytest -q "$@"
+fi
+exec .venv/bin/python -m pytest -q -n "$workers" --dist loadfile "$@"

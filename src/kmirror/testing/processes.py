@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,23 +20,51 @@ from kmirror.runtime.local_cluster import api_versions_ok, pid_path
 KMIRROR = [sys.executable, "-m", "kmirror"]
 
 
+# Below Linux's ephemeral range (32768-60999 by default), so no client socket's local port
+# lands in a block between its reservation and the node's bind.
+PORT_RANGE = range(20000, 32000)
+_PORT_LOCKS = Path(tempfile.gettempdir()) / "kmirror-test-ports.lock"
+_port_lock_fd: int | None = None
+_reserved: set[int] = set()
+
+
 def free_port_block(nodes: int = 1) -> int:
     """A port P such that P..P+nodes-1 (brokers) and P+100..P+100+nodes (controller
-    listeners) are free."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + 101 + nodes >= 65535:
-            continue
+    listeners) are free and reserved for this process until it exits.
+
+    The reservation is a POSIX record lock on byte `port` of one shared file, taken without
+    waiting, so concurrent test workers (pytest-xdist) and other test runs on the machine never
+    get the same port; a bind check skips ports that processes outside this scheme hold."""
+    global _port_lock_fd
+    if _port_lock_fd is None:
+        _port_lock_fd = os.open(_PORT_LOCKS, os.O_RDWR | os.O_CREAT, 0o666)
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    span = len(PORT_RANGE) - 101 - nodes
+    for _ in range(2000):
+        port = PORT_RANGE.start + rng.randrange(span)
         wanted = [*range(port, port + nodes), *range(port + 100, port + 101 + nodes)]
-        if all(_free(p) for p in wanted):
+        if _reserved.intersection(wanted):
+            continue
+        locked = [p for p in wanted if _try_lock(_port_lock_fd, p)]
+        if len(locked) == len(wanted) and all(_free(p) for p in wanted):
+            _reserved.update(wanted)
             return port
+        for p in locked:
+            fcntl.lockf(_port_lock_fd, fcntl.LOCK_UN, 1, p, os.SEEK_SET)
     raise RuntimeError("no free port block")
+
+
+def _try_lock(fd: int, port: int) -> bool:
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, port, os.SEEK_SET)
+    except OSError:
+        return False
+    return True
 
 
 def _free(port: int) -> bool:
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
