@@ -35,11 +35,11 @@ from uuid import UUID
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.mirror.coordinator.codec import decode_records
 from kmirror.mirror.coordinator.partitioner import partition_for
 from kmirror.mirror.coordinator.records import MirrorPartitionKey, MirrorPartitionStateValue
 from kmirror.mirror.service import MIRROR_STATE_TOPIC
-from kmirror.mirror.state import MirrorPartitionState
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.testing import kafka_clients
 from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from kmirror.client.connection import BrokerConnection
-from kmirror.mirror.errors import MirrorError
+from kmirror.kip1279.errors import MirrorError
 from kmirror.mirror.wiring import bump_leader_epochs_request
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered, produce_refused

@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kmirror.mirror.errors import MirrorError
+from kmirror.kip1279.errors import MirrorError
 from kmirror.records.batch import iter_batches
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.testing.kafka_clients import produce_refused, watermarks

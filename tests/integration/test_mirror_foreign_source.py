@@ -27,7 +27,7 @@ import pytest
 from confluent_kafka import Producer
 
 from kmirror.client.cluster import Cluster
-from kmirror.mirror.errors import MirrorError
+from kmirror.kip1279.errors import MirrorError
 from kmirror.protocol.entities import build, nested
 from kmirror.records.batch import iter_batches
 from kmirror.records.control import ControlType, read_control_type

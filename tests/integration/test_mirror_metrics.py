@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from kmirror.mirror.errors import MirrorError
+from kmirror.kip1279.errors import MirrorError
 from kmirror.testing.kafka_clients import produce_refused
 from kmirror.testing.metrics_scrape import matching, scrape
 from kmirror.testing.mirror_clusters import create_mirror, wait_until

@@ -9,10 +9,10 @@ import time
 from typing import Any
 
 from kmirror.client.connection import BrokerConnection
-from kmirror.mirror.protocol import read_mirror_states as rms
-from kmirror.mirror.protocol import write_mirror_states as wms
-from kmirror.mirror.protocol.find_coordinator import MIRROR_COORDINATOR_TYPE, MirrorCoordinatorKey
-from kmirror.mirror.state import MirrorPartitionState as S
+from kmirror.kip1279.state import MirrorPartitionState as S
+from kmirror.protocol.mirror import read_mirror_states as rms
+from kmirror.protocol.mirror import write_mirror_states as wms
+from kmirror.protocol.mirror.find_coordinator import MIRROR_COORDINATOR_TYPE, MirrorCoordinatorKey
 from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.processes import kmirror
 

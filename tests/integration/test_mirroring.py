@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from kmirror.mirror.errors import MirrorError
+from kmirror.kip1279.errors import MirrorError
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered, produce_refused
 from kmirror.testing.mirror_clusters import create_mirror, describe, topic_id, wait_until

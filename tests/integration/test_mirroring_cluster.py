@@ -30,8 +30,8 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
+from kmirror.kip1279.errors import MirrorError
 from kmirror.mirror.coordinator.partitioner import partition_for
-from kmirror.mirror.errors import MirrorError
 from kmirror.mirror.service import MIRROR_STATE_TOPIC
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout

@@ -6,10 +6,7 @@ from uuid import UUID
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kmirror.log.epoch_cache import EpochCache, EpochEntry
-from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StateWrite
-from kmirror.mirror.coordinator.records import MirrorPartitionKey
-from kmirror.mirror.failover import (
+from kmirror.kip1279.failover import (
     AppendMirrorPidReset,
     AwaitReplicasTruncated,
     ClearState,
@@ -19,7 +16,7 @@ from kmirror.mirror.failover import (
     bumped_leader_epoch,
     plan_for,
 )
-from kmirror.mirror.membership import (
+from kmirror.kip1279.membership import (
     MembershipStatus,
     Rejected,
     SetMirrorName,
@@ -30,15 +27,18 @@ from kmirror.mirror.membership import (
     remove_topic,
     resume_topic,
 )
-from kmirror.mirror.state import (
+from kmirror.kip1279.state import (
     ALL_STATES,
     IllegalMirrorStateTransition,
     MirrorPartitionState,
     is_valid_transition,
     transition,
 )
-from kmirror.mirror.truncation import TruncateFully, last_mirrored_epoch_of, lme_truncation
+from kmirror.log.epoch_cache import EpochCache, EpochEntry
+from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StateWrite
+from kmirror.mirror.coordinator.records import MirrorPartitionKey
 from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.fetcher.truncation import TruncateFully, last_mirrored_epoch_of, lme_truncation
 
 S = MirrorPartitionState
 states = st.sampled_from(ALL_STATES)

@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from kmirror.mirror.protocol import create_topics, fetch, pid_reset, state_records
-from kmirror.mirror.protocol.registry import MIRROR_APIS, entity_types
+from kmirror.kip1279 import state_records
+from kmirror.protocol.mirror import create_topics, fetch
+from kmirror.protocol.mirror.registry import MIRROR_APIS, entity_types
+from kmirror.records import mirror_pid_reset as pid_reset
 
 _INTS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 

@@ -9,7 +9,7 @@ import datetime
 from typing import Any
 
 from kmirror.broker.services import BrokerServices
-from kmirror.mirror.metadata import MIRRORING_DISABLED_MESSAGE, UNSUPPORTED_VERSION_CODE, mirroring_enabled
+from kmirror.metadata.mirrors import MIRRORING_DISABLED_MESSAGE, UNSUPPORTED_VERSION_CODE, mirroring_enabled
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
 

@@ -17,9 +17,9 @@ from typing import Any
 from uuid import UUID
 
 from kmirror.broker.services import BrokerServices
-from kmirror.mirror.membership import MIRROR_NAME_CONFIG, Rejected, SetMirrorName, refusal_error_code
+from kmirror.kip1279.membership import MIRROR_NAME_CONFIG, Rejected, SetMirrorName, refusal_error_code
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.mirror.service import topic_partition_states
-from kmirror.mirror.state import MirrorPartitionState
 from kmirror.protocol.entities import build, nested
 
 Decide = Callable[[str | None, str, list[MirrorPartitionState]], SetMirrorName | Rejected]

@@ -15,7 +15,7 @@ class BrokerServices:
     config: Any  # kmirror.config.server.ServerConfig
     registry: ApiRegistry
     clock: Clock
-    metadata: Any = None  # kmirror.metadata.service.MetadataService
+    metadata: Any = None  # kmirror.metadata.controller_service.MetadataService
     replica_manager: Any = None  # kmirror.replication.replica_manager.ReplicaManager
     group_coordinator: Any = None  # kmirror.coordinator.group.GroupCoordinator
     controller: Any = None  # the active controller, on nodes with process.roles=controller

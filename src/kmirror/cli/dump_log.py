@@ -26,8 +26,8 @@ from typing import Any
 from kmirror.cli.common import kafka_uuid
 from kmirror.cli.errors import CommandError
 from kmirror.coordinator.offsets import records as offsets_records
+from kmirror.kip1279 import state_records
 from kmirror.log.transaction_index import ENTRY as TXN_ENTRY
-from kmirror.mirror.protocol import state_records
 from kmirror.records.batch import BatchHeader, CorruptRecordError, crc_ok, iter_batches
 from kmirror.records.compression import CompressionType
 from kmirror.records.control import parse_control_key, parse_end_txn_marker

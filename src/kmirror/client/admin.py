@@ -43,7 +43,7 @@ class ConfigResourceType(IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
-    MIRROR = 64  # KIP-1279 (kmirror.mirror.protocol.metadata_records.MIRROR_CONFIG_RESOURCE_TYPE)
+    MIRROR = 64  # KIP-1279 (kmirror.metadata.mirror_records.MIRROR_CONFIG_RESOURCE_TYPE)
 
 
 class AlterConfigOp(IntEnum):

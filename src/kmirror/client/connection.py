@@ -38,8 +38,8 @@ from kmirror.client.protocol import (
     kio_versions,
     request_schema,
 )
+from kmirror.client.tls import TlsSetupError, client_context
 from kmirror.protocol.entities import build
-from kmirror.runtime.tls import TlsSetupError, client_context
 from kmirror.security.client_config import PLAINTEXT, ClientSecurity, TlsClientSettings
 from kmirror.security.plain import PLAIN, plain_client_token
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from kmirror.mirror import errors as mirror_errors
+from kmirror.kip1279 import errors as mirror_errors
 
 
 class KafkaClientError(Exception):

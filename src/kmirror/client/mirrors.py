@@ -32,9 +32,9 @@ from kio.schema.errors import ErrorCode
 
 from kmirror.client.cluster import Cluster
 from kmirror.client.errors import KafkaClientError, KafkaConnectionError, KafkaError, KafkaProtocolError
-from kmirror.mirror import errors as mirror_errors
-from kmirror.mirror.protocol.registry import MIRROR_APIS
+from kmirror.kip1279 import errors as mirror_errors
 from kmirror.protocol.entities import build, has_field, nested
+from kmirror.protocol.mirror.registry import MIRROR_APIS
 
 CREATE_MIRROR = 94
 ADD_TOPICS_TO_MIRROR = 95

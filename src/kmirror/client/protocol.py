@@ -10,7 +10,7 @@ Version choice: for each API the client uses the highest version that the broker
 advertises, that the client has a schema for, and that the client caps (`CLIENT_MAX_VERSIONS`:
 versions whose semantics this client implements). Schemas come from kio, except for the
 KIP-1279 RPCs (keys 94-105), which kio does not know: their entities come from
-`kmirror.mirror.protocol.registry` (`request_schema` / `response_schema`).
+`kmirror.protocol.mirror.registry` (`request_schema` / `response_schema`).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
 from kmirror.client.errors import KafkaProtocolError
-from kmirror.mirror.protocol import fetch as fetch_v19
-from kmirror.mirror.protocol.derive import derive
-from kmirror.mirror.protocol.registry import MIRROR_APIS, entity_types
 from kmirror.protocol.framing import FrameDecoder, frame
+from kmirror.protocol.mirror import fetch as fetch_v19
+from kmirror.protocol.mirror.derive import derive
+from kmirror.protocol.mirror.registry import MIRROR_APIS, entity_types
 
 API_VERSIONS_KEY = 18
 

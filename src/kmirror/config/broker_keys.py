@@ -15,6 +15,7 @@ from kmirror.config.definitions import (
     each_of,
     one_of,
 )
+from kmirror.config.mirror import MIRROR_BROKER_CONFIG_DEFS
 
 INT, L, B, S, LI, D = (
     ConfigType.INT,
@@ -147,19 +148,4 @@ _SECURITY_DEFS = (
 )
 
 
-# KIP-1279 broker configs, KIP defaults. Spelled here, not imported from
-# kmirror.mirror.config (which imports this package: a cycle); a unit test keeps the two equal.
-_MIRROR_DEFS = (
-    ConfigDef("mirror.topic.num.partitions", INT, "50",
-              "Number of partitions for the __mirror_state internal topic.", at_least(1)),
-    ConfigDef("mirror.topic.replication.factor", ConfigType.SHORT, "3",
-              "Replication factor for the __mirror_state internal topic.", at_least(1)),
-    ConfigDef("mirror.num.replica.fetchers", INT, "1",
-              "Number of fetcher threads per mirrored source broker.", at_least(1)),
-    ConfigDef("mirror.metadata.refresh.interval.ms", L, "30000",
-              "Interval at which the coordinator refreshes metadata from source clusters.", at_least(1)),
-    ConfigDef("mirror.replication.throttled.rate", L, str(LONG_MAX),
-              "Upper bound (bytes/sec) on mirror replication traffic of throttled replicas.", at_least(0)),
-)
-
-BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in (*_DEFS, *_SECURITY_DEFS, *_MIRROR_DEFS)}
+BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in (*_DEFS, *_SECURITY_DEFS, *MIRROR_BROKER_CONFIG_DEFS)}

@@ -28,11 +28,10 @@ from kmirror.config.definitions import (
     each_of,
     one_of,
 )
-from kmirror.mirror.config import MIRROR_TOPIC_CONFIG_DEFS
+from kmirror.config.mirror import MIRROR_TOPIC_CONFIG_DEFS
 
 if TYPE_CHECKING:
     from kmirror.config.server import ServerConfig
-    from kmirror.metadata.image import MetadataImage
 
 
 class ConfigSource(IntEnum):
@@ -170,14 +169,6 @@ def topic_default(server: ServerConfig, name: str) -> tuple[str | None, ConfigSo
         value = broker_value_string(server, d.synonyms[0])
     source = ConfigSource.STATIC_BROKER_CONFIG if any(server.is_set(k) for k in d.synonyms) else ConfigSource.DEFAULT_CONFIG
     return value, source
-
-
-def effective_topic_config(image: MetadataImage, topic: str, server_config: ServerConfig) -> dict[str, str]:
-    """Every topic config key with a value, as the topic runs with it: dynamic topic value, else
-    the broker's (dynamic per-node, dynamic cluster default, static), else Kafka's default."""
-    from kmirror.metadata.config_description import effective_topic_config as resolve
-
-    return resolve(image, topic, server_config)
 
 
 def typed_topic_config(config: Mapping[str, str]) -> dict[str, Any]:

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from kmirror.config.topic import TOPIC_CONFIG_DEFS, topic_default
+
 LONG_MAX = 2**63 - 1
 MiB = 1024 * 1024
 DAY_MS = 24 * 60 * 60 * 1000
@@ -80,8 +82,6 @@ class LogConfig:
     def from_server_config(cls, server_config: Any) -> LogConfig:
         """Topic defaults as a broker runs with them (`log.segment.bytes` -> segment.bytes...),
         resolved by `kmirror.config.topic.topic_default`."""
-        from kmirror.config.topic import TOPIC_CONFIG_DEFS, topic_default
-
         values: dict[str, str] = {}
         for name in TOPIC_CONFIG_DEFS:
             value, _ = topic_default(server_config, name)

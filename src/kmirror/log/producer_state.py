@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kmirror.kip1279.failover import expires_producer_state
 from kmirror.log.outcomes import AppendError
 from kmirror.log.transaction_index import CompletedTxn
-from kmirror.mirror.failover import expires_producer_state
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import BatchHeader, Buffer, CorruptRecordError
 from kmirror.records.control import ControlType, read_control_type

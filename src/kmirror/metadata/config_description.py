@@ -17,6 +17,12 @@ from kio.schema.errors import ErrorCode
 
 from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
 from kmirror.config.definitions import DESCRIBE_TYPE_CODES, ConfigDef, ConfigType
+from kmirror.config.mirror import (
+    MIRROR_CONFIG_DEFAULTS,
+    MIRROR_LIST_CONFIGS,
+    is_mirror_config_key,
+    is_sensitive_mirror_config,
+)
 from kmirror.config.server import ServerConfig
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, ConfigSource
 from kmirror.metadata.controller.configs import DYNAMIC_BROKER_KEYS
@@ -24,13 +30,7 @@ from kmirror.metadata.controller.mirror_configs import check_mirror_resource
 from kmirror.metadata.controller.result import NONE, ApiError
 from kmirror.metadata.controller.topics import validate_topic_name
 from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
-from kmirror.mirror.config import (
-    MIRROR_CONFIG_DEFAULTS,
-    MIRROR_LIST_CONFIGS,
-    is_mirror_config_key,
-    is_sensitive_mirror_config,
-)
-from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE
+from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 
 _UNIT_MS = {".minutes": 60_000, ".hours": 3_600_000}
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.metrics.registry import MetricName, MetricsRegistry, metric_name
-from kmirror.mirror.state import MirrorPartitionState
 
 S = MirrorPartitionState
 MIRROR_FETCHER_MANAGER = ("kafka.server.mirror", "MirrorFetcherManager")

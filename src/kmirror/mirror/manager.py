@@ -1,7 +1,7 @@
 """MirrorManager: the KIP-1279 partition lifecycle on the destination partition leader.
 
 For every partition of a mirror topic this broker leads, `reconcile` asks
-`kmirror.mirror.failover.plan_for(membership, state)` for an ordered plan and executes it
+`kmirror.kip1279.failover.plan_for(membership, state)` for an ordered plan and executes it
 step by step; a step that cannot complete yet (source unreachable, replicas not truncated,
 leader epoch not bumped yet) ends the run, and the next `reconcile` resumes from the
 persisted state. Every state change is persisted through a `MirrorStateStore` port (the
@@ -18,17 +18,21 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from uuid import UUID
 
+from kmirror.kip1279 import failover as f
+from kmirror.kip1279.membership import MIRROR_NAME_CONFIG, MembershipStatus, parse_mirror_name_config
+from kmirror.kip1279.state import MirrorPartitionState, transition
 from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.outcomes import AppendError
-from kmirror.mirror import failover as f
+from kmirror.metadata.mirrors import mirror as mirror_info
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetcher_client_id, mirror_fetcher_id
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
-from kmirror.mirror.membership import MIRROR_NAME_CONFIG, MembershipStatus, parse_mirror_name_config
-from kmirror.mirror.metadata import mirror as mirror_info
-from kmirror.mirror.protocol.pid_reset import encode_mirror_pid_reset
-from kmirror.mirror.state import MirrorPartitionState, transition
-from kmirror.mirror.truncation import (
+from kmirror.ports import Clock
+from kmirror.records.batch import CorruptRecordError, read_header
+from kmirror.records.control import ControlType, build_control_batch, read_control_type
+from kmirror.records.mirror_pid_reset import encode_mirror_pid_reset
+from kmirror.replication.fetcher.engine import EpochQuery, truncation_for_leader_epoch_end
+from kmirror.replication.fetcher.truncation import (
     NO_LAST_MIRRORED_EPOCH,
     ReplicaTruncation,
     TruncateFully,
@@ -36,10 +40,6 @@ from kmirror.mirror.truncation import (
     lme_truncation,
     truncation_progress,
 )
-from kmirror.ports import Clock
-from kmirror.records.batch import CorruptRecordError, read_header
-from kmirror.records.control import ControlType, build_control_batch, read_control_type
-from kmirror.replication.fetcher.engine import EpochQuery, truncation_for_leader_epoch_end
 from kmirror.replication.outcomes import EpochEndOffset
 from kmirror.replication.partition import Partition
 from kmirror.types import TopicPartition

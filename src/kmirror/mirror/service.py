@@ -35,8 +35,12 @@ from uuid import UUID
 
 from kio.static.primitive import i8, i32
 
+from kmirror.client.admin import Admin, ConfigResourceType
+from kmirror.client.connection import BrokerConnection
+from kmirror.client.errors import KafkaError
+from kmirror.config.mirror import MIRROR_STATE_TOPIC, STATE_TOPIC_CONFIGS, MirrorConfig
 from kmirror.coordinator.ports import CoordinatorLog
-from kmirror.mirror.config import MIRROR_STATE_TOPIC, STATE_TOPIC_CONFIGS, MirrorConfig
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.mirror.coordinator import codec
 from kmirror.mirror.coordinator.coordinator import (
     MirrorCoordinator,
@@ -46,10 +50,9 @@ from kmirror.mirror.coordinator.coordinator import (
     StateWrite,
 )
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
-from kmirror.mirror.protocol import read_mirror_states as rms
-from kmirror.mirror.protocol import write_mirror_states as wms
-from kmirror.mirror.state import MirrorPartitionState
 from kmirror.protocol.errors import ErrorCode
+from kmirror.protocol.mirror import read_mirror_states as rms
+from kmirror.protocol.mirror import write_mirror_states as wms
 
 log = logging.getLogger("kmirror.mirror.coordinator")
 
@@ -77,8 +80,6 @@ SourceLookup = Callable[[MirrorConfig, Sequence[str]], Awaitable[SourceDescripti
 async def admin_source_lookup(config: MirrorConfig, names: Sequence[str]) -> SourceDescription:
     """Describe topics at the source with the Admin client (Metadata with topic ids,
     DescribeConfigs), connecting with the mirror's source connection configs."""
-    from kmirror.client.admin import Admin
-
     admin = await Admin.connect(",".join(config.bootstrap_servers), security=config.source_security)
     try:
         cluster = await admin.describe_cluster()
@@ -96,9 +97,6 @@ async def describe_source_topic(admin: Any, name: str) -> SourceTopic | int:
     be it. A source without DescribeConfigs (not a consumer API; librdkafka's mock cluster
     lacks it) has no topic configs to copy: the topic gets the destination's defaults, as
     for a source topic that sets none."""
-    from kmirror.client.admin import ConfigResourceType
-    from kmirror.client.errors import KafkaError
-
     try:
         desc = (await admin.describe_topics([name]))[name]
         if desc.topic_id is None:
@@ -133,8 +131,6 @@ class ListenerBrokerSender:
         self._connections: dict[int, Any] = {}
 
     async def __call__(self, node_id: int, request: Any) -> Any:
-        from kmirror.client.connection import BrokerConnection
-
         conn = self._connections.get(node_id)
         if conn is None or not conn.connected:
             broker = self.metadata.image.brokers.get(node_id)

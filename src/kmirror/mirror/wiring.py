@@ -39,14 +39,19 @@ from uuid import UUID
 
 from kio.static.primitive import i32, i64
 
-from kmirror.metadata.image import ConfigResource
-from kmirror.mirror.config import (
+from kmirror.config.mirror import (
     BOOTSTRAP_SERVERS,
     MIRROR_STATE_TOPIC,
     InvalidMirrorConfig,
     is_mirror_config_key,
     parse_mirror_config,
 )
+from kmirror.kip1279.membership import parse_mirror_name_config
+from kmirror.kip1279.state import MirrorPartitionState
+from kmirror.metadata.controller.mirrors import EpochBump
+from kmirror.metadata.image import ConfigResource
+from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
+from kmirror.metadata.mirrors import mirror as mirror_info
 from kmirror.mirror.coordinator.coordinator import StateWrite
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
 from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
@@ -59,8 +64,6 @@ from kmirror.mirror.manager import (
     PartitionKey,
     StepPending,
 )
-from kmirror.mirror.membership import parse_mirror_name_config
-from kmirror.mirror.metadata import mirror as mirror_info
 from kmirror.mirror.metadata_sync import MetadataSync
 from kmirror.mirror.metadata_sync.acls import AclSync
 from kmirror.mirror.metadata_sync.admins import SyncAdmins
@@ -68,13 +71,12 @@ from kmirror.mirror.metadata_sync.cluster_id import SourceClusterIdGuard
 from kmirror.mirror.metadata_sync.destination import ControllerTopicMetadataWriter
 from kmirror.mirror.metadata_sync.groups import GroupOffsetSync
 from kmirror.mirror.metadata_sync.topics import TopicMetadataSync
-from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE
-from kmirror.mirror.protocol.registry import entity_types
 from kmirror.mirror.service import admin_source_lookup
-from kmirror.mirror.state import MirrorPartitionState
 from kmirror.mirror.sync_errors import MirrorSyncErrors
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
+from kmirror.protocol.mirror import bump_leader_epochs as schema
+from kmirror.protocol.mirror.registry import entity_types
 from kmirror.security.client_config import ClientSecurity
 from kmirror.types import TopicPartition
 
@@ -145,8 +147,6 @@ class ControllerEpochBumper:
     async def bump(self, tp: TopicPartition, topic_id: UUID, min_leader_epoch: int, min_producer_id: int = -1) -> None:
         try:
             if not getattr(self.metadata, "forwarding", False) and hasattr(self.metadata, "bump_leader_epochs"):
-                from kmirror.metadata.controller.mirrors import EpochBump
-
                 results = await self.metadata.bump_leader_epochs(
                     [EpochBump(topic_id, tp.partition, min_leader_epoch)], min_producer_id)
                 for r in results:
@@ -164,8 +164,6 @@ class ControllerEpochBumper:
 
 
 def bump_leader_epochs_request(topic_id: UUID, partition: int, min_leader_epoch: int, min_producer_id: int = -1) -> Any:
-    from kmirror.mirror.protocol import bump_leader_epochs as schema
-
     request_cls, _ = entity_types(BUMP_LEADER_EPOCHS)
     return request_cls(topics=(schema.TopicState(topic_id=topic_id, partitions=(
         schema.LeaderEpochState(partition_index=i32(partition), min_leader_epoch=i32(min_leader_epoch)),)),),

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from kmirror.metadata.controller.alter_partition import AlterPartitionItem as ControllerItem
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.outcomes import AlterPartitionItem
@@ -134,8 +135,6 @@ class LocalAlterPartitionSender:
         task.add_done_callback(self._tasks.discard)
 
     async def _send(self, item: AlterPartitionItem) -> None:
-        from kmirror.metadata.controller.alter_partition import AlterPartitionItem as ControllerItem
-
         request = ControllerItem(item.topic_id, item.partition, item.leader_epoch, item.new_isr, item.partition_epoch)  # type: ignore[arg-type]
         try:
             top, results = await self.metadata.alter_partition(self.broker_id, self.broker_epoch(), [request])

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from kmirror.log.config import LogConfig
+from kmirror.metadata.config_description import effective_topic_config
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.log_dirs import DiskUsage, describe_log_dirs
@@ -196,8 +197,6 @@ class ReplicaManager:
 
     def _log_config(self, image: Any, topic: str) -> LogConfig:
         # Topic overrides over broker defaults (Kafka's config resolution), as a LogConfig.
-        from kmirror.config.topic import effective_topic_config
-
         return LogConfig.from_topic_config(effective_topic_config(image, topic, self.config))
 
     def _remove_partition(self, tp: TopicPartition) -> None:

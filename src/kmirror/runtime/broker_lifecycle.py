@@ -15,10 +15,11 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from kmirror.config.server import ServerConfig
+from kmirror.metadata.broker_lifecycle import BrokerLifecycle, BrokerState
 from kmirror.metadata.controller.brokers import HeartbeatReply
 from kmirror.metadata.controller.result import ApiError
 from kmirror.metadata.records import BrokerEndpoint
-from kmirror.quorum.broker_lifecycle import BrokerLifecycle, BrokerState
+from kmirror.protocol.entities import build, nested
 
 log = logging.getLogger("kmirror.broker_lifecycle")
 
@@ -60,8 +61,6 @@ class RemoteController:
         self._channel = channel
 
     async def register(self, cluster_id: str, incarnation_id: uuid.UUID) -> int | ApiError:
-        from kmirror.protocol.entities import build, nested
-
         conn = await self._channel.connection()
         rt = conn.request_type(62)
         listeners = tuple(

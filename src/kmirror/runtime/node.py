@@ -29,23 +29,24 @@ from typing import Any
 
 from kmirror.broker.api import build_registry
 from kmirror.broker.services import BrokerServices
+from kmirror.client.tls import TlsSetupError, server_context
+from kmirror.config.mirror import MIRROR_STATE_TOPIC
 from kmirror.config.server import ServerConfig
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, topic_default
 from kmirror.coordinator.offsets.log_adapter import ReplicaManagerCoordinatorLog
 from kmirror.coordinator.runtime import GroupCoordinatorService
+from kmirror.kip1279.errors import error_name
 from kmirror.log.config import LogConfig
 from kmirror.log.log_manager import LogManager
-from kmirror.metadata.service import MetadataService
+from kmirror.metadata.broker_service import BrokerMetadataService
+from kmirror.metadata.controller_service import MetadataService
 from kmirror.metrics.mirror_metrics import register_mirror_metrics
 from kmirror.metrics.node_metrics import register_node_metrics
 from kmirror.metrics.registry import MetricsRegistry
 from kmirror.metrics.request_metrics import RequestChannelMetrics
-from kmirror.mirror.config import MIRROR_STATE_TOPIC
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
-from kmirror.mirror.errors import error_name
 from kmirror.mirror.service import ListenerBrokerSender, MirrorCoordinatorService
 from kmirror.mirror.wiring import MirrorDataPlane
-from kmirror.quorum.broker_metadata import BrokerMetadataService
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.replication.service import ReplicationService
 from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, LocalController, RemoteController
@@ -54,7 +55,6 @@ from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesErr
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.runtime.server import KafkaServer
-from kmirror.runtime.tls import TlsSetupError, server_context
 
 log = logging.getLogger("kmirror.node")
 

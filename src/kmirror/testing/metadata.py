@@ -6,7 +6,10 @@ import random
 import uuid
 from typing import Any
 
+from kmirror.broker.api import RequestContext, build_registry, load_handlers
+from kmirror.broker.services import BrokerServices
 from kmirror.config.server import ServerConfig
+from kmirror.metadata.controller_service import MetadataService
 from kmirror.metadata.image import EMPTY_IMAGE, MetadataImage
 from kmirror.metadata.records import (
     BrokerEndpoint,
@@ -15,6 +18,9 @@ from kmirror.metadata.records import (
     Record,
     RegisterBrokerRecord,
 )
+from kmirror.ports import ManualClock
+from kmirror.protocol.codec import RequestHeaderView
+from kmirror.protocol.entities import build, nested
 
 
 def server_config(node_id: int = 1, **overrides: str) -> ServerConfig:
@@ -70,8 +76,6 @@ def started_service(config: ServerConfig | None = None, seed: int = 0) -> Any:
     """A MetadataService on an in-memory store, already started (formatted, node registered)."""
     import asyncio
 
-    from kmirror.metadata.service import MetadataService
-    from kmirror.ports import ManualClock
 
     svc = MetadataService(config or server_config(), InMemoryMetadataLogStore(), ManualClock(), seeded_rng(seed))
     asyncio.run(svc.start())
@@ -80,10 +84,6 @@ def started_service(config: ServerConfig | None = None, seed: int = 0) -> Any:
 
 def metadata_services(config: ServerConfig | None = None, seed: int = 0) -> Any:
     """BrokerServices around a started MetadataService (no replica manager, no network)."""
-    from kmirror.broker.api import build_registry
-    from kmirror.broker.services import BrokerServices
-    from kmirror.ports import ManualClock
-
     cfg = config or server_config()
     return BrokerServices(
         node_id=cfg.node_id,
@@ -106,9 +106,6 @@ def call(services: Any, api_key: int, version: int, request_fields: dict[str, An
     from kio.index import load_request_schema, load_response_schema
     from kio.serial import entity_reader, entity_writer
 
-    from kmirror.broker.api import RequestContext, load_handlers
-    from kmirror.protocol.codec import RequestHeaderView
-    from kmirror.protocol.entities import build
 
     handler = {d.api_key: d for d in load_handlers()}[api_key].handler
     request = build(load_request_schema(api_key, version), **request_fields)
@@ -133,6 +130,5 @@ def request_entity(api_key: int, version: int, entity_name: str, /, **fields: An
     """A nested request entity (e.g. "CreatableTopic") of that API version."""
     from kio.index import load_request_schema
 
-    from kmirror.protocol.entities import build, nested
 
     return build(nested(load_request_schema(api_key, version), entity_name), **fields)

@@ -8,7 +8,11 @@ from types import SimpleNamespace
 from typing import Any
 from uuid import UUID
 
+from kmirror.broker.api import RequestContext, build_registry
+from kmirror.broker.services import BrokerServices
 from kmirror.config.server import ServerConfig
+from kmirror.log.config import LogConfig
+from kmirror.log.log_manager import LogManager
 from kmirror.metadata.image import (
     ConfigResource,
     ConfigResourceType,
@@ -16,7 +20,11 @@ from kmirror.metadata.image import (
     PartitionRegistration,
     TopicImage,
 )
+from kmirror.ports import ManualClock
+from kmirror.protocol.codec import RequestHeaderView
 from kmirror.records.batch import read_header
+from kmirror.replication.replica_manager import ReplicaManager
+from kmirror.testing.memory_fs import MemoryFileSystem
 from kmirror.types import TopicPartition
 
 
@@ -200,8 +208,6 @@ def call_handler(handler: Any, services: Any, api_key: int, version: int, reques
     from kio.index import load_response_schema
     from kio.serial import entity_reader, entity_writer
 
-    from kmirror.broker.api import RequestContext
-    from kmirror.protocol.codec import RequestHeaderView
 
     response_type = load_response_schema(api_key, version)
     ctx = RequestContext(RequestHeaderView(api_key, version, 1, "test"), response_type, "127.0.0.1", 1)
@@ -224,11 +230,6 @@ def call_handler(handler: Any, services: Any, api_key: int, version: int, reques
 def data_services(image: MetadataImage, node_id: int = 1, log_manager: Any = None, metadata: Any = None) -> Any:
     """BrokerServices with a real ReplicaManager following `image`, over the real LogManager
     on the in-memory file system unless another log manager is given."""
-    from kmirror.broker.api import build_registry
-    from kmirror.broker.services import BrokerServices
-    from kmirror.ports import ManualClock
-    from kmirror.replication.replica_manager import ReplicaManager
-
     clock = ManualClock()
     config = server_config(node_id)
     if log_manager is None:
@@ -247,10 +248,6 @@ def data_services(image: MetadataImage, node_id: int = 1, log_manager: Any = Non
 
 def memory_log_manager(clock: Any, log_dirs: tuple[str, ...] = ("/data/kafka-logs",)) -> Any:
     """The real LogManager over the in-memory file system (loaded, empty)."""
-    from kmirror.log.config import LogConfig
-    from kmirror.log.log_manager import LogManager
-    from kmirror.testing.memory_fs import MemoryFileSystem
-
     manager = LogManager(MemoryFileSystem(), list(log_dirs), clock, LogConfig())
     manager.load_logs()
     return manager

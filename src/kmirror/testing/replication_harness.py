@@ -13,12 +13,14 @@ import dataclasses
 from typing import Any
 from uuid import UUID
 
+from kmirror.log.config import LogConfig
 from kmirror.log.log_manager import LogManager
 from kmirror.metadata.image import MetadataImage, PartitionRegistration
 from kmirror.ports import ManualClock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import iter_batches
 from kmirror.records.builder import build_batch
+from kmirror.records.record import decode_records
 from kmirror.replication.fetcher.endpoint import (
     epoch_end_offsets_from_replica_manager,
     fetch_from_replica_manager,
@@ -263,8 +265,6 @@ class ReplicationHarness:
 
     def records(self, broker_id: int) -> dict[int, bytes]:
         """offset -> value of every record in `broker_id`'s log."""
-        from kmirror.records.record import decode_records
-
         log = self.brokers[broker_id].partition.log
         data = log.read(log.log_start_offset, 1 << 30, log.log_end_offset, True)
         out: dict[int, bytes] = {}
@@ -276,6 +276,4 @@ class ReplicationHarness:
 
 
 def _log_config() -> Any:
-    from kmirror.log.config import LogConfig
-
     return LogConfig()

@@ -10,7 +10,7 @@ from kmirror.cli.dump_log import decode_mirror_state_record, decode_offsets_reco
 from kmirror.cli.main import main
 from kmirror.coordinator.group.group import OffsetAndMetadata
 from kmirror.coordinator.offsets import records as offsets
-from kmirror.mirror.protocol import state_records as sr
+from kmirror.kip1279 import state_records as sr
 from kmirror.records.builder import SimpleRecord, build_batch
 
 T0 = 1_771_239_071_191

@@ -11,7 +11,7 @@ import pytest
 from kmirror.client.admin import Admin
 from kmirror.client.errors import KafkaConnectionError, KafkaError
 from kmirror.client.mirrors import MirrorPartitionDescription
-from kmirror.mirror.protocol import (
+from kmirror.protocol.mirror import (
     add_topics_to_mirror,
     create_mirror,
     delete_mirror,
@@ -20,7 +20,7 @@ from kmirror.mirror.protocol import (
     pause_mirror_topics,
     remove_topics_from_mirror,
 )
-from kmirror.mirror.protocol.registry import MIRROR_APIS, entity_types
+from kmirror.protocol.mirror.registry import MIRROR_APIS, entity_types
 
 ZERO = datetime.timedelta(0)
 Handler = Callable[[Any], Any]

@@ -16,8 +16,8 @@ from kmirror.client.protocol import (
     request_schema,
     response_schema,
 )
-from kmirror.mirror.protocol import create_mirror, describe_mirrors
-from kmirror.mirror.protocol.registry import MIRROR_APIS
+from kmirror.protocol.mirror import create_mirror, describe_mirrors
+from kmirror.protocol.mirror.registry import MIRROR_APIS
 
 
 def _write(entity: object) -> bytes:

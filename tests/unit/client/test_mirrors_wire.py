@@ -12,8 +12,8 @@ from kmirror.broker.api import build_registry, load_handlers
 from kmirror.client.admin import Admin
 from kmirror.client.connection import BrokerConnection
 from kmirror.client.errors import KafkaError
-from kmirror.mirror.protocol import create_mirror, list_mirrors
-from kmirror.mirror.protocol.registry import MIRROR_APIS, schemas
+from kmirror.protocol.mirror import create_mirror, list_mirrors
+from kmirror.protocol.mirror.registry import MIRROR_APIS, schemas
 from kmirror.protocol.registry import ApiSpec
 from kmirror.runtime.server import KafkaServer
 

@@ -74,7 +74,7 @@ def test_transactional_ids_are_not_served_yet() -> None:
 
 def test_allocation_failure_is_retriable() -> None:
     from kmirror.metadata.controller.result import ApiError
-    from kmirror.metadata.service import MetadataOperationError
+    from kmirror.metadata.controller_service import MetadataOperationError
 
     class Failing:
         image = MetadataImage()

@@ -7,11 +7,13 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from kmirror.broker.api import RequestContext, load_handlers
+from kmirror.kip1279.errors import MirrorError
 from kmirror.metadata.controller.mirrors import FeatureUpdate
 from kmirror.metadata.controller.topics import CreatableTopic
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
-from kmirror.mirror.errors import MirrorError
-from kmirror.mirror.protocol import (
+from kmirror.mirror.service import MirrorCoordinatorService, SourceDescription, SourceTopic
+from kmirror.protocol.codec import RequestHeaderView
+from kmirror.protocol.mirror import (
     add_topics_to_mirror,
     create_mirror,
     delete_mirror,
@@ -20,8 +22,6 @@ from kmirror.mirror.protocol import (
     remove_topics_from_mirror,
     resume_mirror_topics,
 )
-from kmirror.mirror.service import MirrorCoordinatorService, SourceDescription, SourceTopic
-from kmirror.protocol.codec import RequestHeaderView
 from kmirror.testing.metadata import call, metadata_services
 
 SOURCE_ID = uuid.UUID("11111111-2222-4333-8444-555555555555")
@@ -178,7 +178,7 @@ def test_add_existing_topic_with_the_source_id_only_sets_membership_and_another_
 
 
 def test_mirror_topic_is_read_only_for_produce_and_delete_records() -> None:
-    from kmirror.mirror.metadata import is_topic_partition_read_only
+    from kmirror.metadata.mirrors import is_topic_partition_read_only
     services = enabled_services()
     create(services)
     add(services, "m1", "orders")
@@ -189,9 +189,9 @@ def test_mirror_topic_is_read_only_for_produce_and_delete_records() -> None:
 
 
 def test_remove_pause_resume_and_delete_follow_the_membership_workflows() -> None:
+    from kmirror.kip1279.state import MirrorPartitionState as S
     from kmirror.mirror.coordinator.coordinator import StateWrite
     from kmirror.mirror.coordinator.records import MirrorPartitionKey
-    from kmirror.mirror.state import MirrorPartitionState as S
     services = enabled_services()
     create(services)
     add(services, "m1", "orders")
@@ -225,7 +225,7 @@ def test_remove_pause_resume_and_delete_follow_the_membership_workflows() -> Non
     assert services.metadata.image.topic_config("orders")["mirror.name"] == "m1.removed"
     assert remove(services, "other", "orders").error_code == MirrorError.UNKNOWN_MIRROR
     assert services.mirror_coordinator.cached_state("m1", SOURCE_ID, 0) is S.MIRRORING
-    from kmirror.mirror.metadata import is_topic_partition_read_only
+    from kmirror.metadata.mirrors import is_topic_partition_read_only
     assert is_topic_partition_read_only(services.metadata.image, "orders", 0, services.mirror_coordinator)
     for state in (S.STOPPING, S.STOPPED):
         asyncio.run(services.mirror_coordinator.write_states(
@@ -237,7 +237,7 @@ def test_remove_pause_resume_and_delete_follow_the_membership_workflows() -> Non
 
 
 def test_bump_leader_epochs_handler() -> None:
-    from kmirror.mirror.protocol import bump_leader_epochs as b
+    from kmirror.protocol.mirror import bump_leader_epochs as b
     services = enabled_services()
     asyncio.run(services.metadata.create_topics([CreatableTopic("t", 1, 1, topic_id=SOURCE_ID)]))
     req = b.BumpLeaderEpochsRequest(topics=(b.TopicState(topic_id=SOURCE_ID, partitions=(
@@ -274,9 +274,9 @@ class ControllerForwarding:
 def test_a_broker_validates_partition_states_before_forwarding_add_to_the_controller() -> None:
     import copy
 
+    from kmirror.kip1279.state import MirrorPartitionState as S
     from kmirror.mirror.coordinator.coordinator import StateWrite
     from kmirror.mirror.coordinator.records import MirrorPartitionKey
-    from kmirror.mirror.state import MirrorPartitionState as S
     fresh_id = uuid.UUID(int=77)
     source = {"orders": SourceTopic("orders", SOURCE_ID, 3), "fresh": SourceTopic("fresh", fresh_id, 2)}
     services = enabled_services(source)
@@ -333,7 +333,7 @@ def write_states(coordinator_service, state) -> None:
 
 
 def test_a_broker_checks_partition_states_before_forwarding_to_a_dedicated_controller() -> None:
-    from kmirror.mirror.state import MirrorPartitionState as S
+    from kmirror.kip1279.state import MirrorPartitionState as S
     broker, controller = broker_and_dedicated_controller()
     # UNKNOWN partitions at the broker's coordinator: refused there, nothing forwarded.
     assert remove(broker, "m1", "orders").topics[0].error_code == ErrorCode.invalid_request
@@ -349,7 +349,7 @@ def test_a_broker_checks_partition_states_before_forwarding_to_a_dedicated_contr
 
 
 def test_delete_mirror_is_refused_at_the_broker_while_a_removed_partition_is_not_stopped() -> None:
-    from kmirror.mirror.state import MirrorPartitionState as S
+    from kmirror.kip1279.state import MirrorPartitionState as S
     broker, controller = broker_and_dedicated_controller()
     write_states(broker.mirror_coordinator, S.PREPARING)
     write_states(broker.mirror_coordinator, S.MIRRORING)
@@ -367,8 +367,8 @@ def test_delete_mirror_is_refused_at_the_broker_while_a_removed_partition_is_not
 def test_a_removed_topic_is_writable_on_a_leader_that_does_not_coordinate_its_mirror_state() -> None:
     """On a 3-broker cluster the key's `__mirror_state` coordinator is often another broker:
     the partition leader's own persisted state decides then."""
-    from kmirror.mirror.metadata import is_topic_partition_read_only
-    from kmirror.mirror.state import MirrorPartitionState as S
+    from kmirror.kip1279.state import MirrorPartitionState as S
+    from kmirror.metadata.mirrors import is_topic_partition_read_only
 
     class StateView:
         def __init__(self, states) -> None:

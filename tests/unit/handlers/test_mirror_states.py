@@ -9,20 +9,20 @@ from kio.serial import entity_reader, entity_writer
 
 from kmirror.broker.api import RequestContext, load_handlers
 from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
+from kmirror.config.mirror import MIRROR_BROKER_CONFIG_DEFS, MIRROR_TOPIC_CONFIG_DEFS
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, validate_topic_config
+from kmirror.kip1279.errors import MirrorError
+from kmirror.kip1279.state import MirrorPartitionState as S
 from kmirror.metadata.controller.mirrors import FeatureUpdate
 from kmirror.metadata.controller.topics import CreatableTopic
-from kmirror.mirror.config import MIRROR_BROKER_CONFIG_DEFS, MIRROR_TOPIC_CONFIG_DEFS
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
-from kmirror.mirror.errors import MirrorError
-from kmirror.mirror.protocol import create_mirror, describe_mirrors
-from kmirror.mirror.protocol import read_mirror_states as rms
-from kmirror.mirror.protocol import write_mirror_states as wms
-from kmirror.mirror.protocol.find_coordinator import MirrorCoordinatorKey
-from kmirror.mirror.protocol.registry import entity_types
 from kmirror.mirror.service import MirrorCoordinatorService
-from kmirror.mirror.state import MirrorPartitionState as S
 from kmirror.protocol.codec import RequestHeaderView
+from kmirror.protocol.mirror import create_mirror, describe_mirrors
+from kmirror.protocol.mirror import read_mirror_states as rms
+from kmirror.protocol.mirror import write_mirror_states as wms
+from kmirror.protocol.mirror.find_coordinator import MirrorCoordinatorKey
+from kmirror.protocol.mirror.registry import entity_types
 from kmirror.testing.metadata import call, metadata_services, request_entity, server_config
 
 HANDLERS = {d.api_key: d for d in load_handlers()}

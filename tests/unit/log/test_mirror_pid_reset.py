@@ -6,12 +6,12 @@ from kmirror.log.config import LogConfig
 from kmirror.log.log import Log
 from kmirror.log.outcomes import AppendError, LogAppendInfo
 from kmirror.log.producer_state import ProducerState, control_type_for_state
-from kmirror.mirror.protocol.pid_reset import encode_mirror_pid_reset
 from kmirror.ports import ManualClock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import read_header
 from kmirror.records.builder import build_batch
 from kmirror.records.control import ControlType, build_control_batch
+from kmirror.records.mirror_pid_reset import encode_mirror_pid_reset
 from kmirror.testing.memory_fs import MemoryFileSystem
 from kmirror.types import TopicPartition
 

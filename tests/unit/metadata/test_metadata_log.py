@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from kmirror.metadata.controller.topics import CreatableTopic
-from kmirror.metadata.service import MetadataService
+from kmirror.metadata.controller_service import MetadataService
 from kmirror.ports import ManualClock
 from kmirror.records.batch import iter_batches
 from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError, ensure_meta_properties

@@ -18,7 +18,7 @@ from kmirror.metadata.controller.mirrors import (
     update_features,
 )
 from kmirror.metadata.image import ConfigResource
-from kmirror.mirror.metadata import mirror
+from kmirror.metadata.mirrors import mirror
 from kmirror.testing.metadata import image_with_brokers, server_config
 
 M = ConfigResource(64, "m")

@@ -7,8 +7,8 @@ from kio.schema.errors import ErrorCode
 from kmirror.metadata.controller.acls import AclCreation, AclFilter
 from kmirror.metadata.controller.configs import AlterableConfig, AlterConfigOp
 from kmirror.metadata.controller.topics import CreatableTopic, CreatePartitionsTopic
+from kmirror.metadata.controller_service import MetadataOperationError, MetadataService
 from kmirror.metadata.image import ConfigResource
-from kmirror.metadata.service import MetadataOperationError, MetadataService
 from kmirror.ports import ManualClock
 from kmirror.testing.metadata import InMemoryMetadataLogStore, seeded_rng, server_config
 

@@ -2,11 +2,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from kmirror.kip1279.errors import error_name
 from kmirror.metrics.histogram import Histogram, quantile
 from kmirror.metrics.prometheus import render
 from kmirror.metrics.registry import MetricsRegistry, metric_name
 from kmirror.metrics.request_metrics import RequestChannelMetrics, error_counts
-from kmirror.mirror.errors import error_name
 from kmirror.ports import ManualClock
 
 

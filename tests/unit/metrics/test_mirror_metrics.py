@@ -6,6 +6,7 @@ import asyncio
 from types import SimpleNamespace
 from uuid import UUID
 
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.metadata.image import PartitionRegistration
 from kmirror.metrics.mirror_metrics import fetcher_thread_client_id, register_mirror_metrics
 from kmirror.metrics.prometheus import render
@@ -13,7 +14,6 @@ from kmirror.metrics.registry import MetricsRegistry
 from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetch_policy, mirror_fetcher_id
-from kmirror.mirror.state import MirrorPartitionState
 from kmirror.ports import ManualClock
 from kmirror.records.builder import build_batch
 from kmirror.testing.mirror_fetcher import InProcessSourceCluster

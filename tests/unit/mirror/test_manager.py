@@ -5,12 +5,12 @@ STOPPING -> STOPPED (truncate to LSO, LME, epoch bump, MIRROR_PID_RESET)."""
 import asyncio
 from uuid import UUID
 
+from kmirror.kip1279.state import MirrorPartitionState as S
 from kmirror.metadata.image import PartitionRegistration
 from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetch_policy
 from kmirror.mirror.manager import InMemoryMirrorStateStore, MirrorManager, StepPending
-from kmirror.mirror.state import MirrorPartitionState as S
 from kmirror.ports import ManualClock
 from kmirror.records.batch import iter_batches
 from kmirror.records.builder import build_batch

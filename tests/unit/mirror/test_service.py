@@ -6,11 +6,11 @@ import uuid
 from types import SimpleNamespace
 
 from kmirror.coordinator.offsets.log_adapter import CoordinatorAppendError
+from kmirror.kip1279.state import MirrorPartitionState as S
 from kmirror.metadata.image import PartitionRegistration, TopicImage
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StateWrite
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
 from kmirror.mirror.service import MirrorCoordinatorService
-from kmirror.mirror.state import MirrorPartitionState as S
 from kmirror.protocol.errors import ErrorCode as E
 
 TOPIC_ID = uuid.UUID("00000000-0000-4000-8000-000000000001")
@@ -126,7 +126,7 @@ class TwoBrokers:
     Requests between them go through the ReadMirrorStates / WriteMirrorStates handlers."""
 
     def __init__(self, leaders=(1, 2)) -> None:
-        from kmirror.mirror.metadata import MIRROR_VERSION_FEATURE
+        from kmirror.metadata.mirrors import MIRROR_VERSION_FEATURE
 
         partitions = {p: PartitionRegistration((n,), (n,), n, 0, 0) for p, n in enumerate(leaders)}
         topics = {"__mirror_state": TopicImage("__mirror_state", uuid.uuid4(), partitions),
@@ -146,8 +146,8 @@ class TwoBrokers:
 
     async def _send(self, node_id, request):
         from kmirror.broker.api import RequestContext, load_handlers
-        from kmirror.mirror.protocol.registry import entity_types
         from kmirror.protocol.codec import RequestHeaderView
+        from kmirror.protocol.mirror.registry import entity_types
 
         if node_id not in self.services:
             raise ConnectionError(f"broker {node_id} unreachable")

@@ -9,13 +9,13 @@ from uuid import UUID
 
 import pytest
 
+from kmirror.kip1279.state import MirrorPartitionState as S
 from kmirror.metadata.controller import mirrors
 from kmirror.metadata.image import ConfigResource, PartitionRegistration
+from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StatesResult
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
 from kmirror.mirror.manager import PartitionKey, StepPending
-from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE
-from kmirror.mirror.state import MirrorPartitionState as S
 from kmirror.mirror.wiring import (
     ControllerEpochBumper,
     CoordinatorStateStore,

@@ -30,17 +30,16 @@ from kio.schema.errors import ErrorCode
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
 from kmirror.client.errors import KafkaAuthenticationError
+from kmirror.config.mirror import InvalidMirrorConfig
+from kmirror.kip1279.errors import MirrorError
+from kmirror.kip1279.membership import MIRROR_NAME_CONFIG, Rejected, add_topic, refusal_error_code
 from kmirror.metadata.controller.topics import CreatableTopic
-from kmirror.mirror.config import InvalidMirrorConfig
-from kmirror.mirror.errors import MirrorError
-from kmirror.mirror.membership import MIRROR_NAME_CONFIG, Rejected, add_topic, refusal_error_code
-from kmirror.mirror.metadata import (
+from kmirror.metadata.mirrors import (
     MIRRORING_DISABLED_MESSAGE,
     UNSUPPORTED_VERSION_CODE,
     mirror,
     mirroring_enabled,
 )
-from kmirror.mirror.protocol.registry import schemas
 from kmirror.mirror.service import (
     MirrorCoordinatorService,
     SourceTopic,
@@ -48,6 +47,7 @@ from kmirror.mirror.service import (
     topic_partition_states,
 )
 from kmirror.protocol.entities import build, nested
+from kmirror.protocol.mirror.registry import schemas
 
 log = logging.getLogger(__name__)
 

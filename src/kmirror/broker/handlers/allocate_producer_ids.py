@@ -10,7 +10,7 @@ from kio.static.primitive import i32, i64
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
-from kmirror.metadata.service import MetadataOperationError
+from kmirror.metadata.controller_service import MetadataOperationError
 from kmirror.protocol.entities import build
 
 

@@ -13,7 +13,7 @@ from kio.static.primitive import i16
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
-from kmirror.mirror.metadata import mirroring_enabled
+from kmirror.metadata.mirrors import mirroring_enabled
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.registry import ApiRegistry
 

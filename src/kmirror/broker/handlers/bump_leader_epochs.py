@@ -9,9 +9,9 @@ from typing import Any
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.controller.mirrors import EpochBump
-from kmirror.mirror.metadata import UNSUPPORTED_VERSION_CODE, mirroring_enabled
-from kmirror.mirror.protocol.registry import schemas
+from kmirror.metadata.mirrors import UNSUPPORTED_VERSION_CODE, mirroring_enabled
 from kmirror.protocol.entities import build, nested
+from kmirror.protocol.mirror.registry import schemas
 
 
 @api(105, "BumpLeaderEpochs", 0, 0, schemas=schemas(105), planes=("broker", "controller"))

@@ -7,9 +7,9 @@ from typing import Any
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
-from kmirror.mirror.metadata import MIRRORING_DISABLED_MESSAGE, UNSUPPORTED_VERSION_CODE, mirroring_enabled
-from kmirror.mirror.protocol.registry import schemas
+from kmirror.metadata.mirrors import MIRRORING_DISABLED_MESSAGE, UNSUPPORTED_VERSION_CODE, mirroring_enabled
 from kmirror.protocol.entities import build
+from kmirror.protocol.mirror.registry import schemas
 
 
 @api(94, "CreateMirror", 0, 0, schemas=schemas(94), planes=("broker", "controller"))

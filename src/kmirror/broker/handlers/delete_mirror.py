@@ -12,15 +12,15 @@ from kio.schema.errors import ErrorCode
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.controller import mirrors as mirror_ops
-from kmirror.mirror.metadata import (
+from kmirror.metadata.mirrors import (
     MIRRORING_DISABLED_MESSAGE,
     UNSUPPORTED_VERSION_CODE,
     mirror_topics,
     mirroring_enabled,
 )
-from kmirror.mirror.protocol.registry import schemas
 from kmirror.mirror.service import topic_partition_states
 from kmirror.protocol.entities import build
+from kmirror.protocol.mirror.registry import schemas
 
 
 @api(104, "DeleteMirror", 0, 0, schemas=schemas(104), planes=("broker", "controller"))

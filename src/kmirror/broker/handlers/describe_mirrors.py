@@ -15,9 +15,9 @@ from typing import Any
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
-from kmirror.mirror.coordinator.records import NO_LAST_MIRRORED_EPOCH, MirrorPartitionKey
-from kmirror.mirror.errors import MirrorError
-from kmirror.mirror.metadata import (
+from kmirror.kip1279.errors import MirrorError
+from kmirror.kip1279.state import MirrorPartitionState
+from kmirror.metadata.mirrors import (
     MIRRORING_DISABLED_MESSAGE,
     UNSUPPORTED_VERSION_CODE,
     mirror,
@@ -25,10 +25,10 @@ from kmirror.mirror.metadata import (
     mirroring_enabled,
     mirrors,
 )
-from kmirror.mirror.protocol.registry import schemas
-from kmirror.mirror.state import MirrorPartitionState
+from kmirror.mirror.coordinator.records import NO_LAST_MIRRORED_EPOCH, MirrorPartitionKey
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
+from kmirror.protocol.mirror.registry import schemas
 from kmirror.types import TopicPartition
 
 

@@ -32,10 +32,9 @@ from typing import Any
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.purgatory import purgatory_for, should_delay_fetch
 from kmirror.broker.services import BrokerServices
-from kmirror.mirror.protocol import fetch as fetch_v19
-from kmirror.mirror.truncation import leader_mirror_leader_epoch
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
+from kmirror.protocol.mirror import fetch as fetch_v19
 from kmirror.replication.fetch_session import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -44,6 +43,7 @@ from kmirror.replication.fetch_session import (
     FetchSessionCache,
     SessionPartition,
 )
+from kmirror.replication.fetcher.truncation import leader_mirror_leader_epoch
 from kmirror.replication.outcomes import READ_COMMITTED, ReadOutcome
 from kmirror.replication.replica_manager import FetchPartitionRequest
 from kmirror.types import TopicPartition

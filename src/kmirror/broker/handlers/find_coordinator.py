@@ -18,15 +18,15 @@ from typing import Any
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
+from kmirror.metadata.mirrors import MIRRORING_DISABLED_MESSAGE, mirroring_enabled
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
-from kmirror.mirror.metadata import MIRRORING_DISABLED_MESSAGE, mirroring_enabled
-from kmirror.mirror.protocol.find_coordinator import (
+from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
+from kmirror.protocol.mirror.find_coordinator import (
     MIRROR_COORDINATOR_TYPE,
     InvalidMirrorCoordinatorKey,
     MirrorCoordinatorKey,
 )
-from kmirror.protocol.entities import build, nested
-from kmirror.protocol.errors import ErrorCode
 
 log = logging.getLogger("kmirror.coordinator")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
-from kmirror.metadata.service import MetadataOperationError
+from kmirror.metadata.controller_service import MetadataOperationError
 from kmirror.protocol.entities import build
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.producer_ids import ProducerIdManager, producer_id_block_from

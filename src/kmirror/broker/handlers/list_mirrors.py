@@ -7,15 +7,15 @@ from typing import Any
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
-from kmirror.mirror.metadata import (
+from kmirror.metadata.mirrors import (
     MIRRORING_DISABLED_MESSAGE,
     UNSUPPORTED_VERSION_CODE,
     mirror_topics,
     mirroring_enabled,
     mirrors,
 )
-from kmirror.mirror.protocol.registry import schemas
 from kmirror.protocol.entities import build, nested
+from kmirror.protocol.mirror.registry import schemas
 
 
 @api(98, "ListMirrors", 0, 0, schemas=schemas(98))

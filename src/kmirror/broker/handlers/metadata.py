@@ -21,8 +21,8 @@ from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.controller.acls import AclOperation
 from kmirror.metadata.controller.topics import CreatableTopic, is_internal_topic, validate_topic_name
+from kmirror.metadata.controller_service import MetadataOperationError
 from kmirror.metadata.image import MetadataImage, TopicImage
-from kmirror.metadata.service import MetadataOperationError
 from kmirror.protocol.entities import build, nested
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648

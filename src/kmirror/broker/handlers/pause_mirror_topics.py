@@ -7,8 +7,8 @@ from typing import Any
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.handlers.remove_topics_from_mirror import membership_change
 from kmirror.broker.services import BrokerServices
-from kmirror.mirror.membership import pause_topic
-from kmirror.mirror.protocol.registry import schemas
+from kmirror.kip1279.membership import pause_topic
+from kmirror.protocol.mirror.registry import schemas
 
 
 @api(102, "PauseMirrorTopics", 0, 0, schemas=schemas(102), planes=("broker", "controller"))

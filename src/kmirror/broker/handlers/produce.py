@@ -16,8 +16,8 @@ from typing import Any
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.purgatory import delayed_produce_outcome, purgatory_for
 from kmirror.broker.services import BrokerServices
-from kmirror.mirror.errors import MirrorError, kio_error_code
-from kmirror.mirror.metadata import is_topic_partition_read_only
+from kmirror.kip1279.errors import MirrorError, kio_error_code
+from kmirror.metadata.mirrors import is_topic_partition_read_only
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.outcomes import AppendOutcome, PartitionError

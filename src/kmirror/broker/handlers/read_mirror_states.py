@@ -12,9 +12,9 @@ from kmirror.broker.api import RequestContext, api
 from kmirror.broker.mirror_states import refusal, states_response
 from kmirror.broker.services import BrokerServices
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
-from kmirror.mirror.protocol.registry import schemas
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
+from kmirror.protocol.mirror.registry import schemas
 
 
 @api(100, "ReadMirrorStates", 0, 0, schemas=schemas(100))

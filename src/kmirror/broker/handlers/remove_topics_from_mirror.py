@@ -14,16 +14,16 @@ from kio.schema.errors import ErrorCode
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.mirror_validation import Decide, forward_validated, partition_states_to_check
 from kmirror.broker.services import BrokerServices
-from kmirror.mirror.errors import MirrorError
-from kmirror.mirror.membership import MIRROR_NAME_CONFIG, Rejected, SetMirrorName, remove_topic
-from kmirror.mirror.metadata import (
+from kmirror.kip1279.errors import MirrorError
+from kmirror.kip1279.membership import MIRROR_NAME_CONFIG, Rejected, SetMirrorName, remove_topic
+from kmirror.metadata.mirrors import (
     MIRRORING_DISABLED_MESSAGE,
     UNSUPPORTED_VERSION_CODE,
     mirror,
     mirroring_enabled,
 )
-from kmirror.mirror.protocol.registry import schemas
 from kmirror.protocol.entities import build, nested
+from kmirror.protocol.mirror.registry import schemas
 
 
 async def membership_change(services: BrokerServices, ctx: RequestContext, request: Any, decide: Decide) -> Any:

@@ -8,9 +8,9 @@ from typing import Any
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.handlers.remove_topics_from_mirror import membership_change
 from kmirror.broker.services import BrokerServices
-from kmirror.mirror.membership import Rejected, SetMirrorName, resume_topic
-from kmirror.mirror.protocol.registry import schemas
-from kmirror.mirror.state import MirrorPartitionState
+from kmirror.kip1279.membership import Rejected, SetMirrorName, resume_topic
+from kmirror.kip1279.state import MirrorPartitionState
+from kmirror.protocol.mirror.registry import schemas
 
 
 def _resume(current: str | None, mirror_name: str, _states: list[MirrorPartitionState]) -> SetMirrorName | Rejected:

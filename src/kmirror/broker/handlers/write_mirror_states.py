@@ -10,12 +10,12 @@ from typing import Any
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.mirror_states import refusal, states_response
 from kmirror.broker.services import BrokerServices
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.mirror.coordinator.coordinator import StateWrite
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
-from kmirror.mirror.protocol.registry import schemas
-from kmirror.mirror.state import MirrorPartitionState
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
+from kmirror.protocol.mirror.registry import schemas
 
 
 @api(101, "WriteMirrorStates", 0, 0, schemas=schemas(101))

@@ -9,6 +9,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from kmirror.protocol.errors import ErrorCode
+from kmirror.records.batch import iter_batches
+from kmirror.records.builder import build_batch
+from kmirror.records.record import decode_records
+from kmirror.replication.outcomes import PartitionError
 from kmirror.types import TopicPartition
 
 READ_CHUNK_BYTES = 1 << 20
@@ -28,9 +32,6 @@ class ReplicaManagerCoordinatorLog:
         self.topic = topic
 
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
-        from kmirror.records.builder import build_batch
-        from kmirror.replication.outcomes import PartitionError
-
         now_ms = self.replica_manager.clock.now_ms()
         batch = build_batch([(key, value, (), -1) for key, value in records], now_ms=now_ms)
         result = self.replica_manager.append_to_local_log(TopicPartition(self.topic, partition), batch)
@@ -40,9 +41,6 @@ class ReplicaManagerCoordinatorLog:
 
     def read_all(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
         """Records from log start to log end; control batches and keyless records skipped."""
-        from kmirror.records.batch import iter_batches
-        from kmirror.records.record import decode_records
-
         part = self.replica_manager.get_partition(TopicPartition(self.topic, partition))
         if part is None:
             return

@@ -22,8 +22,8 @@ from kmirror.metadata.controller.config_ops import apply_list_op
 from kmirror.metadata.controller.mirror_configs import alter_mirror_configs
 from kmirror.metadata.controller.result import NONE, ApiError, ControllerResult
 from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
+from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.metadata.records import ConfigRecord, Record
-from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE
 
 # Broker keys Kafka's DynamicBrokerConfig allows updating at runtime (the subset kmirror has).
 DYNAMIC_BROKER_KEYS = frozenset(

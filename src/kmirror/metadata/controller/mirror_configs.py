@@ -21,19 +21,19 @@ from collections.abc import Sequence
 
 from kio.schema.errors import ErrorCode
 
-from kmirror.metadata.controller.config_ops import AlterableConfig, AlterConfigOp, apply_list_op
-from kmirror.metadata.controller.result import ApiError
-from kmirror.metadata.image import ConfigResource, MetadataImage
-from kmirror.metadata.records import Record
-from kmirror.mirror.config import (
+from kmirror.config.mirror import (
     MIRROR_CONFIG_DEFAULTS,
     MIRROR_LIST_CONFIGS,
     InvalidMirrorConfig,
     is_mirror_config_key,
     parse_mirror_config,
 )
-from kmirror.mirror.metadata import MIRRORING_DISABLED_MESSAGE, mirroring_enabled
-from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE, mirror_config_records
+from kmirror.metadata.controller.config_ops import AlterableConfig, AlterConfigOp, apply_list_op
+from kmirror.metadata.controller.result import ApiError
+from kmirror.metadata.image import ConfigResource, MetadataImage
+from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE, mirror_config_records
+from kmirror.metadata.mirrors import MIRRORING_DISABLED_MESSAGE, mirroring_enabled
+from kmirror.metadata.records import Record
 
 
 def check_mirror_resource(image: MetadataImage, name: str) -> ApiError | None:

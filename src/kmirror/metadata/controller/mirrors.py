@@ -2,9 +2,9 @@
 
 Every operation is sans-IO: it reads the image and returns `ControllerResult(records,
 response)`; the state changes only when the records are replayed. Mirror state in the
-metadata log (see `kmirror.mirror.protocol.metadata_records`):
+metadata log (see `kmirror.metadata.mirror_records`):
 - a mirror is its configs, `ConfigRecord`s of resource type MIRROR (64);
-- membership is the topic config `mirror.name` (`kmirror.mirror.membership`);
+- membership is the topic config `mirror.name` (`kmirror.kip1279.membership`);
 - `mirror.version` is a `FeatureLevelRecord`.
 Partition states come from the MirrorCoordinator (the broker reads them and passes them in):
 the controller holds no mirror partition state.
@@ -19,31 +19,31 @@ from typing import Final
 
 from kio.schema.errors import ErrorCode
 
-from kmirror.config.server import ServerConfig
-from kmirror.metadata.controller.producer_ids import fence_producer_ids
-from kmirror.metadata.controller.result import NONE, ApiError, ControllerResult, Rng
-from kmirror.metadata.controller.topics import CreatableTopic, create_topics
-from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
-from kmirror.metadata.records import ConfigRecord, FeatureLevelRecord, PartitionChangeRecord, Record
-from kmirror.mirror.config import (
+from kmirror.config.mirror import (
     MIRROR_STATE_TOPIC,
     STATE_TOPIC_CONFIGS,
     InvalidMirrorConfig,
     parse_mirror_config,
 )
-from kmirror.mirror.errors import MirrorError, kio_error_code
-from kmirror.mirror.membership import (
+from kmirror.config.server import ServerConfig
+from kmirror.kip1279.errors import MirrorError, kio_error_code
+from kmirror.kip1279.membership import (
     MIRROR_NAME_CONFIG,
     Rejected,
     SetMirrorName,
     refusal_error_code,
 )
-from kmirror.mirror.membership import (
+from kmirror.kip1279.membership import (
     delete_mirror as plan_delete_mirror,
 )
-from kmirror.mirror.names import validate_mirror_name
-from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE, mirror_config_records
-from kmirror.mirror.state import MirrorPartitionState
+from kmirror.kip1279.names import validate_mirror_name
+from kmirror.kip1279.state import MirrorPartitionState
+from kmirror.metadata.controller.producer_ids import fence_producer_ids
+from kmirror.metadata.controller.result import NONE, ApiError, ControllerResult, Rng
+from kmirror.metadata.controller.topics import CreatableTopic, create_topics
+from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
+from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE, mirror_config_records
+from kmirror.metadata.records import ConfigRecord, FeatureLevelRecord, PartitionChangeRecord, Record
 
 # Mirror-level facts the broker learns and the controller stores next to the configs
 # (not settable by operators: `parse_mirror_config` refuses the key).

@@ -1,5 +1,5 @@
 """`__mirror_state` bytes <-> the coordinator's record values, over the wire schemas of
-`kmirror.mirror.protocol.state_records` (MirrorPartitionState records with the LME tag).
+`kmirror.kip1279.state_records` (MirrorPartitionState records with the LME tag).
 
 LastMirrorEpochs records (type 1, keyed by mirror name only) are not written by this
 coordinator: the LME travels in each partition's state value. Reading one while loading
@@ -12,9 +12,9 @@ from collections.abc import Iterable, Iterator
 
 from kio.static.primitive import i8, i32
 
+from kmirror.kip1279 import state_records as wire
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.mirror.coordinator.records import MirrorPartitionKey, MirrorPartitionStateValue, StateRecord
-from kmirror.mirror.protocol import state_records as wire
-from kmirror.mirror.state import MirrorPartitionState
 
 
 def encode_record(record: StateRecord) -> tuple[bytes, bytes | None]:

@@ -29,6 +29,7 @@ from enum import Enum
 from typing import Any
 from uuid import UUID
 
+from kmirror.kip1279.state import MirrorPartitionState, is_valid_transition
 from kmirror.mirror.coordinator.partitioner import partition_for
 from kmirror.mirror.coordinator.records import (
     NO_LAST_MIRRORED_EPOCH,
@@ -36,7 +37,6 @@ from kmirror.mirror.coordinator.records import (
     MirrorPartitionStateValue,
     StateRecord,
 )
-from kmirror.mirror.state import MirrorPartitionState, is_valid_transition
 from kmirror.protocol.errors import ErrorCode
 
 E = ErrorCode

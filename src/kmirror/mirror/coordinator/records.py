@@ -1,4 +1,4 @@
-"""The `__mirror_state` records as values (the byte codecs live in `kmirror.mirror.protocol`).
+"""The `__mirror_state` records as values (the byte codecs live in `kmirror.protocol.mirror`).
 
 The KIP's `MirrorPartitionStateKey` holds only MirrorName and its `LastMirrorEpochs` key
 only MirrorName too: in a compacted topic every partition of a mirror would then overwrite
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from uuid import UUID
 
-from kmirror.mirror.state import MirrorPartitionState
+from kmirror.kip1279.state import MirrorPartitionState
 
 NO_LAST_MIRRORED_EPOCH = -1
 

@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from kmirror.client.acls import AclBinding
+from kmirror.config.mirror import MirrorConfig
 from kmirror.metadata.controller.acls import AclOperation, AclPermissionType, ResourceType
-from kmirror.mirror.config import MirrorConfig
 from kmirror.mirror.metadata_sync.syncer import CoordinatedMirrorSync
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from typing import Any
 
 from kmirror.client.admin import Admin
 from kmirror.client.cluster import Cluster
-from kmirror.mirror.config import MirrorConfig
+from kmirror.config.mirror import MirrorConfig
 
 AdminFactory = Callable[[str, str, MirrorConfig | None], Any]
 """(bootstrap servers, client id, the mirror's config or None for the destination) -> Admin."""

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kmirror.config.mirror import MIRROR_STATE_TOPIC
+from kmirror.kip1279.membership import MembershipStatus
 from kmirror.metadata.image import MetadataImage
-from kmirror.mirror.config import MIRROR_STATE_TOPIC
+from kmirror.metadata.mirrors import MirrorInfo, mirror_topics, mirrors
 from kmirror.mirror.coordinator.partitioner import metadata_partition_for
-from kmirror.mirror.membership import MembershipStatus
-from kmirror.mirror.metadata import MirrorInfo, mirror_topics, mirrors
 
 
 def sync_coordinator(image: MetadataImage, mirror_name: str) -> int | None:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kmirror.client.groups import ListedGroup, OffsetAndMetadata
-from kmirror.mirror.config import MirrorConfig
+from kmirror.config.mirror import MirrorConfig
 from kmirror.mirror.metadata_sync.coordination import active_topic_partitions
 from kmirror.mirror.metadata_sync.syncer import CoordinatedMirrorSync
 from kmirror.protocol.errors import ErrorCode

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kmirror.mirror.config import InvalidMirrorConfig, MirrorConfig
+from kmirror.config.mirror import InvalidMirrorConfig, MirrorConfig
 from kmirror.mirror.metadata_sync.admins import SyncAdmins
 from kmirror.mirror.metadata_sync.coordination import coordinated_mirrors
 from kmirror.mirror.sync_errors import MirrorSyncErrors

@@ -17,10 +17,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from kmirror.mirror.config import MIRROR_STATE_TOPIC, InvalidMirrorConfig, MirrorConfig
+from kmirror.config.mirror import MIRROR_STATE_TOPIC, InvalidMirrorConfig, MirrorConfig
+from kmirror.kip1279.membership import MembershipStatus
+from kmirror.metadata.mirrors import MirrorInfo, mirror_topics, mirrors
 from kmirror.mirror.coordinator.partitioner import metadata_partition_for
-from kmirror.mirror.membership import MembershipStatus
-from kmirror.mirror.metadata import MirrorInfo, mirror_topics, mirrors
 from kmirror.mirror.metadata_sync.destination import TopicMetadataWriter
 from kmirror.mirror.metadata_sync.topics_plan import (
     AlterTopicConfigs,

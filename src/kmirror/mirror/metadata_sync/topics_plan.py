@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from uuid import UUID
 
+from kmirror.config.mirror import MIRROR_TOPIC_CONFIG_DEFS, MirrorConfig
 from kmirror.metadata.controller.config_ops import AlterableConfig, AlterConfigOp
-from kmirror.mirror.config import MIRROR_TOPIC_CONFIG_DEFS, MirrorConfig
 from kmirror.mirror.service import SourceDescription, SourceTopic
 
 DESTINATION_LOCAL_TOPIC_CONFIGS = frozenset(d.name for d in MIRROR_TOPIC_CONFIG_DEFS)

@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from kmirror.mirror.truncation import leader_mirror_leader_epoch
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
+from kmirror.replication.fetcher.truncation import leader_mirror_leader_epoch
 from kmirror.replication.outcomes import EpochEndOffset, PartitionError, ReadOutcome
+from kmirror.replication.replica_manager import FetchPartitionRequest
 from kmirror.types import TopicPartition
 
 LATEST_OFFSET_FOR_REPLICA = -1  # ListOffsets LATEST answered to a replica: the leader's LEO
@@ -39,8 +40,6 @@ class LeaderEndPoint(Protocol):
 
 def fetch_from_replica_manager(leader: Any, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
     """Serve `plan` from a leader `ReplicaManager` exactly as its Fetch handler would."""
-    from kmirror.replication.replica_manager import FetchPartitionRequest
-
     policy = plan.policy
     requests = [
         FetchPartitionRequest(

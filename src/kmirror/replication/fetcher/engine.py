@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from typing import Protocol
 from uuid import UUID
 
-from kmirror.mirror.truncation import accepts_batch, max_batch_epoch
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import CorruptRecordError, cut_within_first_batch, iter_batches
 from kmirror.replication.fetcher.policy import FetchPolicy
 from kmirror.replication.fetcher.state import FetchPhase, PartitionFetchState
+from kmirror.replication.fetcher.truncation import accepts_batch, max_batch_epoch
 from kmirror.replication.outcomes import EpochEndOffset
 from kmirror.types import TopicPartition
 

@@ -17,11 +17,11 @@ from typing import Any
 
 from kmirror.client.connection import BrokerConnection
 from kmirror.client.errors import KafkaConnectionError
-from kmirror.mirror.protocol import fetch as fetch_v19
-from kmirror.mirror.truncation import mirror_leader_epoch_for_request
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
+from kmirror.protocol.mirror import fetch as fetch_v19
 from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
+from kmirror.replication.fetcher.truncation import mirror_leader_epoch_for_request
 from kmirror.replication.outcomes import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, EpochEndOffset
 from kmirror.security.client_config import PLAINTEXT, ClientSecurity
 from kmirror.types import TopicPartition

@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from kmirror.kip1279.failover import bumped_leader_epoch
+from kmirror.kip1279.membership import MIRROR_NAME_CONFIG, is_read_only, parse_mirror_name_config
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.metadata.image import MetadataImage, PartitionRegistration
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
-from kmirror.mirror.failover import bumped_leader_epoch
 from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetch_policy
 from kmirror.mirror.manager import MirrorManager
-from kmirror.mirror.membership import MIRROR_NAME_CONFIG, is_read_only, parse_mirror_name_config
-from kmirror.mirror.state import MirrorPartitionState
 from kmirror.ports import ManualClock
 from kmirror.records.builder import build_batch
 from kmirror.replication.outcomes import AppendOutcome, PartitionError

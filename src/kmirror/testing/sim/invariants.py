@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kmirror.mirror.state import MirrorPartitionState, is_valid_transition
+from kmirror.kip1279.state import MirrorPartitionState, is_valid_transition
 from kmirror.records.batch import iter_batches
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.records.record import decode_records

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from kmirror.mirror.state import MirrorPartitionState
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.ports import ManualClock
 from kmirror.replication.fetcher.fetcher import Fetcher
 from kmirror.testing.sim import invariants as inv

@@ -14,10 +14,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, MirrorOutput, StatesResult, StateWrite
 from kmirror.mirror.coordinator.records import MirrorPartitionKey, StateRecord
 from kmirror.mirror.manager import PartitionKey, StepPending
-from kmirror.mirror.state import MirrorPartitionState
 from kmirror.protocol.errors import ErrorCode
 
 

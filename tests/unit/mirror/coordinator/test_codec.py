@@ -1,9 +1,9 @@
 from uuid import UUID
 
+from kmirror.kip1279 import state_records as wire
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.mirror.coordinator.codec import decode_records, encode_record, encode_records
 from kmirror.mirror.coordinator.records import MirrorPartitionKey, MirrorPartitionStateValue
-from kmirror.mirror.protocol import state_records as wire
-from kmirror.mirror.state import MirrorPartitionState
 
 S = MirrorPartitionState
 KEY = MirrorPartitionKey("my-mirror", UUID("5b1b0c6e-0f3c-4d8c-9d0a-6a3d3f0b9e11"), 3)

@@ -2,9 +2,9 @@ from uuid import UUID
 
 import pytest
 
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StateWrite
 from kmirror.mirror.coordinator.records import MirrorPartitionKey, MirrorPartitionStateValue
-from kmirror.mirror.state import MirrorPartitionState
 from kmirror.protocol.errors import ErrorCode
 
 S = MirrorPartitionState

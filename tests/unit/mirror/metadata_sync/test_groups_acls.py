@@ -10,8 +10,9 @@ from uuid import UUID
 from kmirror.client.acls import AclBinding
 from kmirror.client.errors import KafkaConnectionError, KafkaError
 from kmirror.client.groups import ListedGroup, OffsetAndMetadata
+from kmirror.config.mirror import MIRROR_STATE_TOPIC, parse_mirror_config
 from kmirror.metadata.image import ConfigResource, PartitionRegistration
-from kmirror.mirror.config import MIRROR_STATE_TOPIC, parse_mirror_config
+from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.coordinator.partitioner import metadata_partition_for
 from kmirror.mirror.metadata_sync.acls import AclSync, acls_to_create
 from kmirror.mirror.metadata_sync.admins import SyncAdmins
@@ -26,7 +27,6 @@ from kmirror.mirror.metadata_sync.groups import (
     mirrored_offsets,
     offsets_to_commit,
 )
-from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.sync_errors import MirrorSyncErrors
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.metadata import image_with_brokers

@@ -11,14 +11,14 @@ from collections.abc import Sequence
 
 import pytest
 
+from kmirror.config.mirror import MIRROR_STATE_TOPIC, MirrorConfig
 from kmirror.metadata.controller.config_ops import AlterableConfig, AlterConfigOp
 from kmirror.metadata.controller.result import NONE, ApiError
 from kmirror.metadata.image import ConfigResource, PartitionRegistration
-from kmirror.mirror.config import MIRROR_STATE_TOPIC, MirrorConfig
+from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.coordinator.partitioner import metadata_partition_for
 from kmirror.mirror.metadata_sync import MetadataSync
 from kmirror.mirror.metadata_sync.topics import TopicMetadataSync, coordinates_metadata
-from kmirror.mirror.protocol.metadata_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.service import SourceDescription, SourceTopic
 from kmirror.mirror.sync_errors import MirrorSyncErrors
 from kmirror.protocol.errors import ErrorCode

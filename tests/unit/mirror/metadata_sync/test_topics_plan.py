@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
+from kmirror.config.mirror import MirrorConfig, parse_mirror_config
 from kmirror.metadata.controller.config_ops import AlterableConfig, AlterConfigOp
-from kmirror.mirror.config import MirrorConfig, parse_mirror_config
 from kmirror.mirror.metadata_sync.topics_plan import (
     AlterTopicConfigs,
     CreatePartitions,

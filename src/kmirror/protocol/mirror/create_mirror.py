@@ -1,7 +1,7 @@
 """CreateMirror (API key 94, v0, flexible): KIP-1279 "Protocol Changes" > CreateMirror.
 
 Creates a mirror and its configuration (bootstrap.servers, security.*, sasl.*, ssl.*, ...).
-The broker validates the name (`kmirror.mirror.names`) and forwards to the controller,
+The broker validates the name (`kmirror.kip1279.names`) and forwards to the controller,
 which stores the configs as ConfigRecords of resource type MIRROR (64).
 """
 

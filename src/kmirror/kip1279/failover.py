@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kmirror.mirror.membership import Membership, MembershipStatus, desired_state
-from kmirror.mirror.state import MirrorPartitionState
+from kmirror.kip1279.membership import Membership, MembershipStatus, desired_state
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.records.batch import BatchHeader
 from kmirror.records.control import ControlType
 
@@ -58,7 +58,7 @@ class BumpLeaderEpoch:
 @dataclass(frozen=True, slots=True)
 class AppendMirrorPidReset:
     """Append a MIRROR_PID_RESET control batch as leader (new epoch), value
-    `kmirror.mirror.protocol.pid_reset.encode_mirror_pid_reset(source_cluster_id)`; its
+    `kmirror.records.mirror_pid_reset.encode_mirror_pid_reset(source_cluster_id)`; its
     append expires all producer state."""
 
     source_cluster_id: str
@@ -89,7 +89,7 @@ class QueryLastMirroredEpoch:
 
 @dataclass(frozen=True, slots=True)
 class TruncateByLastMirroredEpoch:
-    """Apply `kmirror.mirror.truncation.lme_truncation(lme, epoch cache, log end offset)`."""
+    """Apply `kmirror.replication.fetcher.truncation.lme_truncation(lme, epoch cache, log end offset)`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +102,7 @@ class ResolveDivergence:
 
 @dataclass(frozen=True, slots=True)
 class AwaitReplicasTruncated:
-    """Wait until `kmirror.mirror.truncation.truncation_progress(...)` is complete."""
+    """Wait until `kmirror.replication.fetcher.truncation.truncation_progress(...)` is complete."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +144,7 @@ def stopping_plan(current: MirrorPartitionState, source_cluster_id: str) -> tupl
     steps, then clears the state instead of entering STOPPING/STOPPED, which the table does
     not allow from FAILED; a partition without state is added back through UNKNOWN ->
     PREPARING. Raises ValueError for any other state (the caller drives the partition to
-    one of these first: `kmirror.mirror.membership.desired_state`)."""
+    one of these first: `kmirror.kip1279.membership.desired_state`)."""
     if current in (S.MIRRORING, S.PAUSED):
         return (TransitionTo(S.STOPPING), *_detach_steps(source_cluster_id), TransitionTo(S.STOPPED), ClearReadOnly())
     if current is S.FAILED:
@@ -212,7 +212,7 @@ def bumped_leader_epoch(current_leader_epoch: int, min_leader_epoch: int) -> int
     return max(current_leader_epoch + 1, min_leader_epoch)
 
 
-# ---- MIRROR_PID_RESET record (value codec: `kmirror.mirror.protocol.pid_reset`) -----------
+# ---- MIRROR_PID_RESET record (value codec: `kmirror.records.mirror_pid_reset`) -----------
 
 
 def expires_producer_state(header: BatchHeader, control_type: ControlType | None) -> bool:

@@ -7,7 +7,8 @@ import uuid
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from kmirror.mirror.protocol import (
+from kmirror.protocol.codec import DecodedRequest, decode_request, encode_response
+from kmirror.protocol.mirror import (
     add_topics_to_mirror,
     bump_leader_epochs,
     create_mirror,
@@ -15,8 +16,7 @@ from kmirror.mirror.protocol import (
     fetch,
     list_mirrors,
 )
-from kmirror.mirror.protocol.registry import MIRROR_APIS, schemas
-from kmirror.protocol.codec import DecodedRequest, decode_request, encode_response
+from kmirror.protocol.mirror.registry import MIRROR_APIS, schemas
 from kmirror.protocol.registry import ApiRegistry, ApiSpec
 
 

@@ -3,7 +3,7 @@
 `mirror.name=<mirror>` attaches a topic to a mirror; the controller appends `.paused`
 (PauseMirrorTopics) or `.removed` (RemoveTopicsFromMirror) and strips `.paused`
 (ResumeMirrorTopics). Values parse from the right (seed 001 AS3); mirror names cannot end
-with a suffix (`kmirror.mirror.names`), so parsing is unambiguous. The config is internal:
+with a suffix (`kmirror.kip1279.names`), so parsing is unambiguous. The config is internal:
 never shown by DescribeConfigs, never copied from a source (`HIDDEN_TOPIC_CONFIGS`).
 
 This module holds, as pure functions over (current `mirror.name`, partition states):
@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
-from kmirror.mirror.errors import MirrorError
-from kmirror.mirror.names import PAUSED_SUFFIX, REMOVED_SUFFIX
-from kmirror.mirror.state import READ_ONLY_STATES, MirrorPartitionState
+from kmirror.config.mirror import MIRROR_NAME_CONFIG as MIRROR_NAME_CONFIG
+from kmirror.kip1279.errors import MirrorError
+from kmirror.kip1279.names import PAUSED_SUFFIX, REMOVED_SUFFIX
+from kmirror.kip1279.state import READ_ONLY_STATES, MirrorPartitionState
 from kmirror.protocol.errors import ErrorCode
 
 S = MirrorPartitionState
 
-MIRROR_NAME_CONFIG: Final = "mirror.name"
 HIDDEN_TOPIC_CONFIGS: Final = frozenset({MIRROR_NAME_CONFIG})
 
 
@@ -63,7 +63,7 @@ def parse_mirror_name_config(value: str | None) -> Membership | None:
 
 
 class Refusal(Enum):
-    """KIP-1279 error names; the edge maps them to codes (`kmirror.mirror.errors`)."""
+    """KIP-1279 error names; the edge maps them to codes (`kmirror.kip1279.errors`)."""
 
     INVALID_REQUEST = "INVALID_REQUEST"
     UNKNOWN_MIRROR = "UNKNOWN_MIRROR"
@@ -215,7 +215,7 @@ def desired_state(membership: Membership | None, state: MirrorPartitionState, *,
     Follows the KIP's workflows; every answer is a legal transition from `state`:
     - active: UNKNOWN / STOPPED -> PREPARING (add, restart, failback); PAUSED -> MIRRORING
       (resume: no truncation, fetch from the local log end); PREPARING moves on to
-      MIRRORING only when truncation completes (`kmirror.mirror.truncation`), not here;
+      MIRRORING only when truncation completes (`kmirror.replication.fetcher.truncation`), not here;
     - paused: MIRRORING -> PAUSING; PAUSING -> PAUSED once the fetcher is removed (the
       caller asks after removing it); PREPARING first completes to MIRRORING;
     - removed: MIRRORING / PAUSED -> STOPPING; PAUSING -> PAUSED first; PREPARING -> FAILED

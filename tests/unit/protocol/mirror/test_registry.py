@@ -1,6 +1,6 @@
 import pytest
 
-from kmirror.mirror.protocol.registry import MIRROR_APIS, UnsupportedMirrorApi, entity_types, schemas
+from kmirror.protocol.mirror.registry import MIRROR_APIS, UnsupportedMirrorApi, entity_types, schemas
 
 # KIP-1279 keys in the reference implementation's order (issue 4); 97 unused.
 EXPECTED = {

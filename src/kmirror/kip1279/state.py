@@ -58,7 +58,7 @@ VALID_FROM: Mapping[MirrorPartitionState, frozenset[MirrorPartitionState]] = Map
 
 # A partition whose leader must not accept Produce (read-only): every state of a partition
 # still attached to its mirror. STOPPED is writable; UNKNOWN depends on membership
-# (`kmirror.mirror.membership.is_read_only`).
+# (`kmirror.kip1279.membership.is_read_only`).
 READ_ONLY_STATES: frozenset[MirrorPartitionState] = frozenset(
     {S.PREPARING, S.MIRRORING, S.PAUSING, S.PAUSED, S.STOPPING, S.FAILED}
 )

@@ -19,7 +19,7 @@ from kio.schema.request_header.v2.header import RequestHeader
 from kio.static.constants import EntityType
 from kio.static.primitive import i16
 
-from kmirror.mirror.protocol.derive import ExtraField, derive
+from kmirror.protocol.mirror.derive import ExtraField, derive
 
 API_KEY = 19
 VERSION = 8

@@ -8,11 +8,11 @@ The KIP adds no new metadata record type. It uses existing records:
   1 = enabled), as `kafka-features.sh upgrade --feature mirror.version=1`;
 - membership is the topic config `mirror.name` (a `ConfigRecord` of resource type TOPIC):
   `<mirror>` = mirrored, `<mirror>.removed` = removed (failover), `<mirror>.paused` = paused
-  (parsed by `kmirror.mirror.membership`);
+  (parsed by `kmirror.kip1279.membership`);
 - a mirror topic is created with the source's topic id (CreateTopics v8 MirrorInfo), an
   ordinary `TopicRecord`.
 The KIP's "Metadata Records" (LastMirrorEpochs, MirrorPartitionState) are `__mirror_state`
-records: see `kmirror.mirror.protocol.state_records`.
+records: see `kmirror.kip1279.state_records`.
 """
 
 from collections.abc import Mapping

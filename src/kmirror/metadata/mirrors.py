@@ -10,18 +10,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kmirror.metadata.controller.mirrors import SOURCE_CLUSTER_ID_KEY
-from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
-from kmirror.mirror.config import BOOTSTRAP_SERVERS, InvalidMirrorConfig, MirrorConfig, parse_mirror_config
-from kmirror.mirror.errors import MIRRORING_DISABLED_MESSAGE as MIRRORING_DISABLED_MESSAGE
-from kmirror.mirror.membership import (
+from kmirror.config.mirror import BOOTSTRAP_SERVERS, InvalidMirrorConfig, MirrorConfig, parse_mirror_config
+from kmirror.kip1279.errors import MIRRORING_DISABLED_MESSAGE as MIRRORING_DISABLED_MESSAGE
+from kmirror.kip1279.membership import (
     MIRROR_NAME_CONFIG,
     Membership,
     MembershipStatus,
     is_read_only,
     parse_mirror_name_config,
 )
-from kmirror.mirror.protocol.metadata_records import (
+from kmirror.metadata.controller.mirrors import SOURCE_CLUSTER_ID_KEY
+from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
+from kmirror.metadata.mirror_records import (
     MIRROR_CONFIG_RESOURCE_TYPE,
     MIRROR_VERSION_DISABLED,
     MIRROR_VERSION_FEATURE,

@@ -7,11 +7,11 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
+from kmirror.metadata.broker_lifecycle import VALID_FROM, BrokerLifecycle, BrokerState
+from kmirror.metadata.broker_service import BrokerMetadataService
 from kmirror.metadata.controller.topics import CreatableTopic
-from kmirror.metadata.service import MetadataService
+from kmirror.metadata.controller_service import MetadataService
 from kmirror.ports import ManualClock
-from kmirror.quorum.broker_lifecycle import VALID_FROM, BrokerLifecycle, BrokerState
-from kmirror.quorum.broker_metadata import BrokerMetadataService
 from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, RemoteController
 from kmirror.testing.controller_plane import InProcessControllerChannel
 from kmirror.testing.metadata import InMemoryMetadataLogStore, seeded_rng, server_config

@@ -11,13 +11,13 @@ The KIP also reuses four existing codes with mirror-specific messages
 CLUSTER_AUTHORIZATION_FAILED (31), UNSUPPORTED_VERSION (35, mirroring disabled).
 
 kio's `ErrorCode` enum only knows Kafka's codes and its native reader rejects others, so:
-- the mirror RPC entities (`kmirror.mirror.protocol`) carry error codes as plain int16 fields;
+- the mirror RPC entities (`kmirror.protocol.mirror`) carry error codes as plain int16 fields;
 - a response of an existing API that must carry a new code (Produce -> READ_ONLY_TOPIC) uses
   `kio_error_code(code)`: an `ErrorCode` member for the code, registered in kio's enum by
   `install_in_kio()` (idempotent), which kio's writer encodes like any other member. kio's
   native *reader* keeps its own table and still rejects these codes, so kmirror's client
   decodes such a response again with the API's schema rebuilt with int16 error codes
-  (`kmirror.mirror.protocol.derive`, `int16_error_codes`).
+  (`kmirror.protocol.mirror.derive`, `int16_error_codes`).
 """
 
 from __future__ import annotations

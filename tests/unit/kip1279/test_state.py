@@ -2,7 +2,7 @@ import itertools
 
 import pytest
 
-from kmirror.mirror.state import (
+from kmirror.kip1279.state import (
     ALL_STATES,
     VALID_FROM,
     IllegalMirrorStateTransition,

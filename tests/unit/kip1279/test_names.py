@@ -1,6 +1,6 @@
 import pytest
 
-from kmirror.mirror.names import MAX_MIRROR_NAME_LENGTH, validate_mirror_name
+from kmirror.kip1279.names import MAX_MIRROR_NAME_LENGTH, validate_mirror_name
 
 
 @pytest.mark.parametrize("name", ["my-mirror", "a", "dr.east_1", "A" * MAX_MIRROR_NAME_LENGTH, "x.removedx",

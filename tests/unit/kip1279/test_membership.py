@@ -1,7 +1,7 @@
 import pytest
 
-from kmirror.mirror.errors import error_name
-from kmirror.mirror.membership import (
+from kmirror.kip1279.errors import error_name
+from kmirror.kip1279.membership import (
     DeleteMirrorPlan,
     Membership,
     MembershipStatus,
@@ -18,7 +18,7 @@ from kmirror.mirror.membership import (
     remove_topic,
     resume_topic,
 )
-from kmirror.mirror.state import MirrorPartitionState, is_valid_transition
+from kmirror.kip1279.state import MirrorPartitionState, is_valid_transition
 
 S = MirrorPartitionState
 A, P, R = MembershipStatus.ACTIVE, MembershipStatus.PAUSED, MembershipStatus.REMOVED

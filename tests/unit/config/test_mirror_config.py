@@ -1,7 +1,7 @@
 import pytest
 
 from kmirror.config.definitions import LONG_MAX, ConfigError
-from kmirror.mirror.config import (
+from kmirror.config.mirror import (
     DEFAULT_TOPIC_PROPERTIES_EXCLUDE,
     AclRule,
     InvalidMirrorConfig,

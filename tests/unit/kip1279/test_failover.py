@@ -1,6 +1,6 @@
 import pytest
 
-from kmirror.mirror.failover import (
+from kmirror.kip1279.failover import (
     AppendMirrorPidReset,
     AwaitMirrorPidResetCommitted,
     AwaitReplicasTruncated,
@@ -24,12 +24,12 @@ from kmirror.mirror.failover import (
     resuming_plan,
     stopping_plan,
 )
-from kmirror.mirror.membership import Membership, MembershipStatus
-from kmirror.mirror.protocol.pid_reset import encode_mirror_pid_reset
-from kmirror.mirror.state import MirrorPartitionState, transition
+from kmirror.kip1279.membership import Membership, MembershipStatus
+from kmirror.kip1279.state import MirrorPartitionState, transition
 from kmirror.records.batch import read_header
 from kmirror.records.builder import SimpleRecord, build_batch
 from kmirror.records.control import ControlType, build_control_batch, read_control_type
+from kmirror.records.mirror_pid_reset import encode_mirror_pid_reset
 
 S = MirrorPartitionState
 

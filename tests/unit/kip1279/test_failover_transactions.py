@@ -5,6 +5,7 @@ destination to its own LSO before MIRROR_PID_RESET, dropping a transaction left 
 import asyncio
 from uuid import UUID
 
+from kmirror.kip1279.state import MirrorPartitionState as S
 from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.outcomes import LogAppendInfo
 from kmirror.log.transaction_index import AbortedTxn
@@ -13,7 +14,6 @@ from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetch_policy
 from kmirror.mirror.manager import InMemoryMirrorStateStore, MirrorManager
-from kmirror.mirror.state import MirrorPartitionState as S
 from kmirror.ports import ManualClock
 from kmirror.records.batch import iter_batches
 from kmirror.records.builder import build_batch

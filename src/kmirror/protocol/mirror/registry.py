@@ -8,7 +8,7 @@ only v0, flexible: request header v2, response header v1. A handler registers wi
 from types import ModuleType
 from typing import Any
 
-from kmirror.mirror.protocol import (
+from kmirror.protocol.mirror import (
     add_topics_to_mirror,
     bump_leader_epochs,
     create_mirror,

@@ -24,8 +24,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kmirror.kip1279.membership import MIRROR_NAME_CONFIG
 from kmirror.log.epoch_cache import EpochCache
-from kmirror.mirror.membership import MIRROR_NAME_CONFIG
 from kmirror.types import TopicPartition
 
 NO_LAST_MIRRORED_EPOCH = -1

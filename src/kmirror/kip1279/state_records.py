@@ -23,7 +23,7 @@ Choices the KIP leaves open (docs/design/mirroring-protocol.md):
 - MirrorPartitionStateValue has an optional tagged field `last_mirror_epoch` (tag 0,
   default -1, not written at -1) so the coordinator can keep a partition's state and LME in
   one compacted record.
-- State codes (`kmirror.mirror.state.MirrorPartitionState`): the KIP's dump shows a freshly added partition written as 0 then 1, and
+- State codes (`kmirror.kip1279.state.MirrorPartitionState`): the KIP's dump shows a freshly added partition written as 0 then 1, and
   UNKNOWN is "just the absence of state", so PREPARING=0 ... FAILED=6; UNKNOWN (-1) is never
   written.
 """
@@ -37,7 +37,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32
 
-from kmirror.mirror.state import MirrorPartitionState as MirrorPartitionState  # the int8 codes
+from kmirror.kip1279.state import MirrorPartitionState as MirrorPartitionState  # the int8 codes
 
 LAST_MIRROR_EPOCHS_TYPE = 1
 MIRROR_PARTITION_STATE_TYPE = 2

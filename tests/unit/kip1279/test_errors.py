@@ -4,7 +4,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9.response import PartitionProduceResponse
 from kio.serial import entity_writer
 
-from kmirror.mirror.errors import (
+from kmirror.kip1279.errors import (
     MirrorError,
     error_message,
     error_name,

@@ -18,7 +18,7 @@ from kio.schema.fetch.v18 import request as _v18_request
 from kio.schema.fetch.v18 import response as _v18_response
 from kio.static.primitive import i32
 
-from kmirror.mirror.protocol.derive import ExtraField, derive
+from kmirror.protocol.mirror.derive import ExtraField, derive
 
 API_KEY = 1
 VERSION = 19

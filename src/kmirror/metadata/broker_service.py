@@ -30,9 +30,9 @@ from kmirror.metadata.config_description import DescribeConfigsResult, describe_
 from kmirror.metadata.controller import acls as acl_ops
 from kmirror.metadata.controller import topics as topic_ops
 from kmirror.metadata.controller.result import ApiError
+from kmirror.metadata.controller_service import ImageListener, MetadataLogStore, MetadataOperationError
 from kmirror.metadata.image import EMPTY_IMAGE, AclBinding, ConfigResource, MetadataImage, TopicImage
 from kmirror.metadata.records import decode
-from kmirror.metadata.service import ImageListener, MetadataLogStore, MetadataOperationError
 from kmirror.protocol.entities import build, nested
 from kmirror.records.batch import iter_batches
 from kmirror.records.record import decode_records

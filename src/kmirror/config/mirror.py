@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from kmirror.config.definitions import LONG_MAX, ConfigDef, ConfigType, at_least
-from kmirror.mirror.membership import MIRROR_NAME_CONFIG
 from kmirror.security.client_config import PLAINTEXT, ClientSecurity, SecurityConfigError, client_security
 
+MIRROR_NAME_CONFIG: Final = "mirror.name"
+"""The topic config naming the mirror a topic belongs to (KIP-1279 topic configs)."""
 BOOTSTRAP_SERVERS: Final = "bootstrap.servers"
 SECURITY_PROTOCOL: Final = "security.protocol"
 TOPIC_PROPERTIES_EXCLUDE: Final = "mirror.topic.properties.exclude"

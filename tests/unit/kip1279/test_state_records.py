@@ -2,16 +2,16 @@ import uuid
 
 import pytest
 
+from kmirror.kip1279 import state_records as S
+from kmirror.kip1279.state import MirrorPartitionState
+from kmirror.metadata.mirror_records import mirror_config_records, mirror_version_record
 from kmirror.metadata.records import ConfigRecord, FeatureLevelRecord
-from kmirror.mirror.protocol import pid_reset
-from kmirror.mirror.protocol import state_records as S
-from kmirror.mirror.protocol.find_coordinator import (
+from kmirror.protocol.mirror.find_coordinator import (
     MIRROR_COORDINATOR_TYPE,
     InvalidMirrorCoordinatorKey,
     MirrorCoordinatorKey,
 )
-from kmirror.mirror.protocol.metadata_records import mirror_config_records, mirror_version_record
-from kmirror.mirror.state import MirrorPartitionState
+from kmirror.records import mirror_pid_reset as pid_reset
 from kmirror.records.control import ControlType, parse_control_key
 
 

@@ -2,7 +2,7 @@
 PREPARING -> MIRRORING predicate and the MirrorLeaderEpoch rule."""
 
 from kmirror.log.epoch_cache import EpochCache, EpochEntry
-from kmirror.mirror.truncation import (
+from kmirror.replication.fetcher.truncation import (
     NO_LAST_MIRRORED_EPOCH,
     ReplicaTruncation,
     TruncateFully,
