@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 .venv/bin/ruff check src tests bench
 .venv/bin/mypy
+(cd src && ../.venv/bin/lint-imports ../pyproject.toml)
 workers=${KMIRROR_TEST_WORKERS:-2}
 if [ "$workers" = 0 ]; then
   exec .venv/bin/python -m pytest -q "$@"

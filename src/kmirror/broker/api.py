@@ -80,6 +80,7 @@ def api(
 
 
 def load_handlers(plane: str = "broker") -> list[HandlerDef]:
+    # Imported here: every handler module imports this one to register itself (`@api`).
     import kmirror.broker.handlers as pkg
 
     for mod in pkgutil.iter_modules(pkg.__path__):

@@ -119,6 +119,7 @@ def _compare(base: Path, dest_dir: Path) -> None:
 
 
 def _kmirror(args: list[str]) -> None:
+    # Imported here: cli.main imports the command modules, this one among them.
     from kmirror.cli.main import main
 
     command = shlex.join(["kmirror", *args])

@@ -36,6 +36,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _server_start(args: argparse.Namespace) -> int:
+    # A command loads its modules when it runs: `kmirror --help` stays quick.
     from kmirror.config.definitions import ConfigError
     from kmirror.config.server import ServerConfig
     from kmirror.runtime.node import run
@@ -49,6 +50,7 @@ def _server_start(args: argparse.Namespace) -> int:
 
 
 def _cluster_up(args: argparse.Namespace) -> int:
+    # A command loads its modules when it runs: `kmirror --help` stays quick.
     from kmirror.runtime.local_cluster import ClusterError, up
 
     extra = {}
@@ -69,6 +71,7 @@ def _cluster_up(args: argparse.Namespace) -> int:
 
 
 def _cluster_down(args: argparse.Namespace) -> int:
+    # A command loads its modules when it runs: `kmirror --help` stays quick.
     from kmirror.runtime.local_cluster import down
 
     stopped = down(args.dir)
@@ -77,6 +80,7 @@ def _cluster_down(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    # A command loads its modules when it runs: `kmirror --help` stays quick.
     from kmirror.cli.demo import run_demo
 
     return run_demo(args.dir, args.port)

@@ -29,10 +29,12 @@ from kmirror.config.server import ServerConfig
 from kmirror.metadata.config_description import DescribeConfigsResult, describe_configs
 from kmirror.metadata.controller import acls as acl_ops
 from kmirror.metadata.controller import topics as topic_ops
-from kmirror.metadata.controller.result import ApiError
-from kmirror.metadata.controller_service import ImageListener, MetadataLogStore, MetadataOperationError
+from kmirror.metadata.controller.result import ApiError, MetadataOperationError
+from kmirror.metadata.controller_service import ImageListener, MetadataLogStore
 from kmirror.metadata.image import EMPTY_IMAGE, AclBinding, ConfigResource, MetadataImage, TopicImage
+from kmirror.metadata.internal_topics import ensure_internal_topic
 from kmirror.metadata.records import decode
+from kmirror.ports import Clock
 from kmirror.protocol.entities import build, nested
 from kmirror.records.batch import iter_batches
 from kmirror.records.record import decode_records
@@ -63,10 +65,12 @@ class BrokerMetadataService:
         store: MetadataLogStore,
         fetch_channel: ControllerClient,
         write_channel: ControllerClient,
+        clock: Clock,
         *,
         catch_up_timeout_ms: int = 5000,
     ) -> None:
         self._config = config
+        self._clock = clock
         self._store = store
         self._fetch_channel = fetch_channel
         self._channel = write_channel
@@ -89,9 +93,9 @@ class BrokerMetadataService:
         if entries:
             self._image = EMPTY_IMAGE.apply((decode(d) for _, d in entries), entries[-1][0])
         await self.fetch_once(0)
-        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+        deadline_ms = self._clock.monotonic_ms() + timeout_ms
         while self._image.offset + 1 < self._controller_end_offset or self._image.cluster_id is None:
-            if asyncio.get_running_loop().time() > deadline:
+            if self._clock.monotonic_ms() > deadline_ms:
                 raise MetadataOperationError(ApiError(ErrorCode.request_timed_out, "metadata log catch-up timed out"))
             await self.fetch_once(0)
         assert self._image.cluster_id is not None
@@ -176,13 +180,12 @@ class BrokerMetadataService:
 
     async def wait_caught_up(self, timeout_ms: int | None = None) -> bool:
         """Wait for a fetch answered after this call and for the image to reach its end offset."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + (timeout_ms if timeout_ms is not None else self._catch_up_timeout_ms) / 1000
+        deadline_ms = self._clock.monotonic_ms() + (timeout_ms if timeout_ms is not None else self._catch_up_timeout_ms)
         rounds = 0
-        while loop.time() < deadline:
+        while self._clock.monotonic_ms() < deadline_ms:
             applied = self._applied
             try:
-                await asyncio.wait_for(applied.wait(), max(0.0, deadline - loop.time()))
+                await asyncio.wait_for(applied.wait(), max(0.0, (deadline_ms - self._clock.monotonic_ms()) / 1000))
             except TimeoutError:
                 return False
             rounds += 1
@@ -258,18 +261,7 @@ class BrokerMetadataService:
     async def ensure_internal_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str] | None = None
     ) -> TopicImage:
-        existing = self._image.topics.get(name)
-        if existing is not None:
-            return existing
-        spec = topic_ops.CreatableTopic(name, num_partitions, replication_factor, configs=dict(configs or {}))
-        results = await self.create_topics([spec])
-        topic = self._image.topics.get(name)
-        if topic is not None:
-            return topic
-        error = results[0].error if results else ApiError(ErrorCode.unknown_server_error)
-        if error.code == ErrorCode.topic_already_exists:
-            error = ApiError(ErrorCode.coordinator_not_available, "topic not yet visible")
-        raise MetadataOperationError(error)
+        return await ensure_internal_topic(self, name, num_partitions, replication_factor, configs)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int = -1) -> tuple[int, int]:
         response = await self._channel.send(67, broker_id=broker_id, broker_epoch=self.broker_epoch)

@@ -40,8 +40,9 @@ from kmirror.metadata.controller.elections import ElectionResult, elect_leaders
 from kmirror.metadata.controller.features import bootstrap_records
 from kmirror.metadata.controller.partition_change import eligible_brokers, imbalanced_partitions
 from kmirror.metadata.controller.producer_ids import allocate_producer_ids
-from kmirror.metadata.controller.result import ApiError, ControllerResult, Rng
+from kmirror.metadata.controller.result import ApiError, ControllerResult, MetadataOperationError, Rng
 from kmirror.metadata.image import EMPTY_IMAGE, AclBinding, ConfigResource, MetadataImage, TopicImage
+from kmirror.metadata.internal_topics import ensure_internal_topic
 from kmirror.metadata.records import BrokerEndpoint, Record, decode, encode
 from kmirror.ports import Clock
 
@@ -64,14 +65,6 @@ class MetadataLogStore(Protocol):
     def bind(self, cluster_id: str, node_id: int) -> None:
         """Called once the cluster id is known: record or check the node's identity (meta.properties)."""
         ...
-
-
-class MetadataOperationError(RuntimeError):
-    """An operation that cannot succeed for a reason callers map to an error code."""
-
-    def __init__(self, error: ApiError) -> None:
-        super().__init__(error.message or error.code.name)
-        self.error = error
 
 
 def new_cluster_id(rng: Rng) -> str:
@@ -207,18 +200,7 @@ class MetadataService:
     async def ensure_internal_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str] | None = None
     ) -> TopicImage:
-        """The internal topic, created if missing. Raises MetadataOperationError (e.g.
-        INVALID_REPLICATION_FACTOR when fewer brokers are live: callers answer
-        COORDINATOR_NOT_AVAILABLE, as Kafka does)."""
-        existing = self._image.topics.get(name)
-        if existing is not None:
-            return existing
-        spec = topic_ops.CreatableTopic(name, num_partitions, replication_factor, configs=dict(configs or {}))
-        results = await self.create_topics([spec])
-        topic = self._image.topics.get(name)
-        if topic is not None:
-            return topic
-        raise MetadataOperationError(results[0].error)
+        return await ensure_internal_topic(self, name, num_partitions, replication_factor, configs)
 
     # -- configs ------------------------------------------------------------------------------
 

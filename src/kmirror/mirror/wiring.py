@@ -46,6 +46,7 @@ from kmirror.config.mirror import (
     is_mirror_config_key,
     parse_mirror_config,
 )
+from kmirror.config.server import ServerConfig
 from kmirror.kip1279.membership import parse_mirror_name_config
 from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.metadata.controller.mirrors import EpochBump
@@ -85,12 +86,6 @@ log = logging.getLogger(__name__)
 BUMP_LEADER_EPOCHS = 105
 DEFAULT_REFRESH_INTERVAL_MS = 1000
 _WAIT_ERRORS = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available})
-
-
-def _config_int(config: Any, key: str, default: int) -> int:
-    values = getattr(config, "values", {})
-    value = values.get(key) if hasattr(values, "get") else None
-    return default if value is None else int(value)
 
 
 class CoordinatorStateStore:
@@ -242,17 +237,17 @@ class ImageSourceClusters:
 
 
 class MirrorDataPlane:
-    def __init__(self, broker_id: int, config: Any, clock: Clock, replica_manager: Any, metadata: Any,
+    def __init__(self, broker_id: int, config: ServerConfig | None, clock: Clock, replica_manager: Any, metadata: Any,
                  coordinator_service: Any = None, *,
                  source_factory: SourceFactory | None = None) -> None:
         """No I/O: `start` runs it."""
         self.metadata = metadata
-        self.refresh_interval_ms = _config_int(config, "mirror.metadata.refresh.interval.ms",
-                                               DEFAULT_REFRESH_INTERVAL_MS)
+        self.refresh_interval_ms = (DEFAULT_REFRESH_INTERVAL_MS if config is None
+                                    else int(config.get("mirror.metadata.refresh.interval.ms")))
         self.sync_errors = MirrorSyncErrors()
         fetchers = MirrorFetcherManager(
             broker_id, MirrorLocalReplica(replica_manager), mirror_fetch_policy(config), clock,
-            num_fetchers=_config_int(config, "mirror.num.replica.fetchers", 1), sync_errors=self.sync_errors)
+            num_fetchers=1 if config is None else int(config.get("mirror.num.replica.fetchers")), sync_errors=self.sync_errors)
         self.sources = ImageSourceClusters(broker_id, lambda: self.manager.image or metadata.image, source_factory)
         self.manager = MirrorManager(
             broker_id, replica_manager, fetchers,

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from kmirror.config.server import ServerConfig
 from kmirror.ports import Clock
 from kmirror.replication.alter_partition_sender import (
     AlterPartitionSender,
@@ -22,34 +23,17 @@ from kmirror.replication.alter_partition_sender import (
 from kmirror.replication.fetcher.endpoint import LeaderEndPoint
 from kmirror.replication.fetcher.local_replica import ReplicaManagerLocalReplica
 from kmirror.replication.fetcher.manager import ReplicaFetcherManager
-from kmirror.replication.fetcher.policy import FetchPolicy
+from kmirror.replication.fetcher.policy import replica_fetch_policy
 from kmirror.replication.fetcher.remote_endpoint import RemoteLeaderEndPoint
 from kmirror.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
 
-def _config_int(config: Any, key: str, default: int) -> int:
-    values = getattr(config, "values", {})
-    value = values.get(key) if hasattr(values, "get") else None
-    return default if value is None else int(value)
-
-
-def fetch_policy_from(config: Any, broker_id: int) -> FetchPolicy:
-    return FetchPolicy(
-        replica_id=broker_id,
-        max_wait_ms=_config_int(config, "replica.fetch.wait.max.ms", 500),
-        min_bytes=_config_int(config, "replica.fetch.min.bytes", 1),
-        max_bytes=_config_int(config, "replica.fetch.response.max.bytes", 10 * 1024 * 1024),
-        partition_max_bytes=_config_int(config, "replica.fetch.max.bytes", 1024 * 1024),
-        backoff_ms=_config_int(config, "replica.fetch.backoff.ms", 1000),
-    )
-
-
 class ReplicationService:
     def __init__(
         self,
-        config: Any,
+        config: ServerConfig,
         replica_manager: ReplicaManager,
         controller_channel: ControllerSender | None,
         clock: Clock,
@@ -70,7 +54,7 @@ class ReplicationService:
             self.alter_partition = LocalAlterPartitionSender(local_controller, replica_manager, self.broker_id, broker_epoch)
         self.fetcher_manager = ReplicaFetcherManager(
             ReplicaManagerLocalReplica(replica_manager),
-            fetch_policy_from(config, self.broker_id),
+            replica_fetch_policy(config, self.broker_id),
             endpoint_for or self._remote_endpoint,
             clock,
         )

@@ -118,7 +118,7 @@ class Node:
             write_channel = ControllerChannel(voters, client_id=f"broker-{cfg.node_id}-to-controller")
             self._channels = [fetch_channel, write_channel]
             self.metadata = BrokerMetadataService(
-                cfg, FileMetadataLogStore(cfg.log_dirs[0]), fetch_channel, write_channel
+                cfg, FileMetadataLogStore(cfg.log_dirs[0]), fetch_channel, write_channel, self.clock
             )
             await self.metadata.start()
         if not cfg.is_broker:

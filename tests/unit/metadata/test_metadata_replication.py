@@ -13,6 +13,7 @@ from kmirror.metadata.controller.topics import CreatableTopic
 from kmirror.metadata.controller_service import MetadataService
 from kmirror.ports import ManualClock
 from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, RemoteController
+from kmirror.runtime.node import SystemClock
 from kmirror.testing.controller_plane import InProcessControllerChannel
 from kmirror.testing.metadata import InMemoryMetadataLogStore, seeded_rng, server_config
 
@@ -34,7 +35,7 @@ def _broker_config(node_id: int):
 
 def _broker(controller: MetadataService, node_id: int, store: InMemoryMetadataLogStore | None = None):
     channel = InProcessControllerChannel(controller)
-    svc = BrokerMetadataService(_broker_config(node_id), store or InMemoryMetadataLogStore(), channel, channel)
+    svc = BrokerMetadataService(_broker_config(node_id), store or InMemoryMetadataLogStore(), channel, channel, SystemClock())
     return svc, channel
 
 
@@ -135,7 +136,7 @@ def test_metadata_fetch_beyond_the_end_is_out_of_range() -> None:
         controller = _controller()
         await controller.start()
         channel = InProcessControllerChannel(controller)
-        broker = BrokerMetadataService(_broker_config(1), InMemoryMetadataLogStore(), channel, channel)
+        broker = BrokerMetadataService(_broker_config(1), InMemoryMetadataLogStore(), channel, channel, SystemClock())
         broker._image = type(broker.image)(offset=controller.log_end_offset + 5)
         with pytest.raises(Exception, match="metadata fetch"):
             await broker.fetch_once(0)

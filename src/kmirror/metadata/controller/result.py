@@ -35,3 +35,11 @@ class Rng(Protocol):
     def randrange(self, stop: int, /) -> int: ...
 
     def getrandbits(self, k: int, /) -> int: ...
+
+
+class MetadataOperationError(RuntimeError):
+    """An operation that cannot succeed for a reason callers map to an error code."""
+
+    def __init__(self, error: ApiError) -> None:
+        super().__init__(error.message or error.code.name)
+        self.error = error

@@ -12,34 +12,21 @@ source cluster as a consumer.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
 
-from kmirror.replication.fetcher.policy import FetchPolicy
+from kmirror.config.server import ServerConfig
+from kmirror.replication.fetcher.policy import FetchPolicy, replica_fetch_policy
 
 CONSUMER_REPLICA_ID = -1
 READ_COMMITTED = 1
 NO_LEADER_EPOCH = -1
 
 
-def _int(config: Any, key: str, default: int) -> int:
-    values = getattr(config, "values", {})
-    value = values.get(key) if hasattr(values, "get") else None
-    return default if value is None else int(value)
-
-
-def mirror_fetch_policy(config: Any = None) -> FetchPolicy:
+def mirror_fetch_policy(config: ServerConfig | None = None) -> FetchPolicy:
     """The follower's fetch sizes and timings (Kafka's replica.fetch.* keys) for a consumer
     of the source."""
-    return FetchPolicy(
-        replica_id=CONSUMER_REPLICA_ID,
-        max_wait_ms=_int(config, "replica.fetch.wait.max.ms", 500),
-        min_bytes=_int(config, "replica.fetch.min.bytes", 1),
-        max_bytes=_int(config, "replica.fetch.response.max.bytes", 10 * 1024 * 1024),
-        partition_max_bytes=_int(config, "replica.fetch.max.bytes", 1024 * 1024),
-        backoff_ms=_int(config, "replica.fetch.backoff.ms", 1000),
-        isolation_level=READ_COMMITTED,
-        truncate_on_fetch=False,
-    )
+    return dataclasses.replace(replica_fetch_policy(config, CONSUMER_REPLICA_ID),
+                               isolation_level=READ_COMMITTED, truncate_on_fetch=False)
 
 
 def mirror_fetcher_client_id(broker_id: int, fetcher_id: int, mirror_name: str) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kmirror.config.server import ServerConfig
+
 
 @dataclass(frozen=True, slots=True)
 class FetchPolicy:
@@ -25,3 +27,18 @@ class FetchPolicy:
     # Send last_fetched_epoch and truncate on diverging_epoch (Fetch v12+); otherwise
     # truncate through OffsetsForLeaderEpoch before fetching.
     truncate_on_fetch: bool = True
+
+
+def replica_fetch_policy(config: ServerConfig | None, replica_id: int) -> FetchPolicy:
+    """A fetcher's sizes and timings from Kafka's `replica.fetch.*` broker keys (the
+    defaults without a config)."""
+    if config is None:
+        return FetchPolicy(replica_id=replica_id)
+    return FetchPolicy(
+        replica_id=replica_id,
+        max_wait_ms=int(config.get("replica.fetch.wait.max.ms")),
+        min_bytes=int(config.get("replica.fetch.min.bytes")),
+        max_bytes=int(config.get("replica.fetch.response.max.bytes")),
+        partition_max_bytes=int(config.get("replica.fetch.max.bytes")),
+        backoff_ms=int(config.get("replica.fetch.backoff.ms")),
+    )
