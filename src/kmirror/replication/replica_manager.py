@@ -98,6 +98,13 @@ class AlterPartitionOutbox:
         return items
 
 
+class WriteGuard(Protocol):
+    """Refuses client writes (Produce, DeleteRecords) to a partition, e.g. a KIP-1279 mirror
+    topic (READ_ONLY_TOPIC). Replication, mirroring and internal appends never ask it."""
+
+    def write_refusal(self, tp: TopicPartition) -> PartitionError | None: ...
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -122,6 +129,7 @@ class ReplicaManager:
         self._followed: set[TopicPartition] = set()
         self._submitted: dict[TopicPartition, AlterPartitionItem] = {}
         self._hw_seen: dict[TopicPartition, int] = {}
+        self.write_guard: WriteGuard | None = None
 
     # -- following metadata -------------------------------------------------------------
 
@@ -288,6 +296,10 @@ class ReplicaManager:
                 results[tp] = PartitionError(
                     ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {tp.topic}"
                 )
+                continue
+            refusal = None if internal_topics_allowed else self._write_refusal(tp)
+            if refusal is not None:
+                results[tp] = refusal
                 continue
             partition = self.leader_partition(tp)
             if isinstance(partition, PartitionError):
@@ -459,9 +471,13 @@ class ReplicaManager:
         """Advance log start offsets; each value is the new low watermark or an error."""
         results: dict[TopicPartition, int | PartitionError] = {}
         for tp, offset in offsets.items():
-            partition = self.leader_partition(tp)
+            refusal = self._write_refusal(tp)
+            partition = refusal or self.leader_partition(tp)
             results[tp] = partition if isinstance(partition, PartitionError) else partition.delete_records_on_leader(offset)
         return results
+
+    def _write_refusal(self, tp: TopicPartition) -> PartitionError | None:
+        return None if self.write_guard is None else self.write_guard.write_refusal(tp)
 
     def describe_log_dirs(self, partitions: Iterable[TopicPartition] | None = None) -> list[LogDirDescription]:
         return describe_log_dirs(self.log_manager, self._partitions, partitions, self.disk_usage)

@@ -45,6 +45,7 @@ from kmirror.metrics.node_metrics import register_node_metrics
 from kmirror.metrics.registry import MetricsRegistry
 from kmirror.metrics.request_metrics import RequestChannelMetrics
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
+from kmirror.mirror.read_only import MirrorWriteGuard
 from kmirror.mirror.service import ListenerBrokerSender, MirrorCoordinatorService
 from kmirror.mirror.wiring import MirrorDataPlane
 from kmirror.replication.replica_manager import ReplicaManager
@@ -148,6 +149,8 @@ class Node:
         self.mirror_data_plane = MirrorDataPlane(
             cfg.node_id, cfg, self.clock, self.replica_manager, self.metadata, self.mirror_coordinator
         )
+        self.replica_manager.write_guard = MirrorWriteGuard(
+            lambda: self.metadata.image, self.mirror_coordinator, self.mirror_data_plane.manager)
         self.metadata.subscribe(self._on_metadata_change)
         self._on_metadata_change(None, self.metadata.image)
 

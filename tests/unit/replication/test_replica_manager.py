@@ -3,7 +3,7 @@ from uuid import uuid4
 from kmirror.metadata.image import PartitionRegistration
 from kmirror.ports import ManualClock
 from kmirror.protocol.errors import ErrorCode
-from kmirror.records.builder import build_batch
+from kmirror.records.builder import SimpleRecord, build_batch
 from kmirror.replication.outcomes import READ_UNCOMMITTED, AppendOutcome, PartitionError, ReadOutcome
 from kmirror.replication.replica_manager import FetchPartitionRequest, ReplicaManager
 from kmirror.testing.replication import FakeLogManager, image_with, server_config, single_node_image
@@ -170,3 +170,19 @@ def test_existing_log_of_the_same_topic_is_kept() -> None:
     rm.apply_image(None, single_node_image(NODE, {"t": (T_ID, 1)}))
     partition = rm.get_partition(T0)
     assert partition is not None and partition.log is kept and partition.high_watermark == 1
+
+
+class RefuseT0:
+    def write_refusal(self, tp: TopicPartition) -> PartitionError | None:
+        return PartitionError(ErrorCode.invalid_topic_exception, "read-only") if tp == T0 else None
+
+
+def test_the_write_guard_refuses_client_appends_and_deletes_but_not_internal_appends() -> None:
+    rm, _ = manager()
+    rm.write_guard = RefuseT0()
+    batch = build_batch([SimpleRecord(b"k", b"v")], now_ms=0)
+    results = rm.append_records({T0: batch, T1: batch}, 1)
+    assert results[T0] == PartitionError(ErrorCode.invalid_topic_exception, "read-only")
+    assert isinstance(results[T1], AppendOutcome)
+    assert rm.delete_records({T0: 0})[T0] == PartitionError(ErrorCode.invalid_topic_exception, "read-only")
+    assert isinstance(rm.append_records({T0: batch}, 1, internal_topics_allowed=True)[T0], AppendOutcome)

@@ -13,8 +13,6 @@ from typing import Any
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
-from kmirror.kip1279.errors import MirrorError, kio_error_code
-from kmirror.metadata.mirrors import is_topic_partition_read_only
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.outcomes import PartitionError
@@ -29,14 +27,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     offsets = {
         TopicPartition(topic.name, int(p.partition_index)): int(p.offset) for topic in request.topics for p in topic.partitions
     }
-    coordinator = getattr(services, "mirror_coordinator", None)
-    read_only = {tp for tp in offsets
-                 if is_topic_partition_read_only(getattr(services.metadata, "image", None), tp.topic, tp.partition,
-                                                 coordinator, getattr(services, "mirror_manager", None))}
-    results: dict[TopicPartition, Any] = dict(services.replica_manager.delete_records(
-        {tp: o for tp, o in offsets.items() if tp not in read_only}))
-    for tp in read_only:
-        results[tp] = PartitionError(kio_error_code(int(MirrorError.READ_ONLY_TOPIC)))
+    results: dict[TopicPartition, Any] = dict(services.replica_manager.delete_records(offsets))
     topics = []
     for topic in request.topics:
         partitions = []

@@ -16,8 +16,6 @@ from typing import Any
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.purgatory import delayed_produce_outcome, purgatory_for
 from kmirror.broker.services import BrokerServices
-from kmirror.kip1279.errors import MirrorError, kio_error_code
-from kmirror.metadata.mirrors import is_topic_partition_read_only
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.outcomes import AppendOutcome, PartitionError
@@ -42,11 +40,6 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             tp = TopicPartition(name, int(p.index))
             if p.records is None:
                 errors[tp] = PartitionError(ErrorCode.invalid_record, "Produce request without a record batch")
-            elif is_topic_partition_read_only(getattr(services.metadata, "image", None), name, tp.partition,
-                                              getattr(services, "mirror_coordinator", None),
-                                              getattr(services, "mirror_manager", None)):
-                errors[tp] = PartitionError(kio_error_code(int(MirrorError.READ_ONLY_TOPIC)),
-                                            MirrorError.READ_ONLY_TOPIC.message)
             else:
                 entries[tp] = p.records
 
