@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kmirror.protocol.errors import ErrorCode
 
@@ -23,12 +23,18 @@ class Append:
     records: list[tuple[bytes, bytes | None]]
 
 
-@dataclass
-class Output:
-    responses: list[tuple[int, Any]] = field(default_factory=list)
-    appends: list[Append] = field(default_factory=list)
+A = TypeVar("A")
 
-    def extend(self, other: Output) -> Output:
+
+@dataclass
+class Output(Generic[A]):
+    """A coordinator core's actions: `appends` (of the core's own record type: `Append` for
+    groups, `StateAppend` for KIP-1279 mirror states) before `responses`."""
+
+    responses: list[tuple[int, Any]] = field(default_factory=list)
+    appends: list[A] = field(default_factory=list)
+
+    def extend(self, other: Output[A]) -> Output[A]:
         self.responses.extend(other.responses)
         self.appends.extend(other.appends)
         return self
@@ -39,6 +45,9 @@ class Output:
             if rid == request_id:
                 return result
         return None
+
+
+GroupOutput = Output[Append]
 
 
 @dataclass(frozen=True, slots=True)

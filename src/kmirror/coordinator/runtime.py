@@ -1,6 +1,6 @@
 """The group coordinator's shell: runs the sans-IO core on asyncio.
 
-It executes the core's `Output` in the documented order (append, report, answer), keeps
+It executes the core's `GroupOutput` in the documented order (append, report, answer), keeps
 one timer armed at the core's next deadline, answers delayed JoinGroup / SyncGroup when
 the core releases them, and loads `__consumer_offsets` partitions as this node comes to
 lead them. Handlers call the public coroutines; results are the core's values.
@@ -27,11 +27,11 @@ from kmirror.coordinator.results import (
     DeleteGroupsResult,
     DescribedGroup,
     FetchOffsetsResult,
+    GroupOutput,
     JoinResult,
     LeaveResult,
     ListGroupsResult,
     OffsetDeleteResult,
-    Output,
     SyncResult,
 )
 from kmirror.ports import Clock
@@ -189,14 +189,14 @@ class GroupCoordinatorService:
         self._waiters[self._next_request_id] = future
         return self._next_request_id, future
 
-    async def _answer(self, rid: int, future: asyncio.Future[Any], out: Output) -> Any:
+    async def _answer(self, rid: int, future: asyncio.Future[Any], out: GroupOutput) -> Any:
         try:
             await self._execute(out)
             return await future
         finally:
             self._waiters.pop(rid, None)
 
-    async def _execute(self, out: Output) -> None:
+    async def _execute(self, out: GroupOutput) -> None:
         """Appends first (each reported to the core, whose output runs in turn), then answers."""
         for append in out.appends:
             error = ErrorCode.none

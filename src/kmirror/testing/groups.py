@@ -9,7 +9,7 @@ from typing import Any
 from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.member import Protocol
-from kmirror.coordinator.results import Output
+from kmirror.coordinator.results import GroupOutput
 from kmirror.ports import ManualClock
 from kmirror.protocol.errors import ErrorCode
 
@@ -54,9 +54,9 @@ class CoreHarness:
     def next_request_id(self) -> int:
         return next(self._request_ids)
 
-    def run(self, out: Output) -> Output:
+    def run(self, out: GroupOutput) -> GroupOutput:
         """Execute appends (to the memory log) and completions; return everything answered."""
-        done = Output(responses=list(out.responses))
+        done = GroupOutput(responses=list(out.responses))
         for append in out.appends:
             self.log.partitions.setdefault(append.partition, []).extend(append.records)
             done.extend(self.run(self.core.on_append_completed(append.ticket, ErrorCode.none)))
@@ -90,7 +90,7 @@ class CoreHarness:
         self.run(self.core.leave(rid, group_id=group, members=[(m, None) for m in member_ids]))
         return rid
 
-    def advance(self, ms: int) -> Output:
+    def advance(self, ms: int) -> GroupOutput:
         self.clock.advance(ms)
         return self.run(self.core.poll(self.clock.monotonic_ms()))
 

@@ -10,9 +10,9 @@ from kmirror.coordinator.results import (
     DeleteGroupsResult,
     DescribedGroup,
     DescribedMember,
+    GroupOutput,
     ListedGroup,
     ListGroupsResult,
-    Output,
 )
 from kmirror.protocol.errors import ErrorCode
 
@@ -60,10 +60,10 @@ def describe_group(core: GroupCoordinator, group_id: str, *, missing_is_error: b
     )
 
 
-def delete_groups(core: GroupCoordinator, request_id: int, group_ids: list[str]) -> Output:
+def delete_groups(core: GroupCoordinator, request_id: int, group_ids: list[str]) -> GroupOutput:
     """DeleteGroups: only Empty groups (NON_EMPTY_GROUP otherwise). The group's offsets and
-    metadata are tombstoned; the shell answers after executing the appends (Output order)."""
-    out = Output()
+    metadata are tombstoned; the shell answers after executing the appends (GroupOutput order)."""
+    out = GroupOutput()
     results: list[DeleteGroupResult] = []
     for group_id in group_ids:
         err = core.coordinator_error(group_id)
@@ -80,6 +80,6 @@ def delete_groups(core: GroupCoordinator, request_id: int, group_ids: list[str])
         group.transition_to(GroupState.DEAD, core.clock.now_ms())
         del core.groups[group_id]
         results.append(DeleteGroupResult(group_id, E.none))
-        out.extend(core.append(group_id, records, Output, lambda _e: Output()))
+        out.extend(core.append(group_id, records, GroupOutput, lambda _e: GroupOutput()))
     out.responses.append((request_id, DeleteGroupsResult(tuple(results))))
     return out

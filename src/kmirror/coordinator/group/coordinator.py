@@ -2,7 +2,7 @@
 
 Events in: join, sync, heartbeat, leave, offset commit/fetch/delete, list, describe,
 delete groups, partition load/unload, append completions and `poll(now_ms)` for expired
-deadlines. Values out: `Output` (responses by request id + records to append). Deadlines
+deadlines. Values out: `GroupOutput` (responses by request id + records to append). Deadlines
 are monotonic ms from the `Clock` port; the shell asks `next_deadline_ms()` and calls
 `poll` when it passes. Member ids come from the `new_uuid` port.
 
@@ -24,11 +24,11 @@ from kmirror.coordinator.offsets import replay
 from kmirror.coordinator.offsets.partitioner import partition_for
 from kmirror.coordinator.results import (
     Append,
+    GroupOutput,
     JoinMember,
     JoinResult,
     LeaveMemberResult,
     LeaveResult,
-    Output,
     SyncResult,
 )
 from kmirror.ports import Clock
@@ -46,8 +46,8 @@ class PartitionStatus(Enum):
 class _Waiting:
     """Responses (and effects) held until an append is reported."""
 
-    on_success: Callable[[], Output]
-    on_failure: Callable[[ErrorCode], Output]
+    on_success: Callable[[], GroupOutput]
+    on_failure: Callable[[ErrorCode], GroupOutput]
 
 
 @dataclass
@@ -100,10 +100,10 @@ class GroupCoordinator:
             self.state.groups[group.group_id] = group
         self.state.partitions[partition] = PartitionStatus.LOADED
 
-    def unload(self, partition: int) -> Output:
+    def unload(self, partition: int) -> GroupOutput:
         """This node no longer leads the partition: its groups go Dead and waiters learn
         NOT_COORDINATOR so clients rediscover the coordinator."""
-        out = Output()
+        out = GroupOutput()
         self.state.partitions.pop(partition, None)
         for group_id in [g for g in self.state.groups if self.partition_for(g) == partition]:
             group = self.state.groups.pop(group_id)
@@ -127,13 +127,13 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: tuple[Protocol, ...],
         require_known_member_id: bool,
-    ) -> Output:
-        """JoinGroup. The response for `request_id` is in the returned Output only when it is
+    ) -> GroupOutput:
+        """JoinGroup. The response for `request_id` is in the returned GroupOutput only when it is
         immediate (errors, MEMBER_ID_REQUIRED, unchanged member of a stable group); otherwise
-        in the Output of the event that completes the rebalance."""
-        out = Output()
+        in the GroupOutput of the event that completes the rebalance."""
+        out = GroupOutput()
 
-        def reply(result: JoinResult) -> Output:
+        def reply(result: JoinResult) -> GroupOutput:
             out.responses.append((request_id, result))
             return out
 
@@ -206,7 +206,7 @@ class GroupCoordinator:
         self._try_complete_join(group, out)
         return out
 
-    def _await_join(self, group: ClassicGroup, member: MemberMetadata, request_id: int, out: Output) -> None:
+    def _await_join(self, group: ClassicGroup, member: MemberMetadata, request_id: int, out: GroupOutput) -> None:
         key = (group.group_id, member.member_id)
         previous = self.state.pending_joins.get(key)
         if previous is not None and previous != request_id:
@@ -228,7 +228,7 @@ class GroupCoordinator:
             group.leader_id or "", member.member_id, members,
         )
 
-    def _prepare_rebalance(self, group: ClassicGroup, out: Output, new_member: bool = False) -> None:
+    def _prepare_rebalance(self, group: ClassicGroup, out: GroupOutput, new_member: bool = False) -> None:
         """Kafka `maybePrepareRebalance` / `prepareRebalance`."""
         now = self.clock.monotonic_ms()
         if group.is_in(GroupState.PREPARING_REBALANCE):
@@ -254,7 +254,7 @@ class GroupCoordinator:
             group.join_deadline_ms = now + group.max_rebalance_timeout_ms()
         group.transition_to(GroupState.PREPARING_REBALANCE, self.clock.now_ms())
 
-    def _try_complete_join(self, group: ClassicGroup, out: Output) -> None:
+    def _try_complete_join(self, group: ClassicGroup, out: GroupOutput) -> None:
         # During the initial delay only the timer completes the join (Kafka `InitialDelayedJoin`).
         if (
             group.is_in(GroupState.PREPARING_REBALANCE)
@@ -263,7 +263,7 @@ class GroupCoordinator:
         ):
             self._complete_join(group, out)
 
-    def _complete_join(self, group: ClassicGroup, out: Output) -> None:
+    def _complete_join(self, group: ClassicGroup, out: GroupOutput) -> None:
         """Kafka `completeClassicGroupJoin`: drop members that did not rejoin, start the next
         generation and answer every waiting JoinGroup (the leader gets the member list)."""
         group.join_deadline_ms = None
@@ -274,7 +274,7 @@ class GroupCoordinator:
         group.init_next_generation(self.clock.now_ms())
         now = self.clock.monotonic_ms()
         if group.is_in(GroupState.EMPTY):
-            out.extend(self._store_group(group, on_success=Output, on_failure=lambda _e: Output()))
+            out.extend(self._store_group(group, on_success=GroupOutput, on_failure=lambda _e: GroupOutput()))
             return
         for member in group.members.values():
             member.awaiting_join = False
@@ -298,10 +298,10 @@ class GroupCoordinator:
         protocol_type: str | None,
         protocol_name: str | None,
         assignments: dict[str, bytes],
-    ) -> Output:
-        out = Output()
+    ) -> GroupOutput:
+        out = GroupOutput()
 
-        def reply(error: ErrorCode) -> Output:
+        def reply(error: ErrorCode) -> GroupOutput:
             out.responses.append((request_id, SyncResult(error)))
             return out
 
@@ -340,10 +340,10 @@ class GroupCoordinator:
             generation = group.generation_id
             group.transition_to(GroupState.STABLE, self.clock.now_ms())
 
-            def persisted() -> Output:
+            def persisted() -> GroupOutput:
                 return self._complete_syncs(group, generation, E.none)
 
-            def failed(error: ErrorCode) -> Output:
+            def failed(error: ErrorCode) -> GroupOutput:
                 return self._complete_syncs(group, generation, error)
 
             out.extend(self._store_group(group, on_success=persisted, on_failure=failed))
@@ -352,8 +352,8 @@ class GroupCoordinator:
     def _sync_result(self, group: ClassicGroup, member: MemberMetadata) -> SyncResult:
         return SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment)
 
-    def _complete_syncs(self, group: ClassicGroup, generation: int, error: ErrorCode) -> Output:
-        out = Output()
+    def _complete_syncs(self, group: ClassicGroup, generation: int, error: ErrorCode) -> GroupOutput:
+        out = GroupOutput()
         if group.generation_id != generation:
             return out  # a newer rebalance already answered these syncs
         for member in group.members.values():
@@ -364,8 +364,8 @@ class GroupCoordinator:
                 out.responses.append((request_id, result))
         return out
 
-    def _fail_syncs(self, group: ClassicGroup, error: ErrorCode) -> Output:
-        out = Output()
+    def _fail_syncs(self, group: ClassicGroup, error: ErrorCode) -> GroupOutput:
+        out = GroupOutput()
         for member in group.members.values():
             member.awaiting_sync = False
             request_id = self.state.pending_syncs.pop((group.group_id, member.member_id), None)
@@ -373,7 +373,7 @@ class GroupCoordinator:
                 out.responses.append((request_id, SyncResult(error)))
         return out
 
-    def _fail_waiters(self, group: ClassicGroup, error: ErrorCode) -> Output:
+    def _fail_waiters(self, group: ClassicGroup, error: ErrorCode) -> GroupOutput:
         out = self._fail_syncs(group, error)
         for member in group.members.values():
             request_id = self.state.pending_joins.pop((group.group_id, member.member_id), None)
@@ -403,9 +403,9 @@ class GroupCoordinator:
             return E.rebalance_in_progress
         return E.none
 
-    def leave(self, request_id: int, *, group_id: str, members: list[tuple[str, str | None]]) -> Output:
+    def leave(self, request_id: int, *, group_id: str, members: list[tuple[str, str | None]]) -> GroupOutput:
         """LeaveGroup of (member_id, group_instance_id) pairs (v3+ batches; v0-2 one member)."""
-        out = Output()
+        out = GroupOutput()
         err = self.coordinator_error(group_id)
         group = self.state.groups.get(group_id)
         if err is None and group is not None and group.is_in(GroupState.DEAD):
@@ -427,7 +427,7 @@ class GroupCoordinator:
         out.responses.append((request_id, LeaveResult(E.none, tuple(results))))
         return out
 
-    def _remove_member_and_update_group(self, group: ClassicGroup, member_id: str, out: Output) -> None:
+    def _remove_member_and_update_group(self, group: ClassicGroup, member_id: str, out: GroupOutput) -> None:
         """Kafka `removeMemberAndUpdateClassicGroup`."""
         request_id = self.state.pending_joins.pop((group.group_id, member_id), None)
         if request_id is not None:
@@ -456,14 +456,14 @@ class GroupCoordinator:
                 deadlines.append(group.sync_deadline_ms)
         return min(deadlines, default=None)
 
-    def poll(self, now_ms: int) -> Output:
+    def poll(self, now_ms: int) -> GroupOutput:
         """Act on every deadline at or before `now_ms` (monotonic)."""
-        out = Output()
+        out = GroupOutput()
         for group in list(self.state.groups.values()):
             self._expire(group, now_ms, out)
         return out
 
-    def _expire(self, group: ClassicGroup, now: int, out: Output) -> None:
+    def _expire(self, group: ClassicGroup, now: int, out: GroupOutput) -> None:
         for member_id in list(group.pending_members):
             deadline = group.pending_members.get(member_id)
             if deadline is not None and deadline <= now:
@@ -495,24 +495,24 @@ class GroupCoordinator:
     # ---- persistence -----------------------------------------------------------------
 
     def _store_group(
-        self, group: ClassicGroup, *, on_success: Callable[[], Output], on_failure: Callable[[ErrorCode], Output]
-    ) -> Output:
+        self, group: ClassicGroup, *, on_success: Callable[[], GroupOutput], on_failure: Callable[[ErrorCode], GroupOutput]
+    ) -> GroupOutput:
         return self.append(group.group_id, [replay.group_metadata_record(group)], on_success, on_failure)
 
     def append(
         self,
         group_id: str,
         records: list[tuple[bytes, bytes | None]],
-        on_success: Callable[[], Output],
-        on_failure: Callable[[ErrorCode], Output],
-    ) -> Output:
+        on_success: Callable[[], GroupOutput],
+        on_failure: Callable[[ErrorCode], GroupOutput],
+    ) -> GroupOutput:
         """Ask the shell to append `records` to the group's partition; the callbacks run from
         `on_append_completed`."""
         self._next_ticket += 1
         ticket = self._next_ticket
         self._waiting[ticket] = _Waiting(on_success, on_failure)
-        return Output(appends=[Append(ticket, self.partition_for(group_id), records)])
+        return GroupOutput(appends=[Append(ticket, self.partition_for(group_id), records)])
 
-    def on_append_completed(self, ticket: int, error: ErrorCode = E.none) -> Output:
+    def on_append_completed(self, ticket: int, error: ErrorCode = E.none) -> GroupOutput:
         waiting = self._waiting.pop(ticket)
         return waiting.on_success() if error == E.none else waiting.on_failure(error)

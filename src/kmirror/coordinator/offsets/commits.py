@@ -17,8 +17,8 @@ from kmirror.coordinator.results import (
     CommitResult,
     FetchedOffset,
     FetchOffsetsResult,
+    GroupOutput,
     OffsetDeleteResult,
-    Output,
     PartitionResult,
 )
 from kmirror.protocol.errors import ErrorCode
@@ -65,9 +65,9 @@ def commit_offsets(
     member_id: str,
     group_instance_id: str | None,
     offsets: list[OffsetToCommit],
-) -> Output:
-    def reply_all(error: ErrorCode) -> Output:
-        return Output(responses=[(request_id, CommitResult(tuple(PartitionResult(o.topic, o.partition, error) for o in offsets)))])
+) -> GroupOutput:
+    def reply_all(error: ErrorCode) -> GroupOutput:
+        return GroupOutput(responses=[(request_id, CommitResult(tuple(PartitionResult(o.topic, o.partition, error) for o in offsets)))])
 
     err = core.coordinator_error(group_id)
     if err is not None:
@@ -95,24 +95,24 @@ def commit_offsets(
         else:
             accepted[(o.topic, o.partition)] = OffsetAndMetadata(o.offset, o.leader_epoch, metadata, now_wall)
 
-    def result(error_for_accepted: ErrorCode) -> Output:
+    def result(error_for_accepted: ErrorCode) -> GroupOutput:
         parts = tuple(
             PartitionResult(o.topic, o.partition, errors.get((o.topic, o.partition), error_for_accepted))
             for o in offsets
         )
-        return Output(responses=[(request_id, CommitResult(parts))])
+        return GroupOutput(responses=[(request_id, CommitResult(parts))])
 
     if not accepted:
         return result(E.none)
 
-    def persisted() -> Output:
+    def persisted() -> GroupOutput:
         target = core.groups.get(group_id)
         if target is not None:
             for (topic, partition), value in accepted.items():
                 target.offsets[_tp(topic, partition)] = value
         return result(E.none)
 
-    def failed(error: ErrorCode) -> Output:
+    def failed(error: ErrorCode) -> GroupOutput:
         return result(_append_error(error))
 
     records = [replay.offset_commit_record(group_id, _tp(t, p), v) for (t, p), v in accepted.items()]
@@ -164,13 +164,13 @@ def delete_offsets(
     group_id: str,
     partitions: list[tuple[str, int]],
     subscribed_topics: set[str] | None,
-) -> Output:
+) -> GroupOutput:
     """OffsetDelete (KIP-496): allowed for an Empty group, or for topics a consumer-protocol
     group is not subscribed to (`subscribed_topics`, parsed from the members' metadata by the
     caller; None when the protocol is not `consumer`)."""
 
-    def reply(result: OffsetDeleteResult) -> Output:
-        return Output(responses=[(request_id, result)])
+    def reply(result: OffsetDeleteResult) -> GroupOutput:
+        return GroupOutput(responses=[(request_id, result)])
 
     err = core.coordinator_error(group_id)
     if err is not None:

@@ -24,11 +24,11 @@ transition table forbids). The KIP's RPCs carry no coordinator epoch; fencing is
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 from uuid import UUID
 
+from kmirror.coordinator.results import Output
 from kmirror.kip1279.state import MirrorPartitionState, is_valid_transition
 from kmirror.mirror.coordinator.partitioner import partition_for
 from kmirror.mirror.coordinator.records import (
@@ -71,21 +71,7 @@ class StatesResult:
     partitions: tuple[PartitionStateResult, ...]
 
 
-@dataclass
-class MirrorOutput:
-    responses: list[tuple[int, Any]] = field(default_factory=list)
-    appends: list[StateAppend] = field(default_factory=list)
-
-    def extend(self, other: MirrorOutput) -> MirrorOutput:
-        self.responses.extend(other.responses)
-        self.appends.extend(other.appends)
-        return self
-
-    def response_for(self, request_id: int) -> Any:
-        for rid, result in self.responses:
-            if rid == request_id:
-                return result
-        return None
+MirrorOutput = Output[StateAppend]
 
 
 @dataclass(frozen=True, slots=True)
