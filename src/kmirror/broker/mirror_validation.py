@@ -54,11 +54,11 @@ async def forward_validated(services: BrokerServices, response_type: type[Any], 
                 continue
         accepted.append(t)
     if not refused:
-        return await services.metadata.forward(request)
+        return await services.broker_metadata.forward(request)
     codes: dict[str, int] = dict(refused)
     error_code, error_message = 0, None
     if accepted:
-        forwarded = await services.metadata.forward(dataclasses.replace(request, topics=tuple(accepted)))
+        forwarded = await services.broker_metadata.forward(dataclasses.replace(request, topics=tuple(accepted)))
         error_code, error_message = int(forwarded.error_code), forwarded.error_message
         codes.update({r.name: int(r.error_code) for r in forwarded.topics})
     result_cls = nested(response_type, "TopicResult")

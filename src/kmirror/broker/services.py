@@ -5,19 +5,49 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kmirror.config.server import ServerConfig
+from kmirror.coordinator.runtime import GroupCoordinatorService
+from kmirror.metadata.broker_service import BrokerMetadataService
+from kmirror.metadata.controller_service import MetadataService
+from kmirror.mirror.manager import MirrorManager
+from kmirror.mirror.service import MirrorCoordinatorService
 from kmirror.ports import Clock
 from kmirror.protocol.registry import ApiRegistry
+from kmirror.replication.replica_manager import ReplicaManager
 
 
 @dataclass
 class BrokerServices:
     node_id: int
-    config: Any  # kmirror.config.server.ServerConfig
+    config: ServerConfig
     registry: ApiRegistry
     clock: Clock
-    metadata: Any = None  # kmirror.metadata.controller_service.MetadataService
-    replica_manager: Any = None  # kmirror.replication.replica_manager.ReplicaManager
-    group_coordinator: Any = None  # kmirror.coordinator.group.GroupCoordinator
+    # The controller's MetadataService on a node with process.roles=controller, else the
+    # broker's replica of the metadata log, which forwards writes to the controller.
+    metadata: MetadataService | BrokerMetadataService
+    replica_manager: ReplicaManager = None  # type: ignore[assignment]  # None only on a controller-only node, whose handlers never use it
+    group_coordinator: GroupCoordinatorService | None = None
     controller: Any = None  # the active controller, on nodes with process.roles=controller
-    mirror_coordinator: Any = None  # kmirror.mirror.service.MirrorCoordinatorService (KIP-1279)
-    mirror_manager: Any = None  # kmirror.mirror.manager.MirrorManager: DescribeMirrors, the data plane
+    mirror_coordinator: MirrorCoordinatorService | None = None  # KIP-1279 MirrorCoordinator
+    mirror_manager: MirrorManager | None = None  # KIP-1279 data plane: DescribeMirrors, states
+
+    @property
+    def groups(self) -> GroupCoordinatorService:
+        """The group coordinator; every broker has one (handlers of the broker plane only)."""
+        if self.group_coordinator is None:
+            raise RuntimeError(f"node {self.node_id} has no group coordinator")
+        return self.group_coordinator
+
+    @property
+    def controller_metadata(self) -> MetadataService:
+        """The controller's MetadataService: handlers of the controller plane only run where it is."""
+        if self.metadata.forwarding:
+            raise RuntimeError(f"node {self.node_id} is not a controller")
+        return self.metadata
+
+    @property
+    def broker_metadata(self) -> BrokerMetadataService:
+        """The broker's replica of the metadata log, which forwards admin writes (`forward`)."""
+        if not self.metadata.forwarding:
+            raise RuntimeError(f"node {self.node_id} runs the controller: nothing to forward")
+        return self.metadata

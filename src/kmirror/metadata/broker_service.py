@@ -21,7 +21,7 @@ import datetime
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -57,7 +57,7 @@ class ControllerClient(Protocol):
 
 
 class BrokerMetadataService:
-    forwarding = True
+    forwarding: Literal[True] = True  # admin writes go to the controller (`forward`)
 
     def __init__(
         self,

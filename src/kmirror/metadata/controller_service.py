@@ -14,7 +14,7 @@ import base64
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -88,7 +88,7 @@ class MetadataService:
         self._entries: list[tuple[int, bytes]] = []
         self._changed = asyncio.Event()
 
-    forwarding = False  # admin writes run here; a broker-only node forwards them instead
+    forwarding: Literal[False] = False  # admin writes run here; a broker-only node forwards them instead
 
     # -- lifecycle ----------------------------------------------------------------------------
 

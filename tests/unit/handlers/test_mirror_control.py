@@ -322,7 +322,7 @@ def broker_and_dedicated_controller():
     controller.mirror_coordinator = None
     metadata = ControllerForwarding(controller, {96: remove_topics_from_mirror.RemoveTopicsFromMirrorResponse,
                                                104: delete_mirror.DeleteMirrorResponse})
-    return SimpleNamespace(metadata=metadata, mirror_coordinator=broker_coordinator), controller
+    return SimpleNamespace(metadata=metadata, broker_metadata=metadata, mirror_coordinator=broker_coordinator), controller
 
 
 def write_states(coordinator_service, state) -> None:

@@ -42,7 +42,7 @@ def server_port():
     async def start():
         defs = [d for d in load_handlers() if d.api_key == 18]
         registry = build_registry(defs)
-        services = BrokerServices(node_id=1, config=None, registry=registry, clock=ManualClock())
+        services = BrokerServices(node_id=1, config=None, registry=registry, clock=ManualClock(), metadata=None)
         server = KafkaServer(registry, services, max_request_bytes=1024 * 1024)
         port = await server.start("127.0.0.1", 0)
         return server, port

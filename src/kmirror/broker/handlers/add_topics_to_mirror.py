@@ -143,11 +143,11 @@ async def _validate_and_forward(
         if isinstance(decision, Rejected):
             refused[t.topic_name] = refusal_error_code(decision.refusal)
     if not refused:
-        return await services.metadata.forward(request)
+        return await services.broker_metadata.forward(request)
     remaining = tuple(t for t in request.topics if t.topic_name not in refused)
     forwarded: dict[str, int] = {}
     if remaining:
-        response = await services.metadata.forward(dataclasses.replace(request, topics=remaining))
+        response = await services.broker_metadata.forward(dataclasses.replace(request, topics=remaining))
         if response.error_code:
             return response
         forwarded = {r.name: int(r.error_code) for r in response.topics}

@@ -26,7 +26,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             items.append(
                 AlterPartitionItem(topic.topic_id, int(p.partition_index), int(p.leader_epoch), isr, int(p.partition_epoch))
             )
-    top, results = await services.metadata.alter_partition(int(request.broker_id), int(request.broker_epoch), items)
+    top, results = await services.controller_metadata.alter_partition(int(request.broker_id), int(request.broker_epoch), items)
     rt = ctx.response_type
     part_cls = nested(rt, "PartitionData")
     topic_cls = nested(rt, "TopicData")

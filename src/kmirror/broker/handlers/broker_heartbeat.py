@@ -13,7 +13,7 @@ from kmirror.protocol.entities import build
 
 @api(63, "BrokerHeartbeat", 0, 1, planes=("controller",))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    reply = await services.metadata.broker_heartbeat(
+    reply = await services.controller_metadata.broker_heartbeat(
         int(request.broker_id),
         int(request.broker_epoch),
         int(request.current_metadata_offset),

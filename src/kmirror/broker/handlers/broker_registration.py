@@ -21,7 +21,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     endpoints = tuple(
         BrokerEndpoint(lst.name, lst.host, int(lst.port), int(lst.security_protocol)) for lst in request.listeners
     )
-    result = await services.metadata.register_broker(
+    result = await services.controller_metadata.register_broker(
         int(request.broker_id), request.incarnation_id, endpoints, request.rack, cluster_id=request.cluster_id
     )
     if isinstance(result, ApiError):

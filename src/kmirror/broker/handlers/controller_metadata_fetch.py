@@ -31,7 +31,7 @@ MAX_RECORDS_PER_FETCH = 2000
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     by_id = ctx.api_version >= 13
-    controller = services.metadata
+    controller = services.controller_metadata
     fetch_offset = -1
     for topic in request.topics:
         matches = topic.topic_id == METADATA_TOPIC_ID if by_id else topic.topic == METADATA_TOPIC

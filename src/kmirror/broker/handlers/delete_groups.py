@@ -12,7 +12,7 @@ from kmirror.protocol.entities import build, nested
 
 @api(42, "DeleteGroups", 0, 2)
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    result = await services.group_coordinator.delete_groups(list(request.groups_names))
+    result = await services.groups.delete_groups(list(request.groups_names))
     rt = ctx.response_type
     Result = nested(rt, "DeletableGroupResult")
     return build(

@@ -18,7 +18,7 @@ GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 @api(15, "DescribeGroups", 0, 6)
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    described = services.group_coordinator.describe_groups(list(request.groups), missing_is_error=ctx.api_version >= 6)
+    described = services.groups.describe_groups(list(request.groups), missing_is_error=ctx.api_version >= 6)
     rt = ctx.response_type
     Group = nested(rt, "DescribedGroup")
     Member = nested(rt, "DescribedGroupMember")

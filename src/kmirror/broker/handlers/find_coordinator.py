@@ -65,7 +65,7 @@ async def _find(
         return await _find_mirror(services, ctx, key)
     if key_type != GROUP_KEY_TYPE:
         return fail(ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}")
-    coordinator = services.group_coordinator
+    coordinator = services.groups
     config = coordinator.core_config
     metadata = services.metadata
     if metadata is not None and hasattr(metadata, "ensure_internal_topic"):

@@ -27,7 +27,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     v = ctx.api_version
     session_ms = millis(request.session_timeout)
     rebalance_ms = millis(request.rebalance_timeout) if v >= 1 else session_ms
-    result = await services.group_coordinator.join_group(
+    result = await services.groups.join_group(
         group_id=request.group_id,
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),

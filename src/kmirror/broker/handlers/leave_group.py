@@ -17,7 +17,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         members: list[tuple[str, str | None]] = [(request.member_id, None)]
     else:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
-    result = await services.group_coordinator.leave_group(group_id=request.group_id, members=members)
+    result = await services.groups.leave_group(group_id=request.group_id, members=members)
     rt = ctx.response_type
     if ctx.api_version < 3:
         error = result.error

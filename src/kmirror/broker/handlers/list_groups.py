@@ -12,7 +12,7 @@ from kmirror.protocol.entities import build, nested
 
 @api(16, "ListGroups", 0, 5)
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    result = services.group_coordinator.list_groups(
+    result = services.groups.list_groups(
         list(getattr(request, "states_filter", ())), list(getattr(request, "types_filter", ()))
     )
     rt = ctx.response_type

@@ -34,7 +34,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         if known(t.name)
         for p in t.partitions
     ]
-    result = await services.group_coordinator.commit_offsets(
+    result = await services.groups.commit_offsets(
         group_id=request.group_id,
         generation_id=request.generation_id_or_member_epoch,
         member_id=request.member_id,

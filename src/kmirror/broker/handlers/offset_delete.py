@@ -13,7 +13,7 @@ from kmirror.protocol.entities import build, nested
 @api(47, "OffsetDelete", 0, 0)
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     partitions = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
-    result = await services.group_coordinator.delete_offsets(group_id=request.group_id, partitions=partitions)
+    result = await services.groups.delete_offsets(group_id=request.group_id, partitions=partitions)
     rt = ctx.response_type
     Topic = nested(rt, "OffsetDeleteResponseTopic")
     Partition = nested(rt, "OffsetDeleteResponsePartition")

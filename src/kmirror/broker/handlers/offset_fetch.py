@@ -17,7 +17,7 @@ from kmirror.protocol.errors import ErrorCode
 @api(9, "OffsetFetch", 1, 9)
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
-    coordinator = services.group_coordinator
+    coordinator = services.groups
     if ctx.api_version >= 8:
         Group = nested(rt, "OffsetFetchResponseGroup")
         groups = []

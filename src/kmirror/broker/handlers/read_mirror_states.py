@@ -22,9 +22,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     rt = ctx.response_type
     part_cls = nested(rt, "PartitionResult")
     refused = refusal(services, rt)
-    if refused is not None:
-        return refused
     service = services.mirror_coordinator
+    if refused is not None or service is None:  # refusal() answers a node without a coordinator
+        return refused
     results: dict[str, list[Any]] = {}
     keys: list[tuple[str, MirrorPartitionKey]] = []
     for topic in request.topics:

@@ -12,7 +12,7 @@ from kmirror.protocol.entities import build
 
 @api(14, "SyncGroup", 0, 5)
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    result = await services.group_coordinator.sync_group(
+    result = await services.groups.sync_group(
         group_id=request.group_id,
         generation_id=request.generation_id,
         member_id=request.member_id,

@@ -23,9 +23,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     rt = ctx.response_type
     part_cls = nested(rt, "PartitionResult")
     refused = refusal(services, rt)
-    if refused is not None:
-        return refused
     service = services.mirror_coordinator
+    if refused is not None or service is None:  # refusal() answers a node without a coordinator
+        return refused
     image = services.metadata.image
     results: dict[str, list[Any]] = {}
     writes: list[tuple[str, StateWrite]] = []
@@ -33,10 +33,11 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         topic_image = image.topics.get(topic.name)
         results.setdefault(topic.name, [])
         for p in topic.partitions:
-            error = _invalid(topic_image, int(p.state))
+            error = ErrorCode.unknown_topic_or_partition if topic_image is None else _invalid(int(p.state))
             if error is not None:
                 results[topic.name].append(build(part_cls, partition_index=p.partition_index, error_code=int(error)))
                 continue
+            assert topic_image is not None
             key = MirrorPartitionKey(request.mirror_name, topic_image.topic_id, int(p.partition_index))
             writes.append((topic.name, StateWrite(key, topic.name, MirrorPartitionState.from_code(int(p.state)),
                                                   int(p.last_mirror_epoch))))
@@ -50,9 +51,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     return states_response(rt, results)
 
 
-def _invalid(topic_image: Any, state: int) -> ErrorCode | None:
-    if topic_image is None:
-        return ErrorCode.unknown_topic_or_partition
+def _invalid(state: int) -> ErrorCode | None:
     try:
         MirrorPartitionState(state)
     except ValueError:
