@@ -84,9 +84,9 @@ def _snake(name: str) -> str:
 
 
 def _docstring(text: str, indent: str) -> str:
-    text = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-    if text.endswith('"'):
-        text = text[:-1] + '\\"'
+    text = text.replace("\\", "\\\\")
+    if '"""' in text or text.endswith('"'):
+        text = text.replace('"', '\\"')
     return f'{indent}"""{text}"""'
 
 
@@ -204,9 +204,8 @@ def generate_module(request: Schema, response: Schema) -> str:
     if flexible != (version in _versions(response.spec["flexibleVersions"])):
         raise SchemaError(f"{rpc}: request and response disagree on flexibleVersions")
     module = _Module(version, flexible)
-    request_header, response_header = ("RequestHeader", "ResponseHeader")
-    module.entity(f"{rpc}Request", "request", request_header, request.spec["fields"])
-    module.entity(f"{rpc}Response", "response", response_header, response.spec["fields"])
+    module.entity(f"{rpc}Request", "request", "RequestHeader", request.spec["fields"])
+    module.entity(f"{rpc}Response", "response", "ResponseHeader", response.spec["fields"])
 
     summary = f'{rpc} (API key {api_key}, v{version}{", flexible" if flexible else ""}): ' \
         f'KIP-1279 "Protocol Changes" > {rpc}.'
@@ -239,13 +238,17 @@ def generate(schemas: Path = SCHEMAS) -> dict[str, str]:
         response_path = schemas / f"{rpc}Response.json"
         if not response_path.exists():
             raise SchemaError(f"{request_path.name} has no {response_path.name}")
-        modules[f"{_snake(rpc)}.py"] = generate_module(load_schema(request_path), load_schema(response_path))
+        try:
+            source = generate_module(load_schema(request_path), load_schema(response_path))
+        except KeyError as e:
+            raise SchemaError(f"{rpc}: a schema or one of its fields has no {e}") from None
+        modules[f"{_snake(rpc)}.py"] = source
     return modules
 
 
-def stale(out: Path, schemas: Path = SCHEMAS) -> list[str]:
-    """The generated files in `out` that differ from what the schemas give (or are missing)."""
-    return [name for name, source in generate(schemas).items()
+def stale(out: Path, modules: dict[str, str]) -> list[str]:
+    """The generated files in `out` that are missing or differ from `modules`."""
+    return [name for name, source in modules.items()
             if not (out / name).exists() or (out / name).read_text(encoding="utf-8") != source]
 
 
@@ -255,14 +258,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=PACKAGE, help="where the modules go")
     args = parser.parse_args(argv)
     try:
+        modules = generate()
         if args.check:
-            differing = stale(args.out)
+            differing = stale(args.out, modules)
             for name in differing:
                 print(f"{args.out / name}: not what its schemas give; "
                       "run python scripts/generate_mirror_protocol.py", file=sys.stderr)
             return 1 if differing else 0
-        modules = generate()
-        for name in stale(args.out):
+        for name in stale(args.out, modules):
             (args.out / name).write_text(modules[name], encoding="utf-8")
             print(f"wrote {args.out / name}")
     except SchemaError as e:
