@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-.venv/bin/ruff check src tests bench
+.venv/bin/ruff check src tests bench scripts
 .venv/bin/mypy
 (cd src && ../.venv/bin/lint-imports ../pyproject.toml)
 workers=${KMIRROR_TEST_WORKERS:-2}

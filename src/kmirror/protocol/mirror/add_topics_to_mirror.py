@@ -1,3 +1,4 @@
+# Generated from schemas/AddTopicsToMirrorRequest.json and schemas/AddTopicsToMirrorResponse.json by scripts/generate_mirror_protocol.py: do not edit by hand.
 """AddTopicsToMirror (API key 95, v0, flexible): KIP-1279 "Protocol Changes" > AddTopicsToMirror.
 
 Adds topics to a mirror: every partition must be UNKNOWN or STOPPED (else INVALID_REQUEST);

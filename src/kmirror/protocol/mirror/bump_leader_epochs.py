@@ -1,8 +1,12 @@
+# Generated from schemas/BumpLeaderEpochsRequest.json and schemas/BumpLeaderEpochsResponse.json by scripts/generate_mirror_protocol.py: do not edit by hand.
 """BumpLeaderEpochs (API key 105, v0, flexible): KIP-1279 "Protocol Changes" > BumpLeaderEpochs.
 
 A destination partition leader asks the destination controller to raise the partition's leader
-epoch to at least `min_leader_epoch` (above every mirrored source epoch) before the partition
+epoch to at least `MinLeaderEpoch` (above every mirrored source epoch) before the partition
 becomes writable (STOPPING). The request names topics by id, the response by name, as the KIP.
+The KIP spells the partition fields `partitionIndex` and `minLeaderEpoch`; they are
+`PartitionIndex` and `MinLeaderEpoch` here, as Kafka's schemas spell fields (names do not
+reach the wire).
 
 `MinProducerId` (int64, tag 0, default -1) is kmirror's tagged field: one more than the
 greatest producer id in the partitions' mirrored logs. The controller fences producer ids
@@ -58,7 +62,7 @@ class BumpLeaderEpochsRequest:
     topics: tuple[TopicState, ...]
     """The topic and partitions state."""
     min_producer_id: i64 = field(metadata={"kafka_type": "int64", "tag": 0}, default=i64(-1))
-    """kmirror's tagged field: producer ids below this are not handed out any more (-1: no change)."""
+    """The producer id below which no producer id is handed out any more, or -1 for no change."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,3 +1,4 @@
+# Generated from schemas/CreateMirrorRequest.json and schemas/CreateMirrorResponse.json by scripts/generate_mirror_protocol.py: do not edit by hand.
 """CreateMirror (API key 94, v0, flexible): KIP-1279 "Protocol Changes" > CreateMirror.
 
 Creates a mirror and its configuration (bootstrap.servers, security.*, sasl.*, ssl.*, ...).

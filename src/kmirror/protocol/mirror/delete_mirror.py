@@ -1,3 +1,4 @@
+# Generated from schemas/DeleteMirrorRequest.json and schemas/DeleteMirrorResponse.json by scripts/generate_mirror_protocol.py: do not edit by hand.
 """DeleteMirror (API key 104, v0, flexible): KIP-1279 "Protocol Changes" > DeleteMirror.
 
 Deletes a mirror and its configuration; the mirror must be empty or hold only STOPPED

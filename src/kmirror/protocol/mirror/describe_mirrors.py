@@ -1,13 +1,15 @@
+# Generated from schemas/DescribeMirrorsRequest.json and schemas/DescribeMirrorsResponse.json by scripts/generate_mirror_protocol.py: do not edit by hand.
 """DescribeMirrors (API key 99, v0, flexible): KIP-1279 "Protocol Changes" > DescribeMirrors.
 
 Per-partition mirroring status: source offset (source high watermark), destination offset
 (local log end offset), lag, state name and last mirror epoch (LME). A destination leader in
 PREPARING also sends it to the source cluster to learn the LME there (failback).
 
-The KIP's PartitionDetail has an unnamed int32 field ("The last mirror leader epoch");
-it is `last_mirror_epoch` here, the name ReadMirrorStates uses for the same value.
-`mirror_names` is not nullable on the wire (the KIP gives no nullableVersions); empty means
+`MirrorNames` is not nullable on the wire (the KIP gives no nullableVersions); empty means
 all mirrors.
+
+The KIP's PartitionDetail has an unnamed int32 field ("The last mirror leader epoch");
+it is `LastMirrorEpoch` here, the name ReadMirrorStates uses for the same value.
 """
 
 from dataclasses import dataclass, field

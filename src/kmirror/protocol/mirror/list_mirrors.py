@@ -1,3 +1,4 @@
+# Generated from schemas/ListMirrorsRequest.json and schemas/ListMirrorsResponse.json by scripts/generate_mirror_protocol.py: do not edit by hand.
 """ListMirrors (API key 98, v0, flexible): KIP-1279 "Protocol Changes" > ListMirrors.
 
 The mirrors of this cluster with their source bootstrap servers, source cluster id and topic

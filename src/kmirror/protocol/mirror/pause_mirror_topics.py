@@ -1,3 +1,4 @@
+# Generated from schemas/PauseMirrorTopicsRequest.json and schemas/PauseMirrorTopicsResponse.json by scripts/generate_mirror_protocol.py: do not edit by hand.
 """PauseMirrorTopics (API key 102, v0, flexible): KIP-1279 "Protocol Changes" > PauseMirrorTopics.
 
 Pauses data replication and metadata sync for mirror topics (they stay read-only); the
@@ -37,7 +38,7 @@ class PauseMirrorTopicsRequest:
     __api_key__: ClassVar[i16] = i16(API_KEY)
     __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
     mirror_name: str = field(metadata={"kafka_type": "string"})
-    """The cluster mirror name."""
+    """The mirror name to pause the topics for."""
     topics: tuple[TopicData, ...]
     """The data for the topics."""
 

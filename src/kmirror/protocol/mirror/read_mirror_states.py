@@ -1,8 +1,11 @@
+# Generated from schemas/ReadMirrorStatesRequest.json and schemas/ReadMirrorStatesResponse.json by scripts/generate_mirror_protocol.py: do not edit by hand.
 """ReadMirrorStates (API key 100, v0, flexible): KIP-1279 "Protocol Changes" > ReadMirrorStates.
 
 Inter-broker: a partition leader reads mirror partition states (and LMEs) from the
 MirrorCoordinator that owns them in `__mirror_state` (COORDINATOR_NOT_AVAILABLE when this
-broker does not lead the coordinator partition). `state` is `MirrorPartitionState` as int8.
+broker does not lead the coordinator partition).
+
+`State` is `MirrorPartitionState` as int8.
 """
 
 from dataclasses import dataclass, field

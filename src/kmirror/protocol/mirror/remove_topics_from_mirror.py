@@ -1,3 +1,4 @@
+# Generated from schemas/RemoveTopicsFromMirrorRequest.json and schemas/RemoveTopicsFromMirrorResponse.json by scripts/generate_mirror_protocol.py: do not edit by hand.
 """RemoveTopicsFromMirror (API key 96, v0, flexible): KIP-1279 "Protocol Changes" > RemoveTopicsFromMirror.
 
 Failover: detaches topics from their mirror. Every partition must be PREPARING or MIRRORING;

@@ -1,3 +1,4 @@
+# Generated from schemas/ResumeMirrorTopicsRequest.json and schemas/ResumeMirrorTopicsResponse.json by scripts/generate_mirror_protocol.py: do not edit by hand.
 """ResumeMirrorTopics (API key 103, v0, flexible): KIP-1279 "Protocol Changes" > ResumeMirrorTopics.
 
 Resumes paused mirror topics from the local log end; the controller removes the ".paused"

@@ -1,9 +1,10 @@
+# Generated from schemas/WriteMirrorStatesRequest.json and schemas/WriteMirrorStatesResponse.json by scripts/generate_mirror_protocol.py: do not edit by hand.
 """WriteMirrorStates (API key 101, v0, flexible): KIP-1279 "Protocol Changes" > WriteMirrorStates.
 
 Inter-broker: a partition leader persists mirror partition state transitions (and LMEs) through
-the MirrorCoordinator that owns them in `__mirror_state`. `removed_topics` tombstones the
+the MirrorCoordinator that owns them in `__mirror_state`. `RemovedTopics` tombstones the
 named topics' states. The KIP's PartitionData has an unnamed int32 field ("The last mirror
-leader epoch"); it is `last_mirror_epoch` here, as in ReadMirrorStates.
+leader epoch"); it is `LastMirrorEpoch` here, as in ReadMirrorStates.
 """
 
 from dataclasses import dataclass, field
