@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from kmirror.protocol.errors import ErrorCode
+from kmirror.log.outcomes import (
+    AppendError,
+    FetchDataInfo,
+    LogAppendInfo,
+    OffsetOutOfRange,
+    Ok,
+    TimestampAndOffset,
+)
 from kmirror.records.batch import RECORD_BATCH_OVERHEAD, CorruptRecordError, read_header
 from kmirror.replication.outcomes import AppendOutcome, PartitionError
 
@@ -30,15 +37,18 @@ class PartitionLog(Protocol):
     @property
     def latest_epoch(self) -> int | None: ...
 
-    def update_high_watermark(self, offset: int) -> Any: ...
+    def update_high_watermark(self, offset: int) -> int: ...
 
-    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int | None = None) -> Any: ...
+    def append_as_leader(
+        self, records: bytes | memoryview, leader_epoch: int, now_ms: int | None = None
+    ) -> LogAppendInfo | AppendError: ...
 
-    def append_as_follower(self, records: bytes | memoryview) -> Any: ...
+    def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo | AppendError: ...
 
-    def read(self, fetch_offset: int, max_bytes: int, max_offset: int, min_one_message: bool) -> Any: ...
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int, min_one_message: bool
+             ) -> FetchDataInfo | OffsetOutOfRange: ...
 
-    def fetch_offset_by_timestamp(self, timestamp: int) -> Any: ...
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None: ...
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> Sequence[Any]:
         """Aborted transactions (each with `producer_id`, `first_offset`) overlapping the range."""
@@ -48,51 +58,31 @@ class PartitionLog(Protocol):
 
     def epoch_for_offset(self, offset: int) -> int | None: ...
 
-    def maybe_increment_log_start_offset(self, offset: int) -> Any: ...
+    def maybe_increment_log_start_offset(self, offset: int) -> Ok | OffsetOutOfRange: ...
 
     def truncate_to(self, offset: int) -> bool: ...
 
     def truncate_fully_and_start_at(self, offset: int) -> None: ...
 
 
-def append_outcome(result: Any) -> AppendOutcome | PartitionError:
-    """Read the log's append result (LogAppendInfo or an expected-failure value)."""
-    code = _error_code_of(result)
-    if code is not None:
-        return PartitionError(code, getattr(result, "message", None), _record_errors_of(result))
+def append_outcome(result: LogAppendInfo | AppendError) -> AppendOutcome | PartitionError:
+    """The log's append result as a data-plane value."""
+    if isinstance(result, AppendError):
+        return PartitionError(result.error_code, result.message, result.record_errors)
     return AppendOutcome(
-        base_offset=int(result.first_offset if hasattr(result, "first_offset") else result.base_offset),
-        last_offset=int(result.last_offset),
-        log_append_time_ms=int(getattr(result, "log_append_time_ms", -1)),
-        log_start_offset=int(getattr(result, "log_start_offset", -1)),
-        duplicate=bool(getattr(result, "duplicate", False)),
+        base_offset=result.first_offset,
+        last_offset=result.last_offset,
+        log_append_time_ms=result.log_append_time_ms,
+        log_start_offset=result.log_start_offset,
+        duplicate=result.duplicate,
     )
 
 
-def read_outcome(result: Any) -> bytes | memoryview | PartitionError:
-    """Read the log's read result (a records buffer, or an object carrying `records`)."""
-    code = _error_code_of(result)
-    if code is not None:
-        return PartitionError(code, getattr(result, "message", None))
-    if isinstance(result, bytes | bytearray | memoryview):
-        return result if not isinstance(result, bytearray) else bytes(result)
-    records: bytes | memoryview = result.records
-    return records
-
-
-def _error_code_of(result: Any) -> ErrorCode | None:
-    code = getattr(result, "error_code", None)
-    if code is None:
-        code = getattr(result, "error", None)
-    if code is None or isinstance(code, str):
-        return None
-    code = ErrorCode(int(code))
-    return None if code == ErrorCode.none else code
-
-
-def _record_errors_of(result: Any) -> tuple[tuple[int, str | None], ...]:
-    errors = getattr(result, "record_errors", ()) or ()
-    return tuple((int(i), m) for i, m in errors)
+def read_outcome(result: FetchDataInfo | OffsetOutOfRange) -> bytes | memoryview | PartitionError:
+    """The log's read result as a data-plane value."""
+    if isinstance(result, OffsetOutOfRange):
+        return PartitionError(result.error_code, result.message)
+    return result.records
 
 
 def fetched_upper_bound_offset(records: bytes | memoryview, fetch_offset: int) -> int:

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import UUID
 
+from kmirror.config.mirror import MIRROR_NAME_CONFIG
 from kmirror.log.config import LogConfig
 from kmirror.metadata.config_description import effective_topic_config
+from kmirror.metadata.image import MetadataImage
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.log_dirs import DiskUsage, describe_log_dirs
@@ -492,10 +494,10 @@ def _rack_aware_selector(config: Any) -> bool:
     return selector is not None and str(selector).rsplit(".", 1)[-1] == "RackAwareReplicaSelector"
 
 
-def _keeps_source_epochs(image: Any, topic: str) -> bool:
+def _keeps_source_epochs(image: MetadataImage, topic: str) -> bool:
     """The topic is attached to a mirror (KIP-1279 `mirror.name`, not `.removed`): its
     records are the source's, with the source's leader epochs."""
-    value = image.topic_config(topic).get("mirror.name") if hasattr(image, "topic_config") else None
+    value = image.topic_config(topic).get(MIRROR_NAME_CONFIG)
     return bool(value) and not str(value).endswith(".removed")
 
 

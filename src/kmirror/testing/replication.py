@@ -4,7 +4,6 @@ manager over it, and metadata images shaped like `kmirror.metadata`'s."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 from uuid import UUID
 
@@ -13,6 +12,15 @@ from kmirror.broker.services import BrokerServices
 from kmirror.config.server import ServerConfig
 from kmirror.log.config import LogConfig
 from kmirror.log.log_manager import LogManager
+from kmirror.log.outcomes import (
+    OK,
+    AppendError,
+    FetchDataInfo,
+    LogAppendInfo,
+    OffsetOutOfRange,
+    Ok,
+    TimestampAndOffset,
+)
 from kmirror.metadata.image import (
     ConfigResource,
     ConfigResourceType,
@@ -51,17 +59,19 @@ class FakeLog:
         self.last_stable_offset = 0
         self.next_count = 1
         self.next_timestamp = 0
-        self.fail_with: Any = None
+        self.fail_with: AppendError | None = None
 
     @property
     def size_in_bytes(self) -> int:
         return sum(len(b.data) for b in self.batches)
 
-    def update_high_watermark(self, offset: int) -> None:
+    def update_high_watermark(self, offset: int) -> int:
         self.high_watermark = offset
         self.last_stable_offset = offset
+        return offset
 
-    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int | None = None) -> Any:
+    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int | None = None
+                         ) -> LogAppendInfo | AppendError:
         if self.fail_with is not None:
             return self.fail_with
         base = self.log_end_offset
@@ -73,17 +83,14 @@ class FakeLog:
             pass
         self.batches.append(FakeBatch(base, count, bytes(records), leader_epoch, max_timestamp))
         self.log_end_offset += count
-        return SimpleNamespace(
-            first_offset=base,
-            last_offset=self.log_end_offset - 1,
-            log_append_time_ms=-1,
-            log_start_offset=self.log_start_offset,
-        )
+        return LogAppendInfo(first_offset=base, last_offset=self.log_end_offset - 1, max_timestamp=max_timestamp,
+                             offset_of_max_timestamp=base, log_append_time_ms=-1,
+                             log_start_offset=self.log_start_offset, records_count=count, valid_bytes=len(records))
 
-    def append_as_follower(self, records: bytes | memoryview) -> Any:
+    def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo | AppendError:
         raise NotImplementedError
 
-    def read(self, fetch_offset: int, max_bytes: int, max_offset: int, min_one_message: bool) -> bytes:
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int, min_one_message: bool) -> FetchDataInfo:
         out = b""
         for batch in self.batches:
             if batch.base_offset + batch.count <= fetch_offset or batch.base_offset >= max_offset:
@@ -91,20 +98,20 @@ class FakeLog:
             if len(out) + len(batch.data) > max_bytes and not (min_one_message and not out):
                 break
             out += batch.data
-        return out
+        return FetchDataInfo(out, fetch_offset)
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[Any]:
         return []  # holds no transactional data
 
-    def fetch_offset_by_timestamp(self, timestamp: int) -> Any:
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         if timestamp == -3:
             if not self.batches:
                 return None
             best = max(self.batches, key=lambda b: b.max_timestamp)
-            return SimpleNamespace(timestamp=best.max_timestamp, offset=best.base_offset, leader_epoch=best.leader_epoch)
+            return TimestampAndOffset(best.max_timestamp, best.base_offset, best.leader_epoch)
         for batch in self.batches:
             if batch.max_timestamp >= timestamp and batch.base_offset >= self.log_start_offset:
-                return SimpleNamespace(timestamp=batch.max_timestamp, offset=batch.base_offset, leader_epoch=batch.leader_epoch)
+                return TimestampAndOffset(batch.max_timestamp, batch.base_offset, batch.leader_epoch)
         return None
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None:
@@ -122,9 +129,10 @@ class FakeLog:
                 return batch.leader_epoch
         return None
 
-    def maybe_increment_log_start_offset(self, offset: int) -> None:
+    def maybe_increment_log_start_offset(self, offset: int) -> Ok | OffsetOutOfRange:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
+        return OK
 
 
 class FakeLogManager:

@@ -2,6 +2,7 @@ from uuid import uuid4
 
 import pytest
 
+from kmirror.log.outcomes import AppendError
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.outcomes import (
     READ_COMMITTED,
@@ -56,7 +57,7 @@ def test_acks_all_below_min_isr_is_not_enough_replicas_but_acks_one_appends() ->
 
 def test_log_append_failure_is_passed_through_as_value_and_hw_does_not_move() -> None:
     partition, log = make()
-    log.fail_with = type("Fail", (), {"error_code": ErrorCode.corrupt_message, "message": "bad crc"})()
+    log.fail_with = AppendError(ErrorCode.corrupt_message, "bad crc")
     result = partition.append_records_to_leader(b"a", 1, 0)
     assert result == PartitionError(ErrorCode.corrupt_message, "bad crc")
     assert partition.high_watermark == 0

@@ -68,7 +68,7 @@ async def _find(
     coordinator = services.groups
     config = coordinator.core_config
     metadata = services.metadata
-    if metadata is not None and hasattr(metadata, "ensure_internal_topic"):
+    if metadata is not None:
         try:
             await metadata.ensure_internal_topic(
                 CONSUMER_OFFSETS,
