@@ -64,6 +64,8 @@ class MirrorPartitionDescription:
     lag: int
     state: str
     last_mirror_epoch: int
+    reason: str | None = None
+    """Why the partition is STOPPED or FAILED, when its leader says (kmirror brokers)."""
 
 
 def mirror_error(code: int, message: str | None, context: str | None) -> KafkaError:
@@ -192,7 +194,8 @@ class MirrorAdmin:
                     for p in t.partitions:
                         d = MirrorPartitionDescription(
                             m.mirror_name, t.topic_name, int(p.partition_index), int(p.source_offset),
-                            int(p.destination_offset), int(p.lag), p.state, int(p.last_mirror_epoch))
+                            int(p.destination_offset), int(p.lag), p.state, int(p.last_mirror_epoch),
+                            getattr(p, "state_reason", None))
                         key = (d.mirror_name, d.topic, d.partition)
                         merged[key] = _better(merged.get(key), d)
         if not answered:

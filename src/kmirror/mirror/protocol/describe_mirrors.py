@@ -53,6 +53,9 @@ class PartitionDetail:
     """The partition state."""
     last_mirror_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
     """The last mirror leader epoch, or -1 if not available."""
+    state_reason: str | None = field(metadata={"kafka_type": "string", "tag": 0}, default=None)
+    """kmirror (tagged, ignored by other readers): why the partition is STOPPED or FAILED
+    when the partition leader knows, e.g. its source topic was deleted or re-created."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
