@@ -26,6 +26,7 @@ from kmirror.mirror.fetcher.policy import mirror_fetcher_client_id, mirror_fetch
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
 from kmirror.mirror.membership import MIRROR_NAME_CONFIG, MembershipStatus, parse_mirror_name_config
 from kmirror.mirror.metadata import mirror as mirror_info
+from kmirror.mirror.protocol.find_coordinator import topic_id_string
 from kmirror.mirror.protocol.pid_reset import encode_mirror_pid_reset
 from kmirror.mirror.source_topic import SourceTopicCheck, check_source_topic
 from kmirror.mirror.state import MirrorPartitionState, transition
@@ -235,10 +236,10 @@ class MirrorManager:
         key = (mp.key.mirror_name, tp.topic, mp.key.topic_id)
         if key not in self._warned_gone and mp.state is not S.STOPPED:
             self._warned_gone.add(key)
-            new_id = "none (deleted)" if check.source_topic_id is None else str(check.source_topic_id)
+            new_id = "none (deleted)" if check.source_topic_id is None else topic_id_string(check.source_topic_id)
             log.warning("Mirror %s topic %s: source topic deleted or re-created (mirrored topic id %s, source "
                         "topic id now %s); its partitions stop, the destination keeps its data", mp.key.mirror_name,
-                        tp.topic, mp.key.topic_id, new_id)
+                        tp.topic, topic_id_string(mp.key.topic_id), new_id)
 
     def source_topic_deleted(self, mirror_name: str, topic_id: UUID, partition: int) -> bool:
         """The partition is STOPPED because its source topic was deleted or re-created, as

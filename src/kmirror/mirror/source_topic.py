@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from enum import Enum
 from uuid import UUID
 
+from kmirror.mirror.protocol.find_coordinator import topic_id_string
+
 NO_TOPIC_ID = UUID(int=0)
 """Kafka's `Uuid.ZERO_UUID`: the source listed the topic without a topic id."""
 
@@ -46,11 +48,13 @@ class SourceTopicCheck:
 
     def reason(self, topic: str) -> str:
         """Why the partitions of `topic` stopped (--describe, the WARN line)."""
+        mirrored = topic_id_string(self.mirror_topic_id)
         if self.status is SourceTopicStatus.RECREATED:
-            return (f"source topic {topic} was re-created: topic id {self.source_topic_id}, "
-                    f"the mirror copies {self.mirror_topic_id}")
+            assert self.source_topic_id is not None
+            return (f"source topic {topic} was re-created: topic id {topic_id_string(self.source_topic_id)}, "
+                    f"the mirror copies {mirrored}")
         if self.status is SourceTopicStatus.DELETED:
-            return f"source topic {topic} (topic id {self.mirror_topic_id}) was deleted"
+            return f"source topic {topic} (topic id {mirrored}) was deleted"
         return ""
 
 

@@ -13,6 +13,7 @@ from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetch_policy
 from kmirror.mirror.manager import InMemoryMirrorStateStore, MirrorManager
 from kmirror.mirror.membership import is_read_only, parse_mirror_name_config
+from kmirror.mirror.protocol.find_coordinator import topic_id_string
 from kmirror.mirror.state import MirrorPartitionState as S
 from kmirror.ports import ManualClock
 from kmirror.records.batch import iter_batches
@@ -138,7 +139,7 @@ def test_source_topic_deleted_stops_keeping_the_data_and_makes_the_topic_writabl
 
     asyncio.run(go())
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "Mirror m topic t" in warnings[0] and str(OLD_ID) in warnings[0]
+    assert len(warnings) == 1 and "Mirror m topic t" in warnings[0] and topic_id_string(OLD_ID) in warnings[0]
     assert s.mgr.source_topic_deleted_partitions == 1
 
 
@@ -154,7 +155,7 @@ def test_source_topic_recreated_is_never_fetched_nor_truncated_to_and_stops(capl
         with caplog.at_level(logging.WARNING, logger="kmirror.mirror.manager"):
             await s.mgr.on_metadata_change(image(7, 0, "m"))
         assert_stopped_keeping(s, before)
-        assert str(NEW_ID) in (s.mgr.describe()[TP].reason or "")
+        assert topic_id_string(NEW_ID) in (s.mgr.describe()[TP].reason or "")
         # The partition stays STOPPED (never restarted onto the new topic) however often
         # the source is looked at, and the fetcher never reads the new topic.
         produce(s.src.rm, 10, b"new")
@@ -167,4 +168,4 @@ def test_source_topic_recreated_is_never_fetched_nor_truncated_to_and_stops(capl
 
     asyncio.run(go())
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and str(NEW_ID) in warnings[0] and str(OLD_ID) in warnings[0]
+    assert len(warnings) == 1 and topic_id_string(NEW_ID) in warnings[0] and topic_id_string(OLD_ID) in warnings[0]
