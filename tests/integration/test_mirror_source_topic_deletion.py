@@ -8,6 +8,7 @@ name again."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,10 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from kmirror.records.control import ControlType, read_control_type
+from kmirror.testing.acked_writer import partition_layout
 from kmirror.testing.kafka_clients import create_topic, end_offsets, produce_acked, produce_delivered
 from kmirror.testing.metrics_scrape import scrape
-from kmirror.testing.mirror_clusters import create_mirror, describe, topic_id, wait_until
+from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, topic_id, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.segments import headers, log_batches
 
@@ -203,3 +205,57 @@ def test_operator_removes_deletes_and_adds_back_to_mirror_the_recreated_topic(
     for p in range(PARTITIONS):
         assert log_batches(dest, TOPIC, p) == log_batches(source, TOPIC, p)
     assert mirrored_id != new_id
+
+
+THREE_BROKERS = (1, 2, 3)
+
+
+@pytest.fixture
+def source_and_three_brokers(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
+    """A single-node source and a destination of a controller and brokers 1..3."""
+    refresh = {"mirror.metadata.refresh.interval.ms": "500"}
+    source = LocalCluster(dir=tmp_path / "source", port=free_port_block(), overrides=dict(refresh))
+    dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block(3), nodes=3,
+                        overrides={**refresh, "default.replication.factor": "3"})
+    with clusters_up(source, dest):
+        yield source, dest
+
+
+def test_three_broker_destination_stops_every_partition_on_every_leader_and_replica(
+    source_and_three_brokers: tuple[LocalCluster, LocalCluster], tmp_path: Path
+) -> None:
+    """Partition leaders on three different destination brokers, RF 3: deletion and
+    re-creation at the source stop every partition on its own leader; every replica keeps the
+    mirrored batches, then holds the same MIRROR_PID_RESET and the records written after it
+    (acks=all); nothing of the re-created topic is copied."""
+    source, dest = source_and_three_brokers
+    partitions = 3
+    create_topic(source.bootstrap, TOPIC, partitions)
+    produce_acked(source.bootstrap, TOPIC, 60, partitions)
+    ends = end_offsets(source.bootstrap, TOPIC, partitions)
+    create_mirror(dest, source, MIRROR, TOPIC, tmp_path / "mirror.properties")
+    wait_until(lambda: end_offsets(dest.bootstrap, TOPIC, partitions) == ends, "caught up", retry_on=(Exception,))
+    layout = partition_layout(dest.bootstrap, TOPIC)
+    assert sorted(leader for leader, _, _ in layout.values()) == list(THREE_BROKERS), layout
+    wait_until(lambda: all(sorted(isr) == list(THREE_BROKERS) for _, _, isr in partition_layout(
+        dest.bootstrap, TOPIC).values()), "every replica in the ISR")
+    mirrored_batches = {p: log_batches(source, TOPIC, p) for p in range(partitions)}
+    wait_until(lambda: all(log_batches(dest, TOPIC, p, n) == mirrored_batches[p]
+                           for p in range(partitions) for n in THREE_BROKERS), "every replica mirrored")
+
+    delete_topic(source.bootstrap, TOPIC)
+    create_topic(source.bootstrap, TOPIC, partitions)
+    produce_acked(source.bootstrap, TOPIC, 9, partitions, prefix="new")
+    wait_until(lambda: {r[3] for r in describe(dest.bootstrap).values()} == {"STOPPED"}, "every partition STOPPED",
+               seen=lambda: describe(dest.bootstrap))
+    delivered = produce_delivered({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True, "acks": "all"},
+                                  TOPIC, [(p, b"k", b"written at the destination") for p in range(partitions)])
+    assert sorted(delivered) == [(p, ends[p] + 1) for p in range(partitions)]
+    for p in range(partitions):
+        wait_until(lambda p=p: len({tuple(log_batches(dest, TOPIC, p, n)) for n in THREE_BROKERS}) == 1,
+                   f"partition {p}: every replica equal")
+        after = log_batches(dest, TOPIC, p, layout[p][0])
+        assert after[:len(mirrored_batches[p])] == mirrored_batches[p]
+        reset, new = after[len(mirrored_batches[p]):]
+        assert read_control_type(reset[1]) == ControlType.MIRROR_PID_RESET
+        assert (reset[0], new[0]) == (ends[p], ends[p] + 1)
