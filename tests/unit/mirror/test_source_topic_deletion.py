@@ -19,6 +19,7 @@ from kmirror.ports import ManualClock
 from kmirror.records.batch import iter_batches
 from kmirror.records.builder import build_batch
 from kmirror.records.control import ControlType, read_control_type
+from kmirror.replication.fetcher.state import FetchPhase
 from kmirror.testing.mirror_fetcher import InProcessSourceCluster
 from kmirror.testing.replication import image_with
 from kmirror.testing.replication_harness import Broker
@@ -169,3 +170,111 @@ def test_source_topic_recreated_is_never_fetched_nor_truncated_to_and_stops(capl
     asyncio.run(go())
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and topic_id_string(NEW_ID) in warnings[0] and topic_id_string(OLD_ID) in warnings[0]
+
+
+def test_lme_truncation_in_preparing_refuses_an_answer_about_a_recreated_topic():
+    # Restart (STOPPED -> PREPARING) of a partition whose source topic is re-created while
+    # the LME is asked: DescribeMirrors names topics only, so its -1 ("truncate fully")
+    # describes the new topic. Nothing is truncated; the partition fails instead of starting.
+    s = Setup()
+
+    async def go():
+        before = await s.mirrored()
+        s.mgr.partitions[TP].state = S.STOPPED  # as after a failover and an add back
+        s.store.states[s.mgr.partitions[TP].key] = (S.STOPPED, 3)
+        s.fetchers.remove_partition(TP)
+
+        async def recreated_while_asked(mirror_name, tp):
+            s.delete_source_topic()
+            s.recreate_source_topic()
+            return -1
+
+        s.source.last_mirrored_epoch = recreated_while_asked
+        await s.mgr.on_metadata_change(image(7, 0, "m"))
+        assert log_bytes(s.dst) == before
+        assert s.mgr.partitions[TP].state is S.PREPARING  # persisted before the LME query
+        await s.mgr.on_metadata_change(image(7, 0, "m"))
+        assert s.mgr.partitions[TP].state is S.FAILED
+        assert log_bytes(s.dst) == before
+        assert not s.fetchers.is_fetching(TP)
+
+    asyncio.run(go())
+
+
+def test_failback_to_a_source_whose_topic_was_recreated_never_starts():
+    # A STOPPED partition added back to a mirror (failback) whose source topic is another
+    # topic now: it stays STOPPED, its local writes and mirrored records untouched.
+    s = Setup()
+
+    async def go():
+        before = await s.mirrored()
+        s.mgr.partitions[TP].state = S.STOPPED
+        s.store.states[s.mgr.partitions[TP].key] = (S.STOPPED, 3)
+        s.fetchers.remove_partition(TP)
+        s.delete_source_topic()
+        s.recreate_source_topic(n=8)
+        asked = []
+
+        async def lme(mirror_name, tp):
+            asked.append(tp)
+            return -1
+
+        s.source.last_mirrored_epoch = lme
+        for _ in range(3):
+            await s.mgr.on_metadata_change(image(7, 0, "m"))
+        assert s.mgr.partitions[TP].state is S.STOPPED
+        assert log_bytes(s.dst) == before and asked == []
+        assert "re-created" in (s.mgr.describe()[TP].reason or "")
+
+    asyncio.run(go())
+
+
+def test_a_stopped_partition_does_not_restart_while_the_source_is_unreachable():
+    s = Setup()
+
+    class Down(InProcessSourceCluster):
+        async def topic_id(self, topic):
+            raise ConnectionError("source unreachable")
+
+    async def go():
+        before = await s.mirrored()
+        s.mgr.partitions[TP].state = S.STOPPED
+        s.store.states[s.mgr.partitions[TP].key] = (S.STOPPED, 3)
+        s.fetchers.remove_partition(TP)
+        s.source = Down({1: s.src.rm}, 1, cluster_id="src-id")
+        await s.mgr.on_metadata_change(image(7, 0, "m"))
+        assert s.mgr.partitions[TP].state is S.STOPPED and log_bytes(s.dst) == before
+
+    asyncio.run(go())
+
+
+def test_the_fetcher_never_truncates_nor_appends_nor_moves_log_start_for_a_recreated_topic():
+    # The fetch engine's own truncation paths: divergence (TRUNCATING, OffsetsForLeaderEpoch),
+    # OffsetOutOfRange (RESETTING, the source's log start / end) and log start following.
+    # The re-created topic has a later epoch, fewer records and a log start past the
+    # mirror's log end: each would truncate or restart the destination for the mirrored id.
+    s = Setup()
+
+    async def go():
+        before = await s.mirrored()
+        s.delete_source_topic()
+        s.recreate_source_topic(n=30, epoch=5)
+        s.src.rm.get_partition(TP).log.update_high_watermark(60)
+        s.src.rm.get_partition(TP).log.maybe_increment_log_start_offset(40)
+        # restart fetching from the log end: the engine first resolves divergence
+        await s.fetchers.add_partition(TP, "m", s.source, OLD_ID)
+        assert TP in s.fetchers.source_topic_changed and not s.fetchers.is_fetching(TP)
+        # even a fetcher that already fetches (added before the lookup saw the new id)
+        fetcher = next(iter(s.fetchers.fetchers.values()))
+        for phase_start in ("add", "reset"):
+            fetcher.engine.add_partition(TP, OLD_ID, -1)
+            if phase_start == "reset":
+                st = fetcher.engine.states[TP]
+                fetcher.engine.states[TP] = st.to(FetchPhase.RESETTING)
+            for _ in range(5):
+                await fetcher.run_once()
+                s.dst.clock.advance(2_000)
+            assert log_bytes(s.dst) == before
+        assert all(p.topic_id == OLD_ID for ep in s.source.endpoints for f in ep.fetches for p in f.partitions)
+
+    asyncio.run(go())
