@@ -165,7 +165,10 @@ class MirrorManager:
         self.image = image
         led = self.mirrored_partitions(image)
         for tp in list(self.partitions):
-            if tp not in led:  # resigned or detached: drop the fetcher and the cached state
+            # Resigned, detached, or the topic deleted (and maybe re-created under the same
+            # name: another topic id) since the last image: drop the fetcher and the cached
+            # state, which belong to the old topic.
+            if tp not in led or led[tp][1] != self.partitions[tp].key.topic_id:
                 self.fetchers.remove_partition(tp)
                 del self.partitions[tp]
         for tp in led:
