@@ -64,7 +64,7 @@ class MirrorSimulation:
         happen once the run has this many events (default: only after the first failback)."""
         self.seed = seed
         self.deletion_after = source_topic_deletion_after
-        self.deletion_rate = 0.02 if source_topic_deletion_after is None else 0.1
+        self.deletion_rate = 0.02 if source_topic_deletion_after is None else 0.25
         self.deleted: dict[int, tuple[list[inv.StoredBatch], set[tuple[int, bytes]]]] = {}
         self.deleted_topic_id: Any = None
         self.rng = random.Random(seed)
@@ -118,6 +118,20 @@ class MirrorSimulation:
         self._spin()
         states = " ".join(f"p{p}={c.state(p).name}" for p in range(PARTITIONS))
         return f"manager {c.name}: {states}"
+
+    def retry_pending(self, c: SimCluster) -> str:
+        """Only the first step of a data plane pass: fetchers re-added from fresh source
+        metadata. The manager's own look at the source comes later; the fetchers run in
+        between (they are tasks of their own)."""
+        if not c.alive:
+            return f"retry pending {c.name}: down"
+        pending = sorted(str(tp) for tp in c.fetchers.pending)
+        try:
+            self.loop.run_until_complete(c.fetchers.retry_pending())
+        except Exception as exc:
+            return f"retry pending {c.name}: failed {exc!r}"
+        self._spin()
+        return f"retry pending {c.name}: {pending} -> {sorted(str(tp) for tp in c.fetchers.pending)}"
 
     def fetch(self, c: SimCluster) -> str:
         if not c.alive:
@@ -287,7 +301,9 @@ class MirrorSimulation:
     # -- source topic deleted / re-created (KIP "Topic Deletion") ------------------------------
 
     def _deletion_allowed(self) -> bool:
-        if self.coverage.source_topic_deletions:
+        """Once per run, while the destination holds mirrored records on every partition."""
+        d = self.dst
+        if self.coverage.source_topic_deletions or not d.alive or min(d.log_end_offsets()) <= 0:
             return False
         if self.deletion_after is None:
             return self.coverage.failbacks >= 1
@@ -366,6 +382,8 @@ class MirrorSimulation:
             return self.produce()
         if r < 0.45:
             return self.fetch(d)
+        if r < 0.56:
+            return self.retry_pending(d)
         if r < 0.62:
             return self.run_manager(d)
         if r < 0.70:
