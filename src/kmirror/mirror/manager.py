@@ -379,6 +379,7 @@ class MirrorManager:
             wanted = f.bump_min_leader_epoch(mp.last_mirrored_epoch)
             # Before MIRROR_PID_RESET expires them: the producer ids the mirrored log holds.
             min_producer_id = max(_log(p).producer_state.producers, default=-1) + 1
+            _assign_bumped_epoch(p, wanted)  # a bump whose image arrived after the last pass
             if not self._bumped(p, wanted, min_producer_id):
                 await self.bumper.bump(tp, mp.key.topic_id, wanted, min_producer_id or -1)
                 p = self._leader(tp)

@@ -144,6 +144,42 @@ def test_source_topic_deleted_stops_keeping_the_data_and_makes_the_topic_writabl
     assert s.mgr.source_topic_deleted_partitions == 1
 
 
+class LateImageBumper(Bumper):
+    """BumpLeaderEpochs answered, its image applied only when the test says so (the
+    controller's image arrives after the manager's pass)."""
+
+    def __init__(self, dest: Broker, mirror_name: str) -> None:
+        super().__init__(dest, mirror_name)
+        self.pending: list = []
+
+    async def bump(self, tp, topic_id, min_leader_epoch, min_producer_id):
+        self.calls.append(min_leader_epoch)
+        epoch = max(self.dest.rm.get_partition(tp).leader_epoch + 1, min_leader_epoch)
+        self.pending.append(image(self.dest.broker_id, epoch, self.mirror_name))
+
+    def deliver(self) -> None:
+        for img in self.pending:
+            self.dest.rm.apply_image(None, img)
+        self.pending = []
+
+
+def test_a_bumped_epoch_arriving_after_the_pass_is_not_bumped_again():
+    s = Setup()
+    s.bumper = LateImageBumper(s.dst, "m")
+    s.mgr.bumper = s.bumper
+
+    async def go():
+        before = await s.mirrored()
+        s.delete_source_topic()
+        await s.mgr.on_metadata_change(image(7, 0, "m"))
+        assert s.mgr.partitions[TP].state is S.STOPPING and s.bumper.calls == [4]
+        s.bumper.deliver()
+        await s.mgr.on_metadata_change(image(7, 4, "m"))
+        assert_stopped_keeping(s, before)  # one bump only
+
+    asyncio.run(go())
+
+
 def test_source_topic_recreated_is_never_fetched_nor_truncated_to_and_stops(caplog):
     s = Setup()
 
