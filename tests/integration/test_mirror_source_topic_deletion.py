@@ -151,6 +151,7 @@ def test_recreated_source_topic_changes_nothing_at_the_destination_explicitly_or
     for i in range(30):
         producer.produce(TOPIC, value=f"auto {i}".encode())
     assert producer.flush(30) == 0
+    del producer  # destroyed: it would auto-create the topic again after the next deletion
     auto_id = topic_id(source.bootstrap, TOPIC)
     assert auto_id != mirrored_id
     stopped(dest)
