@@ -28,7 +28,7 @@ from kmirror.mirror.membership import MIRROR_NAME_CONFIG, MembershipStatus, pars
 from kmirror.mirror.metadata import mirror as mirror_info
 from kmirror.mirror.protocol.find_coordinator import topic_id_string
 from kmirror.mirror.protocol.pid_reset import encode_mirror_pid_reset
-from kmirror.mirror.source_topic import SourceTopicCheck, check_source_topic
+from kmirror.mirror.source_topic import SourceTopicCheck, SourceTopicStatus, check_source_topic
 from kmirror.mirror.state import MirrorPartitionState, transition
 from kmirror.mirror.truncation import (
     NO_LAST_MIRRORED_EPOCH,
@@ -142,6 +142,7 @@ class MirrorManager:
         re-created (cumulative; `SourceTopicDeletedPartitionsCount`)."""
         self._warned_gone: set[tuple[str, str, UUID]] = set()
         self._counted_gone: set[PartitionKey] = set()
+        self._missing_once: set[PartitionKey] = set()
 
     # -- inputs ---------------------------------------------------------------------------
 
@@ -198,6 +199,7 @@ class MirrorManager:
             if source is not None:
                 await self.fetchers.replace_source(membership.mirror_name, source)
             check, cluster_id = await self._source_view(source, membership.mirror_name, tp.topic, mp.key.topic_id)
+            check = self._confirmed(mp, check)
             self._note_source_topic(tp, mp, check)
             for _ in range(len(S)):  # a plan that ends in a state with a plan of its own goes on
                 before = mp.state
@@ -222,6 +224,20 @@ class MirrorManager:
             log.debug("mirror %s: source unreachable: %r", mirror_name, exc)
             info = mirror_info(self.image, mirror_name) if self.image is not None else None
             return None, "" if info is None else info.source_cluster_id
+
+    def _confirmed(self, mp: MirroredPartitionState, check: SourceTopicCheck | None) -> SourceTopicCheck | None:
+        """A name missing from the source's Metadata counts as deleted only when a second
+        pass still misses it (None, unknown, the first time): a source broker answering
+        before its metadata is loaded must not stop a mirror. Another topic id under the
+        name is final at once (a stale view shows the old id, never a new one)."""
+        if check is None or check.status is not SourceTopicStatus.DELETED:
+            if check is not None:
+                self._missing_once.discard(mp.key)
+            return check
+        if mp.key in self._missing_once:
+            return check
+        self._missing_once.add(mp.key)
+        return None
 
     def _note_source_topic(self, tp: TopicPartition, mp: MirroredPartitionState, check: SourceTopicCheck | None) -> None:
         """Remember why the source topic is gone (KIP "Topic Deletion"), count the partitions

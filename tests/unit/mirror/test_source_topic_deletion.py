@@ -171,7 +171,8 @@ def test_a_bumped_epoch_arriving_after_the_pass_is_not_bumped_again():
     async def go():
         before = await s.mirrored()
         s.delete_source_topic()
-        await s.mgr.on_metadata_change(image(7, 0, "m"))
+        for _ in range(2):  # a missing name counts once confirmed by a second pass
+            await s.mgr.on_metadata_change(image(7, 0, "m"))
         assert s.mgr.partitions[TP].state is S.STOPPING and s.bumper.calls == [4]
         s.bumper.deliver()
         await s.mgr.on_metadata_change(image(7, 4, "m"))
@@ -312,5 +313,31 @@ def test_the_fetcher_never_truncates_nor_appends_nor_moves_log_start_for_a_recre
                 s.dst.clock.advance(2_000)
             assert log_bytes(s.dst) == before
         assert all(p.topic_id == OLD_ID for ep in s.source.endpoints for f in ep.fetches for p in f.partitions)
+
+    asyncio.run(go())
+
+
+def test_a_name_missing_from_one_metadata_answer_does_not_stop_the_mirror():
+    # A source broker answering before its metadata is loaded lists no topic: one pass.
+    s = Setup()
+
+    class Forgetful(InProcessSourceCluster):
+        forget = 1
+
+        async def topic_id(self, topic):
+            if self.forget:
+                self.forget -= 1
+                return None
+            return await super().topic_id(topic)
+
+    async def go():
+        before = await s.mirrored()
+        s.source = Forgetful({1: s.src.rm}, 1, cluster_id="src-id")
+        await s.mgr.on_metadata_change(image(7, 0, "m"))
+        await s.mgr.on_metadata_change(image(7, 0, "m"))
+        assert s.mgr.partitions[TP].state is S.MIRRORING and s.mgr.source_topic_deleted_partitions == 0
+        produce(s.src.rm, 2)
+        await s.drain()
+        assert log_bytes(s.dst)[2][:len(before[2])] == before[2] and log_bytes(s.dst)[1:] == log_bytes(s.src)[1:]
 
     asyncio.run(go())
