@@ -260,3 +260,31 @@ def test_three_broker_destination_stops_every_partition_on_every_leader_and_repl
         reset, new = after[len(mirrored_batches[p]):]
         assert read_control_type(reset[1]) == ControlType.MIRROR_PID_RESET
         assert (reset[0], new[0]) == (ends[p], ends[p] + 1)
+
+
+def test_failback_to_a_cluster_whose_topic_was_recreated_is_refused_and_changes_nothing(
+    clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
+) -> None:
+    """A mirrors to B, B fails over, then B's topic is deleted and re-created: failing back
+    (A mirrors B) would take the new topic for A's. A's `--add` is refused; A keeps its log."""
+    a, b = clusters
+    mirrored(a, b, tmp_path)
+    kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--remove", "--topic", ".*")
+    stopped(b)
+    delete_topic(b.bootstrap, TOPIC)
+    create_topic(b.bootstrap, TOPIC, PARTITIONS)
+    produce_acked(b.bootstrap, TOPIC, 6, PARTITIONS, prefix="b")
+    kept = {p: log_batches(a, TOPIC, p) for p in range(PARTITIONS)}
+    a_id = topic_id(a.bootstrap, TOPIC)
+
+    create_mirror(a, b, MIRROR, None, tmp_path / "failback.properties")
+    refused = kmirror("mirrors", "--bootstrap-server", a.bootstrap, "--add", "--mirror", MIRROR, "--topic", TOPIC,
+                      check=False)
+    assert refused.returncode != 0 and "INVALID_REQUEST" in refused.stderr + refused.stdout
+    assert describe(a.bootstrap) == {}
+    assert {p: log_batches(a, TOPIC, p) for p in range(PARTITIONS)} == kept
+    assert topic_id(a.bootstrap, TOPIC) == a_id
+    # A is still writable: its topic is in no mirror.
+    ends = end_offsets(a.bootstrap, TOPIC, PARTITIONS)
+    delivered = produce_delivered({"bootstrap.servers": a.bootstrap}, TOPIC, [(0, b"k", b"still A's")])
+    assert delivered == [(0, ends[0])]
