@@ -75,6 +75,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--mirror", metavar="NAME", help="the name of the cluster mirror")
     p.add_argument("--mirror-config", metavar="FILE", help="property file containing source cluster configs")
     p.add_argument("--topic", metavar="TOPIC", help="topic name or regex pattern to match topics (e.g. 'test-.*')")
+    p.add_argument("--verbose", action="store_true",
+                   help="with --describe: a REASON column saying why a partition is STOPPED or FAILED")
     p.add_argument("--replication-factor", type=int, metavar="N",
                    help="replication factor of mirror topics created by --add (default: the destination's)")
     p.set_defaults(func=run)
@@ -223,12 +225,13 @@ def format_list(mirrors: Iterable[ListedMirror]) -> list[str]:
                                        for m in mirrors])
 
 
-def format_describe(partitions: Iterable[MirrorPartitionDescription]) -> list[str]:
-    return format_table(DESCRIBE_HEADERS, [
-        (d.mirror_name, d.topic, d.partition, _known(d.source_offset), _known(d.destination_offset), _known(d.lag),
-         d.state)
-        for d in partitions
-    ])
+def format_describe(partitions: Iterable[MirrorPartitionDescription], verbose: bool = False) -> list[str]:
+    """`--verbose` adds a last REASON column: why a partition is STOPPED or FAILED ("-" when
+    none is known), e.g. its source topic was deleted or re-created."""
+    rows = [(d.mirror_name, d.topic, d.partition, _known(d.source_offset), _known(d.destination_offset),
+             _known(d.lag), d.state, *((d.reason or "-",) if verbose else ()))
+            for d in partitions]
+    return format_table(DESCRIBE_HEADERS + (("REASON",) if verbose else ()), rows)
 
 
 _DONE = {
@@ -271,7 +274,7 @@ async def run(args: argparse.Namespace) -> int:
             print("\n".join(format_list(await admin.list_mirrors())))
         elif action == "describe":
             names = [args.mirror] if args.mirror else None
-            print("\n".join(format_describe(await admin.describe_mirrors(names, args.topic))))
+            print("\n".join(format_describe(await admin.describe_mirrors(names, args.topic), args.verbose)))
         elif action == "add":
             topics = await source_topics_for(admin, args.mirror, args.topic, options)
             results = await admin.add_topics_to_mirror(args.mirror, topics, args.replication_factor)

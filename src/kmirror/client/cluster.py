@@ -111,7 +111,7 @@ class Cluster:
     async def refresh(self, topics: list[str] | None = None) -> ClusterMetadata:
         """Metadata for `topics` (None: all topics). Replaces the cached view when topics is None."""
         conn = await self.any_connection()
-        request = self._metadata_request(conn, topics)
+        request = self.metadata_request(conn, topics)
         response = await conn.send(request)
         fresh = ClusterMetadata.from_response(response)
         if topics is None:
@@ -123,7 +123,7 @@ class Cluster:
         return fresh
 
     @staticmethod
-    def _metadata_request(conn: BrokerConnection, topics: list[str] | None) -> Any:
+    def metadata_request(conn: BrokerConnection, topics: list[str] | None) -> Any:
         request_type = conn.request_type(METADATA_KEY)
         version = request_type.__version__
         if topics is None:

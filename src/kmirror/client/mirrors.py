@@ -66,6 +66,8 @@ class MirrorPartitionDescription:
     lag: int
     state: str
     last_mirror_epoch: int
+    reason: str | None = None
+    """Why the partition is STOPPED or FAILED, when its leader says (kmirror brokers)."""
 
 
 ADD_UNKNOWN_TOPIC_MESSAGE = "The topic does not exist on the source cluster"
@@ -201,7 +203,8 @@ class MirrorAdmin:
                     for p in t.partitions:
                         d = MirrorPartitionDescription(
                             m.mirror_name, t.topic_name, int(p.partition_index), int(p.source_offset),
-                            int(p.destination_offset), int(p.lag), p.state, int(p.last_mirror_epoch))
+                            int(p.destination_offset), int(p.lag), p.state, int(p.last_mirror_epoch),
+                            getattr(p, "state_reason", None))
                         key = (d.mirror_name, d.topic, d.partition)
                         merged[key] = _better(merged.get(key), d)
         if not answered:

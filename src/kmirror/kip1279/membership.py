@@ -241,7 +241,8 @@ def desired_state(membership: Membership | None, state: MirrorPartitionState, *,
     return {S.MIRRORING: S.STOPPING, S.PAUSED: S.STOPPING, S.PAUSING: S.PAUSED, S.PREPARING: S.FAILED}.get(state)
 
 
-def is_read_only(membership: Membership | None, state: MirrorPartitionState | None) -> bool:
+def is_read_only(membership: Membership | None, state: MirrorPartitionState | None, *,
+                 source_topic_deleted: bool = False) -> bool:
     """True when Produce / DeleteRecords must get READ_ONLY_TOPIC.
 
     `state` is the coordinator's answer for the partition, or None while it is not known
@@ -249,9 +250,13 @@ def is_read_only(membership: Membership | None, state: MirrorPartitionState | No
     side. A removed topic becomes writable only once its partition is STOPPED, or has no
     state left (a FAILED partition whose removal cleared it), i.e. after the failover
     plan truncated to the LSO, reset producer ids and bumped the leader epoch.
+    A topic still in its mirror is writable when its partition is STOPPED because the
+    source topic was deleted or re-created (`source_topic_deleted`, the partition leader's
+    finding; KIP "STOPPED: ... The topic becomes writable"): a STOPPED partition of an
+    active topic is otherwise a restart about to truncate, and stays read-only.
     """
     if membership is None:
         return False
     if membership.status is not MembershipStatus.REMOVED:
-        return True
+        return not (source_topic_deleted and state is S.STOPPED)
     return state is None or state in READ_ONLY_STATES

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+from uuid import UUID
 
 from kmirror.config.mirror import BOOTSTRAP_SERVERS, InvalidMirrorConfig, MirrorConfig, parse_mirror_config
 from kmirror.kip1279.errors import MIRRORING_DISABLED_MESSAGE as MIRRORING_DISABLED_MESSAGE
@@ -19,6 +20,7 @@ from kmirror.kip1279.membership import (
     is_read_only,
     parse_mirror_name_config,
 )
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.metadata.controller.mirrors import SOURCE_CLUSTER_ID_KEY
 from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
 from kmirror.metadata.mirror_records import (
@@ -97,8 +99,17 @@ def mirror_topics(image: MetadataImage, name: str, *, include_removed: bool = Fa
 UNSUPPORTED_VERSION_CODE = 35
 
 
+class PartitionLeaderView(Protocol):
+    """What the partition leader's `MirrorManager` tells about a partition it leads."""
+
+    def cached_state(self, mirror_name: str, topic_id: UUID, partition: int) -> MirrorPartitionState | None: ...
+
+    def source_topic_deleted(self, mirror_name: str, topic_id: UUID, partition: int) -> bool: ...
+
+
 def is_topic_partition_read_only(
-    image: MetadataImage | None, topic: str, partition: int, coordinator: Any | None, leader: Any | None = None
+    image: MetadataImage | None, topic: str, partition: int, coordinator: Any | None,
+    leader: PartitionLeaderView | None = None,
 ) -> bool:
     """Produce / DeleteRecords answer READ_ONLY_TOPIC (`membership.is_read_only`). The
     partition state is the partition leader's (`MirrorManager.cached_state`: what it
@@ -111,9 +122,12 @@ def is_topic_partition_read_only(
     if membership is None:
         return False
     state = None
+    deleted = False
     topic_image = image.topics.get(topic)
     if topic_image is not None:
         for view in (leader, coordinator):
             if view is not None and state is None:
                 state = view.cached_state(membership.mirror_name, topic_image.topic_id, partition)
-    return is_read_only(membership, state)
+        deleted = leader is not None and leader.source_topic_deleted(membership.mirror_name, topic_image.topic_id,
+                                                                     partition)
+    return is_read_only(membership, state, source_topic_deleted=deleted)

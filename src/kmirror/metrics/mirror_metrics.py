@@ -14,7 +14,8 @@ the registry):
   brokerPort,mirror-name`: per mirror fetcher, record bytes fetched and Fetch requests sent;
 - `kafka.server.mirror:type=MirrorMetadataManager`: `{Preparing,Mirroring,Stopping,Stopped,
   Failed}PartitionState` (mirror partitions led here, per state; `Pausing`/`Paused` too, which
-  the KIP's table omits) and the sync error counters.
+  the KIP's table omits), the sync error counters and `SourceTopicDeletedPartitionsCount`
+  (partitions stopped because their source topic was deleted or re-created).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ STATE_GAUGES: tuple[tuple[str, MirrorPartitionState], ...] = (
     ("StoppedPartitionState", S.STOPPED),
     ("FailedPartitionState", S.FAILED),
 )
+SOURCE_TOPIC_DELETED = "SourceTopicDeletedPartitionsCount"
+"""Mirror partitions this broker stopped because their source topic was deleted or
+re-created under another topic id (cumulative)."""
 SYNC_ERROR_COUNTERS: tuple[tuple[str, str], ...] = (
     ("MetadataRefreshError", "metadata_refresh"),
     ("TopicConfigMetadataSyncError", "topic_config"),
@@ -107,6 +111,8 @@ def register_mirror_metrics(registry: MetricsRegistry, data_plane: Any) -> None:
     for gauge, state in STATE_GAUGES:
         registry.gauge(metric_name(*MIRROR_METADATA_MANAGER, gauge),
                        lambda state=state: state_counts(data_plane.manager.partitions).get(state, 0))  # type: ignore[misc]
+    registry.gauge(metric_name(*MIRROR_METADATA_MANAGER, SOURCE_TOPIC_DELETED),
+                   lambda: data_plane.manager.source_topic_deleted_partitions)
     for counter, field in SYNC_ERROR_COUNTERS:
         registry.gauge(metric_name(*MIRROR_METADATA_MANAGER, counter),
                        lambda field=field: getattr(data_plane.sync_errors, field))  # type: ignore[misc]

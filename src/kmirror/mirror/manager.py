@@ -27,7 +27,9 @@ from kmirror.metadata.mirrors import mirror as mirror_info
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetcher_client_id, mirror_fetcher_id
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
+from kmirror.mirror.source_topic import SourceTopicCheck, SourceTopicStatus, check_source_topic
 from kmirror.ports import Clock
+from kmirror.protocol.mirror.find_coordinator import topic_id_string
 from kmirror.records.batch import CorruptRecordError, read_header
 from kmirror.records.control import ControlType, build_control_batch, read_control_type
 from kmirror.records.mirror_pid_reset import encode_mirror_pid_reset
@@ -41,7 +43,7 @@ from kmirror.replication.fetcher.truncation import (
     truncation_progress,
 )
 from kmirror.replication.outcomes import EpochEndOffset
-from kmirror.replication.partition import Partition
+from kmirror.replication.partition import Partition, assign_epoch_start_offset
 from kmirror.types import TopicPartition
 
 S = MirrorPartitionState
@@ -100,6 +102,9 @@ class MirroredPartitionState:
     (KIP: copy from scratch, as for -1); `last_mirrored_epoch` is then -1, never a marker."""
     truncation_offset: int | None = None
     failure: str | None = None
+    source_topic_gone: str | None = None
+    """Why the source topic is no longer the mirror's (deleted, or re-created under another
+    topic id), as this leader last saw it; None while the source lists the mirror's id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +114,7 @@ class PartitionDescription:
     lag: int
     state: MirrorPartitionState
     last_mirror_epoch: int
+    reason: str | None = None
 
 
 class StepPending(Exception):
@@ -131,6 +137,12 @@ class MirrorManager:
     def __post_init__(self) -> None:
         self.fetchers.local.on_failed = self._on_failed
         self._failed: dict[TopicPartition, str] = {}
+        self.source_topic_deleted_partitions = 0
+        """Partitions this broker stopped because their source topic was deleted or
+        re-created (cumulative; `SourceTopicDeletedPartitionsCount`)."""
+        self._warned_gone: set[tuple[str, str, UUID]] = set()
+        self._counted_gone: set[PartitionKey] = set()
+        self._missing_once: set[PartitionKey] = set()
 
     # -- inputs ---------------------------------------------------------------------------
 
@@ -154,7 +166,10 @@ class MirrorManager:
         self.image = image
         led = self.mirrored_partitions(image)
         for tp in list(self.partitions):
-            if tp not in led:  # resigned or detached: drop the fetcher and the cached state
+            # Resigned, detached, or the topic deleted (and maybe re-created under the same
+            # name: another topic id) since the last image: drop the fetcher and the cached
+            # state, which belong to the old topic.
+            if tp not in led or led[tp][1] != self.partitions[tp].key.topic_id:
                 self.fetchers.remove_partition(tp)
                 del self.partitions[tp]
         for tp in led:
@@ -183,29 +198,74 @@ class MirrorManager:
                 log.error("Mirror %s partition %s FAILED: %s", membership.mirror_name, tp, mp.failure)
             if source is not None:
                 await self.fetchers.replace_source(membership.mirror_name, source)
-            source_exists, cluster_id = await self._source_view(source, membership.mirror_name, tp.topic)
+            check, cluster_id = await self._source_view(source, membership.mirror_name, tp.topic, mp.key.topic_id)
+            check = self._confirmed(mp, check)
+            self._note_source_topic(tp, mp, check)
             for _ in range(len(S)):  # a plan that ends in a state with a plan of its own goes on
                 before = mp.state
-                await self._execute(tp, mp, self._plan(mp, membership, cluster_id, source_exists), source)
+                await self._execute(tp, mp, self._plan(mp, membership, cluster_id, check), source)
                 if mp.state is before:
                     break
         except StepPending as pending:
             log.debug("mirror partition %s waits: %s", tp, pending)
         return None if mp is None else mp.state
 
-    async def _source_view(self, source: SourceCluster | None, mirror_name: str, topic: str) -> tuple[bool, str]:
-        """(source topic exists, source cluster id) for the plan. An unreachable source must
-        not block a failover (the KIP's disaster case): the topic then counts as existing
-        (deletion is acted on only when the source says so) and the cluster id is the one
-        the controller recorded for the mirror."""
+    async def _source_view(self, source: SourceCluster | None, mirror_name: str, topic: str,
+                           topic_id: UUID) -> tuple[SourceTopicCheck | None, str]:
+        """(the source topic checked against the mirror's topic id, source cluster id) for the
+        plan. An unreachable source must not block a failover (the KIP's disaster case): the
+        check is then None (unknown: deletion is acted on only when the source says so) and
+        the cluster id is the one the controller recorded for the mirror."""
         if source is None:
-            return True, ""
+            return None, ""
         try:
-            return await source.topic_exists(topic), await source.cluster_id()
+            return check_source_topic(topic_id, await source.topic_id(topic)), await source.cluster_id()
         except Exception as exc:
             log.debug("mirror %s: source unreachable: %r", mirror_name, exc)
             info = mirror_info(self.image, mirror_name) if self.image is not None else None
-            return True, "" if info is None else info.source_cluster_id
+            return None, "" if info is None else info.source_cluster_id
+
+    def _confirmed(self, mp: MirroredPartitionState, check: SourceTopicCheck | None) -> SourceTopicCheck | None:
+        """A name missing from the source's Metadata counts as deleted only when a second
+        pass still misses it (None, unknown, the first time): a source broker answering
+        before its metadata is loaded must not stop a mirror. Another topic id under the
+        name is final at once (a stale view shows the old id, never a new one)."""
+        if check is None or check.status is not SourceTopicStatus.DELETED:
+            if check is not None:
+                self._missing_once.discard(mp.key)
+            return check
+        if mp.key in self._missing_once:
+            return check
+        self._missing_once.add(mp.key)
+        return None
+
+    def _note_source_topic(self, tp: TopicPartition, mp: MirroredPartitionState, check: SourceTopicCheck | None) -> None:
+        """Remember why the source topic is gone (KIP "Topic Deletion"), count the partitions
+        stopped for it and log it once per topic: one WARN naming the mirror, the topic, the
+        mirror's topic id and the id the source now lists the name with."""
+        if check is None:
+            return
+        if check.same:
+            mp.source_topic_gone = None
+            return
+        mp.source_topic_gone = check.reason(tp.topic)
+        if mp.state in (S.PREPARING, S.MIRRORING, S.PAUSING, S.PAUSED) and mp.key not in self._counted_gone:
+            self._counted_gone.add(mp.key)
+            self.source_topic_deleted_partitions += 1
+        key = (mp.key.mirror_name, tp.topic, mp.key.topic_id)
+        if key not in self._warned_gone and mp.state is not S.STOPPED:
+            self._warned_gone.add(key)
+            new_id = "none (deleted)" if check.source_topic_id is None else topic_id_string(check.source_topic_id)
+            log.warning("Mirror %s topic %s: source topic deleted or re-created (mirrored topic id %s, source "
+                        "topic id now %s); its partitions stop, the destination keeps its data", mp.key.mirror_name,
+                        tp.topic, topic_id_string(mp.key.topic_id), new_id)
+
+    def source_topic_deleted(self, mirror_name: str, topic_id: UUID, partition: int) -> bool:
+        """The partition is STOPPED because its source topic was deleted or re-created, as
+        this leader saw it (KIP: "STOPPED ... The topic becomes writable")."""
+        key = PartitionKey(mirror_name, topic_id, partition)
+        return any(mp.key == key and mp.state is S.STOPPED and mp.source_topic_gone is not None
+                   for mp in self.partitions.values())
 
     async def _load(self, tp: TopicPartition, key: PartitionKey) -> MirroredPartitionState:
         """The persisted state, cached only once read: a store that cannot answer (the
@@ -221,16 +281,23 @@ class MirrorManager:
         self.partitions[tp] = mp
         return mp
 
-    def _plan(self, mp: MirroredPartitionState, membership: Any, cluster_id: str, source_exists: bool) -> tuple[f.Action, ...]:
+    def _plan(self, mp: MirroredPartitionState, membership: Any, cluster_id: str,
+              check: SourceTopicCheck | None) -> tuple[f.Action, ...]:
         removed = membership.status is MembershipStatus.REMOVED
+        source_exists = check is None or check.same
         if mp.state in (S.STOPPING, S.FAILED) and (mp.state is S.STOPPING or removed) and self._ends_with_pid_reset(mp):
             return f.detach_resume_plan(mp.state)
         if mp.state is S.STOPPING:  # resume an interrupted failover
             return (*f.stopping_plan(S.MIRRORING, cluster_id)[1:],)
         if mp.state is S.PREPARING and membership.status.value == "" and source_exists:
             return f.preparing_plan(S.UNKNOWN)[1:]  # resume an interrupted start
-        if mp.state is S.MIRRORING and not self.fetchers.is_fetching(mp_tp(self, mp)) and membership.status.value == "":
+        if (mp.state is S.MIRRORING and not self.fetchers.is_fetching(mp_tp(self, mp)) and membership.status.value == ""
+                and source_exists):
             return (f.StartFetcher(),)
+        if mp.state in (S.UNKNOWN, S.STOPPED) and not removed and check is None:
+            # Starting (add, restart, failback) truncates on the source's word: only once
+            # the source confirms it still holds the mirror's topic id.
+            return ()
         return f.plan_for(membership, mp.state, cluster_id, source_topic_exists=source_exists)
 
     def _ends_with_pid_reset(self, mp: MirroredPartitionState) -> bool:
@@ -271,6 +338,16 @@ class MirrorManager:
                 lme = await source.last_mirrored_epoch(mp.key.mirror_name, tp)
             except Exception as exc:  # unreachable source: never truncate on a guess
                 raise StepPending(str(exc)) from exc
+            # DescribeMirrors names topics only: the answer counts only if the source still
+            # lists the mirror's topic id afterwards (ids are never reused). A re-created
+            # source topic (failback to a cluster whose topic was replaced) truncates nothing.
+            try:
+                check = check_source_topic(mp.key.topic_id, await source.topic_id(tp.topic))
+            except Exception as exc:
+                raise StepPending(str(exc)) from exc
+            if not check.same:
+                mp.source_topic_gone = check.reason(tp.topic)
+                raise StepPending(mp.source_topic_gone)
             mp.source_supports_last_mirrored_epoch = lme is not None
             mp.last_mirrored_epoch = NO_LAST_MIRRORED_EPOCH if lme is None else lme
         elif isinstance(action, f.TruncateByLastMirroredEpoch):
@@ -318,9 +395,11 @@ class MirrorManager:
             wanted = f.bump_min_leader_epoch(mp.last_mirrored_epoch)
             # Before MIRROR_PID_RESET expires them: the producer ids the mirrored log holds.
             min_producer_id = max(_log(p).producer_state.producers, default=-1) + 1
+            _assign_bumped_epoch(p, wanted)  # a bump whose image arrived after the last pass
             if not self._bumped(p, wanted, min_producer_id):
                 await self.bumper.bump(tp, mp.key.topic_id, wanted, min_producer_id or -1)
                 p = self._leader(tp)
+                _assign_bumped_epoch(p, wanted)
                 if not self._bumped(p, wanted, min_producer_id):
                     raise StepPending(f"waiting for leader epoch >= {wanted} and producer ids >= {min_producer_id}")
         elif isinstance(action, f.AppendMirrorPidReset):
@@ -411,7 +490,9 @@ class MirrorManager:
             src = self.fetchers.local.source.get(tp)
             source_offset = -1 if src is None else src.high_watermark
             lag = max(0, source_offset - dest) if source_offset >= 0 and dest >= 0 else -1
-            out[tp] = PartitionDescription(source_offset, dest, lag, mp.state, mp.last_mirrored_epoch)
+            reason = mp.source_topic_gone if mp.state in (S.STOPPING, S.STOPPED, S.FAILED) else None
+            out[tp] = PartitionDescription(source_offset, dest, lag, mp.state, mp.last_mirrored_epoch,
+                                           reason or (mp.failure if mp.state is S.FAILED else None))
         return out
 
 
@@ -449,6 +530,16 @@ def _pid_reset_offset(p: Partition, last_mirrored_epoch: int) -> int | None:
     except CorruptRecordError:
         return None
     return last_offset if is_reset else None
+
+
+def _assign_bumped_epoch(p: Partition, min_leader_epoch: int) -> None:
+    """A topic still attached to its mirror (its source topic was deleted) keeps the source's
+    epochs: becoming leader in the bumped epoch did not start it in the epoch cache, which
+    a removed topic's leader does. Start it at the log end, as becoming leader would
+    (Kafka `maybeAssignEpochStartOffset`), so MIRROR_PID_RESET opens that epoch."""
+    latest = p.log.latest_epoch
+    if p.leader_epoch >= min_leader_epoch and (latest is None or latest < p.leader_epoch):
+        assign_epoch_start_offset(p.log, p.leader_epoch, p.log.log_end_offset)
 
 
 def _epoch_cache(p: Partition) -> Any:

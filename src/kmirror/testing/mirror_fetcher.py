@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
+from uuid import UUID
 
 from kmirror.mirror.fetcher.source_endpoint import LEADER_MOVED_ERRORS, SourceLeader
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.endpoint import (
+    another_topic,
     epoch_end_offsets_from_replica_manager,
     fetch_from_replica_manager,
 )
@@ -35,6 +37,8 @@ class InProcessSourceEndPoint:
         return epoch_end_offsets_from_replica_manager(self.rm, queries)
 
     async def fetch_log_offsets(self, query: EpochQuery) -> tuple[int, int] | ErrorCode:
+        if another_topic(self.rm, [(query.topic_partition, query.topic_id)]):
+            return ErrorCode.unknown_topic_id
         p = self.rm.leader_partition(query.topic_partition)
         if isinstance(p, PartitionError):
             return p.code
@@ -67,8 +71,10 @@ class InProcessSourceCluster:
         topic_id = rm.topic_id(tp.topic)
         return SourceLeader(self.leader_id, "in-process", 0, topic_id)
 
-    async def topic_exists(self, topic: str) -> bool:
-        return topic not in self.deleted_topics
+    async def topic_id(self, topic: str) -> UUID | None:
+        if topic in self.deleted_topics:
+            return None
+        return self.brokers[self.leader_id].topic_id(topic)
 
     def endpoint(self, leader: SourceLeader, client_id: str,
                  on_leader_change: Callable[[set[TopicPartition]], None]) -> InProcessSourceEndPoint:

@@ -377,6 +377,9 @@ def test_a_removed_topic_is_writable_on_a_leader_that_does_not_coordinate_its_mi
         def cached_state(self, mirror_name, topic_id, partition):
             return self.states.get((mirror_name, topic_id, partition))
 
+        def source_topic_deleted(self, mirror_name, topic_id, partition):
+            return False
+
     services = enabled_services()
     create(services)
     add(services, "m1", "orders")

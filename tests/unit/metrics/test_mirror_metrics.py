@@ -50,7 +50,8 @@ def test_lag_fetcher_stats_states_and_sync_errors() -> None:
         mgr = MirrorFetcherManager(2, MirrorLocalReplica(dest.rm), mirror_fetch_policy(), dest.clock, num_fetchers=1)
         partitions = {TP0: SimpleNamespace(state=MirrorPartitionState.MIRRORING),
                       TP1: SimpleNamespace(state=MirrorPartitionState.PAUSED)}
-        plane = SimpleNamespace(manager=SimpleNamespace(partitions=partitions, fetchers=mgr),
+        plane = SimpleNamespace(manager=SimpleNamespace(partitions=partitions, fetchers=mgr,
+                                                        source_topic_deleted_partitions=2),
                                 sync_errors=mgr.sync_errors)
         registry = MetricsRegistry(dest.clock)
         register_mirror_metrics(registry, plane)
@@ -93,6 +94,7 @@ def test_lag_fetcher_stats_states_and_sync_errors() -> None:
         assert values[f"{mm},name=PausedPartitionState"] == 1
         assert values[f"{mm},name=FailedPartitionState"] == 0
         assert values[f"{mm},name=AclSyncError"] == 0
+        assert values[f"{mm},name=SourceTopicDeletedPartitionsCount"] == 2
 
         class Unreachable(InProcessSourceCluster):
             async def high_watermark(self, tp: TopicPartition) -> int | None:

@@ -303,10 +303,10 @@ class UnreachableSource(InProcessSourceCluster):
             raise ConnectionError("source unreachable")
         return await super().cluster_id()
 
-    async def topic_exists(self, topic):
+    async def topic_id(self, topic):
         if self.down:
             raise ConnectionError("source unreachable")
-        return await super().topic_exists(topic)
+        return await super().topic_id(topic)
 
 
 def test_failover_completes_while_the_source_cluster_is_unreachable():
@@ -350,9 +350,9 @@ def test_a_removed_partition_still_preparing_fails_and_detaches_without_the_sour
     # FAILED on removal), and ends detached and writable.
     src, dst, _, fetchers, store, bumper, _ = setup()
     source = UnreachableSource({1: src.rm}, 1, cluster_id="src-id")
-    source.down = True
 
     async def last_mirrored_epoch(mirror_name, tp):
+        source.down = True
         raise ConnectionError("source unreachable")
 
     source.last_mirrored_epoch = last_mirrored_epoch

@@ -50,15 +50,15 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         topics = []
         for topic_name, rows in (await _partitions(services, name)).items():
             details = tuple(build(part_cls, partition_index=p, source_offset=src, destination_offset=dest, lag=lag,
-                                  state=state.name, last_mirror_epoch=lme)
-                            for p, src, dest, lag, state, lme in rows)
+                                  state=state.name, last_mirror_epoch=lme, state_reason=reason)
+                            for p, src, dest, lag, state, lme, reason in rows)
             if details:
                 topics.append(build(topic_cls, topic_name=topic_name, partitions=details))
         described.append(build(mirror_cls, error_code=0, mirror_name=name, topics=tuple(topics)))
     return build(rt, throttle_time=datetime.timedelta(0), error_code=0, mirrors=tuple(described))
 
 
-Row = tuple[int, int, int, int, MirrorPartitionState, int]
+Row = tuple[int, int, int, int, MirrorPartitionState, int, str | None]
 
 
 async def _partitions(services: BrokerServices, name: str) -> dict[str, list[Row]]:
@@ -83,17 +83,18 @@ async def _partitions(services: BrokerServices, name: str) -> dict[str, list[Row
         lme = stored.last_mirrored_epoch if known and stored is not None else NO_LAST_MIRRORED_EPOCH
         if not led:
             if known and state is not MirrorPartitionState.UNKNOWN:
-                out.setdefault(topic_name, []).append((p, -1, -1, -1, state, lme))
+                out.setdefault(topic_name, []).append((p, -1, -1, -1, state, lme, None))
             continue
         tp = TopicPartition(topic_name, p)
         desc = data_plane.get(tp)
         if desc is not None:
             state = desc.state if state is MirrorPartitionState.UNKNOWN else state
             lme = max(lme, desc.last_mirror_epoch)
-            row: Row = (p, desc.source_offset, desc.destination_offset, desc.lag, state, lme)
+            reason = desc.reason if state is desc.state else None
+            row: Row = (p, desc.source_offset, desc.destination_offset, desc.lag, state, lme, reason)
         else:
             local = services.replica_manager.get_partition(tp) if services.replica_manager is not None else None
             dest = -1 if local is None else int(local.log.log_end_offset)
-            row = (p, -1, dest, -1, state, lme)
+            row = (p, -1, dest, -1, state, lme, None)
         out.setdefault(topic_name, []).append(row)
     return out

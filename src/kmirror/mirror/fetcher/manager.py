@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
+from kmirror.mirror.source_topic import is_another_topic
 from kmirror.mirror.sync_errors import MirrorSyncErrors
 from kmirror.ports import Clock
 from kmirror.replication.fetcher.engine import FetchEngine
@@ -78,6 +79,8 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
         self.partitions: dict[TopicPartition, MirroredPartition] = {}
         self.fetcher_of: dict[TopicPartition, FetcherKey] = {}
         self.pending: set[TopicPartition] = set()
+        self.source_topic_changed: dict[TopicPartition, UUID] = {}
+        """Pending partitions whose source name lists another topic id (not fetched)."""
         self.fetcher_address: dict[FetcherKey, tuple[str, int]] = {}
         self.idle_fetcher_of: dict[TopicPartition, FetcherKey] = {}
         self.sync_errors = sync_errors if sync_errors is not None else MirrorSyncErrors()
@@ -111,6 +114,7 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
         """Stop fetching `tp`: no later answer is applied (the engine drops answers for
         partitions it no longer has, and the local port refuses writes)."""
         self.pending.discard(tp)
+        self.source_topic_changed.pop(tp, None)
         self.partitions.pop(tp, None)
         self.local.release(tp)
         key = self.fetcher_of.pop(tp, None)
@@ -133,6 +137,14 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
             return
         if leader is None or self.partitions.get(tp) is not mp:
             return
+        if is_another_topic(mp.topic_id, leader.topic_id):
+            # The source's name now denotes another topic (deleted and re-created): never
+            # fetch it. The partition stays pending; the mirror manager stops it.
+            if self.source_topic_changed.get(tp) != leader.topic_id:
+                log.debug("mirror %s: source topic %s has topic id %s, the mirror copies %s: not fetched",
+                          mp.mirror_name, tp.topic, leader.topic_id, mp.topic_id)
+            self.source_topic_changed[tp] = leader.topic_id  # type: ignore[assignment]  # not None here
+            return
         key = FetcherKey(leader.broker_id, mp.mirror_name, mirror_fetcher_id(f"{tp.topic}-{tp.partition}", self.num_fetchers))
         fetcher = self.fetchers.get(key)
         if fetcher is None:
@@ -146,7 +158,8 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
         old = self.fetcher_of.get(tp)
         if old is not None and old in self.fetchers:
             self.fetchers[old].engine.remove_partitions([tp])
-        fetcher.engine.add_partition(tp, leader.topic_id or mp.topic_id, NO_LEADER_EPOCH)
+        # Always the mirror's topic id: Fetch v13+ then names exactly that topic.
+        fetcher.engine.add_partition(tp, mp.topic_id, NO_LEADER_EPOCH)
         self.fetcher_of[tp] = key
         self.idle_fetcher_of.pop(tp, None)
         self.pending.discard(tp)

@@ -26,10 +26,16 @@ from uuid import UUID
 from kmirror.client.admin import LATEST_TIMESTAMP, Admin
 from kmirror.client.cluster import Cluster
 from kmirror.client.errors import KafkaAuthenticationError
+from kmirror.client.metadata import ClusterMetadata, TopicMetadata
+from kmirror.mirror.source_topic import NO_TOPIC_ID, check_source_topic
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.endpoint import LeaderEndPoint
 from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
-from kmirror.replication.fetcher.remote_endpoint import OFFSET_FOR_LEADER_EPOCH, RemoteLeaderEndPoint
+from kmirror.replication.fetcher.remote_endpoint import (
+    OFFSET_FOR_LEADER_EPOCH,
+    RemoteLeaderEndPoint,
+    fetches_by_topic_id,
+)
 from kmirror.replication.outcomes import EpochEndOffset
 from kmirror.security.client_config import PLAINTEXT, ClientSecurity
 from kmirror.types import TopicPartition
@@ -66,7 +72,10 @@ class SourceCluster(Protocol):
 
     async def partition_leader(self, tp: TopicPartition, refresh: bool = False) -> SourceLeader | None: ...
 
-    async def topic_exists(self, topic: str) -> bool: ...
+    async def topic_id(self, topic: str) -> UUID | None:
+        """The id the source lists `topic` with, from fresh metadata: None when it does not
+        list the name (deleted), `NO_TOPIC_ID` when it lists it without an id."""
+        ...
 
     def endpoint(self, leader: SourceLeader, client_id: str,
                  on_leader_change: Callable[[set[TopicPartition]], None]) -> LeaderEndPoint: ...
@@ -80,6 +89,14 @@ class SourceCluster(Protocol):
     async def close(self) -> None: ...
 
 
+def listed_topic_id(topic: TopicMetadata | None) -> UUID | None:
+    """A Metadata entry as `check_source_topic` takes it: None when the source does not list
+    the topic (absent, or UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID for it)."""
+    if topic is None or topic.error_code in (ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id):
+        return None
+    return NO_TOPIC_ID if topic.topic_id is None else topic.topic_id
+
+
 class SourceClusterEndPoint(RemoteLeaderEndPoint):
     def __init__(self, host: str, port: int, *, client_id: str,
                  on_leader_change: Callable[[set[TopicPartition]], None] | None = None,
@@ -91,6 +108,11 @@ class SourceClusterEndPoint(RemoteLeaderEndPoint):
     async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
         try:
             results = await super().fetch(plan)
+            if not fetches_by_topic_id(await self._connection()):
+                expected = {p.topic_partition: p.topic_id for p in plan.partitions}
+                other = await self._answered_by_another_topic(expected)
+                results = {tp: FetchedPartition(ErrorCode.unknown_topic_id) if tp in other else r
+                           for tp, r in results.items()}
         except Exception:
             self._moved({p.topic_partition for p in plan.partitions})
             raise
@@ -108,6 +130,8 @@ class SourceClusterEndPoint(RemoteLeaderEndPoint):
             if OFFSET_FOR_LEADER_EPOCH not in conn.api_versions:
                 return {q.topic_partition: UNDEFINED_EPOCH_END_OFFSET for q in queries}
             results = await super().fetch_epoch_end_offsets(queries)
+            other = await self._answered_by_another_topic({q.topic_partition: q.topic_id for q in queries})
+            results = {tp: ErrorCode.unknown_topic_id if tp in other else r for tp, r in results.items()}
         except Exception:
             self._moved({q.topic_partition for q in queries})
             raise
@@ -117,12 +141,26 @@ class SourceClusterEndPoint(RemoteLeaderEndPoint):
     async def fetch_log_offsets(self, query: EpochQuery) -> tuple[int, int] | ErrorCode:
         try:
             result = await super().fetch_log_offsets(query)
+            if await self._answered_by_another_topic({query.topic_partition: query.topic_id}):
+                result = ErrorCode.unknown_topic_id
         except Exception:
             self._moved({query.topic_partition})
             raise
         if isinstance(result, ErrorCode) and result in LEADER_MOVED_ERRORS:
             self._moved({query.topic_partition})
         return result
+
+    async def _answered_by_another_topic(self, expected: dict[TopicPartition, UUID]) -> set[TopicPartition]:
+        """The partitions whose name-keyed answer (OffsetsForLeaderEpoch, ListOffsets, Fetch
+        before v13) may come from another topic than the mirror's: the same broker's
+        Metadata, asked after the answer, lists the name with another id or not at all. A
+        broker's metadata only moves forward and a topic id is never reused, so a name
+        still listed with the mirror's id afterwards was that topic when it answered."""
+        conn = await self._connection()
+        names = sorted({tp.topic for tp in expected})
+        listed = ClusterMetadata.from_response(await conn.send(Cluster.metadata_request(conn, names))).topics
+        return {tp for tp, topic_id in expected.items()
+                if not check_source_topic(topic_id, listed_topic_id(listed.get(tp.topic))).same}
 
     def _moved(self, tps: set[TopicPartition]) -> None:
         """A source broker that cannot be reached (killed, partitioned) may have lost its
@@ -171,10 +209,9 @@ class ClientSourceCluster:
             return None
         return SourceLeader(broker.node_id, broker.host, broker.port, topic.topic_id)
 
-    async def topic_exists(self, topic: str) -> bool:
+    async def topic_id(self, topic: str) -> UUID | None:
         await self._metadata(True)
-        t = self.cluster.metadata.topics.get(topic)
-        return t is not None and t.error_code != ErrorCode.unknown_topic_or_partition
+        return listed_topic_id(self.cluster.metadata.topics.get(topic))
 
     def endpoint(self, leader: SourceLeader, client_id: str,
                  on_leader_change: Callable[[set[TopicPartition]], None]) -> LeaderEndPoint:

@@ -4,7 +4,9 @@ synchronizes consumer group offsets").
 For each mirror this broker coordinates, every refresh: ListGroups at the source, keep the
 classic groups (protocol type `consumer`, or none: offsets committed without membership)
 whose id full-matches one of `mirror.groups.include`, OffsetFetch their committed offsets,
-keep the partitions of the mirror's ACTIVE topics that exist at the destination, and commit
+keep the partitions of the mirror's ACTIVE topics that exist at the destination and that the
+source still lists under the mirror's topic id (a re-created source topic's offsets are
+positions in another topic), and commit
 those that differ from the destination's (offset, leader epoch or metadata) with Kafka's
 admin commit (generation -1, no member) at the destination's group coordinator.
 
@@ -24,11 +26,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
+from uuid import UUID
 
 from kmirror.client.groups import ListedGroup, OffsetAndMetadata
 from kmirror.config.mirror import MirrorConfig
 from kmirror.mirror.metadata_sync.coordination import active_topic_partitions
 from kmirror.mirror.metadata_sync.syncer import CoordinatedMirrorSync
+from kmirror.mirror.source_topic import NO_TOPIC_ID, check_source_topic
 from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
 
@@ -52,6 +56,18 @@ def mirrored_offsets(source: Offsets, active_partitions: Mapping[str, int]) -> d
     return {tp: om for tp, om in source.items() if tp.partition < active_partitions.get(tp.topic, 0)}
 
 
+def same_source_topics(active: Mapping[str, int], topic_ids: Mapping[str, UUID],
+                       listed: Mapping[str, Any]) -> dict[str, int]:
+    """The mirror topics the source still holds under the mirror's topic id (`listed`: the
+    source's topic descriptions by name): offsets committed on a re-created source topic
+    are positions in another topic and are never synced onto the mirrored one."""
+    def listed_id(name: str) -> UUID | None:
+        desc = listed.get(name)
+        return None if desc is None else (desc.topic_id or NO_TOPIC_ID)
+
+    return {t: n for t, n in active.items() if check_source_topic(topic_ids[t], listed_id(t)).same}
+
+
 def offsets_to_commit(mirrored: Offsets, destination: Offsets) -> dict[TopicPartition, OffsetAndMetadata]:
     """The mirrored offsets the destination does not have yet (or has differently)."""
     return {tp: om for tp, om in sorted(mirrored.items()) if destination.get(tp) != om}
@@ -63,15 +79,18 @@ class GroupOffsetSync(CoordinatedMirrorSync):
     async def sync(self, image: Any, mirror_name: str, config: MirrorConfig) -> None:
         active = active_topic_partitions(image, mirror_name)
         if active:
-            await self.sync_mirror(mirror_name, config, active)
+            await self.sync_mirror(mirror_name, config, active, {t: image.topics[t].topic_id for t in active})
 
-    async def sync_mirror(self, mirror_name: str, config: MirrorConfig, active: Mapping[str, int]) -> None:
+    async def sync_mirror(self, mirror_name: str, config: MirrorConfig, active: Mapping[str, int],
+                          topic_ids: Mapping[str, UUID] | None = None) -> None:
         source = self.admins.source(mirror_name, config)
         destination = self.admins.destination()
         if destination is None:
             return
         try:
             group_ids = groups_to_sync(config, await source.list_groups())
+            if topic_ids:
+                active = same_source_topics(active, topic_ids, await source.describe_topics())
         except Exception as exc:
             self.sync_errors.consumer_group_offset += 1
             log.warning("mirror %s: listing the source's consumer groups failed: %s", mirror_name, exc)

@@ -10,6 +10,8 @@ all mirrors.
 
 The KIP's PartitionDetail has an unnamed int32 field ("The last mirror leader epoch");
 it is `LastMirrorEpoch` here, the name ReadMirrorStates uses for the same value.
+`StateReason` (nullable string, tag 0) is kmirror's tagged field: why a partition is
+STOPPED or FAILED, printed by `kmirror mirrors --describe --verbose`.
 """
 
 from dataclasses import dataclass, field
@@ -55,6 +57,8 @@ class PartitionDetail:
     """The partition state."""
     last_mirror_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
     """The last mirror leader epoch, or -1 if not available."""
+    state_reason: str | None = field(metadata={"kafka_type": "string", "tag": 0}, default=None)
+    """kmirror (tagged, ignored by other readers): why the partition is STOPPED or FAILED when the partition leader knows, e.g. its source topic was deleted or re-created."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
+from uuid import UUID
 
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
@@ -48,12 +49,28 @@ def fetch_from_replica_manager(leader: Any, plan: FetchPlan) -> dict[TopicPartit
         )
         for p in plan.partitions
     ]
-    results = leader.fetch(requests, policy.max_bytes, policy.isolation_level, policy.replica_id, replica_epoch=policy.replica_epoch)
+    other = another_topic(leader, [(p.topic_partition, p.topic_id) for p in plan.partitions])
+    requests = [r for r in requests if r.topic_partition not in other]
+    results = leader.fetch(requests, policy.max_bytes, policy.isolation_level, policy.replica_id,
+                           replica_epoch=policy.replica_epoch) if requests else {}
     out = {tp: fetched_partition(r) for tp, r in results.items()}
+    out.update({tp: FetchedPartition(ErrorCode.unknown_topic_id) for tp in other})
     if policy.replica_id >= 0:  # a follower of this cluster: Fetch v19's MirrorLeaderEpoch
         out = {tp: replace(f, mirror_leader_epoch=leader_mirror_leader_epoch(leader, tp)) if f.error == ErrorCode.none
                else f for tp, f in out.items()}
     return out
+
+
+def another_topic(leader: Any, asked: Sequence[tuple[TopicPartition, UUID]]) -> set[TopicPartition]:
+    """The partitions asked for with a topic id the leader does not hold under that name: a
+    Fetch v13+ names topics by id and is answered UNKNOWN_TOPIC_ID for them (the mirror's
+    source endpoint answers its name-keyed requests the same way, see
+    `kmirror.mirror.fetcher.source_endpoint`). A zero id (no id known) matches any."""
+    held = getattr(leader, "topic_id", None)
+    if held is None:
+        return set()
+    return {tp for tp, topic_id in asked
+            if topic_id.int != 0 and (mine := held(tp.topic)) is not None and mine != topic_id}
 
 
 def fetched_partition(result: ReadOutcome | PartitionError) -> FetchedPartition:
@@ -69,13 +86,19 @@ def epoch_end_offsets_from_replica_manager(
     leader: Any, queries: Sequence[EpochQuery]
 ) -> dict[TopicPartition, EpochEndOffset | ErrorCode]:
     out: dict[TopicPartition, EpochEndOffset | ErrorCode] = {}
+    other = another_topic(leader, [(q.topic_partition, q.topic_id) for q in queries])
     for q in queries:
+        if q.topic_partition in other:
+            out[q.topic_partition] = ErrorCode.unknown_topic_id
+            continue
         r = leader.offset_for_leader_epoch(q.topic_partition, q.current_leader_epoch, q.leader_epoch)
         out[q.topic_partition] = r.code if isinstance(r, PartitionError) else r
     return out
 
 
 def log_offsets_from_replica_manager(leader: Any, query: EpochQuery) -> tuple[int, int] | ErrorCode:
+    if another_topic(leader, [(query.topic_partition, query.topic_id)]):
+        return ErrorCode.unknown_topic_id
     partition = leader.leader_partition(query.topic_partition)
     if isinstance(partition, PartitionError):
         return partition.code

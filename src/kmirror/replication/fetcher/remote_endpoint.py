@@ -39,6 +39,13 @@ def fetch_request_type(conn: BrokerConnection) -> type[Any]:
     return conn.request_type(FETCH)
 
 
+def fetches_by_topic_id(conn: BrokerConnection) -> bool:
+    """Fetch v13+ names topics by id only: the leader answers UNKNOWN_TOPIC_ID for an id it
+    does not have, so an answer never comes from another topic under the same name."""
+    rt = fetch_request_type(conn)
+    return has_field(nested(rt, "FetchTopic"), "topic_id") and not has_field(nested(rt, "FetchTopic"), "topic")
+
+
 class RemoteLeaderEndPoint:
     def __init__(self, host: str, port: int, replica_id: int, *, client_id: str, request_timeout_ms: int = 30_000,
                  security: ClientSecurity = PLAINTEXT) -> None:
@@ -68,7 +75,7 @@ class RemoteLeaderEndPoint:
         conn = await self._connection()
         rt = fetch_request_type(conn)
         mirror_fields = has_field(nested(rt, "FetchPartition"), "mirror_leader_epoch")
-        by_id = has_field(nested(rt, "FetchTopic"), "topic_id") and not has_field(nested(rt, "FetchTopic"), "topic")
+        by_id = fetches_by_topic_id(conn)
         topics: dict[str, list[Any]] = {}
         ids: dict[str, uuid.UUID] = {}
         for p in plan.partitions:

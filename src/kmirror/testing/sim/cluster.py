@@ -40,8 +40,8 @@ CODECS = (0, 1, 2, 3, 4)  # none, gzip, snappy, lz4, zstd
 TOPIC_PARTITIONS = tuple(TopicPartition(TOPIC, p) for p in range(PARTITIONS))
 
 
-def state_key(partition: int) -> MirrorPartitionKey:
-    return MirrorPartitionKey(MIRROR, TOPIC_ID, partition)
+def state_key(partition: int, topic_id: UUID = TOPIC_ID) -> MirrorPartitionKey:
+    return MirrorPartitionKey(MIRROR, topic_id, partition)
 
 
 @dataclass
@@ -92,6 +92,8 @@ class SimCluster:
         self.rng = rng
         self.cluster_id = f"cluster-{name}"
         self.leader_epochs = {p: 0 for p in range(PARTITIONS)}
+        self.topic_id = TOPIC_ID  # topic t's id (deleted and re-created: another one)
+        self.topic_present = True
         self.mirror_name: str | None = None  # topic t's `mirror.name` config
         self.mirror_source: SimSourceCluster | None = None  # mirror m's source (None: no mirror m)
         self.store = SimStateStore(TOPIC)
@@ -120,11 +122,30 @@ class SimCluster:
         configs: dict[str, str] = {"segment.bytes": "4096"}
         if self.mirror_name is not None:
             configs[MIRROR_NAME_CONFIG] = self.mirror_name
-        return image_with({TOPIC: (TOPIC_ID, regs)}, configs={TOPIC: configs})
+        topics = {TOPIC: (self.topic_id, regs)} if self.topic_present else {}
+        return image_with(topics, configs={TOPIC: configs} if self.topic_present else {})
 
     def publish(self) -> None:
         if self.alive:
             self.rm.apply_image(None, self.image())
+
+    def delete_topic(self) -> None:
+        """DeleteTopics of `t`: its partitions and logs are gone."""
+        self.topic_present = False
+        self.publish()
+
+    def create_topic(self, topic_id: UUID) -> None:
+        """CreateTopics of `t` (again): another topic id, empty logs, leader epoch 0, and the
+        producers start over (their sequences belonged to the old partitions)."""
+        self.topic_id, self.topic_present = topic_id, True
+        self.leader_epochs = {p: 0 for p in range(PARTITIONS)}
+        for producer in self.producers:
+            producer.producer_id = -1
+        self.publish()
+
+    def log_end_offsets(self) -> list[int]:
+        parts = [self.rm.get_partition(tp) for tp in TOPIC_PARTITIONS]
+        return [-1 if p is None else p.log.log_end_offset for p in parts]
 
     def leader_change(self, partition: int) -> None:
         """A new leader epoch (a leader election; RF=1, so the same broker leads again)."""
@@ -145,18 +166,23 @@ class SimCluster:
         await self.manager.on_metadata_change(self.image())
 
     def state(self, partition: int) -> MirrorPartitionState:
-        return self.store.current(state_key(partition))
+        return self.store.current(state_key(partition, self.topic_id))
 
     def read_only(self, partition: int) -> bool:
         """Produce answers READ_ONLY_TOPIC (`is_topic_partition_read_only`; an unreachable
         coordinator leaves an attached topic read-only)."""
         state = None if self.store.unavailable else self.state(partition)
-        return is_read_only(parse_mirror_name_config(self.mirror_name), state)
+        return is_read_only(parse_mirror_name_config(self.mirror_name), state,
+                            source_topic_deleted=self._source_topic_deleted(partition))
+
+    def _source_topic_deleted(self, partition: int) -> bool:
+        return self.alive and self.manager.source_topic_deleted(MIRROR, self.topic_id, partition)
 
     def accepts_writes(self, partition: int) -> bool:
         """Whether the partition is the active side's, by the persisted state (what the
         Produce path answers once the coordinator is reachable)."""
-        return not is_read_only(parse_mirror_name_config(self.mirror_name), self.state(partition))
+        return not is_read_only(parse_mirror_name_config(self.mirror_name), self.state(partition),
+                                source_topic_deleted=self._source_topic_deleted(partition))
 
     def describe_last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int:
         """DescribeMirrors as the source answers it: the stored LME of a topic attached to
@@ -166,7 +192,7 @@ class SimCluster:
             return -1
         if self.store.unavailable:
             raise ConnectionError("DescribeMirrors: COORDINATOR_NOT_AVAILABLE")
-        lme = self.store.last_mirrored_epoch(state_key(tp.partition))
+        lme = self.store.last_mirrored_epoch(state_key(tp.partition, self.topic_id))
         mp = self.manager.partitions.get(tp)
         return max(lme, -1 if mp is None else mp.last_mirrored_epoch)
 
@@ -188,6 +214,8 @@ class SimCluster:
     def produce(self, producer: Producer, partition: int) -> tuple[str, Produced | None, bool]:
         """(trace line, acknowledged batch, whether a fresh producer's first batch was refused)."""
         tp = TopicPartition(TOPIC, partition)
+        if not self.topic_present:
+            return f"produce {self.name} p{partition}: UNKNOWN_TOPIC_OR_PARTITION", None, False
         if self.read_only(partition):
             return f"produce {self.name} p{partition}: READ_ONLY_TOPIC", None, False
         if producer.producer_id < 0:

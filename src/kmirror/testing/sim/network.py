@@ -15,10 +15,12 @@ import dataclasses
 import random
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
+from uuid import UUID
 
 from kmirror.mirror.fetcher.source_endpoint import LEADER_MOVED_ERRORS, SourceLeader
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.endpoint import (
+    another_topic,
     epoch_end_offsets_from_replica_manager,
     fetch_from_replica_manager,
 )
@@ -103,6 +105,8 @@ class SimSourceEndPoint:
         return epoch_end_offsets_from_replica_manager(self._rm("OffsetsForLeaderEpoch"), queries)
 
     async def fetch_log_offsets(self, query: EpochQuery) -> tuple[int, int] | ErrorCode:
+        if another_topic(self._rm("ListOffsets"), [(query.topic_partition, query.topic_id)]):
+            return ErrorCode.unknown_topic_id
         p = self._rm("ListOffsets").leader_partition(query.topic_partition)
         if isinstance(p, PartitionError):
             return p.code
@@ -135,9 +139,9 @@ class SimSourceCluster:
             return None
         return SourceLeader(self.source.rm.node_id, "sim", 0, self.source.rm.topic_id(tp.topic))
 
-    async def topic_exists(self, topic: str) -> bool:
+    async def topic_id(self, topic: str) -> UUID | None:
         self._reachable("Metadata")
-        return self.source.rm.topic_id(topic) is not None
+        return self.source.rm.topic_id(topic)  # type: ignore[no-any-return]
 
     def endpoint(self, leader: SourceLeader, client_id: str,
                  on_leader_change: Callable[[set[TopicPartition]], None]) -> SimSourceEndPoint:

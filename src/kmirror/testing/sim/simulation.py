@@ -18,6 +18,7 @@ import asyncio
 import random
 from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
 from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.ports import ManualClock
@@ -29,6 +30,8 @@ from kmirror.types import TopicPartition
 
 S = MirrorPartitionState
 MIRRORING, FAILING_OVER, FAILED_OVER = "mirroring", "failing-over", "failed-over"
+SOURCE_DELETED = "source-deleted"
+GONE_STATES = (S.STOPPED, S.FAILED, S.UNKNOWN)  # where a deleted source topic leaves a partition
 ATTACHED_STATES = (S.PREPARING, S.MIRRORING, S.PAUSING, S.PAUSED)
 
 
@@ -49,12 +52,21 @@ class Coverage:
     held_answers: int = 0
     pauses: int = 0
     fresh_producers_after_failover: int = 0
+    source_topic_deletions: int = 0
+    source_topic_recreations: int = 0  # deleted and at once re-created (another topic id)
+    readded_after_deletion: int = 0  # the operator's remove, delete, add back
     extra: dict[str, int] = field(default_factory=dict)
 
 
 class MirrorSimulation:
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, source_topic_deletion_after: int | None = None) -> None:
+        """`source_topic_deletion_after`: the "source topic deleted / re-created" event may
+        happen once the run has this many events (default: only after the first failback)."""
         self.seed = seed
+        self.deletion_after = source_topic_deletion_after
+        self.deletion_rate = 0.02 if source_topic_deletion_after is None else 0.25
+        self.deleted: dict[int, tuple[list[inv.StoredBatch], set[tuple[int, bytes]]]] = {}
+        self.deleted_topic_id: Any = None
         self.rng = random.Random(seed)
         self.clock = ManualClock()
         self.loop = asyncio.new_event_loop()
@@ -107,6 +119,20 @@ class MirrorSimulation:
         states = " ".join(f"p{p}={c.state(p).name}" for p in range(PARTITIONS))
         return f"manager {c.name}: {states}"
 
+    def retry_pending(self, c: SimCluster) -> str:
+        """Only the first step of a data plane pass: fetchers re-added from fresh source
+        metadata. The manager's own look at the source comes later; the fetchers run in
+        between (they are tasks of their own)."""
+        if not c.alive:
+            return f"retry pending {c.name}: down"
+        pending = sorted(str(tp) for tp in c.fetchers.pending)
+        try:
+            self.loop.run_until_complete(c.fetchers.retry_pending())
+        except Exception as exc:
+            return f"retry pending {c.name}: failed {exc!r}"
+        self._spin()
+        return f"retry pending {c.name}: {pending} -> {sorted(str(tp) for tp in c.fetchers.pending)}"
+
     def fetch(self, c: SimCluster) -> str:
         if not c.alive:
             return f"fetch {c.name}: down"
@@ -116,7 +142,7 @@ class MirrorSimulation:
                 self.tasks[fetcher] = self.loop.create_task(fetcher.run_once())
                 started += 1
         self._spin()
-        leo = [c.rm.get_partition(TopicPartition(TOPIC, p)).log.log_end_offset for p in range(PARTITIONS)]
+        leo = c.log_end_offsets()
         return f"fetch {c.name}: {started} rounds, log end offsets {leo}, {len(self.net.held)} held"
 
     def crash(self, c: SimCluster) -> str:
@@ -214,8 +240,7 @@ class MirrorSimulation:
             self.clock.advance(1100)
             if self._converged():
                 self.coverage.converged += 1
-                return "settle: converged " + " ".join(
-                    f"p{p}@{d.rm.get_partition(TopicPartition(TOPIC, p)).log.log_end_offset}" for p in range(PARTITIONS))
+                return "settle: converged " + " ".join(f"p{p}@{leo}" for p, leo in enumerate(d.log_end_offsets()))
         self.violations.append(f"{d.name} did not converge to {s.name}: "
                                + "; ".join(self.describe(c) for c in self.clusters()))
         return "settle: no convergence"
@@ -273,11 +298,149 @@ class MirrorSimulation:
         self.coverage.failbacks += 1
         return f"failback: {old.name} mirrors {active.name} as {MIRROR}; " + self.run_manager(old)
 
+    # -- source topic deleted / re-created (KIP "Topic Deletion") ------------------------------
+
+    def _deletion_allowed(self) -> bool:
+        """Once per run, while the destination holds mirrored records on every partition."""
+        d = self.dst
+        if self.coverage.source_topic_deletions or not d.alive or min(d.log_end_offsets()) <= 0:
+            return False
+        if self.deletion_after is None:
+            return self.coverage.failbacks >= 1
+        return len(self.trace) >= self.deletion_after
+
+    def delete_source_topic(self) -> str:
+        """The source's `t` is deleted, half the time re-created at once with another topic id
+        (an explicit CreateTopics or a producer's auto-creation). What the destination holds
+        now is flushed (a crash losing unflushed bytes is the disk's doing, not the mirror's)
+        and must stay: the destination never removes it on the word of another topic."""
+        s, d = self.src, self.dst
+        for c in (s, d):
+            if not c.alive:
+                self.restart(c)
+        self.check()  # what the restarts did, before the deletion
+        d.broker.flush()
+        self.deleted = {}
+        for p in range(PARTITIONS):
+            tp = TopicPartition(TOPIC, p)
+            self.deleted[p] = (inv.stored_batches(d.rm, tp), {(b.base_offset, b.raw) for b in inv.stored_batches(s.rm, tp)})
+            self.acked[p] = {}  # the source's records are deleted with the topic
+            self.primary[p] = s
+        self.deleted_topic_id = d.topic_id
+        s.delete_topic()
+        line = f"delete {TOPIC} at {s.name}"
+        self.coverage.source_topic_deletions += 1
+        if self.rng.random() < 0.5:
+            self._recreate_source_topic()
+            line += f", re-created with topic id {s.topic_id}"
+        self.phase, self.phase_events = SOURCE_DELETED, 0
+        return line
+
+    def _recreate_source_topic(self) -> None:
+        s = self.src
+        s.create_topic(UUID(int=self.rng.getrandbits(128)))
+        for p in range(PARTITIONS):
+            self.max_epochs[(s.name, p)] = 0  # a new topic starts at leader epoch 0
+        self.coverage.source_topic_recreations += 1
+
+    def readd_after_deletion(self) -> str:
+        """The operator's path to mirror the new source topic: wait until every partition
+        stopped (it must, with the faults healed), remove `t` from the mirror, delete it at
+        the destination, add it again: a new topic with the source's id, copied from 0."""
+        self.heal()
+        s, d = self.src, self.dst
+        for _ in range(12):
+            if all(d.state(p) in GONE_STATES for p in range(PARTITIONS)):
+                break
+            self.run_manager(d)
+            self.clock.advance(1100)
+        else:
+            self.violations.append(f"{d.name} did not stop after its source topic was deleted: {self.describe(d)}")
+            return "re-add: partitions did not stop"
+        if not s.topic_present:
+            self._recreate_source_topic()
+        if d.mirror_name is not None:
+            d.mirror_name = MIRROR + ".removed"
+            d.publish()
+            self.run_manager(d)
+        d.delete_topic()
+        d.mirror_name = MIRROR
+        d.create_topic(s.topic_id)
+        self.max_epochs.update({(d.name, p): 0 for p in range(PARTITIONS)})
+        self.preexisting = {p: set() for p in range(PARTITIONS)}
+        self.deleted = {}
+        self.phase, self.phase_events = MIRRORING, 0
+        self.coverage.readded_after_deletion += 1
+        return f"re-add {TOPIC} to {MIRROR} on {d.name} (topic id {s.topic_id}); " + self.run_manager(d)
+
+    def _step_source_deleted(self) -> str:
+        d = self.dst
+        if self.phase_events > 25 and self.rng.random() < 0.1:
+            return self.readd_after_deletion()
+        r = self.rng.random()
+        if r < 0.25:
+            return self.produce()
+        if r < 0.45:
+            return self.fetch(d)
+        if r < 0.56:
+            return self.retry_pending(d)
+        if r < 0.62:
+            return self.run_manager(d)
+        if r < 0.70:
+            ms = self.rng.choice([100, 1500, 3000])
+            self.clock.advance(ms)
+            return f"tick {ms}"
+        if r < 0.78:
+            return self.network_fault()
+        if r < 0.83:
+            c, p = self.rng.choice(self.clusters()), self.rng.randrange(PARTITIONS)
+            c.leader_change(p)
+            return f"leader change {c.name} p{p} -> epoch {c.leader_epochs[p]}"
+        if r < 0.88:
+            return self.crash(d) if d.alive else self.restart(d)
+        if r < 0.92 and not self.src.topic_present:
+            self._recreate_source_topic()
+            return f"re-create {TOPIC} at {self.src.name} with topic id {self.src.topic_id}"
+        if r < 0.96:
+            d.store.unavailable = not d.store.unavailable
+            return f"coordinator of {d.name} {'unavailable' if d.store.unavailable else 'back'}"
+        return self.produce()
+
+    def _check_source_deleted(self, p: int) -> None:
+        """Mirrored records are never removed from the destination on the word of another
+        topic: the log held at the deletion stays, byte for byte, followed only by late
+        answers about the deleted topic (same topic id), then at most the MIRROR_PID_RESET of
+        the stop and the destination's own writes after it. No partition starts again
+        (PREPARING truncates on the source's word; a resume while the source is unreachable
+        may still reach MIRRORING, which copies nothing of another topic)."""
+        d = self.dst
+        if not d.alive or p not in self.deleted:
+            return
+        kept, old_source = self.deleted[p]
+        now = inv.stored_batches(d.rm, TopicPartition(TOPIC, p))
+        name = f"{d.name} p{p}"
+        if now[:len(kept)] != kept:
+            self.violations.append(f"{name}: mirrored records removed after the source topic was deleted "
+                                   f"(held {len(kept)} batches up to {kept[-1].last_offset if kept else -1}, "
+                                   f"now {len(now)} up to {now[-1].last_offset if now else -1})")
+            return
+        for b in now[len(kept):]:
+            if b.is_mirror_pid_reset:
+                break
+            if (b.base_offset, b.raw) not in old_source:
+                self.violations.append(f"{name}: batch at {b.base_offset} appended after the source topic was "
+                                       f"deleted is not the deleted topic's")
+                break
+
     def step(self) -> str:
         self.phase_events += 1
         r = self.rng.random()
         d = self.dst
+        if self.phase == SOURCE_DELETED:
+            return self._step_source_deleted()
         if self.phase == MIRRORING:
+            if self.phase_events > 20 and 0.03 <= r < 0.03 + self.deletion_rate and self._deletion_allowed():
+                return self.delete_source_topic()
             if self.phase_events > 40 and r < 0.03:
                 return (self.settle() + "; " if self.rng.random() < 0.5 else "") + self.failover()
             r = self.rng.random()
@@ -350,6 +513,10 @@ class MirrorSimulation:
             fresh = store.changes[self.seen_changes[c.name]:]
             self.seen_changes[c.name] = len(store.changes)
             self.violations += inv.legal_changes(c.name, fresh, store.refused)
+            if self.phase == SOURCE_DELETED and c is self.dst:
+                self.violations += [f"{c.name}: {ch.key} went {ch.old.name} -> {ch.new.name} after its source "
+                                    f"topic was deleted" for ch in fresh if ch.key.topic_id == self.deleted_topic_id
+                                    and ch.new is S.PREPARING]
             store.refused.clear()
             for p in range(PARTITIONS):
                 key = (c.name, p)
@@ -360,6 +527,10 @@ class MirrorSimulation:
                 if not c.alive:
                     continue
                 part = c.rm.get_partition(TopicPartition(TOPIC, p))
+                if part is None:
+                    if c.topic_present:
+                        self.violations.append(f"{c.name} p{p}: the image hosts it, the broker does not")
+                    continue
                 if part.leader_epoch != epoch:
                     self.violations.append(f"{c.name} p{p}: partition runs epoch {part.leader_epoch}, "
                                            f"the controller's is {epoch}")
@@ -371,6 +542,8 @@ class MirrorSimulation:
     def _check_partition(self, p: int) -> None:
         tp = TopicPartition(TOPIC, p)
         d, s = self.dst, self.src
+        if self.phase == SOURCE_DELETED:
+            self._check_source_deleted(p)
         if self.phase == MIRRORING and d.alive and s.alive and d.state(p) in ATTACHED_STATES:
             src_batches = inv.stored_batches(s.rm, tp)
             hw = s.rm.get_partition(tp).log.high_watermark
@@ -381,7 +554,7 @@ class MirrorSimulation:
         if self.phase == FAILING_OVER and len(self.cut_done) == PARTITIONS:
             self.phase = FAILED_OVER
         primary = self.primary[p]
-        if primary.alive:
+        if primary.alive and primary.topic_present:
             values = inv.record_values(inv.stored_batches(primary.rm, tp))
             for offset, value in self.acked[p].items():
                 if values.get(offset) != value:
@@ -432,6 +605,9 @@ class MirrorSimulation:
         parts = []
         for p in range(PARTITIONS):
             part = c.rm.get_partition(TopicPartition(TOPIC, p))
+            if part is None:
+                parts.append(f"p{p} no topic")
+                continue
             epochs = " ".join(f"{e.epoch}@{e.start_offset}" for e in part.log.epoch_cache.entries)
             parts.append(f"p{p} {c.state(p).name} epoch={part.leader_epoch} leo={part.log.log_end_offset} "
                          f"hw={part.log.high_watermark} epochs=[{epochs}]")
@@ -448,6 +624,9 @@ class MirrorSimulation:
                 self.check()
                 if self.violations:
                     raise SimulationFailure(self.report(i), self.violations)
+            if self.phase == SOURCE_DELETED:
+                self.trace.append(f"end: {self.readd_after_deletion()}")
+                self.check()
             if self.phase == MIRRORING:
                 self.trace.append(f"end: {self.settle()}")
                 self.check()
@@ -470,5 +649,5 @@ class MirrorSimulation:
         return "\n".join(lines)
 
 
-def run_seed(seed: int, events: int) -> Any:
-    return MirrorSimulation(seed).run(events)
+def run_seed(seed: int, events: int, source_topic_deletion_after: int | None = None) -> Any:
+    return MirrorSimulation(seed, source_topic_deletion_after).run(events)

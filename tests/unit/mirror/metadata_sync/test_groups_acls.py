@@ -8,6 +8,7 @@ import dataclasses
 from uuid import UUID
 
 from kmirror.client.acls import AclBinding
+from kmirror.client.admin import TopicDescription
 from kmirror.client.errors import KafkaConnectionError, KafkaError
 from kmirror.client.groups import ListedGroup, OffsetAndMetadata
 from kmirror.config.mirror import MIRROR_STATE_TOPIC, parse_mirror_config
@@ -130,11 +131,18 @@ class FakeAdmin:
         self.acl_error = 0
         self.fail: Exception | None = None
         self.closed = False
+        self.topic_ids: dict[str, UUID | None] | None = None
 
     async def list_groups(self) -> list[ListedGroup]:
         if self.fail:
             raise self.fail
         return self.groups
+
+    async def describe_topics(self) -> dict[str, TopicDescription]:
+        """Every topic `topic_ids` names (a source without topic ids when it is None)."""
+        names = self.topic_ids if self.topic_ids is not None else {
+            tp.topic: None for offsets in self.offsets.values() for tp in offsets}
+        return {n: TopicDescription(n, i, False, ()) for n, i in names.items()}
 
     async def list_consumer_group_offsets(self, group_id: str) -> dict[TP, OffsetAndMetadata]:
         return dict(self.offsets.get(group_id, {}))
@@ -190,6 +198,19 @@ def test_group_offsets_are_committed_at_the_destination_for_active_topics_only()
     assert dst.offsets["app"][TP("a", 0)] == om(40, "x", 2)
     asyncio.run(sync.close())
     assert src.closed and dst.closed
+
+
+def test_offsets_of_a_deleted_or_recreated_source_topic_are_not_synced():
+    # `a` (UUID 1 at the destination) was re-created at the source (UUID 7), `b` (UUID 2)
+    # deleted, `c` (UUID 3) is the mirrored topic: only `c` is synced.
+    src, dst = FakeAdmin(), FakeAdmin()
+    src.groups = [ListedGroup("app", "consumer", "Stable")]
+    src.offsets = {"app": {TP("a", 0): om(2), TP("b", 0): om(3), TP("c", 0): om(4)}}
+    src.topic_ids = {"a": UUID(int=7), "c": UUID(int=3)}
+    ref = {"image": image({"m": {}}, {"a": ("m", 1), "b": ("m", 1), "c": ("m", 1)})}
+    admins, _ = admins_for(ref, src, dst)
+    asyncio.run(GroupOffsetSync(1, lambda: ref["image"], admins, MirrorSyncErrors()).run_once())
+    assert dst.offsets == {"app": {TP("c", 0): om(4)}}
 
 
 def test_a_group_with_members_at_the_destination_is_skipped_and_other_failures_count():
