@@ -186,7 +186,7 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
     for r in non_empty:
         parts = 1
         if min_partitions is not None and len(non_empty) < min_partitions and total:
-            parts = max(parts, math.ceil(r.size / total * min_partitions))
+            parts = max(parts, math.floor(r.size / total * min_partitions + 0.5))  # Scala's Math.round
         if max_records_per_partition is not None:
             parts = max(parts, math.ceil(r.size / max_records_per_partition))
         parts = min(parts, r.size)
