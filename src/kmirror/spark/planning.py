@@ -46,9 +46,10 @@ class OffsetRange:
         return TopicPartition(self.topic, self.partition)
 
 
-async def retrying(operation: Callable[[], Awaitable[T]], timeout_ms: int, what: str) -> T:
+async def retrying(operation: Callable[[], Awaitable[T]], timeout_ms: int, what: str,
+                   cluster: Cluster | None = None) -> T:
     """`operation()`, retried on connection errors and retriable Kafka errors (a leader that
-    moved, a broker restarting) until `timeout_ms`."""
+    moved, a broker restarting) until `timeout_ms`, with fresh metadata from `cluster`."""
     deadline = time.monotonic() + timeout_ms / 1000
     while True:
         try:
@@ -56,8 +57,15 @@ async def retrying(operation: Callable[[], Awaitable[T]], timeout_ms: int, what:
         except (KafkaConnectionError, KafkaError) as exc:
             retriable = isinstance(exc, KafkaConnectionError) or exc.retriable
             if not retriable or time.monotonic() >= deadline:
-                raise KafkaError(getattr(exc, "error_code", -1), str(exc), context=what) from None
+                if isinstance(exc, KafkaError):
+                    raise
+                raise KafkaConnectionError(f"{what}: {exc}") from None
         await asyncio.sleep(RETRY_BACKOFF_S)
+        if cluster is not None:
+            try:
+                await cluster.refresh()
+            except (KafkaConnectionError, KafkaError):
+                pass
 
 
 class Planner:
@@ -84,7 +92,7 @@ class Planner:
             metadata = await self.cluster.refresh()
             return _subscribed(sub, metadata.topics, require_topics)
 
-        return await retrying(load, self.timeout_ms, "Metadata")
+        return await retrying(load, self.timeout_ms, "Metadata", self.cluster)
 
     async def list_offsets(self, requests: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         if not requests:
@@ -94,7 +102,7 @@ class Planner:
             listed = await self.admin.list_offsets(requests, isolation_level=self.options.isolation_level)
             return {tp: o.offset for tp, o in listed.items()}
 
-        return await retrying(call, self.timeout_ms, "ListOffsets")
+        return await retrying(call, self.timeout_ms, "ListOffsets", self.cluster)
 
     async def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return await self.list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps})
