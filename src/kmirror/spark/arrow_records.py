@@ -52,36 +52,34 @@ def empty_batch(include_headers: bool) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
 
 
-def _record_spans(data: bytes, sections: Sequence[tuple[int, int]]) -> tuple[array[int], array[int]]:
-    """Start (after the length prefix) and length of every record; `sections` are each
-    batch's (byte length, declared record count) in `data` order."""
-    starts: array[int] = array("q")
-    lengths: array[int] = array("q")
-    add_start, add_length = starts.append, lengths.append
+def _record_prefixes(data: Buffer, sections: Sequence[tuple[int, int]]) -> array[int]:
+    """Position of every record's length prefix; `sections` are each batch's (byte length,
+    declared record count) in `data` order. The only sequential walk: each position is the
+    previous one plus its prefix and length. Lengths are checked afterwards, vectorised."""
+    prefixes: array[int] = array("q")
+    add = prefixes.append
     pos = 0
-    for size, count in sections:
-        end = pos + size
-        for _ in range(count):
-            if pos >= end:
-                raise InvalidRecordError(f"batch declares {count} records but holds fewer")
-            b = data[pos]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                n = (b & 0x7F) | (data[pos + 1] << 7)
-                length = (n >> 1) ^ -(n & 1)
-                pos += 2
-            else:
+    try:
+        for size, count in sections:
+            end = pos + size
+            for _ in range(count):
+                add(pos)
+                b = data[pos]
+                if b < 0x80:
+                    pos += 1 + ((b >> 1) ^ -(b & 1))
+                    continue
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    n = (b & 0x7F) | (b2 << 7)
+                    pos += 2 + ((n >> 1) ^ -(n & 1))
+                    continue
                 length, pos = decode_varint(data, pos)
-            if length < 0 or pos + length > end:
-                raise InvalidRecordError(f"invalid record size {length}")
-            add_start(pos)
-            add_length(length)
-            pos += length
-        if pos != end:
-            raise InvalidRecordError(f"{end - pos} bytes remain after the declared {count} records")
-    return starts, lengths
+                pos += length
+            if pos != end:
+                raise InvalidRecordError(f"the declared {count} records do not fill their batch")
+    except IndexError:
+        raise InvalidRecordError("a record extends past its batch") from None
+    return prefixes
 
 
 def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -192,8 +190,8 @@ def _to_record_batch(
     if not batches:
         return None
     data = b"".join([*sections, bytes(_VARINT_PAD)])
-    spans, lengths_a = _record_spans(data, [(len(s), h.records_count) for s, h in zip(sections, batches, strict=True)])
-    n = len(spans)
+    prefixes = _record_prefixes(data, [(len(s), h.records_count) for s, h in zip(sections, batches, strict=True)])
+    n = len(prefixes)
     if n == 0:
         return None
     counts = np.fromiter((h.records_count for h in batches), dtype=np.int64, count=len(batches))
@@ -203,8 +201,11 @@ def _to_record_batch(
         (h.max_timestamp if h.timestamp_type == 1 else h.base_timestamp for h in batches), dtype=np.int64), counts)
 
     buf = np.frombuffer(data, dtype=np.uint8)
-    record_start = np.frombuffer(spans, dtype=np.int64)
-    record_end = record_start + np.frombuffer(lengths_a, dtype=np.int64)
+    prefix = np.frombuffer(prefixes, dtype=np.int64)
+    record_length, record_start = _varints(buf, prefix)
+    record_end = record_start + record_length
+    if (record_length < 0).any() or (record_end[:-1] != prefix[1:]).any():
+        raise InvalidRecordError("invalid record size")
     pos = record_start + 1  # attributes (unused in v2)
     ts_delta, pos = _varints(buf, pos)
     offset_delta, pos = _varints(buf, pos)
