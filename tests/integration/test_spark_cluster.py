@@ -22,9 +22,9 @@ from confluent_kafka.admin import AdminClient
 from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
-from kmirror.testing.spark import spark_session
+from kmirror.testing.spark import SKIP_REASON, java_available, spark_session
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(not java_available(), reason=SKIP_REASON)]
 
 TOPIC = "ha"
 

@@ -27,11 +27,11 @@ from kmirror.testing.kafka_clients import create_topic, watermarks
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block
 from kmirror.testing.segments import partition_dir
-from kmirror.testing.spark import spark_session
+from kmirror.testing.spark import SKIP_REASON, java_available, spark_session
 from kmirror.testing.transactions import TxnWriter
 from kmirror.types import TopicPartition as KTopicPartition
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(not java_available(), reason=SKIP_REASON)]
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 RECORDS_PER_TOPIC = 1500

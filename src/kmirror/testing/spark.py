@@ -4,10 +4,19 @@ interpreter (so they import this kmirror), the `kmirror` format registered."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+
+def java_available() -> bool:
+    """Whether Spark can start a JVM here (`java` on PATH or JAVA_HOME set)."""
+    return shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))
+
+
+SKIP_REASON = "Spark needs Java 17 or later (scripts/bootstrap.sh installs it from Debian)"
 
 
 @contextmanager
