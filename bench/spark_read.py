@@ -16,6 +16,8 @@ on that topic:
 4. Spark `spark.read.format("kmirror")...load().count()`, local[2] (2 cores: Spark's tasks,
    its JVM and the node share them).
 5. Spark, the same read written to Parquet (`df.write.parquet`, snappy).
+6. Spark's own ceiling: `count()` over a Python data source yielding ready-made Arrow
+   batches of the same schema and size (no fetching, no decoding).
 
 MB are uncompressed record bytes (key + value); rows/s and MB/s are over wall time.
 
@@ -31,19 +33,24 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
 
 from kmirror.client.cluster import Cluster
 from kmirror.client.raw_fetch import PartitionFetcher
 from kmirror.client.read_committed import next_fetch_offset
 from kmirror.records.batch import iter_batches
 from kmirror.runtime.local_cluster import down, up
+from kmirror.spark.arrow_records import SCHEMA, TIMESTAMP_TYPE
 from kmirror.spark.planning import OffsetRange
+from kmirror.spark.source import kafka_schema
 from kmirror.spark.task_reader import ReadSettings, read_range
 from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.processes import free_port_block
@@ -141,6 +148,39 @@ def kmirror_reader(bootstrap: str, topic: str, ends: list[int]) -> int:
                for rb in read_range(settings, OffsetRange(topic, p, 0, ends[p])))
 
 
+class ReadyArrowReader(DataSourceReader):
+    """Yields ready-made RecordBatches in the Kafka schema (1 KiB values): what Spark itself
+    costs to take Arrow batches from Python workers, with no fetching or decoding."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(PARTITIONS)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        n = 4096
+        rb = pa.RecordBatch.from_arrays([
+            pa.array([b"%d" % (i % 1000) for i in range(n)], pa.binary()), pa.array([b"x" * RECORD_BYTES] * n, pa.binary()),
+            pa.repeat(pa.scalar("t"), n), pa.array(np.zeros(n, np.int32)), pa.array(np.arange(n, dtype=np.int64)),
+            pa.array(np.zeros(n, np.int64)).cast(TIMESTAMP_TYPE), pa.array(np.zeros(n, np.int32))], schema=SCHEMA)
+        share = self.rows // PARTITIONS + (1 if partition.value < self.rows % PARTITIONS else 0)
+        for start in range(0, share, n):
+            yield rb.slice(0, min(n, share - start))
+
+
+class ReadyArrow(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "ready-arrow"
+
+    def schema(self) -> StructType:
+        return kafka_schema(False)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return ReadyArrowReader(int(self.options["rows"]))
+
+
 def timed(what: str, fn: Callable[[], int], expected: int, size: int) -> tuple[str, float, float]:
     start = time.perf_counter()
     n = fn()
@@ -178,6 +218,8 @@ def run_codec(spark: Any, bootstrap: str, codec: str, mb: int, pool: list[bytes]
         timed("kmirror reader, one process", lambda: kmirror_reader(bootstrap, topic, ends), total, size),
         timed("Spark read .count()", lambda: int(df.count()), total, size),
         timed("Spark read -> Parquet", to_parquet, total, size),
+        timed("Spark ceiling: ready-made Arrow", lambda: int(spark.read.format("ready-arrow").option("rows", total)
+                                                             .load().count()), total, size),
     ]
     shutil.rmtree(out, ignore_errors=True)
     base, raw = rows[1][1], rows[0][1]
@@ -200,6 +242,7 @@ def main() -> int:
     results: dict[str, list[tuple[str, float, float]]] = {}
     try:
         with spark_session("local[2]", **{"spark.driver.memory": "2g"}) as spark:
+            spark.dataSource.register(ReadyArrow)
             for codec in args.codecs.split(","):
                 results[codec] = run_codec(spark, bootstrap, codec, args.mb, pool, work)
     finally:
