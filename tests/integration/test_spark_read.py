@@ -11,7 +11,6 @@ each bad option fails with one clear message."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,9 @@ from kmirror.runtime.node import SystemClock
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.testing.kafka_clients import create_topic, watermarks
 from kmirror.testing.mirror_clusters import wait_until
-from kmirror.testing.processes import LocalCluster, free_port_block
+from kmirror.testing.processes import LocalCluster
 from kmirror.testing.segments import partition_dir
-from kmirror.testing.spark import SKIP_REASON, java_available, spark_session
+from kmirror.testing.spark import SKIP_REASON, java_available
 from kmirror.testing.transactions import TxnWriter
 from kmirror.types import TopicPartition as KTopicPartition
 
@@ -35,22 +34,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.skipif(not java_available(), 
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 RECORDS_PER_TOPIC = 1500
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path_factory.mktemp("spark-read"), port=free_port_block())
-    c.up()
-    try:
-        yield c
-    finally:
-        c.down()
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    with spark_session() as session:
-        yield session
 
 
 def produce(bootstrap: str, topic: str, codec: str, n: int, partitions: int = 2) -> None:
@@ -108,25 +91,25 @@ def read(spark: Any, bootstrap: str, **options: str) -> Any:
     return reader.load()
 
 
-def test_batch_read_equals_a_confluent_kafka_consumer_for_every_codec(node: LocalCluster, spark: Any) -> None:
+def test_batch_read_equals_a_confluent_kafka_consumer_for_every_codec(module_node: LocalCluster, spark: Any) -> None:
     for codec in CODECS:
-        create_topic(node.bootstrap, f"codec-{codec}", 2)
-        produce(node.bootstrap, f"codec-{codec}", codec, RECORDS_PER_TOPIC)
+        create_topic(module_node.bootstrap, f"codec-{codec}", 2)
+        produce(module_node.bootstrap, f"codec-{codec}", codec, RECORDS_PER_TOPIC)
     for codec in CODECS:
         topic = f"codec-{codec}"
-        expected = consumer_rows(node.bootstrap, topic, 2)
-        got = spark_rows(read(spark, node.bootstrap, subscribe=topic, includeHeaders="true"))
+        expected = consumer_rows(module_node.bootstrap, topic, 2)
+        got = spark_rows(read(spark, module_node.bootstrap, subscribe=topic, includeHeaders="true"))
         assert len(got) == RECORDS_PER_TOPIC
         assert got == expected, codec
     # One read of all five topics by pattern, without headers: the same rows, one column less.
-    df = read(spark, node.bootstrap, subscribePattern="codec-.*")
+    df = read(spark, module_node.bootstrap, subscribePattern="codec-.*")
     assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
     assert df.count() == RECORDS_PER_TOPIC * len(CODECS)
 
 
-def test_offset_ranges_timestamps_and_min_partitions(node: LocalCluster, spark: Any) -> None:
-    create_topic(node.bootstrap, "ranges", 2)
-    producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 0})
+def test_offset_ranges_timestamps_and_min_partitions(module_node: LocalCluster, spark: Any) -> None:
+    create_topic(module_node.bootstrap, "ranges", 2)
+    producer = Producer({"bootstrap.servers": module_node.bootstrap, "linger.ms": 0})
     for i in range(200):
         producer.produce("ranges", value=b"%d" % i, partition=i % 2, timestamp=1_000_000 + i)
     assert producer.flush(30) == 0
@@ -134,29 +117,29 @@ def test_offset_ranges_timestamps_and_min_partitions(node: LocalCluster, spark: 
     def offsets(df: Any) -> list[tuple[int, int]]:
         return sorted((r["partition"], r["offset"]) for r in df.select("partition", "offset").collect())
 
-    df = read(spark, node.bootstrap, subscribe="ranges", startingOffsets='{"ranges":{"0":10,"1":-2}}',
+    df = read(spark, module_node.bootstrap, subscribe="ranges", startingOffsets='{"ranges":{"0":10,"1":-2}}',
               endingOffsets='{"ranges":{"0":20,"1":5}}')
     assert offsets(df) == [(0, o) for o in range(10, 20)] + [(1, o) for o in range(5)]
-    df = read(spark, node.bootstrap, assign='{"ranges":[1]}', startingOffsets='{"ranges":{"1":95}}')
+    df = read(spark, module_node.bootstrap, assign='{"ranges":[1]}', startingOffsets='{"ranges":{"1":95}}')
     assert offsets(df) == [(1, o) for o in range(95, 100)]
     # Record i has timestamp 1_000_000 + i and sits at offset i // 2 of partition i % 2.
-    df = read(spark, node.bootstrap, subscribe="ranges", startingTimestamp="1000150", endingTimestamp="1000160")
+    df = read(spark, module_node.bootstrap, subscribe="ranges", startingTimestamp="1000150", endingTimestamp="1000160")
     assert offsets(df) == [(0, o) for o in range(75, 80)] + [(1, o) for o in range(75, 80)]
-    df = read(spark, node.bootstrap, subscribe="ranges", startingOffsetsByTimestamp='{"ranges":{"0":1000190,"1":0}}')
+    df = read(spark, module_node.bootstrap, subscribe="ranges", startingOffsetsByTimestamp='{"ranges":{"0":1000190,"1":0}}')
     assert offsets(df) == [(0, o) for o in range(95, 100)] + [(1, o) for o in range(100)]
-    df = read(spark, node.bootstrap, subscribe="ranges", minPartitions="6")
+    df = read(spark, module_node.bootstrap, subscribe="ranges", minPartitions="6")
     assert df.rdd.getNumPartitions() == 6
     assert offsets(df) == [(p, o) for p in (0, 1) for o in range(100)]
 
 
-def test_read_committed_skips_aborted_transactions_and_markers(node: LocalCluster, spark: Any) -> None:
+def test_read_committed_skips_aborted_transactions_and_markers(module_node: LocalCluster, spark: Any) -> None:
     topic = "txn"
-    create_topic(node.bootstrap, topic, 1)
-    producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 0})
+    create_topic(module_node.bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": module_node.bootstrap, "linger.ms": 0})
     producer.produce(topic, value=b"live", partition=0)
     assert producer.flush(30) == 0
-    node.kill9(1)
-    log = Log.open(OsFileSystem(), str(partition_dir(node, topic, 0)), KTopicPartition(topic, 0), LogConfig(),
+    module_node.kill9(1)
+    log = Log.open(OsFileSystem(), str(partition_dir(module_node, topic, 0)), KTopicPartition(topic, 0), LogConfig(),
                    SystemClock(), recovery_point=0)
     w = TxnWriter(log)
     w.data(7001, b"c1", b"c2")
@@ -169,11 +152,11 @@ def test_read_committed_skips_aborted_transactions_and_markers(node: LocalCluste
     w.end(ControlType.COMMIT, 7003)
     end = log.log_end_offset
     log.close()
-    node.start_node(1)
-    wait_until(lambda: watermarks(node.bootstrap, topic, 0, "read_committed")[1] == end, "the LSO")
+    module_node.start_node(1)
+    wait_until(lambda: watermarks(module_node.bootstrap, topic, 0, "read_committed")[1] == end, "the LSO")
 
     def values(isolation: str) -> list[tuple[int, bytes]]:
-        df = read(spark, node.bootstrap, subscribe=topic, **{"kafka.isolation.level": isolation})
+        df = read(spark, module_node.bootstrap, subscribe=topic, **{"kafka.isolation.level": isolation})
         return sorted((r["offset"], bytes(r["value"])) for r in df.collect())
 
     committed = values("read_committed")
@@ -183,16 +166,16 @@ def test_read_committed_skips_aborted_transactions_and_markers(node: LocalCluste
     assert [v for _, v in uncommitted] == [b"live", b"c1", b"c2", b"x1", b"p1", b"x2", b"c3"]
 
 
-def test_sink_round_trip(node: LocalCluster, spark: Any) -> None:
-    create_topic(node.bootstrap, "sink-a", 3)
-    create_topic(node.bootstrap, "sink-b", 1)
+def test_sink_round_trip(module_node: LocalCluster, spark: Any) -> None:
+    create_topic(module_node.bootstrap, "sink-a", 3)
+    create_topic(module_node.bootstrap, "sink-b", 1)
     rows = [("sink-a" if i % 2 else "sink-b", None if i % 4 == 0 else f"k{i}", f"value-{i}",
              [("h", bytearray(b"%d" % i))] if i % 3 == 0 else None, 2 if i % 10 == 1 else None) for i in range(400)]
     df = spark.createDataFrame(
         rows, "topic string, key string, value string, headers array<struct<key:string,value:binary>>, partition int")
-    (df.write.mode("append").format("kmirror").option("kafka.bootstrap.servers", node.bootstrap)
+    (df.write.mode("append").format("kmirror").option("kafka.bootstrap.servers", module_node.bootstrap)
      .option("kafka.compression.type", "lz4").save())
-    back = read(spark, node.bootstrap, subscribePattern="sink-.*", includeHeaders="true").collect()
+    back = read(spark, module_node.bootstrap, subscribePattern="sink-.*", includeHeaders="true").collect()
     got = {bytes(r["value"]).decode(): (r["topic"], None if r["key"] is None else bytes(r["key"]).decode(),
                                         [(h["key"], bytes(h["value"])) for h in r["headers"]] if r["headers"] else None,
                                         r["partition"]) for r in back}
@@ -203,22 +186,22 @@ def test_sink_round_trip(node: LocalCluster, spark: Any) -> None:
             assert got[value][3] == partition
     # The `topic` option wins over the column; binary keys and values are kept as they are.
     spark.createDataFrame([(b"\x00\xff", b"\x01")], "key binary, value binary").write.mode("append") \
-        .format("kmirror").option("kafka.bootstrap.servers", node.bootstrap).option("topic", "sink-b").save()
-    last = read(spark, node.bootstrap, subscribe="sink-b").orderBy("offset", ascending=False).first()
+        .format("kmirror").option("kafka.bootstrap.servers", module_node.bootstrap).option("topic", "sink-b").save()
+    last = read(spark, module_node.bootstrap, subscribe="sink-b").orderBy("offset", ascending=False).first()
     assert (bytes(last["key"]), bytes(last["value"])) == (b"\x00\xff", b"\x01")
 
 
-def test_a_write_to_a_missing_topic_fails_with_the_brokers_error(node: LocalCluster, spark: Any) -> None:
+def test_a_write_to_a_missing_topic_fails_with_the_brokers_error(module_node: LocalCluster, spark: Any) -> None:
     df = spark.createDataFrame([("v",)], "value string")
     with pytest.raises(Exception) as info:
-        df.write.mode("append").format("kmirror").option("kafka.bootstrap.servers", node.bootstrap) \
+        df.write.mode("append").format("kmirror").option("kafka.bootstrap.servers", module_node.bootstrap) \
             .option("topic", "no-such-topic").save()
     assert "UNKNOWN_TOPIC_OR_PARTITION" in str(info.value) and "no-such-topic" in str(info.value)
 
 
 @pytest.fixture(scope="module")
-def options_topic(node: LocalCluster) -> str:
-    create_topic(node.bootstrap, "opts", 2)
+def options_topic(module_node: LocalCluster) -> str:
+    create_topic(module_node.bootstrap, "opts", 2)
     return "opts"
 
 
@@ -235,21 +218,21 @@ def options_topic(node: LocalCluster) -> str:
     ({"subscribe": "opts", "startingOffsets": '{"opts":{"0":5}}'},
      "option 'startingOffsets' must specify every partition read; missing opts-1"),
 ])
-def test_each_bad_option_fails_with_one_clear_message(node: LocalCluster, spark: Any, options_topic: str,
+def test_each_bad_option_fails_with_one_clear_message(module_node: LocalCluster, spark: Any, options_topic: str,
                                                       options: dict[str, str], message: str) -> None:
     with pytest.raises(Exception) as info:
-        read(spark, node.bootstrap, **options).count()
+        read(spark, module_node.bootstrap, **options).count()
     text = str(info.value)
     assert "KafkaOptionError: " in text and message.lower() in text.lower(), text[-2000:]
 
 
-def test_unsupported_save_mode_and_bad_sink_columns(node: LocalCluster, spark: Any, tmp_path: Path) -> None:
+def test_unsupported_save_mode_and_bad_sink_columns(module_node: LocalCluster, spark: Any, tmp_path: Path) -> None:
     df = spark.createDataFrame([(1,)], "value int")
     with pytest.raises(Exception) as info:
-        df.write.mode("append").format("kmirror").option("kafka.bootstrap.servers", node.bootstrap) \
+        df.write.mode("append").format("kmirror").option("kafka.bootstrap.servers", module_node.bootstrap) \
             .option("topic", "sink-b").save()
     assert "value attribute type must be a string or binary, got int" in str(info.value)
     with pytest.raises(Exception) as info:
         spark.createDataFrame([("v",)], "value string").write.mode("append").format("kmirror") \
-            .option("kafka.bootstrap.servers", node.bootstrap).save()
+            .option("kafka.bootstrap.servers", module_node.bootstrap).save()
     assert "topic option required when no 'topic' attribute is present" in str(info.value)

@@ -11,7 +11,6 @@ a message naming the topic, partition and offsets (failOnDataLoss=true) or are s
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,26 +20,10 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from kmirror.testing.kafka_clients import create_topic
-from kmirror.testing.processes import LocalCluster, free_port_block
-from kmirror.testing.spark import SKIP_REASON, java_available, spark_session
+from kmirror.testing.processes import LocalCluster
+from kmirror.testing.spark import SKIP_REASON, java_available
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(not java_available(), reason=SKIP_REASON)]
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path_factory.mktemp("spark-stream"), port=free_port_block())
-    c.up()
-    try:
-        yield c
-    finally:
-        c.down()
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    with spark_session() as session:
-        yield session
 
 
 def produce(bootstrap: str, topic: str, values: range, partitions: int) -> None:
@@ -69,12 +52,12 @@ def read_back(spark: Any, out: Path) -> list[tuple[str, int, int, str]]:
     return sorted((r["topic"], r["partition"], r["offset"], r["value"]) for r in spark.read.parquet(str(out)).collect())
 
 
-def test_a_query_restarted_from_its_checkpoint_loses_and_repeats_nothing(node: LocalCluster, spark: Any,
+def test_a_query_restarted_from_its_checkpoint_loses_and_repeats_nothing(module_node: LocalCluster, spark: Any,
                                                                         tmp_path: Path) -> None:
-    create_topic(node.bootstrap, "orders", 3)
-    produce(node.bootstrap, "orders", range(300), 3)
+    create_topic(module_node.bootstrap, "orders", 3)
+    produce(module_node.bootstrap, "orders", range(300), 3)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    query = run_to_parquet(stream(spark, node.bootstrap, subscribe="orders", maxOffsetsPerTrigger="100"), out,
+    query = run_to_parquet(stream(spark, module_node.bootstrap, subscribe="orders", maxOffsetsPerTrigger="100"), out,
                            checkpoint)
     progress = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
     query.stop()
@@ -83,8 +66,8 @@ def test_a_query_restarted_from_its_checkpoint_loses_and_repeats_nothing(node: L
     last = max((p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
     assert json.loads(last.read_text().splitlines()[-1]) == {"orders": {"0": 100, "1": 100, "2": 100}}
 
-    produce(node.bootstrap, "orders", range(300, 600), 3)
-    query = run_to_parquet(stream(spark, node.bootstrap, subscribe="orders"), out, checkpoint)
+    produce(module_node.bootstrap, "orders", range(300, 600), 3)
+    query = run_to_parquet(stream(spark, module_node.bootstrap, subscribe="orders"), out, checkpoint)
     query.stop()
     rows = read_back(spark, out)
     assert len(rows) == len(set(rows)) == 600
@@ -92,17 +75,17 @@ def test_a_query_restarted_from_its_checkpoint_loses_and_repeats_nothing(node: L
     assert {(p, o) for _, p, o, _ in rows} == {(p, o) for p in range(3) for o in range(200)}
 
 
-def test_new_partitions_and_new_topics_matching_the_pattern_are_read(node: LocalCluster, spark: Any,
+def test_new_partitions_and_new_topics_matching_the_pattern_are_read(module_node: LocalCluster, spark: Any,
                                                                      tmp_path: Path) -> None:
-    create_topic(node.bootstrap, "grow-a", 1)
-    produce(node.bootstrap, "grow-a", range(10), 1)
+    create_topic(module_node.bootstrap, "grow-a", 1)
+    produce(module_node.bootstrap, "grow-a", range(10), 1)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    query = run_to_parquet(stream(spark, node.bootstrap, subscribePattern="grow-.*"), out, checkpoint)
-    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    query = run_to_parquet(stream(spark, module_node.bootstrap, subscribePattern="grow-.*"), out, checkpoint)
+    admin = AdminClient({"bootstrap.servers": module_node.bootstrap})
     admin.create_partitions([NewPartitions("grow-a", 2)])["grow-a"].result(30)
-    create_topic(node.bootstrap, "grow-b", 1)
-    produce(node.bootstrap, "grow-a", range(10, 20), 2)
-    produce(node.bootstrap, "grow-b", range(20, 25), 1)
+    create_topic(module_node.bootstrap, "grow-b", 1)
+    produce(module_node.bootstrap, "grow-a", range(10, 20), 2)
+    produce(module_node.bootstrap, "grow-b", range(20, 25), 1)
     query.processAllAvailable()
     query.stop()
     rows = read_back(spark, out)
@@ -111,16 +94,16 @@ def test_new_partitions_and_new_topics_matching_the_pattern_are_read(node: Local
     assert sorted(o for t, p, o, _ in rows if (t, p) == ("grow-a", 1)) == list(range(5))  # from its first offset
 
 
-def test_records_deleted_below_the_checkpoint_are_data_loss(node: LocalCluster, spark: Any, tmp_path: Path) -> None:
-    create_topic(node.bootstrap, "loss", 1)
-    produce(node.bootstrap, "loss", range(100), 1)
+def test_records_deleted_below_the_checkpoint_are_data_loss(module_node: LocalCluster, spark: Any, tmp_path: Path) -> None:
+    create_topic(module_node.bootstrap, "loss", 1)
+    produce(module_node.bootstrap, "loss", range(100), 1)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    run_to_parquet(stream(spark, node.bootstrap, subscribe="loss"), out, checkpoint).stop()
-    produce(node.bootstrap, "loss", range(100, 200), 1)
-    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    run_to_parquet(stream(spark, module_node.bootstrap, subscribe="loss"), out, checkpoint).stop()
+    produce(module_node.bootstrap, "loss", range(100, 200), 1)
+    admin = AdminClient({"bootstrap.servers": module_node.bootstrap})
     admin.delete_records([CTopicPartition("loss", 0, 150)])[CTopicPartition("loss", 0, 150)].result(30)
 
-    query = stream(spark, node.bootstrap, subscribe="loss").selectExpr("offset").writeStream.format("parquet") \
+    query = stream(spark, module_node.bootstrap, subscribe="loss").selectExpr("offset").writeStream.format("parquet") \
         .option("path", str(out)).option("checkpointLocation", str(checkpoint)).start()
     with pytest.raises(Exception) as info:
         query.awaitTermination(120)
@@ -130,22 +113,22 @@ def test_records_deleted_below_the_checkpoint_are_data_loss(node: LocalCluster, 
         in text, text[-3000:]
     assert 'set the source option "failOnDataLoss" to "false"' in text
 
-    query = run_to_parquet(stream(spark, node.bootstrap, subscribe="loss", failOnDataLoss="false"), out, checkpoint)
+    query = run_to_parquet(stream(spark, module_node.bootstrap, subscribe="loss", failOnDataLoss="false"), out, checkpoint)
     query.stop()
     offsets = sorted(o for _, _, o, _ in read_back(spark, out))
     assert offsets == list(range(100)) + list(range(150, 200))
 
 
-def test_a_streaming_write_through_the_sink_arrives_once(node: LocalCluster, spark: Any, tmp_path: Path) -> None:
-    create_topic(node.bootstrap, "copy-in", 2)
-    create_topic(node.bootstrap, "copy-out", 2)
-    produce(node.bootstrap, "copy-in", range(500), 2)
-    query = stream(spark, node.bootstrap, subscribe="copy-in").selectExpr("key", "value", "partition").writeStream \
-        .format("kmirror").option("kafka.bootstrap.servers", node.bootstrap).option("topic", "copy-out") \
+def test_a_streaming_write_through_the_sink_arrives_once(module_node: LocalCluster, spark: Any, tmp_path: Path) -> None:
+    create_topic(module_node.bootstrap, "copy-in", 2)
+    create_topic(module_node.bootstrap, "copy-out", 2)
+    produce(module_node.bootstrap, "copy-in", range(500), 2)
+    query = stream(spark, module_node.bootstrap, subscribe="copy-in").selectExpr("key", "value", "partition").writeStream \
+        .format("kmirror").option("kafka.bootstrap.servers", module_node.bootstrap).option("topic", "copy-out") \
         .option("checkpointLocation", str(tmp_path / "checkpoint")).start()
     query.processAllAvailable()
     query.stop()
-    rows = spark.read.format("kmirror").option("kafka.bootstrap.servers", node.bootstrap) \
+    rows = spark.read.format("kmirror").option("kafka.bootstrap.servers", module_node.bootstrap) \
         .option("subscribe", "copy-out").load().selectExpr("partition", "CAST(value AS STRING) AS v").collect()
     assert sorted(int(r["v"]) for r in rows) == list(range(500))
     assert all(int(r["v"]) % 2 == r["partition"] for r in rows)  # the partition column was honoured

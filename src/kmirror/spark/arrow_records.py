@@ -39,8 +39,7 @@ BASE_FIELDS: Final = [
 ]
 SCHEMA: Final = pa.schema(BASE_FIELDS)
 SCHEMA_WITH_HEADERS: Final = pa.schema([*BASE_FIELDS, pa.field("headers", HEADER_TYPE)])
-CHUNK_BYTES: Final = 4 * 1024 * 1024
-_VARINT_PAD: Final = 10  # bytes appended so that a vectorised varint read never runs off the end
+CHUNK_BYTES: Final = 1024 * 1024
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
@@ -84,11 +83,14 @@ def _record_prefixes(data: Buffer, sections: Sequence[tuple[int, int]]) -> array
 
 def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Zigzag varints at every position in `pos`: (values as int64, positions after them)."""
+    if len(buf) == 0:
+        raise InvalidRecordError("truncated record")
+    last = len(buf) - 1  # reads past the end are clamped; a varint running off the end fails the checks
     result = np.zeros(len(pos), dtype=np.uint64)
     size = np.zeros(len(pos), dtype=np.int64)
     active = np.ones(len(pos), dtype=bool)
     for i in range(10):
-        b = buf[pos + i].astype(np.uint64)
+        b = buf[np.minimum(pos + i, last)].astype(np.uint64)
         result |= np.where(active, (b & 0x7F) << np.uint64(7 * i), np.uint64(0))
         size += active
         active &= b >= 0x80
@@ -189,7 +191,8 @@ def _to_record_batch(
 ) -> pa.RecordBatch | None:
     if not batches:
         return None
-    data = b"".join([*sections, bytes(_VARINT_PAD)])
+    # One section (a batch of CHUNK_BYTES or more) is decoded where it lies; several are joined.
+    data = bytes(sections[0]) if len(sections) == 1 else b"".join(sections)
     prefixes = _record_prefixes(data, [(len(s), h.records_count) for s, h in zip(sections, batches, strict=True)])
     n = len(prefixes)
     if n == 0:
