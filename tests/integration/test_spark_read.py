@@ -6,7 +6,7 @@ offset, key, value, headers, timestamp and its type) for every codec; offset ran
 offsets, timestamps and minPartitions; read_committed drops aborted transactions and
 markers that a source log holds; the sink round trip (topic column or option, keys,
 headers, explicit partitions); a write to a missing topic fails with the broker's error;
-each bad option fails with one clear message."""
+each bad option fails with one clear message; SASL options reach the client."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from kmirror.runtime.node import SystemClock
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.testing.kafka_clients import create_topic, watermarks
 from kmirror.testing.mirror_clusters import wait_until
-from kmirror.testing.processes import LocalCluster
+from kmirror.testing.processes import LocalCluster, free_port_block
 from kmirror.testing.segments import partition_dir
 from kmirror.testing.spark import SKIP_REASON, java_available
 from kmirror.testing.transactions import TxnWriter
@@ -236,3 +236,40 @@ def test_unsupported_save_mode_and_bad_sink_columns(module_node: LocalCluster, s
         spark.createDataFrame([("v",)], "value string").write.mode("append").format("kmirror") \
             .option("kafka.bootstrap.servers", module_node.bootstrap).save()
     assert "topic option required when no 'topic' attribute is present" in str(info.value)
+
+
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+def test_sasl_options_reach_the_client(spark: Any, tmp_path: Path) -> None:
+    """kafka.security.protocol / kafka.sasl.* go to kmirror's client in the planner and in the
+    tasks: a SASL_PLAINTEXT listener is read and written with the right password; a wrong
+    one fails with the broker's SASL_AUTHENTICATION_FAILED."""
+    port = free_port_block(2)
+    node = LocalCluster(tmp_path / "sasl", port, 1, {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1},"
+                     f"CONTROLLER://127.0.0.1:{port + 100}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": f'{PLAIN_MODULE} required user_alice="alice-secret";',
+    })
+    node.up()
+    try:
+        create_topic(node.bootstrap, "secured", 1)
+
+        def sasl(password: str) -> dict[str, str]:
+            return {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
+                    "kafka.sasl.jaas.config": f'{PLAIN_MODULE} required username="alice" password="{password}";'}
+
+        writer = spark.createDataFrame([("a",), ("b",)], "value string").write.mode("append").format("kmirror") \
+            .option("kafka.bootstrap.servers", f"127.0.0.1:{port + 1}").option("topic", "secured")
+        for k, v in sasl("alice-secret").items():
+            writer = writer.option(k, v)
+        writer.save()
+        df = read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **sasl("alice-secret"))
+        assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b"]
+        with pytest.raises(Exception) as info:
+            read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **sasl("wrong")).count()
+        assert "SASL_AUTHENTICATION_FAILED" in str(info.value)
+    finally:
+        node.down()
