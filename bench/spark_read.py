@@ -94,15 +94,20 @@ def end_offsets(bootstrap: str, topic: str) -> list[int]:
     return ends
 
 
+WIRE_BYTES: dict[str, int] = {}  # per topic: the records bytes the raw fetch received
+
+
 def raw_fetch(bootstrap: str, topic: str, ends: list[int]) -> int:
     async def run() -> int:
         count = 0
+        WIRE_BYTES[topic] = 0
         async with Cluster(bootstrap) as cluster:
             for p in range(PARTITIONS):
                 fetcher = PartitionFetcher(cluster, KTopicPartition(topic, p))
                 offset = 0
                 while offset < ends[p]:
                     fetched = await fetcher.fetch(offset)
+                    WIRE_BYTES[topic] += len(fetched.records)
                     count += sum(h.records_count for _, h in iter_batches(fetched.records, allow_truncated_tail=True)
                                  if h.base_offset >= offset)
                     offset = next_fetch_offset(fetched.records, offset)
@@ -222,6 +227,7 @@ def run_codec(spark: Any, bootstrap: str, codec: str, mb: int, pool: list[bytes]
                                                              .load().count()), total, size),
     ]
     shutil.rmtree(out, ignore_errors=True)
+    print(f"  (the raw fetch received {WIRE_BYTES[topic] / 1e6:,.0f} MB of {codec} batches)", flush=True)
     base, raw = rows[1][1], rows[0][1]
     print(f"  Spark count: {rows[3][1] / base:.2f}x confluent-kafka, {rows[3][1] / raw:.0%} of raw fetch; "
           f"Parquet: {rows[4][1] / base:.2f}x confluent-kafka", flush=True)

@@ -371,12 +371,10 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     _unknown(options, SINK_OPTIONS, "sink")
     configs = _client_configs(options, _SPARK_REFUSED_SINK)
     acks_raw = configs.get("acks", "all").strip().lower()
-    acks = {"all": -1, "-1": -1, "0": 0, "1": 1}.get(acks_raw)
-    if acks is None:
-        raise KafkaOptionError(f"option 'kafka.acks' must be all, -1, 0 or 1, got '{acks_raw}'")
-    if configs.get("enable.idempotence", "true").strip().lower() == "true" and acks != -1:
-        raise KafkaOptionError("option 'kafka.acks' must be all when idempotence is enabled "
-                               "(set kafka.enable.idempotence=false for acks 0 or 1)")
+    if acks_raw not in ("all", "-1"):
+        raise KafkaOptionError(f"option 'kafka.acks' must be all (or -1): the kmirror sink always writes with an "
+                               f"idempotent producer, which needs acks=all; got '{acks_raw}'")
+    acks = -1
     try:
         compression = int(CompressionType.from_name(configs.get("compression.type", "none")))
     except ValueError:

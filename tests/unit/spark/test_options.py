@@ -95,7 +95,8 @@ def test_sink_options() -> None:
     opts = parse_sink_options({**BASE, "topic": "out", "kafka.compression.type": "zstd", "kafka.linger.ms": "0"})
     assert (opts.topic, opts.compression, opts.acks, opts.linger_ms) == ("out", 4, -1, 0)
     for options, message in [
-        ({"kafka.acks": "1"}, "'kafka.acks' must be all when idempotence is enabled"),
+        ({"kafka.acks": "1"}, "option 'kafka.acks' must be all (or -1): the kmirror sink always writes with an "
+                              "idempotent producer"),
         ({"kafka.compression.type": "brotli"}, "'kafka.compression.type' must be one of"),
         ({"kafka.value.serializer": "x"}, "Kafka option 'kafka.value.serializer' is not supported"),
         ({"kafka.transactional.id": "t"}, "transactional writes are not supported yet"),
