@@ -2,7 +2,8 @@
 killed with SIGKILL, and reads and writes with executors in separate JVMs and Python
 workers (`local-cluster[2,1,1024]`).
 
-Proven: the query goes on across the leader change (its tasks and planner follow the new
+Proven: a batch write through the idempotent sink goes on across a leader's kill -9 with
+every record written exactly once; the query goes on across the leader change (its tasks and planner follow the new
 leader); every record a producer had acknowledged is in the output exactly once, at one
 offset; with separate executor processes a batch read and a sink write give the same
 records as in local mode."""
@@ -19,7 +20,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from kmirror.testing.kafka_clients import create_topic
+from kmirror.testing.kafka_clients import create_topic, end_offsets
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.spark import SKIP_REASON, java_available, spark_session
@@ -90,6 +91,42 @@ def test_streaming_query_survives_kill9_of_a_partition_leader(cluster3: LocalClu
     assert len(values) == len(set(values)), "a value was read twice"
     assert producer.acked <= set(values), f"{len(producer.acked - set(values))} acknowledged records missing"
     assert len(producer.acked) == 3000
+
+
+def test_a_write_survives_kill9_of_a_partition_leader_without_duplicates(cluster3: LocalCluster) -> None:
+    """The sink's idempotent producer re-sends a batch whose answer was lost with the same
+    producer id and sequence: the new leader (which rebuilt the producer state from the
+    replicated log) recognises it, so no record is written twice and none is lost."""
+    kmirror("topics", "--bootstrap-server", cluster3.bootstrap, "--create", "--topic", "sink-ha", "--partitions", "3",
+            "--replication-factor", "3")
+    total = 40_000
+    with spark_session() as spark:
+        df = spark.range(total).selectExpr("CAST(id % 3 AS INT) AS partition",
+                                           "CONCAT(CAST(id AS STRING), ':', REPEAT('x', 200)) AS value")
+        killed: list[bool] = []  # whether the write was still running at the kill
+        writing = threading.Event()
+
+        def kill_a_leader_once_under_way() -> None:
+            wait_until(lambda: sum(end_offsets(cluster3.bootstrap, "sink-ha", 3)) > 1000, "the write under way",
+                       timeout_s=120, retry_on=(Exception,))
+            victim = leader_of(cluster3.bootstrap, "sink-ha", 0)
+            cluster3.kill9(victim)
+            killed.append(writing.is_set())
+
+        # The write runs in this thread (a Python data source is registered in this thread's
+        # session); the kill comes from another.
+        killer = threading.Thread(target=kill_a_leader_once_under_way, daemon=True)
+        killer.start()
+        writing.set()
+        df.write.mode("append").format("kmirror").option("kafka.bootstrap.servers", cluster3.bootstrap) \
+            .option("topic", "sink-ha").option("kafka.batch.size", "65536").save()
+        writing.clear()
+        killer.join(10)
+        assert killed == [True], "the write ended before a leader was killed"
+        values = [r["v"] for r in spark.read.format("kmirror").option("kafka.bootstrap.servers", cluster3.bootstrap)
+                  .option("subscribe", "sink-ha").load().selectExpr("SUBSTRING_INDEX(CAST(value AS STRING), ':', 1) AS v")
+                  .collect()]
+    assert len(values) == len(set(values)) == total
 
 
 @pytest.fixture
