@@ -62,6 +62,7 @@ class AckedProducer(threading.Thread):
         self.producer.flush(120)
 
 
+@pytest.mark.slow
 def test_streaming_query_survives_kill9_of_a_partition_leader(cluster3: LocalCluster, tmp_path: Path) -> None:
     kmirror("topics", "--bootstrap-server", cluster3.bootstrap, "--create", "--topic", TOPIC, "--partitions", "3",
             "--replication-factor", "3")
@@ -93,6 +94,7 @@ def test_streaming_query_survives_kill9_of_a_partition_leader(cluster3: LocalClu
     assert len(producer.acked) == 3000
 
 
+@pytest.mark.slow
 def test_a_write_survives_kill9_of_a_partition_leader_without_duplicates(cluster3: LocalCluster) -> None:
     """The sink's idempotent producer re-sends a batch whose answer was lost with the same
     producer id and sequence: the new leader (which rebuilt the producer state from the
