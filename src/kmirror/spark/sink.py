@@ -170,8 +170,3 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Acknowledged records stay written (at-least-once, as Spark's Kafka sink)."""
-
-
-def record_count(messages: list[WriterCommitMessage | None]) -> int:
-    return sum(m.records for m in messages if isinstance(m, WrittenRecords))
-
