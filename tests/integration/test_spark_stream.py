@@ -132,3 +132,24 @@ def test_a_streaming_write_through_the_sink_arrives_once(module_node: LocalClust
         .option("subscribe", "copy-out").load().selectExpr("partition", "CAST(value AS STRING) AS v").collect()
     assert sorted(int(r["v"]) for r in rows) == list(range(500))
     assert all(int(r["v"]) % 2 == r["partition"] for r in rows)  # the partition column was honoured
+
+
+def test_trigger_available_now_reads_what_was_there_in_rate_limited_batches(module_node: LocalCluster, spark: Any,
+                                                                             tmp_path: Path) -> None:
+    create_topic(module_node.bootstrap, "now", 2)
+    produce(module_node.bootstrap, "now", range(500), 2)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def run_available_now() -> list[int]:
+        query = stream(spark, module_node.bootstrap, subscribe="now", maxOffsetsPerTrigger="100") \
+            .selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value").writeStream \
+            .format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint)) \
+            .trigger(availableNow=True).start()
+        assert query.awaitTermination(120)
+        return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+    assert run_available_now() == [100] * 5
+    produce(module_node.bootstrap, "now", range(500, 560), 2)
+    assert run_available_now() == [60]
+    values = sorted(int(v) for _, _, _, v in read_back(spark, out))
+    assert values == list(range(560))

@@ -20,7 +20,12 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -117,12 +122,22 @@ class BatchReader(DataSourceReader):
         return _read(self.settings, partition)
 
 
-class StreamReader(DataSourceStreamReader):
-    """Micro-batch reads; offsets are Spark's Kafka source offsets, {"topic": {"0": 500}}."""
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reads; offsets are Spark's Kafka source offsets, {"topic": {"0": 500}}.
+    Trigger.AvailableNow reads up to the offsets that were latest when the query started, in
+    micro-batches of `maxOffsetsPerTrigger`, as Spark's Kafka source."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.settings = _settings(options)
+        self.available_now_end: dict[TopicPartition, int] | None = None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        async def latest() -> dict[TopicPartition, int]:
+            async with Planner(self.options) as planner:
+                return await planner.latest(await planner.partitions(require_topics=False))
+
+        self.available_now_end = asyncio.run(latest())
 
     def initialOffset(self) -> dict[str, Any]:
         async def initial() -> dict[TopicPartition, int]:
@@ -147,6 +162,9 @@ class StreamReader(DataSourceStreamReader):
                 return end, new
 
         end, new = asyncio.run(latest())
+        if self.available_now_end is not None:
+            target = self.available_now_end
+            end = {tp: min(o, target.get(tp, begin.get(tp, new.get(tp, o)))) for tp, o in end.items()}
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(begin, new, end, limit.max_rows)
         return encode_offsets(end)
