@@ -4,7 +4,7 @@ node, with a real SparkSession (local[2]); one node and one session for the modu
 Proven: a batch read equals what a confluent-kafka consumer reads (topic, partition,
 offset, key, value, headers, timestamp and its type) for every codec; offset ranges by
 offsets, timestamps and minPartitions; read_committed drops aborted transactions and
-markers that a source log holds; the sink round trip (topic column or option, keys,
+markers that a source log holds (and so does kmirror's console consumer); the sink round trip (topic column or option, keys,
 headers, explicit partitions); a write to a missing topic fails with the broker's error;
 each bad option fails with one clear message; SASL options reach the client."""
 
@@ -24,7 +24,7 @@ from kmirror.runtime.node import SystemClock
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.testing.kafka_clients import create_topic, watermarks
 from kmirror.testing.mirror_clusters import wait_until
-from kmirror.testing.processes import LocalCluster, free_port_block
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.segments import partition_dir
 from kmirror.testing.spark import SKIP_REASON, java_available
 from kmirror.testing.transactions import TxnWriter
@@ -164,6 +164,11 @@ def test_read_committed_skips_aborted_transactions_and_markers(module_node: Loca
     assert not {o for o, _ in committed} & aborted
     uncommitted = values("read_uncommitted")
     assert [v for _, v in uncommitted] == [b"live", b"c1", b"c2", b"x1", b"p1", b"x2", b"c3"]
+    # kmirror's own consumer (the CLI) drops the aborted records the same way.
+    printed = kmirror("console-consumer", "--bootstrap-server", module_node.bootstrap, "--topic", topic,
+                      "--from-beginning", "--isolation-level", "read_committed", "--max-messages", "5",
+                      "--timeout-ms", "10000").stdout.split()
+    assert printed == ["live", "c1", "c2", "p1", "c3"]
 
 
 def test_sink_round_trip(module_node: LocalCluster, spark: Any) -> None:
