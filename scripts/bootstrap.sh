@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Creates .venv with kmirror and its test tools, and installs kcat (Debian) when missing.
+# Creates .venv with kmirror and its test tools (PySpark and pyarrow included), installs kcat
+# (Debian) when missing, and a headless Java runtime (Debian) when `java` is missing: PySpark
+# needs Java 17 or later.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,19 +11,55 @@ if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; t
   exit 1
 fi
 if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv"
   "$PY" -m venv .venv
 fi
 stamp=.venv/.kmirror-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "bootstrap: installing kmirror and its Python dependencies into .venv (PySpark is ~500 MB; a first run takes a minute or two)"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[test]'
+  # (pip's notices about unused local index locations are noise here)
+  .venv/bin/python -m pip install -q -e '.[test]' 2>&1 | { grep -v 'is neither a file nor a directory' || true; }
   touch "$stamp"
+  echo "bootstrap: Python dependencies installed"
 fi
+
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi
+apt_updated=""
+apt_install() {  # apt_install PACKAGE...: installs from Debian, updating the package lists once if needed
+  command -v apt-get >/dev/null 2>&1 || return 1
+  $SUDO apt-get install -y -q "$@" >/dev/null 2>&1 && return 0
+  if [ -z "$apt_updated" ]; then
+    apt_updated=1
+    $SUDO apt-get update -q >/dev/null 2>&1 || return 1
+    $SUDO apt-get install -y -q "$@" >/dev/null 2>&1 && return 0
+  fi
+  return 1
+}
+
 if ! command -v kcat >/dev/null 2>&1; then
-  SUDO=""
-  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi
-  if command -v apt-get >/dev/null 2>&1; then
-    ($SUDO apt-get install -y -q kcat >/dev/null 2>&1 || { $SUDO apt-get update -q >/dev/null 2>&1 && $SUDO apt-get install -y -q kcat >/dev/null 2>&1; }) \
-      || echo "warning: could not install kcat; its tests will be skipped" >&2
+  echo "bootstrap: installing kcat (Debian)"
+  apt_install kcat || echo "warning: could not install kcat; its tests will be skipped" >&2
+fi
+
+java_ok() {  # Java 17 or later on PATH
+  command -v java >/dev/null 2>&1 || return 1
+  local v
+  v=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
+  [ -n "$v" ] && [ "$v" -ge 17 ]
+}
+if ! java_ok; then
+  echo "bootstrap: installing a headless Java runtime for PySpark (Debian)"
+  installed=""
+  for pkg in openjdk-17-jre-headless openjdk-21-jre-headless default-jre-headless; do
+    if apt_install "$pkg" && java_ok; then installed=$pkg; break; fi
+  done
+  if [ -n "$installed" ]; then
+    echo "bootstrap: installed $installed"
+  else
+    echo "warning: Java 17 or later is needed for PySpark (kmirror.spark) and could not be installed here." >&2
+    echo "         Install it with 'apt-get install openjdk-17-jre-headless' (or your system's package)," >&2
+    echo "         or set JAVA_HOME; the Spark tests will be skipped until then." >&2
   fi
 fi

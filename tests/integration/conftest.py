@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kmirror.testing.mirror_clusters import clusters_up
 from kmirror.testing.processes import LocalCluster, free_port_block
+from kmirror.testing.spark import spark_session
 
 
 @pytest.fixture
@@ -66,3 +68,21 @@ def clusters(tmp_path: Path, cluster_overrides: dict[str, str], source_overrides
     dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block(), overrides={**cluster_overrides, **dest_overrides})
     with clusters_up(source, dest):
         yield source, dest
+
+
+@pytest.fixture(scope="module")
+def module_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One single-node cluster shared by a module's tests (each uses its own topics)."""
+    c = LocalCluster(dir=tmp_path_factory.mktemp("node"), port=free_port_block())
+    c.up()
+    try:
+        yield c
+    finally:
+        c.down()
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """One local[2] SparkSession per module (a session takes 6-9 s to start), `kmirror` registered."""
+    with spark_session() as session:
+        yield session

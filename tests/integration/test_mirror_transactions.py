@@ -25,19 +25,17 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.config import LogConfig
 from kmirror.log.log import Log
-from kmirror.log.outcomes import LogAppendInfo
 from kmirror.records.batch import iter_batches
-from kmirror.records.builder import build_batch
-from kmirror.records.control import ControlType, build_control_batch, read_control_type
+from kmirror.records.control import ControlType, read_control_type
 from kmirror.runtime.node import SystemClock
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.testing.kafka_clients import produce_delivered, watermarks
 from kmirror.testing.mirror_clusters import create_mirror, partition_states, wait_until
 from kmirror.testing.processes import LocalCluster, kmirror
 from kmirror.testing.segments import first_segment, log_batches, partition_dir
+from kmirror.testing.transactions import TxnWriter
 from kmirror.types import TopicPartition as KTopicPartition
 
 pytestmark = pytest.mark.integration
@@ -73,39 +71,6 @@ def consume(bootstrap: str, isolation: str, until_offset: int) -> list[tuple[int
         raise AssertionError(f"{isolation} consumer did not reach offset {until_offset}: {got}")
     finally:
         consumer.close()
-
-
-class TxnWriter:
-    """Appends to a stopped broker's partition log what producers and a transaction
-    coordinator would have: transactional data batches (epoch 0, sequences per producer)
-    and end-transaction markers, in the partition's current leader epoch."""
-
-    def __init__(self, log: Log) -> None:
-        self.log = log
-        self.sequences: dict[int, int] = {}
-        self.values: dict[int, bytes] = {}
-
-    def _append(self, batch: bytes) -> int:
-        info = self.log.append_as_leader(batch, self.log.latest_epoch or 0, origin=AppendOrigin.COORDINATOR)
-        assert isinstance(info, LogAppendInfo), info
-        return info.first_offset
-
-    def data(self, pid: int, *values: bytes) -> int:
-        seq = self.sequences.get(pid, 0)
-        self.sequences[pid] = seq + len(values)
-        batch = build_batch([(b"k", v, (), int(time.time() * 1000)) for v in values], producer_id=pid,
-                            producer_epoch=0, base_sequence=seq, is_transactional=True)
-        first = self._append(batch)
-        self.values.update({first + i: v for i, v in enumerate(values)})
-        return first
-
-    def plain(self, value: bytes) -> int:
-        first = self._append(build_batch([(b"k", value, (), int(time.time() * 1000))]))
-        self.values[first] = value
-        return first
-
-    def end(self, kind: ControlType, pid: int) -> int:
-        return self._append(build_control_batch(kind, pid, 0, int(time.time() * 1000)))
 
 
 def test_transactions_mirror_byte_identical_read_committed_matches_and_failover_truncates_to_the_lso(

@@ -2,7 +2,9 @@
 latest, decode batches into records.
 
 Positions advance past every batch returned, control batches included, as Kafka's fetcher
-does; a partial batch at the end of a response (cut at max_bytes) is fetched again.
+does; a partial batch at the end of a response (cut at max_bytes) is fetched again. Under
+read_committed, aborted transactions are dropped with the response's aborted-transaction
+list (`read_committed.delivered_batches`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from typing import Any
 from kmirror.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin
 from kmirror.client.cluster import REFRESH_ERRORS, Cluster
 from kmirror.client.errors import check
+from kmirror.client.raw_fetch import AbortedTransaction
+from kmirror.client.read_committed import delivered_batches, next_fetch_offset
 from kmirror.protocol.entities import build, nested
-from kmirror.records.batch import iter_batches
 from kmirror.records.record import Record, decode_records
 from kmirror.types import TopicPartition
 
@@ -123,17 +126,17 @@ class Consumer:
                 check(p.error_code, context=f"{tp} at offset {self.positions.get(tp)}")
                 self.high_watermarks[tp] = int(p.high_watermark)
                 if p.records:
-                    self._decode(tp, p.records, out)
+                    aborted = tuple(AbortedTransaction(int(a.producer_id), int(a.first_offset))
+                                    for a in (getattr(p, "aborted_transactions", None) or ()))
+                    self._decode(tp, p.records, aborted, out)
         return refresh
 
-    def _decode(self, tp: TopicPartition, records: bytes, out: list[ConsumerRecord]) -> None:
+    def _decode(self, tp: TopicPartition, records: bytes, aborted: tuple[AbortedTransaction, ...],
+                out: list[ConsumerRecord]) -> None:
         position = self.positions[tp]
-        for pos, header in iter_batches(records, allow_truncated_tail=True):
-            if header.next_offset <= position:
-                continue  # the broker may return a batch starting before the fetch offset
-            if not header.is_control:
-                for record in decode_records(records, pos):
-                    if record.offset >= position:
-                        out.append(ConsumerRecord(tp, record, header.timestamp_type))
-            position = header.next_offset
-        self.positions[tp] = position
+        for pos, header in delivered_batches(records, position, read_committed=self.isolation_level == 1,
+                                             aborted_transactions=aborted):
+            for record in decode_records(records, pos):
+                if record.offset >= position:
+                    out.append(ConsumerRecord(tp, record, header.timestamp_type))
+        self.positions[tp] = next_fetch_offset(records, position)

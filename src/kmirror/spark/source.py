@@ -1,0 +1,222 @@
+"""The `kmirror` data source: Spark's Kafka source and sink on the Python Data Source API.
+
+`KmirrorDataSource` is what `spark.dataSource.register` takes. Spark runs its methods in
+several processes: `schema`/`reader`/`streamReader`/`writer` and the readers' planning
+methods in the driver's Python planner, `read`/`write` in executor Python workers. So
+readers and writers hold only picklable option values; every connection is opened and
+closed inside the method that uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from kmirror.spark.options import KafkaOptionError, SourceOptions, parse_source_options
+from kmirror.spark.planning import OffsetRange, Planner, split_ranges
+from kmirror.spark.sink import KafkaStreamWriter, KafkaWriter
+from kmirror.spark.stream_offsets import (
+    decode_offsets,
+    encode_offsets,
+    lost_partitions,
+    rate_limit,
+    rewound_partitions,
+)
+from kmirror.spark.task_reader import ReadSettings, read_range, report_data_loss
+from kmirror.types import TopicPartition
+
+HEADERS_FIELD = StructField("headers", ArrayType(StructType([
+    StructField("key", StringType()), StructField("value", BinaryType())])))
+KAFKA_SCHEMA = StructType([
+    StructField("key", BinaryType()),
+    StructField("value", BinaryType()),
+    StructField("topic", StringType()),
+    StructField("partition", IntegerType()),
+    StructField("offset", LongType()),
+    StructField("timestamp", TimestampType()),
+    StructField("timestampType", IntegerType()),
+])
+KAFKA_SCHEMA_WITH_HEADERS = StructType([*KAFKA_SCHEMA.fields, HEADERS_FIELD])
+
+
+def kafka_schema(include_headers: bool) -> StructType:
+    """Spark's Kafka source schema (`KafkaRecordToRowConverter.kafkaSchema`)."""
+    return KAFKA_SCHEMA_WITH_HEADERS if include_headers else KAFKA_SCHEMA
+
+
+class RangePartition(InputPartition):
+    """One task: an offset range of one partition (None: nothing to read)."""
+
+    def __init__(self, offset_range: OffsetRange | None) -> None:
+        super().__init__(offset_range)
+        self.offset_range = offset_range
+
+
+def _settings(options: SourceOptions) -> ReadSettings:
+    return ReadSettings(dict(options.client_configs), options.include_headers, options.read_committed,
+                        options.fail_on_data_loss, options.poll_timeout_ms)
+
+
+def _check_schema(schema: StructType, options: SourceOptions) -> None:
+    expected = kafka_schema(options.include_headers)
+    if schema != expected:
+        raise KafkaOptionError(f"the kmirror source has a fixed schema ({expected.simpleString()}) "
+                               f"and cannot be read with another ({schema.simpleString()})")
+
+
+def _read(settings: ReadSettings, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    offset_range = getattr(partition, "offset_range", None)
+    if offset_range is not None:
+        yield from read_range(settings, offset_range)
+
+
+class BatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.settings = _settings(options)
+
+    def partitions(self) -> list[InputPartition]:
+        ranges = asyncio.run(self._plan())
+        tasks = split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
+        return [RangePartition(r) for r in tasks] or [RangePartition(None)]
+
+    async def _plan(self) -> list[OffsetRange]:
+        async with Planner(self.options) as planner:
+            tps = await planner.partitions()
+            start = await planner.resolve(self.options.starting, tps, starting=True)
+            end = await planner.resolve(self.options.ending, tps, starting=False)
+        ranges = []
+        for tp in tps:
+            if start[tp] > end[tp]:
+                raise KafkaOptionError(f"the starting offset {start[tp]} of {tp} is after its ending offset "
+                                       f"{end[tp]}: check startingOffsets and endingOffsets")
+            ranges.append(OffsetRange(tp.topic, tp.partition, start[tp], end[tp]))
+        return ranges
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.settings, partition)
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reads; offsets are Spark's Kafka source offsets, {"topic": {"0": 500}}.
+    Trigger.AvailableNow reads up to the offsets that were latest when the query started, in
+    micro-batches of `maxOffsetsPerTrigger`, as Spark's Kafka source."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.settings = _settings(options)
+        self.available_now_end: dict[TopicPartition, int] | None = None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        async def latest() -> dict[TopicPartition, int]:
+            async with Planner(self.options) as planner:
+                return await planner.latest(await planner.partitions(require_topics=False))
+
+        self.available_now_end = asyncio.run(latest())
+
+    def initialOffset(self) -> dict[str, Any]:
+        async def initial() -> dict[TopicPartition, int]:
+            async with Planner(self.options) as planner:
+                tps = await planner.partitions()
+                return await planner.resolve(self.options.starting, tps, starting=True)
+
+        return encode_offsets(asyncio.run(initial()))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_offsets_per_trigger
+        return ReadMaxRows(limit) if limit else ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = decode_offsets(start)
+
+        async def latest() -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+            async with Planner(self.options) as planner:
+                tps = await planner.partitions(require_topics=False)
+                end = await planner.latest(tps)
+                new = await planner.earliest([tp for tp in tps if tp not in begin])
+                return end, new
+
+        end, new = asyncio.run(latest())
+        if self.available_now_end is not None:
+            target = self.available_now_end
+            end = {tp: min(o, target.get(tp, begin.get(tp, new.get(tp, o)))) for tp, o in end.items()}
+        if isinstance(limit, ReadMaxRows):
+            end = rate_limit(begin, new, end, limit.max_rows)
+        return encode_offsets(end)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        begin, until = decode_offsets(start), decode_offsets(end)
+        for tp in lost_partitions(begin, until):
+            report_data_loss(f"{tp} is gone", self.options.fail_on_data_loss)
+        for tp, (was, now) in rewound_partitions(begin, until).items():
+            report_data_loss(f"Partition {tp}'s offset was changed from {was} to {now}", self.options.fail_on_data_loss)
+
+        async def earliest(tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+            async with Planner(self.options) as planner:
+                return await planner.earliest(tps)
+
+        new = [tp for tp in until if tp not in begin]
+        first = asyncio.run(earliest(new)) if new else {}
+        ranges = [OffsetRange(tp.topic, tp.partition, begin.get(tp, first.get(tp, 0)), offset)
+                  for tp, offset in sorted(until.items()) if begin.get(tp, first.get(tp, 0)) < offset]
+        return [RangePartition(r) for r in split_ranges(ranges, self.options.min_partitions,
+                                                         self.options.max_records_per_partition)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.settings, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: offsets live in the query's checkpoint, as with Spark's Kafka source."""
+
+
+class KmirrorDataSource(DataSource):
+    """`spark.read.format("kmirror")`: Spark's Kafka source and sink, with kmirror's client."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kmirror"
+
+    def schema(self) -> StructType:
+        value = str(self.options.get("includeHeaders", "false")).strip().lower()
+        return kafka_schema(value == "true")
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options = parse_source_options(self.options, streaming=False)
+        _check_schema(schema, options)
+        return BatchReader(options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        options = parse_source_options(self.options, streaming=True)
+        _check_schema(schema, options)
+        return StreamReader(options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> KafkaWriter:
+        return KafkaWriter(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> KafkaStreamWriter:
+        return KafkaStreamWriter(self.options, schema)

@@ -1,0 +1,155 @@
+"""`spark.readStream.format("kmirror")` and `writeStream` against a real kmirror node, with a
+real SparkSession (local[2]); one node and one session for the module.
+
+Proven: a query stopped and restarted from its checkpoint loses nothing and repeats
+nothing, and its checkpoint holds Spark's Kafka source offsets; maxOffsetsPerTrigger
+bounds each micro-batch; partitions added to a topic and new topics matching the pattern
+are read from their first offset; records deleted below the checkpoint fail the query with
+a message naming the topic, partition and offsets (failOnDataLoss=true) or are skipped
+(false); a streaming write through the kmirror sink arrives once per record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from kmirror.testing.kafka_clients import create_topic
+from kmirror.testing.processes import LocalCluster
+from kmirror.testing.spark import SKIP_REASON, java_available
+
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(not java_available(), reason=SKIP_REASON)]
+
+
+def produce(bootstrap: str, topic: str, values: range, partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in values:
+        producer.produce(topic, value=b"%d" % i, partition=i % partitions)
+    assert producer.flush(30) == 0
+
+
+def stream(spark: Any, bootstrap: str, **options: str) -> Any:
+    reader = spark.readStream.format("kmirror").option("kafka.bootstrap.servers", bootstrap) \
+        .option("startingOffsets", "earliest")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def run_to_parquet(df: Any, out: Path, checkpoint: Path) -> Any:
+    query = df.selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value").writeStream \
+        .format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint)).start()
+    query.processAllAvailable()
+    return query
+
+
+def read_back(spark: Any, out: Path) -> list[tuple[str, int, int, str]]:
+    return sorted((r["topic"], r["partition"], r["offset"], r["value"]) for r in spark.read.parquet(str(out)).collect())
+
+
+def test_a_query_restarted_from_its_checkpoint_loses_and_repeats_nothing(module_node: LocalCluster, spark: Any,
+                                                                        tmp_path: Path) -> None:
+    create_topic(module_node.bootstrap, "orders", 3)
+    produce(module_node.bootstrap, "orders", range(300), 3)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    query = run_to_parquet(stream(spark, module_node.bootstrap, subscribe="orders", maxOffsetsPerTrigger="100"), out,
+                           checkpoint)
+    progress = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    query.stop()
+    assert sum(progress) == 300 and max(progress) <= 100 and len(progress) >= 3
+    # The checkpoint holds Spark's Kafka source offsets: {"topic": {"partition": next offset}}.
+    last = max((p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    assert json.loads(last.read_text().splitlines()[-1]) == {"orders": {"0": 100, "1": 100, "2": 100}}
+
+    produce(module_node.bootstrap, "orders", range(300, 600), 3)
+    query = run_to_parquet(stream(spark, module_node.bootstrap, subscribe="orders"), out, checkpoint)
+    query.stop()
+    rows = read_back(spark, out)
+    assert len(rows) == len(set(rows)) == 600
+    assert sorted(int(v) for _, _, _, v in rows) == list(range(600))
+    assert {(p, o) for _, p, o, _ in rows} == {(p, o) for p in range(3) for o in range(200)}
+
+
+def test_new_partitions_and_new_topics_matching_the_pattern_are_read(module_node: LocalCluster, spark: Any,
+                                                                     tmp_path: Path) -> None:
+    create_topic(module_node.bootstrap, "grow-a", 1)
+    produce(module_node.bootstrap, "grow-a", range(10), 1)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    query = run_to_parquet(stream(spark, module_node.bootstrap, subscribePattern="grow-.*"), out, checkpoint)
+    admin = AdminClient({"bootstrap.servers": module_node.bootstrap})
+    admin.create_partitions([NewPartitions("grow-a", 2)])["grow-a"].result(30)
+    create_topic(module_node.bootstrap, "grow-b", 1)
+    produce(module_node.bootstrap, "grow-a", range(10, 20), 2)
+    produce(module_node.bootstrap, "grow-b", range(20, 25), 1)
+    query.processAllAvailable()
+    query.stop()
+    rows = read_back(spark, out)
+    assert len(rows) == 25
+    assert {(t, p) for t, p, _, _ in rows} == {("grow-a", 0), ("grow-a", 1), ("grow-b", 0)}
+    assert sorted(o for t, p, o, _ in rows if (t, p) == ("grow-a", 1)) == list(range(5))  # from its first offset
+
+
+def test_records_deleted_below_the_checkpoint_are_data_loss(module_node: LocalCluster, spark: Any, tmp_path: Path) -> None:
+    create_topic(module_node.bootstrap, "loss", 1)
+    produce(module_node.bootstrap, "loss", range(100), 1)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    run_to_parquet(stream(spark, module_node.bootstrap, subscribe="loss"), out, checkpoint).stop()
+    produce(module_node.bootstrap, "loss", range(100, 200), 1)
+    admin = AdminClient({"bootstrap.servers": module_node.bootstrap})
+    admin.delete_records([CTopicPartition("loss", 0, 150)])[CTopicPartition("loss", 0, 150)].result(30)
+
+    query = stream(spark, module_node.bootstrap, subscribe="loss").selectExpr("offset").writeStream.format("parquet") \
+        .option("path", str(out)).option("checkpointLocation", str(checkpoint)).start()
+    with pytest.raises(Exception) as info:
+        query.awaitTermination(120)
+    query.stop()
+    text = str(info.value)
+    assert "DataLossError: Cannot fetch offset 100 of loss-0: the log starts at 150; offsets [100, 150) are lost" \
+        in text, text[-3000:]
+    assert 'set the source option "failOnDataLoss" to "false"' in text
+
+    query = run_to_parquet(stream(spark, module_node.bootstrap, subscribe="loss", failOnDataLoss="false"), out, checkpoint)
+    query.stop()
+    offsets = sorted(o for _, _, o, _ in read_back(spark, out))
+    assert offsets == list(range(100)) + list(range(150, 200))
+
+
+def test_a_streaming_write_through_the_sink_arrives_once(module_node: LocalCluster, spark: Any, tmp_path: Path) -> None:
+    create_topic(module_node.bootstrap, "copy-in", 2)
+    create_topic(module_node.bootstrap, "copy-out", 2)
+    produce(module_node.bootstrap, "copy-in", range(500), 2)
+    query = stream(spark, module_node.bootstrap, subscribe="copy-in").selectExpr("key", "value", "partition").writeStream \
+        .format("kmirror").option("kafka.bootstrap.servers", module_node.bootstrap).option("topic", "copy-out") \
+        .option("checkpointLocation", str(tmp_path / "checkpoint")).start()
+    query.processAllAvailable()
+    query.stop()
+    rows = spark.read.format("kmirror").option("kafka.bootstrap.servers", module_node.bootstrap) \
+        .option("subscribe", "copy-out").load().selectExpr("partition", "CAST(value AS STRING) AS v").collect()
+    assert sorted(int(r["v"]) for r in rows) == list(range(500))
+    assert all(int(r["v"]) % 2 == r["partition"] for r in rows)  # the partition column was honoured
+
+
+def test_trigger_available_now_reads_what_was_there_in_rate_limited_batches(module_node: LocalCluster, spark: Any,
+                                                                             tmp_path: Path) -> None:
+    create_topic(module_node.bootstrap, "now", 2)
+    produce(module_node.bootstrap, "now", range(500), 2)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def run_available_now() -> list[int]:
+        query = stream(spark, module_node.bootstrap, subscribe="now", maxOffsetsPerTrigger="100") \
+            .selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value").writeStream \
+            .format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint)) \
+            .trigger(availableNow=True).start()
+        assert query.awaitTermination(120)
+        return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+    assert run_available_now() == [100] * 5
+    produce(module_node.bootstrap, "now", range(500, 560), 2)
+    assert run_available_now() == [60]
+    values = sorted(int(v) for _, _, _, v in read_back(spark, out))
+    assert values == list(range(560))
