@@ -66,7 +66,7 @@ class MirrorSimulation:
         self.deletion_after = source_topic_deletion_after
         self.deletion_rate = 0.02 if source_topic_deletion_after is None else 0.25
         self.deleted: dict[int, tuple[list[inv.StoredBatch], set[tuple[int, bytes]]]] = {}
-        self.deleted_topic_id: Any = None
+        self.deleted_topic_id: UUID | None = None
         self.rng = random.Random(seed)
         self.clock = ManualClock()
         self.loop = asyncio.new_event_loop()
