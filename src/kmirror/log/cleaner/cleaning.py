@@ -20,10 +20,16 @@ truncation or deletion overtook.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
-from kmirror.log.cleaner.batch_rewrite import ScannedRecord, empty_batch, rebuild_batch, records_of, scan_records
+from kmirror.log.cleaner.batch_rewrite import (
+    ScannedRecord,
+    empty_batch,
+    rebuild_batch,
+    records_of,
+    scan_records,
+)
 from kmirror.log.cleaner.offset_map import OffsetMap
 from kmirror.log.cleaner.segment_reader import iter_chunks
 from kmirror.log.cleaner.swap import CleaningAborted, new_cleaned_segment, replace_segments
@@ -80,7 +86,7 @@ class LogCleaning:
 
     # -- the round --------------------------------------------------------------------------
 
-    def run(self) -> Iterator[int]:
+    def run(self) -> Generator[int, None, None]:
         self.map.clear()
         yield from self._build_offset_map()
         self.end_offset = max(self.map.latest_offset + 1, self.first_dirty_offset)
