@@ -168,7 +168,7 @@ class CleanerMachine(RuleBasedStateMachine):
         out = []
         for segment in self.log.segments:
             data = self.fs.read(segment.log_path, 0, segment.size)
-            for pos, header in iter_batches(data):
+            for pos, _header in iter_batches(data):
                 out.extend((r.offset, r.key, r.value) for r in decode_records(data, pos))
         return out
 
