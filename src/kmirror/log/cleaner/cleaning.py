@@ -139,10 +139,11 @@ class LogCleaning:
         records = scan_records(records_of(chunk, pos, header), header.records_count)
         for record in records:
             offset = base + record.offset_delta
-            if record.key is not None and offset >= start:
-                if not offset_map.can_add(record.key):
+            key = record.key
+            if key is not None and offset >= start:
+                if not offset_map.can_add(key):
                     return False
-                offset_map.put(record.key, offset)
+                offset_map.put(key, offset)
         self.stats.map_messages_read += len(records)
         return True
 
@@ -206,10 +207,7 @@ class LogCleaning:
             return empty_batch(header) if retain_empty else None
         section = records_of(chunk, pos, header)
         records = scan_records(section, header.records_count)
-        if header.is_control:
-            kept = records
-        else:
-            kept = [r for r in records if self._retain_record(header, r)]
+        kept = records if header.is_control else self._retained(header, records)
         if not kept:
             return empty_batch(header) if retain_empty else None
         self.stats.messages_written += len(kept)
@@ -225,22 +223,26 @@ class LogCleaning:
                 self.latest_delete_horizon_ms = horizon
         return rebuild_batch(header, section, kept, horizon)
 
-    def _retain_record(self, header: BatchHeader, record: ScannedRecord) -> bool:
-        """Kafka `Cleaner.shouldRetainRecord`: past the map's coverage, keep; a record
-        without a key is invalid in a compacted log and goes; otherwise keep the key's latest
-        offset, a tombstone only until its batch's delete horizon has passed."""
-        offset = header.base_offset + record.offset_delta
-        if offset > self.map.latest_offset:
-            return True
-        key = record.key
-        if key is None:
-            self.stats.invalid_messages += 1
-            return False
-        if offset < self.map.get(key):
-            return False
-        if record.has_value:
-            return True
-        return not header.has_delete_horizon or self.now_ms < header.base_timestamp
+    def _retained(self, header: BatchHeader, records: list[ScannedRecord]) -> list[ScannedRecord]:
+        """Kafka `Cleaner.shouldRetainRecord` for each record: past the map's coverage, keep;
+        a record without a key is invalid in a compacted log and goes; otherwise keep the
+        key's latest offset, a tombstone only until its batch's delete horizon has passed."""
+        base = header.base_offset
+        latest_offset = self.map.latest_offset
+        offsets = self.map.offsets
+        keep_deletes = not header.has_delete_horizon or self.now_ms < header.base_timestamp
+        kept = []
+        for record in records:
+            offset = base + record.offset_delta
+            if offset > latest_offset:
+                kept.append(record)
+                continue
+            key = record.key
+            if key is None:
+                self.stats.invalid_messages += 1
+            elif offset >= offsets.get(key, -1) and (record.has_value or keep_deletes):
+                kept.append(record)
+        return kept
 
     def _checker(self, segment: LogSegment) -> Callable[[], None]:
         def check() -> None:
