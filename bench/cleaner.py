@@ -12,7 +12,8 @@ Everything but a small active segment is dirty. Then, per codec, with the page c
 3. cleaner: one whole cleaning round (`LogCleaning.run`: key map, rewrite, swap, fsync).
 
 MB/s are dirty log bytes (as stored, compressed) per wall-clock second; the ratios divide the
-cleaner's MB/s by each baseline's.
+cleaner's MB/s by each baseline's. Step times are the wall time of each step of the round's
+generator (what a node's event loop is held for between two turns).
 
     .venv/bin/python bench/cleaner.py [--mb 64] [--value-bytes 512] [--keys 20000] [--codecs none,lz4,zstd]
 """
@@ -52,6 +53,8 @@ class Result:
     decode_s: float
     clean_s: float
     written_mb: float
+    p99_step_ms: float
+    max_step_ms: float
 
 
 def build_log(directory: str, codec: int, mb: int, value_bytes: int, keys: int) -> tuple[Log, int]:
@@ -100,13 +103,21 @@ def run(codec_name: str, mb: int, value_bytes: int, keys: int) -> Result:
         target = log_to_clean(log, None, log.clock.now_ms())
         cleaning = LogCleaning(log, target.first_dirty_offset, target.first_uncleanable_offset, log.clock.now_ms(),
                                OffsetMap(128 * 1024 * 1024), io_buffer_size=IO_BUFFER)
+        steps: list[float] = []
         start = time.perf_counter()
+        previous = start
         for _ in cleaning.run():
-            pass
-        clean_s = time.perf_counter() - start
+            now = time.perf_counter()
+            steps.append(now - previous)
+            previous = now
+        end = time.perf_counter()
+        steps.append(end - previous)
+        clean_s = end - start
         assert cleaning.end_offset == log.segments[-1].base_offset, "the key map did not cover the dirty log"
         log.close()
-        return Result(codec_name, dirty / 1e6, records, read_s, decode_s, clean_s, cleaning.stats.bytes_written / 1e6)
+        steps.sort()
+        return Result(codec_name, dirty / 1e6, records, read_s, decode_s, clean_s, cleaning.stats.bytes_written / 1e6,
+                      steps[int(len(steps) * 0.99)] * 1000, steps[-1] * 1000)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -119,13 +130,14 @@ def main() -> None:
     parser.add_argument("--codecs", default="none,lz4,zstd")
     args = parser.parse_args()
     print("| codec | records | dirty MB | read MB/s | read+decode MB/s | cleaner MB/s | cleaned MB "
-          "| cleaner ÷ read | cleaner ÷ read+decode |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| cleaner ÷ read | cleaner ÷ read+decode | step p99 ms | step max ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for codec in args.codecs.split(","):
         r = run(codec, args.mb, args.value_bytes, args.keys)
         read, decode, clean = r.dirty_mb / r.read_s, r.dirty_mb / r.decode_s, r.dirty_mb / r.clean_s
         print(f"| {r.codec} | {r.records} | {r.dirty_mb:.1f} | {read:.0f} | {decode:.0f} | {clean:.1f} "
-              f"| {r.written_mb:.1f} | {clean / read:.1%} | {clean / decode:.0%} |", flush=True)
+              f"| {r.written_mb:.1f} | {clean / read:.1%} | {clean / decode:.0%} | {r.p99_step_ms:.1f} "
+              f"| {r.max_step_ms:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

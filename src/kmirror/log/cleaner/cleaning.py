@@ -41,6 +41,8 @@ from kmirror.records.control import ControlType, read_control_type
 
 _INT32_MAX = 2**31 - 1
 DEFAULT_STEP_BYTES = 64 * 1024
+# The cleaned segment is fsynced as it grows, so the swap's final fsync (one step) stays short.
+FLUSH_EVERY_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -158,6 +160,7 @@ class LogCleaning:
         swapped = False
         try:
             pending = 0
+            unflushed = 0
             for segment in group:
                 upper_bound = segment.next_offset()
                 for chunk, batches in iter_chunks(segment, 0, self.io_buffer_size, self._checker(segment)):
@@ -169,6 +172,10 @@ class LogCleaning:
                     if out:
                         cleaned.append(out)
                         self.stats.bytes_written += len(out)
+                        unflushed += len(out)
+                        if unflushed >= FLUSH_EVERY_BYTES:
+                            cleaned.flush()
+                            unflushed = 0
                     self.stats.bytes_read += len(chunk)
                     pending += len(chunk)
                     if pending >= self.step_bytes:
