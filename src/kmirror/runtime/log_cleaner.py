@@ -99,6 +99,9 @@ class LogCleanerService:
             self.manager.abort_cleaning(tp)
             raise
         except Exception:
+            if target.log.closed or manager.get_log(tp) is not target.log:
+                self.manager.abort_cleaning(tp)  # the log was deleted under the round
+                return True
             log.exception("cleaning of %s failed; the partition is marked uncleanable", tp)
             self.manager.mark_uncleanable(tp)
             return True
