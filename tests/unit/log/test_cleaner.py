@@ -154,8 +154,15 @@ def test_aborted_transaction_data_goes_and_markers_go_after_the_horizon() -> Non
     produce(log, b"b", b"plain")
     log.roll()
     produce(log, b"z", b"z")
+    assert [t.producer_id for t in log.collect_aborted_transactions(0, log.log_end_offset)] == [9]
     clean(log, NOW)
     assert [r for r in records(log) if r[1] == b"a"] == [(2, b"a", b"committed")]
+    # the ABORT marker stays this round (it met its transaction's data) and stays indexed
+    assert [(t.producer_id, t.last_offset) for t in log.collect_aborted_transactions(0, log.log_end_offset)] == [(9, 1)]
+    reopened = open_log(fs, clock)
+    assert [t.last_offset for t in reopened.collect_aborted_transactions(0, reopened.log_end_offset)] == [1]
+    log = reopened
+    log.update_high_watermark(log.log_end_offset)  # a node restores it from its checkpoint
     clean(log, NOW + 5000)
     clean(log, NOW + 10_000)
     kinds = [(h.base_offset, h.is_control, h.records_count) for h in headers(log)]
