@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from kmirror.testing.kafka_clients import create_topic, watermarks
+from kmirror.testing.metrics_scrape import scrape
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block
 
@@ -27,7 +28,8 @@ NODE_OVERRIDES = {
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path / "cluster", port=free_port_block(), overrides=dict(NODE_OVERRIDES))
+    c = LocalCluster(dir=tmp_path / "cluster", port=free_port_block(),
+                     overrides={**NODE_OVERRIDES, "metrics.port": str(free_port_block())})
     c.up()
     try:
         yield c
@@ -111,6 +113,12 @@ def test_compaction_keeps_the_latest_value_per_key_with_offset_gaps_and_drops_to
     more = produce(producer, "compacted", [(b"key-1", b"after")])
     assert more[0] == watermarks(b, "compacted", 0)[1] - 1
     assert "uncleanable" not in node.log_text()
+    samples = scrape(int(node.overrides["metrics.port"]))
+    assert samples["kafka_log_logcleanermanager_uncleanable_partitions_count"] == 0
+    assert 0 <= samples["kafka_log_logcleaner_cleaner_recopy_percent"] < 100
+    assert 0 <= samples["kafka_log_logcleaner_max_buffer_utilization_percent"] < 100
+    assert samples["kafka_log_logcleanermanager_time_since_last_run_ms"] < 30_000
+    assert samples["kafka_log_logcleaner_deadthreadcount"] == 0
 
 
 def test_retention_by_time_advances_the_log_start_offset(node: LocalCluster) -> None:

@@ -43,6 +43,8 @@ class LogCleanerService:
         self.may_clean = may_clean
         self.manager = LogCleanerManager(log_manager.fs)
         self.rounds_completed = 0
+        self._last_round: dict[str, float] = {}
+        self._last_run_ms = clock.monotonic_ms()
         self._tasks: list[asyncio.Task[None]] = []
         self._throttler = Throttler(config.max_io_bytes_per_second, clock.monotonic_ms())
 
@@ -63,6 +65,17 @@ class LogCleanerService:
                 pass
         self._tasks.clear()
 
+    def cleaner_metrics(self) -> dict[str, float]:
+        """Kafka's LogCleaner / LogCleanerManager gauges (see metrics.cleaner_metrics)."""
+        dead = sum(1 for t in self._tasks if t.done())
+        return {
+            "max-buffer-utilization-percent": 0.0, "cleaner-recopy-percent": 0.0, "max-clean-time-secs": 0.0,
+            "max-compaction-delay-secs": 0.0, **self._last_round,
+            "uncleanable-partitions-count": float(len(self.manager.uncleanable)),
+            "time-since-last-run-ms": float(self.clock.monotonic_ms() - self._last_run_ms),
+            "DeadThreadCount": float(dead),
+        }
+
     async def _run(self, thread: int) -> None:
         offset_map = OffsetMap(self.config.dedupe_buffer_size_per_thread, self.config.dedupe_buffer_load_factor)
         while True:
@@ -82,6 +95,7 @@ class LogCleanerService:
         now = self.clock.now_ms()
         target = self.manager.grab_filthiest_log(logs, now, self.may_clean)
         if target is None:
+            self._last_run_ms = self.clock.monotonic_ms()
             return False
         tp = target.log.topic_partition
         cleaning = LogCleaning(target.log, target.first_dirty_offset, target.first_uncleanable_offset, now, offset_map,
@@ -116,6 +130,13 @@ class LogCleanerService:
             self.manager.abort_cleaning(tp)
         stats = cleaning.stats
         self.rounds_completed += 1
+        self._last_run_ms = self.clock.monotonic_ms()
+        self._last_round = {
+            "max-buffer-utilization-percent": stats.buffer_utilization * 100,
+            "cleaner-recopy-percent": 100.0 * stats.bytes_written / stats.bytes_read if stats.bytes_read else 0.0,
+            "max-clean-time-secs": (self.clock.now_ms() - now) / 1000,
+            "max-compaction-delay-secs": target.max_compaction_delay_ms / 1000,
+        }
         log.info("cleaned %s up to offset %d: read %d bytes (%d records), wrote %d bytes (%d records), "
                  "%d segments swapped", tp, cleaning.end_offset, stats.bytes_read, stats.messages_read,
                  stats.bytes_written, stats.messages_written, stats.segments_swapped)

@@ -41,6 +41,7 @@ from kmirror.log.config import LogConfig
 from kmirror.log.log_manager import LogManager
 from kmirror.metadata.broker_service import BrokerMetadataService
 from kmirror.metadata.controller_service import MetadataService
+from kmirror.metrics.cleaner_metrics import register_cleaner_metrics
 from kmirror.metrics.mirror_metrics import register_mirror_metrics
 from kmirror.metrics.node_metrics import register_node_metrics
 from kmirror.metrics.registry import MetricsRegistry
@@ -228,6 +229,7 @@ class Node:
         self.log_cleaner = LogCleanerService(CleanerConfig.from_values(cfg.values), self.log_manager, self.clock,
                                              self._may_clean)
         self.log_cleaner.start()
+        register_cleaner_metrics(self.metrics, self.log_cleaner.cleaner_metrics)
         self._tasks.append(loop.create_task(self._every(cfg.log_retention_check_interval_ms, self._retention)))
         self._tasks.append(loop.create_task(self._every(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, self._checkpoint)))
         self._tasks.append(loop.create_task(self._every(1000, self._flush)))

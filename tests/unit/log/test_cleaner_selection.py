@@ -6,8 +6,8 @@ import pytest
 
 from kmirror.config.server import ConfigError, ServerConfig
 from kmirror.log.append_analysis import AppendOrigin
-from kmirror.log.cleaner.cleanable import filthiest, log_to_clean
 from kmirror.log.cleaner.checkpoint import CLEANER_OFFSET_CHECKPOINT
+from kmirror.log.cleaner.cleanable import filthiest, log_to_clean
 from kmirror.log.cleaner.config import DOUBLE_MAX, CleanerConfig
 from kmirror.log.cleaner.manager import LogCleanerManager
 from kmirror.log.cleaner.throttler import Throttler
