@@ -15,6 +15,7 @@ from kmirror.testing.kafka_clients import create_topic, watermarks
 from kmirror.testing.metrics_scrape import scrape
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block
+from kmirror.testing.segments import segment_files
 
 pytestmark = pytest.mark.integration
 
@@ -145,6 +146,20 @@ def test_retention_by_size_keeps_the_newest_segments(node: LocalCluster) -> None
     records = read_all(b, "sized")
     assert [r[0] for r in records] == list(range(low, high))
     assert sum(len(r[2] or b"") for r in records) < 4096 + 1024
+
+
+def test_segment_ms_rolls_the_active_segment_on_append(node: LocalCluster) -> None:
+    b = node.bootstrap
+    create_topic(b, "rolled", config={"segment.ms": "1500"})
+    producer = Producer({"bootstrap.servers": b, "linger.ms": 0})
+    start = time.monotonic()
+    produce(producer, "rolled", [(b"k", b"first")])
+
+    def rolled() -> bool:
+        produce(producer, "rolled", [(b"k", b"again")])
+        return len(segment_files(node, "rolled", 0)) >= 2
+    wait_until(rolled, "a second segment after segment.ms", timeout_s=30)
+    assert time.monotonic() - start >= 1.4  # not before segment.ms
 
 
 def _offsets_log_bytes(node: LocalCluster) -> int:
