@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.cleaner.cleanable import log_to_clean
-from kmirror.log.cleaner.cleaning import LogCleaning
+from kmirror.log.cleaner.cleaning import DedupeBufferTooSmall, LogCleaning
 from kmirror.log.cleaner.offset_map import OffsetMap
 from kmirror.log.config import LogConfig
 from kmirror.log.log import Log
@@ -294,3 +296,15 @@ def test_segment_files_are_renamed_with_their_suffix() -> None:
     assert fs.exists(f"{DIR}/{5:020d}.log.swap") and fs.exists(f"{DIR}/{5:020d}.index.swap")
     segment.change_file_suffix("")
     assert fs.exists(f"{DIR}/{5:020d}.log") and not fs.exists(f"{DIR}/{5:020d}.log.swap")
+
+
+def test_a_key_map_too_small_for_one_batch_fails_the_round_and_keeps_the_log() -> None:
+    fs, clock = MemoryFileSystem(), ManualClock(NOW)
+    log = open_log(fs, clock)
+    log.append_as_leader(build_batch([(b"key-%d" % i, b"v", (), NOW) for i in range(4)]), 0, now_ms=NOW)
+    log.roll()
+    produce(log, b"z", b"z")
+    before = records(log)
+    with pytest.raises(DedupeBufferTooSmall, match="log.cleaner.dedupe.buffer.size"):
+        clean(log, NOW, memory=200)
+    assert records(log) == before

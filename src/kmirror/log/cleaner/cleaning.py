@@ -61,6 +61,11 @@ class CleanerStats:
     groups: list[tuple[int, int]] = field(default_factory=list)  # (base offset, segments)
 
 
+class DedupeBufferTooSmall(Exception):
+    """Not even one batch of the dirty section fits the key map (Kafka fails the round the
+    same way); the partition is marked uncleanable."""
+
+
 @dataclass(frozen=True, slots=True)
 class LastRecord:
     """An active producer's last data offset (None when its last batch is a marker) and
@@ -91,6 +96,10 @@ class LogCleaning:
     def run(self) -> Generator[int, None, None]:
         self.map.clear()
         yield from self._build_offset_map()
+        if self.map.latest_offset < self.first_dirty_offset < self.first_uncleanable_offset:
+            raise DedupeBufferTooSmall(
+                f"{self.log.topic_partition}: the key map ({self.map.capacity_bytes} bytes) cannot hold the keys "
+                f"of the batch at offset {self.first_dirty_offset}; raise log.cleaner.dedupe.buffer.size")
         self.end_offset = max(self.map.latest_offset + 1, self.first_dirty_offset)
         self.map.update_latest_offset(self.end_offset - 1)
         self.stats.buffer_utilization = self.map.utilization
@@ -111,11 +120,11 @@ class LogCleaning:
         log = self.log
         transactions = CleanedTransactionMetadata(log.collect_aborted_transactions(start, end))
         pending = 0
-        for segment, upper in _segments_between(log, start, end):
+        for segment in _segments_between(log, start, end):
             _, position = segment.offset_index.lookup(start)
             for chunk, batches in iter_chunks(segment, position, self.io_buffer_size, self._checker(segment)):
                 for pos, header in batches:
-                    if header.base_offset >= upper:
+                    if header.base_offset >= end:
                         break
                     if header.is_control:
                         transactions.on_control_batch_read(header, _control_type(chunk, pos, header))
@@ -272,15 +281,14 @@ def _control_type(chunk: bytes, pos: int, header: BatchHeader) -> ControlType:
         return ControlType.UNKNOWN
 
 
-def _segments_between(log: Log, start: int, end: int) -> list[tuple[LogSegment, int]]:
-    """Kafka `logSegments(start, end)`: the segments overlapping [start, end), each with
-    the offset the round stops at inside it."""
+def _segments_between(log: Log, start: int, end: int) -> list[LogSegment]:
+    """Kafka `logSegments(start, end)`: the segments overlapping [start, end)."""
     out = []
     segments = log.segments
     for i, segment in enumerate(segments):
         upper = segments[i + 1].base_offset if i + 1 < len(segments) else log.log_end_offset
         if segment.base_offset < end and upper > start:
-            out.append((segment, end))
+            out.append(segment)
     return out
 
 
