@@ -9,7 +9,8 @@ Invariants after every step:
   `delete.retention.ms` has passed since it was written;
 - below the end of the last completed round each key appears at most once;
 - nothing at or after the end of any round (completed or crashed) was removed;
-- the idempotent producer's last sequence and epoch survive cleaning and reopening.
+- the idempotent producer's last sequence and epoch survive cleaning and reopening;
+- a second round at the same time keeps exactly the records the first one kept.
 """
 
 from __future__ import annotations
@@ -132,6 +133,15 @@ class CleanerMachine(RuleBasedStateMachine):
         self.checkpoint = cleaning.end_offset
         self.cleaned_end = max(self.cleaned_end, cleaning.end_offset)
         self.touched_end = max(self.touched_end, cleaning.end_offset)
+
+    @rule()
+    def clean_again_changes_no_record(self) -> None:
+        """Idempotence: a second round at the same time keeps exactly the records the first
+        kept (only empty batches and segment grouping may change)."""
+        self.clean(small_map=False)
+        kept = self._log_records()
+        self.clean(small_map=False)
+        assert self._log_records() == kept
 
     @rule(budget=st.integers(0, 40))
     def clean_then_crash(self, budget: int) -> None:
