@@ -42,6 +42,7 @@ class ScannedRecord(NamedTuple):
     start: int  # position of its length varint in the section
     end: int
     offset_delta: int
+    timestamp_delta: int
     key: bytes | None
     has_value: bool
     body_start: int  # position of the attributes byte (the timestamp delta follows it)
@@ -59,15 +60,9 @@ def _varint(section: bytes, pos: int) -> tuple[int, int]:
     return decode_varint(section, pos)
 
 
-def _skip_varint(section: bytes, pos: int) -> int:
-    while section[pos] >= 0x80:
-        pos += 1
-    return pos + 1
-
-
 def scan_records(section: Buffer, count: int) -> list[ScannedRecord]:
     """Locate `count` records; only the fields the cleaner decides on are read (the key, the
-    offset delta and whether the value is null). The cleaner's hot loop: see bench/cleaner.py."""
+    offset and timestamp deltas and whether the value is null). The cleaner's hot loop: see bench/cleaner.py."""
     data = section if isinstance(section, bytes) else bytes(section)
     out: list[ScannedRecord] = []
     pos = 0
@@ -80,24 +75,25 @@ def scan_records(section: Buffer, count: int) -> list[ScannedRecord]:
             if length < 0 or record_end > end:
                 raise InvalidRecordError(f"invalid record size {length}")
             body_start = pos
-            pos = _skip_varint(data, pos + 1)  # attributes, timestamp delta
+            timestamp_delta, pos = _varint(data, pos + 1)  # after the attributes byte
             offset_delta, pos = _varint(data, pos)
             key_length, pos = _varint(data, pos)
             key = None
             if key_length >= 0:
                 key = data[pos:pos + key_length]
                 pos += key_length
-            out.append(ScannedRecord(start, record_end, offset_delta, key, data[pos] != 0x01, body_start))
+            out.append(ScannedRecord(start, record_end, offset_delta, timestamp_delta, key, data[pos] != 0x01,
+                                     body_start))
             pos = record_end
     except IndexError:
         raise InvalidRecordError("record extends past its batch") from None
     return out
 
 
-def record_timestamp(header: BatchHeader, section: Buffer, record: ScannedRecord) -> int:
+def record_timestamp(header: BatchHeader, record: ScannedRecord) -> int:
     if header.timestamp_type == 1:
         return header.max_timestamp
-    return header.base_timestamp + decode_varint(section, record.body_start + 1)[0]
+    return header.base_timestamp + record.timestamp_delta
 
 
 def records_of(buf: Buffer, pos: int, header: BatchHeader) -> bytes | memoryview:
@@ -120,7 +116,7 @@ def rebuild_batch(header: BatchHeader, section: Buffer, kept: list[ScannedRecord
             # attributes byte, then the timestamp delta against the horizon, then the rest
             old_ts_end = decode_varint(section, r.body_start + 1)[1]
             inner = (bytes(view[r.body_start:r.body_start + 1])
-                     + encode_varint(record_timestamp(header, section, r) - delete_horizon_ms)
+                     + encode_varint(record_timestamp(header, r) - delete_horizon_ms)
                      + bytes(view[old_ts_end:r.end]))
             parts.append(encode_varint(len(inner)) + inner)
         body = b"".join(parts)
@@ -128,7 +124,7 @@ def rebuild_batch(header: BatchHeader, section: Buffer, kept: list[ScannedRecord
     if header.timestamp_type == 1:
         max_timestamp = header.max_timestamp
     else:
-        max_timestamp = max(record_timestamp(header, section, r) for r in kept)
+        max_timestamp = max(record_timestamp(header, r) for r in kept)
     codec = header.attributes & COMPRESSION_CODEC_MASK
     if codec:
         body = compress(codec, body)
