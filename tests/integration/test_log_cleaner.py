@@ -207,6 +207,7 @@ def test_consumer_offsets_stay_bounded_under_commit_churn(node: LocalCluster) ->
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_consumer_offsets_stay_bounded_over_ten_minutes_of_commit_churn(node: LocalCluster) -> None:
     _assert_offsets_bounded(node, seconds=600)
 
