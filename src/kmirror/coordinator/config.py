@@ -10,6 +10,7 @@ from typing import Any
 class CoordinatorConfig:
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 104_857_600
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000

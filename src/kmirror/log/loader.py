@@ -1,6 +1,7 @@
 """Loading a partition directory into a `Log` (Kafka `LogLoader`) and producer snapshots.
 
-Recovery: stray files are removed (`*.tmp`, `*.deleted`, `*.cleaned`, `*.swap`, indexes
+Recovery: a cleaner swap interrupted by a crash is completed (`cleaner.swap_recovery`),
+then stray files are removed (`*.tmp`, `*.deleted`, `*.cleaned`, `*.swap`, indexes
 without a `.log`); segments before the recovery point are trusted unless an index fails its
 sanity check (then it is rebuilt); the segment containing the recovery point and every later
 one are rescanned: batch CRCs checked, indexes rebuilt (the transaction index from the
@@ -21,6 +22,7 @@ import json
 from typing import TYPE_CHECKING
 
 from kmirror.log.checkpoint import LeaderEpochCheckpoint, write_atomically
+from kmirror.log.cleaner.swap_recovery import complete_swaps
 from kmirror.log.fs import join
 from kmirror.log.partition_metadata import PartitionMetadataFile
 from kmirror.log.producer_state import (
@@ -66,6 +68,7 @@ def load(log: Log, *, recovery_point: int, log_start_offset: int) -> None:
     fs, directory = log.fs, log.directory
     fs.mkdirs(directory)
     _check_topic_id(log)
+    complete_swaps(fs, directory)  # a cleaner swap a crash interrupted
     names = fs.listdir(directory)
     bases = sorted(b for b in (_base_of(n, LOG_SUFFIX) for n in names) if b is not None)
     for name in names:

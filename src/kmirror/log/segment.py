@@ -46,16 +46,18 @@ class SegmentRead:
 
 class LogSegment:
     def __init__(self, fs: FileSystem, directory: str, base_offset: int, *, index_interval_bytes: int,
-                 max_index_size: int, created_ms: int) -> None:
+                 max_index_size: int, created_ms: int, file_suffix: str = "") -> None:
+        """`file_suffix` names a segment being built beside the log (the cleaner's
+        `.cleaned`, then `.swap`); `change_file_suffix` renames its files."""
         self.fs = fs
         self.base_offset = base_offset
-        self.log_path = join(directory, filename_prefix(base_offset) + LOG_SUFFIX)
-        self.offset_index = OffsetIndex(fs, join(directory, filename_prefix(base_offset) + INDEX_SUFFIX),
-                                        base_offset, max_index_size)
-        self.time_index = TimeIndex(fs, join(directory, filename_prefix(base_offset) + TIME_INDEX_SUFFIX),
-                                    base_offset, max_index_size)
-        self.txn_index = TransactionIndex(fs, join(directory, filename_prefix(base_offset) + TXN_INDEX_SUFFIX),
-                                          base_offset)
+        self.directory = directory
+        self.file_suffix = file_suffix
+        prefix = join(directory, filename_prefix(base_offset))
+        self.log_path = prefix + LOG_SUFFIX + file_suffix
+        self.offset_index = OffsetIndex(fs, prefix + INDEX_SUFFIX + file_suffix, base_offset, max_index_size)
+        self.time_index = TimeIndex(fs, prefix + TIME_INDEX_SUFFIX + file_suffix, base_offset, max_index_size)
+        self.txn_index = TransactionIndex(fs, prefix + TXN_INDEX_SUFFIX + file_suffix, base_offset)
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self.size = 0
@@ -311,6 +313,22 @@ class LogSegment:
         for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             self.fs.close(path)
             self.fs.delete(path)
+
+    def change_file_suffix(self, new_suffix: str) -> None:
+        """Rename every file of the segment to end in `new_suffix` instead of its current
+        suffix (Kafka `LogSegment.changeFileSuffixes`): the indexes first, the `.log` last,
+        so the `.log` name marks a complete rename."""
+        prefix = join(self.directory, filename_prefix(self.base_offset))
+        for index, suffix in ((self.offset_index, INDEX_SUFFIX), (self.time_index, TIME_INDEX_SUFFIX),
+                              (self.txn_index, TXN_INDEX_SUFFIX)):
+            target = prefix + suffix + new_suffix
+            if self.fs.exists(index.path):
+                self.fs.rename(index.path, target)
+            index.path = target
+        target = prefix + LOG_SUFFIX + new_suffix
+        self.fs.rename(self.log_path, target)
+        self.log_path = target
+        self.file_suffix = new_suffix
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         """Kafka: measured from the first batch's timestamp when known, else creation time."""

@@ -36,10 +36,12 @@ from kmirror.config.topic import TOPIC_CONFIG_DEFS, topic_default
 from kmirror.coordinator.offsets.log_adapter import ReplicaManagerCoordinatorLog
 from kmirror.coordinator.runtime import GroupCoordinatorService
 from kmirror.kip1279.errors import error_name
+from kmirror.log.cleaner.config import CleanerConfig
 from kmirror.log.config import LogConfig
 from kmirror.log.log_manager import LogManager
 from kmirror.metadata.broker_service import BrokerMetadataService
 from kmirror.metadata.controller_service import MetadataService
+from kmirror.metrics.cleaner_metrics import register_cleaner_metrics
 from kmirror.metrics.mirror_metrics import register_mirror_metrics
 from kmirror.metrics.node_metrics import register_node_metrics
 from kmirror.metrics.registry import MetricsRegistry
@@ -52,6 +54,7 @@ from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.replication.service import ReplicationService
 from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, LocalController, RemoteController
 from kmirror.runtime.controller_channel import ControllerChannel
+from kmirror.runtime.log_cleaner import LogCleanerService
 from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
@@ -104,6 +107,7 @@ class Node:
         self.lifecycle: BrokerLifecycleManager | None = None
         self.replication: ReplicationService | None = None
         self._channels: list[ControllerChannel] = []
+        self.log_cleaner: LogCleanerService | None = None
 
     async def start(self) -> None:
         cfg = self.config
@@ -222,6 +226,10 @@ class Node:
             self.metrics_server = MetricsServer(self.metrics, "127.0.0.1", cfg.metrics_port)
             self.ports["metrics"] = await self.metrics_server.start()
         loop = asyncio.get_running_loop()
+        self.log_cleaner = LogCleanerService(CleanerConfig.from_values(cfg.values), self.log_manager, self.clock,
+                                             self._may_clean)
+        self.log_cleaner.start()
+        register_cleaner_metrics(self.metrics, self.log_cleaner.cleaner_metrics)
         self._tasks.append(loop.create_task(self._every(cfg.log_retention_check_interval_ms, self._retention)))
         self._tasks.append(loop.create_task(self._every(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, self._checkpoint)))
         self._tasks.append(loop.create_task(self._every(1000, self._flush)))
@@ -260,6 +268,12 @@ class Node:
             except Exception:
                 log.exception("background task %s failed", getattr(action, "__name__", action))
 
+    def _may_clean(self, tp: Any) -> bool:
+        """A mirror partition that is still read-only is not cleaned here: it stays a
+        byte-identical copy of its source (docs/design/storage.md)."""
+        guard = self.replica_manager.write_guard
+        return guard is None or guard.write_refusal(tp) is None
+
     def _retention(self) -> None:
         self.log_manager.run_retention(self.clock.now_ms())
 
@@ -286,6 +300,8 @@ class Node:
             await self.replication.stop()
         if self.lifecycle is not None:
             await self.lifecycle.stop()
+        if self.log_cleaner is not None:
+            await self.log_cleaner.stop()
         for task in self._tasks:
             task.cancel()
         if self.group_coordinator is not None:

@@ -74,7 +74,7 @@ async def _find(
                 CONSUMER_OFFSETS,
                 num_partitions=config.offsets_topic_num_partitions,
                 replication_factor=config.offsets_topic_replication_factor,
-                configs=dict(OFFSETS_TOPIC_CONFIGS),
+                configs={**OFFSETS_TOPIC_CONFIGS, "segment.bytes": str(config.offsets_topic_segment_bytes)},
             )
         except Exception as exc:  # e.g. not enough brokers yet: the client retries
             log.warning("cannot create %s: %s", CONSUMER_OFFSETS, exc)

@@ -1,0 +1,319 @@
+"""One cleaning round over one log (Kafka `Cleaner.doClean`), as a generator of work steps.
+
+1. Offset map: the dirty section [first dirty offset, first uncleanable offset) is read
+   and each key's latest offset recorded (aborted transactional data and control batches
+   skipped), until the map's memory budget is spent; the round then ends at the last batch
+   mapped (`end_offset`).
+2. Every segment from the log start up to `end_offset` is rewritten, in groups no larger
+   than one segment (`segment.bytes`, `segment.index.bytes`), into a cleaned segment
+   (`batch_rewrite` says how each batch is kept) carrying the group's first base offset.
+3. Each group is swapped in (`swap`); the caller then checkpoints `end_offset` as the
+   next first dirty offset.
+
+`run()` yields the bytes processed after each step of at most `step_bytes`, so a shell can
+interleave other work, throttle I/O, or stop (closing the generator removes the partial
+`.cleaned` files). Between steps the log may change under the round (appends, retention,
+truncation): the swap checks that the group's segments are still the log's, unchanged,
+and otherwise abandons the round (`CleaningAborted`), as Kafka aborts a cleaning that a
+truncation or deletion overtook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+
+from kmirror.log.cleaner.batch_rewrite import (
+    ScannedRecord,
+    empty_batch,
+    rebuild_batch,
+    records_of,
+    scan_records,
+)
+from kmirror.log.cleaner.offset_map import OffsetMap
+from kmirror.log.cleaner.segment_reader import iter_chunks
+from kmirror.log.cleaner.swap import CleaningAborted, new_cleaned_segment, replace_segments
+from kmirror.log.cleaner.transactions import CleanedTransactionMetadata
+from kmirror.log.log import Log
+from kmirror.log.segment import LogSegment
+from kmirror.records.batch import BatchHeader
+from kmirror.records.control import ControlType, read_control_type
+
+_INT32_MAX = 2**31 - 1
+DEFAULT_STEP_BYTES = 64 * 1024
+# The cleaned segment is fsynced as it grows, so the swap's final fsync (one step) stays short.
+FLUSH_EVERY_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class CleanerStats:
+    """Kafka `CleanerStats`: what a round read and wrote."""
+
+    map_bytes_read: int = 0
+    map_messages_read: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    messages_read: int = 0
+    messages_written: int = 0
+    invalid_messages: int = 0
+    buffer_utilization: float = 0.0
+    segments_swapped: int = 0
+    groups: list[tuple[int, int]] = field(default_factory=list)  # (base offset, segments)
+
+
+class DedupeBufferTooSmall(Exception):
+    """Not even one batch of the dirty section fits the key map (Kafka fails the round the
+    same way); the partition is marked uncleanable."""
+
+
+@dataclass(frozen=True, slots=True)
+class LastRecord:
+    """An active producer's last data offset (None when its last batch is a marker) and
+    epoch (Kafka `LastRecord`)."""
+
+    last_data_offset: int | None
+    producer_epoch: int
+
+
+class LogCleaning:
+    def __init__(self, log: Log, first_dirty_offset: int, first_uncleanable_offset: int, now_ms: int,
+                 offset_map: OffsetMap, *, io_buffer_size: int = 512 * 1024,
+                 step_bytes: int = DEFAULT_STEP_BYTES) -> None:
+        self.log = log
+        self.first_dirty_offset = first_dirty_offset
+        self.first_uncleanable_offset = first_uncleanable_offset
+        self.now_ms = now_ms
+        self.map = offset_map
+        self.io_buffer_size = io_buffer_size
+        self.step_bytes = step_bytes
+        self.end_offset = first_dirty_offset
+        self.stats = CleanerStats()
+        self.latest_delete_horizon_ms: int | None = None
+        self.done = False
+
+    # -- the round --------------------------------------------------------------------------
+
+    def run(self) -> Generator[int, None, None]:
+        self.map.clear()
+        yield from self._build_offset_map()
+        if self.map.latest_offset < self.first_dirty_offset < self.first_uncleanable_offset:
+            raise DedupeBufferTooSmall(
+                f"{self.log.topic_partition}: the key map ({self.map.capacity_bytes} bytes) cannot hold the keys "
+                f"of the batch at offset {self.first_dirty_offset}; raise log.cleaner.dedupe.buffer.size")
+        self.end_offset = max(self.map.latest_offset + 1, self.first_dirty_offset)
+        self.map.update_latest_offset(self.end_offset - 1)
+        self.stats.buffer_utilization = self.map.utilization
+        log = self.log
+        segments = [s for s in log.segments[:-1] if s.base_offset < self.end_offset]
+        transactions = CleanedTransactionMetadata(
+            log.collect_aborted_transactions(log.log_start_offset, self.end_offset))
+        last_records = self._last_records_of_active_producers()
+        for group in group_segments_by_size(segments, min(log.config.segment_bytes, _INT32_MAX),
+                                            log.config.segment_index_bytes, self.end_offset):
+            yield from self._clean_group(group, transactions, last_records)
+        self.done = True
+
+    # -- 1. the offset map ------------------------------------------------------------------
+
+    def _build_offset_map(self) -> Iterator[int]:
+        start, end = self.first_dirty_offset, self.first_uncleanable_offset
+        log = self.log
+        transactions = CleanedTransactionMetadata(log.collect_aborted_transactions(start, end))
+        pending = 0
+        for segment in _segments_between(log, start, end):
+            _, position = segment.offset_index.lookup(start)
+            for chunk, batches in iter_chunks(segment, position, self.io_buffer_size, self._checker(segment)):
+                for pos, header in batches:
+                    if header.base_offset >= end:
+                        break
+                    if header.is_control:
+                        transactions.on_control_batch_read(header, _control_type(chunk, pos, header))
+                        self.stats.map_messages_read += 1
+                    elif transactions.on_batch_read(header):
+                        self.stats.map_messages_read += header.records_count
+                    elif not self._map_batch(chunk, pos, header, start):
+                        return
+                    if header.last_offset >= start:
+                        self.map.update_latest_offset(header.last_offset)
+                self.stats.map_bytes_read += len(chunk)
+                pending += len(chunk)
+                if pending >= self.step_bytes:
+                    yield pending
+                    pending = 0
+        if pending:
+            yield pending
+
+    def _map_batch(self, chunk: bytes, pos: int, header: BatchHeader, start: int) -> bool:
+        """Put the batch's keys; False when the map is full (the round ends before it)."""
+        offset_map = self.map
+        base = header.base_offset
+        records = scan_records(records_of(chunk, pos, header), header.records_count)
+        for record in records:
+            offset = base + record.offset_delta
+            key = record.key
+            if key is not None and offset >= start:
+                if not offset_map.can_add(key):
+                    return False
+                offset_map.put(key, offset)
+        self.stats.map_messages_read += len(records)
+        return True
+
+    # -- 2. cleaning a group ----------------------------------------------------------------
+
+    def _clean_group(self, group: list[LogSegment], transactions: CleanedTransactionMetadata,
+                     last_records: dict[int, LastRecord]) -> Iterator[int]:
+        log = self.log
+        sizes = [s.size for s in group]
+        cleaned = new_cleaned_segment(log, group[0].base_offset)
+        transactions.retained_aborted = []
+        swapped = False
+        try:
+            pending = 0
+            unflushed = 0
+            for segment in group:
+                upper_bound = segment.next_offset()
+                for chunk, batches in iter_chunks(segment, 0, self.io_buffer_size, self._checker(segment)):
+                    out = bytearray()
+                    for pos, header in batches:
+                        kept = self._filter_batch(chunk, pos, header, transactions, last_records, upper_bound)
+                        if kept is not None:
+                            out += kept
+                    if out:
+                        cleaned.append(out)
+                        self.stats.bytes_written += len(out)
+                        unflushed += len(out)
+                        if unflushed >= FLUSH_EVERY_BYTES:
+                            cleaned.flush()
+                            unflushed = 0
+                    self.stats.bytes_read += len(chunk)
+                    pending += len(chunk)
+                    if pending >= self.step_bytes:
+                        yield pending
+                        pending = 0
+            for txn in transactions.retained_aborted:
+                cleaned.txn_index.append(txn)
+            if pending:
+                yield pending
+            replace_segments(log, cleaned, group, sizes)
+            swapped = True
+            self.stats.segments_swapped += len(group)
+            self.stats.groups.append((group[0].base_offset, len(group)))
+        finally:
+            if not swapped:
+                cleaned.delete()
+
+    def _filter_batch(self, chunk: bytes, pos: int, header: BatchHeader,
+                      transactions: CleanedTransactionMetadata, last_records: dict[int, LastRecord],
+                      upper_bound: int) -> bytes | None:
+        """Kafka `Cleaner.cleanInto`'s filter: the batch as kept, or None when dropped."""
+        now = self.now_ms
+        if header.is_control:
+            can_discard = transactions.on_control_batch_read(header, _control_type(chunk, pos, header))
+            discard_records = (can_discard and header.has_delete_horizon and header.base_timestamp <= now)
+        else:
+            can_discard = transactions.on_batch_read(header)
+            discard_records = can_discard
+        last = last_records.get(header.producer_id) if header.has_producer_id else None
+        last_of_producer = last is not None and (
+            header.last_offset == last.last_data_offset if last.last_data_offset is not None
+            else header.is_control and header.producer_epoch == last.producer_epoch)
+        retain_empty = last_of_producer or header.next_offset == upper_bound
+        self.stats.messages_read += header.records_count
+        if discard_records:
+            return empty_batch(header) if retain_empty else None
+        section = records_of(chunk, pos, header)
+        records = scan_records(section, header.records_count)
+        kept = records if header.is_control else self._retained(header, records)
+        if not kept:
+            return empty_batch(header) if retain_empty else None
+        self.stats.messages_written += len(kept)
+        contains_tombstones = not header.is_control and any(not r.has_value for r in kept)
+        marker_for_empty_txn = can_discard and header.is_control
+        set_horizon = (contains_tombstones or marker_for_empty_txn) and not header.has_delete_horizon
+        if len(kept) == header.records_count and not set_horizon:
+            return chunk[pos:pos + header.size]
+        horizon = None
+        if set_horizon:
+            horizon = now + self.log.config.delete_retention_ms
+            if self.latest_delete_horizon_ms is None or horizon > self.latest_delete_horizon_ms:
+                self.latest_delete_horizon_ms = horizon
+        return rebuild_batch(header, section, kept, horizon)
+
+    def _retained(self, header: BatchHeader, records: list[ScannedRecord]) -> list[ScannedRecord]:
+        """Kafka `Cleaner.shouldRetainRecord` for each record: past the map's coverage, keep;
+        a record without a key is invalid in a compacted log and goes; otherwise keep the
+        key's latest offset, a tombstone only until its batch's delete horizon has passed."""
+        base = header.base_offset
+        latest_offset = self.map.latest_offset
+        offsets = self.map.offsets
+        keep_deletes = not header.has_delete_horizon or self.now_ms < header.base_timestamp
+        kept = []
+        for record in records:
+            offset = base + record.offset_delta
+            if offset > latest_offset:
+                kept.append(record)
+                continue
+            key = record.key
+            if key is None:
+                self.stats.invalid_messages += 1
+            elif offset >= offsets.get(key, -1) and (record.has_value or keep_deletes):
+                kept.append(record)
+        return kept
+
+    def _checker(self, segment: LogSegment) -> Callable[[], None]:
+        def check() -> None:
+            if self.log.closed or segment not in self.log.segments:
+                raise CleaningAborted(f"{self.log.topic_partition}: segment {segment.base_offset} went away")
+        return check
+
+    def _last_records_of_active_producers(self) -> dict[int, LastRecord]:
+        out: dict[int, LastRecord] = {}
+        for pid, entry in self.log.producer_state.producers.items():
+            last_data = entry.batches[-1].last_offset if entry.batches else None
+            out[pid] = LastRecord(last_data, entry.producer_epoch)
+        return out
+
+
+def _control_type(chunk: bytes, pos: int, header: BatchHeader) -> ControlType:
+    try:
+        return read_control_type(chunk, pos)
+    except Exception:  # an unreadable control record is an unknown type, as Kafka ignores it
+        return ControlType.UNKNOWN
+
+
+def _segments_between(log: Log, start: int, end: int) -> list[LogSegment]:
+    """Kafka `logSegments(start, end)`: the segments overlapping [start, end)."""
+    out = []
+    segments = log.segments
+    for i, segment in enumerate(segments):
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else log.log_end_offset
+        if segment.base_offset < end and upper > start:
+            out.append(segment)
+    return out
+
+
+def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_size: int,
+                           first_uncleanable_offset: int) -> list[list[LogSegment]]:
+    """Kafka `Cleaner.groupSegmentsBySize`: consecutive segments whose log bytes and index
+    bytes each stay within one segment's limits and whose offsets stay int32-relative."""
+    groups: list[list[LogSegment]] = []
+    remaining = list(segments)
+    while remaining:
+        group = [remaining.pop(0)]
+        log_size = group[0].size
+        index_size = len(group[0].offset_index) * 8
+        time_index_size = len(group[0].time_index) * 12
+        while remaining:
+            nxt = remaining[0]
+            last_offset = (remaining[1].base_offset - 1 if len(remaining) > 1 else first_uncleanable_offset - 1)
+            if (log_size + nxt.size > max_size
+                    or index_size + len(nxt.offset_index) * 8 > max_index_size
+                    or time_index_size + len(nxt.time_index) * 12 > max_index_size
+                    or last_offset - group[0].base_offset > _INT32_MAX):
+                break
+            group.append(remaining.pop(0))
+            log_size += nxt.size
+            index_size += len(nxt.offset_index) * 8
+            time_index_size += len(nxt.time_index) * 12
+        groups.append(group)
+    return groups
