@@ -1,4 +1,6 @@
-"""The group coordinator's shell: runs the sans-IO core on asyncio.
+"""The coordinators' shell: runs a sans-IO coordinator core on asyncio (`CoordinatorRuntime`),
+and the group coordinator on it (`GroupCoordinatorService`); the transaction coordinator
+runs on the same runtime (`kmirror.coordinator.transaction.service`).
 
 It executes the core's `Output` in the documented order (append, report, answer), keeps
 one timer armed at the core's next deadline, answers delayed JoinGroup / SyncGroup when
@@ -40,12 +42,17 @@ from kmirror.protocol.errors import ErrorCode
 log = logging.getLogger("kmirror.coordinator")
 
 
-class GroupCoordinatorService:
-    def __init__(self, node_id: int, config: Any, log: CoordinatorLog, clock: Clock) -> None:
-        self.node_id = node_id
-        self.config = config
-        self.core_config = config if isinstance(config, CoordinatorConfig) else CoordinatorConfig.from_server_config(config)
-        self.core = GroupCoordinator(self.core_config, clock, lambda: str(uuid.uuid4()))
+class CoordinatorRuntime:
+    """The shell every coordinator core runs in (Kafka `CoordinatorRuntime`): loads the
+    core's partitions of its internal topic as this node comes to lead them, executes the
+    core's `Output` (appends, each reported back, then responses), keeps one timer armed at
+    the core's next deadline. A core offers `state.partitions`, `begin_load`,
+    `complete_load` (may return an Output), `unload`, `on_append_completed`,
+    `next_deadline_ms` and `poll`."""
+
+    def __init__(self, core: Any, log: CoordinatorLog, clock: Clock, topic: str) -> None:
+        self.core = core
+        self.topic = topic
         self._log = log
         self._clock = clock
         self._waiters: dict[int, asyncio.Future[Any]] = {}
@@ -77,8 +84,8 @@ class GroupCoordinatorService:
         self._waiters.clear()
 
     def on_partitions_led(self, partitions: Iterable[int]) -> None:
-        """The `__consumer_offsets` partitions this node now leads: load new ones, unload
-        the ones it no longer leads (their waiting clients get NOT_COORDINATOR)."""
+        """The partitions of the coordinator's topic this node now leads: load new ones,
+        unload the ones it no longer leads (their waiting clients get NOT_COORDINATOR)."""
         led = set(partitions)
         for partition in list(self.core.state.partitions):
             if partition not in led:
@@ -93,24 +100,95 @@ class GroupCoordinatorService:
     async def _load(self, partition: int) -> None:
         try:
             records = list(self._log.read_all(partition))
-            self.core.complete_load(partition, records)
-            log.info("loaded __consumer_offsets-%d (%d records)", partition, len(records))
+            out = self.core.complete_load(partition, records)
+            log.info("loaded %s-%d (%d records)", self.topic, partition, len(records))
         except Exception:
-            log.exception("loading __consumer_offsets-%d failed", partition)
+            log.exception("loading %s-%d failed", self.topic, partition)
             self.core.state.partitions.pop(partition, None)
+            out = None
         finally:
             self._loads.pop(partition, None)
             self._rearm()
+        if isinstance(out, Output):
+            await self._execute(out)
 
     def is_loading(self, partition: int) -> bool:
         return self.core.state.partitions.get(partition) is PartitionStatus.LOADING
 
+    # ---- executing the core's output --------------------------------------------------
+
+    def _new_waiter(self) -> tuple[int, asyncio.Future[Any]]:
+        self._next_request_id += 1
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiters[self._next_request_id] = future
+        return self._next_request_id, future
+
+    async def _answer(self, rid: int, future: asyncio.Future[Any], out: Output) -> Any:
+        try:
+            await self._execute(out)
+            return await future
+        finally:
+            self._waiters.pop(rid, None)
+
+    async def _execute(self, out: Output) -> None:
+        """Appends first (each reported to the core, whose output runs in turn), then answers."""
+        for append in out.appends:
+            error = ErrorCode.none
+            try:
+                if self._append_lock is None:
+                    self._append_lock = asyncio.Lock()
+                async with self._append_lock:
+                    await self._log.append(append.partition, append.records)
+            except Exception as exc:
+                error = getattr(exc, "code", ErrorCode.coordinator_not_available)
+                log.warning("append to __consumer_offsets-%d failed: %s", append.partition, exc)
+            await self._execute(self.core.on_append_completed(append.ticket, error))
+        for rid, result in out.responses:
+            future = self._waiters.get(rid)
+            if future is not None and not future.done():
+                future.set_result(result)
+        self._rearm()
+
+    def _rearm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadline = self.core.next_deadline_ms()
+        if deadline is None or not self._running:
+            return
+        delay_ms = max(0, deadline - self._clock.monotonic_ms())
+        self._timer = asyncio.get_running_loop().call_later(delay_ms / 1000, self._on_timer)
+
+    async def expire_deadlines(self) -> None:
+        """Act on every deadline already passed (what the timer does; simulations call it)."""
+        await self._execute(self.core.poll(self._clock.monotonic_ms()))
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._spawn(self._execute(self.core.poll(self._clock.monotonic_ms())))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+class GroupCoordinatorService(CoordinatorRuntime):
+    """The group coordinator on `CoordinatorRuntime` (`__consumer_offsets`)."""
+
+    def __init__(self, node_id: int, config: Any, log: CoordinatorLog, clock: Clock) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.core_config = config if isinstance(config, CoordinatorConfig) else CoordinatorConfig.from_server_config(config)
+        super().__init__(GroupCoordinator(self.core_config, clock, lambda: str(uuid.uuid4())), log, clock,
+                         "__consumer_offsets")
+
     def partition_for(self, group_id: str) -> int:
-        return self.core.partition_for(group_id)
+        return self.core.partition_for(group_id)  # type: ignore[no-any-return]
 
     def coordinator_error(self, group_id: str) -> ErrorCode | None:
         """None when this node coordinates `group_id` now (leads and has loaded its partition)."""
-        return self.core.coordinator_error(group_id)
+        return self.core.coordinator_error(group_id)  # type: ignore[no-any-return]
 
     # ---- requests --------------------------------------------------------------------
 
@@ -180,60 +258,3 @@ class GroupCoordinatorService:
     async def delete_groups(self, group_ids: list[str]) -> DeleteGroupsResult:
         rid, future = self._new_waiter()
         return await self._answer(rid, future, admin.delete_groups(self.core, rid, group_ids))  # type: ignore[no-any-return]
-
-    # ---- executing the core's output --------------------------------------------------
-
-    def _new_waiter(self) -> tuple[int, asyncio.Future[Any]]:
-        self._next_request_id += 1
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiters[self._next_request_id] = future
-        return self._next_request_id, future
-
-    async def _answer(self, rid: int, future: asyncio.Future[Any], out: Output) -> Any:
-        try:
-            await self._execute(out)
-            return await future
-        finally:
-            self._waiters.pop(rid, None)
-
-    async def _execute(self, out: Output) -> None:
-        """Appends first (each reported to the core, whose output runs in turn), then answers."""
-        for append in out.appends:
-            error = ErrorCode.none
-            try:
-                if self._append_lock is None:
-                    self._append_lock = asyncio.Lock()
-                async with self._append_lock:
-                    await self._log.append(append.partition, append.records)
-            except Exception as exc:
-                error = getattr(exc, "code", ErrorCode.coordinator_not_available)
-                log.warning("append to __consumer_offsets-%d failed: %s", append.partition, exc)
-            await self._execute(self.core.on_append_completed(append.ticket, error))
-        for rid, result in out.responses:
-            future = self._waiters.get(rid)
-            if future is not None and not future.done():
-                future.set_result(result)
-        self._rearm()
-
-    def _rearm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        deadline = self.core.next_deadline_ms()
-        if deadline is None or not self._running:
-            return
-        delay_ms = max(0, deadline - self._clock.monotonic_ms())
-        self._timer = asyncio.get_running_loop().call_later(delay_ms / 1000, self._on_timer)
-
-    async def expire_deadlines(self) -> None:
-        """Act on every deadline already passed (what the timer does; simulations call it)."""
-        await self._execute(self.core.poll(self._clock.monotonic_ms()))
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._spawn(self._execute(self.core.poll(self._clock.monotonic_ms())))
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
