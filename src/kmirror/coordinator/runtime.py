@@ -21,7 +21,7 @@ from kmirror.coordinator.group import admin
 from kmirror.coordinator.group.consumer_protocol import group_subscribed_topics
 from kmirror.coordinator.group.coordinator import GroupCoordinator, PartitionStatus
 from kmirror.coordinator.group.member import Protocol
-from kmirror.coordinator.offsets import commits
+from kmirror.coordinator.offsets import commits, txn_commits
 from kmirror.coordinator.offsets.commits import OffsetToCommit
 from kmirror.coordinator.ports import CoordinatorLog
 from kmirror.coordinator.results import (
@@ -237,8 +237,28 @@ class GroupCoordinatorService(CoordinatorRuntime):
         )
         return await self._answer(rid, future, out)  # type: ignore[no-any-return]
 
-    def fetch_offsets(self, *, group_id: str, topics: list[tuple[str, list[int]]] | None) -> FetchOffsetsResult:
-        return commits.fetch_offsets(self.core, group_id=group_id, topics=topics)
+    def fetch_offsets(self, *, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                      require_stable: bool = False) -> FetchOffsetsResult:
+        result = commits.fetch_offsets(self.core, group_id=group_id, topics=topics)
+        return txn_commits.with_pending_marked_unstable(self.core, result) if require_stable else result
+
+    async def txn_commit_offsets(
+        self, *, group_id: str, producer_id: int, generation_id: int, member_id: str,
+        group_instance_id: str | None, offsets: list[OffsetToCommit],
+    ) -> CommitResult:
+        rid, future = self._new_waiter()
+        out = txn_commits.txn_commit_offsets(
+            self.core, rid, group_id=group_id, producer_id=producer_id, generation_id=generation_id,
+            member_id=member_id, group_instance_id=group_instance_id, offsets=offsets,
+        )
+        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+
+    async def complete_transaction(self, *, producer_id: int, committed: bool, partition: int) -> ErrorCode:
+        """A transaction marker was written to `__consumer_offsets-<partition>`."""
+        rid, future = self._new_waiter()
+        out = txn_commits.complete_transaction(self.core, rid, producer_id=producer_id, committed=committed,
+                                               partition=partition)
+        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
 
     async def delete_offsets(self, *, group_id: str, partitions: list[tuple[str, int]]) -> OffsetDeleteResult:
         group = self.core.groups.get(group_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from kmirror.log.append_analysis import AppendOrigin
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import RECORD_BATCH_OVERHEAD, CorruptRecordError, read_header
 from kmirror.replication.outcomes import AppendOutcome, PartitionError
@@ -32,7 +33,8 @@ class PartitionLog(Protocol):
 
     def update_high_watermark(self, offset: int) -> Any: ...
 
-    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int | None = None) -> Any: ...
+    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int | None = None, *,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> Any: ...
 
     def append_as_follower(self, records: bytes | memoryview) -> Any: ...
 

@@ -304,6 +304,17 @@ class ReplicaManager:
         """The coordinators' write path (`__consumer_offsets`): acks=1 on the local leader."""
         return self.append_records({tp: records}, required_acks=1, internal_topics_allowed=True)[tp]
 
+    def append_transaction_markers(self, tp: TopicPartition, records: bytes | memoryview) -> PartitionAppendResult:
+        """WriteTxnMarkers on this leader: COMMIT/ABORT control batches (internal topics too,
+        `__consumer_offsets` gets markers for transactional offset commits)."""
+        partition = self.leader_partition(tp)
+        if isinstance(partition, PartitionError):
+            return partition
+        result = partition.append_markers_to_leader(records, self.clock.now_ms())
+        if isinstance(result, AppendOutcome):
+            self._notify_append(tp)
+        return result
+
     # -- fetch --------------------------------------------------------------------------
 
     def fetch(

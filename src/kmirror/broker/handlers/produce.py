@@ -56,13 +56,13 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     if request.acks == 0:
         return None
     if request.acks == -1:
-        await _await_high_watermark(services, results, _timeout_ms(request.timeout))
+        await await_high_watermark(services.replica_manager, results, _timeout_ms(request.timeout))
     return _response(services, ctx, order, results, by_topic_id)
 
 
-async def _await_high_watermark(services: BrokerServices, results: dict[TopicPartition, Any], timeout_ms: int) -> None:
-    """DelayedProduce: every appended partition's HW must pass its last offset."""
-    rm = services.replica_manager
+async def await_high_watermark(rm: Any, results: dict[TopicPartition, Any], timeout_ms: int) -> None:
+    """DelayedProduce: every appended partition's HW must pass its last offset (`rm`: the
+    ReplicaManager). Also used for transaction markers and transaction state writes."""
     required = {tp: r.last_offset + 1 for tp, r in results.items() if isinstance(r, AppendOutcome)}
 
     def check(tp: TopicPartition, offset: int) -> tuple[bool, ErrorCode]:
