@@ -28,7 +28,7 @@ from kmirror.client.connection import BrokerConnection
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.kafka_clients import committed, watermarks
-from kmirror.testing.processes import LocalCluster, free_port_block
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.replication import request_type
 
 pytestmark = pytest.mark.integration
@@ -364,3 +364,34 @@ def test_bad_input_gets_kafkas_error_codes_and_the_coordinator_serves_others(clu
     producer.produce(topic, value=b"still-served")
     producer.commit_transaction(60)
     assert read_all(bs, topic, 1, "read_committed") == [b"still-served"]
+
+
+# ---- kmirror transactions (kafka-transactions.sh) -----------------------------------------
+
+
+def test_cli_lists_and_describes_transactions(cluster: LocalCluster) -> None:
+    bs = cluster.bootstrap
+    topic = new_topic(bs, partitions=2)
+    txn_id = f"cli-{uuid.uuid4().hex[:6]}"
+    producer = txn_producer(bs, txn_id)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"x", partition=1)
+    producer.flush(30)
+    listed = kmirror("transactions", "--bootstrap-server", bs, "--list", "--state", "Ongoing").stdout
+    rows = [line.split() for line in listed.splitlines()]
+    assert rows[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert any(r[0] == txn_id and r[3] == "Ongoing" for r in rows[1:]), listed
+    described = kmirror("transactions", "--bootstrap-server", bs, "--describe", "--transactional-id", txn_id).stdout
+    header, values = (line.split() for line in described.splitlines())
+    fields = dict(zip(header, values, strict=True))
+    assert (fields["TransactionState"], fields["TopicPartitions"]) == ("Ongoing", f"{topic}-1"), described
+    producer.commit_transaction(60)
+
+    def complete() -> bool:
+        out = kmirror("transactions", "--bootstrap-server", bs, "--describe", "--transactional-id", txn_id).stdout
+        return "CompleteCommit" in out
+
+    wait_until(complete, 30, "CompleteCommit")
+    unknown = kmirror("transactions", "--bootstrap-server", bs, "--describe", "--transactional-id", "nobody",
+                      check=False)
+    assert unknown.returncode != 0 and "TRANSACTIONAL_ID_NOT_FOUND" in unknown.stderr

@@ -36,6 +36,7 @@ from kmirror.client.errors import KafkaProtocolError
 from kmirror.mirror.protocol import fetch as fetch_v19
 from kmirror.mirror.protocol.derive import derive
 from kmirror.mirror.protocol.registry import MIRROR_APIS, entity_types
+from kmirror.protocol import describe_transactions
 from kmirror.protocol.framing import FrameDecoder, frame
 
 API_VERSIONS_KEY = 18
@@ -113,6 +114,8 @@ def response_schema(api_key: int, version: int) -> type[Any]:
         return entity_types(api_key)[1]
     if (api_key, version) == (fetch_v19.API_KEY, fetch_v19.VERSION):
         return fetch_v19.FetchResponse
+    if (api_key, version) == (describe_transactions.API_KEY, describe_transactions.VERSION):
+        return describe_transactions.DescribeTransactionsResponse
     schema: type[Any] = load_response_schema(api_key, version)
     return schema
 

@@ -240,7 +240,7 @@ class TransactionCoordinator:
                     and producer_id != meta.previous_producer_id:
                 return reply(E.producer_fenced)
         if meta.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-            transit = self._bump(meta, transaction_timeout_ms, now)
+            transit = self._bump(meta, transaction_timeout_ms, now, expected=producer_id != NO_PRODUCER_ID)
             return self._write(meta, transit, lambda: reply(E.none, transit.producer_id, transit.producer_epoch),
                                reply)
         if meta.state is S.ONGOING:
@@ -248,15 +248,18 @@ class TransactionCoordinator:
             return self._abort(meta, fence=True, on_done=lambda: reply(E.concurrent_transactions), on_failure=reply)
         return reply(E.concurrent_transactions)  # PrepareCommit / PrepareAbort / Dead
 
-    def _bump(self, meta: TransactionMetadata, timeout_ms: int, now: int) -> TxnTransitMetadata:
-        """Kafka `prepareIncrementProducerEpoch` / `prepareProducerIdRotation`."""
+    def _bump(self, meta: TransactionMetadata, timeout_ms: int, now: int, *, expected: bool) -> TxnTransitMetadata:
+        """Kafka `prepareIncrementProducerEpoch` / `prepareProducerIdRotation`. The last epoch
+        is remembered only for a producer that named its epoch (KIP-360), so its retry of
+        this very request gets the same answer."""
         if is_epoch_exhausted(meta.producer_epoch):
             return meta.transit(S.EMPTY, now, producer_id=self._next_producer_id(),
                                 previous_producer_id=meta.producer_id, producer_epoch=0,
                                 last_producer_epoch=NO_PRODUCER_EPOCH, transaction_timeout_ms=timeout_ms,
                                 partitions=frozenset(), start_timestamp_ms=-1)
         return meta.transit(S.EMPTY, now, producer_epoch=meta.producer_epoch + 1,
-                            last_producer_epoch=meta.producer_epoch, transaction_timeout_ms=timeout_ms,
+                            last_producer_epoch=meta.producer_epoch if expected else NO_PRODUCER_EPOCH,
+                            transaction_timeout_ms=timeout_ms,
                             partitions=frozenset(), start_timestamp_ms=-1)
 
     # ---- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------

@@ -235,3 +235,13 @@ def test_exhausted_epoch_rotates_the_producer_id(epoch: int) -> None:
     h.core.transactions["t"].producer_epoch = epoch
     again = h.init()
     assert again.producer_epoch == 0 and again.producer_id != 1000
+
+
+def test_kip360_expected_epoch_bumps_and_a_retry_gets_the_same_answer() -> None:
+    h = Harness()
+    first = h.init()
+    bumped = h.init(producer_id=first.producer_id, producer_epoch=first.producer_epoch)
+    assert (bumped.error, bumped.producer_epoch) == (E.none, 1)
+    retried = h.init(producer_id=first.producer_id, producer_epoch=first.producer_epoch)
+    assert (retried.error, retried.producer_epoch) == (E.none, 1)
+    assert h.init(producer_id=first.producer_id, producer_epoch=7).error == E.producer_fenced
