@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -13,6 +14,7 @@ from kmirror.coordinator.transaction.state import (
     VALID_FROM,
     IllegalTransactionStateTransition,
     TransactionState,
+    generated_doc_block,
     transition,
 )
 
@@ -75,3 +77,8 @@ def test_table_is_kafkas_valid_previous_states() -> None:
         transition(S.EMPTY, S.PREPARE_COMMIT)
     assert S.PREPARE_COMMIT.state_name == "PrepareCommit"
     assert S.from_name("CompleteAbort") is S.COMPLETE_ABORT
+
+
+def test_design_doc_carries_the_generated_state_table() -> None:
+    doc = (Path(__file__).parents[4] / "docs" / "design" / "transactions.md").read_text()
+    assert generated_doc_block() in doc, "regenerate docs/design/transactions.md from VALID_FROM"
