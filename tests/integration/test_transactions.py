@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kmirror.client.connection import BrokerConnection
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
+from kmirror.records.builder import build_batch
 from kmirror.testing.kafka_clients import committed, watermarks
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.replication import request_type
@@ -364,6 +365,67 @@ def test_bad_input_gets_kafkas_error_codes_and_the_coordinator_serves_others(clu
     producer.produce(topic, value=b"still-served")
     producer.commit_transaction(60)
     assert read_all(bs, topic, 1, "read_committed") == [b"still-served"]
+
+
+# ---- KIP-890 part 1: the partition leader verifies a producer's first transactional batch --
+
+
+def test_late_transactional_batch_is_refused_and_cannot_hang_the_partition(cluster: LocalCluster) -> None:
+    """A transactional batch for a partition not in the producer's ongoing transaction (never
+    added, or its transaction already aborted: a late retry) is refused by the leader, so the
+    LSO never stalls behind a transaction no marker will end."""
+    bs = cluster.bootstrap
+    topic = new_topic(bs)
+    txn_id = f"late-{uuid.uuid4().hex[:6]}"
+    leader = AdminClient({"bootstrap.servers": bs}).list_topics(topic, timeout=30).topics[topic].partitions[0].leader
+
+    def batch(producer_id: int, epoch: int, sequence: int, value: bytes) -> bytes:
+        return build_batch([(None, value, (), int(time.time() * 1000))], producer_id=producer_id,
+                           producer_epoch=epoch, base_sequence=sequence, is_transactional=True)
+
+    async def run() -> list[int]:
+        coordinator = await coordinator_connection(cluster, txn_id)
+        partition_leader = BrokerConnection("127.0.0.1", cluster.port + leader - 1, client_id="txn-late-batch")
+        await partition_leader.connect()
+        P = request_type(0, 9)
+
+        async def produce(records: bytes) -> int:
+            response = await partition_leader.send(build(
+                P, transactional_id=txn_id, acks=-1, timeout=datetime.timedelta(seconds=30),
+                topic_data=(nested(P, "TopicProduceData")(name=topic, partition_data=(
+                    nested(P, "PartitionProduceData")(index=0, records=records),)),)))
+            return int(response.responses[0].partition_responses[0].error_code)
+
+        try:
+            init = await coordinator.send(request(22, 4, transactional_id=txn_id,
+                                                  transaction_timeout=datetime.timedelta(seconds=60),
+                                                  producer_id=-1, producer_epoch=-1))
+            pid, epoch = init.producer_id, init.producer_epoch
+            codes = [await produce(batch(pid, epoch, 0, b"never-added"))]
+            T = request_type(24, 3)
+            added = await coordinator.send(build(
+                T, v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=(nested(T, "AddPartitionsToTxnTopic")(name=topic, partitions=(0,)),)))
+            assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+            codes.append(await produce(batch(pid, epoch, 0, b"in-transaction")))
+            ended = await coordinator.send(request(26, 3, transactional_id=txn_id, producer_id=pid,
+                                                   producer_epoch=epoch, committed=False))
+            assert ended.error_code == ErrorCode.none
+            for _ in range(300):  # the ABORT marker is on the partition once the state is CompleteAbort
+                described = await coordinator.send(request(65, 0, transactional_ids=(txn_id,)))
+                if described.transaction_states[0].transaction_state == "CompleteAbort":
+                    break
+                await asyncio.sleep(0.1)
+            return [*codes, await produce(batch(pid, epoch, 1, b"late-retry"))]
+        finally:
+            await partition_leader.close()
+            await coordinator.close()
+
+    codes = asyncio.run(run())
+    assert codes == [ErrorCode.invalid_txn_state, ErrorCode.none, ErrorCode.invalid_txn_state]
+    wait_until(lambda: lso(bs, topic, 0) == hw(bs, topic, 0) == 2, 30, "the abort marker, then LSO == HW")
+    assert read_all(bs, topic, 1, "read_uncommitted") == [b"in-transaction"]
 
 
 # ---- kmirror transactions (kafka-transactions.sh) -----------------------------------------

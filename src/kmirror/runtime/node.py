@@ -62,6 +62,7 @@ from kmirror.runtime.tls import TlsSetupError, server_context
 from kmirror.runtime.transaction_wiring import (
     ReplicatedCoordinatorLog,
     TxnMarkerWriter,
+    TxnVerifier,
     coordinator_epoch_lookup,
     leader_lookup,
 )
@@ -154,6 +155,8 @@ class Node:
                 self.metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-txn-marker-sender")),
             leader_of=leader_lookup(self.metadata),
             coordinator_epoch_of=coordinator_epoch_lookup(self.replica_manager, TRANSACTION_STATE_TOPIC),
+            verify_remote=TxnVerifier(ListenerBrokerSender(
+                self.metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-txn-verification")),
         )
         await self.transaction_coordinator.start()
         # KIP-1279 MirrorCoordinator: states persisted in __mirror_state, loaded on leadership

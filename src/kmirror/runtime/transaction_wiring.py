@@ -6,6 +6,7 @@
 - `TxnMarkerWriter`: the `MarkerWriter` port. Markers for partitions this node leads are
   written in-process; the others go to their leader as WriteTxnMarkers over the
   inter-broker listener.
+- `TxnVerifier`: KIP-890 part 1 verification sent to the coordinator of another broker.
 - `leader_lookup` / `coordinator_epoch_lookup`: what the marker channel and the core read
   from the metadata image and the replica manager.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kio.schema.add_partitions_to_txn.v4 import request as add_partitions_to_txn_v4
 from kio.schema.write_txn_markers.v1 import request as write_txn_markers_v1
 
 from kmirror.broker.handlers.produce import await_high_watermark
@@ -75,6 +77,33 @@ class TxnMarkerWriter:
                 for p in topic.partitions:
                     errors[TopicPartition(topic.name, int(p.partition_index))] = ErrorCode(p.error_code)
         return errors
+
+
+class TxnVerifier:
+    """The `RemoteVerifier` port: AddPartitionsToTxn v4 `verify_only` to the coordinator."""
+
+    def __init__(self, send: Any) -> None:
+        self._send = send
+
+    async def __call__(self, node_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        m = add_partitions_to_txn_v4
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        request = build(m.AddPartitionsToTxnRequest, transactions=(build(
+            m.AddPartitionsToTxnTransaction, transactional_id=transactional_id, producer_id=producer_id,
+            producer_epoch=producer_epoch, verify_only=True, topics=tuple(
+                build(m.AddPartitionsToTxnTopic, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())),))
+        response = await self._send(node_id, request)
+        answers: dict[TopicPartition, ErrorCode] = {}
+        for result in response.results_by_transaction:
+            for topic in result.topic_results:
+                for p in topic.results_by_partition:
+                    answers[TopicPartition(topic.name, int(p.partition_index))] = ErrorCode(p.partition_error_code)
+        if response.error_code != ErrorCode.none:
+            return dict.fromkeys(partitions, ErrorCode(response.error_code))
+        return answers
 
 
 def leader_lookup(metadata: Any) -> Callable[[TopicPartition], int | None]:

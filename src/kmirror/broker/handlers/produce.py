@@ -16,6 +16,7 @@ from typing import Any
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.purgatory import delayed_produce_outcome, purgatory_for
 from kmirror.broker.services import BrokerServices
+from kmirror.broker.txn_verification import verify_transactional_batches
 from kmirror.mirror.errors import MirrorError, kio_error_code
 from kmirror.mirror.metadata import is_topic_partition_read_only
 from kmirror.protocol.entities import build, has_field, nested
@@ -50,6 +51,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             else:
                 entries[tp] = p.records
 
+    # KIP-890 part 1: a producer's first transactional batch on a partition must be in its
+    # ongoing transaction (`kmirror.broker.txn_verification`)
+    await verify_transactional_batches(services, getattr(request, "transactional_id", None), entries, errors)
     results: dict[TopicPartition, Any] = dict(errors)
     results.update(rm.append_records(entries, int(request.acks)))
 

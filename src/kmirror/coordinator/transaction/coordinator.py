@@ -287,6 +287,19 @@ class TransactionCoordinator:
                                start_timestamp_ms=start)
         return self._write(meta, transit, lambda: reply(E.none), reply)
 
+    def verify_partitions(self, *, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890 part 1 (AddPartitionsToTxn `verify_only`): is each partition part of the
+        producer's ongoing transaction? A partition leader asks before it appends the first
+        transactional batch of a producer, so a late batch of a finished transaction cannot
+        open a transaction nobody will end. Nothing is written."""
+        wanted = list(partitions)
+        meta, err = self._checked(transactional_id, producer_id, producer_epoch)
+        if meta is None:
+            return dict.fromkeys(wanted, err)
+        ongoing = meta.state is S.ONGOING
+        return {tp: E.none if ongoing and tp in meta.partitions else E.invalid_txn_state for tp in wanted}
+
     def _checked(self, transactional_id: str, producer_id: int,
                  producer_epoch: int) -> tuple[TransactionMetadata | None, ErrorCode]:
         if not transactional_id:

@@ -44,6 +44,9 @@ class ProducerIds(Protocol):
 
 # (leader node id, marker, its partitions on that leader) -> error per partition.
 MarkerWriter = Callable[[int, TxnMarker, list[TopicPartition]], Awaitable[dict[TopicPartition, ErrorCode]]]
+# (coordinator node id, transactional id, producer id, epoch, partitions) -> error per
+# partition: AddPartitionsToTxn `verify_only` sent to another broker (KIP-890 part 1).
+RemoteVerifier = Callable[[int, str, int, int, list[TopicPartition]], Awaitable[dict[TopicPartition, ErrorCode]]]
 # The leader of a partition now: a node id, None while it has none, TOPIC_DELETED when the
 # partition no longer exists (its marker is not owed any more).
 LeaderLookup = Callable[[TopicPartition], int | None]
@@ -56,8 +59,9 @@ _MARKER_FINAL = {ErrorCode.none: "written", ErrorCode.invalid_producer_epoch: "r
 class TransactionCoordinatorService(CoordinatorRuntime):
     def __init__(self, node_id: int, config: TransactionConfig, log: CoordinatorLog, clock: Clock, *,
                  producer_ids: ProducerIds, write_markers: MarkerWriter, leader_of: LeaderLookup,
-                 coordinator_epoch_of: Callable[[int], int]) -> None:
+                 coordinator_epoch_of: Callable[[int], int], verify_remote: RemoteVerifier | None = None) -> None:
         self.node_id = node_id
+        self._verify_remote = verify_remote
         self.config = config
         self._producer_ids = producer_ids
         self._write_markers = write_markers
@@ -102,6 +106,30 @@ class TransactionCoordinatorService(CoordinatorRuntime):
         out = self.txn_core.end_txn(rid, transactional_id=transactional_id, producer_id=producer_id,
                                     producer_epoch=producer_epoch, committed=committed)
         return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+
+    async def verify_partitions(self, *, transactional_id: str, producer_id: int, producer_epoch: int,
+                                partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890 part 1, from a partition leader: asks the id's coordinator (this node, or
+        another broker through `verify_remote`) whether `partitions` are in the producer's
+        ongoing transaction. A coordinator that cannot answer yet answers its error."""
+        core = self.txn_core
+        node = self._leader_of(TopicPartition(TRANSACTION_STATE_TOPIC, core.partition_for(transactional_id)))
+        if node == self.node_id or self._verify_remote is None:
+            return core.verify_partitions(transactional_id=transactional_id, producer_id=producer_id,
+                                          producer_epoch=producer_epoch, partitions=partitions)
+        if node is None or node < 0:
+            return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
+        try:
+            return await self._verify_remote(node, transactional_id, producer_id, producer_epoch, partitions)
+        except Exception as exc:  # the coordinator is unreachable: the producer retries
+            log.info("verifying %s with broker %d failed: %s", transactional_id, node, exc)
+            return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
+
+    def verify_local(self, *, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn `verify_only` arriving at this node (NOT_COORDINATOR if it is not)."""
+        return self.txn_core.verify_partitions(transactional_id=transactional_id, producer_id=producer_id,
+                                               producer_epoch=producer_epoch, partitions=partitions)
 
     def describe(self, transactional_id: str) -> DescribedTransaction:
         return self.txn_core.describe(transactional_id)

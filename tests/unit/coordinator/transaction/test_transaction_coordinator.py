@@ -245,3 +245,19 @@ def test_kip360_expected_epoch_bumps_and_a_retry_gets_the_same_answer() -> None:
     retried = h.init(producer_id=first.producer_id, producer_epoch=first.producer_epoch)
     assert (retried.error, retried.producer_epoch) == (E.none, 1)
     assert h.init(producer_id=first.producer_id, producer_epoch=7).error == E.producer_fenced
+
+
+def test_verify_only_answers_whether_partitions_are_in_the_ongoing_transaction() -> None:
+    h = Harness()
+    pid = h.init()
+    ids = {"transactional_id": "t", "producer_id": pid.producer_id, "producer_epoch": 0}
+    assert h.core.verify_partitions(**ids, partitions=[TP0]) == {TP0: E.invalid_txn_state}  # nothing begun
+    h.call("add_partitions", **ids, partitions=[TP0])
+    assert h.core.verify_partitions(**ids, partitions=[TP0, TP1]) == {TP0: E.none, TP1: E.invalid_txn_state}
+    h.call("end_txn", **ids, committed=False)
+    assert h.core.verify_partitions(**ids, partitions=[TP0]) == {TP0: E.invalid_txn_state}  # a late batch
+    assert h.core.verify_partitions(transactional_id="t", producer_id=pid.producer_id, producer_epoch=9,
+                                    partitions=[TP0]) == {TP0: E.producer_fenced}
+    log_before = list(h.log)
+    h.core.verify_partitions(**ids, partitions=[TP0])
+    assert h.log == log_before  # verification writes nothing
