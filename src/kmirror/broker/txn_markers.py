@@ -47,7 +47,7 @@ async def write_txn_markers(services: BrokerServices,
             batch = build_control_batch(ControlType.COMMIT if marker.commit else ControlType.ABORT,
                                         marker.producer_id, marker.producer_epoch, now_ms,
                                         coordinator_epoch=marker.coordinator_epoch)
-            results[tp] = replica_manager.append_transaction_markers(tp, batch)
+            results[tp] = replica_manager.append_coordinator_batches(tp, batch)
         await await_high_watermark(replica_manager, results, MARKER_TIMEOUT_MS)
         errors: dict[TopicPartition, ErrorCode] = {}
         for tp, result in results.items():

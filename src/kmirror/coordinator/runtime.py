@@ -99,9 +99,8 @@ class CoordinatorRuntime:
 
     async def _load(self, partition: int) -> None:
         try:
-            records = list(self._log.read_all(partition))
-            out = self.core.complete_load(partition, records)
-            log.info("loaded %s-%d (%d records)", self.topic, partition, len(records))
+            count, out = self._replay(partition)
+            log.info("loaded %s-%d (%d records)", self.topic, partition, count)
         except Exception:
             log.exception("loading %s-%d failed", self.topic, partition)
             self.core.state.partitions.pop(partition, None)
@@ -111,6 +110,11 @@ class CoordinatorRuntime:
             self._rearm()
         if isinstance(out, Output):
             await self._execute(out)
+
+    def _replay(self, partition: int) -> tuple[int, Any]:
+        """Feed the partition's records to the core: (how many, the core's output)."""
+        records = list(self._log.read_all(partition))
+        return len(records), self.core.complete_load(partition, records)
 
     def is_loading(self, partition: int) -> bool:
         return self.core.state.partitions.get(partition) is PartitionStatus.LOADING
@@ -138,7 +142,11 @@ class CoordinatorRuntime:
                 if self._append_lock is None:
                     self._append_lock = asyncio.Lock()
                 async with self._append_lock:
-                    await self._log.append(append.partition, append.records)
+                    if append.producer_id >= 0:
+                        await self._log.append(append.partition, append.records, producer_id=append.producer_id,
+                                               producer_epoch=append.producer_epoch)
+                    else:
+                        await self._log.append(append.partition, append.records)
             except Exception as exc:
                 error = getattr(exc, "code", ErrorCode.coordinator_not_available)
                 log.warning("append to __consumer_offsets-%d failed: %s", append.partition, exc)
@@ -185,6 +193,12 @@ class GroupCoordinatorService(CoordinatorRuntime):
 
     def partition_for(self, group_id: str) -> int:
         return self.core.partition_for(group_id)  # type: ignore[no-any-return]
+
+    def _replay(self, partition: int) -> tuple[int, Any]:
+        """Also restore the offsets of transactions still open in the partition (pending)."""
+        count, out = super()._replay(partition)
+        txn_commits.restore_pending(self.core, partition, self._log.open_transactions(partition))
+        return count, out
 
     def coordinator_error(self, group_id: str) -> ErrorCode | None:
         """None when this node coordinates `group_id` now (leads and has loaded its partition)."""
@@ -243,12 +257,13 @@ class GroupCoordinatorService(CoordinatorRuntime):
         return txn_commits.with_pending_marked_unstable(self.core, result) if require_stable else result
 
     async def txn_commit_offsets(
-        self, *, group_id: str, producer_id: int, generation_id: int, member_id: str,
+        self, *, group_id: str, producer_id: int, producer_epoch: int, generation_id: int, member_id: str,
         group_instance_id: str | None, offsets: list[OffsetToCommit],
     ) -> CommitResult:
         rid, future = self._new_waiter()
         out = txn_commits.txn_commit_offsets(
-            self.core, rid, group_id=group_id, producer_id=producer_id, generation_id=generation_id,
+            self.core, rid, group_id=group_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            generation_id=generation_id,
             member_id=member_id, group_instance_id=group_instance_id, offsets=offsets,
         )
         return await self._answer(rid, future, out)  # type: ignore[no-any-return]

@@ -112,7 +112,9 @@ class ProducerState:
                 ErrorCode.invalid_producer_epoch,
                 f"Epoch of producer {header.producer_id} is {header.producer_epoch}, "
                 f"which is smaller than the last seen epoch {entry.producer_epoch}")
-        if header.is_control:
+        if header.is_control or header.base_sequence < 0:
+            # markers, and coordinator writes without a sequence (Kafka's NO_SEQUENCE, e.g.
+            # transactional offset commits): epoch-checked only; client batches always carry one
             return None
         if header.producer_epoch != entry.producer_epoch:
             if header.base_sequence != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:

@@ -278,10 +278,10 @@ class Partition(IsrChanges):
             self.maybe_increment_high_watermark()
         return result
 
-    def append_markers_to_leader(self, records: bytes | memoryview, now_ms: int) -> AppendOutcome | PartitionError:
-        """Transaction markers from the transaction coordinator (WriteTxnMarkers): control
-        batches, origin COORDINATOR, acks=all (Kafka `ReplicaManager.appendRecords` with
-        `AppendOrigin.COORDINATOR`, `requiredAcks = -1`)."""
+    def append_coordinator_batches_to_leader(self, records: bytes | memoryview, now_ms: int) -> AppendOutcome | PartitionError:
+        """Batches the broker writes for a coordinator, kept as built (origin COORDINATOR, Kafka
+        `AppendOrigin.COORDINATOR`): transaction markers (WriteTxnMarkers) and transactional
+        offset commits. Refused below `min.insync.replicas`; the caller awaits the HW."""
         if not self.is_leader:
             return PartitionError(ErrorCode.not_leader_or_follower)
         if len(self._state.isr) < self.min_insync_replicas:

@@ -32,12 +32,14 @@ from kmirror.types import TopicPartition
 
 
 class ReplicatedCoordinatorLog(ReplicaManagerCoordinatorLog):
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
+                     producer_epoch: int = -1) -> int:
         tp = TopicPartition(self.topic, partition)
         leader = self.replica_manager.get_partition(tp)
         if leader is not None and len(leader.isr) < leader.min_insync_replicas:
             raise CoordinatorAppendError(ErrorCode.not_enough_replicas)
-        last_offset = await super().append(partition, records)
+        last_offset = await super().append(partition, records, producer_id=producer_id,
+                                           producer_epoch=producer_epoch)
         results: dict[TopicPartition, Any] = {tp: AppendOutcome(last_offset, last_offset, -1, -1)}
         await await_high_watermark(self.replica_manager, results, MARKER_TIMEOUT_MS)
         if isinstance(results[tp], PartitionError):

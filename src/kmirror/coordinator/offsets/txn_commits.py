@@ -1,25 +1,25 @@
 """Offsets committed inside a transaction (TxnOffsetCommit, KIP-98; Kafka
 `OffsetMetadataManager.replayTransactionalOffsetCommit` / `replayEndTransactionMarker`).
 
-A transactional commit is pending: OffsetFetch does not return it, and with
-`require_stable` a partition with a pending commit answers UNSTABLE_OFFSET_COMMIT, until
-the transaction's marker reaches this group's `__consumer_offsets` partition. A COMMIT
-marker makes the offsets committed (appended as ordinary offset commit records, and the
-marker is acknowledged only once they are durable); an ABORT drops them.
-
-Decision (docs/design/transactions.md): the pending offsets are held in memory, not written
-to `__consumer_offsets` as a transactional batch as Kafka does, so a group coordinator that
-fails between TxnOffsetCommit and the marker loses them (the transaction's data still
-commits; the consumer re-reads from the last committed offsets).
+A transactional commit is written to the group's `__consumer_offsets` partition as a
+transactional batch of the producer (answered once written), and is pending: OffsetFetch does
+not return it, and with `require_stable` a partition with a pending commit answers
+UNSTABLE_OFFSET_COMMIT, until the transaction's marker reaches that partition. The COMMIT
+marker (written by WriteTxnMarkers, acks=all) makes the offsets committed, an ABORT drops them;
+loading the partition replays the same (`ReplicaManagerCoordinatorLog.read_all`), and offsets of
+transactions still open at the log end come back pending (`restore_pending`).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.offsets import replay
-from kmirror.coordinator.offsets.commits import OffsetToCommit
+from kmirror.coordinator.offsets.commits import OffsetToCommit, _append_error
+from kmirror.coordinator.offsets.records import OffsetCommitKey, decode_key, decode_offset_commit_value
 from kmirror.coordinator.results import (
     CommitResult,
     FetchedOffset,
@@ -50,7 +50,7 @@ def validate_txn_offset_commit(group: ClassicGroup | None, generation_id: int, m
 
 
 def txn_commit_offsets(core: GroupCoordinator, request_id: int, *, group_id: str, producer_id: int,
-                       generation_id: int, member_id: str, group_instance_id: str | None,
+                       producer_epoch: int, generation_id: int, member_id: str, group_instance_id: str | None,
                        offsets: list[OffsetToCommit]) -> Output:
     def reply(error_of: dict[tuple[str, int], ErrorCode], default: ErrorCode) -> Output:
         parts = tuple(PartitionResult(o.topic, o.partition, error_of.get((o.topic, o.partition), default))
@@ -65,54 +65,61 @@ def txn_commit_offsets(core: GroupCoordinator, request_id: int, *, group_id: str
         return reply({}, err)
     now_wall = core.clock.now_ms()
     errors: dict[tuple[str, int], ErrorCode] = {}
-    pending = core.state.pending_txn_offsets.setdefault(group_id, {}).setdefault(producer_id, {})
+    accepted: dict[TopicPartition, OffsetAndMetadata] = {}
     for o in offsets:
         metadata = o.metadata or ""
         if len(metadata.encode()) > core.config.offset_metadata_max_bytes:
             errors[(o.topic, o.partition)] = E.offset_metadata_too_large
         else:
-            pending[TopicPartition(o.topic, o.partition)] = OffsetAndMetadata(o.offset, o.leader_epoch, metadata,
-                                                                              now_wall)
-    return reply(errors, E.none)
+            accepted[TopicPartition(o.topic, o.partition)] = OffsetAndMetadata(o.offset, o.leader_epoch, metadata,
+                                                                               now_wall)
+    if not accepted:
+        return reply(errors, E.none)
+
+    def written() -> Output:
+        pending = core.state.pending_txn_offsets.setdefault(group_id, {}).setdefault(producer_id, {})
+        pending.update(accepted)
+        return reply(errors, E.none)
+
+    def failed(error: ErrorCode) -> Output:
+        return reply(errors, _append_error(error))
+
+    records = [replay.offset_commit_record(group_id, tp, v) for tp, v in accepted.items()]
+    out = core.append(group_id, records, written, failed)
+    out.appends[:] = [replace(a, producer_id=producer_id, producer_epoch=producer_epoch) for a in out.appends]
+    return out
 
 
 def complete_transaction(core: GroupCoordinator, request_id: int, *, producer_id: int, committed: bool,
                          partition: int) -> Output:
     """The marker of `producer_id`'s transaction was written to `partition`: its pending
-    offsets of the groups there become committed (answer once durable) or are dropped."""
-
-    def reply(error: ErrorCode) -> Output:
-        return Output(responses=[(request_id, error)])
-
-    moved: list[tuple[str, dict[TopicPartition, OffsetAndMetadata]]] = []
+    offsets of the groups there become committed, or are dropped."""
     for group_id in [g for g in core.state.pending_txn_offsets if core.partition_for(g) == partition]:
         by_producer = core.state.pending_txn_offsets[group_id]
         offsets = by_producer.pop(producer_id, None)
         if not by_producer:
             del core.state.pending_txn_offsets[group_id]
         if offsets and committed:
-            moved.append((group_id, offsets))
-    if not moved:
-        return reply(E.none)
-    records: list[tuple[bytes, bytes | None]] = []
-    for group_id, offsets in moved:
-        records.extend(replay.offset_commit_record(group_id, tp, v) for tp, v in offsets.items())
-
-    def persisted() -> Output:
-        for group_id, offsets in moved:
             group = core.groups.get(group_id)
             if group is None:
                 group = core.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=core.clock.now_ms())
             group.offsets.update(offsets)
-        return reply(E.none)
+    return Output(responses=[(request_id, E.none)])
 
-    def failed(error: ErrorCode) -> Output:
-        # the marker is answered with the error and written again: keep the offsets pending
-        for group_id, offsets in moved:
-            core.state.pending_txn_offsets.setdefault(group_id, {}).setdefault(producer_id, {}).update(offsets)
-        return reply(error)
 
-    return core.append(moved[0][0], records, persisted, failed)
+def restore_pending(core: GroupCoordinator, partition: int,
+                    open_transactions: dict[int, list[tuple[bytes, bytes | None]]]) -> None:
+    """After loading `partition`: the offset commits of transactions still open there are
+    pending again (whatever this node held for the partition before is replaced)."""
+    for group_id in [g for g in core.state.pending_txn_offsets if core.partition_for(g) == partition]:
+        del core.state.pending_txn_offsets[group_id]
+    for producer_id, records in open_transactions.items():
+        for key_bytes, value_bytes in records:
+            key = decode_key(key_bytes)
+            if not isinstance(key, OffsetCommitKey) or value_bytes is None:
+                continue
+            pending = core.state.pending_txn_offsets.setdefault(key.group, {}).setdefault(producer_id, {})
+            pending[TopicPartition(key.topic, key.partition)] = decode_offset_commit_value(value_bytes)
 
 
 def with_pending_marked_unstable(core: GroupCoordinator, result: FetchOffsetsResult) -> FetchOffsetsResult:

@@ -102,30 +102,52 @@ def test_markers_are_retried_until_written_and_the_commit_completes() -> None:
     asyncio.run(main())
 
 
-def test_txn_offsets_are_pending_until_the_commit_marker() -> None:
+async def group_service(log: MemoryCoordinatorLog) -> GroupCoordinatorService:
+    groups = GroupCoordinatorService(0, CoordinatorConfig(offsets_topic_num_partitions=1), log, ManualClock())
+    await groups.start()
+    groups.on_partitions_led({0})
+    while groups.is_loading(0):
+        await asyncio.sleep(0)
+    return groups
+
+
+def offset_of(groups: GroupCoordinatorService) -> tuple[int, E]:
+    fetched = groups.fetch_offsets(group_id="g", topics=[("t", [0])], require_stable=True).offsets[0]
+    return fetched.offset, fetched.error
+
+
+def test_txn_offsets_are_pending_until_the_commit_marker_and_survive_a_reload() -> None:
     async def main() -> None:
-        groups = GroupCoordinatorService(0, CoordinatorConfig(offsets_topic_num_partitions=1), MemoryCoordinatorLog(),
-                                         ManualClock())
-        await groups.start()
-        groups.on_partitions_led({0})
-        while groups.is_loading(0):
-            await asyncio.sleep(0)
-        result = await groups.txn_commit_offsets(group_id="g", producer_id=9, generation_id=-1, member_id="",
-                                                 group_instance_id=None, offsets=[OffsetToCommit("t", 0, 42, -1, "")])
-        assert [p.error for p in result.partitions] == [E.none]
+        log = MemoryCoordinatorLog()
+        groups = await group_service(log)
+
+        async def txn_commit(offset: int) -> None:
+            result = await groups.txn_commit_offsets(
+                group_id="g", producer_id=9, producer_epoch=0, generation_id=-1, member_id="",
+                group_instance_id=None, offsets=[OffsetToCommit("t", 0, offset, -1, "")])
+            assert [p.error for p in result.partitions] == [E.none]
+
+        await txn_commit(42)
+        assert log.transactional[0][9] and not log.partitions.get(0)  # written as the producer's batch
         assert groups.fetch_offsets(group_id="g", topics=[("t", [0])]).offsets[0].offset == -1
-        stable = groups.fetch_offsets(group_id="g", topics=[("t", [0])], require_stable=True)
-        assert stable.offsets[0].error == E.unstable_offset_commit
-        # an abort marker for another producer changes nothing; the commit marker commits
+        assert offset_of(groups) == (-1, E.unstable_offset_commit)
+        # another coordinator loads the partition while the transaction is open: still pending
+        await groups.stop()
+        groups = await group_service(log)
+        assert offset_of(groups) == (-1, E.unstable_offset_commit)
+        # an abort marker of another producer changes nothing; this producer's commit commits
         assert await groups.complete_transaction(producer_id=8, committed=False, partition=0) == E.none
+        log.end_transaction(0, 9, committed=True)
         assert await groups.complete_transaction(producer_id=9, committed=True, partition=0) == E.none
-        fetched = groups.fetch_offsets(group_id="g", topics=[("t", [0])], require_stable=True).offsets[0]
-        assert (fetched.offset, fetched.error) == (42, E.none)
-        # an aborted transaction's offsets never show
-        await groups.txn_commit_offsets(group_id="g", producer_id=9, generation_id=-1, member_id="",
-                                        group_instance_id=None, offsets=[OffsetToCommit("t", 0, 99, -1, "")])
+        assert offset_of(groups) == (42, E.none)
+        # an aborted transaction's offsets never show, before or after a reload
+        await txn_commit(99)
+        log.end_transaction(0, 9, committed=False)
         assert await groups.complete_transaction(producer_id=9, committed=False, partition=0) == E.none
-        assert groups.fetch_offsets(group_id="g", topics=[("t", [0])], require_stable=True).offsets[0].offset == 42
+        assert offset_of(groups) == (42, E.none)
+        await groups.stop()
+        groups = await group_service(log)
+        assert offset_of(groups) == (42, E.none)
         await groups.stop()
 
     asyncio.run(main())
