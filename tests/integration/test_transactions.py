@@ -459,6 +459,57 @@ def test_cli_lists_and_describes_transactions(cluster: LocalCluster) -> None:
     assert unknown.returncode != 0 and "TRANSACTIONAL_ID_NOT_FOUND" in unknown.stderr
 
 
+# ---- group coordinator failover with offsets pending in a transaction -------------------
+
+
+def test_group_coordinator_killed_with_offsets_pending_in_a_transaction(cluster: LocalCluster) -> None:
+    """kill -9 of the group coordinator between `send_offsets_to_transaction` and the commit:
+    the next one loads the pending offsets from `__consumer_offsets` and the commit marker
+    commits them (they were written as the producer's transactional batch)."""
+    bs = cluster.bootstrap
+    source, sink = new_topic(bs), new_topic(bs)
+    feeder = Producer({"bootstrap.servers": bs, "enable.idempotence": True})
+    for i in range(10):
+        feeder.produce(source, value=b"in-%d" % i, partition=0)
+    feeder.flush(30)
+    group = f"gfo-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.subscribe([source])
+    records: list[Any] = []
+    deadline = time.monotonic() + 60
+    while len(records) < 10:
+        assert time.monotonic() < deadline, f"consumed {len(records)} of 10"
+        records += [m for m in consumer.consume(10, 1.0) if m.error() is None]
+    producer = txn_producer(bs, f"gfo-{uuid.uuid4().hex[:6]}")
+    producer.begin_transaction()
+    for m in records:
+        producer.produce(sink, value=m.value().replace(b"in-", b"out-"), partition=0)
+    producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                         consumer.consumer_group_metadata(), 60)
+
+    async def find_group_coordinator() -> int:
+        conn = BrokerConnection("127.0.0.1", cluster.port, client_id="txn-group-failover")
+        await conn.connect()
+        try:
+            found = await conn.send(request(10, 3, key=group, key_type=0))
+            assert found.error_code == ErrorCode.none, found
+            return int(found.node_id)
+        finally:
+            await conn.close()
+
+    victim = asyncio.run(find_group_coordinator())
+    cluster.kill9(victim)
+    try:
+        producer.commit_transaction(120)
+        survivors = ",".join(f"127.0.0.1:{cluster.port + n - 1}" for n in (1, 2, 3) if n != victim)
+        wait_until(lambda: committed(survivors, group, source, 1) == {0: 10}, 60, "the transaction's offsets")
+        assert sorted(read_all(survivors, sink, 1, "read_committed")) == sorted(b"out-%d" % i for i in range(10))
+    finally:
+        cluster.start_node(victim)
+        consumer.close()
+
+
 # ---- coordinator failover (runs last: it kills a broker of the module's cluster) ----------
 
 
