@@ -503,7 +503,14 @@ def test_group_coordinator_killed_with_offsets_pending_in_a_transaction(cluster:
     try:
         producer.commit_transaction(120)
         survivors = ",".join(f"127.0.0.1:{cluster.port + n - 1}" for n in (1, 2, 3) if n != victim)
-        wait_until(lambda: committed(survivors, group, source, 1) == {0: 10}, 60, "the transaction's offsets")
+
+        def offsets_committed() -> bool:
+            try:
+                return committed(survivors, group, source, 1) == {0: 10}
+            except KafkaException:  # the group's coordinator is still moving
+                return False
+
+        wait_until(offsets_committed, 90, "the transaction's offsets")
         assert sorted(read_all(survivors, sink, 1, "read_committed")) == sorted(b"out-%d" % i for i in range(10))
     finally:
         cluster.start_node(victim)
@@ -528,12 +535,17 @@ def describe_state(port: int, txn_id: str) -> str:
 
 def test_zz_coordinator_killed_mid_end_txn_leaves_the_transaction_whole(cluster: LocalCluster) -> None:
     """kill -9 of the coordinator after PrepareCommit is persisted and before its markers are
-    all written (one data leader is stopped, so they cannot be): the next coordinator loads
-    PrepareCommit and finishes; read_committed sees the whole transaction on every partition."""
+    written: the data topic needs all 3 replicas in its ISR (`min.insync.replicas=3`) and one
+    data leader is stopped, so no marker can be written while it is. The next coordinator loads
+    PrepareCommit and finishes once the brokers are back; read_committed then sees the whole
+    transaction on every partition."""
     import threading
 
     bs = cluster.bootstrap
-    topic = new_topic(bs, partitions=3)
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3,
+                                  config={"min.insync.replicas": "3"})])[topic].result(timeout=30)
     txn_id = f"failover-{uuid.uuid4().hex[:6]}"
 
     async def find() -> int:
@@ -542,11 +554,10 @@ def test_zz_coordinator_killed_mid_end_txn_leaves_the_transaction_whole(cluster:
         await conn.close()
         return port
 
-    producer = txn_producer(bs, txn_id, **{"transaction.timeout.ms": 60000})
+    producer = txn_producer(bs, txn_id, **{"transaction.timeout.ms": 120000})
     coordinator_port = asyncio.run(find())
     coordinator = coordinator_port - cluster.port + 1
-    leaders = {p.id: p.leader for p in AdminClient({"bootstrap.servers": bs}).list_topics(topic, timeout=30)
-               .topics[topic].partitions.values()}
+    leaders = {p.id: p.leader for p in admin.list_topics(topic, timeout=30).topics[topic].partitions.values()}
     stopped = next(leader for leader in leaders.values() if leader != coordinator)
     producer.begin_transaction()
     for i in range(15):
@@ -557,7 +568,7 @@ def test_zz_coordinator_killed_mid_end_txn_leaves_the_transaction_whole(cluster:
 
     def commit() -> None:
         try:
-            producer.commit_transaction(120)
+            producer.commit_transaction(240)
             outcome["committed"] = True
         except KafkaException as exc:
             outcome["error"] = exc
@@ -575,19 +586,21 @@ def test_zz_coordinator_killed_mid_end_txn_leaves_the_transaction_whole(cluster:
             return seen[-1] == "PrepareCommit"
 
         wait_until(prepared, 60, "PrepareCommit")
+        time.sleep(1)
+        assert describe_state(coordinator_port, txn_id) == "PrepareCommit"  # markers cannot be written
         cluster.kill9(coordinator)
     finally:
         cluster.resume(stopped)
-    committer.join(150)
-    survivors = ",".join(f"127.0.0.1:{cluster.port + n - 1}" for n in (1, 2, 3) if n != coordinator)
+    cluster.start_node(coordinator)
+    committer.join(250)
 
-    def stable() -> bool:
+    def committed_everywhere() -> bool:
+        # five records and the COMMIT marker: a restarted leader may briefly report a lower HW
         try:
-            return all(lso(survivors, topic, p) == hw(survivors, topic, p) for p in range(3))
+            return all(lso(bs, topic, p) == hw(bs, topic, p) == 6 for p in range(3))
         except KafkaException:  # leadership still moving after the kill
             return False
 
-    wait_until(stable, 90, "every partition's LSO to reach its HW")
-    assert sorted(read_all(survivors, topic, 3, "read_committed")) == [b"whole-%02d" % i for i in range(15)]
+    wait_until(committed_everywhere, 120, "every partition's marker, LSO == HW")
+    assert sorted(read_all(bs, topic, 3, "read_committed")) == [b"whole-%02d" % i for i in range(15)]
     assert outcome.get("committed") or outcome.get("error") is not None
-    cluster.start_node(coordinator)
