@@ -389,9 +389,9 @@ def test_late_transactional_batch_is_refused_and_cannot_hang_the_partition(clust
         await partition_leader.connect()
         P = request_type(0, 9)
 
-        async def produce(records: bytes) -> int:
+        async def produce(records: bytes, transactional_id: str | None = txn_id) -> int:
             response = await partition_leader.send(build(
-                P, transactional_id=txn_id, acks=-1, timeout=datetime.timedelta(seconds=30),
+                P, transactional_id=transactional_id, acks=-1, timeout=datetime.timedelta(seconds=30),
                 topic_data=(nested(P, "TopicProduceData")(name=topic, partition_data=(
                     nested(P, "PartitionProduceData")(index=0, records=records),)),)))
             return int(response.responses[0].partition_responses[0].error_code)
@@ -401,7 +401,8 @@ def test_late_transactional_batch_is_refused_and_cannot_hang_the_partition(clust
                                                   transaction_timeout=datetime.timedelta(seconds=60),
                                                   producer_id=-1, producer_epoch=-1))
             pid, epoch = init.producer_id, init.producer_epoch
-            codes = [await produce(batch(pid, epoch, 0, b"never-added"))]
+            codes = [await produce(batch(pid, epoch, 0, b"no-transactional-id"), transactional_id=None),
+                     await produce(batch(pid, epoch, 0, b"never-added"))]
             T = request_type(24, 3)
             added = await coordinator.send(build(
                 T, v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
@@ -423,7 +424,8 @@ def test_late_transactional_batch_is_refused_and_cannot_hang_the_partition(clust
             await coordinator.close()
 
     codes = asyncio.run(run())
-    assert codes == [ErrorCode.invalid_txn_state, ErrorCode.none, ErrorCode.invalid_txn_state]
+    assert codes == [ErrorCode.transactional_id_authorization_failed, ErrorCode.invalid_txn_state, ErrorCode.none,
+                     ErrorCode.invalid_txn_state]
     wait_until(lambda: lso(bs, topic, 0) == hw(bs, topic, 0) == 2, 30, "the abort marker, then LSO == HW")
     assert read_all(bs, topic, 1, "read_uncommitted") == [b"in-transaction"]
 

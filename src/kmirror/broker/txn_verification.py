@@ -8,7 +8,9 @@ that producer's ongoing transaction (AddPartitionsToTxn `verify_only`). A batch 
 never open a transaction that no marker will close and stall the LSO. Batches of a producer
 whose transaction is already open on the partition need no check.
 
-Answers to the producer: the coordinator's retriable errors (not coordinator, not available,
+A transactional batch in a Produce request without a transactional id is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka does. Answers to the producer: the coordinator's
+retriable errors (not coordinator, not available,
 loading, concurrent transactions) become NOT_ENOUGH_REPLICAS, which every producer retries,
 as Kafka does; PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH; anything else INVALID_TXN_STATE.
 """
@@ -67,10 +69,14 @@ async def verify_transactional_batches(services: BrokerServices, transactional_i
             by_producer.setdefault((header.producer_id, header.producer_epoch), []).append(tp)
     for (producer_id, producer_epoch), tps in by_producer.items():
         if not transactional_id:
-            answers = dict.fromkeys(tps, ErrorCode.invalid_txn_state)
-        else:
-            answers = await coordinator.verify_partitions(transactional_id=transactional_id, producer_id=producer_id,
-                                                          producer_epoch=producer_epoch, partitions=tps)
+            # Kafka `handleProduceRequest`: transactional records need a transactional id
+            for tp in tps:
+                entries.pop(tp, None)
+                errors[tp] = PartitionError(ErrorCode.transactional_id_authorization_failed,
+                                            "transactional records without a transactional id")
+            continue
+        answers = await coordinator.verify_partitions(transactional_id=transactional_id, producer_id=producer_id,
+                                                      producer_epoch=producer_epoch, partitions=tps)
         for tp in tps:
             error = answers.get(tp, ErrorCode.coordinator_not_available)
             if error != ErrorCode.none:
