@@ -1,7 +1,7 @@
 """A transactional topic written by real transactional producers at the source, mirrored.
 
-The source is a kmirror cluster with its transaction coordinator: confluent-kafka's and
-kafka-python's transactional producers commit and abort there (markers written by the
+The source is a kmirror cluster with its transaction coordinator: confluent-kafka's,
+kafka-python's and aiokafka's transactional producers commit and abort there (markers written by the
 coordinator), idempotent records interleave, and one transaction stays open. Proven: the
 destination's batches, markers included, and its `.txnindex` are identical to the source's up to
 the source LSO and nothing of the open transaction is copied; read_committed consumers of both
@@ -11,6 +11,7 @@ hanging transaction at the destination (LSO == HW) and a new transactional produ
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from pathlib import Path
@@ -68,6 +69,7 @@ def consume(bootstrap: str, isolation: str) -> list[tuple[int, bytes]]:
 def test_transactional_producers_mirrored_byte_identical_and_failover_with_an_open_transaction(
     clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
 ) -> None:
+    from aiokafka import AIOKafkaProducer
     from kafka import KafkaProducer
 
     source, dest = clusters
@@ -95,6 +97,17 @@ def test_transactional_producers_mirrored_byte_identical_and_failover_with_an_op
     other.send(TOPIC, b"kafka-python-1", partition=0)
     other.commit_transaction()
     other.close()
+
+    async def aiokafka_transaction() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=source.bootstrap, transactional_id="ledger-aiokafka")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait(TOPIC, b"aiokafka-1", partition=0)
+        finally:
+            await producer.stop()
+
+    asyncio.run(aiokafka_transaction())
     txn.begin_transaction()
     txn.produce(TOPIC, value=b"open-1", partition=0)  # stays open: the source LSO stops here
     txn.flush(30)
@@ -111,11 +124,11 @@ def test_transactional_producers_mirrored_byte_identical_and_failover_with_an_op
     time.sleep(2)  # a mirror copying past the source LSO would show it by now
     assert log_batches(dest, TOPIC, 0) == source_below_lso
     markers = [read_control_type(raw) for _, raw in source_below_lso if next(iter_batches(raw))[1].is_control]
-    assert markers == [ControlType.COMMIT, ControlType.ABORT, ControlType.COMMIT]
+    assert markers == [ControlType.COMMIT, ControlType.ABORT, ControlType.COMMIT, ControlType.COMMIT]
     assert txn_index(dest) == txn_index(source) != b""  # the aborted transaction, indexed on both
 
     committed = [v for _, v in consume(dest.bootstrap, "read_committed")]
-    assert committed == [b"commit-a-0", b"commit-a-1", b"commit-a-2", b"plain-1", b"kafka-python-1"]
+    assert committed == [b"commit-a-0", b"commit-a-1", b"commit-a-2", b"plain-1", b"kafka-python-1", b"aiokafka-1"]
     source_committed = [(o, v) for o, v in consume(source.bootstrap, "read_committed") if o < source_lso]
     assert consume(dest.bootstrap, "read_committed") == source_committed
     assert b"open-1" not in [v for _, v in consume(dest.bootstrap, "read_uncommitted")]
