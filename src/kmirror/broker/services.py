@@ -7,6 +7,7 @@ from typing import Any
 
 from kmirror.config.server import ServerConfig
 from kmirror.coordinator.runtime import GroupCoordinatorService
+from kmirror.coordinator.transaction.service import TransactionCoordinatorService
 from kmirror.metadata.broker_service import BrokerMetadataService
 from kmirror.metadata.controller_service import MetadataService
 from kmirror.mirror.manager import MirrorManager
@@ -27,6 +28,7 @@ class BrokerServices:
     metadata: MetadataService | BrokerMetadataService
     replica_manager: ReplicaManager = None  # type: ignore[assignment]  # None only on a controller-only node, whose handlers never use it
     group_coordinator: GroupCoordinatorService | None = None
+    transaction_coordinator: TransactionCoordinatorService | None = None
     controller: Any = None  # the active controller, on nodes with process.roles=controller
     mirror_coordinator: MirrorCoordinatorService | None = None  # KIP-1279 MirrorCoordinator
     mirror_manager: MirrorManager | None = None  # KIP-1279 data plane: DescribeMirrors, states

@@ -59,16 +59,16 @@ class GroupAdmin:
                 out[g.group_id] = ListedGroup(g.group_id, g.protocol_type, getattr(g, "group_state", "") or "")
         return [out[k] for k in sorted(out)]
 
-    async def find_coordinator(self, group_id: str) -> Any:
-        """A connection to the group's coordinator."""
+    async def find_coordinator(self, group_id: str, key_type: int = GROUP_KEY_TYPE) -> Any:
+        """A connection to the group's coordinator (or, with `key_type` 1, the transactional id's)."""
         for attempt in range(_COORDINATOR_RETRIES):
             conn = await self.cluster.any_connection()
             rt = conn.request_type(FIND_COORDINATOR)
             if has_field(rt, "coordinator_keys"):
-                response = await conn.send(build(rt, key_type=GROUP_KEY_TYPE, coordinator_keys=(group_id,)))
+                response = await conn.send(build(rt, key_type=key_type, coordinator_keys=(group_id,)))
                 (answer,) = response.coordinators
             else:
-                answer = await conn.send(build(rt, key_type=GROUP_KEY_TYPE, key=group_id))
+                answer = await conn.send(build(rt, key_type=key_type, key=group_id))
             code = int(answer.error_code)
             if code in _COORDINATOR_ERRORS and attempt < _COORDINATOR_RETRIES - 1:
                 await asyncio.sleep(0.1 * (attempt + 1))

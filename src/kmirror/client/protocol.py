@@ -33,6 +33,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32
 
 from kmirror.client.errors import KafkaProtocolError
+from kmirror.protocol import describe_transactions
 from kmirror.protocol.framing import FrameDecoder, frame
 from kmirror.protocol.mirror import fetch as fetch_v19
 from kmirror.protocol.mirror.derive import derive
@@ -113,6 +114,8 @@ def response_schema(api_key: int, version: int) -> type[Any]:
         return entity_types(api_key)[1]
     if (api_key, version) == (fetch_v19.API_KEY, fetch_v19.VERSION):
         return fetch_v19.FetchResponse
+    if (api_key, version) == (describe_transactions.API_KEY, describe_transactions.VERSION):
+        return describe_transactions.DescribeTransactionsResponse
     schema: type[Any] = load_response_schema(api_key, version)
     return schema
 

@@ -1,7 +1,7 @@
 """Every broker key kmirror accepts in `server.properties`, with Kafka's names and defaults.
 
 Keys marked "accepted, ignored" keep stock Kafka `server.properties` files loadable; they have
-no effect here (threads, socket buffers, share coordinator, transaction log sizing).
+no effect here (threads, socket buffers, share coordinator).
 """
 
 from __future__ import annotations
@@ -122,10 +122,20 @@ _DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("leader.imbalance.check.interval.seconds", L, "300", "Leader balance check period.", at_least(1)),
     ConfigDef("metrics.port", INT, "0", "kmirror: Prometheus text endpoint port (0 = off).", between(0, 65535)),
     ConfigDef("cluster.id", S, None, "kmirror: cluster id used when formatting an empty metadata log."),
-    ConfigDef("transaction.state.log.replication.factor", ConfigType.SHORT, "1", "Accepted."),
-    ConfigDef("transaction.state.log.min.isr", INT, "1", "Accepted."),
-    ConfigDef("transaction.state.log.num.partitions", INT, "50", "Accepted."),
-    ConfigDef("transaction.state.log.segment.bytes", INT, "104857600", "Accepted."),
+    ConfigDef("transaction.state.log.replication.factor", ConfigType.SHORT, "1",
+              "Replication factor of __transaction_state (kmirror default 1; Kafka 3).", at_least(1)),
+    ConfigDef("transaction.state.log.min.isr", INT, "1", "min.insync.replicas of __transaction_state.", at_least(1)),
+    ConfigDef("transaction.state.log.num.partitions", INT, "50", "Partitions of __transaction_state.", at_least(1)),
+    ConfigDef("transaction.state.log.segment.bytes", INT, "104857600", "Segment size of __transaction_state.",
+              at_least(1)),
+    ConfigDef("transaction.max.timeout.ms", INT, "900000", "Largest transaction.timeout.ms a producer may ask.",
+              at_least(1)),
+    ConfigDef("transactional.id.expiration.ms", INT, "604800000",
+              "Idle time after which a transactional id's state is removed.", at_least(1)),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, "10000",
+              "Period of the check that aborts timed-out transactions.", at_least(1)),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", INT, "3600000",
+              "Period of the check that removes expired transactional ids.", at_least(1)),
     ConfigDef("share.coordinator.state.topic.replication.factor", ConfigType.SHORT, "1", "Accepted, ignored."),
     ConfigDef("share.coordinator.state.topic.min.isr", ConfigType.SHORT, "1", "Accepted, ignored."),
 )

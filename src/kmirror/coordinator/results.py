@@ -21,6 +21,10 @@ class Append:
     ticket: int
     partition: int
     records: list[tuple[bytes, bytes | None]]
+    # a transactional write (TxnOffsetCommit): the producer whose transaction's marker will
+    # commit or abort these records; -1 for the coordinator's own records
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 A = TypeVar("A")

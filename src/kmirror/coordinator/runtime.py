@@ -1,6 +1,8 @@
-"""The group coordinator's shell: runs the sans-IO core on asyncio.
+"""The coordinators' shell: runs a sans-IO coordinator core on asyncio (`CoordinatorRuntime`),
+and the group coordinator on it (`GroupCoordinatorService`); the transaction coordinator
+runs on the same runtime (`kmirror.coordinator.transaction.service`).
 
-It executes the core's `GroupOutput` in the documented order (append, report, answer), keeps
+It executes the core's `Output` in the documented order (append, report, answer), keeps
 one timer armed at the core's next deadline, answers delayed JoinGroup / SyncGroup when
 the core releases them, and loads `__consumer_offsets` partitions as this node comes to
 lead them. Handlers call the public coroutines; results are the core's values.
@@ -19,7 +21,7 @@ from kmirror.coordinator.group import admin
 from kmirror.coordinator.group.consumer_protocol import group_subscribed_topics
 from kmirror.coordinator.group.coordinator import GroupCoordinator, PartitionStatus
 from kmirror.coordinator.group.member import Protocol
-from kmirror.coordinator.offsets import commits
+from kmirror.coordinator.offsets import commits, txn_commits
 from kmirror.coordinator.offsets.commits import OffsetToCommit
 from kmirror.coordinator.ports import CoordinatorLog
 from kmirror.coordinator.results import (
@@ -27,11 +29,11 @@ from kmirror.coordinator.results import (
     DeleteGroupsResult,
     DescribedGroup,
     FetchOffsetsResult,
-    GroupOutput,
     JoinResult,
     LeaveResult,
     ListGroupsResult,
     OffsetDeleteResult,
+    Output,
     SyncResult,
 )
 from kmirror.ports import Clock
@@ -40,12 +42,17 @@ from kmirror.protocol.errors import ErrorCode
 log = logging.getLogger("kmirror.coordinator")
 
 
-class GroupCoordinatorService:
-    def __init__(self, node_id: int, config: Any, log: CoordinatorLog, clock: Clock) -> None:
-        self.node_id = node_id
-        self.config = config
-        self.core_config = config if isinstance(config, CoordinatorConfig) else CoordinatorConfig.from_server_config(config)
-        self.core = GroupCoordinator(self.core_config, clock, lambda: str(uuid.uuid4()))
+class CoordinatorRuntime:
+    """The shell every coordinator core runs in (Kafka `CoordinatorRuntime`): loads the
+    core's partitions of its internal topic as this node comes to lead them, executes the
+    core's `Output` (appends, each reported back, then responses), keeps one timer armed at
+    the core's next deadline. A core offers `state.partitions`, `begin_load`,
+    `complete_load` (may return an Output), `unload`, `on_append_completed`,
+    `next_deadline_ms` and `poll`."""
+
+    def __init__(self, core: Any, log: CoordinatorLog, clock: Clock, topic: str) -> None:
+        self.core = core
+        self.topic = topic
         self._log = log
         self._clock = clock
         self._waiters: dict[int, asyncio.Future[Any]] = {}
@@ -77,8 +84,8 @@ class GroupCoordinatorService:
         self._waiters.clear()
 
     def on_partitions_led(self, partitions: Iterable[int]) -> None:
-        """The `__consumer_offsets` partitions this node now leads: load new ones, unload
-        the ones it no longer leads (their waiting clients get NOT_COORDINATOR)."""
+        """The partitions of the coordinator's topic this node now leads: load new ones,
+        unload the ones it no longer leads (their waiting clients get NOT_COORDINATOR)."""
         led = set(partitions)
         for partition in list(self.core.state.partitions):
             if partition not in led:
@@ -92,25 +99,110 @@ class GroupCoordinatorService:
 
     async def _load(self, partition: int) -> None:
         try:
-            records = list(self._log.read_all(partition))
-            self.core.complete_load(partition, records)
-            log.info("loaded __consumer_offsets-%d (%d records)", partition, len(records))
+            count, out = self._replay(partition)
+            log.info("loaded %s-%d (%d records)", self.topic, partition, count)
         except Exception:
-            log.exception("loading __consumer_offsets-%d failed", partition)
+            log.exception("loading %s-%d failed", self.topic, partition)
             self.core.state.partitions.pop(partition, None)
+            out = None
         finally:
             self._loads.pop(partition, None)
             self._rearm()
+        if isinstance(out, Output):
+            await self._execute(out)
+
+    def _replay(self, partition: int) -> tuple[int, Any]:
+        """Feed the partition's records to the core: (how many, the core's output)."""
+        records = list(self._log.read_all(partition))
+        return len(records), self.core.complete_load(partition, records)
 
     def is_loading(self, partition: int) -> bool:
         return self.core.state.partitions.get(partition) is PartitionStatus.LOADING
 
+    # ---- executing the core's output --------------------------------------------------
+
+    def _new_waiter(self) -> tuple[int, asyncio.Future[Any]]:
+        self._next_request_id += 1
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiters[self._next_request_id] = future
+        return self._next_request_id, future
+
+    async def _answer(self, rid: int, future: asyncio.Future[Any], out: Output) -> Any:
+        try:
+            await self._execute(out)
+            return await future
+        finally:
+            self._waiters.pop(rid, None)
+
+    async def _execute(self, out: Output) -> None:
+        """Appends first (each reported to the core, whose output runs in turn), then answers."""
+        for append in out.appends:
+            error = ErrorCode.none
+            try:
+                if self._append_lock is None:
+                    self._append_lock = asyncio.Lock()
+                async with self._append_lock:
+                    if append.producer_id >= 0:
+                        await self._log.append(append.partition, append.records, producer_id=append.producer_id,
+                                               producer_epoch=append.producer_epoch)
+                    else:
+                        await self._log.append(append.partition, append.records)
+            except Exception as exc:
+                error = getattr(exc, "code", ErrorCode.coordinator_not_available)
+                log.warning("append to __consumer_offsets-%d failed: %s", append.partition, exc)
+            await self._execute(self.core.on_append_completed(append.ticket, error))
+        for rid, result in out.responses:
+            future = self._waiters.get(rid)
+            if future is not None and not future.done():
+                future.set_result(result)
+        self._rearm()
+
+    def _rearm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadline = self.core.next_deadline_ms()
+        if deadline is None or not self._running:
+            return
+        delay_ms = max(0, deadline - self._clock.monotonic_ms())
+        self._timer = asyncio.get_running_loop().call_later(delay_ms / 1000, self._on_timer)
+
+    async def expire_deadlines(self) -> None:
+        """Act on every deadline already passed (what the timer does; simulations call it)."""
+        await self._execute(self.core.poll(self._clock.monotonic_ms()))
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._spawn(self._execute(self.core.poll(self._clock.monotonic_ms())))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+class GroupCoordinatorService(CoordinatorRuntime):
+    """The group coordinator on `CoordinatorRuntime` (`__consumer_offsets`)."""
+
+    def __init__(self, node_id: int, config: Any, log: CoordinatorLog, clock: Clock) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.core_config = config if isinstance(config, CoordinatorConfig) else CoordinatorConfig.from_server_config(config)
+        super().__init__(GroupCoordinator(self.core_config, clock, lambda: str(uuid.uuid4())), log, clock,
+                         "__consumer_offsets")
+
     def partition_for(self, group_id: str) -> int:
-        return self.core.partition_for(group_id)
+        return self.core.partition_for(group_id)  # type: ignore[no-any-return]
+
+    def _replay(self, partition: int) -> tuple[int, Any]:
+        """Also restore the offsets of transactions still open in the partition (pending)."""
+        count, out = super()._replay(partition)
+        txn_commits.restore_pending(self.core, partition, self._log.open_transactions(partition))
+        return count, out
 
     def coordinator_error(self, group_id: str) -> ErrorCode | None:
         """None when this node coordinates `group_id` now (leads and has loaded its partition)."""
-        return self.core.coordinator_error(group_id)
+        return self.core.coordinator_error(group_id)  # type: ignore[no-any-return]
 
     # ---- requests --------------------------------------------------------------------
 
@@ -159,8 +251,29 @@ class GroupCoordinatorService:
         )
         return await self._answer(rid, future, out)  # type: ignore[no-any-return]
 
-    def fetch_offsets(self, *, group_id: str, topics: list[tuple[str, list[int]]] | None) -> FetchOffsetsResult:
-        return commits.fetch_offsets(self.core, group_id=group_id, topics=topics)
+    def fetch_offsets(self, *, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                      require_stable: bool = False) -> FetchOffsetsResult:
+        result = commits.fetch_offsets(self.core, group_id=group_id, topics=topics)
+        return txn_commits.with_pending_marked_unstable(self.core, result) if require_stable else result
+
+    async def txn_commit_offsets(
+        self, *, group_id: str, producer_id: int, producer_epoch: int, generation_id: int, member_id: str,
+        group_instance_id: str | None, offsets: list[OffsetToCommit],
+    ) -> CommitResult:
+        rid, future = self._new_waiter()
+        out = txn_commits.txn_commit_offsets(
+            self.core, rid, group_id=group_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            generation_id=generation_id,
+            member_id=member_id, group_instance_id=group_instance_id, offsets=offsets,
+        )
+        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+
+    async def complete_transaction(self, *, producer_id: int, committed: bool, partition: int) -> ErrorCode:
+        """A transaction marker was written to `__consumer_offsets-<partition>`."""
+        rid, future = self._new_waiter()
+        out = txn_commits.complete_transaction(self.core, rid, producer_id=producer_id, committed=committed,
+                                               partition=partition)
+        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
 
     async def delete_offsets(self, *, group_id: str, partitions: list[tuple[str, int]]) -> OffsetDeleteResult:
         group = self.core.groups.get(group_id)
@@ -180,60 +293,3 @@ class GroupCoordinatorService:
     async def delete_groups(self, group_ids: list[str]) -> DeleteGroupsResult:
         rid, future = self._new_waiter()
         return await self._answer(rid, future, admin.delete_groups(self.core, rid, group_ids))  # type: ignore[no-any-return]
-
-    # ---- executing the core's output --------------------------------------------------
-
-    def _new_waiter(self) -> tuple[int, asyncio.Future[Any]]:
-        self._next_request_id += 1
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiters[self._next_request_id] = future
-        return self._next_request_id, future
-
-    async def _answer(self, rid: int, future: asyncio.Future[Any], out: GroupOutput) -> Any:
-        try:
-            await self._execute(out)
-            return await future
-        finally:
-            self._waiters.pop(rid, None)
-
-    async def _execute(self, out: GroupOutput) -> None:
-        """Appends first (each reported to the core, whose output runs in turn), then answers."""
-        for append in out.appends:
-            error = ErrorCode.none
-            try:
-                if self._append_lock is None:
-                    self._append_lock = asyncio.Lock()
-                async with self._append_lock:
-                    await self._log.append(append.partition, append.records)
-            except Exception as exc:
-                error = getattr(exc, "code", ErrorCode.coordinator_not_available)
-                log.warning("append to __consumer_offsets-%d failed: %s", append.partition, exc)
-            await self._execute(self.core.on_append_completed(append.ticket, error))
-        for rid, result in out.responses:
-            future = self._waiters.get(rid)
-            if future is not None and not future.done():
-                future.set_result(result)
-        self._rearm()
-
-    def _rearm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        deadline = self.core.next_deadline_ms()
-        if deadline is None or not self._running:
-            return
-        delay_ms = max(0, deadline - self._clock.monotonic_ms())
-        self._timer = asyncio.get_running_loop().call_later(delay_ms / 1000, self._on_timer)
-
-    async def expire_deadlines(self) -> None:
-        """Act on every deadline already passed (what the timer does; simulations call it)."""
-        await self._execute(self.core.poll(self._clock.monotonic_ms()))
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._spawn(self._execute(self.core.poll(self._clock.monotonic_ms())))
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)

@@ -30,6 +30,7 @@ from kmirror.log.producer_state import (
     ProducerState,
     ProducerStateEntry,
     control_type_for_state,
+    marker_coordinator_epoch,
 )
 from kmirror.log.segment import (
     INDEX_SUFFIX,
@@ -146,11 +147,12 @@ def rebuild_producer_state(log: Log, rebuild_txn_indexes: set[int] | frozenset[i
     for segment in log.segments:
         rebuild = segment.base_offset in rebuild_txn_indexes
         for pos, header in segment.batches(0):
-            control_type = None
+            control_type = coordinator_epoch = None
             if header.is_control:  # end-transaction markers and MIRROR_PID_RESET replay too
                 batch = log.fs.read(segment.log_path, pos, header.size)
                 control_type = control_type_for_state(batch, 0, header)
-            completed = state.update(header, control_type=control_type)
+                coordinator_epoch = marker_coordinator_epoch(batch, 0, header)
+            completed = state.update(header, control_type=control_type, coordinator_epoch=coordinator_epoch)
             if rebuild and completed is not None:
                 segment.update_txn_index(completed, state.last_stable_offset_after(completed))
     log.producer_state = state

@@ -38,6 +38,7 @@ from kmirror.log.producer_state import (
     ProducerState,
     ProducerStateEntry,
     control_type_for_state,
+    marker_coordinator_epoch,
 )
 from kmirror.log.segment import LogSegment
 from kmirror.log.timestamp_lookup import find_offset_by_timestamp
@@ -162,7 +163,8 @@ class Log:
         assigned: list[BatchHeader] = []
         completed: list[tuple[CompletedTxn, int]] = []
         for pos, header in analyzed:
-            checked = scratch.check_client_batch(header)
+            marker_epoch = marker_coordinator_epoch(buf, pos, header)
+            checked = scratch.check_client_batch(header, marker_epoch)
             if isinstance(checked, AppendError):
                 return checked
             if isinstance(checked, BatchMetadata):
@@ -172,7 +174,8 @@ class Log:
             if self.config.log_append_time:
                 set_log_append_time(buf, pos, now)
             stamped = read_header(buf, pos)
-            txn = scratch.update(stamped, control_type=control_type_for_state(buf, pos, stamped))
+            txn = scratch.update(stamped, control_type=control_type_for_state(buf, pos, stamped),
+                                 coordinator_epoch=marker_epoch)
             if txn is not None:
                 others = ProducerState()
                 others.producers = {**self.producer_state.producers, **scratch.producers}
@@ -214,7 +217,8 @@ class Log:
         self._append_to_segment(buf, headers)
         completed: list[tuple[CompletedTxn, int]] = []
         for (pos, _), header in zip(analyzed, headers, strict=True):
-            txn = self.producer_state.update(header, control_type=control_type_for_state(buf, pos, header))
+            txn = self.producer_state.update(header, control_type=control_type_for_state(buf, pos, header),
+                                             coordinator_epoch=marker_coordinator_epoch(buf, pos, header))
             if txn is not None:
                 completed.append((txn, self.producer_state.last_stable_offset_after(txn)))
         self._index_completed_txns(completed)
@@ -494,4 +498,5 @@ class Log:
 
 def _copy_entry(entry: ProducerStateEntry) -> ProducerStateEntry:
     return ProducerStateEntry(entry.producer_id, entry.producer_epoch, list(entry.batches),
-                              entry.current_txn_first_offset, entry.last_timestamp, entry.last_offset)
+                              entry.current_txn_first_offset, entry.last_timestamp, entry.last_offset,
+                              entry.coordinator_epoch)

@@ -30,8 +30,8 @@ from kmirror.log.outcomes import AppendError
 from kmirror.log.transaction_index import CompletedTxn
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import BatchHeader, Buffer, CorruptRecordError
-from kmirror.records.control import ControlType, read_control_type
-from kmirror.records.record import InvalidRecordError
+from kmirror.records.control import ControlType, parse_end_txn_marker, read_control_type
+from kmirror.records.record import InvalidRecordError, decode_records
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
@@ -55,6 +55,8 @@ class ProducerStateEntry:
     current_txn_first_offset: int | None = None
     last_timestamp: int = -1
     last_offset: int = -1  # of the producer's last batch of any kind (markers included)
+    # of the last end-transaction marker (Kafka `ProducerStateEntry.coordinatorEpoch`)
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -82,6 +84,18 @@ def control_type_for_state(buf: Buffer, pos: int, header: BatchHeader) -> Contro
         return ControlType.UNKNOWN
 
 
+def marker_coordinator_epoch(buf: Buffer, pos: int, header: BatchHeader) -> int | None:
+    """The coordinator epoch of an end-transaction marker at `pos` (None for other batches,
+    or a marker value that cannot be read)."""
+    if not (header.is_control and header.is_transactional):
+        return None
+    try:
+        records = decode_records(buf, pos)
+        return parse_end_txn_marker(records[0].value) if records else None
+    except (CorruptRecordError, InvalidRecordError):
+        return None
+
+
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
 
@@ -96,9 +110,13 @@ class ProducerState:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ProducerState) and self.producers == other.producers
 
-    def check_client_batch(self, header: BatchHeader) -> BatchMetadata | AppendError | None:
+    def check_client_batch(self, header: BatchHeader,
+                           coordinator_epoch: int | None = None) -> BatchMetadata | AppendError | None:
         """Validate a leader append of `header` (offsets not yet assigned): the duplicate's
-        metadata, an error, or None when it may be appended."""
+        metadata, an error, or None when it may be appended. An end-transaction marker
+        (`coordinator_epoch` from its value) from a coordinator older than the one that wrote
+        the producer's last marker is TRANSACTION_COORDINATOR_FENCED (Kafka
+        `ProducerAppendInfo.appendEndTxnMarker`)."""
         if not header.has_producer_id:
             return None
         entry = self.producers.get(header.producer_id)
@@ -112,7 +130,14 @@ class ProducerState:
                 ErrorCode.invalid_producer_epoch,
                 f"Epoch of producer {header.producer_id} is {header.producer_epoch}, "
                 f"which is smaller than the last seen epoch {entry.producer_epoch}")
-        if header.is_control:
+        if coordinator_epoch is not None and coordinator_epoch < entry.coordinator_epoch:
+            return AppendError(
+                ErrorCode.transaction_coordinator_fenced,
+                f"Invalid coordinator epoch for producer {header.producer_id}: {coordinator_epoch} "
+                f"(zombie), {entry.coordinator_epoch} (current)")
+        if header.is_control or header.base_sequence < 0:
+            # markers, and coordinator writes without a sequence (Kafka's NO_SEQUENCE, e.g.
+            # transactional offset commits): epoch-checked only; client batches always carry one
             return None
         if header.producer_epoch != entry.producer_epoch:
             if header.base_sequence != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
@@ -128,7 +153,8 @@ class ProducerState:
                 f"{header.base_sequence} (incoming seq. number), {entry.last_seq} (current end sequence number)")
         return None
 
-    def update(self, header: BatchHeader, control_type: ControlType | None = None) -> CompletedTxn | None:
+    def update(self, header: BatchHeader, control_type: ControlType | None = None,
+               coordinator_epoch: int | None = None) -> CompletedTxn | None:
         """Record an appended batch (offsets assigned). A transactional control batch (an
         end-transaction marker) ends the producer's transaction: the completed transaction
         is returned, aborted unless `control_type` is COMMIT (Kafka
@@ -153,6 +179,8 @@ class ProducerState:
                 return None
             first_offset = entry.current_txn_first_offset
             entry.current_txn_first_offset = None
+            if coordinator_epoch is not None:
+                entry.coordinator_epoch = coordinator_epoch
             return CompletedTxn(header.producer_id, header.base_offset if first_offset is None else first_offset,
                                 header.last_offset, control_type is not ControlType.COMMIT)
         if header.base_sequence >= 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.outcomes import (
     AppendError,
     FetchDataInfo,
@@ -39,9 +40,8 @@ class PartitionLog(Protocol):
 
     def update_high_watermark(self, offset: int) -> int: ...
 
-    def append_as_leader(
-        self, records: bytes | memoryview, leader_epoch: int, now_ms: int | None = None
-    ) -> LogAppendInfo | AppendError: ...
+    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int | None = None, *,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo | AppendError: ...
 
     def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo | AppendError: ...
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.checkpoint import LeaderEpochCheckpoint
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.isr_changes import IsrChanges
@@ -273,6 +274,20 @@ class Partition(IsrChanges):
                 f"the min.isr requirement of {self.min_insync_replicas} for partition {self.topic_partition}",
             )
         result = append_outcome(self.log.append_as_leader(records, self._state.leader_epoch, now_ms=now_ms))
+        if isinstance(result, AppendOutcome):
+            self.maybe_increment_high_watermark()
+        return result
+
+    def append_coordinator_batches_to_leader(self, records: bytes | memoryview, now_ms: int) -> AppendOutcome | PartitionError:
+        """Batches the broker writes for a coordinator, kept as built (origin COORDINATOR, Kafka
+        `AppendOrigin.COORDINATOR`): transaction markers (WriteTxnMarkers) and transactional
+        offset commits. Refused below `min.insync.replicas`; the caller awaits the HW."""
+        if not self.is_leader:
+            return PartitionError(ErrorCode.not_leader_or_follower)
+        if len(self._state.isr) < self.min_insync_replicas:
+            return PartitionError(ErrorCode.not_enough_replicas)
+        result = append_outcome(self.log.append_as_leader(records, self._state.leader_epoch, now_ms=now_ms,
+                                                          origin=AppendOrigin.COORDINATOR))
         if isinstance(result, AppendOutcome):
             self.maybe_increment_high_watermark()
         return result

@@ -317,6 +317,17 @@ class ReplicaManager:
         """The coordinators' write path (`__consumer_offsets`): acks=1 on the local leader."""
         return self.append_records({tp: records}, required_acks=1, internal_topics_allowed=True)[tp]
 
+    def append_coordinator_batches(self, tp: TopicPartition, records: bytes | memoryview) -> PartitionAppendResult:
+        """Coordinator-origin batches on this leader (internal topics too): COMMIT/ABORT
+        markers of WriteTxnMarkers, transactional offset commits in `__consumer_offsets`."""
+        partition = self.leader_partition(tp)
+        if isinstance(partition, PartitionError):
+            return partition
+        result = partition.append_coordinator_batches_to_leader(records, self.clock.now_ms())
+        if isinstance(result, AppendOutcome):
+            self._notify_append(tp)
+        return result
+
     # -- fetch --------------------------------------------------------------------------
 
     def fetch(

@@ -9,7 +9,8 @@ Start order (each step durable before the next is visible to clients):
    node replays its local copy and catches up with the controller);
 2. logs: load and recover every partition directory under `log.dirs`;
 3. replica manager follows the image (creates, updates, deletes partitions);
-4. group coordinator loads the `__consumer_offsets` partitions this node leads;
+4. group and transaction coordinators load the `__consumer_offsets` and
+   `__transaction_state` partitions this node leads;
 5. the broker registers and heartbeats until the controller unfences it;
 6. listeners open. Stop first runs the controlled shutdown (leaderships move away), then the
    reverse order, and checkpoints the logs.
@@ -35,6 +36,8 @@ from kmirror.config.server import ServerConfig
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, topic_default
 from kmirror.coordinator.offsets.log_adapter import ReplicaManagerCoordinatorLog
 from kmirror.coordinator.runtime import GroupCoordinatorService
+from kmirror.coordinator.transaction.config import TRANSACTION_STATE_TOPIC, TransactionConfig
+from kmirror.coordinator.transaction.service import TransactionCoordinatorService
 from kmirror.kip1279.errors import error_name
 from kmirror.log.cleaner.config import CleanerConfig
 from kmirror.log.config import LogConfig
@@ -50,6 +53,7 @@ from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
 from kmirror.mirror.read_only import MirrorWriteGuard
 from kmirror.mirror.service import ListenerBrokerSender, MirrorCoordinatorService
 from kmirror.mirror.wiring import MirrorDataPlane
+from kmirror.replication.producer_id_source import producer_id_source
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.replication.service import ReplicationService
 from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, LocalController, RemoteController
@@ -59,6 +63,13 @@ from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesErr
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.runtime.server import KafkaServer
+from kmirror.runtime.transaction_wiring import (
+    ReplicatedCoordinatorLog,
+    TxnMarkerWriter,
+    TxnVerifier,
+    coordinator_epoch_lookup,
+    leader_lookup,
+)
 
 log = logging.getLogger("kmirror.node")
 
@@ -99,6 +110,8 @@ class Node:
         self.log_manager: Any = None
         self.replica_manager: Any = None
         self.group_coordinator: Any = None
+        self.transaction_coordinator: TransactionCoordinatorService | None = None
+        self._broker_services: BrokerServices | None = None
         self.mirror_coordinator: Any = None
         self.mirror_data_plane: MirrorDataPlane | None = None
         self.metrics = MetricsRegistry(self.clock)
@@ -138,6 +151,19 @@ class Node:
             cfg.node_id, cfg, ReplicaManagerCoordinatorLog(self.replica_manager, CONSUMER_OFFSETS), self.clock
         )
         await self.group_coordinator.start()
+        # KIP-98 transaction coordinator: state in __transaction_state, markers to leaders
+        self.transaction_coordinator = TransactionCoordinatorService(
+            cfg.node_id, TransactionConfig.from_server_config(cfg),
+            ReplicatedCoordinatorLog(self.replica_manager, TRANSACTION_STATE_TOPIC), self.clock,
+            producer_ids=producer_id_source(self.metadata, cfg.node_id),
+            write_markers=TxnMarkerWriter(cfg.node_id, lambda: self._broker_services, ListenerBrokerSender(
+                self.metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-txn-marker-sender")),
+            leader_of=leader_lookup(self.metadata),
+            coordinator_epoch_of=coordinator_epoch_lookup(self.replica_manager, TRANSACTION_STATE_TOPIC),
+            verify_remote=TxnVerifier(ListenerBrokerSender(
+                self.metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-txn-verification")),
+        )
+        await self.transaction_coordinator.start()
         # KIP-1279 MirrorCoordinator: states persisted in __mirror_state, loaded on leadership
         self.mirror_coordinator = MirrorCoordinatorService(
             MirrorCoordinator(int(cfg.values.get("mirror.topic.num.partitions", 50))),
@@ -200,11 +226,13 @@ class Node:
                 metadata=self.metadata,
                 replica_manager=self.replica_manager,
                 group_coordinator=self.group_coordinator,
+                transaction_coordinator=self.transaction_coordinator,
                 mirror_coordinator=self.mirror_coordinator,
                 mirror_manager=None if self.mirror_data_plane is None else self.mirror_data_plane.manager,
             )
             for plane, registry in registries.items()
         }
+        self._broker_services = services["broker"]
         for listener in cfg.listeners:
             plane = "controller" if listener.name in cfg.controller_listener_names else "broker"
             security = cfg.listener_securities.get(listener.name)
@@ -256,6 +284,9 @@ class Node:
             self.replication.on_metadata_change(old_image, new_image)
         led = self.replica_manager.leader_partitions(CONSUMER_OFFSETS)
         self.group_coordinator.on_partitions_led(led)
+        if self.transaction_coordinator is not None:
+            self.transaction_coordinator.on_partitions_led(
+                self.replica_manager.leader_partitions(TRANSACTION_STATE_TOPIC))
         self.mirror_coordinator.on_partitions_led(self.replica_manager.leader_partitions(MIRROR_STATE_TOPIC))
         if self.mirror_data_plane is not None:
             self.mirror_data_plane.on_metadata_change(new_image)
@@ -306,6 +337,8 @@ class Node:
             task.cancel()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        if self.transaction_coordinator is not None:
+            await self.transaction_coordinator.stop()
         if self.mirror_coordinator is not None:
             await self.mirror_coordinator.stop()
         if isinstance(self.metadata, BrokerMetadataService):

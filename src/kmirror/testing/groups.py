@@ -19,17 +19,32 @@ class MemoryCoordinatorLog:
 
     def __init__(self) -> None:
         self.partitions: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        # partition -> producer id -> records of its open transaction
+        self.transactional: dict[int, dict[int, list[tuple[bytes, bytes | None]]]] = {}
         self.fail_with: Exception | None = None
 
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
+                     producer_epoch: int = -1) -> int:
         if self.fail_with is not None:
             raise self.fail_with
+        if producer_id >= 0:
+            self.transactional.setdefault(partition, {}).setdefault(producer_id, []).extend(records)
+            return len(self.partitions.get(partition, [])) - 1
         log = self.partitions.setdefault(partition, [])
         log.extend(records)
         return len(log) - 1
 
+    def end_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A marker: the producer's transactional records join the log at a COMMIT."""
+        held = self.transactional.get(partition, {}).pop(producer_id, [])
+        if committed:
+            self.partitions.setdefault(partition, []).extend(held)
+
     def read_all(self, partition: int) -> list[tuple[bytes, bytes | None]]:
         return list(self.partitions.get(partition, []))
+
+    def open_transactions(self, partition: int) -> dict[int, list[tuple[bytes, bytes | None]]]:
+        return {pid: list(records) for pid, records in self.transactional.get(partition, {}).items()}
 
 
 class CoreHarness:

@@ -33,3 +33,28 @@ def test_append_to_a_partition_not_hosted_raises_with_kafka_error():
     with pytest.raises(CoordinatorAppendError) as err:
         asyncio.run(log.append(7, [(b"k", b"v")]))
     assert err.value.code != 0
+
+
+def test_transactional_records_count_at_their_commit_marker_only():
+    from kmirror.records.control import ControlType, build_control_batch
+    from kmirror.types import TopicPartition
+
+    rm = replica_manager()
+    log = ReplicaManagerCoordinatorLog(rm)
+
+    def marker(kind: ControlType, producer_id: int) -> None:
+        batch = build_control_batch(kind, producer_id, 0, 1_700_000_000_000)
+        assert not hasattr(rm.append_coordinator_batches(TopicPartition("__consumer_offsets", 0), batch), "code")
+
+    async def main():
+        await log.append(0, [(b"a", b"1")])
+        await log.append(0, [(b"c", b"committed")], producer_id=7, producer_epoch=0)
+        await log.append(0, [(b"x", b"aborted")], producer_id=8, producer_epoch=0)
+        await log.append(0, [(b"o", b"open")], producer_id=9, producer_epoch=0)
+        await log.append(0, [(b"b", b"2")])
+        marker(ControlType.ABORT, 8)
+        marker(ControlType.COMMIT, 7)
+
+    asyncio.run(main())
+    assert list(log.read_all(0)) == [(b"a", b"1"), (b"b", b"2"), (b"c", b"committed")]
+    assert log.open_transactions(0) == {9: [(b"o", b"open")]}

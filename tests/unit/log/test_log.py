@@ -1,5 +1,6 @@
 import uuid
 
+from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.config import LogConfig
 from kmirror.log.log import Log
 from kmirror.log.outcomes import (
@@ -293,3 +294,24 @@ def test_truncation_rewinds_producer_state():
     assert not again.duplicate and again.first_offset == 1
     log.truncate_fully_and_start_at(50)
     assert log.producer_state.producers == {}
+
+
+def test_marker_of_an_older_coordinator_epoch_is_fenced_also_after_reopen():
+    fs = MemoryFileSystem()
+    log = Log.open(fs, "/data/t-0", TP, LogConfig(), ManualClock(NOW))
+
+    def marker(kind, coordinator_epoch, target=None):
+        batch = build_control_batch(kind, 7, 0, NOW, coordinator_epoch=coordinator_epoch)
+        return (target or log).append_as_leader(batch, 0, origin=AppendOrigin.COORDINATOR)
+
+    data = build_batch([(b"k", b"v", (), NOW)], producer_id=7, producer_epoch=0, base_sequence=0,
+                       is_transactional=True)
+    assert not isinstance(log.append_as_leader(data, 0), AppendError)
+    assert not isinstance(marker(ControlType.COMMIT, 5), AppendError)
+    stale = marker(ControlType.ABORT, 4)
+    assert isinstance(stale, AppendError) and stale.error_code == ErrorCode.transaction_coordinator_fenced
+    assert not isinstance(marker(ControlType.ABORT, 5), AppendError)  # the same coordinator again
+    log.close()
+    reopened = Log.open(fs, "/data/t-0", TP, LogConfig(), ManualClock(NOW))
+    again = marker(ControlType.COMMIT, 4, reopened)
+    assert isinstance(again, AppendError) and again.error_code == ErrorCode.transaction_coordinator_fenced

@@ -3,8 +3,9 @@
 GROUP keys: the leader of the group's `__consumer_offsets` partition (any broker of the
 cluster, at its endpoint for the request's listener), created on first use
 (Kafka auto-creates the internal topic here). COORDINATOR_NOT_AVAILABLE while the topic or
-partition is not ready or still loading, so clients retry. TRANSACTION keys answer
-COORDINATOR_NOT_AVAILABLE until transactions exist; SHARE (2) is INVALID_REQUEST.
+partition is not ready or still loading, so clients retry. TRANSACTION keys: the same for
+the transactional id's `__transaction_state` partition; an empty or over-long id is
+INVALID_REQUEST. SHARE (2) is INVALID_REQUEST.
 MIRROR keys (3, KIP-1279, `<mirror>:<topic id>:<partition>`): the leader of the key's
 `__mirror_state` partition, the topic created on first use; INVALID_REQUEST for a key that
 does not parse, UNSUPPORTED_VERSION while `mirror.version` is 0.
@@ -18,6 +19,7 @@ from typing import Any
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
+from kmirror.coordinator.transaction.config import MAX_TRANSACTIONAL_ID_BYTES, TRANSACTION_STATE_TOPIC
 from kmirror.metadata.mirrors import MIRRORING_DISABLED_MESSAGE, mirroring_enabled
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
 from kmirror.protocol.entities import build, nested
@@ -60,27 +62,55 @@ async def _find(
         return error, message, -1, "", -1
 
     if key_type == TRANSACTION_KEY_TYPE:
-        return fail(ErrorCode.coordinator_not_available, "transactions are not supported yet")
+        return await _find_transaction(services, ctx, key)
     if key_type == MIRROR_COORDINATOR_TYPE:
         return await _find_mirror(services, ctx, key)
     if key_type != GROUP_KEY_TYPE:
         return fail(ErrorCode.invalid_request, f"unsupported coordinator key type {key_type}")
     coordinator = services.groups
     config = coordinator.core_config
+    return await _find_internal(
+        services, ctx, coordinator, key, CONSUMER_OFFSETS, num_partitions=config.offsets_topic_num_partitions,
+        replication_factor=config.offsets_topic_replication_factor,
+        configs={**OFFSETS_TOPIC_CONFIGS, "segment.bytes": str(config.offsets_topic_segment_bytes)})
+
+
+async def _find_transaction(
+    services: BrokerServices, ctx: RequestContext, key: str
+) -> tuple[ErrorCode, str | None, int, str, int]:
+    """The leader of the transactional id's `__transaction_state` partition (Kafka
+    `TransactionStateManager.partitionFor`), the topic created on first use."""
+    coordinator = services.transaction_coordinator
+    if coordinator is None:
+        return ErrorCode.coordinator_not_available, None, -1, "", -1
+    if not key or len(key.encode()) > MAX_TRANSACTIONAL_ID_BYTES:
+        return ErrorCode.invalid_request, "invalid transactional id", -1, "", -1
+    config = coordinator.config
+    return await _find_internal(
+        services, ctx, coordinator, key, TRANSACTION_STATE_TOPIC,
+        num_partitions=config.transaction_state_log_num_partitions,
+        replication_factor=config.transaction_state_log_replication_factor, configs=config.topic_configs())
+
+
+async def _find_internal(
+    services: BrokerServices, ctx: RequestContext, coordinator: Any, key: str, topic: str, *,
+    num_partitions: int, replication_factor: int, configs: dict[str, str],
+) -> tuple[ErrorCode, str | None, int, str, int]:
+    """The coordinator of `key`: the leader of its partition of the internal `topic`."""
+
+    def fail(error: ErrorCode, message: str | None = None) -> tuple[ErrorCode, str | None, int, str, int]:
+        return error, message, -1, "", -1
+
     metadata = services.metadata
     if metadata is not None:
         try:
             await metadata.ensure_internal_topic(
-                CONSUMER_OFFSETS,
-                num_partitions=config.offsets_topic_num_partitions,
-                replication_factor=config.offsets_topic_replication_factor,
-                configs={**OFFSETS_TOPIC_CONFIGS, "segment.bytes": str(config.offsets_topic_segment_bytes)},
-            )
+                topic, num_partitions=num_partitions, replication_factor=replication_factor, configs=configs)
         except Exception as exc:  # e.g. not enough brokers yet: the client retries
-            log.warning("cannot create %s: %s", CONSUMER_OFFSETS, exc)
+            log.warning("cannot create %s: %s", topic, exc)
             return fail(ErrorCode.coordinator_not_available, str(exc))
-    # The coordinator is the leader of the group's __consumer_offsets partition (Kafka).
-    leader = _partition_leader(metadata, coordinator.partition_for(key)) if metadata is not None else None
+    # The coordinator is the leader of the key's partition of the topic (Kafka).
+    leader = _partition_leader(metadata, coordinator.partition_for(key), topic) if metadata is not None else None
     if leader is not None and leader != services.node_id:
         broker = metadata.image.brokers.get(leader)
         endpoint = None if broker is None or broker.fenced else broker.endpoint(ctx.listener)
@@ -95,11 +125,11 @@ async def _find(
     return ErrorCode.none, None, services.node_id, listener.host, listener.port
 
 
-def _partition_leader(metadata: Any, partition: int) -> int | None:
+def _partition_leader(metadata: Any, partition: int, topic_name: str = CONSUMER_OFFSETS) -> int | None:
     image = getattr(metadata, "image", None)
     if image is None:
         return None
-    topic = image.topics.get(CONSUMER_OFFSETS)
+    topic = image.topics.get(topic_name)
     reg = None if topic is None else topic.partitions.get(partition)
     return None if reg is None or reg.leader < 0 else int(reg.leader)
 

@@ -1,6 +1,7 @@
 """OffsetFetch (key 9, v1-v9: one group up to v7, several from v8; v10 names topics by id
-and is not served yet). `require_stable` (v7+) needs no wait: this coordinator has no
-pending transactional offsets (transactions come later)."""
+and is not served yet). With `require_stable` (v7+) a partition whose group has offsets
+pending in an open transaction answers UNSTABLE_OFFSET_COMMIT (the client retries), as
+Kafka's does; without it only committed offsets are returned."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ from kmirror.protocol.errors import ErrorCode
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     coordinator = services.groups
+    stable = bool(getattr(request, "require_stable", False))
     if ctx.api_version >= 8:
         Group = nested(rt, "OffsetFetchResponseGroup")
         groups = []
         for g in request.groups:
-            result = coordinator.fetch_offsets(group_id=g.group_id, topics=_topics(g.topics))
+            result = coordinator.fetch_offsets(group_id=g.group_id, topics=_topics(g.topics), require_stable=stable)
             groups.append(
                 Group(group_id=g.group_id, topics=_response_topics(rt, result, "OffsetFetchResponseTopics",
                                                                    "OffsetFetchResponsePartitions"),
@@ -30,7 +32,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
             )
         return build(rt, throttle_time=datetime.timedelta(0), groups=tuple(groups))
     requested = _topics(request.topics)
-    result = coordinator.fetch_offsets(group_id=request.group_id, topics=requested)
+    result = coordinator.fetch_offsets(group_id=request.group_id, topics=requested, require_stable=stable)
     if ctx.api_version < 2 and result.error != ErrorCode.none:
         # v0-1 have no group-level error: every requested partition carries it.
         result = FetchOffsetsResult(result.group_id, ErrorCode.none, tuple(

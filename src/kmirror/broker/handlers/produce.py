@@ -16,6 +16,7 @@ from typing import Any
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.purgatory import delayed_produce_outcome, purgatory_for
 from kmirror.broker.services import BrokerServices
+from kmirror.broker.txn_verification import verify_transactional_batches
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.outcomes import AppendOutcome, PartitionError
@@ -43,19 +44,22 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             else:
                 entries[tp] = p.records
 
+    # KIP-890 part 1: a producer's first transactional batch on a partition must be in its
+    # ongoing transaction (`kmirror.broker.txn_verification`)
+    await verify_transactional_batches(services, getattr(request, "transactional_id", None), entries, errors)
     results: dict[TopicPartition, Any] = dict(errors)
     results.update(rm.append_records(entries, int(request.acks)))
 
     if request.acks == 0:
         return None
     if request.acks == -1:
-        await _await_high_watermark(services, results, _timeout_ms(request.timeout))
+        await await_high_watermark(services.replica_manager, results, _timeout_ms(request.timeout))
     return _response(services, ctx, order, results, by_topic_id)
 
 
-async def _await_high_watermark(services: BrokerServices, results: dict[TopicPartition, Any], timeout_ms: int) -> None:
-    """DelayedProduce: every appended partition's HW must pass its last offset."""
-    rm = services.replica_manager
+async def await_high_watermark(rm: Any, results: dict[TopicPartition, Any], timeout_ms: int) -> None:
+    """DelayedProduce: every appended partition's HW must pass its last offset (`rm`: the
+    ReplicaManager). Also used for transaction markers and transaction state writes."""
     required = {tp: r.last_offset + 1 for tp, r in results.items() if isinstance(r, AppendOutcome)}
 
     def check(tp: TopicPartition, offset: int) -> tuple[bool, ErrorCode]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from kmirror.coordinator.config import CoordinatorConfig
-from kmirror.coordinator.group.group import ClassicGroup
+from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.member import MemberMetadata, Protocol
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.offsets import replay
@@ -33,6 +33,7 @@ from kmirror.coordinator.results import (
 )
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
+from kmirror.types import TopicPartition
 
 E = ErrorCode
 
@@ -57,6 +58,9 @@ class CoreState:
     # (group id, member id) -> request id of the JoinGroup / SyncGroup waiting on a rebalance.
     pending_joins: dict[tuple[str, str], int] = field(default_factory=dict)
     pending_syncs: dict[tuple[str, str], int] = field(default_factory=dict)
+    # group id -> producer id -> offsets committed in that producer's open transaction
+    # (TxnOffsetCommit), held until its marker (`kmirror.coordinator.offsets.txn_commits`).
+    pending_txn_offsets: dict[str, dict[int, dict[TopicPartition, OffsetAndMetadata]]] = field(default_factory=dict)
 
 
 class GroupCoordinator:

@@ -11,6 +11,7 @@ from typing import Any
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import iter_batches
 from kmirror.records.builder import build_batch
+from kmirror.records.control import ControlType, read_control_type
 from kmirror.records.record import decode_records
 from kmirror.replication.outcomes import PartitionError
 from kmirror.types import TopicPartition
@@ -30,17 +31,33 @@ class ReplicaManagerCoordinatorLog:
     def __init__(self, replica_manager: Any, topic: str = "__consumer_offsets") -> None:
         self.replica_manager = replica_manager
         self.topic = topic
+        self._open: dict[int, dict[int, list[tuple[bytes, bytes | None]]]] = {}
 
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
+                     producer_epoch: int = -1) -> int:
+
         now_ms = self.replica_manager.clock.now_ms()
-        batch = build_batch([(key, value, (), -1) for key, value in records], now_ms=now_ms)
-        result = self.replica_manager.append_to_local_log(TopicPartition(self.topic, partition), batch)
+        tp = TopicPartition(self.topic, partition)
+        if producer_id >= 0:
+            # a transactional batch without a sequence (Kafka's NO_SEQUENCE), written as the
+            # coordinator's own: its COMMIT/ABORT marker comes through WriteTxnMarkers
+            batch = build_batch([(key, value, (), -1) for key, value in records], now_ms=now_ms,
+                                producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True)
+            result = self.replica_manager.append_coordinator_batches(tp, batch)
+        else:
+            batch = build_batch([(key, value, (), -1) for key, value in records], now_ms=now_ms)
+            result = self.replica_manager.append_to_local_log(tp, batch)
         if isinstance(result, PartitionError):
             raise CoordinatorAppendError(result.code, result.message)
         return int(result.last_offset)
 
     def read_all(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
-        """Records from log start to log end; control batches and keyless records skipped."""
+        """Records from log start to log end, keyless records skipped. Records of a
+        transactional batch are held per producer until its marker: yielded at a COMMIT,
+        dropped at an ABORT, kept for `open_transactions` when the log ends first."""
+
+        open_txns: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        self._open[partition] = open_txns
         part = self.replica_manager.get_partition(TopicPartition(self.topic, partition))
         if part is None:
             return
@@ -56,7 +73,16 @@ class ReplicaManagerCoordinatorLog:
             for pos, header in iter_batches(data, allow_truncated_tail=True):
                 if header.next_offset <= offset:
                     continue
-                if not header.is_control:
+                if header.is_control:
+                    if header.is_transactional:
+                        held = open_txns.pop(header.producer_id, [])
+                        if read_control_type(data, pos) is ControlType.COMMIT:
+                            yield from held
+                elif header.is_transactional:
+                    held = open_txns.setdefault(header.producer_id, [])
+                    held.extend((r.key, r.value) for r in decode_records(data, pos)
+                                if r.offset >= offset and r.key is not None)
+                else:
                     for record in decode_records(data, pos):
                         if record.offset >= offset and record.key is not None:
                             yield record.key, record.value
@@ -64,3 +90,6 @@ class ReplicaManagerCoordinatorLog:
                 advanced = True
             if not advanced:
                 return
+
+    def open_transactions(self, partition: int) -> dict[int, list[tuple[bytes, bytes | None]]]:
+        return self._open.pop(partition, {})

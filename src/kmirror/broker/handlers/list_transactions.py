@@ -1,0 +1,29 @@
+"""ListTransactions (key 66, v0-v1; KIP-664): the transactional ids this broker coordinates,
+filtered by state names, producer ids and (v1, KIP-994) a minimum running time. Unknown state
+names come back in `unknown_state_filters`. Clients ask every broker and merge."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
+
+
+@api(66, "ListTransactions", 0, 1)
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rt = ctx.response_type
+    coordinator = services.transaction_coordinator
+    if coordinator is None:
+        return build(rt, throttle_time=datetime.timedelta(0), error_code=ErrorCode.coordinator_not_available,
+                     unknown_state_filters=(), transaction_states=())
+    listed, unknown = coordinator.list_transactions(
+        list(request.state_filters), [int(p) for p in request.producer_id_filters],
+        int(getattr(request, "duration_filter", -1)))
+    State = nested(rt, "TransactionState")
+    return build(rt, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, unknown_state_filters=unknown,
+                 transaction_states=tuple(State(transactional_id=t.transactional_id, producer_id=t.producer_id,
+                                                transaction_state=t.state) for t in listed))

@@ -1,0 +1,40 @@
+"""TxnOffsetCommit (key 28), v0-v4: offsets committed inside a transaction, sent by the
+producer to the group coordinator (`kmirror.coordinator.offsets.txn_commits`): written as a
+transactional batch of the producer, pending until the transaction's marker; v3+ carries the consumer's member and generation (KIP-447).
+Commits for unknown topics are UNKNOWN_TOPIC_OR_PARTITION. Before v3 PRODUCER_FENCED is
+INVALID_PRODUCER_EPOCH."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.services import BrokerServices
+from kmirror.coordinator.offsets.commits import OffsetToCommit
+from kmirror.coordinator.results import PartitionResult
+from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
+
+
+@api(28, "TxnOffsetCommit", 0, 4)
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    image = getattr(services.metadata, "image", None)
+    known = (lambda topic: topic in image.topics) if image is not None else (lambda topic: True)
+    unknown = [PartitionResult(t.name, p.partition_index, ErrorCode.unknown_topic_or_partition)
+               for t in request.topics if not known(t.name) for p in t.partitions]
+    offsets = [OffsetToCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                              p.committed_metadata)
+               for t in request.topics if known(t.name) for p in t.partitions]
+    result = await services.groups.txn_commit_offsets(
+        group_id=request.group_id, producer_id=int(request.producer_id), producer_epoch=int(request.producer_epoch),
+        generation_id=int(getattr(request, "generation_id", -1)), member_id=getattr(request, "member_id", "") or "",
+        group_instance_id=getattr(request, "group_instance_id", None), offsets=offsets)
+    rt = ctx.response_type
+    Topic = nested(rt, "TxnOffsetCommitResponseTopic")
+    Partition = nested(rt, "TxnOffsetCommitResponsePartition")
+    by_topic: dict[str, list[Any]] = {}
+    for r in (*result.partitions, *unknown):
+        by_topic.setdefault(r.topic, []).append(Partition(partition_index=r.partition, error_code=r.error))
+    return build(rt, throttle_time=datetime.timedelta(0), topics=tuple(
+        Topic(name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))

@@ -1,0 +1,86 @@
+"""KIP-890 part 1, the partition leader's server-side defence against hanging transactions
+(Kafka `ReplicaManager.appendRecords` with transaction verification).
+
+Before a leader appends the first transactional batch of a producer that has no ongoing
+transaction on the partition, it asks the transaction coordinator whether the partition is in
+that producer's ongoing transaction (AddPartitionsToTxn `verify_only`). A batch that is not
+(a late retry of an aborted or committed transaction, or a zombie's) is refused, so it can
+never open a transaction that no marker will close and stall the LSO. Batches of a producer
+whose transaction is already open on the partition need no check.
+
+A transactional batch in a Produce request without a transactional id is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka does. Answers to the producer: the coordinator's
+retriable errors (not coordinator, not available,
+loading, concurrent transactions) become NOT_ENOUGH_REPLICAS, which every producer retries,
+as Kafka does; PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH; anything else INVALID_TXN_STATE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmirror.broker.services import BrokerServices
+from kmirror.protocol.errors import ErrorCode
+from kmirror.records.batch import BatchHeader, CorruptRecordError, read_header
+from kmirror.replication.outcomes import PartitionError
+from kmirror.types import TopicPartition
+
+_RETRIABLE = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
+                        ErrorCode.coordinator_load_in_progress, ErrorCode.concurrent_transactions})
+
+
+def _needs_verification(services: BrokerServices, tp: TopicPartition, records: Any) -> BatchHeader | None:
+    try:
+        header = read_header(records, 0)
+    except CorruptRecordError:
+        return None  # validation refuses it
+    if not header.is_transactional or not header.has_producer_id or header.is_control:
+        return None
+    partition = services.replica_manager.get_partition(tp)
+    log = getattr(partition, "log", None)
+    state = getattr(log, "producer_state", None)
+    if state is None:
+        return None  # not a leader here: the append answers that
+    entry = state.producers.get(header.producer_id)
+    if entry is not None and entry.current_txn_first_offset is not None and entry.producer_epoch == header.producer_epoch:
+        return None  # its transaction is already open on this partition
+    return header
+
+
+def produce_error(error: ErrorCode) -> ErrorCode:
+    if error in _RETRIABLE:
+        return ErrorCode.not_enough_replicas
+    if error == ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch
+    return ErrorCode.invalid_txn_state
+
+
+async def verify_transactional_batches(services: BrokerServices, transactional_id: str | None,
+                                       entries: dict[TopicPartition, Any],
+                                       errors: dict[TopicPartition, PartitionError]) -> None:
+    """Moves every entry whose transactional batch fails verification to `errors`."""
+    coordinator = services.transaction_coordinator
+    if coordinator is None:
+        return
+    by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
+    for tp, records in entries.items():
+        header = _needs_verification(services, tp, records)
+        if header is not None:
+            by_producer.setdefault((header.producer_id, header.producer_epoch), []).append(tp)
+    for (producer_id, producer_epoch), tps in by_producer.items():
+        if not transactional_id:
+            # Kafka `handleProduceRequest`: transactional records need a transactional id
+            for tp in tps:
+                entries.pop(tp, None)
+                errors[tp] = PartitionError(ErrorCode.transactional_id_authorization_failed,
+                                            "transactional records without a transactional id")
+            continue
+        answers = await coordinator.verify_partitions(transactional_id=transactional_id, producer_id=producer_id,
+                                                      producer_epoch=producer_epoch, partitions=tps)
+        for tp in tps:
+            error = answers.get(tp, ErrorCode.coordinator_not_available)
+            if error != ErrorCode.none:
+                entries.pop(tp, None)
+                errors[tp] = PartitionError(produce_error(error),
+                                            f"transactional batch of producer {producer_id} not verified: "
+                                            f"{error.name} from the transaction coordinator")
