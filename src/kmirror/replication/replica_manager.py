@@ -161,7 +161,7 @@ class ReplicaManager:
         for tp, (topic, registration) in wanted.items():
             log_config = log_configs.get(tp.topic)
             if log_config is None:
-                log_config = log_configs[tp.topic] = self._log_config(new_image, tp.topic)
+                log_config = log_configs[tp.topic] = self.log_config(new_image, tp.topic)
             min_isr = log_config.min_insync_replicas
             state = partition_state_from(registration)
             existing = self._partitions.get(tp)
@@ -176,7 +176,7 @@ class ReplicaManager:
                 if self._log_configs.get(tp.topic) != log_config:
                     _update_log_config(partition.log, log_config)
             was_leader = existing is not None and existing.is_leader
-            partition.assigns_leader_epoch = not _keeps_source_epochs(new_image, tp.topic)
+            partition.assigns_leader_epoch = self.assigns_leader_epoch(new_image, tp.topic)
             change = partition.update_state(state, now_ms)
             if change.follow_leader:
                 follow.append(FollowedPartition(tp, topic.topic_id, state.leader, state.leader_epoch))
@@ -194,11 +194,16 @@ class ReplicaManager:
             for role_listener in list(self._role_listeners):
                 role_listener(follow, unfollow)
 
-    def _log_config(self, image: Any, topic: str) -> LogConfig:
-        # Topic overrides over broker defaults (Kafka's config resolution), as a LogConfig.
+    def log_config(self, image: Any, topic: str) -> LogConfig:
+        """Topic overrides over broker defaults (Kafka's config resolution), as a LogConfig."""
         from kmirror.config.topic import effective_topic_config
 
         return LogConfig.from_topic_config(effective_topic_config(image, topic, self.config))
+
+    @staticmethod
+    def assigns_leader_epoch(image: Any, topic: str) -> bool:
+        """False for a mirror topic: it keeps the source's leader epochs (KIP-1279)."""
+        return not _keeps_source_epochs(image, topic)
 
     def _remove_partition(self, tp: TopicPartition) -> None:
         self._partitions.pop(tp, None)

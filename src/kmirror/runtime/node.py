@@ -51,6 +51,7 @@ from kmirror.replication.service import ReplicationService
 from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, LocalController, RemoteController
 from kmirror.runtime.controller_channel import ControllerChannel
 from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError
+from kmirror.runtime.metadata_publisher import MetadataPublisher
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.runtime.server import KafkaServer
@@ -102,6 +103,7 @@ class Node:
         self.metrics_server: MetricsServer | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self.replication: ReplicationService | None = None
+        self.publisher: MetadataPublisher | None = None
         self._channels: list[ControllerChannel] = []
 
     async def start(self) -> None:
@@ -148,8 +150,9 @@ class Node:
         self.mirror_data_plane = MirrorDataPlane(
             cfg.node_id, cfg, self.clock, self.replica_manager, self.metadata, self.mirror_coordinator
         )
-        self.metadata.subscribe(self._on_metadata_change)
-        self._on_metadata_change(None, self.metadata.image)
+        self.publisher = MetadataPublisher(self.replica_manager, self._on_metadata_change)
+        self.metadata.subscribe(self.publisher.on_change)
+        self.publisher.on_change(None, self.metadata.image)
 
         incarnation = uuid.uuid4()
         if cfg.is_controller:
@@ -293,6 +296,8 @@ class Node:
             await self.metadata.stop()
         for channel in self._channels:
             await channel.close()
+        if self.publisher is not None:
+            await self.publisher.stop()
         if self.log_manager is not None:
             self.log_manager.close()
         log.info("node %d stopped", self.config.node_id)
