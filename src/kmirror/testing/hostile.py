@@ -16,6 +16,11 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+import zstandard
+
+from kmirror.records.batch import HEADER_STRUCT, MAGIC_V2, write_crc
+from kmirror.records.compression import CompressionType
+from kmirror.records.record import encode_varint
 
 _SIZE = struct.Struct(">i")
 
@@ -31,6 +36,30 @@ def proc_status_kb(pid: int, field_name: str) -> int:
 
 def peak_rss_mb(pid: int) -> float:
     return proc_status_kb(pid, "VmHWM") / 1024
+
+
+def zstd_bomb_batch(value_bytes: int, timestamp_ms: int) -> bytes:
+    """A v2 batch of one record whose value is `value_bytes` zeros, zstd-compressed: a
+    decompression bomb of a few KB (built by streaming, never holding the zeros)."""
+    body = (b"\x00" + encode_varint(0) + encode_varint(0) + encode_varint(-1) + encode_varint(value_bytes))
+    record_length = len(body) + value_bytes + 1  # + the headers count
+    compressor = zstandard.ZstdCompressor(level=3).compressobj()
+    parts = [compressor.compress(encode_varint(record_length) + body)]
+    zeros = bytes(1 << 24)
+    left = value_bytes
+    while left:
+        step = min(left, len(zeros))
+        parts.append(compressor.compress(zeros[:step]))
+        left -= step
+    parts.append(compressor.compress(encode_varint(0)))
+    parts.append(compressor.flush())
+    section = b"".join(parts)
+    buf = bytearray(HEADER_STRUCT.size + len(section))
+    HEADER_STRUCT.pack_into(buf, 0, 0, len(buf) - 12, -1, MAGIC_V2, 0, int(CompressionType.ZSTD), 0,
+                            timestamp_ms, timestamp_ms, -1, -1, -1, 1)
+    buf[HEADER_STRUCT.size:] = section
+    write_crc(buf)
+    return bytes(buf)
 
 
 def encode_request(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
