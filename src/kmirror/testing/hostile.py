@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+import zstandard
 from confluent_kafka import KafkaError, Message, Producer
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
-import zstandard
 
 from kmirror.records.batch import HEADER_STRUCT, MAGIC_V2, write_crc
 from kmirror.records.compression import CompressionType
