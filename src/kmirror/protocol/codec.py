@@ -19,6 +19,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
 from kmirror.protocol.registry import ApiRegistry, ApiSpec
+from kmirror.protocol.request_validation import null_field
 
 _PEEK = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -72,6 +73,9 @@ def decode_request(registry: ApiRegistry, frame: bytes) -> DecodedRequest | Unsu
         body, _ = entity_reader(request_type)(frame, header_size)
     except Exception as exc:  # kio raises a variety of decode errors on garbage
         raise MalformedRequest(f"cannot decode api_key={api_key} v{api_version}: {exc}") from exc
+    null = null_field(body)
+    if null is not None:
+        raise MalformedRequest(f"api_key={api_key} v{api_version}: non-nullable field {null} was serialized as null")
     # Bytes after the body are ignored, as Kafka's request parsing does: librdkafka 2.16 sends
     # Metadata v13 requests with trailing bytes that Apache Kafka accepts.
     return DecodedRequest(

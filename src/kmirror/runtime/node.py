@@ -54,7 +54,7 @@ from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesErr
 from kmirror.runtime.metadata_publisher import MetadataPublisher
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
-from kmirror.runtime.server import KafkaServer
+from kmirror.runtime.server import KafkaServer, ListenerLimits
 from kmirror.runtime.tls import TlsSetupError, server_context
 
 log = logging.getLogger("kmirror.node")
@@ -201,12 +201,19 @@ class Node:
             )
             for plane, registry in registries.items()
         }
+        limits = ListenerLimits(
+            max_request_bytes=cfg.socket_request_max_bytes,
+            queued_max_requests=int(cfg.get("queued.max.requests")),
+            max_connections=int(cfg.get("max.connections")),
+            max_connections_per_ip=int(cfg.get("max.connections.per.ip")),
+            max_connections_per_ip_overrides=cfg.max_connections_per_ip_overrides,
+        )
         for listener in cfg.listeners:
             plane = "controller" if listener.name in cfg.controller_listener_names else "broker"
             security = cfg.listener_securities.get(listener.name)
             server = KafkaServer(registries[plane], services[plane], cfg.socket_request_max_bytes,
                                  request_metrics=self.request_metrics, listener=listener.name,
-                                 sasl=None if security is None else security.sasl)
+                                 sasl=None if security is None else security.sasl, limits=limits)
             tls = None if security is None or security.tls is None else server_context(security.tls)
             self.ports[listener.name] = await server.start(listener.host, listener.port, tls)
             self._servers.append(server)

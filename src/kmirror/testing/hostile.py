@@ -190,7 +190,9 @@ class WellBehavedClient:
             producer.produce(self.topic, value=b"well-behaved-%d" % n, partition=0,
                              on_delivery=lambda err, msg, sent=sent: delivered(err, msg, sent))
             n += 1
-            producer.poll(self.interval_s)
+            producer.poll(0)
+            self._stop.wait(self.interval_s)
+            producer.poll(0)
         if producer.flush(60) != 0:
             self.errors.append("flush: records not delivered")
 
