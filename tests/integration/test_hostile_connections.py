@@ -84,7 +84,6 @@ def test_pipelined_fetches_never_read_keep_memory_bounded(limited: LocalCluster)
         readers = []
         for _ in range(3):  # three greedy clients, 20 pipelined Fetches each, never reading
             sock = socket.create_connection(("127.0.0.1", limited.port))
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.sendall(b"".join(_greedy_fetch(i, "bulk") for i in range(20)))
             readers.append(sock)
         client.wait_acks(20)
