@@ -145,3 +145,40 @@ def test_max_connections_per_ip(limited: LocalCluster) -> None:
     assert api_versions_latency_s(limited.port) < 30
     assert not client.errors, client.errors
     assert "max.connections.per.ip=3 reached for 127.0.0.2" in _server_log(limited)
+
+
+def _raw(api_key: int, version: int, body: bytes) -> bytes:
+    payload = struct.pack(">hhih", api_key, version, 99, -1) + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+MALFORMED = {
+    "ListOffsets v1 topics=null": _raw(2, 1, struct.pack(">ii", -1, -1)),
+    "Fetch v4 topics=null": _raw(1, 4, struct.pack(">iiiibi", -1, 100, 1, 1024, 0, -1)),
+    "Produce v3 topic_data=null": _raw(0, 3, struct.pack(">hhii", -1, 1, 1000, -1)),
+    "Produce v3 partition_data=null": _raw(0, 3, struct.pack(">hhii", -1, 1, 1000, 1) + struct.pack(">h", 1) + b"t"
+                                          + struct.pack(">i", -1)),
+    "CreateTopics v2 topics=null": _raw(19, 2, struct.pack(">iib", -1, 1000, 0)),
+    "ListOffsets v1 negative count": _raw(2, 1, struct.pack(">ii", -1, -5)),
+    "ListOffsets v1 absurd count": _raw(2, 1, struct.pack(">ii", -1, INT_MAX)),
+    "Produce v3 absurd topic name length": _raw(0, 3, struct.pack(">hhii", -1, 1, 1000, 1) + struct.pack(">h", 32000)),
+    "DeleteTopics v1 topic_names=null": _raw(20, 1, struct.pack(">ii", -1, 1000)),
+}
+
+
+def test_malformed_but_decodable_requests_close_that_connection_with_one_warning(cluster: LocalCluster) -> None:
+    create_topic(cluster.bootstrap, "served")
+    with WellBehavedClient(cluster.bootstrap, cluster.port, "served") as client:
+        client.wait_acks(5)
+        for name, frame in MALFORMED.items():
+            with socket.create_connection(("127.0.0.1", cluster.port), timeout=30) as sock:
+                sock.sendall(frame)
+                assert recv_frame(sock) is None, name
+        client.wait_acks(5)
+    assert not client.errors, client.errors
+    log = _server_log(cluster)
+    assert "Traceback" not in log and "ERROR" not in log
+    warnings = [line for line in log.splitlines() if "WARNING" in line and "closing connection" in line]
+    assert len(warnings) == len(MALFORMED), warnings
+    assert sum("was serialized as null" in w for w in warnings) == 6
+    assert peak_rss_mb(cluster.pid()) < 300
