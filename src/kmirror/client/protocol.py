@@ -37,6 +37,7 @@ from kmirror.mirror.protocol import fetch as fetch_v19
 from kmirror.mirror.protocol.derive import derive
 from kmirror.mirror.protocol.registry import MIRROR_APIS, entity_types
 from kmirror.protocol.framing import FrameDecoder, frame
+from kmirror.protocol.length_guard import check_lengths
 
 API_VERSIONS_KEY = 18
 
@@ -162,6 +163,8 @@ def _decode_body(frame: bytes, api_key: int, response_type: type[Any], *, exact:
     not define (librdkafka's mock cluster, one byte after Metadata v12)."""
     # kio readers return (entity, bytes consumed)
     _, header_size = entity_reader(response_header_type(api_key, response_type))(frame, 0)
+    # a broker's absurd array length must not reach kio's native reader (it aborts the process)
+    check_lengths(response_type, frame, header_size)
     body, body_size = entity_reader(response_type)(frame, header_size)
     if exact and header_size + body_size != len(frame):
         raise ValueError(f"{len(frame) - header_size - body_size} trailing bytes")

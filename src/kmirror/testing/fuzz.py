@@ -248,7 +248,7 @@ class FrameFuzzer:
                     (size,) = struct.unpack(">i", head)
                     await asyncio.wait_for(reader.readexactly(size), answer_timeout_s)
                     self.stats.answered += 1
-            except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                 pass
         finally:
             writer.close()
