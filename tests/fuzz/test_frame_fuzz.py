@@ -57,7 +57,7 @@ def _fuzz(node: LocalCluster, frames: int) -> None:
     print(f"seed {seed}: {stats.frames} frames ({stats.answered} answered, {stats.connections} connections) over "
           f"{len(stats.api_keys)} API keys / {len(corpus)} key-versions in {took:.0f} s; peak RSS {peak:.0f} MB; "
           f"well-behaved client: {client.summary()}")
-    assert os.path.exists(f"/proc/{pid}") and node.serving(), f"seed {seed}: node exited"
+    assert not stats.refused and node.serving(), f"seed {seed}: node exited: {log[-3000:]}"
     assert "Traceback" not in log, f"seed {seed}: " + log[log.index("Traceback") - 300:][:3000]
     assert peak < RSS_BOUND_MB, f"seed {seed}"
     assert not client.errors, f"seed {seed}: {client.errors[:5]}"

@@ -196,6 +196,7 @@ class FuzzStats:
     frames: int = 0
     answered: int = 0
     connections: int = 0
+    refused: bool = False  # the node stopped accepting connections (it died): the run ended
     api_keys: set[int] = field(default_factory=set)
 
 
@@ -220,7 +221,7 @@ class FrameFuzzer:
     async def _connection_loop(self, host: str, port: int, frames: int, burst: int, answer_timeout_s: float,
                                mutator: Mutator) -> None:
         sent = 0
-        while sent < frames:
+        while sent < frames and not self.stats.refused:
             n = min(burst, frames - sent)
             batch = []
             for _ in range(n):
@@ -237,7 +238,11 @@ class FrameFuzzer:
             self.stats.frames += n
 
     async def _burst(self, host: str, port: int, batch: list[bytes], answer_timeout_s: float) -> None:
-        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            reader, writer = await asyncio.open_connection(host, port)
+        except ConnectionRefusedError:
+            self.stats.refused = True
+            return
         self.stats.connections += 1
         try:
             writer.write(b"".join(batch))
