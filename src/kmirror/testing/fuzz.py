@@ -65,7 +65,7 @@ def _primitive(kafka_type: str | None) -> Any:
     return _PRIMITIVES.get(kafka_type or "int32", 0)
 
 
-def seed_frame(request_type: type, api_key: int, version: int, correlation_id: int = 1) -> bytes:
+def seed_frame(request_type: Any, api_key: int, version: int, correlation_id: int = 1) -> bytes:
     """The request payload (header and body, no size prefix) of a seed request."""
     header_type = request_type.__header_schema__
     names = {f.name for f in dataclasses.fields(header_type)}
@@ -138,7 +138,7 @@ class Mutator:
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
 
-    def mutate_request(self, request_type: type, api_key: int, version: int) -> bytes:
+    def mutate_request(self, request_type: Any, api_key: int, version: int) -> bytes:
         """A structurally valid request with hostile values, size-prefixed."""
         header_type = request_type.__header_schema__
         names = {f.name for f in dataclasses.fields(header_type)}

@@ -184,11 +184,13 @@ class WellBehavedClient:
             else:
                 self.ack_latencies_s.append(time.perf_counter() - sent)
 
+        def on_delivery(sent: float) -> Any:
+            return lambda err, msg: delivered(err, msg, sent)
+
         n = 0
         while not self._stop.is_set():
-            sent = time.perf_counter()
             producer.produce(self.topic, value=b"well-behaved-%d" % n, partition=0,
-                             on_delivery=lambda err, msg, sent=sent: delivered(err, msg, sent))
+                             on_delivery=on_delivery(time.perf_counter()))
             n += 1
             producer.poll(0)
             self._stop.wait(self.interval_s)
