@@ -34,12 +34,13 @@ class ImplausibleLength(ValueError):
 # A step of an entity's layout: ("fixed", size), ("var", None), ("entity", type),
 # ("entities", type), ("array", kafka_type)
 _Step = tuple[str, Any]
-_layouts: dict[type, tuple[tuple[_Step, ...], bool]] = {}
+_Layout = tuple[tuple[_Step, ...], bool, int | None]  # steps, flexible, size when all fixed
+_layouts: dict[type, _Layout] = {}
 
 
 def check_lengths(entity_type: type, buf: bytes | memoryview, offset: int) -> int:
     """The offset after the entity at `offset` (raises `ImplausibleLength`, see module doc)."""
-    steps, flexible = _layout(entity_type)
+    steps, flexible, _ = _layout(entity_type)
     end = len(buf)
     for kind, arg in steps:
         if kind == "fixed":
@@ -52,27 +53,52 @@ def check_lengths(entity_type: type, buf: bytes | memoryview, offset: int) -> in
             count, offset = _array_length(buf, offset, flexible)
             if count > end - offset:
                 raise ImplausibleLength(f"array of {count} elements in {end - offset} bytes")
-            for _ in range(count):
-                if kind == "entities":
-                    offset = check_lengths(arg, buf, offset)
-                elif arg in FIXED_SIZES:
-                    offset += FIXED_SIZES[arg]
-                else:
+            if kind == "entities":
+                offset = _skip_entities(arg, buf, offset, count)
+            elif arg in FIXED_SIZES:
+                offset += count * FIXED_SIZES[arg]
+            else:
+                for _ in range(count):
                     offset = _skip_variable(buf, offset, arg, flexible)
         if offset > end:
             raise ImplausibleLength("frame ends inside a field")
     if flexible:
-        tags, offset = _uvarint(buf, offset)
-        for _ in range(tags):
-            _, offset = _uvarint(buf, offset)
-            size, offset = _uvarint(buf, offset)
-            offset += size
-            if offset > end:
-                raise ImplausibleLength("frame ends inside a tagged field")
+        offset = _skip_tagged(buf, offset)
     return offset
 
 
-def _layout(entity_type: type) -> tuple[tuple[_Step, ...], bool]:
+def _skip_entities(entity_type: type, buf: bytes | memoryview, offset: int, count: int) -> int:
+    """`count` consecutive entities; those of fixed-size fields only are stepped over
+    without walking their layout (e.g. Fetch partitions)."""
+    _, flexible, size = _layout(entity_type)
+    if size is None:
+        for _ in range(count):
+            offset = check_lengths(entity_type, buf, offset)
+        return offset
+    if not flexible:
+        return offset + count * size
+    end = len(buf)
+    for _ in range(count):
+        offset += size
+        if offset < end and buf[offset] == 0:  # no tagged fields: the common case
+            offset += 1
+        else:
+            offset = _skip_tagged(buf, offset)
+    return offset
+
+
+def _skip_tagged(buf: bytes | memoryview, offset: int) -> int:
+    tags, offset = _uvarint(buf, offset)
+    for _ in range(tags):
+        _, offset = _uvarint(buf, offset)
+        size, offset = _uvarint(buf, offset)
+        offset += size
+        if offset > len(buf):
+            raise ImplausibleLength("frame ends inside a tagged field")
+    return offset
+
+
+def _layout(entity_type: type) -> _Layout:
     cached = _layouts.get(entity_type)
     if cached is not None:
         return cached
@@ -97,7 +123,8 @@ def _layout(entity_type: type) -> tuple[tuple[_Step, ...], bool]:
                 steps[-1] = ("fixed", steps[-1][1] + size)
             else:
                 steps.append(("fixed", size))
-    layout = (tuple(steps), flexible)
+    fixed_size = steps[0][1] if len(steps) == 1 and steps[0][0] == "fixed" else (0 if not steps else None)
+    layout = (tuple(steps), flexible, fixed_size)
     _layouts[entity_type] = layout
     return layout
 
