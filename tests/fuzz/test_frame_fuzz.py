@@ -70,5 +70,6 @@ def test_frame_fuzz_short(node: LocalCluster) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_frame_fuzz_million(node: LocalCluster) -> None:
     _fuzz(node, 1_000_000)

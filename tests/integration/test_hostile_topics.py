@@ -117,6 +117,7 @@ def test_metadata_for_10000_unknown_topics_auto_creates_a_bounded_number(cluster
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_api_versions_answered_while_10000_partitions_are_created(cluster: LocalCluster) -> None:
     create_topic(cluster.bootstrap, "served")
     with WellBehavedClient(cluster.bootstrap, cluster.port, "served") as baseline:

@@ -213,10 +213,19 @@ class FrameFuzzer:
     async def run(self, host: str, port: int, frames: int, connections: int = 8, burst: int = 8,
                   answer_timeout_s: float = 0.5) -> FuzzStats:
         per_task = frames // connections
-        await asyncio.gather(*(self._connection_loop(host, port, per_task, burst, answer_timeout_s,
-                                                     Mutator(self.seed * 1000 + i))
-                               for i in range(connections)))
+        progress = asyncio.get_running_loop().create_task(self._progress())
+        try:
+            await asyncio.gather(*(self._connection_loop(host, port, per_task, burst, answer_timeout_s,
+                                                         Mutator(self.seed * 1000 + i))
+                                   for i in range(connections)))
+        finally:
+            progress.cancel()
         return self.stats
+
+    async def _progress(self, every_s: float = 60) -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            print(f"fuzz: {self.stats.frames} frames, {self.stats.answered} answered", flush=True)
 
     async def _connection_loop(self, host: str, port: int, frames: int, burst: int, answer_timeout_s: float,
                                mutator: Mutator) -> None:
