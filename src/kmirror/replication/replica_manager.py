@@ -138,10 +138,10 @@ class ReplicaManager:
                 if hosted_here(registration, self.node_id):
                     wanted[TopicPartition(topic.name, int(index))] = (topic, registration)
 
-        for tp, partition in list(self._partitions.items()):
-            entry = wanted.get(tp)
-            if entry is None or entry[0].topic_id != partition.topic_id:
-                self._remove_partition(tp)
+        removed_partitions = [tp for tp, partition in self._partitions.items()
+                              if (entry := wanted.get(tp)) is None or entry[0].topic_id != partition.topic_id]
+        if removed_partitions:
+            self._remove_partitions(removed_partitions)
         if new_image.offset >= 0:
             # Stray logs (Kafka `LogManager` strays): on disk but not hosted by the image,
             # e.g. a topic deleted, or deleted and recreated, while this node was down.
@@ -205,10 +205,12 @@ class ReplicaManager:
         """False for a mirror topic: it keeps the source's leader epochs (KIP-1279)."""
         return not _keeps_source_epochs(image, topic)
 
-    def _remove_partition(self, tp: TopicPartition) -> None:
-        self._partitions.pop(tp, None)
-        self.log_manager.delete_log(tp)
-        self._notify_append(tp)
+    def _remove_partitions(self, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            self._partitions.pop(tp, None)
+        self.log_manager.delete_logs(tps)
+        for tp in tps:
+            self._notify_append(tp)
 
     def add_role_listener(self, listener: Callable[[list[FollowedPartition], list[TopicPartition]], None]) -> None:
         """Called after each image with (partitions to follow from the given leader and epoch,

@@ -26,7 +26,7 @@ from kmirror.replication.log_preparation import prepare_logs, unprepared_partiti
 
 log = logging.getLogger(__name__)
 
-LARGE_CREATION_PARTITIONS = 64
+LARGE_CREATION_PARTITIONS = 16
 
 
 class MetadataPublisher:

@@ -232,6 +232,8 @@ class Node:
         self._tasks.append(loop.create_task(self._every(cfg.log_retention_check_interval_ms, self._retention)))
         self._tasks.append(loop.create_task(self._every(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, self._checkpoint)))
         self._tasks.append(loop.create_task(self._every(1000, self._flush)))
+        self.log_manager.defer_removal = True  # deleted logs' directories go on a worker thread
+        self._tasks.append(loop.create_task(self._every_async(1000, self._remove_deleted_dirs)))
 
     def _start_controller_tasks(self) -> None:
         cfg = self.config
@@ -269,6 +271,9 @@ class Node:
 
     def _retention(self) -> None:
         self.log_manager.run_retention(self.clock.now_ms())
+
+    async def _remove_deleted_dirs(self) -> None:
+        await asyncio.to_thread(self.log_manager.remove_deleted_dirs)
 
     def _checkpoint(self) -> None:
         self.log_manager.checkpoint_recovery_points()
