@@ -145,6 +145,7 @@ def test_max_connections_per_ip(limited: LocalCluster) -> None:
     assert api_versions_latency_s(limited.port) < 30
     assert not client.errors, client.errors
     assert "max.connections.per.ip=3 reached for 127.0.0.2" in _server_log(limited)
+    assert peak_rss_mb(limited.pid()) < 300
 
 
 def _raw(api_key: int, version: int, body: bytes) -> bytes:
