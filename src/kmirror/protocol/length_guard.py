@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
 FIXED_SIZES = {"int8": 1, "bool": 1, "int16": 2, "int32": 4, "int64": 8, "uuid": 16, "float64": 8,
                "timedelta_i32": 4, "timedelta_i64": 8, "uint16": 2, "uint32": 4, "uint64": 8, "datetime_i64": 8,
@@ -31,8 +31,8 @@ class ImplausibleLength(ValueError):
     """A length the remaining bytes cannot hold."""
 
 
-# A step of an entity's layout: ("fixed", size), ("var", None), ("entity", type),
-# ("entities", type), ("array", kafka_type)
+# A step of an entity's layout: ("fixed", size), ("var", kafka_type), ("entity", type),
+# ("nullable_entity", type), ("entities", type), ("array", kafka_type)
 _Step = tuple[str, Any]
 _Layout = tuple[tuple[_Step, ...], bool, int | None]  # steps, flexible, size when all fixed
 _layouts: dict[type, _Layout] = {}
@@ -49,6 +49,13 @@ def check_lengths(entity_type: type, buf: bytes | memoryview, offset: int) -> in
             offset = _skip_variable(buf, offset, arg, flexible)
         elif kind == "entity":
             offset = check_lengths(arg, buf, offset)
+        elif kind == "nullable_entity":  # a presence byte: -1 null, 1 present
+            if offset >= end:
+                raise ImplausibleLength("frame ends inside a field")
+            present = buf[offset] != 0xFF
+            offset += 1
+            if present:
+                offset = check_lengths(arg, buf, offset)
         else:  # an array of entities or primitives
             count, offset = _array_length(buf, offset, flexible)
             if count > end - offset:
@@ -112,7 +119,7 @@ def _layout(entity_type: type) -> _Layout:
         if isinstance(kind, EntityTupleField):
             steps.append(("entities", kind.type_))
         elif isinstance(kind, EntityField):
-            steps.append(("entity", kind.type_))
+            steps.append(("nullable_entity" if is_optional(f) else "entity", kind.type_))
         elif kind.is_array:
             steps.append(("array", kafka_type))
         elif kafka_type in _VARIABLE:

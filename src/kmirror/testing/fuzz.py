@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
@@ -58,6 +59,10 @@ def seed_entity(entity_type: type) -> Any:
 
 
 def _primitive(kafka_type: str | None) -> Any:
+    if kafka_type == "error_code":
+        return ErrorCode.none
+    if kafka_type == "datetime_i64":
+        return datetime.datetime.fromtimestamp(0, datetime.UTC)
     if kafka_type == "string":
         return "fuzz"
     if kafka_type == "bytes":
