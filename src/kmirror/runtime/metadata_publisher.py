@@ -73,6 +73,9 @@ class MetadataPublisher:
                 except OSError as exc:  # publishing retries on the loop and reports the disk error
                     log.error("creating partition logs failed: %s", exc)
                     break
+                except Exception:  # a bug must not leave the image unpublished
+                    log.exception("creating partition logs failed")
+                    break
                 log.info("created %d partition logs in %.1f s", len(missing), time.monotonic() - started)
             started = time.monotonic()
             self._publish(self._latest)

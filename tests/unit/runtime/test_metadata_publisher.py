@@ -48,3 +48,22 @@ def test_large_creations_are_prepared_off_the_loop_and_images_coalesced() -> Non
         assert len(logs.logs) == 12 and threading.current_thread().name not in logs.threads
 
     asyncio.run(main())
+
+
+def test_an_image_is_published_even_when_preparing_its_logs_fails() -> None:
+    published: list[int] = []
+
+    class BrokenLogs(FakeLogs):
+        def get_or_create_log(self, tp: object, topic_id: object, config: object) -> SimpleNamespace:
+            raise OSError("disk gone")
+
+    rm = SimpleNamespace(node_id=1, log_manager=BrokenLogs(), log_config=lambda image, topic: None,
+                         assigns_leader_epoch=lambda image, topic: False)
+
+    async def main() -> None:
+        publisher = MetadataPublisher(rm, lambda old, new: published.append(new.offset), threshold=4)
+        publisher.on_change(None, _image(5, 10))
+        await publisher.stop()
+        assert published == [5]
+
+    asyncio.run(main())
