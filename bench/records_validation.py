@@ -53,7 +53,8 @@ def main() -> None:
 
     def check(buf: bytes, **kwargs: object) -> Callable[[], object]:
         def run() -> object:
-            outcome = validate_for_append(buf, max_message_bytes=len(buf) + 1, now_ms=NOW_MS, **kwargs)  # type: ignore[arg-type]
+            # max.message.bytes also bounds the decompressed size: room for the 1 MiB of records
+            outcome = validate_for_append(buf, max_message_bytes=2 << 20, now_ms=NOW_MS, **kwargs)  # type: ignore[arg-type]
             assert isinstance(outcome, ValidatedRecords), outcome
             return outcome
         return run

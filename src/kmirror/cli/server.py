@@ -72,10 +72,12 @@ def _cluster_up(args: argparse.Namespace) -> int:
 
 def _cluster_down(args: argparse.Namespace) -> int:
     # A command loads its modules when it runs: `kmirror --help` stays quick.
-    from kmirror.runtime.local_cluster import down
+    from kmirror.runtime.local_cluster import down_nodes
 
-    stopped = down(args.dir)
-    print(f"stopped {len(stopped)} node(s)")
+    outcomes = down_nodes(args.dir)
+    for node_id, outcome in outcomes:
+        print(f"node {node_id}: {outcome}")
+    print(f"stopped {sum(o.startswith('stopped') for _, o in outcomes)} node(s)")
     return 0
 
 

@@ -35,6 +35,7 @@ from kio.static.primitive import i16, i32
 from kmirror.client.errors import KafkaProtocolError
 from kmirror.protocol import describe_transactions
 from kmirror.protocol.framing import FrameDecoder, frame
+from kmirror.protocol.length_guard import check_lengths
 from kmirror.protocol.mirror import fetch as fetch_v19
 from kmirror.protocol.mirror.derive import derive
 from kmirror.protocol.mirror.registry import MIRROR_APIS, entity_types
@@ -165,6 +166,8 @@ def _decode_body(frame: bytes, api_key: int, response_type: type[Any], *, exact:
     not define (librdkafka's mock cluster, one byte after Metadata v12)."""
     # kio readers return (entity, bytes consumed)
     _, header_size = entity_reader(response_header_type(api_key, response_type))(frame, 0)
+    # a broker's absurd array length must not reach kio's native reader (it aborts the process)
+    check_lengths(response_type, frame, header_size)
     body, body_size = entity_reader(response_type)(frame, header_size)
     if exact and header_size + body_size != len(frame):
         raise ValueError(f"{len(frame) - header_size - body_size} trailing bytes")

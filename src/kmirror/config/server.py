@@ -127,6 +127,7 @@ class ServerConfig:
         flush_ms = values["log.flush.interval.ms"]
         if flush_ms is None:
             flush_ms = values["log.flush.scheduler.interval.ms"]
+        _parse_ip_overrides(values["max.connections.per.ip.overrides"])
         if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
             raise ConfigError(
                 "invalid value for 'group.min.session.timeout.ms': greater than group.max.session.timeout.ms"
@@ -268,6 +269,10 @@ class ServerConfig:
         return int(self.values["socket.request.max.bytes"])
 
     @property
+    def max_connections_per_ip_overrides(self) -> dict[str, int]:
+        return _parse_ip_overrides(self.values["max.connections.per.ip.overrides"])
+
+    @property
     def broker_rack(self) -> str | None:
         rack = self.values["broker.rack"]
         return None if rack is None else str(rack)
@@ -317,6 +322,20 @@ def _retention_ms(values: Mapping[str, Any]) -> int:
     if ms < -1:
         raise ConfigError(f"invalid value '{ms}' for 'log.retention.ms': expected -1 or a value >= 0")
     return ms
+
+
+def _parse_ip_overrides(text: str | None) -> dict[str, int]:
+    """Kafka's `max.connections.per.ip.overrides`: `host:count,host:count`."""
+    out: dict[str, int] = {}
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise ConfigError(f"invalid value {item!r} for 'max.connections.per.ip.overrides': expected host:count")
+        out[host.strip()] = int(count)
+    return out
 
 
 def _parse_protocol_map(items: list[str]) -> dict[str, str]:

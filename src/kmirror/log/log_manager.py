@@ -52,6 +52,8 @@ class LogManager:
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._delete_counter = 0
+        self.defer_removal = False
+        self._to_remove: list[str] = []
 
     # -- load -------------------------------------------------------------------------------
 
@@ -115,23 +117,51 @@ class LogManager:
         return list(self.logs.values())
 
     def delete_log(self, tp: TopicPartition) -> bool:
-        log = self.logs.pop(tp, None)
-        log_dir = self._dir_of.pop(tp, None)
-        if log is None or log_dir is None:
-            return False
-        for segment in log.segments:
-            for path in (segment.log_path, segment.offset_index.path, segment.time_index.path):
-                self.fs.close(path)
-        while True:
-            self._delete_counter += 1
-            renamed = join(log_dir, f"{tp.dir_name}.{self._delete_counter:032x}{DELETE_DIR_SUFFIX}")
-            if not self.fs.exists(renamed):
-                break
-        self.fs.rename(log.directory, renamed)
-        log.closed = True
-        self.fs.delete(renamed)
-        self._write_checkpoints([log_dir])
-        return True
+        return bool(self.delete_logs([tp]))
+
+    def delete_logs(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Delete these logs (renamed to `*-delete`, then removed) and write each affected log
+        dir's checkpoints once: deleting a topic of N partitions costs N renames, not N
+        rewrites of checkpoints listing every partition. Returns the logs deleted.
+
+        With `defer_removal` the renamed directories are removed later by
+        `remove_deleted_dirs` (the runtime runs it on a worker thread, as Kafka removes
+        `-delete` directories in the background); one left by a crash is removed on start."""
+        deleted: list[TopicPartition] = []
+        dirs: set[str] = set()
+        for tp in tps:
+            log = self.logs.pop(tp, None)
+            log_dir = self._dir_of.pop(tp, None)
+            if log is None or log_dir is None:
+                continue
+            for segment in log.segments:
+                for path in (segment.log_path, segment.offset_index.path, segment.time_index.path):
+                    self.fs.close(path)
+            while True:
+                self._delete_counter += 1
+                renamed = join(log_dir, f"{tp.dir_name}.{self._delete_counter:032x}{DELETE_DIR_SUFFIX}")
+                if not self.fs.exists(renamed):
+                    break
+            self.fs.rename(log.directory, renamed)
+            log.closed = True
+            if self.defer_removal:
+                self._to_remove.append(renamed)
+            else:
+                self.fs.delete(renamed)
+            dirs.add(log_dir)
+            deleted.append(tp)
+        if dirs:
+            self._write_checkpoints(sorted(dirs))
+        return deleted
+
+    def remove_deleted_dirs(self) -> int:
+        """Remove the directories of logs deleted with `defer_removal`; safe on a worker thread
+        (nothing else refers to a renamed directory)."""
+        removed = 0
+        while self._to_remove:
+            self.fs.delete(self._to_remove.pop())
+            removed += 1
+        return removed
 
     # -- background work --------------------------------------------------------------------
 

@@ -193,7 +193,7 @@ class MetadataService:
         self, topics: Sequence[topic_ops.CreatePartitionsTopic], *, validate_only: bool = False
     ) -> list[topic_ops.CreatePartitionsResult]:
         result: list[topic_ops.CreatePartitionsResult] = await self._run(
-            lambda image: topic_ops.create_partitions(image, topics, self._rng, validate_only=validate_only)
+            lambda image: topic_ops.create_partitions(image, topics, self._config, self._rng, validate_only=validate_only)
         )
         return result
 

@@ -18,7 +18,9 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
+from kmirror.protocol.length_guard import check_lengths
 from kmirror.protocol.registry import ApiRegistry, ApiSpec
+from kmirror.protocol.request_validation import null_field
 
 _PEEK = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -69,9 +71,13 @@ def decode_request(registry: ApiRegistry, frame: bytes) -> DecodedRequest | Unsu
     try:
         # kio readers return (entity, bytes consumed)
         header, header_size = entity_reader(header_type)(frame, 0)
+        check_lengths(request_type, frame, header_size)  # before kio can reserve absurd arrays
         body, _ = entity_reader(request_type)(frame, header_size)
     except Exception as exc:  # kio raises a variety of decode errors on garbage
         raise MalformedRequest(f"cannot decode api_key={api_key} v{api_version}: {exc}") from exc
+    null = null_field(body)
+    if null is not None:
+        raise MalformedRequest(f"api_key={api_key} v{api_version}: non-nullable field {null} was serialized as null")
     # Bytes after the body are ignored, as Kafka's request parsing does: librdkafka 2.16 sends
     # Metadata v13 requests with trailing bytes that Apache Kafka accepts.
     return DecodedRequest(

@@ -173,12 +173,14 @@ def _read_bytes(data: Buffer, pos: int, limit: int) -> tuple[bytes | None, int]:
     return bytes(data[pos:pos + size]), pos + size
 
 
-def records_section(buf: Buffer, pos: int, header: BatchHeader) -> bytes | memoryview:
-    """The batch's records, decompressed when the batch is compressed (no copy otherwise)."""
+def records_section(buf: Buffer, pos: int, header: BatchHeader,
+                    max_bytes: int | None = None) -> bytes | memoryview:
+    """The batch's records, decompressed when the batch is compressed (no copy otherwise);
+    more than `max_bytes` decompressed raises `DecompressedTooLarge`."""
     body = memoryview(buf)[pos + RECORD_BATCH_OVERHEAD:pos + header.size]
     if header.compression == 0:
         return body
-    return decompress(header.compression, body)
+    return decompress(header.compression, body, max_bytes)
 
 
 def decode_records(buf: Buffer, pos: int = 0) -> list[Record]:

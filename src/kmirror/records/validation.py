@@ -16,7 +16,9 @@ mapped to the partition's error code at the handler. Checks, in Kafka's order:
    [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms] and producers
    may not claim LogAppendTime (INVALID_TIMESTAMP); errors are reported per record index.
 
-Compressed batches are decompressed and every inner record's framing walked (keys, values and
+Compressed batches are decompressed, at most `max.message.bytes` of output (more fails
+with RECORD_LIST_TOO_LARGE as soon as the cap is passed: a decompression bomb costs bounded
+memory and time), and every inner record's framing walked (keys, values and
 headers skipped, as Kafka's skipKeyValueIterator): the record count must match and inner offset
 deltas must be 0..n-1. Kafka would *rebuild* a batch whose inner offsets are
 not consecutive, or recompress to a topic `compression.type` differing from the producer's;
@@ -47,7 +49,7 @@ from kmirror.records.batch import (
     crc_ok,
     read_header,
 )
-from kmirror.records.compression import CompressionType
+from kmirror.records.compression import CompressionType, DecompressedTooLarge
 from kmirror.records.record import InvalidRecordError, decode_varint, records_section
 
 UNBOUNDED_MS: Final = 2**63 - 1  # Kafka's default message.timestamp.before/after.max.ms
@@ -131,7 +133,10 @@ def validate_for_append(records: Buffer, *, max_message_bytes: int, now_ms: int,
         return batch_error
     try:
         return _check_records(records, header, now_ms, message_timestamp_type == _LOG_APPEND_TIME,
-                              timestamp_before_max_ms, timestamp_after_max_ms, compacted)
+                              timestamp_before_max_ms, timestamp_after_max_ms, compacted, max_message_bytes)
+    except DecompressedTooLarge as error:
+        return InvalidRecords(ErrorCode.record_list_too_large,
+                              f"{error}: the decompressed size is bounded by max.message.bytes")
     except InvalidRecordError as error:
         return InvalidRecords(ErrorCode.invalid_record, str(error))
     except CorruptRecordError as error:
@@ -195,14 +200,15 @@ def _check_batch(header: BatchHeader, produce_version: int | None) -> InvalidRec
 
 
 def _check_records(records: Buffer, header: BatchHeader, now_ms: int, log_append_time_topic: bool,
-                   before_max_ms: int, after_max_ms: int, compacted: bool) -> ValidationOutcome:
+                   before_max_ms: int, after_max_ms: int, compacted: bool,
+                   max_decompressed_bytes: int) -> ValidationOutcome:
     bounded = before_max_ms < UNBOUNDED_MS or after_max_ms < UNBOUNDED_MS
     producer_log_append_time = header.timestamp_type == 1
     # For a LogAppendTime batch every record's timestamp reads as the batch max timestamp.
     check_each_timestamp = not log_append_time_topic and not producer_log_append_time and bounded
 
     if header.compression != CompressionType.NONE:
-        section = records_section(records, 0, header)
+        section = records_section(records, 0, header, max_decompressed_bytes)
         scanned = _scan_records(section, 0, len(section), header.records_count)
     elif compacted or (check_each_timestamp and before_max_ms < UNBOUNDED_MS):
         scanned = _scan_records(records, RECORD_BATCH_OVERHEAD, header.size, header.records_count)

@@ -149,10 +149,10 @@ class ReplicaManager:
                 if hosted_here(registration, self.node_id):
                     wanted[TopicPartition(topic.name, int(index))] = (topic, registration)
 
-        for tp, partition in list(self._partitions.items()):
-            entry = wanted.get(tp)
-            if entry is None or entry[0].topic_id != partition.topic_id:
-                self._remove_partition(tp)
+        removed_partitions = [tp for tp, partition in self._partitions.items()
+                              if (entry := wanted.get(tp)) is None or entry[0].topic_id != partition.topic_id]
+        if removed_partitions:
+            self._remove_partitions(removed_partitions)
         if new_image.offset >= 0:
             # Stray logs (Kafka `LogManager` strays): on disk but not hosted by the image,
             # e.g. a topic deleted, or deleted and recreated, while this node was down.
@@ -172,7 +172,7 @@ class ReplicaManager:
         for tp, (topic, registration) in wanted.items():
             log_config = log_configs.get(tp.topic)
             if log_config is None:
-                log_config = log_configs[tp.topic] = self._log_config(new_image, tp.topic)
+                log_config = log_configs[tp.topic] = self.log_config(new_image, tp.topic)
             min_isr = log_config.min_insync_replicas
             state = partition_state_from(registration)
             existing = self._partitions.get(tp)
@@ -187,7 +187,7 @@ class ReplicaManager:
                 if self._log_configs.get(tp.topic) != log_config:
                     _update_log_config(partition.log, log_config)
             was_leader = existing is not None and existing.is_leader
-            partition.assigns_leader_epoch = not _keeps_source_epochs(new_image, tp.topic)
+            partition.assigns_leader_epoch = self.assigns_leader_epoch(new_image, tp.topic)
             change = partition.update_state(state, now_ms)
             if change.follow_leader:
                 follow.append(FollowedPartition(tp, topic.topic_id, state.leader, state.leader_epoch))
@@ -205,14 +205,21 @@ class ReplicaManager:
             for role_listener in list(self._role_listeners):
                 role_listener(follow, unfollow)
 
-    def _log_config(self, image: Any, topic: str) -> LogConfig:
-        # Topic overrides over broker defaults (Kafka's config resolution), as a LogConfig.
+    def log_config(self, image: Any, topic: str) -> LogConfig:
+        """Topic overrides over broker defaults (Kafka's config resolution), as a LogConfig."""
         return LogConfig.from_topic_config(effective_topic_config(image, topic, self.config))
 
-    def _remove_partition(self, tp: TopicPartition) -> None:
-        self._partitions.pop(tp, None)
-        self.log_manager.delete_log(tp)
-        self._notify_append(tp)
+    @staticmethod
+    def assigns_leader_epoch(image: Any, topic: str) -> bool:
+        """False for a mirror topic: it keeps the source's leader epochs (KIP-1279)."""
+        return not _keeps_source_epochs(image, topic)
+
+    def _remove_partitions(self, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            self._partitions.pop(tp, None)
+        self.log_manager.delete_logs(tps)
+        for tp in tps:
+            self._notify_append(tp)
 
     def add_role_listener(self, listener: Callable[[list[FollowedPartition], list[TopicPartition]], None]) -> None:
         """Called after each image with (partitions to follow from the given leader and epoch,

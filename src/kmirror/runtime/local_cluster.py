@@ -283,9 +283,19 @@ def _describe_cluster(host: str, port: int) -> ClusterDescription | None:
 
 
 def down(base: Path) -> list[int]:
+    """Stops every node with a pid file in `base` (see `down_nodes`); returns their node ids."""
+    return [node_id for node_id, _ in down_nodes(base)]
+
+
+def down_nodes(base: Path) -> list[tuple[int, str]]:
     """Stops every node with a pid file in `base`, brokers before the controller (their
-    controlled shutdown needs it); returns the node ids stopped."""
-    stopped = []
+    controlled shutdown needs it): (node id, what happened) per pid file.
+
+    A pid is signalled only when its /proc/PID/cmdline is `kmirror server start --config`
+    with this node's server.properties: a pid file left by a dead node may name a process
+    that reused the pid, which is left alone."""
+    outcomes = []
+
     def order(path: Path) -> tuple[bool, int]:
         node_id = int(path.stem.split("-", 1)[1])
         return node_id == CONTROLLER_NODE_ID, node_id
@@ -294,11 +304,37 @@ def down(base: Path) -> list[int]:
     for pid_file in pid_files:
         node_id = int(pid_file.stem.split("-", 1)[1])
         text = pid_file.read_text().strip()
-        if text and _alive(int(text)):
-            stop_pid(int(text))
+        pid = int(text) if text.isdigit() else 0
+        config = base / f"node-{node_id}" / "server.properties"
+        if not _alive(pid):
+            outcome = f"already dead (pid {pid})" if pid else "no pid recorded"
+        elif not is_node_process(pid, config):
+            outcome = f"pid {pid} is not this node's kmirror process; not signalled"
+        else:
+            stop_pid(pid)
+            outcome = f"stopped (pid {pid})"
         pid_file.unlink(missing_ok=True)
-        stopped.append(node_id)
-    return stopped
+        outcomes.append((node_id, outcome))
+    return outcomes
+
+
+def is_node_process(pid: int, config: Path) -> bool:
+    """True when `pid` runs `kmirror server start --config <config>` (read from /proc)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return False
+    if "kmirror" not in argv or "--config" not in argv:
+        return False
+    k, i = argv.index("kmirror"), argv.index("--config")
+    if argv[k + 1:k + 3] != ["server", "start"] or i + 1 >= len(argv):
+        return False
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return False
+    return (Path(cwd) / argv[i + 1]).resolve() == config.resolve()
 
 
 def stop_pid(pid: int, timeout_s: float = STOP_TIMEOUT_S) -> None:

@@ -60,9 +60,10 @@ from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, LocalContro
 from kmirror.runtime.controller_channel import ControllerChannel
 from kmirror.runtime.log_cleaner import LogCleanerService
 from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError
+from kmirror.runtime.metadata_publisher import MetadataPublisher
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
-from kmirror.runtime.server import KafkaServer
+from kmirror.runtime.server import KafkaServer, ListenerLimits
 from kmirror.runtime.transaction_wiring import (
     ReplicatedCoordinatorLog,
     TxnMarkerWriter,
@@ -119,6 +120,7 @@ class Node:
         self.metrics_server: MetricsServer | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self.replication: ReplicationService | None = None
+        self.publisher: MetadataPublisher | None = None
         self._channels: list[ControllerChannel] = []
         self.log_cleaner: LogCleanerService | None = None
 
@@ -181,8 +183,9 @@ class Node:
         )
         self.replica_manager.write_guard = MirrorWriteGuard(
             lambda: self.metadata.image, self.mirror_coordinator, self.mirror_data_plane.manager)
-        self.metadata.subscribe(self._on_metadata_change)
-        self._on_metadata_change(None, self.metadata.image)
+        self.publisher = MetadataPublisher(self.replica_manager, self._on_metadata_change)
+        self.metadata.subscribe(self.publisher.on_change)
+        self.publisher.on_change(None, self.metadata.image)
 
         incarnation = uuid.uuid4()
         if cfg.is_controller:
@@ -233,12 +236,19 @@ class Node:
             for plane, registry in registries.items()
         }
         self._broker_services = services["broker"]
+        limits = ListenerLimits(
+            max_request_bytes=cfg.socket_request_max_bytes,
+            queued_max_requests=int(cfg.get("queued.max.requests")),
+            max_connections=int(cfg.get("max.connections")),
+            max_connections_per_ip=int(cfg.get("max.connections.per.ip")),
+            max_connections_per_ip_overrides=cfg.max_connections_per_ip_overrides,
+        )
         for listener in cfg.listeners:
             plane = "controller" if listener.name in cfg.controller_listener_names else "broker"
             security = cfg.listener_securities.get(listener.name)
             server = KafkaServer(registries[plane], services[plane], cfg.socket_request_max_bytes,
                                  request_metrics=self.request_metrics, listener=listener.name,
-                                 sasl=None if security is None else security.sasl)
+                                 sasl=None if security is None else security.sasl, limits=limits)
             tls = None if security is None or security.tls is None else server_context(security.tls)
             self.ports[listener.name] = await server.start(listener.host, listener.port, tls)
             self._servers.append(server)
@@ -261,6 +271,8 @@ class Node:
         self._tasks.append(loop.create_task(self._every(cfg.log_retention_check_interval_ms, self._retention)))
         self._tasks.append(loop.create_task(self._every(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, self._checkpoint)))
         self._tasks.append(loop.create_task(self._every(1000, self._flush)))
+        self.log_manager.defer_removal = True  # deleted logs' directories go on a worker thread
+        self._tasks.append(loop.create_task(self._every_async(1000, self._remove_deleted_dirs)))
 
     def _start_controller_tasks(self) -> None:
         cfg = self.config
@@ -308,6 +320,9 @@ class Node:
     def _retention(self) -> None:
         self.log_manager.run_retention(self.clock.now_ms())
 
+    async def _remove_deleted_dirs(self) -> None:
+        await asyncio.to_thread(self.log_manager.remove_deleted_dirs)
+
     def _checkpoint(self) -> None:
         self.log_manager.checkpoint_recovery_points()
 
@@ -345,6 +360,8 @@ class Node:
             await self.metadata.stop()
         for channel in self._channels:
             await channel.close()
+        if self.publisher is not None:
+            await self.publisher.stop()
         if self.log_manager is not None:
             self.log_manager.close()
         log.info("node %d stopped", self.config.node_id)

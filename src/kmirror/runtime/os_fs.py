@@ -111,7 +111,7 @@ class OsFileSystem:
 
     def _close_under(self, path: str) -> None:
         prefix = path.rstrip("/") + "/"
-        for p in [p for p in self._fds if p == path or p.startswith(prefix)]:
+        for p in [p for p in list(self._fds) if p == path or p.startswith(prefix)]:  # list(): atomic copy
             self.close(p)
 
     @staticmethod

@@ -10,6 +10,19 @@ Every request answered (or, for Produce acks=0, handled) is recorded in the node
 connection's queue to its response being encoded, its size and the error
 codes of its response. A handler that raises counts as UNKNOWN_SERVER_ERROR.
 
+Limits, with Kafka's names (`ListenerLimits`, from the broker config):
+- `socket.request.max.bytes`: a larger frame closes the connection (Kafka `NetworkReceive`);
+- backpressure: while a connection's send buffer is over its high-water mark
+  (`pause_writing`), no further request of that connection is handled, as Kafka mutes a
+  channel until its response is sent; its unread requests stay in the socket. A client that
+  pipelines Fetches and never reads thus pins at most one response (bounded by
+  `fetch.max.bytes`) and the transport buffer;
+- reading pauses on a connection holding 64 unanswered requests or `socket.request.max.bytes`
+  of them, and on every connection while the listener holds `queued.max.requests`;
+- `max.connections` per listener and `max.connections.per.ip` (with
+  `max.connections.per.ip.overrides`): a connection past a limit is closed at once (Kafka's
+  acceptor blocks for `max.connections`; closing is the equivalent a client can see).
+
 A listener may speak TLS (an `ssl.SSLContext` given to `start`) and SASL: its connections
 then run a `SaslServer` (kmirror.security.sasl_server) that answers SaslHandshake and
 SaslAuthenticate and lets nothing but ApiVersions through before authentication (requests
@@ -27,6 +40,8 @@ import logging
 import ssl
 import time
 from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from kmirror.broker.api import RequestContext
@@ -60,14 +75,32 @@ API_VERSIONS = 18
 FETCH = 1
 _MAX_QUEUED_FRAMES = 64
 _ids = itertools.count(1)
+UNLIMITED = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerLimits:
+    """See the module docstring; Kafka's defaults."""
+
+    max_request_bytes: int = 104_857_600  # socket.request.max.bytes
+    queued_max_requests: int = 500  # queued.max.requests
+    max_connections: int = UNLIMITED  # max.connections
+    max_connections_per_ip: int = UNLIMITED  # max.connections.per.ip
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+
+    def per_ip(self, host: str) -> int:
+        return self.max_connections_per_ip_overrides.get(host, self.max_connections_per_ip)
 
 
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, server: KafkaServer) -> None:
         self._server = server
-        self._decoder = FrameDecoder(server.max_request_bytes)
+        self._decoder = FrameDecoder(server.limits.max_request_bytes)
         self._queue: deque[bytes] = deque()
+        self._queued_bytes = 0
         self._wakeup = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
         self._transport: asyncio.Transport | None = None
         self._task: asyncio.Task[None] | None = None
         self._paused = False
@@ -83,10 +116,18 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if peer else "?"
+        refusal = self._server.admit(self.peer)
+        if refusal is not None:
+            log.info("closing connection from %s on listener %s: %s", self.peer, self._server.listener, refusal)
+            self._closed = True
+            transport.abort()
+            return
         self._server.connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
     def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
         try:
             frames = self._decoder.feed(data)
         except FrameTooLarge as exc:
@@ -95,17 +136,45 @@ class KafkaConnection(asyncio.Protocol):
             return
         if frames:
             self._queue.extend(frames)
+            self._queued_bytes += sum(len(f) for f in frames)
+            self._server.queued += len(frames)
             self._wakeup.set()
-            if len(self._queue) > _MAX_QUEUED_FRAMES and not self._paused and self._transport:
-                self._transport.pause_reading()
-                self._paused = True
+            if (len(self._queue) >= _MAX_QUEUED_FRAMES or self._queued_bytes >= self._server.limits.max_request_bytes
+                    or self._server.queued >= self._server.limits.queued_max_requests):
+                self.pause_reading()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    def pause_reading(self) -> None:
+        if not self._paused and self._transport is not None:
+            self._transport.pause_reading()
+            self._paused = True
+            self._server.paused.add(self)
+
+    def maybe_resume_reading(self) -> None:
+        limits = self._server.limits
+        if (self._paused and self._transport is not None and not self._closed
+                and len(self._queue) < _MAX_QUEUED_FRAMES // 2 and self._queued_bytes < limits.max_request_bytes
+                and self._server.queued < limits.queued_max_requests):
+            self._transport.resume_reading()
+            self._paused = False
+            self._server.paused.discard(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._task is None:  # refused by `admit`
+            return
         self._closed = True
-        self._server.connections.discard(self)
+        self._server.release(self)
+        self._server.queued -= len(self._queue)
+        self._queue.clear()
         self._wakeup.set()
-        if self._task is not None:
-            self._task.cancel()
+        self._writable.set()
+        self._task.cancel()
+        self._server.resume_paused()
 
     def close(self) -> None:
         self._closed = True
@@ -120,10 +189,14 @@ class KafkaConnection(asyncio.Protocol):
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
+                if not self._writable.is_set():  # muted until the last response has drained
+                    await self._writable.wait()
+                    continue
                 raw = self._queue.popleft()
-                if self._paused and len(self._queue) < _MAX_QUEUED_FRAMES // 2 and self._transport:
-                    self._transport.resume_reading()
-                    self._paused = False
+                self._queued_bytes -= len(raw)
+                self._server.queued -= 1
+                self.maybe_resume_reading()
+                self._server.resume_paused()
                 payload = await self._handle(raw)
                 if payload is not None and self._transport is not None and not self._closed:
                     self._transport.write(payload)
@@ -260,15 +333,50 @@ def _from_follower(body: Any) -> bool:
 class KafkaServer:
     def __init__(self, registry: ApiRegistry, services: Any, max_request_bytes: int = 100 * 1024 * 1024,
                  request_metrics: RequestChannelMetrics | None = None, *,
-                 listener: str = "PLAINTEXT", sasl: SaslServerSettings | None = None) -> None:
+                 listener: str = "PLAINTEXT", sasl: SaslServerSettings | None = None,
+                 limits: ListenerLimits | None = None) -> None:
         self.registry = registry
         self.services = services
-        self.max_request_bytes = max_request_bytes
+        self.limits = limits or ListenerLimits(max_request_bytes=max_request_bytes)
         self.request_metrics = request_metrics
         self.listener = listener
         self.sasl = sasl
         self.connections: set[KafkaConnection] = set()
+        self.per_ip: dict[str, int] = {}
+        self.queued = 0  # requests read and not yet handled, over every connection
+        self.paused: set[KafkaConnection] = set()
         self._server: asyncio.Server | None = None
+
+    @property
+    def max_request_bytes(self) -> int:
+        return self.limits.max_request_bytes
+
+    def admit(self, host: str) -> str | None:
+        """Count a new connection from `host`; why it is refused (None: admitted)."""
+        if len(self.connections) >= self.limits.max_connections:
+            return f"max.connections={self.limits.max_connections} reached"
+        count = self.per_ip.get(host, 0)
+        limit = self.limits.per_ip(host)
+        if count >= limit:
+            return f"max.connections.per.ip={limit} reached for {host}"
+        self.per_ip[host] = count + 1
+        return None
+
+    def release(self, conn: KafkaConnection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            left = self.per_ip.get(conn.peer, 1) - 1
+            if left > 0:
+                self.per_ip[conn.peer] = left
+            else:
+                self.per_ip.pop(conn.peer, None)
+        self.paused.discard(conn)
+
+    def resume_paused(self) -> None:
+        """Resume reading on connections paused by the listener-wide queue limit."""
+        if self.paused and self.queued < self.limits.queued_max_requests:
+            for conn in list(self.paused):
+                conn.maybe_resume_reading()
 
     def mechanism_server(self, mechanism: str) -> MechanismServer:
         assert self.sasl is not None and mechanism == PLAIN

@@ -154,6 +154,11 @@ class FakeLogManager:
         self.logs.pop(tp, None)
         self.deleted.append(tp)
 
+    def delete_logs(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        for tp in tps:
+            self.delete_log(tp)
+        return tps
+
 
 def image_with(
     topics: dict[str, tuple[UUID, dict[int, PartitionRegistration]]],

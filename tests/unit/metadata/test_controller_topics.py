@@ -152,7 +152,7 @@ def test_create_partitions() -> None:
             CreatePartitionsTopic("a", 4),
             CreatePartitionsTopic("missing", 3),
         ],
-        seeded_rng(),
+        CFG, seeded_rng(),
     )
     assert [r.error.code for r in result.response] == [ErrorCode.none, ErrorCode.unknown_topic_or_partition]
     assert [r.partition_id for r in result.records if isinstance(r, PartitionRecord)] == [2, 3]
@@ -166,16 +166,50 @@ def test_create_partitions() -> None:
             CreatePartitionsTopic("a", 4),
             CreatePartitionsTopic("a", 3),
         ],
-        seeded_rng(),
+        CFG, seeded_rng(),
     )
     assert [r.error.code for r in result.response] == [ErrorCode.invalid_request, ErrorCode.invalid_request]
-    result = create_partitions(after, [CreatePartitionsTopic("a", 3)], seeded_rng())
+    result = create_partitions(after, [CreatePartitionsTopic("a", 3)], CFG, seeded_rng())
     assert result.response[0].error.code == ErrorCode.invalid_partitions
-    result = create_partitions(after, [CreatePartitionsTopic("a", 4)], seeded_rng())
+    result = create_partitions(after, [CreatePartitionsTopic("a", 4)], CFG, seeded_rng())
     assert result.response[0].error.code == ErrorCode.invalid_partitions
-    result = create_partitions(after, [CreatePartitionsTopic("a", 6, [[1, 2]])], seeded_rng())
+    result = create_partitions(after, [CreatePartitionsTopic("a", 6, [[1, 2]])], CFG, seeded_rng())
     assert result.response[0].error.code == ErrorCode.invalid_replica_assignment
-    result = create_partitions(after, [CreatePartitionsTopic("a", 5, [[2, 1]])], seeded_rng(), validate_only=True)
+    result = create_partitions(after, [CreatePartitionsTopic("a", 5, [[2, 1]])], CFG, seeded_rng(), validate_only=True)
     assert result.response[0].error.code == ErrorCode.none and result.records == []
-    result = create_partitions(after, [CreatePartitionsTopic("a", 5, [[2]])], seeded_rng())
+    result = create_partitions(after, [CreatePartitionsTopic("a", 5, [[2]])], CFG, seeded_rng())
     assert result.response[0].error.code == ErrorCode.invalid_replica_assignment
+
+
+def test_excessive_partitions_per_request_fail_every_topic_before_placement() -> None:
+    image = image_with_brokers(1)
+    for validate_only in (False, True):
+        result, _ = _create(image, CreatableTopic("huge", 2**31 - 1, 1), CreatableTopic("small", 1, 1),
+                            validate_only=validate_only)
+        assert result.records == []
+        assert [r.error.code for r in result.response] == [ErrorCode.policy_violation] * 2
+        assert result.response[0].error.message == "Excessively large number of partitions per request."
+    # 10,000 in one request is allowed (Kafka's MAX_PARTITIONS_PER_BATCH), 10,001 is not
+    result, _ = _create(image, CreatableTopic("a", 5000, 1), CreatableTopic("b", 5000, 1), validate_only=True)
+    assert [r.error.code for r in result.response] == [ErrorCode.none] * 2
+    result, _ = _create(image, CreatableTopic("a", 5000, 1), CreatableTopic("b", 5000, 1), CreatableTopic("c"),
+                        validate_only=True)
+    assert {r.error.code for r in result.response} == {ErrorCode.policy_violation}
+
+
+def test_cluster_partition_cap() -> None:
+    cfg = server_config(max_partitions="10")
+    result, image = _create(image_with_brokers(1), CreatableTopic("a", 6, 1), CreatableTopic("b", 5, 1),
+                            CreatableTopic("c", 4, 1), cfg=cfg)
+    assert [r.error.code for r in result.response] == [ErrorCode.none, ErrorCode.policy_violation, ErrorCode.none]
+    assert "max.partitions=10" in result.response[1].error.message
+    result = create_partitions(image, [CreatePartitionsTopic("a", 7)], cfg, seeded_rng(), validate_only=True)
+    assert result.response[0].error.code == ErrorCode.policy_violation and result.records == []
+
+
+def test_create_partitions_excessive_batch() -> None:
+    _, image = _create(image_with_brokers(1), CreatableTopic("a", 1, 1))
+    for validate_only in (False, True):
+        result = create_partitions(image, [CreatePartitionsTopic("a", 2**31 - 1)], CFG, seeded_rng(),
+                                   validate_only=validate_only)
+        assert result.records == [] and result.response[0].error.code == ErrorCode.policy_violation

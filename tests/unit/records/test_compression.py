@@ -78,3 +78,34 @@ def test_names() -> None:
     assert CompressionType.LZ4.kafka_name == "lz4"
     with pytest.raises(ValueError):
         CompressionType.from_name("producer")
+
+
+BOMB = b"\x00" * (64 * 1024 * 1024)
+
+
+@pytest.mark.parametrize("codec", [c for c in CompressionType if c != CompressionType.NONE])
+def test_bounded_decompression_refuses_past_the_cap(codec: CompressionType) -> None:
+    from kmirror.records.compression import DecompressedTooLarge
+
+    bomb = compress(codec, BOMB)
+    assert len(bomb) < len(BOMB) // 20
+    with pytest.raises(DecompressedTooLarge):
+        decompress(codec, bomb, max_bytes=1_048_588)
+    assert decompress(codec, compress(codec, DATA), max_bytes=len(DATA)) == DATA
+    with pytest.raises(DecompressedTooLarge):
+        decompress(codec, compress(codec, DATA), max_bytes=len(DATA) - 1)
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD])
+def test_bounded_decompression_still_detects_truncation(codec: CompressionType) -> None:
+    with pytest.raises(CorruptRecordError):
+        decompress(codec, compress(codec, DATA)[:-7], max_bytes=len(DATA))
+
+
+def test_bounded_decompression_reads_every_member_or_frame() -> None:
+    two = [b"first" * 100, b"second" * 100]
+    assert decompress(CompressionType.GZIP, b"".join(gzip.compress(p) for p in two), max_bytes=2000) == b"".join(two)
+    assert decompress(CompressionType.ZSTD, b"".join(zstandard.ZstdCompressor().compress(p) for p in two),
+                      max_bytes=2000) == b"".join(two)
+    assert decompress(CompressionType.LZ4, b"".join(lz4.frame.compress(p) for p in two),
+                      max_bytes=2000) == b"".join(two)

@@ -203,3 +203,14 @@ def test_after_bound_alone_is_decided_by_the_batch_max_timestamp() -> None:
     assert isinstance(outcome, InvalidRecords) and outcome.error == ErrorCode.invalid_timestamp
     ok = validate(build_batch(records), timestamp_after_max_ms=20_000)
     assert isinstance(ok, ValidatedRecords) and ok.batches[0].max_timestamp == NOW + 10_000
+
+
+@pytest.mark.parametrize("compression", [1, 2, 3, 4])
+def test_decompression_bomb_is_record_list_too_large(compression: int) -> None:
+    """One record of 16 MiB of zeros compresses to a few KB; max.message.bytes bounds the
+    decompressed size too."""
+    bomb = build_batch([(None, b"\x00" * (16 << 20), (), NOW)], compression=compression)
+    assert len(bomb) < 1_048_588
+    outcome = validate(bomb, max_message_bytes=1_048_588)
+    assert error_of(outcome) == ErrorCode.record_list_too_large
+    assert "max.message.bytes" in outcome.message

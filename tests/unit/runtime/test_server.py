@@ -104,3 +104,71 @@ def test_bad_input_closes_only_that_connection(server_port, garbage):
         await server.stop()
 
     asyncio.run(main())
+
+
+def _started(limits):
+    async def start():
+        from kmirror.runtime.server import ListenerLimits
+
+        defs = [d for d in load_handlers() if d.api_key == 18]
+        registry = build_registry(defs)
+        services = BrokerServices(node_id=1, config=None, registry=registry, clock=ManualClock())
+        server = KafkaServer(registry, services, limits=ListenerLimits(**limits))
+        return server, await server.start("127.0.0.1", 0)
+
+    return start()
+
+
+def test_a_connection_whose_send_buffer_is_full_is_not_served_further():
+    """Kafka's channel muting: requests after one whose response cannot be sent wait."""
+
+    async def main():
+        server, port = await _started({})
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(_api_versions(3, 1))
+        await _read_frame(reader)
+        (conn,) = server.connections
+        conn.pause_writing()  # what the transport calls over its high-water mark
+        writer.write(_api_versions(3, 2) + _api_versions(3, 3))
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(_read_frame(reader), 0.3)
+        conn.resume_writing()
+        for cid in (2, 3):
+            assert struct.unpack_from(">i", await _read_frame(reader))[0] == cid
+        writer.close()
+        await server.stop()
+
+    asyncio.run(main())
+
+
+def test_max_connections_and_per_ip_limits():
+    async def main():
+        server, port = await _started({"max_connections": 3, "max_connections_per_ip_overrides": {"127.0.0.1": 2}})
+        held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        assert await reader.read(1) == b""  # the third from 127.0.0.1 is closed at once
+        assert len(server.connections) == 2
+        held[0][1].close()
+        await held[0][1].wait_closed()
+        for _ in range(50):
+            if len(server.connections) == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert await _roundtrip_ok(port)  # a slot came free
+        held[1][1].close()
+        await server.stop()
+
+    asyncio.run(main())
+
+
+def test_queued_max_requests_pauses_reading_until_the_queue_drains():
+    async def main():
+        server, port = await _started({"queued_max_requests": 2})
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"".join(_api_versions(3, cid) for cid in range(1, 11)))
+        got = [struct.unpack_from(">i", await _read_frame(reader))[0] for _ in range(10)]
+        assert got == list(range(1, 11)) and server.queued == 0 and not server.paused
+        writer.close()
+        await server.stop()
+
+    asyncio.run(main())

@@ -1,7 +1,8 @@
 """Fetch (key 1), v4-v19: consumer reads (Kafka `handleFetchRequest` / `fetchMessages`).
 
 Records are the stored bytes, never re-encoded. Reads stop at the HW (read_uncommitted)
-or the LSO (read_committed); `max_bytes` / `partition_max_bytes` follow KIP-74. When fewer
+or the LSO (read_committed); `max_bytes` / `partition_max_bytes` follow KIP-74; a consumer's `max_bytes` is capped by the
+broker's `fetch.max.bytes` (Kafka's default 55 MB), which bounds every consumer Fetch answer. When fewer
 than `min_bytes` are readable the request waits in the purgatory for appends, up to
 `max_wait_ms`.
 
@@ -94,6 +95,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         for tp, s in context.partitions
     ]
     max_bytes = int(request.max_bytes)
+    if replica_id < 0:  # Kafka bounds consumer fetches by the broker's fetch.max.bytes
+        max_bytes = min(max_bytes, int(services.config.get("fetch.max.bytes")))
     replica_epoch = int(request.replica_state.replica_epoch) if hasattr(request, "replica_state") else -1
     # KIP-392: v11+ consumers send client metadata (rack_id, maybe empty); older ones read the leader only.
     client_rack = str(getattr(request, "rack_id", "") or "") if version >= 11 and replica_id < 0 else None

@@ -3,7 +3,10 @@ the image, auto-creating unknown topics when `auto.create.topics.enable` and the
 allow it (Kafka's KafkaApis.handleTopicMetadataRequest + AutoTopicCreationManager).
 
 A freshly auto-created topic is answered with LEADER_NOT_AVAILABLE and no partitions, as
-Kafka does; clients retry. Brokers are listed with their endpoint on the listener the
+Kafka does; clients retry. One request auto-creates at most
+MAX_AUTO_CREATED_PARTITIONS_PER_REQUEST partitions (whole topics of `num.partitions`); the
+unknown topics past that budget are answered LEADER_NOT_AVAILABLE too and created by a later
+request, so a Metadata request naming thousands of unknown topics costs bounded time. Brokers are listed with their endpoint on the listener the
 request came in on.
 """
 
@@ -27,6 +30,7 @@ from kmirror.protocol.entities import build, nested
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 GROUP_METADATA_TOPIC = "__consumer_offsets"
+MAX_AUTO_CREATED_PARTITIONS_PER_REQUEST = 1000
 
 TOPIC_OPERATIONS = (
     AclOperation.READ,
@@ -76,6 +80,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         topic_entries = [_topic(rt, image, t, include_ops) for _, t in sorted(image.topics.items())]
     else:
         to_create: list[str] = []
+        deferred: dict[str, ErrorCode] = {}
+        seen: set[str] = set()
+        budget = MAX_AUTO_CREATED_PARTITIONS_PER_REQUEST
         wanted: list[tuple[str | None, uuid.UUID | None]] = []
         for t in requested:
             name = getattr(t, "name", None)
@@ -88,11 +95,16 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                 name is not None
                 and name not in image.topics
                 and allow_auto
+                and name not in seen
                 and validate_topic_name(name) is None
-                and name not in to_create
             ):
-                to_create.append(name)
-        created_errors = await _auto_create(services, to_create)
+                seen.add(name)
+                if budget >= config.num_partitions or name == GROUP_METADATA_TOPIC:
+                    budget -= config.num_partitions
+                    to_create.append(name)
+                else:
+                    deferred[name] = ErrorCode.leader_not_available
+        created_errors = {**deferred, **await _auto_create(services, to_create)}
         image = metadata.image
         for name, topic_id in wanted:
             topic_entries.append(_requested_topic(rt, image, name, topic_id, created_errors, include_ops))

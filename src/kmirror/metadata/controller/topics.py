@@ -23,6 +23,10 @@ from kmirror.metadata.image import ConfigResourceType, MetadataImage
 from kmirror.metadata.records import ConfigRecord, PartitionRecord, Record, RemoveTopicRecord, TopicRecord
 
 MAX_TOPIC_NAME_LENGTH = 249
+MAX_PARTITIONS_PER_BATCH = 10_000
+"""Kafka's `ReplicationControlManager.MAX_PARTITIONS_PER_BATCH`: one CreateTopics or
+CreatePartitions request adds at most this many partitions, checked before any placement."""
+EXCESSIVE_BATCH = ApiError(ErrorCode.policy_violation, "Excessively large number of partitions per request.")
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
@@ -84,7 +88,15 @@ def create_topics(
     validate_only: bool = False,
 ) -> ControllerResult[list[CreateTopicResult]]:
     """One result per requested topic, in request order; records only for the topics created
-    (none when `validate_only`). Names listed twice fail with INVALID_REQUEST, like Kafka."""
+    (none when `validate_only`). Names listed twice fail with INVALID_REQUEST, like Kafka.
+
+    Limits, checked before any placement and for `validate_only` too: more than
+    MAX_PARTITIONS_PER_BATCH partitions in the request fails every topic with POLICY_VIOLATION
+    (Kafka `validateTotalNumberOfPartitions`); a topic that would take the cluster past
+    `max.partitions` fails with POLICY_VIOLATION (KIP-578's cluster-wide limit)."""
+    if requested_partitions(topics, config.num_partitions) > MAX_PARTITIONS_PER_BATCH:
+        return ControllerResult([], [CreateTopicResult(t.name, EXCESSIVE_BATCH) for t in topics])
+    budget = PartitionBudget(image, config)
     counts: dict[str, int] = {}
     for t in topics:
         counts[t.name] = counts.get(t.name, 0) + 1
@@ -98,11 +110,12 @@ def create_topics(
                 CreateTopicResult(t.name, ApiError(ErrorCode.invalid_request, f"Duplicate topic name: {t.name}"))
             )
             continue
-        outcome = _create_one(image, t, config, rng, existing_keys, taken_ids)
+        outcome = _create_one(image, t, config, rng, existing_keys, taken_ids, budget)
         if isinstance(outcome, ApiError):
             results.append(CreateTopicResult(t.name, outcome))
             continue
         topic_records, result = outcome
+        budget.take(result.num_partitions)
         existing_keys[_collision_key(t.name)] = t.name
         if result.topic_id is not None:
             taken_ids.add(result.topic_id)
@@ -119,6 +132,7 @@ def _create_one(
     rng: Rng,
     existing_keys: Mapping[str, str],
     taken_ids: set[uuid.UUID],
+    budget: PartitionBudget,
 ) -> tuple[list[Record], CreateTopicResult] | ApiError:
     err = validate_topic_name(t.name)
     if err is not None:
@@ -147,7 +161,7 @@ def _create_one(
                 ErrorCode.invalid_request,
                 "A manual partition assignment was specified, but numPartitions or replicationFactor was not set to -1.",
             )
-        err = check_assignment(t.assignments, 0, registered)
+        err = budget.check(len(t.assignments)) or check_assignment(t.assignments, 0, registered)
         if err is not None:
             return err
         assignment = [tuple(t.assignments[p]) for p in range(len(t.assignments))]
@@ -162,6 +176,9 @@ def _create_one(
             return ApiError(
                 ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0, or -1 to use the default value."
             )
+        err = budget.check(num_partitions)
+        if err is not None:
+            return err
         placed = place_replicas(live_broker_ids(image), 0, num_partitions, replication_factor, rng, broker_racks(image))
         if isinstance(placed, ApiError):
             return placed
@@ -249,10 +266,20 @@ class CreatePartitionsResult:
 def create_partitions(
     image: MetadataImage,
     topics: Sequence[CreatePartitionsTopic],
+    config: ServerConfig,
     rng: Rng,
     *,
     validate_only: bool = False,
 ) -> ControllerResult[list[CreatePartitionsResult]]:
+    """The same limits as `create_topics`, on the partitions added, before any placement."""
+    added = 0
+    for t in topics:
+        topic = image.topics.get(t.name)
+        if topic is not None:
+            added += max(0, t.count - len(topic.partitions))
+    if added > MAX_PARTITIONS_PER_BATCH:
+        return ControllerResult([], [CreatePartitionsResult(t.name, EXCESSIVE_BATCH) for t in topics])
+    budget = PartitionBudget(image, config)
     counts: dict[str, int] = {}
     for t in topics:
         counts[t.name] = counts.get(t.name, 0) + 1
@@ -262,18 +289,20 @@ def create_partitions(
         if counts[t.name] > 1:
             err: ApiError | None = ApiError(ErrorCode.invalid_request, "Duplicate topic name.")
         else:
-            outcome = _grow(image, t, rng)
+            outcome = _grow(image, t, rng, budget)
             if isinstance(outcome, ApiError):
                 err = outcome
             else:
                 err = None
+                budget.take(len(outcome))
                 if not validate_only:
                     records.extend(outcome)
         results.append(CreatePartitionsResult(t.name, err or NONE))
     return ControllerResult(records, results)
 
 
-def _grow(image: MetadataImage, t: CreatePartitionsTopic, rng: Rng) -> list[Record] | ApiError:
+def _grow(image: MetadataImage, t: CreatePartitionsTopic, rng: Rng,
+          budget: PartitionBudget) -> list[Record] | ApiError:
     topic = image.topics.get(t.name)
     if topic is None:
         return ApiError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
@@ -286,6 +315,9 @@ def _grow(image: MetadataImage, t: CreatePartitionsTopic, rng: Rng) -> list[Reco
     if t.count == current:
         return ApiError(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
     added = t.count - current
+    err = budget.check(added)
+    if err is not None:
+        return err
     replication_factor = len(topic.partitions[0].replicas) if topic.partitions else 1
     if t.assignments is not None:
         if len(t.assignments) != added:
@@ -309,3 +341,37 @@ def _grow(image: MetadataImage, t: CreatePartitionsTopic, rng: Rng) -> list[Reco
             return placed
         assignment = placed
     return _partition_records(image, topic.topic_id, current, assignment)
+
+
+def requested_partitions(topics: Sequence[CreatableTopic], default_num_partitions: int) -> int:
+    """An upper bound of the partitions a CreateTopics request adds (Kafka's count: the
+    default for -1, manual assignments by their size, non-positive counts as none)."""
+    total = 0
+    for t in topics:
+        if t.assignments:
+            total += len(t.assignments)
+        elif t.num_partitions == -1:
+            total += default_num_partitions
+        elif t.num_partitions > 0:
+            total += t.num_partitions
+    return total
+
+
+class PartitionBudget:
+    """The partitions the cluster may still gain under `max.partitions` within one request."""
+
+    def __init__(self, image: MetadataImage, config: ServerConfig) -> None:
+        self.limit = int(config.get("max.partitions"))
+        self.used = sum(len(topic.partitions) for topic in image.topics.values())
+
+    def check(self, wanted: int) -> ApiError | None:
+        if self.used + wanted <= self.limit:
+            return None
+        return ApiError(
+            ErrorCode.policy_violation,
+            f"Adding {wanted} partition(s) would take the cluster to {self.used + wanted} partitions, "
+            f"over max.partitions={self.limit}.",
+        )
+
+    def take(self, partitions: int) -> None:
+        self.used += partitions

@@ -1,0 +1,62 @@
+"""Creating the logs of a large partition creation ahead of `ReplicaManager.apply_image`.
+
+A partition's log costs several fsync'd files (segment and index files, `partition.metadata`,
+and for a leader `leader-epoch-checkpoint`): about a millisecond each, so a topic of
+thousands of partitions is seconds of file-system work. `prepare_logs` does exactly the
+file-system work `apply_image` would do for partitions that have no log yet, so that the
+runtime can run it on a worker thread and then publish the image to the replica manager,
+which finds the logs in place and writes nothing more for them.
+
+Contract: `prepare_logs` only creates logs missing from the log manager and assigns the
+first leader epoch of those this node leads (what `Partition.update_state` assigns on
+becoming leader; it then finds the entry present). The caller guarantees nothing else
+creates or deletes logs while it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from kmirror.log.config import LogConfig
+from kmirror.replication.partition import assign_epoch_start_offset, hosted_here
+from kmirror.types import TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class UnpreparedPartition:
+    topic_partition: TopicPartition
+    topic_id: UUID
+    leader: int
+    leader_epoch: int
+
+
+def unprepared_partitions(image: Any, node_id: int, log_manager: Any) -> list[UnpreparedPartition]:
+    """Partitions `image` hosts on `node_id` that have no log yet."""
+    out: list[UnpreparedPartition] = []
+    for topic in image.topics.values():
+        for index, registration in topic.partitions.items():
+            if not hosted_here(registration, node_id):
+                continue
+            tp = TopicPartition(topic.name, int(index))
+            if log_manager.get_log(tp) is None:
+                out.append(UnpreparedPartition(tp, topic.topic_id, int(registration.leader),
+                                               int(registration.leader_epoch)))
+    return out
+
+
+def prepare_logs(replica_manager: Any, image: Any, partitions: Sequence[UnpreparedPartition]) -> None:
+    """Create the logs of `partitions` (see the module docstring)."""
+    configs: dict[str, tuple[LogConfig, bool]] = {}
+    node_id = replica_manager.node_id
+    for p in partitions:
+        topic = p.topic_partition.topic
+        if topic not in configs:
+            configs[topic] = (replica_manager.log_config(image, topic),
+                              replica_manager.assigns_leader_epoch(image, topic))
+        log_config, assigns_epoch = configs[topic]
+        log = replica_manager.log_manager.get_or_create_log(p.topic_partition, p.topic_id, log_config)
+        if p.leader == node_id and assigns_epoch and log.log_end_offset == 0 and p.leader_epoch >= 0:
+            assign_epoch_start_offset(log, p.leader_epoch, 0)

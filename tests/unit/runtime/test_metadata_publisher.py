@@ -1,0 +1,69 @@
+"""MetadataPublisher: small images are published at once, large creations after their logs
+were made off the event loop, and images arriving meanwhile are coalesced."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import SimpleNamespace
+
+from kmirror.runtime.metadata_publisher import MetadataPublisher
+
+
+class FakeLogs:
+    def __init__(self) -> None:
+        self.logs: dict[object, SimpleNamespace] = {}
+        self.threads: set[str] = set()
+
+    def get_log(self, tp: object) -> object:
+        return self.logs.get(tp)
+
+    def get_or_create_log(self, tp: object, topic_id: object, config: object) -> SimpleNamespace:
+        self.threads.add(threading.current_thread().name)
+        log = self.logs[tp] = SimpleNamespace(log_end_offset=1)
+        return log
+
+
+def _image(offset: int, partitions: int) -> SimpleNamespace:
+    registrations = {p: SimpleNamespace(replicas=(1,), leader=1, leader_epoch=0) for p in range(partitions)}
+    topic = SimpleNamespace(name="t", topic_id="id", partitions=registrations)
+    return SimpleNamespace(offset=offset, topics={"t": topic} if partitions else {})
+
+
+def test_large_creations_are_prepared_off_the_loop_and_images_coalesced() -> None:
+    logs = FakeLogs()
+    published: list[int] = []
+    rm = SimpleNamespace(node_id=1, log_manager=logs, log_config=lambda image, topic: None,
+                         assigns_leader_epoch=lambda image, topic: False)
+
+    async def main() -> None:
+        publisher = MetadataPublisher(rm, lambda old, new: published.append(new.offset), threshold=4)
+        publisher.on_change(None, _image(1, 3))  # small: at once
+        assert published == [1] and not logs.logs
+        publisher.on_change(None, _image(2, 10))  # large: prepared on a worker thread
+        publisher.on_change(None, _image(3, 12))  # coalesced with the one being prepared
+        assert published == [1]
+        await publisher.stop()
+        assert published == [1, 3]
+        assert len(logs.logs) == 12 and threading.current_thread().name not in logs.threads
+
+    asyncio.run(main())
+
+
+def test_an_image_is_published_even_when_preparing_its_logs_fails() -> None:
+    published: list[int] = []
+
+    class BrokenLogs(FakeLogs):
+        def get_or_create_log(self, tp: object, topic_id: object, config: object) -> SimpleNamespace:
+            raise OSError("disk gone")
+
+    rm = SimpleNamespace(node_id=1, log_manager=BrokenLogs(), log_config=lambda image, topic: None,
+                         assigns_leader_epoch=lambda image, topic: False)
+
+    async def main() -> None:
+        publisher = MetadataPublisher(rm, lambda old, new: published.append(new.offset), threshold=4)
+        publisher.on_change(None, _image(5, 10))
+        await publisher.stop()
+        assert published == [5]
+
+    asyncio.run(main())
