@@ -112,7 +112,7 @@ def _started(limits):
 
         defs = [d for d in load_handlers() if d.api_key == 18]
         registry = build_registry(defs)
-        services = BrokerServices(node_id=1, config=None, registry=registry, clock=ManualClock())
+        services = BrokerServices(node_id=1, config=None, registry=registry, clock=ManualClock(), metadata=None)
         server = KafkaServer(registry, services, limits=ListenerLimits(**limits))
         return server, await server.start("127.0.0.1", 0)
 
