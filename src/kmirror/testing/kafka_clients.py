@@ -6,7 +6,7 @@ import time
 import uuid
 from collections.abc import Iterable
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -83,7 +83,7 @@ def watermarks(bootstrap: str, topic: str, partition: int, isolation_level: str 
     config = {"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False}
     consumer = Consumer(config if isolation_level is None else {**config, "isolation.level": isolation_level})
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+        low, high = _watermark_offsets(consumer, TopicPartition(topic, partition))
         return int(low), int(high)
     finally:
         consumer.close()
@@ -93,10 +93,27 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
     """The high watermark of partitions 0..partitions-1, from one consumer."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
     try:
-        return [int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1])
-                for p in range(partitions)]
+        return [int(_watermark_offsets(consumer, TopicPartition(topic, p))[1]) for p in range(partitions)]
     finally:
         consumer.close()
+
+
+# A broker learns of a new topic's partitions after the controller has answered CreateTopics
+# (Kafka's brokers apply metadata asynchronously): ListOffsets may answer these for a moment.
+_TRANSIENT = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.NOT_LEADER_FOR_PARTITION,
+                        KafkaError.LEADER_NOT_AVAILABLE})
+
+
+def _watermark_offsets(consumer: Consumer, tp: TopicPartition, timeout_s: float = 30) -> tuple[int, int]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+            return int(low), int(high)
+        except KafkaException as exc:
+            if exc.args[0].code() not in _TRANSIENT or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def produce_refused(bootstrap: str, topic: str) -> int:
