@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "kmirror.cli.console_producer",
     "kmirror.cli.console_consumer",
     "kmirror.cli.dump_log",
+    "kmirror.cli.verify",
     "kmirror.cli.server",  # node and local clusters; may not exist in every build
 )
 
