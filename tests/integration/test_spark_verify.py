@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
+import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,21 +48,23 @@ def ab(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield a, b
 
 
-def produce(bootstrap: str, topic: str, partitions: int, count: int, first: int = 0, codec: str = "zstd") -> None:
-    """`count` records per partition, record i with timestamp T0 + i."""
+def produce(bootstrap: str, topic: str, partitions: int, count: int, first: int = 0, codec: str = "zstd",
+            t0: int = T0) -> None:
+    """`count` records per partition, record i with timestamp t0 + i."""
     producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5,
                          "enable.idempotence": True})
     for i in range(first, first + count):
         for p in range(partitions):
             producer.produce(topic, key=b"k%d" % i, value=b'{"n": %d, "pad": "%s"}' % (i, b"x" * (i % 90)),
-                             partition=p, timestamp=T0 + i)
+                             partition=p, timestamp=t0 + i)
     assert producer.flush(60) == 0
 
 
-def mirrored_topic(a: LocalCluster, b: LocalCluster, topic: str, partitions: int, count: int) -> list[int]:
+def mirrored_topic(a: LocalCluster, b: LocalCluster, topic: str, partitions: int, count: int,
+                   t0: int = T0) -> list[int]:
     """`topic` on A with `count` records per partition, added to `dr` and caught up on B."""
     create_topic(a.bootstrap, topic, partitions)
-    produce(a.bootstrap, topic, partitions, count)
+    produce(a.bootstrap, topic, partitions, count, t0=t0)
     kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--add", "--mirror", MIRROR, "--topic", topic)
     ends = end_offsets(a.bootstrap, topic, partitions)
     wait_until(lambda: all(log_batches(b, topic, p) == log_batches(a, topic, p) for p in range(partitions))
@@ -191,3 +198,77 @@ def test_usage_and_connection_errors_exit_2(ab: tuple[LocalCluster, LocalCluster
     assert proc.returncode == 2 and "--every and --duration go together" in proc.stderr
     proc = verify_cli(a, b, "--topic", "x", "--mirror", MIRROR)
     assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
+
+
+def chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if found := shutil.which(name):
+            return found
+    return None
+
+
+def headless(browser: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                           "--virtual-time-budget=5000", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(chromium() is None, reason="headless Chromium is not installed (Debian: apt-get install -y chromium)")
+def test_repeated_verify_report_renders_in_headless_chromium(ab: tuple[LocalCluster, LocalCluster],
+                                                             tmp_path: Path) -> None:
+    """`--every 1 --duration 9` while A takes writes the paused mirror does not copy: the RPO
+    grows round after round; the report shows tables, the divergence's two batch headers and
+    both plots, and Chromium renders it (screenshot kept next to the report)."""
+    a, b = ab
+    ends = mirrored_topic(a, b, "audit", 2, 100, t0=int(time.time() * 1000) - 100)
+    kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--pause", "--topic", "audit")
+    wait_until(lambda: {row[3] for (_, t, _), row in describe(b.bootstrap).items() if t == "audit"} == {"PAUSED"},
+               "audit PAUSED")
+    for cluster, first in ((a, 0), (b, 3)):
+        create_topic(cluster.bootstrap, "audit-diverged", 1)
+        produce(cluster.bootstrap, "audit-diverged", 1, 20, first=first)
+
+    stop = threading.Event()
+
+    def write_at_a() -> None:  # one record a partition every 300 ms, stamped with the wall clock
+        producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 0})
+        while not stop.wait(0.3):
+            for p in range(2):
+                producer.produce("audit", value=b"tick", partition=p)
+            producer.flush(10)
+
+    writer = threading.Thread(target=write_at_a, daemon=True)
+    produce_delivered({"bootstrap.servers": a.bootstrap}, "audit", [(0, None, b"first unmirrored")])
+    writer.start()
+    report, out = tmp_path / "report.html", tmp_path / "v.json"
+    try:
+        proc = verify_cli(a, b, "--topic", "audit.*", "--every", "1", "--duration", "9", "--report", str(report),
+                          "--json", str(out))
+    finally:
+        stop.set()
+        writer.join(10)
+    assert proc.returncode == 1, proc.stderr + proc.stdout
+    assert [line.split(":")[0] for line in proc.stdout.splitlines() if line.startswith("DIVERGED")] == \
+        ["DIVERGED audit-diverged-0 diverges at offset 0"]
+    rounds = json.loads(out.read_text())["rounds"]
+    assert len(rounds) >= 3
+    behind = [r["records_behind"] for r in rounds]
+    assert behind == sorted(behind) and behind[-1] > behind[0] > 0
+    assert rounds[-1]["rpo_ms"] > rounds[0]["rpo_ms"]
+    assert json.loads(out.read_text())["partitions"][0]["plan"]["destination_high_watermark"] in (ends[0], ends[1])
+
+    text = report.read_text()
+    assert text.count("<img ") == 2 and "RPO over time" in text and "Lag per partition" in text
+    assert "audit-diverged-0 at offset 0" in text  # the divergence with both batch headers
+    browser = chromium()
+    assert browser is not None
+    dom = headless(browser, "--dump-dom", report.resolve().as_uri())
+    assert dom.returncode == 0, dom.stderr
+    assert 'data-plots="rendered"' in dom.stdout  # every plot decoded in the browser
+    assert dom.stdout.count("<table>") == 3 and "<h2>Partitions</h2>" in dom.stdout
+    shot = tmp_path / "report.png"
+    taken = headless(browser, f"--screenshot={shot}", "--window-size=1280,2600", report.resolve().as_uri())
+    assert taken.returncode == 0 and shot.stat().st_size > 50_000, taken.stderr
+    keep = os.environ.get("KMIRROR_REPORT_SCREENSHOT")
+    if keep:
+        shutil.copy(shot, keep)
+        shutil.copy(report, Path(keep).with_suffix(".html"))

@@ -91,24 +91,23 @@ def _verify(args: argparse.Namespace, source_bootstrap: str) -> int:
         return asyncio.run(plan_verification(source_configs, dest_configs, topic_pattern=args.topic,
                                              mirror=args.mirror))
 
-    started = time.monotonic()
-    deadline = started + (args.duration or 0)
-    plans = plan()  # a usage or connection error shows before Spark starts
+    plan()  # a usage or connection error shows before Spark starts
     spark = _session(args.master)
+    deadline = time.monotonic() + (args.duration or 0)
     try:
         while True:
-            if rounds:
-                started = time.monotonic()
-                plans = plan()
+            started = time.monotonic()
+            plans = plan()
             results = run_verification(spark, plans, source_configs, dest_configs)
             rounds.append(Round(int(time.time() * 1000), time.monotonic() - started, results))
             t = totals(results)
             print(f"[{time.strftime('%H:%M:%S')}] verified {t.partitions} partition(s) of {t.topics} topic(s): "
                   f"{t.bytes_compared} bytes compared in {rounds[-1].seconds:.1f} s; {t.records_behind} record(s) "
                   f"and {t.bytes_behind} bytes behind; RPO {t.rpo_ms} ms; {t.diverged} diverged", file=sys.stderr)
-            if args.every is None or time.monotonic() + args.every > deadline:
+            next_round = started + args.every if args.every is not None else deadline
+            if next_round >= deadline:
                 break
-            time.sleep(max(0.0, args.every - (time.monotonic() - started)))
+            time.sleep(max(0.0, next_round - time.monotonic()))
     finally:
         spark.stop()
     last = rounds[-1].results

@@ -35,6 +35,11 @@ img{max-width:100%;border:1px solid #d0d7de;border-radius:8px;background:#fff}
 """
 
 
+# Marks the body once the page has loaded: whether every plot decoded (a browser check reads it).
+RENDER_CHECK = ("<script>window.addEventListener('load',()=>{const ok=[...document.images].every("
+                "i=>i.complete&&i.naturalWidth>0);document.body.dataset.plots=ok?'rendered':'broken';});</script>")
+
+
 @dataclass(frozen=True, slots=True)
 class Round:
     """One verification: when it ran (epoch ms), how long it took, its verdicts."""
@@ -79,7 +84,9 @@ def render(source: str, destination: str, rounds: list[Round]) -> str:
         parts.append(_img(_rpo_plot(rounds), "RPO over time"))
     parts.append("<p class='sub'>Lag is not divergence: a destination that is an identical prefix of its source "
                  "is faithful. Time behind = latest source record's timestamp minus the last mirrored record's, "
-                 "the data a failover now would lose.</p></body></html>")
+                 "the data a failover now would lose.</p>")
+    parts.append(RENDER_CHECK)
+    parts.append("</body></html>")
     return "\n".join(parts)
 
 
