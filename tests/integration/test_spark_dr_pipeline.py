@@ -162,7 +162,7 @@ def test_the_same_job_over_a_mirrormaker_style_copy_skips_records(
     create_topic(b.bootstrap, TOPIC, PARTITIONS)
     produce_clicks(a.bootstrap, range(0, 200))
     admin = AdminClient({"bootstrap.servers": a.bootstrap})
-    for tp, f in admin.delete_records([CTopicPartition(TOPIC, p, 20) for p in range(PARTITIONS)]).items():
+    for f in admin.delete_records([CTopicPartition(TOPIC, p, 20) for p in range(PARTITIONS)]).values():
         f.result(30)
     clickstream.run_available(spark, a.bootstrap, TOPIC, out, checkpoint, **POLL)
     produce_clicks(a.bootstrap, range(200, 300))
