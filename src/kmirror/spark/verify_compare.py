@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from kmirror.records.batch import BatchHeader, crc_ok
 
 Buffer = bytes | memoryview
@@ -107,11 +109,22 @@ def batch_difference(source: BatchHeader, source_bytes: Buffer, destination: Bat
         return f"batch CRC {source.crc:#010x} on the source, {destination.crc:#010x} on the destination"
     if source.size != destination.size:
         return f"batch size {source.size} bytes on the source, {destination.size} on the destination"
-    if source_bytes != destination_bytes:
+    if not buffers_equal(source_bytes, destination_bytes):
         return "batch bytes differ under equal CRCs"
     if not crc_ok(destination_bytes, 0, destination):
         return "the batch's CRC does not match its bytes on both clusters"
     return None
+
+
+def buffers_equal(a: Buffer, b: Buffer) -> bool:
+    """Byte equality of two buffers without copying them. (Comparing two memoryviews with
+    `==` unpacks element by element, ~5x slower than comparing them as 8-byte words.)"""
+    if len(a) != len(b):
+        return False
+    words = len(a) // 8 * 8
+    if not np.array_equal(np.frombuffer(a, np.uint64, words // 8), np.frombuffer(b, np.uint64, words // 8)):
+        return False
+    return bytes(a[words:]) == bytes(b[words:])
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ from kmirror.spark.verify_compare import (
     PartitionComparison,
     PartitionPlan,
     batch_difference,
+    buffers_equal,
     divergence_line,
     totals,
 )
@@ -41,6 +42,17 @@ def test_differences_are_named_offsets_then_epoch_then_crc() -> None:
         "leader epoch 0 on the source, 5 on the destination"
     c = batch(0, 3, value=b"w")
     assert str(batch_difference(read_header(a), a, read_header(c), c)).startswith("batch CRC ")
+
+
+def test_buffers_equal_compares_every_byte() -> None:
+    raw = bytes(range(256)) * 41 + b"tail!"
+    assert buffers_equal(memoryview(raw)[3:], memoryview(bytes(bytearray(raw)))[3:])
+    for cut in (3, 4, 10, 11, len(raw) - 5, len(raw) - 1):  # in the words and in the tail
+        other = bytearray(raw)
+        other[cut] ^= 1
+        assert not buffers_equal(raw, bytes(other))
+        assert not buffers_equal(memoryview(raw)[3:], memoryview(other)[3:])
+    assert not buffers_equal(b"abc", b"abcd")
 
 
 def test_corrupt_batch_on_both_sides_is_named() -> None:
