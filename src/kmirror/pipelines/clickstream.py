@@ -18,7 +18,7 @@ checkpoint and only `kafka.bootstrap.servers` changed, continues where it stoppe
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +63,11 @@ def write_batch(output: Path) -> Callable[[Any, int], None]:
     return write
 
 
-def start(spark: Any, bootstrap: str, topic: str, output: Path, checkpoint: Path, *,
-          available_now: bool = False, **options: str) -> Any:
-    """Start the job; the same `checkpoint` resumes it, on whichever cluster `bootstrap` names."""
-    writer = (clicks(spark, bootstrap, topic, **options).writeStream.foreachBatch(write_batch(output))
+def start(spark: Any, bootstrap: str, topic: str, output: Path, checkpoint: Path,
+          options: Mapping[str, str] | None = None, *, available_now: bool = False) -> Any:
+    """Start the job; the same `checkpoint` resumes it, on whichever cluster `bootstrap` names.
+    `options`: more source options (e.g. `kafkaConsumer.pollTimeoutMs`)."""
+    writer = (clicks(spark, bootstrap, topic, **(options or {})).writeStream.foreachBatch(write_batch(output))
               .option("checkpointLocation", str(checkpoint)).queryName(f"clickstream-{topic}"))
     if available_now:
         writer = writer.trigger(availableNow=True)
@@ -76,7 +77,7 @@ def start(spark: Any, bootstrap: str, topic: str, output: Path, checkpoint: Path
 def run_available(spark: Any, bootstrap: str, topic: str, output: Path, checkpoint: Path, **options: str) -> int:
     """Run the job over everything now in the topic (Trigger.AvailableNow) and stop; the
     number of input records it processed."""
-    query = start(spark, bootstrap, topic, output, checkpoint, available_now=True, **options)
+    query = start(spark, bootstrap, topic, output, checkpoint, options, available_now=True)
     try:
         query.awaitTermination()
         if query.exception() is not None:
