@@ -20,7 +20,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -70,118 +70,120 @@ def run_demo(base: Path, port: int) -> int:
 
 
 def _story(base: Path, a: LocalCluster, b: LocalCluster) -> None:
-    _title(1, f"two kmirror clusters: A (production) on {a.bootstrap}, B (disaster recovery) on {b.bootstrap}")
-    with _step("starting A and B (one node each: broker and controller)"):
-        a.up()
-        b.up()
-    asyncio.run(_create_topic(a.bootstrap))
-    producer = ClickProducer(a.bootstrap)
-    producer.start()
-    console.print(f"a producer writes click events to topic '{TOPIC}' on A ({PARTITIONS} partitions, zstd)")
+    with ExitStack() as stack:  # Spark stops when the story ends, however it ends
+        _title(1, f"two kmirror clusters: A (production) on {a.bootstrap}, B (disaster recovery) on {b.bootstrap}")
+        with _step("starting A and B (one node each: broker and controller)"):
+            a.up()
+            b.up()
+        asyncio.run(_create_topic(a.bootstrap))
+        producer = ClickProducer(a.bootstrap)
+        producer.start()
+        console.print(f"a producer writes click events to topic '{TOPIC}' on A ({PARTITIONS} partitions, zstd)")
 
-    _title(2, "a Spark Structured Streaming job reads the clicks from A")
-    with _step("starting Spark (local[2]; the first start takes a few seconds)"):
-        spark = _spark()
-    # Loaded with Spark: the connector and the pipeline import pyspark.
-    from kmirror.pipelines import clickstream
+        _title(2, "a Spark Structured Streaming job reads the clicks from A")
+        with _step("starting Spark (local[2]; the first start takes a few seconds)"):
+            spark = stack.enter_context(_spark())
+        # Loaded with Spark: the connector and the pipeline import pyspark.
+        from kmirror.pipelines import clickstream
 
-    out, checkpoint = base / "output", base / "checkpoint"
-    console.print(f"  job: parse JSON, drop malformed events, write a cleaned copy and per-user counts to {out}")
-    console.print(f"  its checkpoint (Kafka offsets, as Spark's Kafka source writes them): {checkpoint}")
-    query = clickstream.start(spark, a.bootstrap, TOPIC, out, checkpoint, {"kafkaConsumer.pollTimeoutMs": "5000"})
-    _progress("the job processes what A receives", lambda: _processed(query), 500)
+        out, checkpoint = base / "output", base / "checkpoint"
+        console.print(f"  job: parse JSON, drop malformed events, write a cleaned copy and per-user counts to {out}")
+        console.print(f"  its checkpoint (Kafka offsets, as Spark's Kafka source writes them): {checkpoint}")
+        query = clickstream.start(spark, a.bootstrap, TOPIC, out, checkpoint, {"kafkaConsumer.pollTimeoutMs": "5000"},
+                                  processing_time="2 seconds")
+        _progress("the job processes what A receives", lambda: _processed(query), 500)
 
-    _title(3, "B mirrors A (KIP-1279 Cluster Mirroring, built into the brokers)")
-    _kmirror(["features", "--bootstrap-server", b.bootstrap, "upgrade", "--feature", "mirror.version=1"])
-    (base / "mirror.properties").write_text(f"bootstrap.servers={a.bootstrap}\n")
-    _kmirror(["mirrors", "--bootstrap-server", b.bootstrap, "--create", "--mirror", MIRROR,
-              "--mirror-config", str(base / "mirror.properties")])
-    _kmirror(["mirrors", "--bootstrap-server", b.bootstrap, "--add", "--mirror", MIRROR, "--topic", TOPIC])
-    total = sum(asyncio.run(_ends(a.bootstrap)).values())
-    _progress("B copies A's log (same offsets, same bytes)", lambda: sum(asyncio.run(_ends(b.bootstrap)).values()),
-              total)
-    _kmirror(["mirrors", "--bootstrap-server", b.bootstrap, "--describe"])
-    try:
-        asyncio.run(_produce_one(b.bootstrap))
-        raise AssertionError("the mirror topic on B accepted a Produce")
-    except KafkaError as exc:
-        console.print(f"producing to the mirror topic on B is refused: {exc.error_name} (B is read-only while it mirrors)")
+        _title(3, "B mirrors A (KIP-1279 Cluster Mirroring, built into the brokers)")
+        _kmirror(["features", "--bootstrap-server", b.bootstrap, "upgrade", "--feature", "mirror.version=1"])
+        (base / "mirror.properties").write_text(f"bootstrap.servers={a.bootstrap}\n")
+        _kmirror(["mirrors", "--bootstrap-server", b.bootstrap, "--create", "--mirror", MIRROR,
+                  "--mirror-config", str(base / "mirror.properties")])
+        _kmirror(["mirrors", "--bootstrap-server", b.bootstrap, "--add", "--mirror", MIRROR, "--topic", TOPIC])
+        total = sum(asyncio.run(_ends(a.bootstrap)).values())
+        _progress("B copies A's log (same offsets, same bytes)", lambda: sum(asyncio.run(_ends(b.bootstrap)).values()),
+                  total)
+        _kmirror(["mirrors", "--bootstrap-server", b.bootstrap, "--describe"])
+        try:
+            asyncio.run(_produce_one(b.bootstrap))
+            raise AssertionError("the mirror topic on B accepted a Produce")
+        except KafkaError as exc:
+            console.print(f"producing to the mirror topic on B is refused: {exc.error_name} (B is read-only while it mirrors)")
 
-    _title(4, "kmirror verify: is B a byte-exact prefix of A, and what is the RPO? (a Spark job)")
-    report = _verify(spark, a, b, base / "verify-report.html")
-    console.print(f"  report: [bold]{report}[/bold] (open it in a browser)")
+        _title(4, "kmirror verify: is B a byte-exact prefix of A, and what is the RPO? (a Spark job)")
+        report = _verify(spark, a, b, base / "verify-report.html")
+        console.print(f"  report: [bold]{report}[/bold] (open it in a browser)")
 
-    _title(5, "disaster: the Spark job (it ran next to A) and A's node are killed with kill -9")
-    query.stop()
-    done = clickstream.checkpoint_offsets(checkpoint).get(TOPIC, {})
-    _progress("B holds every offset the job's checkpoint names",
-              lambda: sum(min(o, int(done.get(str(tp.partition), 0)))
-                          for tp, o in asyncio.run(_ends(b.bootstrap)).items()),
-              sum(int(v) for v in done.values()))
-    a.kill9()
-    producer.stop()
-    console.print(f"A is gone (kill -9). The producer had {producer.acked} events acknowledged by A.")
+        _title(5, "disaster: the Spark job (it ran next to A) and A's node are killed with kill -9")
+        _wait("the job to finish its current micro-batch", lambda: not query.status["isTriggerActive"])
+        query.stop()
+        done = clickstream.checkpoint_offsets(checkpoint).get(TOPIC, {})
+        _progress("B holds every offset the job's checkpoint names",
+                  lambda: sum(min(o, int(done.get(str(tp.partition), 0)))
+                              for tp, o in asyncio.run(_ends(b.bootstrap)).items()),
+                  sum(int(v) for v in done.values()))
+        a.kill9()
+        producer.stop()
+        console.print(f"A is gone (kill -9). The producer had {producer.acked} events acknowledged by A.")
 
-    _title(6, "failover: B stops mirroring and becomes writable")
-    # Loaded with Spark, as above.
-    from kmirror.pipelines.failover import lag_at_failover, lost_records
+        _title(6, "failover: B stops mirroring and becomes writable")
+        # Loaded with Spark, as above.
+        from kmirror.pipelines.failover import lag_at_failover, lost_records
 
-    points = asyncio.run(lag_at_failover(b.bootstrap, [TOPIC]))
-    lost = lost_records(points)
-    console.print(f"  what failover loses: {lost} record(s) A acknowledged that the mirror had not copied yet "
-                  f"(the lag at failover, per partition {[p.lost_records for p in points]}): asynchronous "
-                  "mirroring's RPO")
-    _kmirror(["mirrors", "--bootstrap-server", b.bootstrap, "--remove", "--topic", TOPIC])
-    _wait("B's partitions to be STOPPED (writable)",
-          lambda: {p.state for p in asyncio.run(lag_at_failover(b.bootstrap, [TOPIC]))} <= {"STOPPED"})
-    failover_ends = {p.partition: p.destination_log_end for p in points}
-    producer = ClickProducer(b.bootstrap, first_id=1_000_000, limit=600)
-    producer.start()
-    producer.join()
-    console.print(f"the producers moved to B: {producer.acked} new events written there")
+        points = asyncio.run(lag_at_failover(b.bootstrap, [TOPIC]))
+        lost = lost_records(points)
+        console.print(f"  what failover loses: {lost} record(s) A acknowledged that the mirror had not copied yet "
+                      f"(the lag at failover, per partition {[p.lost_records for p in points]}): asynchronous "
+                      "mirroring's RPO")
+        _kmirror(["mirrors", "--bootstrap-server", b.bootstrap, "--remove", "--topic", TOPIC])
+        _wait("B's partitions to be STOPPED (writable)",
+              lambda: {p.state for p in asyncio.run(lag_at_failover(b.bootstrap, [TOPIC]))} <= {"STOPPED"})
+        failover_ends = {p.partition: p.destination_log_end for p in points}
+        producer = ClickProducer(b.bootstrap, first_id=1_000_000, limit=600)
+        producer.start()
+        producer.join()
+        console.print(f"the producers moved to B: {producer.acked} new events written there")
 
-    _title(7, "the same Spark job continues on B from its checkpoint (only kafka.bootstrap.servers changed)")
-    with _step("running the job on B until it has read everything (Trigger.AvailableNow)"):
-        n = clickstream.run_available(spark, b.bootstrap, TOPIC, out, checkpoint, **{"kafkaConsumer.pollTimeoutMs": "5000"})
-    console.print(f"  the job read {n} records on B, starting where its checkpoint stopped on A")
-    with _step("checking the output exactly-once against an uninterrupted run over B's log"):
-        rows, totals = clickstream.clean_rows(spark, out), clickstream.user_totals(spark, out)
-        reference = base / "reference"
-        clickstream.run_available(spark, b.bootstrap, TOPIC, reference / "out", reference / "checkpoint")
-        ref_rows, ref_totals = clickstream.clean_rows(spark, reference / "out"), clickstream.user_totals(
-            spark, reference / "out")
-    ids = [r[3] for r in rows]
-    if rows != ref_rows or totals != ref_totals or len(ids) != len(set(ids)):
-        raise AssertionError("the output after failover differs from an uninterrupted run")
-    console.print(f"  [green]exactly-once[/green]: {len(rows)} cleaned events, each once, at the same offsets; "
-                  f"per-user counts equal ({len(totals)} users)")
+        _title(7, "the same Spark job continues on B from its checkpoint (only kafka.bootstrap.servers changed)")
+        with _step("running the job on B until it has read everything (Trigger.AvailableNow)"):
+            n = clickstream.run_available(spark, b.bootstrap, TOPIC, out, checkpoint, **{"kafkaConsumer.pollTimeoutMs": "5000"})
+        console.print(f"  the job read {n} records on B, starting where its checkpoint stopped on A")
+        with _step("checking the output exactly-once against an uninterrupted run over B's log"):
+            rows, totals = clickstream.clean_rows(spark, out), clickstream.user_totals(spark, out)
+            reference = base / "reference"
+            clickstream.run_available(spark, b.bootstrap, TOPIC, reference / "out", reference / "checkpoint")
+            ref_rows, ref_totals = clickstream.clean_rows(spark, reference / "out"), clickstream.user_totals(
+                spark, reference / "out")
+        ids = [r[3] for r in rows]
+        if rows != ref_rows or totals != ref_totals or len(ids) != len(set(ids)):
+            raise AssertionError("the output after failover differs from an uninterrupted run")
+        console.print(f"  [green]exactly-once[/green]: {len(rows)} cleaned events, each once, at the same offsets; "
+                      f"per-user counts equal ({len(totals)} users)")
 
-    _title(8, "failback: A comes back and mirrors B under the same mirror name")
-    with _step("restarting A's node"):
-        a.start_node(1)
-    a_ends = asyncio.run(_ends(a.bootstrap))
-    extra = sum(a_ends[TopicPartition(TOPIC, p)] - failover_ends[p] for p in range(PARTITIONS))
-    console.print(f"  A's log holds {extra} record(s) beyond B's failover point: the loss reported at failover "
-                  f"was {lost} ({'exact' if extra == lost else 'a lower bound: the mirror had not seen them'})")
-    _kmirror(["features", "--bootstrap-server", a.bootstrap, "upgrade", "--feature", "mirror.version=1"])
-    (base / "failback.properties").write_text(f"bootstrap.servers={b.bootstrap}\n")
-    _kmirror(["mirrors", "--bootstrap-server", a.bootstrap, "--create", "--mirror", MIRROR,
-              "--mirror-config", str(base / "failback.properties")])
-    _kmirror(["mirrors", "--bootstrap-server", a.bootstrap, "--add", "--mirror", MIRROR, "--topic", TOPIC])
-    _wait("A to converge with B", lambda: _same_logs(a, b))
-    console.print("  A cut the records only it had and copied what B wrote: every partition byte-identical")
-    producer = ClickProducer(b.bootstrap, first_id=2_000_000, limit=300)
-    producer.start()
-    producer.join()
-    _wait("A to mirror 300 more events written at B", lambda: _same_logs(a, b))
-    with _step("the job moves back to A with the same checkpoint"):
-        n = clickstream.run_available(spark, a.bootstrap, TOPIC, out, checkpoint, **{"kafkaConsumer.pollTimeoutMs": "5000"})
-        rows_after = clickstream.clean_rows(spark, out)
-    ids = [r[3] for r in rows_after]
-    if n != producer.acked or len(rows_after) != len(rows) + producer.acked or len(ids) != len(set(ids)):
-        raise AssertionError("the job on A re-read or lost records")
-    console.print(f"  on A the job read exactly the {n} new events: nothing again, nothing skipped")
-    spark.stop()
+        _title(8, "failback: A comes back and mirrors B under the same mirror name")
+        with _step("restarting A's node"):
+            a.start_node(1)
+        a_ends = asyncio.run(_ends(a.bootstrap))
+        extra = sum(a_ends[TopicPartition(TOPIC, p)] - failover_ends[p] for p in range(PARTITIONS))
+        console.print(f"  A's log holds {extra} record(s) beyond B's failover point: the loss reported at failover "
+                      f"was {lost} ({'exact' if extra == lost else 'a lower bound: the mirror had not seen them'})")
+        _kmirror(["features", "--bootstrap-server", a.bootstrap, "upgrade", "--feature", "mirror.version=1"])
+        (base / "failback.properties").write_text(f"bootstrap.servers={b.bootstrap}\n")
+        _kmirror(["mirrors", "--bootstrap-server", a.bootstrap, "--create", "--mirror", MIRROR,
+                  "--mirror-config", str(base / "failback.properties")])
+        _kmirror(["mirrors", "--bootstrap-server", a.bootstrap, "--add", "--mirror", MIRROR, "--topic", TOPIC])
+        _wait("A to converge with B", lambda: _same_logs(a, b))
+        console.print("  A cut the records only it had and copied what B wrote: every partition byte-identical")
+        producer = ClickProducer(b.bootstrap, first_id=2_000_000, limit=300)
+        producer.start()
+        producer.join()
+        _wait("A to mirror 300 more events written at B", lambda: _same_logs(a, b))
+        with _step("the job moves back to A with the same checkpoint"):
+            n = clickstream.run_available(spark, a.bootstrap, TOPIC, out, checkpoint, **{"kafkaConsumer.pollTimeoutMs": "5000"})
+            rows_after = clickstream.clean_rows(spark, out)
+        ids = [r[3] for r in rows_after]
+        if n != producer.acked or len(rows_after) != len(rows) + producer.acked or len(ids) != len(set(ids)):
+            raise AssertionError("the job on A re-read or lost records")
+        console.print(f"  on A the job read exactly the {n} new events: nothing again, nothing skipped")
 
 
 class ClickProducer(threading.Thread):
@@ -228,9 +230,7 @@ def _spark() -> Any:
     # Spark loads only when the demo runs: `kmirror --help` stays quick.
     from kmirror.testing.spark import spark_session
 
-    context = spark_session("local[2]")
-    spark = context.__enter__()
-    return spark
+    return spark_session("local[2]", **{"spark.ui.showConsoleProgress": "false"})
 
 
 def _verify(spark: Any, a: LocalCluster, b: LocalCluster, path: Path) -> Path:
@@ -248,7 +248,7 @@ def _verify(spark: Any, a: LocalCluster, b: LocalCluster, path: Path) -> Path:
             results = run_verification(spark, plans, src, dst)
             rounds.append(Round(int(time.time() * 1000), time.monotonic() - start, results))
         t = totals(results)
-        console.print(f"  {t.partitions} partitions, {t.bytes_compared:,} bytes compared: {t.diverged} diverged; "
+        console.print(f"    {t.partitions} partitions, {t.bytes_compared:,} bytes compared: {t.diverged} diverged; "
                       f"{t.records_behind} records / {t.bytes_behind:,} bytes behind; RPO {t.rpo_ms} ms")
         for r in results:
             if r.divergence is not None or r.error is not None:
@@ -304,8 +304,8 @@ def _title(n: int, text: str) -> None:
 
 @contextmanager
 def _step(text: str) -> Iterator[None]:
-    with console.status(text):
-        yield
+    console.print(f"  {text} ...")
+    yield
     console.print(f"  {text}: [green]ok[/green]")
 
 

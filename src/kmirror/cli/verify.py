@@ -158,6 +158,7 @@ def _session(master: str) -> Any:
 
     spark = (SparkSession.builder.master(master).appName("kmirror-verify")
              .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")

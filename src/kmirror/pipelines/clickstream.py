@@ -64,13 +64,17 @@ def write_batch(output: Path) -> Callable[[Any, int], None]:
 
 
 def start(spark: Any, bootstrap: str, topic: str, output: Path, checkpoint: Path,
-          options: Mapping[str, str] | None = None, *, available_now: bool = False) -> Any:
+          options: Mapping[str, str] | None = None, *, available_now: bool = False,
+          processing_time: str | None = None) -> Any:
     """Start the job; the same `checkpoint` resumes it, on whichever cluster `bootstrap` names.
-    `options`: more source options (e.g. `kafkaConsumer.pollTimeoutMs`)."""
+    `options`: more source options (e.g. `kafkaConsumer.pollTimeoutMs`); `processing_time`:
+    a micro-batch every such interval (e.g. "2 seconds") instead of as soon as possible."""
     writer = (clicks(spark, bootstrap, topic, **(options or {})).writeStream.foreachBatch(write_batch(output))
               .option("checkpointLocation", str(checkpoint)).queryName(f"clickstream-{topic}"))
     if available_now:
         writer = writer.trigger(availableNow=True)
+    elif processing_time is not None:
+        writer = writer.trigger(processingTime=processing_time)
     return writer.start()
 
 
