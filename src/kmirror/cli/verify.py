@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         source = args.source_bootstrap_server or asyncio.run(_mirror_source(args.bootstrap_server, args.mirror))
         return _verify(args, source)
-    except (VerifyError, KafkaClientError) as exc:
+    except (VerifyError, KafkaClientError, OSError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return EXIT_ERROR
 
@@ -115,8 +115,12 @@ def _verify(args: argparse.Namespace, source_bootstrap: str) -> int:
     t = totals(last)
     print(f"Total: {t.partitions} partitions, {t.records_behind} records behind, {t.bytes_behind} bytes behind, "
           f"RPO {t.rpo_ms} ms, {t.diverged} diverged, {t.errors} unreadable")
-    problems = [r for r in last if r.divergence is not None or r.error is not None]
-    for r in problems:
+    # A divergence seen in any round counts (the latest seen per partition is shown); errors
+    # are the last round's.
+    diverged = {(r.plan.topic, r.plan.partition): r for round_ in rounds for r in round_.results
+                if r.divergence is not None and r.error is None}
+    errors = [r for r in last if r.error is not None]
+    for r in [*(diverged[k] for k in sorted(diverged)), *errors]:
         print(("DIVERGED " if r.error is None else "ERROR ") + divergence_line(r))
     if args.json is not None:
         args.json.write_text(json.dumps({
@@ -128,9 +132,9 @@ def _verify(args: argparse.Namespace, source_bootstrap: str) -> int:
     if args.report is not None:
         write_report(args.report, source_bootstrap, args.bootstrap_server, rounds)
         print(f"Report: {args.report.resolve()}")
-    if any(r.divergence is not None for round_ in rounds for r in round_.results if r.error is None):
+    if diverged:
         return EXIT_DIVERGED
-    return EXIT_ERROR if any(r.error is not None for r in last) else EXIT_OK
+    return EXIT_ERROR if errors else EXIT_OK
 
 
 def _totals_json(results: list[Any]) -> dict[str, int]:
