@@ -151,6 +151,7 @@ def mirrormaker_copy(source: str, destination: str, topic: str) -> int:
     return copied
 
 
+@pytest.mark.slow
 def test_the_same_job_over_a_mirrormaker_style_copy_skips_records(
         clusters: tuple[LocalCluster, LocalCluster], spark: Any, tmp_path: Path) -> None:
     """A's retention already removed its first 20 offsets per partition when the copy starts

@@ -212,6 +212,7 @@ def headless(browser: str, *args: str) -> subprocess.CompletedProcess[str]:
                            "--virtual-time-budget=5000", *args], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(chromium() is None, reason="headless Chromium is not installed (Debian: apt-get install -y chromium)")
 def test_repeated_verify_report_renders_in_headless_chromium(ab: tuple[LocalCluster, LocalCluster],
                                                              tmp_path: Path) -> None:
