@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "kmirror.cli.console_consumer",
     "kmirror.cli.dump_log",
     "kmirror.cli.transactions",
+    "kmirror.cli.verify",
     "kmirror.cli.server",  # node and local clusters; may not exist in every build
 )
 

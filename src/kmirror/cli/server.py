@@ -29,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     down.add_argument("--dir", required=True, type=Path)
     down.set_defaults(func=_cluster_down)
 
-    demo = subparsers.add_parser("demo", help="start a local node, create a topic, produce and consume")
+    demo = subparsers.add_parser("demo", help="the disaster-recovery story: two clusters, a mirror, a Spark job that fails over, verify")
     demo.add_argument("--dir", type=Path, default=Path("demo-data"))
     demo.add_argument("--port", type=int, default=19092)
     demo.set_defaults(func=_demo)
