@@ -242,8 +242,30 @@ SourceFactory = Callable[[str, str, ClientSecurity], SourceCluster]
 """(bootstrap.servers, client id, security) -> the mirror's source cluster."""
 
 
+class CoalescingSourceCluster:
+    """A `SourceCluster` whose topic id lookups made together share one source Metadata
+    request, sent after the last of them was made (each partition's PREPARING asks the
+    topic id after its DescribeMirrors answer, and still gets an answer from later than
+    that). Everything else goes to the wrapped source unchanged."""
+
+    def __init__(self, inner: SourceCluster) -> None:
+        self.inner = inner
+        self.topic_ids: Coalescer[str, UUID | None] = Coalescer(self._lookup)
+
+    async def _lookup(self, topics: list[str]) -> list[UUID | None]:
+        answers = {topic: await self.inner.topic_id(topic) for topic in dict.fromkeys(topics)}
+        return [answers[topic] for topic in topics]
+
+    async def topic_id(self, topic: str) -> UUID | None:
+        return await self.topic_ids.submit(topic)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 def client_source_cluster(bootstrap: str, client_id: str, security: ClientSecurity) -> SourceCluster:
-    return ClientSourceCluster(bootstrap, client_id=client_id, security=security)
+    source: Any = CoalescingSourceCluster(ClientSourceCluster(bootstrap, client_id=client_id, security=security))
+    return source  # type: ignore[no-any-return]
 
 
 def mirror_source_configs(image: Any, mirror_name: str) -> dict[str, str] | None:

@@ -393,3 +393,33 @@ def test_a_bootstrap_change_moves_the_partitions_to_a_new_source_and_closes_the_
     assert plane.manager.partitions[TP].state is S.MIRRORING
     assert _segments(dst) == _segments(src)
     assert made["elsewhere:9092"].closed  # shutdown closes the current one
+
+
+def test_coalescing_source_answers_concurrent_topic_id_lookups_with_one_later_request():
+    from kmirror.mirror.wiring import CoalescingSourceCluster
+
+    class Source:
+        def __init__(self):
+            self.asked = []
+            self.closed = False
+
+        async def topic_id(self, topic):
+            self.asked.append(topic)
+            return TOPIC_ID if topic == "t" else None
+
+        async def close(self):
+            self.closed = True
+
+    inner = Source()
+    source = CoalescingSourceCluster(inner)
+
+    async def go():
+        answers = await asyncio.gather(*(source.topic_id("t") for _ in range(30)), source.topic_id("gone"))
+        assert answers == [TOPIC_ID] * 30 + [None]
+        assert inner.asked == ["t", "gone"]  # one request per topic for the whole batch
+        await source.topic_id("t")
+        assert inner.asked == ["t", "gone", "t"]  # a later lookup asks again
+        await source.close()
+
+    asyncio.run(go())
+    assert inner.closed
