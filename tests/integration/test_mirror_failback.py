@@ -17,6 +17,7 @@ import pytest
 
 from kmirror.client.connection import BrokerConnection
 from kmirror.kip1279.errors import MirrorError
+from kmirror.metadata.controller.mirrors import EpochBump
 from kmirror.mirror.wiring import bump_leader_epochs_request
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered, produce_refused
@@ -79,7 +80,7 @@ def bump_leader_epoch(cluster: LocalCluster, partition: int, min_leader_epoch: i
             topic_id = next(t.topic_id for t in (await conn.send(conn.build_request(
                 3, topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False))).topics
                 if t.name == TOPIC)
-            return await conn.send(bump_leader_epochs_request(topic_id, partition, min_leader_epoch))
+            return await conn.send(bump_leader_epochs_request([EpochBump(topic_id, partition, min_leader_epoch)]))
         finally:
             await conn.close()
 

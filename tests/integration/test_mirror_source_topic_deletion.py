@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from kmirror.records.control import ControlType, read_control_type
@@ -54,7 +54,9 @@ def mirrored(source: LocalCluster, dest: LocalCluster, tmp_path: Path) -> dict[i
     produce_acked(source.bootstrap, TOPIC, 40, PARTITIONS)
     ends = end_offsets(source.bootstrap, TOPIC, PARTITIONS)
     create_mirror(dest, source, MIRROR, TOPIC, tmp_path / "mirror.properties")
-    wait_until(lambda: end_offsets(dest.bootstrap, TOPIC, PARTITIONS) == ends, "the destination caught up")
+    # Until the destination broker has the mirror topic in its image: UNKNOWN_TOPIC_OR_PART.
+    wait_until(lambda: end_offsets(dest.bootstrap, TOPIC, PARTITIONS) == ends, "the destination caught up",
+               retry_on=(KafkaException,))
     wait_until(lambda: {r[3] for r in describe(dest.bootstrap).values()} == {"MIRRORING"}, "MIRRORING")
     assert topic_id(dest.bootstrap, TOPIC) == topic_id(source.bootstrap, TOPIC)
     batches = {p: log_batches(dest, TOPIC, p) for p in range(PARTITIONS)}
@@ -201,7 +203,8 @@ def test_operator_removes_deletes_and_adds_back_to_mirror_the_recreated_topic(
     ends = end_offsets(source.bootstrap, TOPIC, PARTITIONS)
     wait_until(lambda: topic_id(dest.bootstrap, TOPIC) == new_id, "the new topic at the destination",
                retry_on=(Exception,))
-    wait_until(lambda: end_offsets(dest.bootstrap, TOPIC, PARTITIONS) == ends, "the new topic mirrored")
+    wait_until(lambda: end_offsets(dest.bootstrap, TOPIC, PARTITIONS) == ends, "the new topic mirrored",
+               retry_on=(KafkaException,))
     wait_until(lambda: {r[3] for r in describe(dest.bootstrap).values()} == {"MIRRORING"}, "MIRRORING")
     for p in range(PARTITIONS):
         assert log_batches(dest, TOPIC, p) == log_batches(source, TOPIC, p)

@@ -13,7 +13,7 @@ the next step. The leader epoch bump goes through a `LeaderEpochBumper` port
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from uuid import UUID
@@ -133,6 +133,11 @@ class MirrorManager:
     support_unclean_leader_election: bool = False
     partitions: dict[TopicPartition, MirroredPartitionState] = field(default_factory=dict)
     image: Any = None
+    concurrently: Callable[[Sequence[Awaitable[Any]]], Awaitable[Sequence[Any]]] | None = None
+    """Runs the reconciles of one pass together, answering each one's result or exception
+    (asyncio.gather with return_exceptions): each partition's plan stays sequential, the
+    partitions interleave, so the store and the bumper can batch their requests. None: one
+    partition after the other."""
 
     def __post_init__(self) -> None:
         self.fetchers.local.on_failed = self._on_failed
@@ -143,6 +148,10 @@ class MirrorManager:
         self._warned_gone: set[tuple[str, str, UUID]] = set()
         self._counted_gone: set[PartitionKey] = set()
         self._missing_once: set[PartitionKey] = set()
+        self._tp_of_key: dict[PartitionKey, TopicPartition] = {}
+        self._pass_views: dict[tuple[str, str, UUID], tuple[SourceTopicCheck | None, str]] | None = None
+        """Within one `on_metadata_change` pass: the source's view of each mirrored topic,
+        asked once per topic and not once per partition."""
 
     # -- inputs ---------------------------------------------------------------------------
 
@@ -171,9 +180,35 @@ class MirrorManager:
             # state, which belong to the old topic.
             if tp not in led or led[tp][1] != self.partitions[tp].key.topic_id:
                 self.fetchers.remove_partition(tp)
-                del self.partitions[tp]
-        for tp in led:
-            await self.reconcile(tp)
+                self._tp_of_key.pop(self.partitions.pop(tp).key, None)
+        self._pass_views = {}
+        try:
+            await self._prepare_pass(led)
+            if self.concurrently is None:
+                for tp in led:
+                    await self.reconcile(tp)
+            else:
+                outcomes = await self.concurrently([self.reconcile(tp) for tp in led])
+                for outcome in outcomes:
+                    if isinstance(outcome, BaseException):
+                        raise outcome
+        finally:
+            self._pass_views = None
+
+    async def _prepare_pass(self, led: Mapping[TopicPartition, tuple[str, Any]]) -> None:
+        """Once per mirror and per topic, before the partitions: move fetchers to a replaced
+        source connection, and ask the source about each mirrored topic (the answers every
+        partition of the topic then plans with)."""
+        seen: set[str] = set()
+        for tp, (value, topic_id) in led.items():
+            membership = parse_mirror_name_config(value)
+            if membership is None:
+                continue
+            source = self.source_for(membership.mirror_name)
+            if source is not None and membership.mirror_name not in seen:
+                seen.add(membership.mirror_name)
+                await self.fetchers.replace_source(membership.mirror_name, source)
+            await self._pass_source_view(source, membership.mirror_name, tp.topic, topic_id)
 
     # -- the lifecycle --------------------------------------------------------------------
 
@@ -198,17 +233,31 @@ class MirrorManager:
                 log.error("Mirror %s partition %s FAILED: %s", membership.mirror_name, tp, mp.failure)
             if source is not None:
                 await self.fetchers.replace_source(membership.mirror_name, source)
-            check, cluster_id = await self._source_view(source, membership.mirror_name, tp.topic, mp.key.topic_id)
+            check, cluster_id = await self._pass_source_view(source, membership.mirror_name, tp.topic,
+                                                             mp.key.topic_id)
             check = self._confirmed(mp, check)
             self._note_source_topic(tp, mp, check)
             for _ in range(len(S)):  # a plan that ends in a state with a plan of its own goes on
                 before = mp.state
-                await self._execute(tp, mp, self._plan(mp, membership, cluster_id, check), source)
+                await self._execute(tp, mp, self._plan(tp, mp, membership, cluster_id, check), source)
                 if mp.state is before:
                     break
         except StepPending as pending:
             log.debug("mirror partition %s waits: %s", tp, pending)
         return None if mp is None else mp.state
+
+    async def _pass_source_view(self, source: SourceCluster | None, mirror_name: str, topic: str,
+                                topic_id: UUID) -> tuple[SourceTopicCheck | None, str]:
+        """`_source_view`, asked once per topic in a pass: every partition of the topic gets
+        the same answer, as if the source had been asked at the start of the pass (one
+        Metadata request instead of one per partition)."""
+        if self._pass_views is None:
+            return await self._source_view(source, mirror_name, topic, topic_id)
+        key = (mirror_name, topic, topic_id)
+        view = self._pass_views.get(key)
+        if view is None:
+            view = self._pass_views[key] = await self._source_view(source, mirror_name, topic, topic_id)
+        return view
 
     async def _source_view(self, source: SourceCluster | None, mirror_name: str, topic: str,
                            topic_id: UUID) -> tuple[SourceTopicCheck | None, str]:
@@ -263,9 +312,8 @@ class MirrorManager:
     def source_topic_deleted(self, mirror_name: str, topic_id: UUID, partition: int) -> bool:
         """The partition is STOPPED because its source topic was deleted or re-created, as
         this leader saw it (KIP: "STOPPED ... The topic becomes writable")."""
-        key = PartitionKey(mirror_name, topic_id, partition)
-        return any(mp.key == key and mp.state is S.STOPPED and mp.source_topic_gone is not None
-                   for mp in self.partitions.values())
+        mp = self._by_key(PartitionKey(mirror_name, topic_id, partition))
+        return mp is not None and mp.state is S.STOPPED and mp.source_topic_gone is not None
 
     async def _load(self, tp: TopicPartition, key: PartitionKey) -> MirroredPartitionState:
         """The persisted state, cached only once read: a store that cannot answer (the
@@ -279,19 +327,20 @@ class MirrorManager:
         if loaded is not None:
             mp.state, mp.last_mirrored_epoch = loaded
         self.partitions[tp] = mp
+        self._tp_of_key[key] = tp
         return mp
 
-    def _plan(self, mp: MirroredPartitionState, membership: Any, cluster_id: str,
+    def _plan(self, tp: TopicPartition, mp: MirroredPartitionState, membership: Any, cluster_id: str,
               check: SourceTopicCheck | None) -> tuple[f.Action, ...]:
         removed = membership.status is MembershipStatus.REMOVED
         source_exists = check is None or check.same
-        if mp.state in (S.STOPPING, S.FAILED) and (mp.state is S.STOPPING or removed) and self._ends_with_pid_reset(mp):
+        if mp.state in (S.STOPPING, S.FAILED) and (mp.state is S.STOPPING or removed) and self._ends_with_pid_reset(tp, mp):
             return f.detach_resume_plan(mp.state)
         if mp.state is S.STOPPING:  # resume an interrupted failover
             return (*f.stopping_plan(S.MIRRORING, cluster_id)[1:],)
         if mp.state is S.PREPARING and membership.status.value == "" and source_exists:
             return f.preparing_plan(S.UNKNOWN)[1:]  # resume an interrupted start
-        if (mp.state is S.MIRRORING and not self.fetchers.is_fetching(mp_tp(self, mp)) and membership.status.value == ""
+        if (mp.state is S.MIRRORING and not self.fetchers.is_fetching(tp) and membership.status.value == ""
                 and source_exists):
             return (f.StartFetcher(),)
         if mp.state in (S.UNKNOWN, S.STOPPED) and not removed and check is None:
@@ -300,10 +349,10 @@ class MirrorManager:
             return ()
         return f.plan_for(membership, mp.state, cluster_id, source_topic_exists=source_exists)
 
-    def _ends_with_pid_reset(self, mp: MirroredPartitionState) -> bool:
+    def _ends_with_pid_reset(self, tp: TopicPartition, mp: MirroredPartitionState) -> bool:
         """The detach steps already ran up to MIRROR_PID_RESET (on this leader or on one that
         failed since): the last record of the log is that control record."""
-        p = self.replica_manager.get_partition(mp_tp(self, mp))
+        p = self.replica_manager.get_partition(tp)
         if p is None or not p.is_leader:
             return False
         return _pid_reset_offset(p, mp.last_mirrored_epoch) is not None
@@ -355,7 +404,8 @@ class MirrorManager:
             lme = mp.last_mirrored_epoch if mp.source_supports_last_mirrored_epoch else None
             decision = lme_truncation(lme, _epoch_cache(p), p.log.log_end_offset)
             if isinstance(decision, TruncateFully):
-                p.truncate_fully_and_start_at(decision.start_offset)
+                if not _empty_at(p, decision.start_offset):  # a new empty log is already that
+                    p.truncate_fully_and_start_at(decision.start_offset)
                 p.log.update_high_watermark(decision.start_offset)
             else:
                 p.truncate_to(decision.offset)
@@ -433,10 +483,20 @@ class MirrorManager:
     def cached_state(self, mirror_name: str, topic_id: UUID, partition: int) -> MirrorPartitionState | None:
         """The state of a partition this broker leads, as last persisted through the
         coordinator; None when not led here or not read yet (read-only then stays)."""
-        key = PartitionKey(mirror_name, topic_id, partition)
-        for mp in self.partitions.values():
+        mp = self._by_key(PartitionKey(mirror_name, topic_id, partition))
+        return None if mp is None else mp.state
+
+    def _by_key(self, key: PartitionKey) -> MirroredPartitionState | None:
+        """The cached partition of `key`: produce asks this per request, so it is a lookup
+        by the remembered topic partition, a scan only when that misses."""
+        tp = self._tp_of_key.get(key)
+        mp = None if tp is None else self.partitions.get(tp)
+        if mp is not None and mp.key == key:
+            return mp
+        for tp, mp in self.partitions.items():
             if mp.key == key:
-                return mp.state
+                self._tp_of_key[key] = tp
+                return mp
         return None
 
     async def _resolve_divergence(self, tp: TopicPartition, mp: MirroredPartitionState, source: SourceCluster) -> None:
@@ -482,8 +542,9 @@ class MirrorManager:
 
     def describe(self, tps: list[TopicPartition] | None = None) -> Mapping[TopicPartition, PartitionDescription]:
         out: dict[TopicPartition, PartitionDescription] = {}
+        wanted = None if tps is None else set(tps)
         for tp, mp in self.partitions.items():
-            if tps is not None and tp not in tps:
+            if wanted is not None and tp not in wanted:
                 continue
             p = self.replica_manager.get_partition(tp)
             dest = -1 if p is None else p.log.log_end_offset
@@ -494,13 +555,6 @@ class MirrorManager:
             out[tp] = PartitionDescription(source_offset, dest, lag, mp.state, mp.last_mirrored_epoch,
                                            reason or (mp.failure if mp.state is S.FAILED else None))
         return out
-
-
-def mp_tp(manager: MirrorManager, mp: MirroredPartitionState) -> TopicPartition:
-    for tp, other in manager.partitions.items():
-        if other is mp:
-            return tp
-    raise KeyError(mp.key)
 
 
 def _pid_reset_offset(p: Partition, last_mirrored_epoch: int) -> int | None:
@@ -530,6 +584,15 @@ def _pid_reset_offset(p: Partition, last_mirrored_epoch: int) -> int | None:
     except CorruptRecordError:
         return None
     return last_offset if is_reset else None
+
+
+def _empty_at(p: Partition, offset: int) -> bool:
+    """The log holds nothing at all and starts at `offset`: no record, no leader epoch, no
+    producer (what `truncate_fully_and_start_at(offset)` would leave, without its segment
+    swap and checkpoint writes)."""
+    log_ = _log(p)
+    return (log_.log_start_offset == log_.log_end_offset == offset and not len(_epoch_cache(p))
+            and not log_.producer_state.producers)
 
 
 def _assign_bumped_epoch(p: Partition, min_leader_epoch: int) -> None:

@@ -33,8 +33,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 from kio.static.primitive import i32, i64
@@ -88,6 +88,53 @@ DEFAULT_REFRESH_INTERVAL_MS = 1000
 _WAIT_ERRORS = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available})
 
 
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Coalescer(Generic[T, R]):
+    """Group commit: the calls made while one is queued go out as one request. `flush(items)`
+    answers one result per item, in order; a failed flush fails every call of its batch.
+    The first call waits one loop iteration, so the partitions of a manager pass that
+    reach the same step together share one request; calls arriving while a request is
+    in flight form the next one. Each caller still awaits its own answer before its
+    next step, so one partition never has two requests in flight."""
+
+    def __init__(self, flush: Callable[[list[T]], Awaitable[Sequence[R]]]) -> None:
+        self._flush = flush
+        self._queue: list[tuple[T, asyncio.Future[R]]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.requests = 0
+        """Requests sent (a batch is one)."""
+
+    async def submit(self, item: T) -> R:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        self._queue.append((item, future))
+        if len(self._queue) == 1:
+            task = loop.create_task(self._run())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return await future
+
+    async def _run(self) -> None:
+        await asyncio.sleep(0)  # the other partitions of the pass reach this step meanwhile
+        batch, self._queue = self._queue, []
+        self.requests += 1
+        try:
+            results = await self._flush([item for item, _ in batch])
+        except BaseException as exc:  # every caller of the batch sees it (their step stays pending)
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, future), result in zip(batch, results, strict=True):
+            if not future.done():
+                future.set_result(result)
+
+
 class CoordinatorStateStore:
     """`MirrorStateStore` over a `MirrorCoordinatorService` (routing to the key's coordinator,
     persisted in `__mirror_state`, transition table enforced there). Coordinator errors
@@ -102,6 +149,14 @@ class CoordinatorStateStore:
         self.topic_name_of = topic_name_of
         self.state_topic_exists = state_topic_exists
         self.local = InMemoryMirrorStateStore()
+        self.reads: Coalescer[MirrorPartitionKey, Any] = Coalescer(self._read_batch)
+        self.writes: Coalescer[StateWrite, Any] = Coalescer(self._write_batch)
+
+    async def _read_batch(self, keys: list[MirrorPartitionKey]) -> Sequence[Any]:
+        return (await self.service.read_state_results(keys)).partitions
+
+    async def _write_batch(self, writes: list[StateWrite]) -> Sequence[Any]:
+        return (await self.service.write_states(writes)).partitions
 
     async def load(self, key: PartitionKey) -> tuple[MirrorPartitionState, int] | None:
         if self.service is None:
@@ -109,7 +164,7 @@ class CoordinatorStateStore:
         if not self.state_topic_exists():
             return None
         ckey = MirrorPartitionKey(key.mirror_name, key.topic_id, key.partition)
-        (result,) = (await self.service.read_state_results([ckey])).partitions
+        result = await self.reads.submit(ckey)
         if result.error is not ErrorCode.none:
             raise StepPending(f"ReadMirrorStates {ckey}: {result.error.name}")
         if result.state is MirrorPartitionState.UNKNOWN:
@@ -124,12 +179,11 @@ class CoordinatorStateStore:
         # None clears this partition only (UNKNOWN written: a tombstone at its coordinator);
         # the topic's other partitions keep their states and LMEs.
         topic = self.topic_name_of(key.topic_id) or ""
-        answer = await self.service.write_states([StateWrite(
-            ckey, topic, MirrorPartitionState.UNKNOWN if state is None else state, last_mirrored_epoch)])
-        for partition in answer.partitions:
-            if partition.error is not ErrorCode.none:
-                raise StepPending(f"WriteMirrorStates {ckey} -> {state.name if state else 'tombstone'}: "
-                                  f"{partition.error.name} {partition.message or ''}")
+        partition = await self.writes.submit(StateWrite(
+            ckey, topic, MirrorPartitionState.UNKNOWN if state is None else state, last_mirrored_epoch))
+        if partition.error is not ErrorCode.none:
+            raise StepPending(f"WriteMirrorStates {ckey} -> {state.name if state else 'tombstone'}: "
+                              f"{partition.error.name} {partition.message or ''}")
 
 
 class ControllerEpochBumper:
@@ -138,39 +192,80 @@ class ControllerEpochBumper:
 
     def __init__(self, metadata: Any) -> None:
         self.metadata = metadata
+        self.bumps: Coalescer[tuple[TopicPartition, EpochBump, int], None] = Coalescer(self._bump_batch)
 
     async def bump(self, tp: TopicPartition, topic_id: UUID, min_leader_epoch: int, min_producer_id: int = -1) -> None:
+        """Partitions bumping together share one BumpLeaderEpochs (one controller batch of
+        PartitionChange records); its producer id floor is the highest one asked, which
+        fences every partition's mirrored producer ids."""
+        await self.bumps.submit((tp, EpochBump(topic_id, tp.partition, min_leader_epoch), min_producer_id))
+
+    async def _bump_batch(self, items: list[tuple[TopicPartition, EpochBump, int]]) -> list[None]:
+        bumps = [bump for _, bump, _ in items]
+        min_producer_id = max((m for _, _, m in items), default=-1)
+        names = {(b.topic_id, b.partition): tp for tp, b, _ in items}
         try:
             if not getattr(self.metadata, "forwarding", False) and hasattr(self.metadata, "bump_leader_epochs"):
-                results = await self.metadata.bump_leader_epochs(
-                    [EpochBump(topic_id, tp.partition, min_leader_epoch)], min_producer_id)
+                results = await self.metadata.bump_leader_epochs(bumps, min_producer_id)
                 for r in results:
                     if r.error.code != ErrorCode.none:
-                        log.warning("BumpLeaderEpochs %s: %s", tp, r.error)
-                return
-            await self.metadata.forward(
-                bump_leader_epochs_request(topic_id, tp.partition, min_leader_epoch, min_producer_id))
+                        log.warning("BumpLeaderEpochs %s: %s", names.get((r.topic_id, r.partition), r), r.error)
+            else:
+                await self.metadata.forward(bump_leader_epochs_request(bumps, min_producer_id))
         except Exception as exc:  # controller unreachable or the RPC not served: retried on the next tick
-            log.warning("BumpLeaderEpochs %s to >= %d failed: %s", tp, min_leader_epoch, exc)
+            log.warning("BumpLeaderEpochs of %d partition(s) (%s...) failed: %s", len(items), items[0][0], exc)
+        return [None] * len(items)
 
 
     def producer_id_floor(self) -> int:
         return int(self.metadata.image.producer_id_floor)
 
 
-def bump_leader_epochs_request(topic_id: UUID, partition: int, min_leader_epoch: int, min_producer_id: int = -1) -> Any:
+def bump_leader_epochs_request(bumps: Sequence[EpochBump], min_producer_id: int = -1) -> Any:
+    """One BumpLeaderEpochs for every bump, grouped by topic id."""
     request_cls, _ = entity_types(BUMP_LEADER_EPOCHS)
-    return request_cls(topics=(schema.TopicState(topic_id=topic_id, partitions=(
-        schema.LeaderEpochState(partition_index=i32(partition), min_leader_epoch=i32(min_leader_epoch)),)),),
-        min_producer_id=i64(min_producer_id))
+    by_topic: dict[UUID, list[EpochBump]] = {}
+    for bump in bumps:
+        by_topic.setdefault(bump.topic_id, []).append(bump)
+    return request_cls(topics=tuple(
+        schema.TopicState(topic_id=topic_id, partitions=tuple(
+            schema.LeaderEpochState(partition_index=i32(b.partition), min_leader_epoch=i32(b.min_leader_epoch))
+            for b in group))
+        for topic_id, group in by_topic.items()), min_producer_id=i64(min_producer_id))
+
+
+async def _gather(awaitables: Sequence[Awaitable[Any]]) -> Sequence[Any]:
+    return await asyncio.gather(*awaitables, return_exceptions=True)
 
 
 SourceFactory = Callable[[str, str, ClientSecurity], SourceCluster]
 """(bootstrap.servers, client id, security) -> the mirror's source cluster."""
 
 
+class CoalescingSourceCluster:
+    """A `SourceCluster` whose topic id lookups made together share one source Metadata
+    request, sent after the last of them was made (each partition's PREPARING asks the
+    topic id after its DescribeMirrors answer, and still gets an answer from later than
+    that). Everything else goes to the wrapped source unchanged."""
+
+    def __init__(self, inner: SourceCluster) -> None:
+        self.inner = inner
+        self.topic_ids: Coalescer[str, UUID | None] = Coalescer(self._lookup)
+
+    async def _lookup(self, topics: list[str]) -> list[UUID | None]:
+        answers = {topic: await self.inner.topic_id(topic) for topic in dict.fromkeys(topics)}
+        return [answers[topic] for topic in topics]
+
+    async def topic_id(self, topic: str) -> UUID | None:
+        return await self.topic_ids.submit(topic)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 def client_source_cluster(bootstrap: str, client_id: str, security: ClientSecurity) -> SourceCluster:
-    return ClientSourceCluster(bootstrap, client_id=client_id, security=security)
+    source: Any = CoalescingSourceCluster(ClientSourceCluster(bootstrap, client_id=client_id, security=security))
+    return source  # type: ignore[no-any-return]
 
 
 def mirror_source_configs(image: Any, mirror_name: str) -> dict[str, str] | None:
@@ -255,6 +350,7 @@ class MirrorDataPlane:
             ControllerEpochBumper(metadata), self._source_for, clock,
             support_unclean_leader_election=str(getattr(config, "values", {}).get(
                 "mirror.support.unclean.leader.election", "false")).lower() == "true",
+            concurrently=_gather,
         )
         self.cluster_ids = SourceClusterIdGuard(self._recorded_cluster_id, self.sources)
         lookup = getattr(coordinator_service, "describe_source_topics", admin_source_lookup)

@@ -114,9 +114,71 @@ def test_state_store_waits_on_coordinator_errors_and_reads_unknown_before_the_st
 
 
 def test_bump_leader_epochs_request_names_the_partition_by_topic_id():
-    request = bump_leader_epochs_request(TOPIC_ID, 2, 8)
+    request = bump_leader_epochs_request([mirrors.EpochBump(TOPIC_ID, 2, 8)])
     assert request.topics[0].topic_id == TOPIC_ID
     assert (request.topics[0].partitions[0].partition_index, request.topics[0].partitions[0].min_leader_epoch) == (2, 8)
+
+
+def test_bump_leader_epochs_request_groups_many_partitions_by_topic():
+    other = UUID(int=99)
+    request = bump_leader_epochs_request([mirrors.EpochBump(TOPIC_ID, 0, 3), mirrors.EpochBump(other, 5, 1),
+                                          mirrors.EpochBump(TOPIC_ID, 1, 4)], 7)
+    assert [(t.topic_id, [(p.partition_index, p.min_leader_epoch) for p in t.partitions]) for t in request.topics] \
+        == [(TOPIC_ID, [(0, 3), (1, 4)]), (other, [(5, 1)])]
+    assert request.min_producer_id == 7
+
+
+def test_epoch_bumper_sends_concurrent_bumps_as_one_request_with_the_highest_producer_id_floor():
+    class Local:
+        forwarding = False
+
+        def __init__(self):
+            self.bumps = []
+
+        async def bump_leader_epochs(self, bumps, min_producer_id=-1):
+            self.bumps.append((tuple(bumps), min_producer_id))
+            return [mirrors.EpochBumpResult(b.topic_id, "t", b.partition, _ok(mirrors), b.min_leader_epoch)
+                    for b in bumps]
+
+    md = Local()
+    bumper = ControllerEpochBumper(md)
+
+    async def go():
+        await asyncio.gather(*(bumper.bump(TopicPartition("t", p), TOPIC_ID, p + 1, 10 * p) for p in range(50)))
+        await bumper.bump(TP, TOPIC_ID, 9)  # after the batch: a request of its own
+
+    asyncio.run(go())
+    assert md.bumps == [(tuple(mirrors.EpochBump(TOPIC_ID, p, p + 1) for p in range(50)), 490),
+                        ((mirrors.EpochBump(TOPIC_ID, 0, 9),), -1)]
+    assert bumper.bumps.requests == 2
+
+
+def test_state_store_batches_concurrent_writes_and_keeps_each_partitions_answer():
+    service = Service()
+    store = _store(service)
+    calls = []
+    write_states = service.write_states
+
+    async def counting(writes):
+        calls.append(len(writes))
+        return await write_states(writes)
+
+    service.write_states = counting
+    keys = [PartitionKey("m", TOPIC_ID, p) for p in range(20)]
+
+    async def go():
+        await asyncio.gather(*(store.save(k, S.PREPARING, -1) for k in keys))
+        # One illegal move in a batch fails that partition only.
+        outcomes = await asyncio.gather(store.save(keys[0], S.STOPPED, -1),
+                                        *(store.save(k, S.MIRRORING, -1) for k in keys[1:]), return_exceptions=True)
+        assert isinstance(outcomes[0], StepPending) and "PREPARING -> STOPPED" in str(outcomes[0])
+        assert outcomes[1:] == [None] * 19
+        loaded = await asyncio.gather(*(store.load(k) for k in keys))
+        assert loaded == [(S.PREPARING, -1)] + [(S.MIRRORING, -1)] * 19
+
+    asyncio.run(go())
+    assert calls == [20, 20]
+    assert store.reads.requests == 1
 
 
 def test_epoch_bumper_forwards_from_a_broker_and_survives_failures():
@@ -157,8 +219,8 @@ def test_epoch_bumper_calls_the_local_controller_on_a_combined_node():
 
 def test_epoch_bump_request_carries_the_producer_id_fence_as_a_tagged_field():
     from kmirror.mirror.wiring import bump_leader_epochs_request
-    assert bump_leader_epochs_request(TOPIC_ID, 0, 6).min_producer_id == -1
-    request = bump_leader_epochs_request(TOPIC_ID, 0, 6, 42)
+    assert bump_leader_epochs_request([mirrors.EpochBump(TOPIC_ID, 0, 6)]).min_producer_id == -1
+    request = bump_leader_epochs_request([mirrors.EpochBump(TOPIC_ID, 0, 6)], 42)
     assert (request.min_producer_id, request.topics[0].partitions[0].min_leader_epoch) == (42, 6)
 
 
@@ -331,3 +393,33 @@ def test_a_bootstrap_change_moves_the_partitions_to_a_new_source_and_closes_the_
     assert plane.manager.partitions[TP].state is S.MIRRORING
     assert _segments(dst) == _segments(src)
     assert made["elsewhere:9092"].closed  # shutdown closes the current one
+
+
+def test_coalescing_source_answers_concurrent_topic_id_lookups_with_one_later_request():
+    from kmirror.mirror.wiring import CoalescingSourceCluster
+
+    class Source:
+        def __init__(self):
+            self.asked = []
+            self.closed = False
+
+        async def topic_id(self, topic):
+            self.asked.append(topic)
+            return TOPIC_ID if topic == "t" else None
+
+        async def close(self):
+            self.closed = True
+
+    inner = Source()
+    source = CoalescingSourceCluster(inner)
+
+    async def go():
+        answers = await asyncio.gather(*(source.topic_id("t") for _ in range(30)), source.topic_id("gone"))
+        assert answers == [TOPIC_ID] * 30 + [None]
+        assert inner.asked == ["t", "gone"]  # one request per topic for the whole batch
+        await source.topic_id("t")
+        assert inner.asked == ["t", "gone", "t"]  # a later lookup asks again
+        await source.close()
+
+    asyncio.run(go())
+    assert inner.closed
