@@ -1,4 +1,4 @@
-"""Ports: the side effects a core may ask for, given to constructors (house style 6)."""
+"""Ports: the side effects a core may ask for, given to constructors."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 `mirror.name=<mirror>` attaches a topic to a mirror; the controller appends `.paused`
 (PauseMirrorTopics) or `.removed` (RemoveTopicsFromMirror) and strips `.paused`
-(ResumeMirrorTopics). Values parse from the right (seed 001 AS3); mirror names cannot end
+(ResumeMirrorTopics). Values parse from the right (the KIP-1279 discussion thread); mirror names cannot end
 with a suffix (`kmirror.kip1279.names`), so parsing is unambiguous. The config is internal:
 never shown by DescribeConfigs, never copied from a source (`HIDDEN_TOPIC_CONFIGS`).
 

@@ -1,4 +1,4 @@
-"""Mirror name rules (KIP-1279 CreateMirror; seed 001 AS3).
+"""Mirror name rules (KIP-1279 CreateMirror and its discussion thread).
 
 A mirror name "has the same validation rules of topic names" (Kafka `Topic.validate`: ASCII
 alphanumerics, '.', '_', '-'; not empty, not "." or ".."), and must not end with one of the

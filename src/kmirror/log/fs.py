@@ -1,4 +1,4 @@
-"""The file system port the log layer uses (house style 6: every side effect through a port).
+"""The file system port the log layer uses: every side effect goes through a port.
 
 Paths are plain `/`-separated strings. A file is addressed by path; implementations keep
 open handles per file so a segment does not reopen per read (`close` releases one).

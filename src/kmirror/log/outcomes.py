@@ -1,4 +1,4 @@
-"""What the log answers: results and expected failures as values (house style 8).
+"""What the log answers: results and expected failures as values.
 
 Failures carry `error_code` (Kafka's code for the Produce/Fetch edge) and `message`.
 """

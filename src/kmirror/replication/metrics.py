@@ -1,4 +1,4 @@
-"""Replication metrics over a node's hosted partitions (seed 004's table, Kafka's names)."""
+"""Replication metrics over a node's hosted partitions (Kafka's replication metrics and names)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from kmirror.replication.partition import Partition
 
 
 def replication_metrics(partitions: Iterable[Partition], now_ms: int) -> dict[str, float]:
-    """Kafka's replication metrics (seed 004) as plain values; a colleague turns the
+    """Kafka's replication metrics as plain values; the metrics layer turns the
     IsrShrinks/IsrExpands counts into rates."""
     under_replicated = under_min = at_min = leaders = 0
     shrinks = expands = 0

@@ -3,7 +3,7 @@
 Sans-IO: every method that depends on time takes `now_ms`. The partition follows the
 registration it was last given (leader, leader epoch, partition epoch, replicas, ISR).
 
-As leader (seed 002/004): it tracks each follower's fetch state (`ReplicaState`), computes
+As leader (Kafka's replication design: ISR, high watermark, KIP-101 leader epochs): it tracks each follower's fetch state (`ReplicaState`), computes
 the high watermark as the minimum log end offset over the maximal ISR (plus followers that
 are caught up but not yet in it), never moving it back, and proposes ISR changes
 (`AlterPartitionItem`) that take effect only once the controller commits them (`IsrState`).
@@ -299,7 +299,7 @@ class Partition(IsrChanges):
     # -- follower side ------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
-        """Remove everything at and after `offset` (follower truncation, seed 004)."""
+        """Remove everything at and after `offset` (follower truncation, KIP-101)."""
         return bool(self.log.truncate_to(offset))
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -379,7 +379,7 @@ class Partition(IsrChanges):
         `last_fetched_epoch` (v12+, -1 = absent) is checked first: if the leader's end
         offset for that epoch is below `fetch_offset`, or the largest epoch it knows at or
         below it is a different epoch, the answer is `diverging_epoch` and no data, and the
-        follower truncates (seed 004, "Epoch-Based Resolution"). Otherwise the data goes up
+        follower truncates (KIP-101 and KIP-279, epoch-based truncation). Otherwise the data goes up
         to the LEO, the follower's fetch offset becomes its known LEO, the HW may advance and
         the follower may join the ISR (`pending_alter_partition` then holds the proposal).
         """

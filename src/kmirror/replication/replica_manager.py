@@ -6,7 +6,7 @@ leadership and configs, and deletes the logs of partitions it no longer hosts. P
 fetch, list-offsets, delete-records and offsets-for-leader-epoch act on the partitions this
 node leads and answer per partition with a value or a `PartitionError`.
 
-Replication (seed 002/004): follower Fetch requests (`replica_id` >= 0) are answered by the
+Replication (Kafka's replication design: ISR, high watermark, KIP-101 leader epochs): follower Fetch requests (`replica_id` >= 0) are answered by the
 leader `Partition`, which tracks followers and the HW. ISR changes are proposed to the
 controller through an `AlterPartitionPort` (the shell sends AlterPartition, key 56, and
 feeds the answer back with `handle_alter_partition_response`); `maybe_shrink_isr` is called
@@ -460,7 +460,7 @@ class ReplicaManager:
     # -- metrics ------------------------------------------------------------------------
 
     def replication_metrics(self) -> dict[str, float]:
-        """Kafka's replication metrics (seed 004) as plain values; a colleague turns the
+        """Kafka's replication metrics as plain values; the metrics layer turns the
         IsrShrinks/IsrExpands counts into rates."""
         return replication_metrics(self._partitions.values(), self.clock.monotonic_ms())
 

@@ -1,6 +1,6 @@
 """What a leader knows about one follower (Kafka `Replica` / `ReplicaState`).
 
-A value updated on every follower Fetch. The caught-up rule (seed 004, "ISR"): a follower
+A value updated on every follower Fetch. The caught-up rule (Kafka's ISR rule, `replica.lag.time.max.ms`): a follower
 is caught up when its log end offset equals the leader's, or when it was caught up within
 `replica.lag.time.max.ms`. "Caught up at time t" is Kafka's `updateFetchState`: a fetch at
 or past the leader's LEO catches up now; a fetch at or past the leader LEO seen by the

@@ -4,7 +4,7 @@ Consumers (replica_id -1) validate their position after a leader change: the ans
 largest epoch <= the requested one and the offset where it ends; -1/-1 when the log has no
 such epoch. `current_leader_epoch` fences stale (FENCED_LEADER_EPOCH) and future
 (UNKNOWN_LEADER_EPOCH) callers. Followers (replica_id >= 0) ask the leader the same way to
-find where their log diverges before fetching (seed 004, "Epoch-Based Resolution").
+find where their log diverges before fetching (KIP-101 and KIP-279, epoch-based truncation).
 """
 
 from __future__ import annotations

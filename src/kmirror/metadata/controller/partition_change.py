@@ -1,6 +1,6 @@
 """Leader and ISR changes (Kafka's `PartitionChangeBuilder` and `ReplicationControlManager`).
 
-Rules (seed 004, KRaft without ELR):
+Rules (Kafka's KRaft controller, without ELR):
 - A leader must be an ISR member that is *eligible*: registered, unfenced and not in
   controlled shutdown. A clean election picks the first eligible ISR member in replica order.
 - The ISR never becomes empty: removing its last member keeps that member in the ISR and leaves

@@ -6,7 +6,7 @@ Sans-IO (Kafka `AbstractFetcherThread`'s logic without its thread). The engine k
 the local replica through the `LocalReplica` port: append (offsets, epochs and bytes kept),
 truncate, follow the leader's high watermark and log start offset.
 
-Truncation (seed 004, "Epoch-Based Resolution"): given the leader's (epoch, end offset) for
+Truncation (KIP-101 and KIP-279, epoch-based truncation): given the leader's (epoch, end offset) for
 the follower's last epoch, the follower truncates to min(leader end offset, its own end
 offset for that epoch). If the leader answers with an older epoch the follower also has, the
 result is only a bound: the follower keeps truncating/fetching with its new latest epoch.

@@ -1,5 +1,5 @@
 """PREPARING: Last Mirrored Epoch (LME) truncation and the MirrorLeaderEpoch rule
-(KIP-1279 "Log Convergence", "Mirror Leader Epoch"; seed 001, Luke Chen 3.1-3.5).
+(KIP-1279 "Log Convergence", "Mirror Leader Epoch"; the KIP-1279 discussion thread).
 
 Two-phase truncation:
 1. LME truncation (here): the destination leader asks the source for the LME of this
