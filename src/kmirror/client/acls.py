@@ -1,4 +1,4 @@
-"""Admin methods for ACLs (Kafka Admin `describeAcls`, `createAcls`).
+"""Admin methods for ACLs (Kafka Admin `describeAcls`, `createAcls`, `deleteAcls`).
 
 `AclAdmin` is mixed into `kmirror.client.admin.Admin`; it needs `self.cluster`. Codes are
 Kafka's (ResourceType, PatternType, AclOperation, AclPermissionType). DescribeAcls is read
@@ -17,7 +17,7 @@ from kmirror.client.cluster import Cluster
 from kmirror.client.errors import KafkaError, check
 from kmirror.protocol.entities import build, nested
 
-DESCRIBE_ACLS, CREATE_ACLS = 29, 30
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 ANY = 1  # ResourceType / PatternType / AclOperation / AclPermissionType ANY
 
 
@@ -66,3 +66,21 @@ class AclAdmin:
             for b in wanted)))
         return {b: (KafkaError(int(r.error_code), r.error_message, "CreateAcls") if int(r.error_code) else None)
                 for b, r in zip(wanted, response.results, strict=True)}
+
+    async def delete_acls(self, bindings: Iterable[AclBinding]) -> dict[AclBinding, KafkaError | None]:
+        """Delete exactly these bindings (one filter each, every field given, so a filter
+        matches its own binding only): binding -> None when deleted (or already absent),
+        else its error."""
+        wanted = list(bindings)
+        if not wanted:
+            return {}
+        conn = await self.cluster.controller_connection()
+        rt = conn.request_type(DELETE_ACLS)
+        Filter = nested(rt, "DeleteAclsFilter")
+        response = await conn.send(build(rt, filters=tuple(
+            build(Filter, resource_type_filter=i8(b.resource_type), resource_name_filter=b.resource_name,
+                  pattern_type_filter=i8(b.pattern_type), principal_filter=b.principal, host_filter=b.host,
+                  operation=i8(b.operation), permission_type=i8(b.permission_type))
+            for b in wanted)))
+        return {b: (KafkaError(int(r.error_code), r.error_message, "DeleteAcls") if int(r.error_code) else None)
+                for b, r in zip(wanted, response.filter_results, strict=True)}

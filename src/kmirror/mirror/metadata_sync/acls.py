@@ -1,18 +1,28 @@
-"""ACL sync (KIP-1279 "MirrorMetadataManager": "Creates missing ACLs").
+"""ACL sync (KIP-1279 "MirrorMetadataManager": "Creates missing ACLs", "Deletes ACLs that
+exist in destination but not in source").
 
 For each mirror this broker coordinates, every refresh: DescribeAcls at the source (every
 binding), keep those matching one of `mirror.acl.include` (`resourceType;resourceName;
 operation;permissionType;principal`, names as Kafka prints them: TOPIC, READ, ALLOW), and
-CreateAcls at the destination for those its metadata image does not hold.
+CreateAcls at the destination for those its metadata image does not hold; then DeleteAcls at
+the destination for the bindings the mirror manages that the source no longer has.
 
-Decisions:
-- create only: a destination binding the source lacks is never deleted (the KIP says
-  "Creates missing ACLs"; the destination's own ACLs, e.g. for its consumers after a
-  failover, are the operator's), and a binding removed at the source stays at the
-  destination;
+Decisions (docs/design/mirroring.md "ACL sync: which ACLs the mirror manages"):
+- a destination binding is managed by the mirror when it matches `mirror.acl.include` AND
+  this coordinator saw it at the source, within the include rules, at an earlier refresh
+  (`ManagedAcls`). Only those are deleted when the source stops listing them. A binding
+  created at the destination alone (the destination's operators, its brokers, the
+  CLUSTER_MIRROR ACLs that administer the mirror itself, another mirror's) is never deleted,
+  whatever `mirror.acl.include` says;
+- the first refresh of a coordinator (after a restart or a coordinator move) only learns
+  what the source holds and deletes nothing; a binding the source dropped while no
+  coordinator watched stays at the destination (logged nowhere; the operator deletes it);
+- a binding another mirror of this coordinator still copies from its own source is not
+  deleted (two mirrors never undo each other's copy);
 - the source's bindings are copied whatever their resource (not only mirrored topics'):
   which ones is what `mirror.acl.include` selects;
-- a failed DescribeAcls or CreateAcls counts one AclSyncError and is retried next refresh.
+- a failed DescribeAcls, CreateAcls or DeleteAcls counts one AclSyncError and is retried
+  next refresh (a binding whose deletion failed stays managed).
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from typing import Any
 from kmirror.client.acls import AclBinding
 from kmirror.config.mirror import MirrorConfig
 from kmirror.metadata.controller.acls import AclOperation, AclPermissionType, ResourceType
+from kmirror.mirror.metadata_sync.coordination import coordinated_mirrors
 from kmirror.mirror.metadata_sync.syncer import CoordinatedMirrorSync
 
 log = logging.getLogger(__name__)
@@ -57,8 +68,36 @@ def acls_to_create(config: MirrorConfig, source: Iterable[AclBinding], destinati
     return out
 
 
+def acls_to_delete(config: MirrorConfig, source: Iterable[AclBinding], destination: set[AclBinding],
+                   managed: set[AclBinding] | None, kept_by_others: set[AclBinding]) -> list[AclBinding]:
+    """The destination bindings the mirror manages (`managed`: seen at the source within
+    the include rules at an earlier refresh; None before the first) that the source no
+    longer lists, minus those another mirror still copies (`kept_by_others`), sorted."""
+    if managed is None:
+        return []
+    listed = set(source)
+    return sorted((b for b in destination & managed
+                   if b not in listed and b not in kept_by_others and is_included(config, b)),
+                  key=_binding_order)
+
+
+def _binding_order(b: AclBinding) -> tuple[int, str, int, str, str, int, int]:
+    return (b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation, b.permission_type)
+
+
 class AclSync(CoordinatedMirrorSync):
-    """The syncer of ACLs."""
+    """The syncer of ACLs. `managed`: per mirror, the included source bindings of its last
+    successful DescribeAcls (and the bindings whose deletion has not succeeded yet)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.managed: dict[str, set[AclBinding]] = {}
+
+    async def run_once(self) -> None:
+        coordinated = {m.name for m in coordinated_mirrors(self.image(), self.broker_id)}
+        for name in set(self.managed) - coordinated:  # moved away or deleted: forget it
+            del self.managed[name]
+        await super().run_once()
 
     async def sync(self, image: Any, mirror_name: str, config: MirrorConfig) -> None:
         await self.sync_mirror(mirror_name, config, destination_bindings(image))
@@ -68,17 +107,46 @@ class AclSync(CoordinatedMirrorSync):
         if admin is None:
             return
         try:
-            missing = acls_to_create(config, await self.admins.source(mirror_name, config).describe_acls(),
-                                     destination)
-            if not missing:
-                return
-            errors = [e for e in (await admin.create_acls(missing)).values() if e is not None]
+            source = await self.admins.source(mirror_name, config).describe_acls()
         except Exception as exc:
             self.sync_errors.acl += 1
             log.warning("mirror %s: ACL sync failed: %s", mirror_name, exc)
             return
+        included = {b for b in source if is_included(config, b)}
+        others = set().union(*(seen for name, seen in self.managed.items() if name != mirror_name))
+        stale = acls_to_delete(config, source, destination, self.managed.get(mirror_name), others)
+        self.managed[mirror_name] = included | set(stale)
+        await self._create(mirror_name, admin, acls_to_create(config, source, destination))
+        if stale and await self._delete(mirror_name, admin, stale):
+            self.managed[mirror_name] -= set(stale)
+
+    async def _create(self, mirror_name: str, admin: Any, missing: list[AclBinding]) -> None:
+        if not missing:
+            return
+        try:
+            errors = [e for e in (await admin.create_acls(missing)).values() if e is not None]
+        except Exception as exc:
+            errors = [exc]
         if errors:
             self.sync_errors.acl += 1
             log.warning("mirror %s: creating ACLs failed: %s", mirror_name, ", ".join(sorted({str(e) for e in errors})))
         else:
             log.info("mirror %s: created %d ACL(s) from the source", mirror_name, len(missing))
+
+    async def _delete(self, mirror_name: str, admin: Any, stale: list[AclBinding]) -> bool:
+        try:
+            errors = [e for e in (await admin.delete_acls(stale)).values() if e is not None]
+        except Exception as exc:
+            errors = [exc]
+        if errors:
+            self.sync_errors.acl += 1
+            log.warning("mirror %s: deleting ACLs failed: %s", mirror_name, ", ".join(sorted({str(e) for e in errors})))
+            return False
+        log.info("mirror %s: deleted %d ACL(s) the source no longer has: %s", mirror_name, len(stale),
+                 "; ".join(_describe(b) for b in stale))
+        return True
+
+
+def _describe(b: AclBinding) -> str:
+    return (f"{_name(ResourceType, b.resource_type)}:{b.resource_name} {b.principal} "
+            f"{_name(AclOperation, b.operation)} {_name(AclPermissionType, b.permission_type)}")

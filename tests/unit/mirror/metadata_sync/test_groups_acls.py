@@ -15,7 +15,7 @@ from kmirror.config.mirror import MIRROR_STATE_TOPIC, parse_mirror_config
 from kmirror.metadata.image import ConfigResource, PartitionRegistration
 from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.coordinator.partitioner import metadata_partition_for
-from kmirror.mirror.metadata_sync.acls import AclSync, acls_to_create
+from kmirror.mirror.metadata_sync.acls import AclSync, acls_to_create, acls_to_delete
 from kmirror.mirror.metadata_sync.admins import SyncAdmins
 from kmirror.mirror.metadata_sync.coordination import (
     active_topic_partitions,
@@ -128,6 +128,7 @@ class FakeAdmin:
         self.commit_error: dict[str, int] = {}
         self.acls: list[AclBinding] = []
         self.created: list[AclBinding] = []
+        self.deleted: list[AclBinding] = []
         self.acl_error = 0
         self.fail: Exception | None = None
         self.closed = False
@@ -161,6 +162,11 @@ class FakeAdmin:
     async def create_acls(self, bindings):
         if not self.acl_error:
             self.created.extend(bindings)
+        return {b: KafkaError(self.acl_error) if self.acl_error else None for b in bindings}
+
+    async def delete_acls(self, bindings):
+        if not self.acl_error:
+            self.deleted.extend(bindings)
         return {b: KafkaError(self.acl_error) if self.acl_error else None for b in bindings}
 
     async def close(self) -> None:
@@ -289,3 +295,58 @@ def test_a_mirror_whose_source_cluster_id_mismatches_is_not_synced():
     asyncio.run(groups.run_once())
     asyncio.run(acls.run_once())
     assert (dst.offsets, dst.created) == ({"g": {TP("a", 0): om(4)}}, src.acls)
+
+
+def with_acls(img, bindings):
+    from kmirror.metadata.image import AclBinding as ImageAcl
+    return dataclasses.replace(img, acls={UUID(int=100 + i): ImageAcl(UUID(int=100 + i), *dataclasses.astuple(b))
+                                          for i, b in enumerate(bindings)})
+
+
+def test_acls_to_delete_are_managed_bindings_the_source_dropped_within_the_include_rules():
+    alice, bob, carol = (AclBinding(2, "t", 3, f"User:{n}", "*", 3, 3) for n in ("alice", "bob", "carol"))
+    everything = config()
+    assert acls_to_delete(everything, [alice], {alice, bob, carol}, None, set()) == []  # first refresh: learn only
+    assert acls_to_delete(everything, [alice], {alice, bob, carol}, {alice, bob}, set()) == [bob]  # carol: never seen
+    assert acls_to_delete(everything, [alice], {alice, bob}, {alice, bob}, {bob}) == []  # another mirror copies bob
+    only_alice = config(**{"mirror.acl.include": "*;*;*;*;User:alice"})
+    assert acls_to_delete(only_alice, [], {alice, bob}, {alice, bob}, set()) == [alice]
+
+
+def test_acls_dropped_at_the_source_are_deleted_at_the_destination_and_local_ones_kept():
+    src, dst = FakeAdmin(), FakeAdmin()
+    alice, bob = AclBinding(2, "a", 3, "User:alice", "*", 3, 3), AclBinding(2, "a", 3, "User:bob", "*", 4, 3)
+    local = AclBinding(2, "a", 3, "User:dr-reader", "*", 3, 3)
+    src.acls = [alice, bob]
+    base = image({"m": {}}, {"a": ("m", 1)})
+    ref = {"image": with_acls(base, [local])}
+    admins, _ = admins_for(ref, src, dst)
+    errors = MirrorSyncErrors()
+    sync = AclSync(1, lambda: ref["image"], admins, errors)
+    asyncio.run(sync.run_once())
+    assert (dst.created, dst.deleted) == ([alice, bob], [])
+    ref["image"] = with_acls(base, [local, alice, bob])
+
+    src.acls = [alice]
+    dst.acl_error = ErrorCode.cluster_authorization_failed
+    asyncio.run(sync.run_once())
+    assert (dst.deleted, errors.acl) == ([], 1)  # refused: retried next refresh
+    dst.acl_error = 0
+    asyncio.run(sync.run_once())
+    assert (dst.deleted, errors.acl) == ([bob], 1)
+    ref["image"] = with_acls(base, [local, alice])
+    asyncio.run(sync.run_once())
+    assert dst.deleted == [bob]  # nothing more: the destination's own binding stays
+
+    # a new coordinator (a fresh syncer) learns first: nothing is deleted on its first refresh
+    src.acls = []
+    fresh = AclSync(1, lambda: ref["image"], admins, MirrorSyncErrors())
+    asyncio.run(fresh.run_once())
+    assert dst.deleted == [bob]
+    asyncio.run(fresh.run_once())
+    assert dst.deleted == [bob]
+    src.acls = [alice]
+    asyncio.run(fresh.run_once())
+    src.acls = []
+    asyncio.run(fresh.run_once())
+    assert dst.deleted == [bob, alice]
