@@ -4,7 +4,8 @@ ConfigRecords of resource type MIRROR, the mirror topic configs, and the broker 
 Mirror configs: `bootstrap.servers` (required), `security.protocol`, `sasl.*`, `ssl.*`
 (the source connection's client configs, Kafka client names; validated at CreateMirror /
 IncrementalAlterConfigs, see kmirror.security.client_config), `mirror.topic.properties.exclude`,
-`mirror.groups.include`, `mirror.acl.include`. Any other key is refused (INVALID_CONFIG),
+`mirror.groups.include`, `mirror.acl.include`, and beyond the KIP `mirror.topics.include`
+(source topics that join the mirror by themselves, MirrorMaker 2's `topics`). Any other key is refused (INVALID_CONFIG),
 as Kafka refuses unknown topic configs.
 """
 
@@ -25,6 +26,9 @@ SECURITY_PROTOCOL: Final = "security.protocol"
 TOPIC_PROPERTIES_EXCLUDE: Final = "mirror.topic.properties.exclude"
 GROUPS_INCLUDE: Final = "mirror.groups.include"
 ACL_INCLUDE: Final = "mirror.acl.include"
+TOPICS_INCLUDE: Final = "mirror.topics.include"
+"""Comma-separated regexes (full match, as MirrorMaker 2's `topics`): source topics matching
+one join the mirror at the next metadata refresh. Empty (the default): none do."""
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SOURCE_CONNECTION_PREFIXES: Final = ("sasl.", "ssl.")
@@ -61,6 +65,9 @@ MIRROR_BROKER_CONFIG_DEFS: Final = (
               "Number of partitions for the __mirror_state internal topic.", at_least(1)),
     ConfigDef("mirror.topic.replication.factor", ConfigType.SHORT, "3",
               "Replication factor for the __mirror_state internal topic.", at_least(1)),
+    ConfigDef("mirror.topic.segment.bytes", ConfigType.INT, "104857600",
+              "Segment size of the __mirror_state internal topic (as offsets.topic.segment.bytes): compaction "
+              "cleans only rolled segments.", at_least(1)),
     ConfigDef("mirror.num.replica.fetchers", ConfigType.INT, "1",
               "Number of fetcher threads per mirrored source broker.", at_least(1)),
     ConfigDef("mirror.metadata.refresh.interval.ms", ConfigType.LONG, "30000",
@@ -74,6 +81,13 @@ STATE_TOPIC_CONFIGS: Final = {"cleanup.policy": "compact", "compression.type": "
 """`__mirror_state`'s topic configs, as Kafka's `__consumer_offsets`: compacted, batches kept as written."""
 
 
+def state_topic_configs(broker_values: Mapping[str, str]) -> dict[str, str]:
+    """`STATE_TOPIC_CONFIGS` and `segment.bytes` from the broker's `mirror.topic.segment.bytes`
+    (as `__consumer_offsets` takes `offsets.topic.segment.bytes`), so the topic's records are
+    compacted long before a default 1 GiB segment rolls."""
+    return {**STATE_TOPIC_CONFIGS, "segment.bytes": str(broker_values.get("mirror.topic.segment.bytes", "104857600"))}
+
+
 @dataclass(frozen=True, slots=True)
 class MirrorBrokerConfig:
     mirror_topic_num_partitions: int = 50
@@ -81,6 +95,7 @@ class MirrorBrokerConfig:
     mirror_num_replica_fetchers: int = 1
     mirror_metadata_refresh_interval_ms: int = 30000
     mirror_replication_throttled_rate: int = LONG_MAX
+    mirror_topic_segment_bytes: int = 104857600
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> MirrorBrokerConfig:
@@ -141,6 +156,7 @@ class MirrorConfig:
     topic_properties_exclude: tuple[str, ...] = DEFAULT_TOPIC_PROPERTIES_EXCLUDE
     groups_include: tuple[str, ...] = (".*",)
     acl_include: tuple[AclRule, ...] = (AclRule(),)
+    topics_include: tuple[str, ...] = ()
     source_connection: Mapping[str, str] = field(default_factory=dict)
     """`bootstrap.servers`, `security.protocol`, `sasl.*`, `ssl.*`: the source client's config."""
     source_security: ClientSecurity = PLAINTEXT
@@ -158,6 +174,12 @@ class MirrorConfig:
         """The source topic configs a mirror topic takes (creation and periodic sync)."""
         return {k: v for k, v in source_configs.items() if not self.is_topic_property_excluded(k)}
 
+    def is_topic_included(self, topic: str) -> bool:
+        """A source topic that joins the mirror by itself: it full-matches one of
+        `mirror.topics.include` and is not internal (`__` names, as MirrorMaker 2's default
+        `topics.exclude`)."""
+        return not topic.startswith("__") and any(re.fullmatch(p, topic) for p in self.topics_include)
+
     def is_group_included(self, group_id: str) -> bool:
         return any(re.fullmatch(pattern, group_id) for pattern in self.groups_include)
 
@@ -168,13 +190,15 @@ class MirrorConfig:
 
 
 # Comma-separated lists: IncrementalAlterConfigs APPEND / SUBTRACT apply to these only.
-MIRROR_LIST_CONFIGS: Final = frozenset({BOOTSTRAP_SERVERS, TOPIC_PROPERTIES_EXCLUDE, GROUPS_INCLUDE, ACL_INCLUDE})
+MIRROR_LIST_CONFIGS: Final = frozenset({BOOTSTRAP_SERVERS, TOPIC_PROPERTIES_EXCLUDE, GROUPS_INCLUDE, ACL_INCLUDE,
+                                        TOPICS_INCLUDE})
 
 # The KIP's defaults of the mirror configs that have one (DescribeConfigs DEFAULT_CONFIG).
 MIRROR_CONFIG_DEFAULTS: Final = {
     TOPIC_PROPERTIES_EXCLUDE: ",".join(DEFAULT_TOPIC_PROPERTIES_EXCLUDE),
     GROUPS_INCLUDE: ".*",
     ACL_INCLUDE: "*",
+    TOPICS_INCLUDE: "",
 }
 
 # Source connection secrets (Kafka's PASSWORD type): described as null, never echoed.
@@ -189,7 +213,7 @@ def is_sensitive_mirror_config(name: str) -> bool:
 
 def is_mirror_config_key(name: str) -> bool:
     return name in (BOOTSTRAP_SERVERS, SECURITY_PROTOCOL, TOPIC_PROPERTIES_EXCLUDE, GROUPS_INCLUDE,
-                    ACL_INCLUDE) or name.startswith(SOURCE_CONNECTION_PREFIXES)
+                    ACL_INCLUDE, TOPICS_INCLUDE) or name.startswith(SOURCE_CONNECTION_PREFIXES)
 
 
 def parse_mirror_config(configs: Mapping[str, str | None]) -> MirrorConfig | InvalidMirrorConfig:
@@ -213,7 +237,8 @@ def parse_mirror_config(configs: Mapping[str, str | None]) -> MirrorConfig | Inv
     exclude = (_split_list(present[TOPIC_PROPERTIES_EXCLUDE]) if TOPIC_PROPERTIES_EXCLUDE in present
                else DEFAULT_TOPIC_PROPERTIES_EXCLUDE)
     groups = _split_list(present[GROUPS_INCLUDE]) if GROUPS_INCLUDE in present else (".*",)
-    for key, patterns in ((TOPIC_PROPERTIES_EXCLUDE, exclude), (GROUPS_INCLUDE, groups)):
+    topics = _split_list(present.get(TOPICS_INCLUDE, ""))
+    for key, patterns in ((TOPIC_PROPERTIES_EXCLUDE, exclude), (GROUPS_INCLUDE, groups), (TOPICS_INCLUDE, topics)):
         for pattern in patterns:
             try:
                 re.compile(pattern)
@@ -229,4 +254,4 @@ def parse_mirror_config(configs: Mapping[str, str | None]) -> MirrorConfig | Inv
         security = client_security(connection)
     except SecurityConfigError as e:
         return InvalidMirrorConfig(f"Invalid source connection config: {e}")
-    return MirrorConfig(servers, exclude, groups, acls, connection, security)
+    return MirrorConfig(servers, exclude, groups, acls, topics, connection, security)

@@ -164,6 +164,7 @@ class MirrorCoordinatorService:
         metadata: Any = None,
         send: BrokerSender | None = None,
         replication_factor: int = 3,
+        state_topic_configs: Mapping[str, str] = STATE_TOPIC_CONFIGS,
     ) -> None:
         """`log` None keeps states in memory only (acknowledged at once); `metadata` None
         means this broker coordinates every key it has loaded (no routing)."""
@@ -174,6 +175,7 @@ class MirrorCoordinatorService:
         self.metadata = metadata
         self._send = send
         self.replication_factor = replication_factor
+        self.state_topic_configs = dict(state_topic_configs)
         self._request_ids = itertools.count()
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._append_lock: asyncio.Lock | None = None
@@ -232,7 +234,7 @@ class MirrorCoordinatorService:
         try:
             await metadata.ensure_internal_topic(
                 MIRROR_STATE_TOPIC, num_partitions=self.coordinator.num_partitions,
-                replication_factor=max(1, min(self.replication_factor, live)), configs=dict(STATE_TOPIC_CONFIGS))
+                replication_factor=max(1, min(self.replication_factor, live)), configs=dict(self.state_topic_configs))
         except Exception as exc:  # not enough brokers yet, controller unreachable: retried later
             log.warning("cannot create %s: %s", MIRROR_STATE_TOPIC, exc)
             return ErrorCode.coordinator_not_available

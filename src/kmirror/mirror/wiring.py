@@ -68,6 +68,7 @@ from kmirror.mirror.manager import (
 from kmirror.mirror.metadata_sync import MetadataSync
 from kmirror.mirror.metadata_sync.acls import AclSync
 from kmirror.mirror.metadata_sync.admins import SyncAdmins
+from kmirror.mirror.metadata_sync.auto_add import TopicAutoAdd
 from kmirror.mirror.metadata_sync.cluster_id import SourceClusterIdGuard
 from kmirror.mirror.metadata_sync.destination import ControllerTopicMetadataWriter
 from kmirror.mirror.metadata_sync.groups import GroupOffsetSync
@@ -358,6 +359,7 @@ class MirrorDataPlane:
         admins = SyncAdmins(broker_id, current_image, getattr(config, "inter_broker_listener_name", None),
                             "metadata-sync")
         self.metadata_sync = MetadataSync([
+            TopicAutoAdd(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted),
             TopicMetadataSync(broker_id, current_image, lookup, ControllerTopicMetadataWriter(metadata),
                               self.sync_errors),
             GroupOffsetSync(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted),

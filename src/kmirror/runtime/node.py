@@ -31,7 +31,7 @@ from typing import Any
 from kmirror.broker.api import build_registry
 from kmirror.broker.services import BrokerServices
 from kmirror.client.tls import TlsSetupError, server_context
-from kmirror.config.mirror import MIRROR_STATE_TOPIC
+from kmirror.config.mirror import MIRROR_STATE_TOPIC, state_topic_configs
 from kmirror.config.server import ServerConfig
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, topic_default
 from kmirror.coordinator.offsets.log_adapter import ReplicaManagerCoordinatorLog
@@ -176,6 +176,7 @@ class Node:
                 self.metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-mirror-coordinator"
             ),
             replication_factor=int(cfg.values.get("mirror.topic.replication.factor", 3)),
+            state_topic_configs=state_topic_configs(cfg.values),
         )
         # KIP-1279 data plane: mirror fetchers and the partition lifecycle on mirror leaders
         self.mirror_data_plane = MirrorDataPlane(

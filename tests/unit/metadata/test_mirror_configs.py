@@ -128,6 +128,7 @@ def test_describe_lists_set_configs_then_kip_defaults_and_hides_secrets_and_inte
         "sasl.jaas.config": (None, ConfigSource.UNKNOWN, True),
         "mirror.groups.include": (".*", ConfigSource.DEFAULT_CONFIG, False),
         "mirror.acl.include": ("*", ConfigSource.DEFAULT_CONFIG, False),
+        "mirror.topics.include": ("", ConfigSource.DEFAULT_CONFIG, False),
         "mirror.topic.properties.exclude": (got["mirror.topic.properties.exclude"][0], ConfigSource.DEFAULT_CONFIG,
                                             False),
     }

@@ -21,9 +21,9 @@ from kio.schema.errors import ErrorCode
 
 from kmirror.config.mirror import (
     MIRROR_STATE_TOPIC,
-    STATE_TOPIC_CONFIGS,
     InvalidMirrorConfig,
     parse_mirror_config,
+    state_topic_configs,
 )
 from kmirror.config.server import ServerConfig
 from kmirror.kip1279.errors import MirrorError, kio_error_code
@@ -163,7 +163,7 @@ def mirror_state_topic_records(image: MetadataImage, config: ServerConfig, rng: 
     live = len(image.live_brokers())
     if live == 0:
         return []
-    spec = CreatableTopic(MIRROR_STATE_TOPIC, partitions, min(wanted, live), configs=dict(STATE_TOPIC_CONFIGS))
+    spec = CreatableTopic(MIRROR_STATE_TOPIC, partitions, min(wanted, live), configs=state_topic_configs(config.values))
     result = create_topics(image, [spec], config, rng)
     created = result.response is not None and result.response[0].error.code == ErrorCode.none
     return list(result.records) if created else []

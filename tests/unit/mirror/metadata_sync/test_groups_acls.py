@@ -17,6 +17,7 @@ from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.coordinator.partitioner import metadata_partition_for
 from kmirror.mirror.metadata_sync.acls import AclSync, acls_to_create, acls_to_delete
 from kmirror.mirror.metadata_sync.admins import SyncAdmins
+from kmirror.mirror.metadata_sync.auto_add import TopicAutoAdd, topics_to_add
 from kmirror.mirror.metadata_sync.coordination import (
     active_topic_partitions,
     coordinated_mirrors,
@@ -350,3 +351,46 @@ def test_acls_dropped_at_the_source_are_deleted_at_the_destination_and_local_one
     src.acls = []
     asyncio.run(fresh.run_once())
     assert dst.deleted == [bob, alice]
+
+
+def test_topics_to_add_are_included_non_internal_source_topics_the_destination_lacks():
+    rules = config(**{"mirror.topics.include": "orders.*,audit"})
+    source = ["orders.eu", "orders.us", "audit", "audit2", "__consumer_offsets", "other", "orders.old"]
+    assert topics_to_add(rules, source, {"orders.old": None}) == ["audit", "orders.eu", "orders.us"]
+    assert topics_to_add(config(), source, set()) == []  # no pattern: nothing joins by itself
+    assert topics_to_add(config(**{"mirror.topics.include": ".*"}), ["__mirror_state", "t"], set()) == ["t"]
+
+
+def test_invalid_topics_include_regex_is_an_invalid_config():
+    assert "mirror.topics.include" in config(**{"mirror.topics.include": "a,(b"}).message
+
+
+def test_matching_source_topics_are_added_once_and_refusals_count():
+    src, dst = FakeAdmin(), FakeAdmin()
+    src.topic_ids = {"orders.eu": None, "orders.us": None, "a": None, "x": None}
+    added: list[tuple[str, list[str]]] = []
+    refuse: dict[str, int] = {}
+
+    async def list_topics() -> list[str]:
+        return sorted(src.topic_ids or {})
+
+    async def add_topics_to_mirror(name, topics):
+        added.append((name, list(topics)))
+        return {t: KafkaError(refuse[t]) if t in refuse else None for t in topics}
+
+    src.list_topics = list_topics  # type: ignore[attr-defined]
+    dst.add_topics_to_mirror = add_topics_to_mirror  # type: ignore[attr-defined]
+    ref = {"image": image({"m": {"mirror.topics.include": "orders\\..*|a"}}, {"a": ("m", 1)})}
+    admins, _ = admins_for(ref, src, dst)
+    errors = MirrorSyncErrors()
+    sync = TopicAutoAdd(1, lambda: ref["image"], admins, errors)
+    refuse["orders.us"] = ErrorCode.invalid_replication_factor
+    asyncio.run(sync.run_once())
+    assert added == [("m", ["orders.eu", "orders.us"])] and errors.topic_config == 1
+    ref["image"] = image({"m": {"mirror.topics.include": "orders\\..*|a"}}, {"a": ("m", 1), "orders.eu": ("m", 1)})
+    asyncio.run(sync.run_once())
+    assert added[-1] == ("m", ["orders.us"]) and errors.topic_config == 2
+    # a coordinator of another broker adds nothing
+    other = TopicAutoAdd(2, lambda: ref["image"], admins, MirrorSyncErrors())
+    asyncio.run(other.run_once())
+    assert len(added) == 2
