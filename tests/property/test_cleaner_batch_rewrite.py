@@ -4,13 +4,21 @@ offset and codec are the original batch's; a delete horizon moves only the base 
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kmirror.log.cleaner.batch_rewrite import empty_batch, rebuild_batch, records_of, scan_records
+from kmirror.log.cleaner.batch_rewrite import (
+    empty_batch,
+    rebuild_batch,
+    record_timestamp,
+    records_of,
+    scan_keys,
+    scan_records,
+)
 from kmirror.records.batch import crc_ok, read_header
 from kmirror.records.builder import build_batch
-from kmirror.records.record import decode_records
+from kmirror.records.record import InvalidRecordError, decode_records
 
 NOW = 1_700_000_000_000
 
@@ -36,6 +44,9 @@ def test_rebuilt_batches_keep_what_they_keep_exactly(records: list, codec: int, 
     scanned = scan_records(section, header.records_count)
     original = decode_records(raw)
     assert [(s.key, s.has_value) for s in scanned] == [(r.key, r.value is not None) for r in original]
+    assert [(header.base_offset + s.offset_delta, record_timestamp(header, s)) for s in scanned] == [
+        (r.offset, r.timestamp) for r in original]
+    assert scan_keys(section, header.records_count) == [(s.offset_delta, s.key) for s in scanned]
     kept = [s for s, k in zip(scanned, keep, strict=False) if k]
     if not kept:
         empty = empty_batch(header)
@@ -58,3 +69,15 @@ def test_rebuilt_batches_keep_what_they_keep_exactly(records: list, codec: int, 
     assert decode_records(rebuilt) == wanted
     if not log_append_time:
         assert out.max_timestamp == max(r.timestamp for r in wanted)
+
+
+@settings(max_examples=100, deadline=None)
+@given(records=st.lists(record, min_size=1, max_size=6), cut=st.integers(1, 400))
+def test_both_scans_refuse_a_records_section_cut_short(records: list, cut: int) -> None:
+    raw = build_batch(records, now_ms=NOW)
+    header = read_header(raw)
+    section = bytes(records_of(raw, 0, header))
+    short = section[:max(0, len(section) - cut)]
+    for scan in (scan_records, scan_keys):
+        with pytest.raises(InvalidRecordError):
+            scan(short, header.records_count)

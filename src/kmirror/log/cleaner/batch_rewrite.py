@@ -60,30 +60,116 @@ def _varint(section: bytes, pos: int) -> tuple[int, int]:
     return decode_varint(section, pos)
 
 
+_new_scanned = tuple.__new__
+
+
 def scan_records(section: Buffer, count: int) -> list[ScannedRecord]:
     """Locate `count` records; only the fields the cleaner decides on are read (the key, the
-    offset and timestamp deltas and whether the value is null). The cleaner's hot loop: see bench/cleaner.py."""
+    offset and timestamp deltas and whether the value is null). The cleaner's hot loop (see
+    bench/cleaner.py): the one-byte varint case is decoded in line (record length, offset
+    delta and key length of nearly every record; a length of 64 bytes or more takes two
+    bytes, also in line for the record length), and records are built as tuples without the NamedTuple's Python
+    constructor."""
     data = section if isinstance(section, bytes) else bytes(section)
     out: list[ScannedRecord] = []
+    append = out.append
     pos = 0
     end = len(data)
     try:
         for _ in range(count):
             start = pos
-            length, pos = _varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:  # 64 to 8191 bytes: two bytes
+                n = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (n >> 1) ^ -(n & 1)
+                pos += 2
+            else:
+                length, pos = _varint(data, pos)
             record_end = pos + length
             if length < 0 or record_end > end:
                 raise InvalidRecordError(f"invalid record size {length}")
             body_start = pos
-            timestamp_delta, pos = _varint(data, pos + 1)  # after the attributes byte
-            offset_delta, pos = _varint(data, pos)
-            key_length, pos = _varint(data, pos)
-            key = None
+            b = data[pos + 1]  # after the attributes byte
+            if b < 0x80:
+                timestamp_delta = (b >> 1) ^ -(b & 1)
+                pos += 2
+            else:
+                timestamp_delta, pos = _varint(data, pos + 1)
+            b = data[pos]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                offset_delta, pos = _varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                key_length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                key_length, pos = _varint(data, pos)
             if key_length >= 0:
-                key = data[pos:pos + key_length]
+                key: bytes | None = data[pos:pos + key_length]
                 pos += key_length
-            out.append(ScannedRecord(start, record_end, offset_delta, timestamp_delta, key, data[pos] != 0x01,
-                                     body_start))
+            else:
+                key = None
+            append(_new_scanned(ScannedRecord, (start, record_end, offset_delta, timestamp_delta, key,
+                                                data[pos] != 0x01, body_start)))
+            pos = record_end
+    except IndexError:
+        raise InvalidRecordError("record extends past its batch") from None
+    return out
+
+
+def scan_keys(section: Buffer, count: int) -> list[tuple[int, bytes | None]]:
+    """(offset delta, key) of `count` records: what the key map needs, scanned as
+    `scan_records` scans (same checks), nothing else built."""
+    data = section if isinstance(section, bytes) else bytes(section)
+    out: list[tuple[int, bytes | None]] = []
+    append = out.append
+    pos = 0
+    end = len(data)
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:  # 64 to 8191 bytes: two bytes
+                n = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (n >> 1) ^ -(n & 1)
+                pos += 2
+            else:
+                length, pos = _varint(data, pos)
+            record_end = pos + length
+            if length < 0 or record_end > end:
+                raise InvalidRecordError(f"invalid record size {length}")
+            if data[pos + 1] < 0x80:  # the timestamp delta, after the attributes byte: skipped
+                pos += 2
+            else:
+                pos = _varint(data, pos + 1)[1]
+            b = data[pos]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                offset_delta, pos = _varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                key_length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                key_length, pos = _varint(data, pos)
+            if key_length >= 0:
+                key: bytes | None = data[pos:pos + key_length]
+                pos += key_length
+            else:
+                key = None
+            if pos >= end:  # scan_records reads the value's length there
+                raise IndexError
+            append((offset_delta, key))
             pos = record_end
     except IndexError:
         raise InvalidRecordError("record extends past its batch") from None
@@ -112,19 +198,22 @@ def rebuild_batch(header: BatchHeader, section: Buffer, kept: list[ScannedRecord
     else:
         base_timestamp = delete_horizon_ms
         parts = []
+        deltas: dict[int, bytes] = {}  # a batch's records mostly share one timestamp
         for r in kept:
             # attributes byte, then the timestamp delta against the horizon, then the rest
             old_ts_end = decode_varint(section, r.body_start + 1)[1]
-            inner = (bytes(view[r.body_start:r.body_start + 1])
-                     + encode_varint(record_timestamp(header, r) - delete_horizon_ms)
-                     + bytes(view[old_ts_end:r.end]))
+            timestamp = record_timestamp(header, r)
+            delta = deltas.get(timestamp)
+            if delta is None:
+                delta = deltas[timestamp] = encode_varint(timestamp - delete_horizon_ms)
+            inner = bytes(view[r.body_start:r.body_start + 1]) + delta + bytes(view[old_ts_end:r.end])
             parts.append(encode_varint(len(inner)) + inner)
         body = b"".join(parts)
         attributes = header.attributes | DELETE_HORIZON_FLAG_MASK
     if header.timestamp_type == 1:
         max_timestamp = header.max_timestamp
     else:
-        max_timestamp = max(record_timestamp(header, r) for r in kept)
+        max_timestamp = header.base_timestamp + max(r.timestamp_delta for r in kept)
     codec = header.attributes & COMPRESSION_CODEC_MASK
     if codec:
         body = compress(codec, body)

@@ -28,6 +28,7 @@ from kmirror.log.cleaner.batch_rewrite import (
     empty_batch,
     rebuild_batch,
     records_of,
+    scan_keys,
     scan_records,
 )
 from kmirror.log.cleaner.offset_map import OffsetMap
@@ -144,17 +145,13 @@ class LogCleaning:
             yield pending
 
     def _map_batch(self, chunk: bytes, pos: int, header: BatchHeader, start: int) -> bool:
-        """Put the batch's keys; False when the map is full (the round ends before it)."""
+        """Put the batch's keys; False when the map is full (the round ends before it). A
+        batch is mapped whole or not at all (Kafka stops before the batch that does not fit)."""
         offset_map = self.map
         base = header.base_offset
-        records = scan_records(records_of(chunk, pos, header), header.records_count)
-        for record in records:
-            offset = base + record.offset_delta
-            key = record.key
-            if key is not None and offset >= start:
-                if not offset_map.can_add(key):
-                    return False
-                offset_map.put(key, offset)
+        records = scan_keys(records_of(chunk, pos, header), header.records_count)
+        if not offset_map.put_all(base, records, start):
+            return False
         self.stats.map_messages_read += len(records)
         return True
 

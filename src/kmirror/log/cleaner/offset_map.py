@@ -32,6 +32,22 @@ class OffsetMap:
             self.used_bytes += len(key) + ENTRY_OVERHEAD_BYTES
         self.offsets[key] = offset
 
+    def put_all(self, base_offset: int, records: list[tuple[int, bytes | None]], start_offset: int) -> bool:
+        """Put one batch's keys, given as (offset delta, key), those at `start_offset` or
+        above; a later record of a key wins. All or nothing: False, and nothing put, when the
+        batch's new keys do not fit the budget."""
+        offsets = self.offsets
+        fresh = {key for delta, key in records
+                 if key is not None and key not in offsets and base_offset + delta >= start_offset}
+        if fresh:
+            need = sum(map(len, fresh)) + len(fresh) * ENTRY_OVERHEAD_BYTES
+            if self.used_bytes + need > self.capacity_bytes:
+                return False
+            self.used_bytes += need
+        offsets.update((key, base_offset + delta) for delta, key in records
+                       if key is not None and base_offset + delta >= start_offset)
+        return True
+
     def get(self, key: bytes) -> int:
         """The latest offset of `key`, -1 when absent (Kafka's contract)."""
         return self.offsets.get(key, -1)
