@@ -7,7 +7,7 @@ import pytest
 from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.cleaner.cleanable import log_to_clean
 from kmirror.log.cleaner.cleaning import DedupeBufferTooSmall, LogCleaning
-from kmirror.log.cleaner.offset_map import OffsetMap
+from kmirror.log.cleaner.offset_map import ENTRY_OVERHEAD_BYTES, OffsetMap
 from kmirror.log.config import LogConfig
 from kmirror.log.log import Log
 from kmirror.log.segment import LogSegment
@@ -308,3 +308,12 @@ def test_a_key_map_too_small_for_one_batch_fails_the_round_and_keeps_the_log() -
     with pytest.raises(DedupeBufferTooSmall, match="log.cleaner.dedupe.buffer.size"):
         clean(log, NOW, memory=200)
     assert records(log) == before
+
+
+def test_offset_map_puts_a_batch_whole_or_not_at_all():
+    m = OffsetMap(2 * (ENTRY_OVERHEAD_BYTES + 1), load_factor=1.0)  # room for two one-byte keys
+    assert m.put_all(10, [(0, b"a"), (1, None), (2, b"a"), (3, b"b")], start_offset=11)
+    assert (m.offsets, m.used_bytes) == ({b"a": 12, b"b": 13}, m.capacity_bytes)  # offset 10 below the start
+    assert m.put_all(20, [(0, b"b")], start_offset=0) and m.get(b"b") == 20  # an overwrite needs no room
+    assert not m.put_all(30, [(0, b"a"), (1, b"c")], start_offset=0)  # c does not fit: a is not moved either
+    assert (m.get(b"a"), m.get(b"c")) == (12, -1)

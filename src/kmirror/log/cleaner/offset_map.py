@@ -24,14 +24,6 @@ class OffsetMap:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def can_add(self, key: bytes) -> bool:
-        return key in self.offsets or self.used_bytes + len(key) + ENTRY_OVERHEAD_BYTES <= self.capacity_bytes
-
-    def put(self, key: bytes, offset: int) -> None:
-        if key not in self.offsets:
-            self.used_bytes += len(key) + ENTRY_OVERHEAD_BYTES
-        self.offsets[key] = offset
-
     def put_all(self, base_offset: int, records: list[tuple[int, bytes | None]], start_offset: int) -> bool:
         """Put one batch's keys, given as (offset delta, key), those at `start_offset` or
         above; a later record of a key wins. All or nothing: False, and nothing put, when the
