@@ -12,7 +12,13 @@ import pytest
 from confluent_kafka import KafkaException
 
 from kmirror.testing.kafka_clients import create_topic, end_offsets, produce_acked, produce_delivered
-from kmirror.testing.mirror_clusters import create_mirror, partition_states, topic_summary, wait_until
+from kmirror.testing.mirror_clusters import (
+    create_mirror,
+    describe,
+    partition_states,
+    topic_summary,
+    wait_until,
+)
 from kmirror.testing.processes import LocalCluster, kmirror
 from kmirror.testing.segments import log_batches
 
@@ -64,11 +70,7 @@ def test_source_topics_matching_the_pattern_join_the_mirror_at_the_next_refresh(
     # Refreshes ran since: the non-matching topic never came, the destination's own stays its own.
     assert "audit" not in topics(dest.bootstrap)
     assert "mirror.name" not in topic_summary(dest.bootstrap, "orders.local")["Configs"]
-    assert all(topic != "orders.local" for _, topic, _ in _describe_keys(dest.bootstrap))
+    assert all(topic != "orders.local" for _, topic, _ in describe(dest.bootstrap))
     delivered = produce_delivered({"bootstrap.servers": dest.bootstrap}, "orders.local", [(0, b"k", b"mine")])
     assert delivered == [(0, 0)]
 
-
-def _describe_keys(bootstrap: str) -> list[tuple[str, str, int]]:
-    out = kmirror("mirrors", "--bootstrap-server", bootstrap, "--describe").stdout.splitlines()
-    return [(r[0], r[1], int(r[2])) for r in (line.split() for line in out[1:] if line.strip())]
