@@ -46,6 +46,11 @@ class Coverage:
     source_topic_deletions: int = 0
     source_topic_recreations: int = 0  # deleted and at once re-created (another topic id)
     readded_after_deletion: int = 0  # the operator's remove, delete, add back
+    transactions_committed: int = 0  # EndTxn(commit) acknowledged
+    transactions_aborted: int = 0  # EndTxn(abort) acknowledged
+    txn_coordinator_crashes_mid_end_txn: int = 0  # PrepareCommit persisted, markers not all written
+    txn_coordinator_moves: int = 0  # unloaded and loaded in another coordinator epoch
+    txn_markers_resent_after_load: int = 0  # a loaded coordinator owed markers of a prepared transaction
     extra: dict[str, int] = field(default_factory=dict)
 
 
@@ -66,8 +71,10 @@ class SimulationBase:
         self.clock = ManualClock()
         self.loop = asyncio.new_event_loop()
         self.net = Network(self.rng)
-        self.a = SimCluster("A", 1, self.clock, self.rng)
-        self.b = SimCluster("B", 2, self.clock, self.rng)
+        # transactions draw from their own generator: the mirror's events keep their sequence
+        self.txn_rng = random.Random(seed * 1_000_003 + 7)
+        self.a = SimCluster("A", 1, self.clock, self.rng, random.Random(self.txn_rng.random()))
+        self.b = SimCluster("B", 2, self.clock, self.rng, random.Random(self.txn_rng.random()))
         self.src, self.dst = self.a, self.b
         self.b.mirror_source = SimSourceCluster(self.a, self.net)
         self.b.mirror_name = MIRROR
@@ -153,7 +160,9 @@ class SimulationBase:
 
     def restart(self, c: SimCluster) -> str:
         c.restart()
-        return f"restart {c.name}: " + self.run_manager(c)
+        if c.txn.in_flight:
+            self.coverage.txn_markers_resent_after_load += 1
+        return f"restart {c.name}: " + self.run_manager(c) + f"; {len(c.txn.in_flight)} txn markers owed"
 
     def heal(self) -> None:
         self.net.down, self.net.drop_rate, self.net.delay_rate = False, 0.0, 0.0

@@ -4,18 +4,21 @@
 from __future__ import annotations
 
 from kmirror.testing.sim import invariants as inv
-from kmirror.testing.sim.base import FAILING_OVER, MIRRORING, S, SimulationBase
+from kmirror.testing.sim.base import FAILING_OVER, MIRRORING, S
 from kmirror.testing.sim.cluster import MIRROR, PARTITIONS, TOPIC
 from kmirror.testing.sim.network import SimSourceCluster
+from kmirror.testing.sim.txn_events import TransactionEvents
 from kmirror.types import TopicPartition
 
 
-class FailoverPhases(SimulationBase):
+class FailoverPhases(TransactionEvents):
     def settle(self) -> str:
         """Heal every fault, resume, and run until the destination holds the source's
         committed log: it must get there."""
         self.heal()
         d, s = self.dst, self.src
+        finished = self.finish_transactions(s)  # the mirror copies up to the source's LSO
+        self.check_no_open_transaction(s, "after its transactions finished")
         if d.mirror_name == MIRROR + ".paused":
             for _ in range(5):
                 if all(d.state(p) is S.PAUSED for p in range(PARTITIONS)):
@@ -29,7 +32,10 @@ class FailoverPhases(SimulationBase):
             self.clock.advance(1100)
             if self._converged():
                 self.coverage.converged += 1
-                return "settle: converged " + " ".join(f"p{p}@{leo}" for p, leo in enumerate(d.log_end_offsets()))
+                for c in self.clusters():
+                    self.check_no_open_transaction(c, "settled")
+                return f"settle: {finished}; converged " + " ".join(
+                    f"p{p}@{leo}" for p, leo in enumerate(d.log_end_offsets()))
         self.violations.append(f"{d.name} did not converge to {s.name}: "
                                + "; ".join(self.describe(c) for c in self.clusters()))
         return "settle: no convergence"
@@ -75,6 +81,10 @@ class FailoverPhases(SimulationBase):
             return "failback: refused (partitions not all detached yet) " + self.run_manager(active)
         if not old.alive:
             self.restart(old)
+        # the old side's transactions end before it becomes a mirror: no marker of its own
+        # may land on a mirror partition afterwards
+        finished = self.finish_transactions(old)
+        old.broker.flush()
         for p in range(PARTITIONS):
             tp = TopicPartition(TOPIC, p)
             self.preexisting[p] = {(b.base_offset, b.raw) for b in inv.stored_batches(old.rm, tp)}
@@ -85,7 +95,7 @@ class FailoverPhases(SimulationBase):
         self.phase, self.phase_events = MIRRORING, 0
         self.cut_done = set()
         self.coverage.failbacks += 1
-        return f"failback: {old.name} mirrors {active.name} as {MIRROR}; " + self.run_manager(old)
+        return f"failback: {finished}; {old.name} mirrors {active.name} as {MIRROR}; " + self.run_manager(old)
 
 
     def _failover_cut(self, p: int) -> None:
@@ -123,4 +133,5 @@ class FailoverPhases(SimulationBase):
                 break
         self.acked[p] = {o: v for o, v in self.acked[p].items() if o < point}
         self.primary[p] = d
+        self.check_no_open_transaction(d, "after failover", range(p, p + 1))
 

@@ -157,6 +157,7 @@ class MirrorSimulation(FailoverPhases, SourceTopicDeletion):
                 self.violations += inv.epochs_monotone(f"{c.name} p{p}", part, batches)
         for p in range(PARTITIONS):
             self._check_partition(p)
+        self.check_transactions()
 
     def _check_partition(self, p: int) -> None:
         tp = TopicPartition(TOPIC, p)
@@ -189,6 +190,12 @@ class MirrorSimulation(FailoverPhases, SourceTopicDeletion):
                 self.check()
                 if self.violations:
                     raise SimulationFailure(self.report(i), self.violations)
+                txn_line = self.transaction_event()
+                if txn_line is not None:
+                    self.trace.append(f"{i}: [{self.phase}] txn: {txn_line}")
+                    self.check()
+                    if self.violations:
+                        raise SimulationFailure(self.report(i), self.violations)
             if self.phase == SOURCE_DELETED:
                 self.trace.append(f"end: {self.readd_after_deletion()}")
                 self.check()
