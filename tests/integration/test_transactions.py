@@ -465,7 +465,6 @@ def test_cli_lists_and_describes_transactions(cluster: LocalCluster) -> None:
 # ---- group coordinator failover with offsets pending in a transaction -------------------
 
 
-@pytest.mark.slow
 def test_group_coordinator_killed_with_offsets_pending_in_a_transaction(cluster: LocalCluster) -> None:
     """kill -9 of the group coordinator between `send_offsets_to_transaction` and the commit,
     the broker coordinating the transaction as well: the next group coordinator loads the
@@ -546,7 +545,6 @@ def describe_state(port: int, txn_id: str) -> str:
     return asyncio.run(run())
 
 
-@pytest.mark.slow
 def test_zz_coordinator_killed_mid_end_txn_leaves_the_transaction_whole(cluster: LocalCluster) -> None:
     """kill -9 of the coordinator after PrepareCommit is persisted and before its markers are
     written: the data topic needs all 3 replicas in its ISR (`min.insync.replicas=3`) and one
