@@ -333,13 +333,16 @@ def test_bad_input_gets_kafkas_error_codes_and_the_coordinator_serves_others(clu
                                           producer_epoch=init.producer_epoch + 3, committed=True))
             codes["end_txn_wrong_epoch_v1"] = old.error_code
             T = request_type(24, 3)
+            Topic = nested(T, "AddPartitionsToTxnTopic")
             add = await conn.send(build(T, v3_and_below_transactional_id=txn_id,
                                         v3_and_below_producer_id=init.producer_id,
                                         v3_and_below_producer_epoch=init.producer_epoch,
-                                        v3_and_below_topics=(nested(T, "AddPartitionsToTxnTopic")(
-                                            name="no-such-topic", partitions=(0,)),)))
-            codes["add_missing_topic"] = add.results_by_topic_v3_and_below[0].results_by_partition[0]\
-                .partition_error_code
+                                        v3_and_below_topics=(Topic(name="no-such-topic", partitions=(0,)),
+                                                             Topic(name=topic, partitions=(0,)))))
+            by_topic = {t.name: t.results_by_partition[0].partition_error_code
+                        for t in add.results_by_topic_v3_and_below}
+            codes["add_missing_topic"] = by_topic["no-such-topic"]
+            codes["add_beside_a_missing_topic"] = by_topic[topic]
             timeout = await conn.send(request(22, 4, transactional_id=txn_id,
                                               transaction_timeout=datetime.timedelta(hours=1), producer_id=-1,
                                               producer_epoch=-1))
@@ -358,6 +361,7 @@ def test_bad_input_gets_kafkas_error_codes_and_the_coordinator_serves_others(clu
         "end_txn_wrong_epoch": ErrorCode.producer_fenced,
         "end_txn_wrong_epoch_v1": ErrorCode.invalid_producer_epoch,
         "add_missing_topic": ErrorCode.unknown_topic_or_partition,
+        "add_beside_a_missing_topic": ErrorCode.operation_not_attempted,
         "timeout_over_max": ErrorCode.invalid_transaction_timeout,
         "over_long_id": ErrorCode.invalid_request,
     }
