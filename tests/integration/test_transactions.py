@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -332,13 +333,16 @@ def test_bad_input_gets_kafkas_error_codes_and_the_coordinator_serves_others(clu
                                           producer_epoch=init.producer_epoch + 3, committed=True))
             codes["end_txn_wrong_epoch_v1"] = old.error_code
             T = request_type(24, 3)
+            Topic = nested(T, "AddPartitionsToTxnTopic")
             add = await conn.send(build(T, v3_and_below_transactional_id=txn_id,
                                         v3_and_below_producer_id=init.producer_id,
                                         v3_and_below_producer_epoch=init.producer_epoch,
-                                        v3_and_below_topics=(nested(T, "AddPartitionsToTxnTopic")(
-                                            name="no-such-topic", partitions=(0,)),)))
-            codes["add_missing_topic"] = add.results_by_topic_v3_and_below[0].results_by_partition[0]\
-                .partition_error_code
+                                        v3_and_below_topics=(Topic(name="no-such-topic", partitions=(0,)),
+                                                             Topic(name=topic, partitions=(0,)))))
+            by_topic = {t.name: t.results_by_partition[0].partition_error_code
+                        for t in add.results_by_topic_v3_and_below}
+            codes["add_missing_topic"] = by_topic["no-such-topic"]
+            codes["add_beside_a_missing_topic"] = by_topic[topic]
             timeout = await conn.send(request(22, 4, transactional_id=txn_id,
                                               transaction_timeout=datetime.timedelta(hours=1), producer_id=-1,
                                               producer_epoch=-1))
@@ -357,6 +361,7 @@ def test_bad_input_gets_kafkas_error_codes_and_the_coordinator_serves_others(clu
         "end_txn_wrong_epoch": ErrorCode.producer_fenced,
         "end_txn_wrong_epoch_v1": ErrorCode.invalid_producer_epoch,
         "add_missing_topic": ErrorCode.unknown_topic_or_partition,
+        "add_beside_a_missing_topic": ErrorCode.operation_not_attempted,
         "timeout_over_max": ErrorCode.invalid_transaction_timeout,
         "over_long_id": ErrorCode.invalid_request,
     }
@@ -464,14 +469,11 @@ def test_cli_lists_and_describes_transactions(cluster: LocalCluster) -> None:
 # ---- group coordinator failover with offsets pending in a transaction -------------------
 
 
-# Slow suite: it failed once in five full runs on a loaded machine, when the killed broker
-# coordinated the transaction as well as the group (offsets not committed within 90 s);
-# passes alone and with its module. Kept out of the default run until that case is understood.
-@pytest.mark.slow
 def test_group_coordinator_killed_with_offsets_pending_in_a_transaction(cluster: LocalCluster) -> None:
-    """kill -9 of the group coordinator between `send_offsets_to_transaction` and the commit:
-    the next one loads the pending offsets from `__consumer_offsets` and the commit marker
-    commits them (they were written as the producer's transactional batch)."""
+    """kill -9 of the group coordinator between `send_offsets_to_transaction` and the commit,
+    the broker coordinating the transaction as well: the next group coordinator loads the
+    pending offsets from `__consumer_offsets` and the commit marker commits them (they were
+    written as the producer's transactional batch, and acknowledged only once the ISR had it)."""
     bs = cluster.bootstrap
     source, sink = new_topic(bs), new_topic(bs)
     feeder = Producer({"bootstrap.servers": bs, "enable.idempotence": True})
@@ -487,24 +489,32 @@ def test_group_coordinator_killed_with_offsets_pending_in_a_transaction(cluster:
     while len(records) < 10:
         assert time.monotonic() < deadline, f"consumed {len(records)} of 10"
         records += [m for m in consumer.consume(10, 1.0) if m.error() is None]
-    producer = txn_producer(bs, f"gfo-{uuid.uuid4().hex[:6]}")
-    producer.begin_transaction()
-    for m in records:
-        producer.produce(sink, value=m.value().replace(b"in-", b"out-"), partition=0)
-    producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                         consumer.consumer_group_metadata(), 60)
 
-    async def find_group_coordinator() -> int:
+    async def coordinators() -> tuple[int, str]:
+        """The group's coordinator, and a transactional id that broker coordinates as well
+        (the harder case: both coordinators fail over together)."""
         conn = BrokerConnection("127.0.0.1", cluster.port, client_id="txn-group-failover")
         await conn.connect()
         try:
             found = await conn.send(request(10, 3, key=group, key_type=0))
             assert found.error_code == ErrorCode.none, found
-            return int(found.node_id)
+            for _ in range(200):
+                txn_id = f"gfo-{uuid.uuid4().hex[:6]}"
+                txn = await conn.send(request(10, 3, key=txn_id, key_type=1))
+                if txn.error_code == ErrorCode.none and txn.node_id == found.node_id:
+                    return int(found.node_id), txn_id
+                await asyncio.sleep(0.05)
+            raise AssertionError("no transactional id coordinated by the group's coordinator")
         finally:
             await conn.close()
 
-    victim = asyncio.run(find_group_coordinator())
+    victim, txn_id = asyncio.run(coordinators())
+    producer = txn_producer(bs, txn_id)
+    producer.begin_transaction()
+    for m in records:
+        producer.produce(sink, value=m.value().replace(b"in-", b"out-"), partition=0)
+    producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                         consumer.consumer_group_metadata(), 60)
     cluster.kill9(victim)
     try:
         producer.commit_transaction(120)
@@ -539,17 +549,12 @@ def describe_state(port: int, txn_id: str) -> str:
     return asyncio.run(run())
 
 
-# Slow suite: it timed out once (markers not all written within its wait) beside another test
-# worker; passes alone and with its module. Kept out of the default run until understood.
-@pytest.mark.slow
 def test_zz_coordinator_killed_mid_end_txn_leaves_the_transaction_whole(cluster: LocalCluster) -> None:
     """kill -9 of the coordinator after PrepareCommit is persisted and before its markers are
     written: the data topic needs all 3 replicas in its ISR (`min.insync.replicas=3`) and one
     data leader is stopped, so no marker can be written while it is. The next coordinator loads
     PrepareCommit and finishes once the brokers are back; read_committed then sees the whole
     transaction on every partition."""
-    import threading
-
     bs = cluster.bootstrap
     topic = f"t-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bs})
@@ -604,9 +609,11 @@ def test_zz_coordinator_killed_mid_end_txn_leaves_the_transaction_whole(cluster:
     committer.join(250)
 
     def committed_everywhere() -> bool:
-        # five records and the COMMIT marker: a restarted leader may briefly report a lower HW
+        # five records and the COMMIT marker. A partition may hold the marker twice: one the
+        # killed coordinator had appended but not seen acknowledged is written again by the
+        # next (as Kafka's coordinator re-sends every marker of a loaded PrepareCommit).
         try:
-            return all(lso(bs, topic, p) == hw(bs, topic, p) == 6 for p in range(3))
+            return all(lso(bs, topic, p) == hw(bs, topic, p) >= 6 for p in range(3))
         except KafkaException:  # leadership still moving after the kill
             return False
 

@@ -1,6 +1,7 @@
 """Seeded simulation of two clusters through mirror, failover, failback and a deleted or
-re-created source topic
-(`kmirror.testing.sim`, docs/design/mirroring.md "Simulation"). A failing seed prints itself
+re-created source topic, with a transactional producer on the side that takes writes and its
+transaction coordinator failing over, crashing in the middle of EndTxn included
+(`kmirror.testing.sim`, docs/design/mirroring.md "Simulation", docs/design/transactions.md). A failing seed prints itself
 and its trace; replay one seed with KMIRROR_SIM_SEED=<n>, run more seeds with
 KMIRROR_SIM_SEEDS=<count>, and change the events per seed with KMIRROR_SIM_EVENTS=<n>."""
 
@@ -19,6 +20,8 @@ SEEDS = ([int(os.environ["KMIRROR_SIM_SEED"])] if "KMIRROR_SIM_SEED" in os.envir
 def test_mirror_failover_failback_keep_offsets_bytes_and_epochs(seed: int) -> None:
     coverage = MirrorSimulation(seed).run(EVENTS)
     assert coverage.failovers >= 1 and coverage.failbacks >= 1, coverage
+    assert coverage.transactions_committed >= 1 and coverage.txn_coordinator_crashes_mid_end_txn >= 1, coverage
+    assert coverage.txn_markers_resent_after_load >= 1, coverage
 
 
 @pytest.mark.parametrize("seed", SEEDS)

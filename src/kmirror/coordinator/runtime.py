@@ -60,14 +60,15 @@ class CoordinatorRuntime:
         self._timer: asyncio.TimerHandle | None = None
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._append_lock: asyncio.Lock | None = None
+        # one lock per partition: a partition's appends are written and reported in order,
+        # and a partition waiting for its ISR does not hold up the others
+        self._append_locks: dict[int, asyncio.Lock] = {}
         self._running = False
 
     # ---- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
         self._running = True
-        self._append_lock = asyncio.Lock()
 
     async def stop(self) -> None:
         self._running = False
@@ -139,9 +140,8 @@ class CoordinatorRuntime:
         for append in out.appends:
             error = ErrorCode.none
             try:
-                if self._append_lock is None:
-                    self._append_lock = asyncio.Lock()
-                async with self._append_lock:
+                lock = self._append_locks.setdefault(append.partition, asyncio.Lock())
+                async with lock:
                     if append.producer_id >= 0:
                         await self._log.append(append.partition, append.records, producer_id=append.producer_id,
                                                producer_epoch=append.producer_epoch)
@@ -149,7 +149,7 @@ class CoordinatorRuntime:
                         await self._log.append(append.partition, append.records)
             except Exception as exc:
                 error = getattr(exc, "code", ErrorCode.coordinator_not_available)
-                log.warning("append to __consumer_offsets-%d failed: %s", append.partition, exc)
+                log.warning("append to %s-%d failed: %s", self.topic, append.partition, exc)
             await self._execute(self.core.on_append_completed(append.ticket, error))
         for rid, result in out.responses:
             future = self._waiters.get(rid)

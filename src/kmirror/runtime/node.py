@@ -58,6 +58,7 @@ from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.replication.service import ReplicationService
 from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, LocalController, RemoteController
 from kmirror.runtime.controller_channel import ControllerChannel
+from kmirror.runtime.coordinator_log import ReplicatedCoordinatorLog
 from kmirror.runtime.log_cleaner import LogCleanerService
 from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError
 from kmirror.runtime.metadata_publisher import MetadataPublisher
@@ -65,7 +66,6 @@ from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.runtime.server import KafkaServer, ListenerLimits
 from kmirror.runtime.transaction_wiring import (
-    ReplicatedCoordinatorLog,
     TxnMarkerWriter,
     TxnVerifier,
     coordinator_epoch_lookup,
@@ -150,7 +150,7 @@ class Node:
         self.log_manager.load_logs()
         self.replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())
         self.group_coordinator = GroupCoordinatorService(
-            cfg.node_id, cfg, ReplicaManagerCoordinatorLog(self.replica_manager, CONSUMER_OFFSETS), self.clock
+            cfg.node_id, cfg, ReplicatedCoordinatorLog(self.replica_manager, CONSUMER_OFFSETS), self.clock
         )
         await self.group_coordinator.start()
         # KIP-98 transaction coordinator: state in __transaction_state, markers to leaders

@@ -1,8 +1,5 @@
 """The transaction coordinator's adapters on a node (composition only).
 
-- `ReplicatedCoordinatorLog`: `__transaction_state` writes wait until the ISR has them
-  (Kafka appends transaction state with acks=all): an acknowledged PrepareCommit survives
-  the coordinator's failure, so a commit told to a client is never lost.
 - `TxnMarkerWriter`: the `MarkerWriter` port. Markers for partitions this node leads are
   written in-process; the others go to their leader as WriteTxnMarkers over the
   inter-broker listener.
@@ -19,32 +16,13 @@ from typing import Any
 from kio.schema.add_partitions_to_txn.v4 import request as add_partitions_to_txn_v4
 from kio.schema.write_txn_markers.v1 import request as write_txn_markers_v1
 
-from kmirror.broker.handlers.produce import await_high_watermark
 from kmirror.broker.services import BrokerServices
-from kmirror.broker.txn_markers import MARKER_TIMEOUT_MS, MarkerEntry, write_txn_markers
-from kmirror.coordinator.offsets.log_adapter import CoordinatorAppendError, ReplicaManagerCoordinatorLog
+from kmirror.broker.txn_markers import MarkerEntry, write_txn_markers
 from kmirror.coordinator.transaction.coordinator import TxnMarker
 from kmirror.coordinator.transaction.service import TOPIC_DELETED
 from kmirror.protocol.entities import build
 from kmirror.protocol.errors import ErrorCode
-from kmirror.replication.outcomes import AppendOutcome, PartitionError
 from kmirror.types import TopicPartition
-
-
-class ReplicatedCoordinatorLog(ReplicaManagerCoordinatorLog):
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
-                     producer_epoch: int = -1) -> int:
-        tp = TopicPartition(self.topic, partition)
-        leader = self.replica_manager.get_partition(tp)
-        if leader is not None and len(leader.isr) < leader.min_insync_replicas:
-            raise CoordinatorAppendError(ErrorCode.not_enough_replicas)
-        last_offset = await super().append(partition, records, producer_id=producer_id,
-                                           producer_epoch=producer_epoch)
-        results: dict[TopicPartition, Any] = {tp: AppendOutcome(last_offset, last_offset, -1, -1)}
-        await await_high_watermark(self.replica_manager, results, MARKER_TIMEOUT_MS)
-        if isinstance(results[tp], PartitionError):
-            raise CoordinatorAppendError(results[tp].code)
-        return last_offset
 
 
 class TxnMarkerWriter:

@@ -5,6 +5,8 @@ idempotent producers.
 
 Topic `t` has the same topic id on both clusters (a mirror topic keeps the source's id).
 Mirror `m` is configured on a cluster by giving it a `SimSourceCluster` towards the other one.
+Each cluster also runs a transaction coordinator over `__transaction_state-0` and one
+transactional producer (`kmirror.testing.sim.transactions`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from kmirror.testing.replication import image_with
 from kmirror.testing.replication_harness import Broker
 from kmirror.testing.sim.network import SimSourceCluster
 from kmirror.testing.sim.state_store import SimStateStore
+from kmirror.testing.sim.transactions import TXN_STATE, SimTransactions
 from kmirror.types import TopicPartition
 
 TOPIC = "t"
@@ -38,6 +41,7 @@ PARTITIONS = 2
 MIRROR = "m"
 CODECS = (0, 1, 2, 3, 4)  # none, gzip, snappy, lz4, zstd
 TOPIC_PARTITIONS = tuple(TopicPartition(TOPIC, p) for p in range(PARTITIONS))
+TXN_STATE_TOPIC_ID = UUID(int=0x7E57)
 
 
 def state_key(partition: int, topic_id: UUID = TOPIC_ID) -> MirrorPartitionKey:
@@ -85,7 +89,8 @@ class ControllerBumper:
 
 
 class SimCluster:
-    def __init__(self, name: str, broker_id: int, clock: ManualClock, rng: random.Random) -> None:
+    def __init__(self, name: str, broker_id: int, clock: ManualClock, rng: random.Random,
+                 txn_rng: random.Random | None = None) -> None:
         self.name = name
         self.broker_id = broker_id
         self.clock = clock
@@ -102,9 +107,12 @@ class SimCluster:
         self.producers = [Producer() for _ in range(3)]
         self.next_producer_id = 0  # both clusters allocate from 0: ids collide across clusters
         self.producer_id_floor = 0  # until a failover fences the mirrored ids
+        self.txn_state_epoch = 0  # __transaction_state-0's leader epoch: the coordinator epoch
         self._values = 0
         self._boot_mirror()
         self.publish()
+        self.txn = SimTransactions(self, txn_rng or random.Random(name), TOPIC, PARTITIONS)
+        self.txn.boot()
 
     # -- metadata ----------------------------------------------------------------------
 
@@ -123,6 +131,9 @@ class SimCluster:
         if self.mirror_name is not None:
             configs[MIRROR_NAME_CONFIG] = self.mirror_name
         topics = {TOPIC: (self.topic_id, regs)} if self.topic_present else {}
+        epoch = self.txn_state_epoch
+        topics[TXN_STATE.topic] = (TXN_STATE_TOPIC_ID, {0: PartitionRegistration(
+            (self.broker_id,), (self.broker_id,), self.broker_id, epoch, epoch)})
         return image_with(topics, configs={TOPIC: configs} if self.topic_present else {})
 
     def publish(self) -> None:
@@ -142,6 +153,11 @@ class SimCluster:
         for producer in self.producers:
             producer.producer_id = -1
         self.publish()
+
+    def allocate_producer_id(self) -> int:
+        """InitProducerId's id block from the controller (above the failover fence)."""
+        self.next_producer_id += 1
+        return self.next_producer_id - 1
 
     def log_end_offsets(self) -> list[int]:
         parts = [self.rm.get_partition(tp) for tp in TOPIC_PARTITIONS]
@@ -204,10 +220,12 @@ class SimCluster:
             self.broker.flush()
         self.broker.crash()
         self.store.crash()
+        self.txn.crash()
 
     def restart(self) -> None:
         self.broker.restart(self.image())
         self._boot_mirror()
+        self.txn.boot()
 
     # -- produce -----------------------------------------------------------------------
 
@@ -219,8 +237,7 @@ class SimCluster:
         if self.read_only(partition):
             return f"produce {self.name} p{partition}: READ_ONLY_TOPIC", None, False
         if producer.producer_id < 0:
-            producer.producer_id, producer.sequences = self.next_producer_id, {}
-            self.next_producer_id += 1
+            producer.producer_id, producer.sequences = self.allocate_producer_id(), {}
         seq = producer.sequences.get(partition, 0)
         n = self.rng.randint(1, 4)
         values = tuple(b"%s-%d" % (self.name.encode(), self._values + i) + b"." * self.rng.randint(0, 200)

@@ -1,0 +1,41 @@
+"""`ReplicatedCoordinatorLog`: a coordinator's `CoordinatorLog` whose appends are acknowledged
+only once the partition's ISR has them (Kafka's coordinators append with acks=all: the group
+coordinator's `CoordinatorPartitionWriter` and `TransactionStateManager.appendTransactionToLog`).
+
+Without it an answer could name a write that only the leader holds: a kill -9 of that
+leader right after, and the next leader (elected from the ISR) never had it. For
+`__consumer_offsets` that loses an acknowledged OffsetCommit, or a TxnOffsetCommit whose
+offsets the COMMIT marker should later make visible; for `__transaction_state` an
+acknowledged PrepareCommit. Below `min.insync.replicas` the append is refused
+(NOT_ENOUGH_REPLICAS) before anything is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmirror.broker.handlers.produce import await_high_watermark
+from kmirror.broker.txn_markers import MARKER_TIMEOUT_MS
+from kmirror.coordinator.offsets.log_adapter import CoordinatorAppendError, ReplicaManagerCoordinatorLog
+from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.outcomes import AppendOutcome, PartitionError
+from kmirror.types import TopicPartition
+
+# Kafka's coordinators wait `offsets.commit.timeout.ms` / `request.timeout.ms` (30 s both).
+COORDINATOR_APPEND_TIMEOUT_MS = MARKER_TIMEOUT_MS
+
+
+class ReplicatedCoordinatorLog(ReplicaManagerCoordinatorLog):
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
+                     producer_epoch: int = -1) -> int:
+        tp = TopicPartition(self.topic, partition)
+        leader = self.replica_manager.get_partition(tp)
+        if leader is not None and len(leader.isr) < leader.min_insync_replicas:
+            raise CoordinatorAppendError(ErrorCode.not_enough_replicas)
+        last_offset = await super().append(partition, records, producer_id=producer_id,
+                                           producer_epoch=producer_epoch)
+        results: dict[TopicPartition, Any] = {tp: AppendOutcome(last_offset, last_offset, -1, -1)}
+        await await_high_watermark(self.replica_manager, results, COORDINATOR_APPEND_TIMEOUT_MS)
+        if isinstance(results[tp], PartitionError):
+            raise CoordinatorAppendError(results[tp].code)
+        return last_offset
