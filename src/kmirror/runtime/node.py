@@ -176,7 +176,9 @@ class Node:
                 self.metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-mirror-coordinator"
             ),
             replication_factor=int(cfg.values.get("mirror.topic.replication.factor", 3)),
+            clock=self.clock,
         )
+        await self.mirror_coordinator.start()
         # KIP-1279 data plane: mirror fetchers and the partition lifecycle on mirror leaders
         self.mirror_data_plane = MirrorDataPlane(
             cfg.node_id, cfg, self.clock, self.replica_manager, self.metadata, self.mirror_coordinator
