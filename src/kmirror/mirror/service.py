@@ -39,6 +39,7 @@ from kmirror.client.admin import Admin, ConfigResourceType
 from kmirror.client.connection import BrokerConnection
 from kmirror.client.errors import KafkaError
 from kmirror.config.mirror import MIRROR_STATE_TOPIC, STATE_TOPIC_CONFIGS, MirrorConfig
+from kmirror.config.topic import ConfigSource
 from kmirror.coordinator.ports import CoordinatorLog
 from kmirror.coordinator.runtime import CoordinatorRuntime
 from kmirror.kip1279.state import MirrorPartitionState
@@ -58,8 +59,6 @@ from kmirror.protocol.mirror import read_mirror_states as rms
 from kmirror.protocol.mirror import write_mirror_states as wms
 
 log = logging.getLogger("kmirror.mirror.coordinator")
-
-DYNAMIC_TOPIC_CONFIG = 1  # Kafka ConfigSource: only configs set on the source topic are copied
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +113,7 @@ async def describe_source_topic(admin: Any, name: str) -> SourceTopic | int:
     except KafkaError as e:
         return e.error_code
     configs = {e.name: e.value for e in entries
-               if e.source == DYNAMIC_TOPIC_CONFIG and e.value is not None and not e.is_sensitive}
+               if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG and e.value is not None and not e.is_sensitive}
     return SourceTopic(name, desc.topic_id, len(desc.partitions), configs)
 
 
