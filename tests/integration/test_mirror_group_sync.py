@@ -20,8 +20,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kmirror.testing.metrics_scrape import request_count
 from kmirror.testing.mirror_clusters import create_mirror, partition_states, wait_until
-from kmirror.testing.processes import LocalCluster, kmirror
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 pytestmark = pytest.mark.integration
 
@@ -37,11 +38,24 @@ def dest_overrides() -> dict[str, str]:
     return dict(REFRESH)
 
 
-def group_offsets(bootstrap: str, group: str) -> dict[int, tuple[int, str]]:
+@pytest.fixture
+def source_overrides() -> dict[str, str]:
+    return {"metrics.port": str(free_port_block())}  # the sync's ListGroups, counted
+
+
+def wait_sync_rounds(source: LocalCluster, rounds: int = 3) -> None:
+    """Until the destination's group sync has listed the source's groups `rounds` more times:
+    `rounds - 1` whole sync passes ran after the call (a pass lists, then syncs each group)."""
+    port = int(source.overrides["metrics.port"])
+    before = request_count(port, "ListGroups")
+    wait_until(lambda: request_count(port, "ListGroups") >= before + rounds, f"{rounds} more group sync passes")
+
+
+def group_offsets(bootstrap: str, group: str, timeout_s: float = 30) -> dict[int, tuple[int, str]]:
     """partition of TOPIC -> (committed offset, metadata), through confluent-kafka's Admin."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
-    result = admin.list_consumer_group_offsets([request])[group].result(30)
+    result = admin.list_consumer_group_offsets([request])[group].result(timeout_s)
     return {tp.partition: (tp.offset, tp.metadata or "") for tp in result.topic_partitions if tp.offset >= 0}
 
 
@@ -111,14 +125,17 @@ def test_group_offsets_and_acls_follow_the_source_and_failover_resumes_exactly(
     first = consume_and_commit(source.bootstrap, "app-1", {0: 30, 1: 17}, "first")
     consume_and_commit(source.bootstrap, "other-1", {0: 5, 1: 5}, "other")
     expected = {p: (first[p], "first") for p in range(PARTITIONS)}
-    wait_until(lambda: group_offsets(dest.bootstrap, "app-1") == expected, "app-1's offsets at the destination")
+    # confluent-kafka's first ListConsumerGroupOffsets may wait out its timeout when it races
+    # the destination creating __consumer_offsets (as the sync's first commit does): retried
+    wait_until(lambda: group_offsets(dest.bootstrap, "app-1", timeout_s=10) == expected,
+               "app-1's offsets at the destination", retry_on=(TimeoutError,))
     assert group_offsets(source.bootstrap, "app-1") == expected
 
     # Every refresh: a later commit at the source follows.
     second = consume_and_commit(source.bootstrap, "app-1", {0: 11, 1: 23}, "second")
     expected = {p: (second[p], "second") for p in range(PARTITIONS)}
     wait_until(lambda: group_offsets(dest.bootstrap, "app-1") == expected, "app-1's later offsets")
-    time.sleep(1.5)  # three more refreshes
+    wait_sync_rounds(source)
     assert group_offsets(dest.bootstrap, "other-1") == {}
     assert group_offsets(source.bootstrap, "other-1") != {}
 

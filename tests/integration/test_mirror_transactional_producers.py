@@ -12,23 +12,31 @@ hanging transaction at the destination (LSO == HW) and a new transactional produ
 from __future__ import annotations
 
 import asyncio
-import time
-import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from kmirror.records.batch import iter_batches
 from kmirror.records.control import ControlType, read_control_type
-from kmirror.testing.kafka_clients import watermarks
-from kmirror.testing.mirror_clusters import create_mirror, partition_states, wait_until
-from kmirror.testing.processes import LocalCluster, kmirror
-from kmirror.testing.segments import first_segment, log_batches
+from kmirror.testing.kafka_clients import consume_to_end, watermarks
+from kmirror.testing.mirror_clusters import (
+    create_mirror,
+    partition_states,
+    wait_mirror_fetch_rounds,
+    wait_until,
+)
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.segments import log_batches, txn_index_bytes
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "ledger"
+
+
+@pytest.fixture
+def dest_overrides() -> dict[str, str]:
+    return {"metrics.port": str(free_port_block())}  # the mirror's Fetch requests, counted
 
 
 def hw(bootstrap: str) -> int:
@@ -40,30 +48,11 @@ def lso(bootstrap: str) -> int:
 
 
 def txn_index(cluster: LocalCluster) -> bytes:
-    path = first_segment(cluster, TOPIC, 0).with_suffix(".txnindex")
-    return path.read_bytes() if path.exists() else b""
+    return txn_index_bytes(cluster, TOPIC, 0)
 
 
 def consume(bootstrap: str, isolation: str) -> list[tuple[int, bytes]]:
-    """(offset, value) of every record an `isolation` consumer delivers up to its end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4()}",
-                         "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    got: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    return got
-                continue
-            got.append((msg.offset(), msg.value()))
-        raise AssertionError(f"{isolation} consumer did not reach the end: {got}")
-    finally:
-        consumer.close()
+    return consume_to_end(bootstrap, TOPIC, isolation)
 
 
 def test_transactional_producers_mirrored_byte_identical_and_failover_with_an_open_transaction(
@@ -121,7 +110,8 @@ def test_transactional_producers_mirrored_byte_identical_and_failover_with_an_op
     source_below_lso = [(o, raw) for o, raw in log_batches(source, TOPIC, 0) if o < source_lso]
     wait_until(lambda: hw(dest.bootstrap) == source_lso, "the destination HW at the source LSO")
     wait_until(lambda: log_batches(dest, TOPIC, 0) == source_below_lso, "byte-identical destination batches")
-    time.sleep(2)  # a mirror copying past the source LSO would show it by now
+    # three more mirror fetches at the source LSO: a mirror copying past it would have
+    wait_mirror_fetch_rounds(int(dest.overrides["metrics.port"]), "m")
     assert log_batches(dest, TOPIC, 0) == source_below_lso
     markers = [read_control_type(raw) for _, raw in source_below_lso if next(iter_batches(raw))[1].is_control]
     assert markers == [ControlType.COMMIT, ControlType.ABORT, ControlType.COMMIT, ControlType.COMMIT]

@@ -19,11 +19,10 @@ producer writes after it."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from kmirror.log.config import LogConfig
 from kmirror.log.log import Log
@@ -31,10 +30,15 @@ from kmirror.records.batch import iter_batches
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.runtime.node import SystemClock
 from kmirror.runtime.os_fs import OsFileSystem
-from kmirror.testing.kafka_clients import produce_delivered, watermarks
-from kmirror.testing.mirror_clusters import create_mirror, partition_states, wait_until
-from kmirror.testing.processes import LocalCluster, kmirror
-from kmirror.testing.segments import first_segment, log_batches, partition_dir
+from kmirror.testing.kafka_clients import consume_to_end, produce_delivered, watermarks
+from kmirror.testing.mirror_clusters import (
+    create_mirror,
+    partition_states,
+    wait_mirror_fetch_rounds,
+    wait_until,
+)
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.segments import log_batches, partition_dir, txn_index_bytes
 from kmirror.testing.transactions import TxnWriter
 from kmirror.types import TopicPartition as KTopicPartition
 
@@ -43,34 +47,13 @@ pytestmark = pytest.mark.integration
 TOPIC = "payments"
 
 
-def txn_index_bytes(cluster: LocalCluster) -> bytes:
-    path = first_segment(cluster, TOPIC, 0).with_suffix(".txnindex")
-    return path.read_bytes() if path.exists() else b""
+@pytest.fixture
+def dest_overrides() -> dict[str, str]:
+    return {"metrics.port": str(free_port_block())}  # the mirror's Fetch requests, counted
 
 
 def consume(bootstrap: str, isolation: str, until_offset: int) -> list[tuple[int, bytes]]:
-    """(offset, value) of every record a confluent-kafka consumer delivers below `until_offset`,
-    reading until its position reaches the partition's (isolation-dependent) end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{isolation}-{time.monotonic_ns()}",
-                         "isolation.level": isolation, "enable.auto.commit": False,
-                         "enable.partition.eof": True})
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    got: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF and msg.offset() >= until_offset:
-                    return got
-                continue
-            if msg.offset() < until_offset:
-                got.append((msg.offset(), msg.value()))
-        raise AssertionError(f"{isolation} consumer did not reach offset {until_offset}: {got}")
-    finally:
-        consumer.close()
+    return consume_to_end(bootstrap, TOPIC, isolation, until_offset=until_offset)
 
 
 def test_transactions_mirror_byte_identical_read_committed_matches_and_failover_truncates_to_the_lso(
@@ -125,14 +108,15 @@ def test_transactions_mirror_byte_identical_read_committed_matches_and_failover_
     source_below_lso = [(o, raw) for o, raw in log_batches(source, TOPIC, 0) if o < open_txn]
     wait_until(lambda: watermarks(dest.bootstrap, TOPIC, 0, "read_uncommitted")[1] == open_txn, "the destination HW")
     wait_until(lambda: log_batches(dest, TOPIC, 0) == source_below_lso, "destination batches")
-    time.sleep(2)  # a mirror that copied past the LSO would show it by now
+    # three more mirror fetches at the source LSO: a mirror copying past it would have
+    wait_mirror_fetch_rounds(int(dest.overrides["metrics.port"]), "m")
     assert log_batches(dest, TOPIC, 0) == source_below_lso
     markers = [o for o, raw in source_below_lso if next(iter_batches(raw))[1].is_control]
     assert len(markers) == 4
     # The transaction index: written by the destination as it appended the mirrored
     # markers, identical to the one the source rebuilt on recovery (Kafka's 34-byte entries).
-    assert len(txn_index_bytes(source)) == 2 * 34
-    assert txn_index_bytes(dest) == txn_index_bytes(source)
+    assert len(txn_index_bytes(source, TOPIC, 0)) == 2 * 34
+    assert txn_index_bytes(dest, TOPIC, 0) == txn_index_bytes(source, TOPIC, 0)
 
     # On the destination pid 5005's commit is missing: its transaction is open, the LSO is at it.
     assert watermarks(dest.bootstrap, TOPIC, 0, "read_committed")[1] == late_commit

@@ -26,6 +26,7 @@ from kmirror.client.errors import KafkaAuthenticationError
 from kmirror.security.client_config import client_security
 from kmirror.testing.certs import GeneratedCertificates, make_certificates
 from kmirror.testing.kafka_clients import watermarks
+from kmirror.testing.metrics_scrape import metric_value
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.segments import log_batches
@@ -164,6 +165,9 @@ def test_mirrors_cli_command_config_speaks_sasl_ssl(node: SecureNode, tmp_path: 
     assert refused.returncode != 0 and "SASL_AUTHENTICATION_FAILED" in refused.stderr
 
 
+REFRESH_ERRORS = "kafka_server_mirror_mirrormetadatamanager_metadatarefresherror"
+
+
 def set_source_password(source: SecureNode, old: str, new: str) -> None:
     """Restart the source node with the mirror user's password changed (credential rotation)."""
     source.cluster.down()
@@ -176,7 +180,9 @@ def test_mirror_from_a_sasl_ssl_source(tmp_path: Path) -> None:
     topic = "mirrored-secure"
     source = secure_node(tmp_path / "source")
     # the manager retries a refusing source every refresh interval (KIP default 30 s)
-    dest = LocalCluster(tmp_path / "dest", free_port_block(), overrides={"mirror.metadata.refresh.interval.ms": "500"})
+    metrics_port = free_port_block()
+    dest = LocalCluster(tmp_path / "dest", free_port_block(), overrides={"mirror.metadata.refresh.interval.ms": "500",
+                                                                         "metrics.port": str(metrics_port)})
     try:
         dest.up()
         kmirror("topics", "--bootstrap-server", source.plaintext, "--create", "--topic", topic,
@@ -196,7 +202,10 @@ def test_mirror_from_a_sasl_ssl_source(tmp_path: Path) -> None:
         produce(source.client(), topic, [f"second {i}".encode() for i in range(10)])
         new_end = watermarks(source.plaintext, topic, 0)[1]
         wait_until(lambda: "refused authentication" in dest.log_text(), "the refusal in the broker log")
-        time.sleep(5)  # a window in which a working mirror copies 10 records many times over
+        # three more refused attempts to reach the source, each of which would copy them if it worked
+        refused = metric_value(metrics_port, REFRESH_ERRORS) or 0
+        wait_until(lambda: (metric_value(metrics_port, REFRESH_ERRORS) or 0) >= refused + 3,
+                   "three more refused source lookups")
         assert watermarks(dest.bootstrap, topic, 0)[1] == source_end
         assert dest.serving()
         produce({"bootstrap.servers": dest.bootstrap}, "local-topic", [b"the destination still serves"])

@@ -24,6 +24,7 @@ from kmirror.client.groups import GroupAdmin
 from kmirror.client.metadata import BrokerMetadata, TopicMetadata
 from kmirror.client.mirrors import MirrorAdmin
 from kmirror.client.transactions import TransactionAdmin
+from kmirror.config.topic import ConfigSource
 from kmirror.protocol.entities import build, nested
 from kmirror.types import TopicPartition
 
@@ -60,18 +61,6 @@ class ElectionType(IntEnum):
 
     PREFERRED = 0
     UNCLEAN = 1
-
-
-class ConfigSource(IntEnum):
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
-    GROUP_CONFIG = 8
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ list (`read_committed.delivered_batches`).
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,13 +16,11 @@ from typing import Any
 from kmirror.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin
 from kmirror.client.cluster import REFRESH_ERRORS, Cluster
 from kmirror.client.errors import check
-from kmirror.client.raw_fetch import AbortedTransaction
+from kmirror.client.raw_fetch import AbortedTransaction, aborted_transactions_of, send_consumer_fetch
 from kmirror.client.read_committed import delivered_batches, next_fetch_offset
-from kmirror.protocol.entities import build, nested
 from kmirror.records.record import Record, decode_records
 from kmirror.types import TopicPartition
 
-FETCH = 1
 EARLIEST = "earliest"
 LATEST = "latest"
 
@@ -81,41 +78,10 @@ class Consumer:
         return out
 
     async def _fetch(self, conn: Any, tps: list[TopicPartition], out: list[ConsumerRecord]) -> bool:
-        rt = conn.request_type(FETCH)
-        Topic, Partition = nested(rt, "FetchTopic"), nested(rt, "FetchPartition")
-        by_topic: dict[str, list[int]] = {}
-        for tp in tps:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        request = build(
-            rt,
-            cluster_id=None,
-            replica_id=-1,
-            max_wait=datetime.timedelta(milliseconds=self.max_wait_ms),
-            min_bytes=self.min_bytes,
-            max_bytes=self.max_bytes,
-            isolation_level=self.isolation_level,
-            session_id=0,
-            session_epoch=-1,
-            topics=tuple(
-                build(Topic, topic=topic, partitions=tuple(
-                    build(
-                        Partition,
-                        partition=p,
-                        current_leader_epoch=-1,
-                        fetch_offset=self.positions[TopicPartition(topic, p)],
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=self.max_partition_bytes,
-                    )
-                    for p in parts
-                ))
-                for topic, parts in by_topic.items()
-            ),
-            forgotten_topics_data=(),
-            rack_id="",
-        )
-        response = await conn.send(request, timeout_ms=self.max_wait_ms + conn.request_timeout_ms)
-        check(getattr(response, "error_code", 0), context="Fetch")
+        response = await send_consumer_fetch(
+            conn, {tp: self.positions[tp] for tp in tps}, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
+            max_bytes=self.max_bytes, isolation_level=self.isolation_level,
+            partition_max_bytes=self.max_partition_bytes, context="Fetch")
         refresh = False
         for t in response.responses:
             for p in t.partitions:
@@ -126,9 +92,7 @@ class Consumer:
                 check(p.error_code, context=f"{tp} at offset {self.positions.get(tp)}")
                 self.high_watermarks[tp] = int(p.high_watermark)
                 if p.records:
-                    aborted = tuple(AbortedTransaction(int(a.producer_id), int(a.first_offset))
-                                    for a in (getattr(p, "aborted_transactions", None) or ()))
-                    self._decode(tp, p.records, aborted, out)
+                    self._decode(tp, p.records, aborted_transactions_of(p), out)
         return refresh
 
     def _decode(self, tp: TopicPartition, records: bytes, aborted: tuple[AbortedTransaction, ...],

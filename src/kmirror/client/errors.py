@@ -8,9 +8,12 @@ frame, unknown correlation id, no common API version).
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
+from kmirror.kip1279.errors import error_name, is_retriable
 
-from kmirror.kip1279 import errors as mirror_errors
+__all__ = [
+    "KafkaAuthenticationError", "KafkaClientError", "KafkaConnectionError", "KafkaError", "KafkaProtocolError",
+    "KafkaTimeoutError", "check", "error_name", "is_retriable",
+]
 
 
 class KafkaClientError(Exception):
@@ -27,28 +30,6 @@ class KafkaProtocolError(KafkaClientError):
 
 class KafkaTimeoutError(KafkaConnectionError):
     pass
-
-
-def error_name(code: int) -> str:
-    """Kafka's name for an error code (`NOT_LEADER_OR_FOLLOWER`) or a KIP-1279 one
-    (`TOPIC_ALREADY_IN_MIRROR`), `UNKNOWN_<code>` if unknown."""
-    mirror = mirror_errors.mirror_error(code)
-    if mirror is not None:
-        return mirror.name
-    try:
-        return ErrorCode(code).name.upper()
-    except ValueError:
-        return f"UNKNOWN_{code}"
-
-
-def is_retriable(code: int) -> bool:
-    mirror = mirror_errors.mirror_error(code)
-    if mirror is not None:
-        return mirror.retriable
-    try:
-        return bool(ErrorCode(code).retriable)
-    except ValueError:
-        return False
 
 
 class KafkaError(KafkaClientError):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,49 @@ class FetchedPartition:
     @property
     def offset_out_of_range(self) -> bool:
         return self.error_code == ErrorCode.offset_out_of_range
+
+
+async def send_consumer_fetch(
+    conn: Any, offsets: Mapping[TopicPartition, int], *, max_wait_ms: int, min_bytes: int, max_bytes: int,
+    isolation_level: int, partition_max_bytes: int, context: str,
+) -> Any:
+    """One consumer Fetch (replica id -1, no fetch session) of `offsets`' partitions, each
+    from its offset, in the version `conn` negotiated; the response, its top-level error
+    raised. Partition errors are the caller's to read."""
+    rt = conn.request_type(FETCH)
+    Topic, Partition = nested(rt, "FetchTopic"), nested(rt, "FetchPartition")
+    by_topic: dict[str, list[TopicPartition]] = {}
+    for tp in offsets:
+        by_topic.setdefault(tp.topic, []).append(tp)
+    request = build(
+        rt,
+        cluster_id=None,
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=isolation_level,
+        session_id=0,
+        session_epoch=-1,
+        topics=tuple(
+            build(Topic, topic=topic, partitions=tuple(
+                build(Partition, partition=tp.partition, current_leader_epoch=-1, fetch_offset=offsets[tp],
+                      last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=partition_max_bytes)
+                for tp in tps))
+            for topic, tps in by_topic.items()
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    response = await conn.send(request, timeout_ms=max_wait_ms + conn.request_timeout_ms)
+    check(getattr(response, "error_code", 0), context=context)
+    return response
+
+
+def aborted_transactions_of(partition: Any) -> tuple[AbortedTransaction, ...]:
+    """A Fetch response partition's aborted transactions (none before Fetch v4)."""
+    return tuple(AbortedTransaction(int(a.producer_id), int(a.first_offset))
+                 for a in (getattr(partition, "aborted_transactions", None) or ()))
 
 
 class PartitionFetcher:
@@ -105,42 +149,17 @@ class PartitionFetcher:
 
     async def _fetch_once(self, conn: Any, offset: int) -> FetchedPartition:
         tp = self.topic_partition
-        rt = conn.request_type(FETCH)
-        Topic, Partition = nested(rt, "FetchTopic"), nested(rt, "FetchPartition")
-        request = build(
-            rt,
-            cluster_id=None,
-            replica_id=-1,
-            max_wait=datetime.timedelta(milliseconds=self.max_wait_ms),
-            min_bytes=self.min_bytes,
-            max_bytes=self.max_bytes,
-            isolation_level=self.isolation_level,
-            session_id=0,
-            session_epoch=-1,
-            topics=(build(Topic, topic=tp.topic, partitions=(build(
-                Partition,
-                partition=tp.partition,
-                current_leader_epoch=-1,
-                fetch_offset=offset,
-                last_fetched_epoch=-1,
-                log_start_offset=-1,
-                partition_max_bytes=self.partition_max_bytes,
-            ),)),),
-            forgotten_topics_data=(),
-            rack_id="",
-        )
-        response = await conn.send(request, timeout_ms=self.max_wait_ms + conn.request_timeout_ms)
-        check(getattr(response, "error_code", 0), context=f"Fetch {tp}")
+        response = await send_consumer_fetch(
+            conn, {tp: offset}, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes, max_bytes=self.max_bytes,
+            isolation_level=self.isolation_level, partition_max_bytes=self.partition_max_bytes,
+            context=f"Fetch {tp}")
         for t in response.responses:
             if t.topic != tp.topic:
                 continue
             for p in t.partitions:
                 if int(p.partition_index) != tp.partition:
                     continue
-                aborted = tuple(
-                    AbortedTransaction(int(a.producer_id), int(a.first_offset))
-                    for a in (getattr(p, "aborted_transactions", None) or ())
-                )
+                aborted = aborted_transactions_of(p)
                 return FetchedPartition(
                     topic_partition=tp,
                     fetch_offset=offset,

@@ -1,10 +1,11 @@
-"""The coordinators' shell: runs a sans-IO coordinator core on asyncio (`CoordinatorRuntime`),
-and the group coordinator on it (`GroupCoordinatorService`); the transaction coordinator
-runs on the same runtime (`kmirror.coordinator.transaction.service`).
+"""The coordinators' shell: runs a sans-IO coordinator core on asyncio (`CoordinatorRuntime`,
+Kafka's coordinator-common), and the group coordinator on it (`GroupCoordinatorService`).
+The transaction coordinator (`kmirror.coordinator.transaction.service`) and the KIP-1279
+MirrorCoordinator (`kmirror.mirror.service`) run on the same runtime.
 
 It executes the core's `Output` in the documented order (append, report, answer), keeps
 one timer armed at the core's next deadline, answers delayed JoinGroup / SyncGroup when
-the core releases them, and loads `__consumer_offsets` partitions as this node comes to
+the core releases them, and loads the internal topic's partitions as this node comes to
 lead them. Handlers call the public coroutines; results are the core's values.
 """
 
@@ -48,7 +49,10 @@ class CoordinatorRuntime:
     core's `Output` (appends, each reported back, then responses), keeps one timer armed at
     the core's next deadline. A core offers `state.partitions`, `begin_load`,
     `complete_load` (may return an Output), `unload`, `on_append_completed`,
-    `next_deadline_ms` and `poll`."""
+    `next_deadline_ms` and `poll`.
+
+    A core whose records are not (key, value) bytes overrides `_replay` (decode what the
+    log holds) and `_append_to_log` (encode an append), as Kafka's runtime takes a record serde."""
 
     def __init__(self, core: Any, log: CoordinatorLog, clock: Clock, topic: str) -> None:
         self.core = core
@@ -103,9 +107,10 @@ class CoordinatorRuntime:
             count, out = self._replay(partition)
             log.info("loaded %s-%d (%d records)", self.topic, partition, count)
         except Exception:
+            # a partition that cannot be replayed is not coordinated here: its half-loaded
+            # state is dropped as on resignation
             log.exception("loading %s-%d failed", self.topic, partition)
-            self.core.state.partitions.pop(partition, None)
-            out = None
+            out = self.core.unload(partition)
         finally:
             self._loads.pop(partition, None)
             self._rearm()
@@ -119,6 +124,11 @@ class CoordinatorRuntime:
 
     def is_loading(self, partition: int) -> bool:
         return self.core.state.partitions.get(partition) is PartitionStatus.LOADING
+
+    async def wait_loaded(self) -> None:
+        """Until every load started so far has finished (tests and simulations)."""
+        while self._loads:
+            await asyncio.gather(*list(self._loads.values()), return_exceptions=True)
 
     # ---- executing the core's output --------------------------------------------------
 
@@ -142,11 +152,7 @@ class CoordinatorRuntime:
             try:
                 lock = self._append_locks.setdefault(append.partition, asyncio.Lock())
                 async with lock:
-                    if append.producer_id >= 0:
-                        await self._log.append(append.partition, append.records, producer_id=append.producer_id,
-                                               producer_epoch=append.producer_epoch)
-                    else:
-                        await self._log.append(append.partition, append.records)
+                    await self._append_to_log(append)
             except Exception as exc:
                 error = getattr(exc, "code", ErrorCode.coordinator_not_available)
                 log.warning("append to %s-%d failed: %s", self.topic, append.partition, exc)
@@ -156,6 +162,14 @@ class CoordinatorRuntime:
             if future is not None and not future.done():
                 future.set_result(result)
         self._rearm()
+
+    async def _append_to_log(self, append: Any) -> None:
+        """Append one `Append` of (key, value) bytes durably (raises if it cannot)."""
+        if append.producer_id >= 0:
+            await self._log.append(append.partition, append.records, producer_id=append.producer_id,
+                                   producer_epoch=append.producer_epoch)
+        else:
+            await self._log.append(append.partition, append.records)
 
     def _rearm(self) -> None:
         if self._timer is not None:

@@ -23,7 +23,6 @@ kio's `ErrorCode` enum only knows Kafka's codes and its native reader rejects ot
 from __future__ import annotations
 
 import enum
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -111,7 +110,7 @@ _installed: dict[int, ErrorCode] = {}
 def install_in_kio() -> None:
     """Register the KIP's codes as members of kio's `ErrorCode` so existing kio schemas can
     carry them (written and read). Idempotent; the members' names are lower-case like kio's."""
-    enum_cls: Any = ErrorCode
+    enum_cls = ErrorCode
     for error in MirrorError:
         if error.value in _installed:
             continue
@@ -119,13 +118,15 @@ def install_in_kio() -> None:
         if existing is not None:
             if existing.name != error.name.lower():
                 raise RuntimeError(f"kio already defines error code {error.value} as {existing.name}")
-            _installed[error.value] = existing
+            _installed[error.value] = ErrorCode(error.value)
             continue
         member = int.__new__(enum_cls, error.value)
         member._value_ = error.value
         member._name_ = error.name.lower()
-        member.retriable = error.retriable
-        member.__objclass__ = enum_cls
+        # kio's members carry these as plain attributes; the enum machinery sets them on
+        # members it creates itself
+        setattr(member, "retriable", error.retriable)  # noqa: B010
+        setattr(member, "__objclass__", enum_cls)  # noqa: B010
         enum_cls._value2member_map_[error.value] = member
         enum_cls._member_map_[member._name_] = member
         _installed[error.value] = member

@@ -31,7 +31,7 @@ Choices the KIP leaves open (docs/design/mirroring-protocol.md):
 import io
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeAlias
+from typing import ClassVar, TypeAlias, TypeVar
 
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
@@ -119,26 +119,27 @@ class MirrorPartitionStateValue:
 
 MirrorStateKey: TypeAlias = LastMirrorEpochsKey | MirrorPartitionStateKey
 MirrorStateValue: TypeAlias = LastMirrorEpochsValue | MirrorPartitionStateValue
+Entity = TypeVar("Entity", bound=MirrorStateKey | MirrorStateValue)
 
-_KEY_TYPES: dict[int, type[Any]] = {
+_KEY_TYPES: dict[int, type[MirrorStateKey]] = {
     LAST_MIRROR_EPOCHS_TYPE: LastMirrorEpochsKey,
     MIRROR_PARTITION_STATE_TYPE: MirrorPartitionStateKey,
 }
-_VALUE_TYPES: dict[int, type[Any]] = {
+_VALUE_TYPES: dict[int, type[MirrorStateValue]] = {
     LAST_MIRROR_EPOCHS_TYPE: LastMirrorEpochsValue,
     MIRROR_PARTITION_STATE_TYPE: MirrorPartitionStateValue,
 }
-_TYPE_OF_KEY: dict[type[Any], int] = {cls: t for t, cls in _KEY_TYPES.items()}
-_TYPE_OF_VALUE: dict[type[Any], int] = {cls: t for t, cls in _VALUE_TYPES.items()}
+_TYPE_OF_KEY: dict[type[MirrorStateKey], int] = {cls: t for t, cls in _KEY_TYPES.items()}
+_TYPE_OF_VALUE: dict[type[MirrorStateValue], int] = {cls: t for t, cls in _VALUE_TYPES.items()}
 
 
-def _write(entity: Any) -> bytes:
+def _write(entity: MirrorStateKey | MirrorStateValue) -> bytes:
     buf = io.BytesIO()
     entity_writer(type(entity))(buf, entity)
     return buf.getvalue()
 
 
-def _read(cls: type[Any], data: bytes, offset: int) -> Any:
+def _read(cls: type[Entity], data: bytes, offset: int) -> Entity:
     try:
         entity, size = entity_reader(cls)(data, offset)
     except Exception as e:  # the native reader raises several kinds on bad input

@@ -18,7 +18,7 @@ import bisect
 from collections.abc import Callable
 from uuid import UUID
 
-from kmirror.log import loader
+from kmirror.log import loader, retention
 from kmirror.log.append_analysis import AppendOrigin, analyze_for_append
 from kmirror.log.checkpoint import LeaderEpochCheckpoint
 from kmirror.log.config import LogConfig
@@ -428,38 +428,22 @@ class Log:
         by retention.ms (largest timestamp). Only segments wholly below the HW go; the active
         segment can go too (a new empty one is rolled first). Returns segments deleted."""
         now = self.clock.now_ms() if now_ms is None else now_ms
-        deleted = self._delete_segments(
-            lambda seg, nxt: nxt is not None and nxt.base_offset <= self._log_start_offset)
+        deleted = self._delete_segments(retention.below_log_start(self._log_start_offset))
         if not self.config.delete_enabled:
             return deleted
         if self.config.retention_bytes >= 0:
-            excess = [self.size_bytes - self.config.retention_bytes]
-
-            def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
-                if excess[0] - seg.size >= 0:
-                    excess[0] -= seg.size
-                    return True
-                return False
-            deleted += self._delete_segments(over_size)
-        if self.config.retention_ms >= 0:
             deleted += self._delete_segments(
-                lambda seg, nxt: seg.largest_timestamp >= 0
-                and now - seg.largest_timestamp > self.config.retention_ms)
+                retention.over_retention_bytes(self.size_bytes, self.config.retention_bytes))
+        if self.config.retention_ms >= 0:
+            deleted += self._delete_segments(retention.past_retention_ms(now, self.config.retention_ms))
         return deleted
 
-    def _delete_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
-        deletable: list[LogSegment] = []
-        for i, segment in enumerate(self.segments):
-            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
-            upper = nxt.base_offset if nxt is not None else self._log_end_offset
-            if nxt is None and segment.size == 0:
-                break
-            if not (self._high_watermark >= upper and predicate(segment, nxt)):
-                break
-            deletable.append(segment)
-        if not deletable:
+    def _delete_segments(self, predicate: retention.SegmentPredicate) -> int:
+        count = retention.deletable_prefix(self.segments, self._log_end_offset, self._high_watermark, predicate)
+        if not count:
             return 0
-        if len(deletable) == len(self.segments):
+        deletable = self.segments[:count]
+        if count == len(self.segments):
             self.roll()
         for segment in deletable:
             self.segments.remove(segment)

@@ -5,7 +5,8 @@ persists them in the compacted internal topic `__mirror_state`, and holds the co
 source clusters the control plane needs (AddTopicsToMirror reads the source topic's id,
 partition count and configs; the source cluster id is learned on first contact).
 
-Persistence (KIP-1279 "MirrorCoordinator", the group coordinator's pattern):
+Persistence (KIP-1279 "MirrorCoordinator") runs on `CoordinatorRuntime`, the shell the group
+and transaction coordinators share (Kafka's coordinator-common):
 - `on_partitions_led(partitions)` with the `__mirror_state` partitions this broker leads:
   new ones are loaded by replaying their records, the others are dropped (resignation);
 - a write is appended to its `__mirror_state` partition and answered only after the append
@@ -26,7 +27,6 @@ COORDINATOR_NOT_AVAILABLE (no leader, leader unreachable), INVALID_REQUEST (tran
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,24 +39,26 @@ from kmirror.client.admin import Admin, ConfigResourceType
 from kmirror.client.connection import BrokerConnection
 from kmirror.client.errors import KafkaError
 from kmirror.config.mirror import MIRROR_STATE_TOPIC, STATE_TOPIC_CONFIGS, MirrorConfig
+from kmirror.config.topic import ConfigSource
 from kmirror.coordinator.ports import CoordinatorLog
+from kmirror.coordinator.runtime import CoordinatorRuntime
 from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.mirror.coordinator import codec
 from kmirror.mirror.coordinator.coordinator import (
     MirrorCoordinator,
     MirrorOutput,
     PartitionStateResult,
+    StateAppend,
     StatesResult,
     StateWrite,
 )
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
+from kmirror.ports import Clock, ManualClock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.mirror import read_mirror_states as rms
 from kmirror.protocol.mirror import write_mirror_states as wms
 
 log = logging.getLogger("kmirror.mirror.coordinator")
-
-DYNAMIC_TOPIC_CONFIG = 1  # Kafka ConfigSource: only configs set on the source topic are copied
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +113,7 @@ async def describe_source_topic(admin: Any, name: str) -> SourceTopic | int:
     except KafkaError as e:
         return e.error_code
     configs = {e.name: e.value for e in entries
-               if e.source == DYNAMIC_TOPIC_CONFIG and e.value is not None and not e.is_sensitive}
+               if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG and e.value is not None and not e.is_sensitive}
     return SourceTopic(name, desc.topic_id, len(desc.partitions), configs)
 
 
@@ -153,7 +155,24 @@ class ListenerBrokerSender:
         self._connections.clear()
 
 
-class MirrorCoordinatorService:
+class _MemoryStateLog:
+    """No `__mirror_state` log: states live in memory only, every append acknowledged."""
+
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
+                     producer_epoch: int = -1) -> int:
+        return -1
+
+    def read_all(self, partition: int) -> list[tuple[bytes, bytes | None]]:
+        return []
+
+    def open_transactions(self, partition: int) -> dict[int, list[tuple[bytes, bytes | None]]]:
+        return {}
+
+
+class MirrorCoordinatorService(CoordinatorRuntime):
+    """The MirrorCoordinator on `CoordinatorRuntime` (`__mirror_state`), plus the routing of
+    reads and writes to each key's coordinator and the source lookups of the control plane."""
+
     def __init__(
         self,
         coordinator: MirrorCoordinator,
@@ -165,58 +184,33 @@ class MirrorCoordinatorService:
         send: BrokerSender | None = None,
         replication_factor: int = 3,
         state_topic_configs: Mapping[str, str] = STATE_TOPIC_CONFIGS,
+        clock: Clock | None = None,
     ) -> None:
         """`log` None keeps states in memory only (acknowledged at once); `metadata` None
-        means this broker coordinates every key it has loaded (no routing)."""
+        means this broker coordinates every key it has loaded (no routing). The core has no
+        timers, so the clock (still) only serves the runtime's contract when none is given."""
+        super().__init__(coordinator, _MemoryStateLog() if log is None else log, clock or ManualClock(),
+                         MIRROR_STATE_TOPIC)
         self.coordinator = coordinator
         self._source_lookup = source_lookup
-        self._log = log
         self.node_id = node_id
         self.metadata = metadata
         self._send = send
         self.replication_factor = replication_factor
         self.state_topic_configs = dict(state_topic_configs)
-        self._request_ids = itertools.count()
-        self._loads: dict[int, asyncio.Task[None]] = {}
-        self._append_lock: asyncio.Lock | None = None
-        self._answers: dict[int, StatesResult] = {}
 
-    # ---- leadership of __mirror_state partitions --------------------------------------
+    # ---- __mirror_state records (the runtime's serde hooks) ----------------------------
 
-    def on_partitions_led(self, partitions: Iterable[int]) -> None:
-        """The `__mirror_state` partitions this broker now leads: load the new ones (replay
-        their records), unload the ones it no longer leads (waiting writes get NOT_COORDINATOR)."""
-        led = set(partitions)
-        known = set(self.coordinator.loaded_partitions) | set(self._loads)
-        for partition in sorted(known - led):
-            task = self._loads.pop(partition, None)
-            if task is not None:
-                task.cancel()
-            self._release(self.coordinator.unload(partition))  # no appends: answers only
-        for partition in sorted(led - known):
-            self.coordinator.begin_load(partition)
-            self._loads[partition] = asyncio.get_running_loop().create_task(self._load(partition))
+    def _replay(self, partition: int) -> tuple[int, Any]:
+        raw = list(self._log.read_all(partition))
+        self.coordinator.complete_load(partition, codec.decode_records(raw))
+        return len(raw), None
 
-    async def _load(self, partition: int) -> None:
-        try:
-            raw = [] if self._log is None else list(self._log.read_all(partition))
-            self.coordinator.complete_load(partition, codec.decode_records(raw))
-            log.info("loaded %s-%d (%d records)", MIRROR_STATE_TOPIC, partition, len(raw))
-        except Exception:
-            log.exception("loading %s-%d failed", MIRROR_STATE_TOPIC, partition)
-            self.coordinator.unload(partition)
-        finally:
-            self._loads.pop(partition, None)
-
-    async def wait_loaded(self) -> None:
-        """Until every load started so far has finished (tests and simulations)."""
-        while self._loads:
-            await asyncio.gather(*list(self._loads.values()), return_exceptions=True)
+    async def _append_to_log(self, append: StateAppend) -> None:
+        await self._log.append(append.partition, codec.encode_records(append.records))
 
     async def stop(self) -> None:
-        for task in self._loads.values():
-            task.cancel()
-        self._loads.clear()
+        await super().stop()
         self.coordinator.shutdown()
         close = getattr(self._send, "close", None)
         if close is not None:
@@ -306,51 +300,28 @@ class MirrorCoordinatorService:
     # ---- this broker's coordinator (the RPC handlers) --------------------------------
 
     async def local_read(self, keys: Sequence[MirrorPartitionKey]) -> StatesResult:
-        request_id = next(self._request_ids)
-        return await self._run(request_id, self.coordinator.read_states(request_id, keys))
+        rid, future = self._new_waiter()
+        return await self._run(rid, future, self.coordinator.read_states(rid, keys))
 
     async def local_write(self, writes: Sequence[StateWrite]) -> StatesResult:
-        request_id = next(self._request_ids)
-        return await self._run(request_id, self.coordinator.write_states(request_id, writes))
+        rid, future = self._new_waiter()
+        return await self._run(rid, future, self.coordinator.write_states(rid, writes))
 
     async def remove_topics(self, mirror_name: str, topic_ids: Iterable[UUID]) -> StatesResult:
         """Tombstone this coordinator's states of these topics in the mirror."""
-        request_id = next(self._request_ids)
-        return await self._run(request_id, self.coordinator.remove_topics(request_id, mirror_name, topic_ids))
+        rid, future = self._new_waiter()
+        return await self._run(rid, future, self.coordinator.remove_topics(rid, mirror_name, topic_ids))
 
     async def delete_mirror(self, mirror_name: str) -> StatesResult:
         """Tombstone every state of the mirror this coordinator holds."""
-        request_id = next(self._request_ids)
-        return await self._run(request_id, self.coordinator.delete_mirror(request_id, mirror_name))
+        rid, future = self._new_waiter()
+        return await self._run(rid, future, self.coordinator.delete_mirror(rid, mirror_name))
 
-    async def _run(self, request_id: int, output: MirrorOutput) -> StatesResult:
-        await self._execute(output)
-        result = self._answers.pop(request_id, None)
-        if result is None:
-            raise AssertionError(f"mirror coordinator left request {request_id} unanswered")
+    async def _run(self, rid: int, future: asyncio.Future[Any], output: MirrorOutput) -> StatesResult:
+        result = await self._answer(rid, future, output)
+        if not isinstance(result, StatesResult):
+            raise AssertionError(f"mirror coordinator answered request {rid} with {result!r}")
         return result
-
-    def _release(self, output: MirrorOutput) -> None:
-        for request_id, result in output.responses:
-            if isinstance(result, StatesResult):
-                self._answers[request_id] = result
-
-    async def _execute(self, output: MirrorOutput) -> None:
-        """Appends first, each reported to the coordinator (whose output runs in turn), then
-        the answers (a resignation may answer a write while its append is in flight)."""
-        for append in output.appends:
-            error = ErrorCode.none
-            if self._log is not None:
-                try:
-                    if self._append_lock is None:
-                        self._append_lock = asyncio.Lock()
-                    async with self._append_lock:
-                        await self._log.append(append.partition, codec.encode_records(append.records))
-                except Exception as exc:
-                    error = getattr(exc, "code", ErrorCode.coordinator_not_available)
-                    log.warning("append to %s-%d failed: %s", MIRROR_STATE_TOPIC, append.partition, exc)
-            await self._execute(self.coordinator.on_append_completed(append.ticket, error))
-        self._release(output)
 
     # ---- other coordinators ---------------------------------------------------------
 

@@ -14,14 +14,12 @@ and takes the leader's high watermark, bounded by its own log end offset.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from kmirror.log.append_analysis import AppendOrigin
-from kmirror.log.checkpoint import LeaderEpochCheckpoint
 from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.epoch_assignment import assign_epoch_start_offset, below_log_epochs
 from kmirror.replication.isr_changes import IsrChanges
 from kmirror.replication.isr_state import IsrState
 from kmirror.replication.log_port import (
@@ -44,26 +42,18 @@ from kmirror.replication.outcomes import (
     ReadOutcome,
     TimestampOffset,
 )
-from kmirror.replication.partition_state import PartitionState
+from kmirror.replication.partition_state import PartitionState, RoleChange, hosted_here, partition_state_from
 from kmirror.replication.replica_state import ReplicaState
 from kmirror.types import TopicPartition
 
-__all__ = ["Partition", "PartitionState", "RoleChange", "hosted_here", "partition_state_from"]
+__all__ = [
+    "Partition", "PartitionState", "RoleChange", "assign_epoch_start_offset", "hosted_here", "partition_state_from",
+]
 
 NO_LEADER = -1
 # Sent by clients that do not know (or do not check) the leader epoch.
 UNKNOWN_EPOCH = -1
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
-
-
-@dataclass(frozen=True, slots=True)
-class RoleChange:
-    """What applying a registration changed (Kafka `makeLeader` / `makeFollower` results)."""
-
-    became_leader: bool = False
-    # This node follows, and the leader or leader epoch changed: (re)start fetching.
-    follow_leader: bool = False
-    isr_changed: bool = False
 
 
 class Partition(IsrChanges):
@@ -179,7 +169,7 @@ class Partition(IsrChanges):
             self._leader_role = True
             if new_epoch or not was_leader:
                 leo = self.log.log_end_offset
-                if self.assigns_leader_epoch and not _below_log_epochs(self.log, state.leader_epoch):
+                if self.assigns_leader_epoch and not below_log_epochs(self.log, state.leader_epoch):
                     assign_epoch_start_offset(self.log, state.leader_epoch, leo)
                 self.leader_epoch_start_offset = leo
                 self._replicas = {
@@ -498,43 +488,6 @@ def _out_of_range(tp: TopicPartition, offset: int, log_start: int, log_end: int)
     )
 
 
-def _below_log_epochs(log: Any, leader_epoch: int) -> bool:
-    """The log holds records of a greater epoch than this leader's: a mirror topic just
-    removed, whose mirrored records carry the source's epochs, until BumpLeaderEpochs raises
-    the local epoch above them (KIP-1279 failover). Assigning this epoch would cut the
-    mirrored epochs from the cache; the bumped epoch is assigned instead."""
-    latest = getattr(log, "latest_epoch", None)
-    return latest is not None and latest > leader_epoch
-
-
-def assign_epoch_start_offset(log: Any, leader_epoch: int, start_offset: int) -> None:
-    """Record that `leader_epoch` starts at `start_offset` and persist `leader-epoch-checkpoint`
-    (Kafka `maybeAssignEpochStartOffset` on becoming leader)."""
-    assign = getattr(log, "assign_epoch_start_offset", None)
-    if assign is not None:
-        assign(leader_epoch, start_offset)
-        return
-    cache = getattr(log, "epoch_cache", None)
-    if cache is not None and cache.assign(leader_epoch, start_offset) and hasattr(log, "fs"):
-        LeaderEpochCheckpoint(log.fs, log.directory).write(cache)
-
-
 def _timestamp_offset_fields(found: Any) -> tuple[int, int, int]:
     epoch = getattr(found, "leader_epoch", None)
     return int(found.timestamp), int(found.offset), UNKNOWN_EPOCH if epoch is None else int(epoch)
-
-
-def partition_state_from(registration: Any) -> PartitionState:
-    """Read a metadata `PartitionRegistration` into the state a partition follows."""
-    return PartitionState(
-        leader=int(registration.leader),
-        leader_epoch=int(registration.leader_epoch),
-        partition_epoch=int(registration.partition_epoch),
-        replicas=tuple(int(r) for r in registration.replicas),
-        isr=tuple(int(r) for r in registration.isr),
-    )
-
-
-def hosted_here(registration: Any, node_id: int) -> bool:
-    replicas: Iterable[int] = registration.replicas
-    return node_id in replicas

@@ -20,8 +20,7 @@ tells its append listeners which partitions grew or whose HW moved (`add_append_
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 from kmirror.config.mirror import MIRROR_NAME_CONFIG
@@ -48,6 +47,13 @@ from kmirror.replication.partition import (
     hosted_here,
     partition_state_from,
 )
+from kmirror.replication.replica_ports import (
+    AlterPartitionOutbox,
+    AlterPartitionPort,
+    FetchPartitionRequest,
+    FollowedPartition,
+    WriteGuard,
+)
 from kmirror.replication.replica_selector import ReplicaView, select_preferred_read_replica
 from kmirror.types import TopicPartition
 
@@ -57,54 +63,6 @@ PartitionReadResult = ReadOutcome | PartitionError
 # Topics only the node itself may write (Kafka `Topic.isInternal`).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 CONSUMER_REPLICA_ID = -1
-
-
-@dataclass(frozen=True, slots=True)
-class FetchPartitionRequest:
-    topic_partition: TopicPartition
-    fetch_offset: int
-    partition_max_bytes: int
-    current_leader_epoch: int = -1
-    last_fetched_epoch: int = -1  # Fetch v12+ (followers): the epoch of the last fetched batch
-    log_start_offset: int = -1  # followers report their log start offset
-
-
-@dataclass(frozen=True, slots=True)
-class FollowedPartition:
-    """A partition this node follows: what the replica fetcher needs to fetch it."""
-
-    topic_partition: TopicPartition
-    topic_id: UUID
-    leader_id: int
-    leader_epoch: int
-
-
-class AlterPartitionPort(Protocol):
-    """Sends an ISR change to the controller; the answer comes back through
-    `ReplicaManager.handle_alter_partition_response`."""
-
-    def submit(self, item: AlterPartitionItem) -> None: ...
-
-
-class AlterPartitionOutbox:
-    """The default port: keeps proposals for whoever drains them (tests, simulations)."""
-
-    def __init__(self) -> None:
-        self.items: list[AlterPartitionItem] = []
-
-    def submit(self, item: AlterPartitionItem) -> None:
-        self.items.append(item)
-
-    def drain(self) -> list[AlterPartitionItem]:
-        items, self.items = self.items, []
-        return items
-
-
-class WriteGuard(Protocol):
-    """Refuses client writes (Produce, DeleteRecords) to a partition, e.g. a KIP-1279 mirror
-    topic (READ_ONLY_TOPIC). Replication, mirroring and internal appends never ask it."""
-
-    def write_refusal(self, tp: TopicPartition) -> PartitionError | None: ...
 
 
 class ReplicaManager:

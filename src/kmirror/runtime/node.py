@@ -177,7 +177,9 @@ class Node:
             ),
             replication_factor=int(cfg.values.get("mirror.topic.replication.factor", 3)),
             state_topic_configs=state_topic_configs(cfg.values),
+            clock=self.clock,
         )
+        await self.mirror_coordinator.start()
         # KIP-1279 data plane: mirror fetchers and the partition lifecycle on mirror leaders
         self.mirror_data_plane = MirrorDataPlane(
             cfg.node_id, cfg, self.clock, self.replica_manager, self.metadata, self.mirror_coordinator

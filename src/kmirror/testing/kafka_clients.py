@@ -31,6 +31,34 @@ def consume_partition(bootstrap: str, topic: str, partition: int, count: int, ti
     return out
 
 
+def consume_to_end(bootstrap: str, topic: str, isolation: str, *, partition: int = 0, until_offset: int = 0,
+                   timeout_s: float = 60) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record a confluent-kafka consumer with `isolation.level`
+    `isolation` delivers from offset 0 up to the partition's end for that isolation (HW or
+    LSO), reading until the end reached is at least `until_offset`; records at or past
+    `until_offset` are left out when it is given."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid.uuid4()}",
+                         "isolation.level": isolation, "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    got: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            error, offset = msg.error(), msg.offset() or 0
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF and offset >= until_offset:
+                    return got
+                continue
+            if not until_offset or offset < until_offset:
+                got.append((offset, msg.value() or b""))
+        raise AssertionError(f"{isolation} consumer of {topic}-{partition} did not reach offset {until_offset}: {got}")
+    finally:
+        consumer.close()
+
+
 def produce_acked(bootstrap: str, topic: str, n: int, partitions: int, prefix: str = "r") -> dict[tuple[int, int], bytes]:
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 2})
     acked: dict[tuple[int, int], bytes] = {}

@@ -35,3 +35,17 @@ def metric_value(port: int, family: str) -> float | None:
     assert len(values) <= 1, f"{family} has {len(values)} samples"
     return values[0] if values else None
 
+
+
+MIRROR_FETCH_REQUESTS = "kafka_server_fetcherstats_requests_total"
+
+
+def mirror_fetch_requests(port: int, mirror: str) -> dict[str, float]:
+    """Fetch requests sent so far by each mirror fetcher of `mirror` on the node, by sample."""
+    return matching(scrape(port), MIRROR_FETCH_REQUESTS, f'mirror_name="{mirror}"')
+
+
+def request_count(port: int, request: str) -> float:
+    """Requests of one API (Kafka's request name: `Metadata`, `FetchConsumer`, ...) the node
+    has served so far, all versions."""
+    return sum(matching(scrape(port), "kafka_network_requestmetrics_requests_total", f'request="{request}"').values())

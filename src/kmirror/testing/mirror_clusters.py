@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from kmirror.testing.metrics_scrape import mirror_fetch_requests
 from kmirror.testing.processes import LocalCluster, kmirror
 
 T = TypeVar("T")
@@ -38,6 +39,21 @@ def wait_until(condition: Callable[[], T], what: str, timeout_s: float = WAIT_TI
         time.sleep(POLL_INTERVAL_S)
     observed = seen() if seen is not None else last
     raise AssertionError(f"timed out waiting for {what}; seen: {observed!r}")
+
+
+def wait_mirror_fetch_rounds(metrics_port: int, mirror: str, rounds: int = 3) -> None:
+    """Until every fetcher of `mirror` on the destination node has sent `rounds` more Fetch
+    requests to the source: each has then applied `rounds - 1` full responses since the call,
+    so whatever the source would hand the mirror is on the destination. This is how a test
+    shows that something is NOT copied (past the LSO, while paused, after a refusal), without
+    sleeping for a guessed time."""
+    before = mirror_fetch_requests(metrics_port, mirror)
+    if not before:
+        raise AssertionError(f"mirror {mirror} has no fetcher on the node with metrics port {metrics_port}")
+    wait_until(lambda: all(mirror_fetch_requests(metrics_port, mirror).get(k, 0) >= v + rounds
+                           for k, v in before.items()),
+               f"{rounds} more Fetch requests from each fetcher of mirror {mirror}",
+               seen=lambda: (before, mirror_fetch_requests(metrics_port, mirror)))
 
 
 @contextmanager

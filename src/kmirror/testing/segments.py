@@ -47,6 +47,13 @@ def log_batches(cluster: LocalCluster, topic: str, partition: int, node_id: int 
     return batches
 
 
+def txn_index_bytes(cluster: LocalCluster, topic: str, partition: int, node_id: int = 1) -> bytes:
+    """The first segment's `.txnindex` (Kafka's 34-byte aborted-transaction entries); empty
+    when the segment has none."""
+    path = first_segment(cluster, topic, partition, node_id).with_suffix(".txnindex")
+    return path.read_bytes() if path.exists() else b""
+
+
 def headers(batches: list[tuple[int, bytes]]) -> list[BatchHeader]:
     return [h for _, raw in batches for _, h in iter_batches(raw)]
 

@@ -107,3 +107,22 @@ def test_not_led_partition_is_not_coordinator():
         await svc.stop()
 
     asyncio.run(main())
+
+
+def test_a_partition_whose_replay_fails_is_unloaded_and_loaded_again_when_led_again():
+    async def main():
+        log = MemoryCoordinatorLog()
+        log.partitions[0] = [(b"\x00\x01\x00", b"\x00")]  # an offset commit key cut short
+        svc, _ = service(log)
+        await svc.start()
+        svc.on_partitions_led({0})
+        await svc.wait_loaded()
+        assert not svc.is_loading(0)
+        assert svc.coordinator_error("g") == E.not_coordinator  # not half-loaded: not coordinated here
+        log.partitions[0] = []
+        svc.on_partitions_led({0})  # led again (the next metadata change): loading is tried again
+        await svc.wait_loaded()
+        assert svc.coordinator_error("g") is None
+        await svc.stop()
+
+    asyncio.run(main())

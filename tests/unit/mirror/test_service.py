@@ -6,6 +6,7 @@ import uuid
 from types import SimpleNamespace
 
 from kmirror.coordinator.offsets.log_adapter import CoordinatorAppendError
+from kmirror.coordinator.runtime import CoordinatorRuntime
 from kmirror.kip1279.state import MirrorPartitionState as S
 from kmirror.metadata.image import PartitionRegistration, TopicImage
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StateWrite
@@ -102,6 +103,29 @@ def test_resignation_drops_states_and_keys_answer_not_coordinator() -> None:
         assert service.cached_state("m1", TOPIC_ID, 0) is S.PREPARING
 
     asyncio.run(run())
+
+
+def test_a_partition_that_cannot_be_replayed_is_not_coordinated_and_keeps_no_half_loaded_state() -> None:
+    async def run():
+        log = MemoryLog()
+        service = loaded_service(log)
+        await service.wait_loaded()
+        await service.write_states([StateWrite(key(0), "orders", S.PREPARING)])
+        log.partitions[0].append((b"\x00\x07garbage", b"\x00"))  # a record of no known type
+        other = loaded_service(log)
+        await other.wait_loaded()
+        assert not other.is_loading(0)
+        assert other.coordinator.states_of_mirror("m1") == {}
+        assert (await other.local_read([key(0)])).partitions[0].error is E.not_coordinator
+        other.on_partitions_led([0])  # led again: loading is tried again
+        await other.wait_loaded()
+        assert (await other.local_read([key(0)])).partitions[0].error is E.not_coordinator
+
+    asyncio.run(run())
+
+
+def test_the_mirror_coordinator_runs_on_the_shared_coordinator_runtime() -> None:
+    assert isinstance(MirrorCoordinatorService(MirrorCoordinator(1)), CoordinatorRuntime)
 
 
 def test_remove_topics_and_delete_mirror_persist_tombstones() -> None:

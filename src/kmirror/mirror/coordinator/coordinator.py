@@ -7,8 +7,9 @@ partition, it loads the mirror metadata ...; On resignation, it clears its in-me
 
 Events in: `begin_load` / `complete_load` / `unload`, `read_states` (ReadMirrorStates or a
 local read), `write_states` (WriteMirrorStates or a local write), `remove_topics`,
-`delete_mirror`, `on_append_completed`. Values out: `MirrorOutput` (appends, then responses),
-executed by the shell in this order:
+`delete_mirror`, `on_append_completed`, `poll` (no timers: the KIP's states need none).
+Values out: `MirrorOutput` (appends, then responses), executed by `CoordinatorRuntime`
+(the group and transaction coordinators' shell) in this order:
 1. append each `StateAppend`'s records to its `__mirror_state` partition, durably;
 2. report it with `on_append_completed(ticket, error)`: a write is answered, and becomes
    visible to reads, only once persisted; a failed append answers its error and is forgotten;
@@ -24,10 +25,10 @@ transition table forbids). The KIP's RPCs carry no coordinator epoch; fencing is
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from enum import Enum
+from dataclasses import dataclass, field
 from uuid import UUID
 
+from kmirror.coordinator.group.coordinator import PartitionStatus
 from kmirror.coordinator.results import Output
 from kmirror.kip1279.state import MirrorPartitionState, is_valid_transition
 from kmirror.mirror.coordinator.partitioner import partition_for
@@ -41,11 +42,6 @@ from kmirror.protocol.errors import ErrorCode
 
 E = ErrorCode
 S = MirrorPartitionState
-
-
-class PartitionStatus(Enum):
-    LOADING = "loading"
-    LOADED = "loaded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +82,13 @@ class StateWrite:
 
 
 @dataclass
+class CoreState:
+    """What `CoordinatorRuntime` reads: the `__mirror_state` partitions loading or loaded here."""
+
+    partitions: dict[int, PartitionStatus] = field(default_factory=dict)
+
+
+@dataclass
 class _Pending:
     request_id: int
     records: list[StateRecord]
@@ -99,7 +102,7 @@ class MirrorCoordinator:
             raise ValueError("__mirror_state needs at least one partition")
         self.num_partitions = num_partitions
         self.active = True
-        self._partitions: dict[int, PartitionStatus] = {}
+        self.state = CoreState()
         self._states: dict[MirrorPartitionKey, MirrorPartitionStateValue] = {}
         self._in_flight: dict[int, tuple[int, list[StateRecord]]] = {}  # ticket -> (request, records)
         self._requests: dict[int, _Pending] = {}
@@ -113,7 +116,7 @@ class MirrorCoordinator:
     def coordinator_error(self, key: MirrorPartitionKey) -> ErrorCode | None:
         if not self.active:
             return E.coordinator_not_available
-        status = self._partitions.get(self.partition_for(key))
+        status = self.state.partitions.get(self.partition_for(key))
         if status is None:
             return E.not_coordinator
         if status is PartitionStatus.LOADING:
@@ -121,7 +124,7 @@ class MirrorCoordinator:
         return None
 
     def begin_load(self, partition: int) -> None:
-        self._partitions[partition] = PartitionStatus.LOADING
+        self.state.partitions[partition] = PartitionStatus.LOADING
 
     def complete_load(self, partition: int, records: Iterable[StateRecord]) -> None:
         """Replay the partition's records in offset order (last value per key wins, a
@@ -133,12 +136,12 @@ class MirrorCoordinator:
                 self._states.pop(key, None)
             else:
                 self._states[key] = value
-        self._partitions[partition] = PartitionStatus.LOADED
+        self.state.partitions[partition] = PartitionStatus.LOADED
 
     def unload(self, partition: int) -> MirrorOutput:
         """Resignation: forget the partition's states; writes waiting on its appends answer
         NOT_COORDINATOR."""
-        self._partitions.pop(partition, None)
+        self.state.partitions.pop(partition, None)
         for key in [k for k in self._states if self.partition_for(k) == partition]:
             del self._states[key]
         out = MirrorOutput()
@@ -149,12 +152,19 @@ class MirrorCoordinator:
 
     def shutdown(self) -> None:
         self.active = False
-        self._partitions.clear()
+        self.state.partitions.clear()
         self._states.clear()
+
+    def next_deadline_ms(self) -> int | None:
+        """No timers: a mirror partition's state changes only on a write."""
+        return None
+
+    def poll(self, now_ms: int) -> MirrorOutput:
+        return MirrorOutput()
 
     @property
     def loaded_partitions(self) -> frozenset[int]:
-        return frozenset(p for p, s in self._partitions.items() if s is PartitionStatus.LOADED)
+        return frozenset(p for p, s in self.state.partitions.items() if s is PartitionStatus.LOADED)
 
     # ---- reads -----------------------------------------------------------------------
 

@@ -1,0 +1,60 @@
+"""`ReplicaManager`'s request values and collaborator ports (Kafka names its collaborators in
+`ReplicaManager`'s constructor): what a Fetch asks of one partition, what the replica fetcher
+follows, where ISR changes go, and who may refuse a client write."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+from uuid import UUID
+
+from kmirror.replication.outcomes import AlterPartitionItem, PartitionError
+from kmirror.types import TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionRequest:
+    topic_partition: TopicPartition
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1  # Fetch v12+ (followers): the epoch of the last fetched batch
+    log_start_offset: int = -1  # followers report their log start offset
+
+
+@dataclass(frozen=True, slots=True)
+class FollowedPartition:
+    """A partition this node follows: what the replica fetcher needs to fetch it."""
+
+    topic_partition: TopicPartition
+    topic_id: UUID
+    leader_id: int
+    leader_epoch: int
+
+
+class AlterPartitionPort(Protocol):
+    """Sends an ISR change to the controller; the answer comes back through
+    `ReplicaManager.handle_alter_partition_response`."""
+
+    def submit(self, item: AlterPartitionItem) -> None: ...
+
+
+class AlterPartitionOutbox:
+    """The default port: keeps proposals for whoever drains them (tests, simulations)."""
+
+    def __init__(self) -> None:
+        self.items: list[AlterPartitionItem] = []
+
+    def submit(self, item: AlterPartitionItem) -> None:
+        self.items.append(item)
+
+    def drain(self) -> list[AlterPartitionItem]:
+        items, self.items = self.items, []
+        return items
+
+
+class WriteGuard(Protocol):
+    """Refuses client writes (Produce, DeleteRecords) to a partition, e.g. a KIP-1279 mirror
+    topic (READ_ONLY_TOPIC). Replication, mirroring and internal appends never ask it."""
+
+    def write_refusal(self, tp: TopicPartition) -> PartitionError | None: ...
