@@ -34,7 +34,6 @@ from kmirror.client.tls import TlsSetupError, server_context
 from kmirror.config.mirror import MIRROR_STATE_TOPIC, state_topic_configs
 from kmirror.config.server import ServerConfig
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, topic_default
-from kmirror.coordinator.offsets.log_adapter import ReplicaManagerCoordinatorLog
 from kmirror.coordinator.runtime import GroupCoordinatorService
 from kmirror.coordinator.transaction.config import TRANSACTION_STATE_TOPIC, TransactionConfig
 from kmirror.coordinator.transaction.service import TransactionCoordinatorService
@@ -169,7 +168,7 @@ class Node:
         # KIP-1279 MirrorCoordinator: states persisted in __mirror_state, loaded on leadership
         self.mirror_coordinator = MirrorCoordinatorService(
             MirrorCoordinator(int(cfg.values.get("mirror.topic.num.partitions", 50))),
-            log=ReplicaManagerCoordinatorLog(self.replica_manager, MIRROR_STATE_TOPIC),
+            log=ReplicatedCoordinatorLog(self.replica_manager, MIRROR_STATE_TOPIC),
             node_id=cfg.node_id,
             metadata=self.metadata,
             send=ListenerBrokerSender(
