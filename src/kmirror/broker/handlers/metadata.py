@@ -13,6 +13,7 @@ request came in on.
 from __future__ import annotations
 
 import datetime
+import logging
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +28,8 @@ from kmirror.metadata.controller.topics import CreatableTopic, is_internal_topic
 from kmirror.metadata.controller_service import MetadataOperationError
 from kmirror.metadata.image import MetadataImage, TopicImage
 from kmirror.protocol.entities import build, nested
+
+log = logging.getLogger(__name__)
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 GROUP_METADATA_TOPIC = "__consumer_offsets"
@@ -104,6 +107,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                     to_create.append(name)
                 else:
                     deferred[name] = ErrorCode.leader_not_available
+        if to_create:
+            log.info("auto-creating topics %s for client %r (Metadata v%d, %s, allow=%s)", to_create, ctx.header.client_id,
+                     version, ctx.client_host, getattr(request, "allow_auto_topic_creation", None))
         created_errors = {**deferred, **await _auto_create(services, to_create)}
         image = metadata.image
         for name, topic_id in wanted:
