@@ -143,3 +143,17 @@ def test_legacy_alter_configs_replaces_the_set(version: int) -> None:
         ErrorCode.invalid_config,
     ]
     assert dict(services.metadata.image.topic_config("t")) == {"segment.ms": "7000"}
+
+
+def test_incremental_subtract_to_an_empty_list_is_stored_empty_as_kafka_does() -> None:
+    """Kafka's ConfigurationControlManager joins what is left (""), and `cleanup.policy`'s
+    ValidList allows an empty list: neither delete nor compact."""
+    services = _services()
+    resp = _incremental(services, 1, [(TOPIC, "t", [("cleanup.policy", 3, "delete")])])
+    assert resp.responses[0].error_code == ErrorCode.none
+    assert services.metadata.image.topic_config("t")["cleanup.policy"] == ""
+    (entry,) = _describe(services, 4, [(TOPIC, "t", ("cleanup.policy",))]).results[0].configs
+    assert (entry.value, entry.config_source) == ("", 1)  # DYNAMIC_TOPIC_CONFIG
+    resp = _incremental(services, 1, [(TOPIC, "t", [("cleanup.policy", 3, "compact")])])  # already empty
+    assert resp.responses[0].error_code == ErrorCode.none
+    assert services.metadata.image.topic_config("t")["cleanup.policy"] == ""

@@ -1,0 +1,30 @@
+"""IncrementalAlterConfigs list operations through confluent-kafka's AdminClient, as Kafka's
+controller answers them: a SUBTRACT that empties `cleanup.policy` succeeds and stores the
+empty list (neither delete nor compact), and an APPEND brings a policy back."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+
+from kmirror.testing.kafka_clients import create_topic, produce_acked
+
+pytestmark = pytest.mark.integration
+
+
+def _alter(admin: AdminClient, topic: str, op: AlterConfigOpType, value: str) -> None:
+    change = ConfigResource(ResourceType.TOPIC, topic,
+                            incremental_configs=[ConfigEntry("cleanup.policy", value, incremental_operation=op)])
+    admin.incremental_alter_configs([change])[change].result(30)
+
+
+def test_subtract_empties_cleanup_policy(cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    create_topic(cluster.bootstrap, "policy", config={"cleanup.policy": "delete"})
+    resource = ConfigResource(ResourceType.TOPIC, "policy")
+    _alter(admin, "policy", AlterConfigOpType.SUBTRACT, "delete")
+    entry = admin.describe_configs([resource])[resource].result(30)["cleanup.policy"]
+    assert (entry.value, entry.source) == ("", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    assert len(produce_acked(cluster.bootstrap, "policy", 3, 1)) == 3  # the topic keeps serving
+    _alter(admin, "policy", AlterConfigOpType.APPEND, "compact")
+    assert admin.describe_configs([resource])[resource].result(30)["cleanup.policy"].value == "compact"
