@@ -5,7 +5,14 @@ empty list (neither delete nor compact), and an APPEND brings a policy back."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
 
 from kmirror.testing.kafka_clients import create_topic, produce_acked
 
