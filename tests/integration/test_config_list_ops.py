@@ -1,6 +1,7 @@
-"""IncrementalAlterConfigs list operations through confluent-kafka's AdminClient, as Kafka's
+"""Config changes through confluent-kafka's AdminClient, answered as Kafka's
 controller answers them: a SUBTRACT that empties `cleanup.policy` succeeds and stores the
-empty list (neither delete nor compact), and an APPEND brings a policy back."""
+empty list (neither delete nor compact), and an APPEND brings a policy back; a Kafka broker
+config kmirror does not act on is stored and described back."""
 
 from __future__ import annotations
 
@@ -35,3 +36,14 @@ def test_subtract_empties_cleanup_policy(cluster) -> None:
     assert len(produce_acked(cluster.bootstrap, "policy", 3, 1)) == 3  # the topic keeps serving
     _alter(admin, "policy", AlterConfigOpType.APPEND, "compact")
     assert admin.describe_configs([resource])[resource].result(30)["cleanup.policy"].value == "compact"
+
+
+def test_a_kafka_broker_config_kmirror_does_not_act_on_is_stored(cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    name = "sasl.kerberos.min.time.before.relogin"
+    broker = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry(name, "120000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([broker])[broker].result(30)
+    described = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")])
+    entry = next(iter(described.values())).result(30)[name]
+    assert (entry.value, entry.source) == ("120000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)

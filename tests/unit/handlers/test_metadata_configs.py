@@ -157,3 +157,19 @@ def test_incremental_subtract_to_an_empty_list_is_stored_empty_as_kafka_does() -
     resp = _incremental(services, 1, [(TOPIC, "t", [("cleanup.policy", 3, "compact")])])  # already empty
     assert resp.responses[0].error_code == ErrorCode.none
     assert services.metadata.image.topic_config("t")["cleanup.policy"] == ""
+
+
+@pytest.mark.parametrize("resource_name", ["1", ""])
+def test_a_broker_config_kmirror_does_not_define_is_stored_and_described(resource_name: str) -> None:
+    services = _services()
+    name = "sasl.kerberos.min.time.before.relogin"
+    resp = _incremental(services, 1, [(BROKER, resource_name, [(name, 0, "120000")])])
+    assert resp.responses[0].error_code == ErrorCode.none
+    (entry,) = _describe(services, 4, [(BROKER, resource_name, (name,))]).results[0].configs
+    assert entry.value == "120000" and entry.read_only is False
+    assert entry.config_source == (2 if resource_name else 3)  # DYNAMIC_BROKER / DYNAMIC_DEFAULT_BROKER
+    everything = {c.name for c in _describe(services, 4, [(BROKER, resource_name, None)]).results[0].configs}
+    assert name in everything
+    # a kmirror key that is not dynamic is still refused, as Kafka refuses it
+    resp = _incremental(services, 1, [(BROKER, resource_name, [("log.dirs", 0, "/elsewhere")])])
+    assert resp.responses[0].error_code == ErrorCode.invalid_request

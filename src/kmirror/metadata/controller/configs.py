@@ -91,7 +91,12 @@ def _validate(resource: ConfigResource, name: str, value: str) -> ApiError | Non
         return None if reason is None else ApiError(ErrorCode.invalid_config, reason)
     d = BROKER_CONFIG_DEFS.get(name)
     if d is None:
-        return ApiError(ErrorCode.invalid_config, f"Unknown broker config name: {name}")
+        # A name kmirror does not define (another Kafka broker key, e.g. a SASL/Kerberos or
+        # quota setting): stored as Kafka stores the dynamic configs it does not act on, and
+        # described back; kmirror does not act on it (docs/operations.md).
+        if not name or any(c.isspace() for c in name):
+            return ApiError(ErrorCode.invalid_config, f"Invalid broker config name: {name!r}")
+        return None
     if name not in DYNAMIC_BROKER_KEYS:
         return ApiError(ErrorCode.invalid_request, f"Cannot update these configs dynamically: {name}")
     try:
