@@ -47,3 +47,17 @@ def test_a_kafka_broker_config_kmirror_does_not_act_on_is_stored(cluster) -> Non
     described = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")])
     entry = next(iter(described.values())).result(30)[name]
     assert (entry.value, entry.source) == ("120000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+
+
+def test_group_configs_described_and_altered(cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    group = ConfigResource(ResourceType.GROUP, "cfg-group", incremental_configs=[
+        ConfigEntry("consumer.heartbeat.interval.ms", "6000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([group])[group].result(30)
+    described = next(iter(admin.describe_configs([ConfigResource(ResourceType.GROUP, "cfg-group")]).values())).result(30)
+    assert described["consumer.heartbeat.interval.ms"].value == "6000"
+    assert described["consumer.session.timeout.ms"].value == "45000"
+    too_long = ConfigResource(ResourceType.GROUP, "cfg-group", incremental_configs=[
+        ConfigEntry("consumer.session.timeout.ms", "90000", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception, match="group.consumer.max.session.timeout.ms"):
+        admin.incremental_alter_configs([too_long])[too_long].result(30)

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
 from kmirror.config.definitions import DESCRIBE_TYPE_CODES, ConfigDef, ConfigType
+from kmirror.config.group import GROUP_CONFIG_DEFS
 from kmirror.config.mirror import (
     MIRROR_CONFIG_DEFAULTS,
     MIRROR_LIST_CONFIGS,
@@ -206,9 +207,27 @@ def describe_configs(
         )
     if resource.type == MIRROR_CONFIG_RESOURCE_TYPE:
         return describe_mirror_configs(image, resource, keys)
+    if resource.type == ConfigResourceType.GROUP:
+        return describe_group_configs(image, resource, keys)
     return DescribeConfigsResult(
         resource, ApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource.type}."), ()
     )
+
+
+def describe_group_configs(
+    image: MetadataImage, resource: ConfigResource, keys: Sequence[str] | None
+) -> DescribeConfigsResult:
+    """A GROUP resource (Kafka's ConfigHelper): every group key, GROUP_CONFIG when set for the
+    group, else its default (DEFAULT_CONFIG); the group need not exist."""
+    if not resource.name:
+        return DescribeConfigsResult(resource, ApiError(ErrorCode.invalid_request, "Group name must not be empty."), ())
+    stored = image.configs.get(resource, {})
+    entries = []
+    for name in sorted(GROUP_CONFIG_DEFS) if keys is None else [k for k in keys if k in GROUP_CONFIG_DEFS]:
+        d = GROUP_CONFIG_DEFS[name]
+        value, source = (stored[name], ConfigSource.GROUP_CONFIG) if name in stored else (d.default, ConfigSource.DEFAULT_CONFIG)
+        entries.append(_described(d, value, source, [ConfigSynonym(name, value, source)]))
+    return DescribeConfigsResult(resource, NONE, tuple(entries))
 
 
 def describe_mirror_configs(

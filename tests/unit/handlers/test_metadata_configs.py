@@ -173,3 +173,36 @@ def test_a_broker_config_kmirror_does_not_define_is_stored_and_described(resourc
     # a kmirror key that is not dynamic is still refused, as Kafka refuses it
     resp = _incremental(services, 1, [(BROKER, resource_name, [("log.dirs", 0, "/elsewhere")])])
     assert resp.responses[0].error_code == ErrorCode.invalid_request
+
+
+GROUP = 32
+
+
+def test_group_configs_are_described_and_altered_as_kafka_does() -> None:
+    services = _services()
+    described = {c.name: c for c in _describe(services, 4, [(GROUP, "g", None)]).results[0].configs}
+    assert set(described) == {"consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "share.session.timeout.ms",
+                              "share.heartbeat.interval.ms", "share.record.lock.duration.ms", "share.auto.offset.reset"}
+    assert (described["consumer.session.timeout.ms"].value, described["consumer.session.timeout.ms"].config_source) == (
+        "45000", 5)  # DEFAULT_CONFIG
+    resp = _incremental(services, 1, [(GROUP, "g", [("consumer.session.timeout.ms", 0, "50000"),
+                                                    ("share.auto.offset.reset", 0, "earliest")])])
+    assert resp.responses[0].error_code == ErrorCode.none
+    described = {c.name: c for c in _describe(services, 4, [(GROUP, "g", None)]).results[0].configs}
+    assert (described["consumer.session.timeout.ms"].value, described["consumer.session.timeout.ms"].config_source) == (
+        "50000", 8)  # GROUP_CONFIG
+    assert described["share.auto.offset.reset"].value == "earliest"
+    refusals = [
+        ([("consumer.session.timeout.ms", 0, "70000")], "must be less than or equal to group.consumer.max.session.timeout.ms"),
+        ([("consumer.heartbeat.interval.ms", 0, "1000")], "must be greater than or equal to group.consumer.min.heartbeat"),
+        ([("no.such.group.config", 0, "1")], "Unknown group config name: no.such.group.config"),
+        ([("share.auto.offset.reset", 0, "middle")], "share.auto.offset.reset"),
+        ([("consumer.session.timeout.ms", 2, "1")], "consumer.session.timeout.ms"),  # APPEND: not a list
+    ]
+    for ops, message in refusals:
+        response = _incremental(services, 1, [(GROUP, "g", ops)]).responses[0]
+        assert response.error_code == ErrorCode.invalid_config and message in (response.error_message or ""), ops
+    resp = _incremental(services, 1, [(GROUP, "g", [("consumer.session.timeout.ms", 1, None)])])  # DELETE
+    assert resp.responses[0].error_code == ErrorCode.none
+    (entry,) = _describe(services, 4, [(GROUP, "g", ("consumer.session.timeout.ms",))]).results[0].configs
+    assert (entry.value, entry.config_source) == ("45000", 5)
