@@ -66,28 +66,35 @@ class MetadataPublisher:
 
     async def _prepare_and_publish(self) -> None:
         try:
-            while True:  # until no newer image arrived while preparing
-                image = self._latest
+            while True:  # until no newer image arrived while preparing or publishing
+                await self._prepare_latest()
                 started = time.monotonic()
-                try:
-                    created = await asyncio.to_thread(self._prepare, image)
-                except OSError as exc:  # publishing retries on the loop and reports the disk error
-                    log.error("creating partition logs failed: %s", exc)
-                    break
-                except Exception:  # a bug must not leave the image unpublished
-                    log.exception("creating partition logs failed")
-                    break
-                log.info("created %d partition logs off the event loop in %.1f s", created,
+                image = self._latest
+                for _ in self._publish(image):
+                    await asyncio.sleep(0)  # other connections are served between steps
+                log.info("published metadata offset %s in %.3f s", getattr(image, "offset", "?"),
                          time.monotonic() - started)
-                if image is self._latest:
+                if self._latest is image:
                     break
-            started = time.monotonic()
-            for _ in self._publish(self._latest):
-                await asyncio.sleep(0)  # other connections are served between steps
-            log.info("published metadata offset %s in %.3f s", getattr(self._latest, "offset", "?"),
-                     time.monotonic() - started)
         finally:
             self._task = None
+
+    async def _prepare_latest(self) -> None:
+        while True:  # until no newer image arrived while preparing
+            image = self._latest
+            started = time.monotonic()
+            try:
+                created = await asyncio.to_thread(self._prepare, image)
+            except OSError as exc:  # publishing retries on the loop and reports the disk error
+                log.error("creating partition logs failed: %s", exc)
+                return
+            except Exception:  # a bug must not leave the image unpublished
+                log.exception("creating partition logs failed")
+                return
+            if created:
+                log.info("created %d partition logs off the event loop in %.1f s", created, time.monotonic() - started)
+            if image is self._latest:
+                return
 
     def _prepare(self, image: Any) -> int:
         """On the worker thread: create the logs `image` adds here (listing them is a scan of

@@ -104,3 +104,25 @@ def test_a_large_image_is_published_in_steps_between_which_the_loop_serves_other
     steps_at = [i for i, e in enumerate(events) if e.startswith("step")]
     assert len(steps_at) == 3 and events[-1] == "published"
     assert all("served" in events[a:b] for a, b in zip(steps_at, steps_at[1:], strict=False))
+
+
+def test_an_image_arriving_while_a_large_one_is_published_in_steps_is_published_next() -> None:
+    published: list[int] = []
+    rm = SimpleNamespace(node_id=1, log_manager=FakeLogs(), log_config=lambda image, topic: None,
+                         assigns_leader_epoch=lambda image, topic: False)
+    holder: list[MetadataPublisher] = []
+
+    def steps(old: Any, new: Any) -> Iterator[None]:
+        for step in range(3):
+            if new.offset == 1 and step == 1:
+                holder[0].on_change(None, _image(2, 12))  # arrives between two steps of image 1
+            yield
+        published.append(new.offset)
+
+    async def main() -> None:
+        holder.append(MetadataPublisher(rm, steps, threshold=4))
+        holder[0].on_change(None, _image(1, 10))
+        await holder[0].stop()
+
+    asyncio.run(main())
+    assert published == [1, 2] and len(rm.log_manager.logs) == 12
