@@ -1,5 +1,5 @@
 """A decompression bomb produced to a real node: one record of 1 GiB of zeros in a ~32 KB zstd
-batch is refused with RECORD_LIST_TOO_LARGE (max.message.bytes bounds the decompressed size),
+batch is refused with RECORD_LIST_TOO_LARGE (the decompressed size is bounded at 64 times max.message.bytes),
 the node's peak RSS stays bounded, and a well-behaved client is served meanwhile."""
 
 from __future__ import annotations

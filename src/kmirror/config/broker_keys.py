@@ -66,7 +66,7 @@ _DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("log.index.interval.bytes", INT, "4096", "Bytes between offset index entries.", at_least(0)),
     ConfigDef("log.index.size.max.bytes", INT, "10485760", "Maximum index file size.", at_least(4)),
     ConfigDef("log.segment.delete.delay.ms", L, "60000", "Delay before deleting a segment file.", at_least(0)),
-    ConfigDef("log.cleanup.policy", LI, "delete", "Default cleanup policy.", each_of(*CLEANUP_POLICIES)),
+    ConfigDef("log.cleanup.policy", LI, "delete", "Default cleanup policy.", each_of(*CLEANUP_POLICIES, allow_empty=True)),
     ConfigDef("log.cleaner.delete.retention.ms", L, "86400000", "Tombstone retention.", at_least(0)),
     ConfigDef("log.cleaner.min.compaction.lag.ms", L, "0", "Minimum compaction lag.", at_least(0)),
     ConfigDef("log.cleaner.max.compaction.lag.ms", L, str(LONG_MAX), "Maximum compaction lag.", at_least(1)),

@@ -71,7 +71,7 @@ INT, L, B, S, LI, D = (
 )
 
 _TOPIC_DEFS = (
-    TopicConfigDef(ConfigDef("cleanup.policy", LI, "delete", "delete and/or compact", each_of(*CLEANUP_POLICIES),
+    TopicConfigDef(ConfigDef("cleanup.policy", LI, "delete", "delete and/or compact", each_of(*CLEANUP_POLICIES, allow_empty=True),
                              read_only=False), ("log.cleanup.policy",)),
     TopicConfigDef(ConfigDef("retention.ms", L, "604800000", "", at_least(-1), read_only=False),
                    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),

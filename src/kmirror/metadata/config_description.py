@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
 from kmirror.config.definitions import DESCRIBE_TYPE_CODES, ConfigDef, ConfigType
+from kmirror.config.group import GROUP_CONFIG_DEFS
 from kmirror.config.mirror import (
     MIRROR_CONFIG_DEFAULTS,
     MIRROR_LIST_CONFIGS,
@@ -115,8 +116,16 @@ def topic_config_entry(image: MetadataImage, server: ServerConfig, topic: str, n
     return _described(d.definition, value, top.source, chain)
 
 
+def _broker_def(name: str) -> ConfigDef:
+    """A broker key's definition; a stored name kmirror does not define reads as a string."""
+    return BROKER_CONFIG_DEFS.get(name) or ConfigDef(name, ConfigType.STRING, None, STORED_ONLY_DOC, read_only=False)
+
+
+STORED_ONLY_DOC = "Stored and described; kmirror does not act on it."
+
+
 def broker_config_entry(image: MetadataImage, server: ServerConfig, name: str) -> DescribedConfig:
-    d = BROKER_CONFIG_DEFS[name]
+    d = _broker_def(name)
     chain = _broker_chain(image, server, [name])
     chain.append(ConfigSynonym(name, d.default, ConfigSource.DEFAULT_CONFIG))
     top = chain[0]
@@ -125,7 +134,7 @@ def broker_config_entry(image: MetadataImage, server: ServerConfig, name: str) -
         entry.name,
         entry.value,
         entry.source,
-        name not in DYNAMIC_BROKER_KEYS,
+        name not in DYNAMIC_BROKER_KEYS and name in BROKER_CONFIG_DEFS,
         entry.is_sensitive,
         entry.config_type,
         entry.documentation,
@@ -168,14 +177,10 @@ def describe_configs(
     if resource.type == ConfigResourceType.BROKER:
         if resource.name == "":
             cluster = image.configs.get(resource, {})
-            names = [
-                n
-                for n in (keys if keys is not None else sorted(cluster))
-                if n in cluster and n in BROKER_CONFIG_DEFS
-            ]
+            names = [n for n in (keys if keys is not None else sorted(cluster)) if n in cluster]
             entries = tuple(
                 _described(
-                    BROKER_CONFIG_DEFS[n],
+                    _broker_def(n),
                     cluster[n],
                     ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
                     [ConfigSynonym(n, cluster[n], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)],
@@ -192,17 +197,37 @@ def describe_configs(
                 ),
                 (),
             )
-        names = [
-            n for n in (keys if keys is not None else sorted(BROKER_CONFIG_DEFS)) if n in BROKER_CONFIG_DEFS
-        ]
+        node = image.configs.get(resource, {})
+        stored_only = {n for n in (*node, *image.configs.get(ConfigResource(ConfigResourceType.BROKER, ""), {}))
+                       if n not in BROKER_CONFIG_DEFS}
+        known = sorted({*BROKER_CONFIG_DEFS, *stored_only})
+        names = [n for n in (keys if keys is not None else known) if n in BROKER_CONFIG_DEFS or n in stored_only]
         return DescribeConfigsResult(
             resource, NONE, tuple(broker_config_entry(image, server, n) for n in names)
         )
     if resource.type == MIRROR_CONFIG_RESOURCE_TYPE:
         return describe_mirror_configs(image, resource, keys)
+    if resource.type == ConfigResourceType.GROUP:
+        return describe_group_configs(image, resource, keys)
     return DescribeConfigsResult(
         resource, ApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource.type}."), ()
     )
+
+
+def describe_group_configs(
+    image: MetadataImage, resource: ConfigResource, keys: Sequence[str] | None
+) -> DescribeConfigsResult:
+    """A GROUP resource (Kafka's ConfigHelper): every group key, GROUP_CONFIG when set for the
+    group, else its default (DEFAULT_CONFIG); the group need not exist."""
+    if not resource.name:
+        return DescribeConfigsResult(resource, ApiError(ErrorCode.invalid_request, "Group name must not be empty."), ())
+    stored = image.configs.get(resource, {})
+    entries = []
+    for name in sorted(GROUP_CONFIG_DEFS) if keys is None else [k for k in keys if k in GROUP_CONFIG_DEFS]:
+        d = GROUP_CONFIG_DEFS[name]
+        value, source = (stored[name], ConfigSource.GROUP_CONFIG) if name in stored else (d.default, ConfigSource.DEFAULT_CONFIG)
+        entries.append(_described(d, value, source, [ConfigSynonym(name, value, source)]))
+    return DescribeConfigsResult(resource, NONE, tuple(entries))
 
 
 def describe_mirror_configs(

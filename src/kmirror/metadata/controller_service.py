@@ -13,8 +13,8 @@ import asyncio
 import base64
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, NamedTuple, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -65,6 +65,22 @@ class MetadataLogStore(Protocol):
     def bind(self, cluster_id: str, node_id: int) -> None:
         """Called once the cluster id is known: record or check the node's identity (meta.properties)."""
         ...
+
+
+# Past this many partitions asked for by one CreateTopics or CreatePartitions, the controller
+# works on a worker thread (`MetadataService._run`).
+LARGE_OPERATION_PARTITIONS = 1000
+
+
+class _Written(NamedTuple):
+    encoded: list[bytes]
+    last_offset: int
+    image: MetadataImage
+
+
+def _partitions_asked(counts: Iterable[int | None]) -> int:
+    """The partitions a request asks for; nonsense counts are refused by the operation itself."""
+    return sum(c for c in counts if isinstance(c, int) and 0 < c)
 
 
 def new_cluster_id(rng: Rng) -> str:
@@ -148,28 +164,48 @@ class MetadataService:
     # -- writing ------------------------------------------------------------------------------
 
     def _commit(self, records: Sequence[Record]) -> None:
-        if not records:
-            return
+        if records:
+            self._announce(self._write(self._image, records))
+
+    def _write(self, image: MetadataImage, records: Sequence[Record]) -> _Written:
+        """Encode, append durably and replay `records` onto `image`: no loop state is touched,
+        so a large operation runs this on a worker thread (under the lock: single writer)."""
         encoded = [encode(r) for r in records]
         last_offset = self._store.append(encoded)
-        first = last_offset - len(encoded) + 1
-        self._entries.extend((first + i, data) for i, data in enumerate(encoded))
+        return _Written(encoded, last_offset, image.apply(records, last_offset))
+
+    def _announce(self, written: _Written) -> None:
+        first = written.last_offset - len(written.encoded) + 1
+        self._entries.extend((first + i, data) for i, data in enumerate(written.encoded))
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
-        old = self._image
-        new = old.apply(records, last_offset)
-        self._image = new
+        old, self._image = self._image, written.image
         for listener in list(self._listeners):
             try:
-                listener(old, new)
+                listener(old, written.image)
             except Exception:  # a subscriber's bug must not undo a durable change
                 log.exception("metadata listener %r failed", listener)
 
-    async def _run(self, op: Callable[[MetadataImage], ControllerResult[Any]]) -> Any:
+    async def _run(self, op: Callable[[MetadataImage], ControllerResult[Any]], *, large: bool = False) -> Any:
+        """Run `op` and commit its records. A `large` operation (a creation of thousands of
+        partitions: placement, encoding and replay take seconds of CPU) computes and writes on a
+        worker thread, so the event loop keeps serving every other client meanwhile; the image
+        it starts from cannot change under it, as every commit holds the lock."""
         async with self._lock:
-            result = op(self._image)
-            self._commit(result.records)
+            if not large:
+                result = op(self._image)
+                self._commit(result.records)
+                return result.response
+            image = self._image
+            result, written = await asyncio.to_thread(self._compute_and_write, op, image)
+            if written is not None:
+                self._announce(written)
             return result.response
+
+    def _compute_and_write(self, op: Callable[[MetadataImage], ControllerResult[Any]],
+                           image: MetadataImage) -> tuple[ControllerResult[Any], _Written | None]:
+        result = op(image)
+        return result, (self._write(image, result.records) if result.records else None)
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -177,7 +213,8 @@ class MetadataService:
         self, topics: Sequence[topic_ops.CreatableTopic], *, validate_only: bool = False
     ) -> list[topic_ops.CreateTopicResult]:
         result: list[topic_ops.CreateTopicResult] = await self._run(
-            lambda image: topic_ops.create_topics(image, topics, self._config, self._rng, validate_only=validate_only)
+            lambda image: topic_ops.create_topics(image, topics, self._config, self._rng, validate_only=validate_only),
+            large=_partitions_asked(max(t.num_partitions, len(t.assignments)) for t in topics) > LARGE_OPERATION_PARTITIONS,
         )
         return result
 
@@ -193,7 +230,8 @@ class MetadataService:
         self, topics: Sequence[topic_ops.CreatePartitionsTopic], *, validate_only: bool = False
     ) -> list[topic_ops.CreatePartitionsResult]:
         result: list[topic_ops.CreatePartitionsResult] = await self._run(
-            lambda image: topic_ops.create_partitions(image, topics, self._config, self._rng, validate_only=validate_only)
+            lambda image: topic_ops.create_partitions(image, topics, self._config, self._rng, validate_only=validate_only),
+            large=_partitions_asked(t.count for t in topics) > LARGE_OPERATION_PARTITIONS,
         )
         return result
 

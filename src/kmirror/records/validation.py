@@ -16,9 +16,11 @@ mapped to the partition's error code at the handler. Checks, in Kafka's order:
    [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms] and producers
    may not claim LogAppendTime (INVALID_TIMESTAMP); errors are reported per record index.
 
-Compressed batches are decompressed, at most `max.message.bytes` of output (more fails
-with RECORD_LIST_TOO_LARGE as soon as the cap is passed: a decompression bomb costs bounded
-memory and time), and every inner record's framing walked (keys, values and
+Compressed batches are decompressed, at most DECOMPRESSION_RATIO_BOUND times
+`max.message.bytes` of output (more fails with RECORD_LIST_TOO_LARGE as soon as the cap is
+passed: a decompression bomb costs bounded memory and time; Kafka bounds neither, and accepts
+any batch whose compressed size fits, see docs/design/protocol.md "Decompressed size of
+produced batches"), and every inner record's framing walked (keys, values and
 headers skipped, as Kafka's skipKeyValueIterator): the record count must match and inner offset
 deltas must be 0..n-1. Kafka would *rebuild* a batch whose inner offsets are
 not consecutive, or recompress to a topic `compression.type` differing from the producer's;
@@ -51,6 +53,12 @@ from kmirror.records.batch import (
 )
 from kmirror.records.compression import CompressionType, DecompressedTooLarge
 from kmirror.records.record import InvalidRecordError, decode_varint, records_section
+
+# A compressed batch may decompress to this many times max.message.bytes (64 MiB with Kafka's
+# default): past what real producers' batches reach with real data (a producer's batch.size
+# bounds the compressed size, so a well-compressing batch of 1 MiB can hold tens of MiB of
+# records), short of what a bomb would cost the event loop.
+DECOMPRESSION_RATIO_BOUND: Final = 64
 
 UNBOUNDED_MS: Final = 2**63 - 1  # Kafka's default message.timestamp.before/after.max.ms
 _LOG_APPEND_TIME: Final = "LogAppendTime"
@@ -133,10 +141,12 @@ def validate_for_append(records: Buffer, *, max_message_bytes: int, now_ms: int,
         return batch_error
     try:
         return _check_records(records, header, now_ms, message_timestamp_type == _LOG_APPEND_TIME,
-                              timestamp_before_max_ms, timestamp_after_max_ms, compacted, max_message_bytes)
+                              timestamp_before_max_ms, timestamp_after_max_ms, compacted,
+                              max_message_bytes * DECOMPRESSION_RATIO_BOUND)
     except DecompressedTooLarge as error:
         return InvalidRecords(ErrorCode.record_list_too_large,
-                              f"{error}: the decompressed size is bounded by max.message.bytes")
+                              f"{error}: the decompressed size is bounded by {DECOMPRESSION_RATIO_BOUND} times "
+                              "max.message.bytes")
     except InvalidRecordError as error:
         return InvalidRecords(ErrorCode.invalid_record, str(error))
     except CorruptRecordError as error:

@@ -15,8 +15,9 @@ creates or deletes logs while it runs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 from uuid import UUID
 
@@ -33,18 +34,25 @@ class UnpreparedPartition:
     leader_epoch: int
 
 
-def unprepared_partitions(image: Any, node_id: int, log_manager: Any) -> list[UnpreparedPartition]:
-    """Partitions `image` hosts on `node_id` that have no log yet."""
-    out: list[UnpreparedPartition] = []
+def unprepared_partitions(image: Any, node_id: int, log_manager: Any, since: Any = None,
+                          limit: int | None = None) -> list[UnpreparedPartition]:
+    """Partitions `image` hosts on `node_id` that have no log yet (at most `limit` of them);
+    with `since` (an image already applied), only among the topics changed since it (images
+    share every unchanged topic, so an unchanged one is the same object)."""
+    return list(islice(_unprepared(image, node_id, log_manager, since), limit))
+
+
+def _unprepared(image: Any, node_id: int, log_manager: Any, since: Any) -> Iterator[UnpreparedPartition]:
+    before = {} if since is None else since.topics
     for topic in image.topics.values():
+        if before.get(topic.name) is topic:
+            continue
         for index, registration in topic.partitions.items():
             if not hosted_here(registration, node_id):
                 continue
             tp = TopicPartition(topic.name, int(index))
             if log_manager.get_log(tp) is None:
-                out.append(UnpreparedPartition(tp, topic.topic_id, int(registration.leader),
-                                               int(registration.leader_epoch)))
-    return out
+                yield UnpreparedPartition(tp, topic.topic_id, int(registration.leader), int(registration.leader_epoch))
 
 
 def prepare_logs(replica_manager: Any, image: Any, partitions: Sequence[UnpreparedPartition]) -> None:

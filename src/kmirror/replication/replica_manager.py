@@ -19,7 +19,7 @@ tells its append listeners which partitions grew or whose HW moved (`add_append_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 from uuid import UUID
 
@@ -58,6 +58,9 @@ from kmirror.replication.replica_selector import ReplicaView, select_preferred_r
 from kmirror.types import TopicPartition
 
 PartitionAppendResult = AppendOutcome | PartitionError
+
+# Partitions brought to a new image's state between two yields of `apply_image_steps`.
+APPLY_STEP_PARTITIONS = 500
 PartitionReadResult = ReadOutcome | PartitionError
 
 # Topics only the node itself may write (Kafka `Topic.isInternal`).
@@ -99,6 +102,17 @@ class ReplicaManager:
 
     def apply_image(self, old_image: Any, new_image: Any) -> None:
         """Make the hosted partitions match `new_image` (Kafka `ReplicaManager.applyDelta`)."""
+        for _ in self.apply_image_steps(old_image, new_image):
+            pass
+
+    def apply_image_steps(self, old_image: Any, new_image: Any,
+                          step_partitions: int = APPLY_STEP_PARTITIONS) -> Iterator[None]:
+        """`apply_image` in bounded steps: yields after every `step_partitions` partitions
+        brought to the image's state, so that a shell can serve other requests between steps
+        when an image adds thousands of partitions. Between steps the partitions not reached
+        yet keep their previous state (a new one is not hosted yet), as partitions are updated
+        one by one while Kafka's request threads keep serving. The caller runs one
+        application at a time and finishes it before starting the next."""
         del old_image  # the new image is complete; the old one is only a hint
         self._image = new_image
         wanted: dict[TopicPartition, tuple[Any, Any]] = {}
@@ -127,7 +141,9 @@ class ReplicaManager:
         follow: list[FollowedPartition] = []
         unfollow: list[TopicPartition] = []
         log_configs: dict[str, LogConfig] = {}
-        for tp, (topic, registration) in wanted.items():
+        for done, (tp, (topic, registration)) in enumerate(wanted.items(), 1):
+            if done % step_partitions == 0:
+                yield
             log_config = log_configs.get(tp.topic)
             if log_config is None:
                 log_config = log_configs[tp.topic] = self.log_config(new_image, tp.topic)
@@ -157,7 +173,7 @@ class ReplicaManager:
         removed = [tp for tp in self._followed if tp not in self._partitions or self._partitions[tp].is_leader]
         for tp in removed:
             self._followed.discard(tp)
-        unfollow = sorted(set(unfollow) | set(removed))
+        unfollow = sorted(set(unfollow) | set(removed), key=_partition_order)
         self._followed.update(f.topic_partition for f in follow)
         if follow or unfollow:
             for role_listener in list(self._role_listeners):
@@ -496,3 +512,9 @@ def _update_log_config(log: Any, log_config: Any) -> None:
         update(log_config)
     else:
         log.config = log_config
+
+
+def _partition_order(tp: TopicPartition) -> tuple[str, int]:
+    """TopicPartition's order as a plain tuple (sorting ten thousand dataclasses by their
+    generated `__lt__` costs a noticeable stall)."""
+    return tp.topic, tp.partition

@@ -5,7 +5,10 @@ plane), in order. When an image adds more than `threshold` partitions hosted her
 no log yet (a large CreateTopics or CreatePartitions), their logs are first created on a
 worker thread (`kmirror.replication.log_preparation`), and the image is published once they
 exist: the seconds of fsync'd file creation of a 10,000-partition topic then never run on the
-event loop, and every connection keeps being served. Images arriving meanwhile are
+event loop, and every connection keeps being served. That image is then published in bounded
+steps (`ReplicaManager.apply_image_steps`), yielding to the event loop between them, since
+building ten thousand partitions' state at once is itself a stall of a second or so on a
+loaded machine. Images arriving meanwhile are
 coalesced (each image is complete; the newest is published next). Until publication the
 broker answers for the new partitions as for any it does not host yet, as Kafka's brokers
 apply metadata after the controller has answered.
@@ -19,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kmirror.replication.log_preparation import prepare_logs, unprepared_partitions
@@ -30,10 +33,10 @@ LARGE_CREATION_PARTITIONS = 16
 
 
 class MetadataPublisher:
-    def __init__(self, replica_manager: Any, publish: Callable[[Any, Any], None],
+    def __init__(self, replica_manager: Any, publish_steps: Callable[[Any, Any], Iterator[None]],
                  threshold: int = LARGE_CREATION_PARTITIONS) -> None:
         self._replica_manager = replica_manager
-        self._publish_step = publish
+        self._publish_steps = publish_steps
         self._threshold = threshold
         self._published: Any = None
         self._latest: Any = None
@@ -45,8 +48,9 @@ class MetadataPublisher:
         self._latest = new_image
         if self._task is not None:
             return  # the running preparation publishes the newest image when done
-        if len(self._unprepared(new_image)) <= self._threshold:
-            self._publish(new_image)
+        if len(self._unprepared(new_image, limit=self._threshold + 1)) <= self._threshold:
+            for _ in self._publish(new_image):
+                pass
             return
         self._task = asyncio.get_running_loop().create_task(self._prepare_and_publish())
 
@@ -55,35 +59,50 @@ class MetadataPublisher:
         if self._task is not None:
             await asyncio.shield(self._task)
 
-    def _unprepared(self, image: Any) -> list[Any]:
+    def _unprepared(self, image: Any, limit: int | None = None) -> list[Any]:
+        """Partitions without a log among the topics changed since the published image."""
         rm = self._replica_manager
-        return unprepared_partitions(image, rm.node_id, rm.log_manager)
+        return unprepared_partitions(image, rm.node_id, rm.log_manager, since=self._published, limit=limit)
 
     async def _prepare_and_publish(self) -> None:
         try:
-            while True:
-                image = self._latest
-                missing = self._unprepared(image)
-                if len(missing) <= self._threshold:
-                    break
-                log.info("creating %d partition logs off the event loop", len(missing))
+            while True:  # until no newer image arrived while preparing or publishing
+                await self._prepare_latest()
                 started = time.monotonic()
-                try:
-                    await asyncio.to_thread(prepare_logs, self._replica_manager, image, missing)
-                except OSError as exc:  # publishing retries on the loop and reports the disk error
-                    log.error("creating partition logs failed: %s", exc)
+                image = self._latest
+                for _ in self._publish(image):
+                    await asyncio.sleep(0)  # other connections are served between steps
+                log.info("published metadata offset %s in %.3f s", getattr(image, "offset", "?"),
+                         time.monotonic() - started)
+                if self._latest is image:
                     break
-                except Exception:  # a bug must not leave the image unpublished
-                    log.exception("creating partition logs failed")
-                    break
-                log.info("created %d partition logs in %.1f s", len(missing), time.monotonic() - started)
-            started = time.monotonic()
-            self._publish(self._latest)
-            log.info("published metadata offset %s in %.3f s", getattr(self._latest, "offset", "?"),
-                     time.monotonic() - started)
         finally:
             self._task = None
 
-    def _publish(self, image: Any) -> None:
+    async def _prepare_latest(self) -> None:
+        while True:  # until no newer image arrived while preparing
+            image = self._latest
+            started = time.monotonic()
+            try:
+                created = await asyncio.to_thread(self._prepare, image)
+            except OSError as exc:  # publishing retries on the loop and reports the disk error
+                log.error("creating partition logs failed: %s", exc)
+                return
+            except Exception:  # a bug must not leave the image unpublished
+                log.exception("creating partition logs failed")
+                return
+            if created:
+                log.info("created %d partition logs off the event loop in %.1f s", created, time.monotonic() - started)
+            if image is self._latest:
+                return
+
+    def _prepare(self, image: Any) -> int:
+        """On the worker thread: create the logs `image` adds here (listing them is a scan of
+        the new topics' partitions, kept off the loop too)."""
+        missing = self._unprepared(image)
+        prepare_logs(self._replica_manager, image, missing)
+        return len(missing)
+
+    def _publish(self, image: Any) -> Iterator[None]:
         old, self._published = self._published, image
-        self._publish_step(old, image)
+        return self._publish_steps(old, image)

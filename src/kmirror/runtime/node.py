@@ -26,6 +26,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from kmirror.broker.api import build_registry
@@ -185,7 +186,7 @@ class Node:
         )
         self.replica_manager.write_guard = MirrorWriteGuard(
             lambda: self.metadata.image, self.mirror_coordinator, self.mirror_data_plane.manager)
-        self.publisher = MetadataPublisher(self.replica_manager, self._on_metadata_change)
+        self.publisher = MetadataPublisher(self.replica_manager, self._metadata_change_steps)
         self.metadata.subscribe(self.publisher.on_change)
         self.publisher.on_change(None, self.metadata.image)
 
@@ -292,8 +293,10 @@ class Node:
             except Exception:
                 log.exception("controller task %s failed", getattr(action, "__name__", action))
 
-    def _on_metadata_change(self, old_image: Any, new_image: Any) -> None:
-        self.replica_manager.apply_image(old_image, new_image)
+    def _metadata_change_steps(self, old_image: Any, new_image: Any) -> Iterator[None]:
+        """Publish an image to the broker components; yields between bounded steps of the
+        replica manager's application (`MetadataPublisher` runs the steps)."""
+        yield from self.replica_manager.apply_image_steps(old_image, new_image)
         if self.replication is not None:
             self.replication.on_metadata_change(old_image, new_image)
         led = self.replica_manager.leader_partitions(CONSUMER_OFFSETS)

@@ -143,3 +143,66 @@ def test_legacy_alter_configs_replaces_the_set(version: int) -> None:
         ErrorCode.invalid_config,
     ]
     assert dict(services.metadata.image.topic_config("t")) == {"segment.ms": "7000"}
+
+
+def test_incremental_subtract_to_an_empty_list_is_stored_empty_as_kafka_does() -> None:
+    """Kafka's ConfigurationControlManager joins what is left (""), and `cleanup.policy`'s
+    ValidList allows an empty list: neither delete nor compact."""
+    services = _services()
+    resp = _incremental(services, 1, [(TOPIC, "t", [("cleanup.policy", 3, "delete")])])
+    assert resp.responses[0].error_code == ErrorCode.none
+    assert services.metadata.image.topic_config("t")["cleanup.policy"] == ""
+    (entry,) = _describe(services, 4, [(TOPIC, "t", ("cleanup.policy",))]).results[0].configs
+    assert (entry.value, entry.config_source) == ("", 1)  # DYNAMIC_TOPIC_CONFIG
+    resp = _incremental(services, 1, [(TOPIC, "t", [("cleanup.policy", 3, "compact")])])  # already empty
+    assert resp.responses[0].error_code == ErrorCode.none
+    assert services.metadata.image.topic_config("t")["cleanup.policy"] == ""
+
+
+@pytest.mark.parametrize("resource_name", ["1", ""])
+def test_a_broker_config_kmirror_does_not_define_is_stored_and_described(resource_name: str) -> None:
+    services = _services()
+    name = "sasl.kerberos.min.time.before.relogin"
+    resp = _incremental(services, 1, [(BROKER, resource_name, [(name, 0, "120000")])])
+    assert resp.responses[0].error_code == ErrorCode.none
+    (entry,) = _describe(services, 4, [(BROKER, resource_name, (name,))]).results[0].configs
+    assert entry.value == "120000" and entry.read_only is False
+    assert entry.config_source == (2 if resource_name else 3)  # DYNAMIC_BROKER / DYNAMIC_DEFAULT_BROKER
+    everything = {c.name for c in _describe(services, 4, [(BROKER, resource_name, None)]).results[0].configs}
+    assert name in everything
+    # a kmirror key that is not dynamic is still refused, as Kafka refuses it
+    resp = _incremental(services, 1, [(BROKER, resource_name, [("log.dirs", 0, "/elsewhere")])])
+    assert resp.responses[0].error_code == ErrorCode.invalid_request
+
+
+GROUP = 32
+
+
+def test_group_configs_are_described_and_altered_as_kafka_does() -> None:
+    services = _services()
+    described = {c.name: c for c in _describe(services, 4, [(GROUP, "g", None)]).results[0].configs}
+    assert set(described) == {"consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "share.session.timeout.ms",
+                              "share.heartbeat.interval.ms", "share.record.lock.duration.ms", "share.auto.offset.reset"}
+    assert (described["consumer.session.timeout.ms"].value, described["consumer.session.timeout.ms"].config_source) == (
+        "45000", 5)  # DEFAULT_CONFIG
+    resp = _incremental(services, 1, [(GROUP, "g", [("consumer.session.timeout.ms", 0, "50000"),
+                                                    ("share.auto.offset.reset", 0, "earliest")])])
+    assert resp.responses[0].error_code == ErrorCode.none
+    described = {c.name: c for c in _describe(services, 4, [(GROUP, "g", None)]).results[0].configs}
+    assert (described["consumer.session.timeout.ms"].value, described["consumer.session.timeout.ms"].config_source) == (
+        "50000", 8)  # GROUP_CONFIG
+    assert described["share.auto.offset.reset"].value == "earliest"
+    refusals = [
+        ([("consumer.session.timeout.ms", 0, "70000")], "must be less than or equal to group.consumer.max.session.timeout.ms"),
+        ([("consumer.heartbeat.interval.ms", 0, "1000")], "must be greater than or equal to group.consumer.min.heartbeat"),
+        ([("no.such.group.config", 0, "1")], "Unknown group config name: no.such.group.config"),
+        ([("share.auto.offset.reset", 0, "middle")], "share.auto.offset.reset"),
+        ([("consumer.session.timeout.ms", 2, "1")], "consumer.session.timeout.ms"),  # APPEND: not a list
+    ]
+    for ops, message in refusals:
+        response = _incremental(services, 1, [(GROUP, "g", ops)]).responses[0]
+        assert response.error_code == ErrorCode.invalid_config and message in (response.error_message or ""), ops
+    resp = _incremental(services, 1, [(GROUP, "g", [("consumer.session.timeout.ms", 1, None)])])  # DELETE
+    assert resp.responses[0].error_code == ErrorCode.none
+    (entry,) = _describe(services, 4, [(GROUP, "g", ("consumer.session.timeout.ms",))]).results[0].configs
+    assert (entry.value, entry.config_source) == ("45000", 5)

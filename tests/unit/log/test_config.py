@@ -45,3 +45,9 @@ def test_round_trip_through_topic_config():
 def test_invalid_values_name_the_key(key, value):
     with pytest.raises(InvalidConfigError, match=key.replace(".", r"\.")):
         LogConfig.from_topic_config({key: value})
+
+
+def test_an_empty_cleanup_policy_neither_deletes_nor_compacts() -> None:
+    config = LogConfig.from_topic_config({"cleanup.policy": ""})
+    assert config.cleanup_policy == ()
+    assert not config.delete_enabled and not config.compact_enabled

@@ -205,12 +205,23 @@ def test_after_bound_alone_is_decided_by_the_batch_max_timestamp() -> None:
     assert isinstance(ok, ValidatedRecords) and ok.batches[0].max_timestamp == NOW + 10_000
 
 
-@pytest.mark.parametrize("compression", [1, 2, 3, 4])
+@pytest.mark.parametrize("compression", [1, 3, 4])  # snappy's ratio stays under ~22: no bomb
 def test_decompression_bomb_is_record_list_too_large(compression: int) -> None:
-    """One record of 16 MiB of zeros compresses to a few KB; max.message.bytes bounds the
-    decompressed size too."""
+    """One record of 16 MiB of zeros compresses to at most 70 KB; the decompressed size is
+    bounded by DECOMPRESSION_RATIO_BOUND times max.message.bytes (6.4 MB here)."""
     bomb = build_batch([(None, b"\x00" * (16 << 20), (), NOW)], compression=compression)
-    assert len(bomb) < 1_048_588
-    outcome = validate(bomb, max_message_bytes=1_048_588)
+    assert len(bomb) < 100_000
+    outcome = validate(bomb, max_message_bytes=100_000)
     assert error_of(outcome) == ErrorCode.record_list_too_large
-    assert "max.message.bytes" in outcome.message
+    assert "64 times max.message.bytes" in outcome.message
+
+
+@pytest.mark.parametrize("compression", [1, 2, 3, 4])
+def test_a_batch_decompressing_past_max_message_bytes_is_accepted_as_kafka_accepts_it(compression: int) -> None:
+    """Kafka checks max.message.bytes against the batch as sent (compressed): 4 MiB of JSON-like
+    records in a batch well under 1 MiB is a valid produce."""
+    records = [(b"k%d" % i, b'{"user": %d, "event": "page_view", "path": "/home", "pad": "%s"}' % (i, b"x" * 300),
+                (), NOW) for i in range(11_000)]
+    batch = build_batch(records, compression=compression)
+    assert len(batch) < 1_048_588 < sum(len(v) for _, v, _, _ in records)
+    assert isinstance(validate(batch, max_message_bytes=1_048_588), ValidatedRecords)

@@ -186,3 +186,15 @@ def test_the_write_guard_refuses_client_appends_and_deletes_but_not_internal_app
     assert isinstance(results[T1], AppendOutcome)
     assert rm.delete_records({T0: 0})[T0] == PartitionError(ErrorCode.invalid_topic_exception, "read-only")
     assert isinstance(rm.append_records({T0: batch}, 1, internal_topics_allowed=True)[T0], AppendOutcome)
+
+
+def test_apply_image_steps_yields_every_step_and_ends_as_apply_image() -> None:
+    image = single_node_image(NODE, {"big": (uuid4(), 25)})
+    stepped = ReplicaManager(NODE, FakeLogManager(), ManualClock(), server_config(NODE))
+    steps = stepped.apply_image_steps(None, image, step_partitions=10)
+    hosted_between_steps = []
+    for _ in steps:
+        hosted_between_steps.append(len(stepped.leader_partitions("big")))
+    assert hosted_between_steps == [9, 19]  # partitions appear step by step, never all at once
+    at_once, _ = manager(image)
+    assert stepped.leader_partitions("big") == at_once.leader_partitions("big") == list(range(25))

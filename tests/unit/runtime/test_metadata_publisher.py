@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
+from typing import Any
 
 from kmirror.runtime.metadata_publisher import MetadataPublisher
 
@@ -30,6 +32,14 @@ def _image(offset: int, partitions: int) -> SimpleNamespace:
     return SimpleNamespace(offset=offset, topics={"t": topic} if partitions else {})
 
 
+def _recording(published: list[int]) -> Callable[[Any, Any], Iterator[None]]:
+    def steps(old: Any, new: Any) -> Iterator[None]:
+        published.append(new.offset)
+        yield
+
+    return steps
+
+
 def test_large_creations_are_prepared_off_the_loop_and_images_coalesced() -> None:
     logs = FakeLogs()
     published: list[int] = []
@@ -37,7 +47,7 @@ def test_large_creations_are_prepared_off_the_loop_and_images_coalesced() -> Non
                          assigns_leader_epoch=lambda image, topic: False)
 
     async def main() -> None:
-        publisher = MetadataPublisher(rm, lambda old, new: published.append(new.offset), threshold=4)
+        publisher = MetadataPublisher(rm, _recording(published), threshold=4)
         publisher.on_change(None, _image(1, 3))  # small: at once
         assert published == [1] and not logs.logs
         publisher.on_change(None, _image(2, 10))  # large: prepared on a worker thread
@@ -61,9 +71,58 @@ def test_an_image_is_published_even_when_preparing_its_logs_fails() -> None:
                          assigns_leader_epoch=lambda image, topic: False)
 
     async def main() -> None:
-        publisher = MetadataPublisher(rm, lambda old, new: published.append(new.offset), threshold=4)
+        publisher = MetadataPublisher(rm, _recording(published), threshold=4)
         publisher.on_change(None, _image(5, 10))
         await publisher.stop()
         assert published == [5]
 
     asyncio.run(main())
+
+
+def test_a_large_image_is_published_in_steps_between_which_the_loop_serves_others() -> None:
+    events: list[str] = []
+    rm = SimpleNamespace(node_id=1, log_manager=FakeLogs(), log_config=lambda image, topic: None,
+                         assigns_leader_epoch=lambda image, topic: False)
+
+    def steps(old: Any, new: Any) -> Iterator[None]:
+        for i in range(3):
+            events.append(f"step {i}")
+            yield
+        events.append("published")
+
+    async def other_client() -> None:
+        while "published" not in events:
+            events.append("served")
+            await asyncio.sleep(0)
+
+    async def main() -> None:
+        publisher = MetadataPublisher(rm, steps, threshold=4)
+        publisher.on_change(None, _image(1, 10))
+        await asyncio.gather(other_client(), publisher.stop())
+
+    asyncio.run(main())
+    steps_at = [i for i, e in enumerate(events) if e.startswith("step")]
+    assert len(steps_at) == 3 and events[-1] == "published"
+    assert all("served" in events[a:b] for a, b in zip(steps_at, steps_at[1:], strict=False))
+
+
+def test_an_image_arriving_while_a_large_one_is_published_in_steps_is_published_next() -> None:
+    published: list[int] = []
+    rm = SimpleNamespace(node_id=1, log_manager=FakeLogs(), log_config=lambda image, topic: None,
+                         assigns_leader_epoch=lambda image, topic: False)
+    holder: list[MetadataPublisher] = []
+
+    def steps(old: Any, new: Any) -> Iterator[None]:
+        for step in range(3):
+            if new.offset == 1 and step == 1:
+                holder[0].on_change(None, _image(2, 12))  # arrives between two steps of image 1
+            yield
+        published.append(new.offset)
+
+    async def main() -> None:
+        holder.append(MetadataPublisher(rm, steps, threshold=4))
+        holder[0].on_change(None, _image(1, 10))
+        await holder[0].stop()
+
+    asyncio.run(main())
+    assert published == [1, 2] and len(rm.log_manager.logs) == 12

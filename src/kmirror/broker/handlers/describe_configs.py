@@ -1,4 +1,4 @@
-"""DescribeConfigs (key 32, v1-4; kio has no v0): TOPIC, BROKER and MIRROR (KIP-1279) resources, with synonyms
+"""DescribeConfigs (key 32, v1-4; kio has no v0): TOPIC, BROKER, GROUP and MIRROR (KIP-1279) resources, with synonyms
 (when asked), config source, read-only/sensitive flags, type (v3+) and documentation (v3+,
 when asked).
 

@@ -7,12 +7,13 @@ Kafka does; clients retry. One request auto-creates at most
 MAX_AUTO_CREATED_PARTITIONS_PER_REQUEST partitions (whole topics of `num.partitions`); the
 unknown topics past that budget are answered LEADER_NOT_AVAILABLE too and created by a later
 request, so a Metadata request naming thousands of unknown topics costs bounded time. Brokers are listed with their endpoint on the listener the
-request came in on.
+request came in on. Each auto-creation is logged at INFO with the client id that asked for it.
 """
 
 from __future__ import annotations
 
 import datetime
+import logging
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +28,8 @@ from kmirror.metadata.controller.topics import CreatableTopic, is_internal_topic
 from kmirror.metadata.controller_service import MetadataOperationError
 from kmirror.metadata.image import MetadataImage, TopicImage
 from kmirror.protocol.entities import build, nested
+
+log = logging.getLogger(__name__)
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 GROUP_METADATA_TOPIC = "__consumer_offsets"
@@ -104,6 +107,10 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                     to_create.append(name)
                 else:
                     deferred[name] = ErrorCode.leader_not_available
+        if to_create:
+            # which client re-creates a deleted topic is an operator's first question
+            log.info("auto-creating topics %s for client %r (Metadata v%d from %s)", to_create, ctx.header.client_id,
+                     version, ctx.client_host)
         created_errors = {**deferred, **await _auto_create(services, to_create)}
         image = metadata.image
         for name, topic_id in wanted:

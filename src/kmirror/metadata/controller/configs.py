@@ -1,5 +1,5 @@
 """Dynamic configs (Kafka's ConfigurationControlManager): IncrementalAlterConfigs and the
-legacy AlterConfigs, for TOPIC and BROKER resources; IncrementalAlterConfigs also for
+legacy AlterConfigs, for TOPIC, BROKER and GROUP resources; IncrementalAlterConfigs also for
 KIP-1279's MIRROR resources (`mirror_configs`).
 
 BROKER resource names are a node id or "" (the cluster-wide default). Only the broker keys
@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
 from kmirror.config.definitions import ConfigError, ConfigType
+from kmirror.config.group import validate_group_configs
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, validate_topic_config
 from kmirror.metadata.controller.config_ops import AlterableConfig as AlterableConfig
 from kmirror.metadata.controller.config_ops import AlterConfigOp as AlterConfigOp
@@ -72,6 +73,8 @@ def _check_resource(image: MetadataImage, resource: ConfigResource) -> ApiError 
         if resource.name != "" and not resource.name.isdigit():
             return ApiError(ErrorCode.invalid_request, f"Illegal broker id {resource.name!r}.")
         return None
+    if resource.type == ConfigResourceType.GROUP:  # a group need not exist to carry configs, as in Kafka
+        return None if resource.name else ApiError(ErrorCode.invalid_request, "Group name must not be empty.")
     if resource.type == MIRROR_CONFIG_RESOURCE_TYPE:  # KIP-1279: CreateMirror or IncrementalAlterConfigs only
         return ApiError(ErrorCode.invalid_request, "Mirror configs are altered with IncrementalAlterConfigs.")
     return ApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource.type}.")
@@ -86,12 +89,19 @@ def _is_list(resource: ConfigResource, name: str) -> bool:
 
 
 def _validate(resource: ConfigResource, name: str, value: str) -> ApiError | None:
+    if resource.type == ConfigResourceType.GROUP:  # checked as a whole by _validate_resource
+        return None
     if resource.type == ConfigResourceType.TOPIC:
         reason = validate_topic_config(name, value)
         return None if reason is None else ApiError(ErrorCode.invalid_config, reason)
     d = BROKER_CONFIG_DEFS.get(name)
     if d is None:
-        return ApiError(ErrorCode.invalid_config, f"Unknown broker config name: {name}")
+        # A name kmirror does not define (another Kafka broker key, e.g. a SASL/Kerberos or
+        # quota setting): stored as Kafka stores the dynamic configs it does not act on, and
+        # described back; kmirror does not act on it (docs/operations.md).
+        if not name or any(c.isspace() for c in name):
+            return ApiError(ErrorCode.invalid_config, f"Invalid broker config name: {name!r}")
+        return None
     if name not in DYNAMIC_BROKER_KEYS:
         return ApiError(ErrorCode.invalid_request, f"Cannot update these configs dynamically: {name}")
     try:
@@ -159,7 +169,16 @@ def _incremental_one(
         if err is not None:
             return err
         new[op.name] = value
-    return _diff(resource, current, new)
+    err = _validate_resource(resource, new)
+    return err if err is not None else _diff(resource, current, new)
+
+
+def _validate_resource(resource: ConfigResource, configs: Mapping[str, str]) -> ApiError | None:
+    """Checks of a resource's configs as a whole (Kafka validates the merged map)."""
+    if resource.type == ConfigResourceType.GROUP:
+        reason = validate_group_configs(configs)
+        return None if reason is None else ApiError(ErrorCode.invalid_config, reason)
+    return None
 
 
 def _default_list(resource: ConfigResource, name: str) -> str:
@@ -187,10 +206,12 @@ def alter_configs(
                     err = _validate(resource, name, value)
                 if err is not None:
                     break
+        new = {k: v for k, v in values.items() if v is not None}
+        if err is None:
+            err = _validate_resource(resource, new)
         if err is not None:
             results.append(AlterConfigsResult(resource, err))
             continue
-        new = {k: v for k, v in values.items() if v is not None}
         if not validate_only:
             records.extend(_diff(resource, image.configs.get(resource, {}), new))
         results.append(AlterConfigsResult(resource))
