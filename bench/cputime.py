@@ -22,7 +22,9 @@ def _processes() -> dict[int, tuple[int, float]]:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
-        out[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / TICKS)
+        # utime + stime, and cutime + cstime: the CPU of children that ended and were reaped
+        # (Spark's Python workers come and go), so a measurement never loses them.
+        out[int(entry)] = (int(fields[1]), sum(int(f) for f in fields[11:15]) / TICKS)
     return out
 
 
