@@ -19,7 +19,9 @@ on that topic:
 6. Spark's own ceiling: `count()` over a Python data source yielding ready-made Arrow
    batches of the same schema and size (no fetching, no decoding).
 
-MB are uncompressed record bytes (key + value); rows/s and MB/s are over wall time.
+MB are uncompressed record bytes (key + value); rows/s and MB/s are over wall time. CPU
+per row counts this process and its children (Spark's JVM and Python workers) and the node,
+so it holds on a machine that other work shares.
 
     .venv/bin/python bench/spark_read.py [--mb 2048] [--codecs zstd,lz4] [--out docs/benchmarks.md]
 """
@@ -58,6 +60,7 @@ from kmirror.testing.spark import spark_session
 from kmirror.types import TopicPartition as KTopicPartition
 
 sys.path.insert(0, str(Path(__file__).parent))
+from cputime import cpu_seconds, node_pids  # noqa: E402
 from mirror import records  # noqa: E402  (the same 1 KiB JSON records as the mirror benchmark)
 
 PARTITIONS = 4
@@ -186,19 +189,30 @@ class ReadyArrow(DataSource):
         return ReadyArrowReader(int(self.options["rows"]))
 
 
-def timed(what: str, fn: Callable[[], int], expected: int, size: int) -> tuple[str, float, float]:
+NODES: list[int] = []  # the node's pids: its CPU counts in every measurement
+
+
+Row = tuple[str, float, float, float]  # (what, rows/s, MB/s, CPU microseconds per row)
+
+
+def timed(what: str, fn: Callable[[], int], expected: int, size: int) -> Row:
+    """Wall-clock rates, and the CPU per row of this process tree (Spark's JVM and Python
+    workers included) and the node: the machine is shared, so CPU per row is the measure
+    that other work does not distort; 2 cores / CPU per row bounds the rate on an idle one."""
+    cpu = cpu_seconds(NODES)
     start = time.perf_counter()
     n = fn()
     seconds = time.perf_counter() - start
+    cpu = cpu_seconds(NODES) - cpu
     if n != expected:
         raise SystemExit(f"{what}: {n} records, expected {expected}")
-    rate, mb = n / seconds, size / seconds / 1e6
-    print(f"  {what:<34} {seconds:7.2f} s  {rate:>10,.0f} rows/s  {mb:7.1f} MB/s", flush=True)
-    return what, rate, mb
+    rate, mb, us = n / seconds, size / seconds / 1e6, cpu / n * 1e6
+    print(f"  {what:<34} {seconds:7.2f} s  {rate:>10,.0f} rows/s  {mb:7.1f} MB/s  {cpu:6.2f} CPU s "
+          f"({us:.2f} us/row)", flush=True)
+    return what, rate, mb, us
 
 
-def run_codec(spark: Any, bootstrap: str, codec: str, mb: int, pool: list[bytes],
-              work: Path) -> list[tuple[str, float, float]]:
+def run_codec(spark: Any, bootstrap: str, codec: str, mb: int, pool: list[bytes], work: Path) -> list[Row]:
     topic = f"bench-{codec}"
     create_topic(bootstrap, topic, PARTITIONS)
     t = time.perf_counter()
@@ -230,7 +244,8 @@ def run_codec(spark: Any, bootstrap: str, codec: str, mb: int, pool: list[bytes]
     print(f"  (the raw fetch received {WIRE_BYTES[topic] / 1e6:,.0f} MB of {codec} batches)", flush=True)
     base, raw = rows[1][1], rows[0][1]
     print(f"  Spark count: {rows[3][1] / base:.2f}x confluent-kafka, {rows[3][1] / raw:.0%} of raw fetch; "
-          f"Parquet: {rows[4][1] / base:.2f}x confluent-kafka", flush=True)
+          f"Parquet: {rows[4][1] / base:.2f}x confluent-kafka; CPU per row: Spark count {rows[3][3]:.2f} us, "
+          f"confluent-kafka {rows[1][3]:.2f} us, raw fetch {rows[0][3]:.2f} us", flush=True)
     return rows
 
 
@@ -243,9 +258,10 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="kmirror-spark-bench-"))
     port = free_port_block()
     up(work / "node", 1, port)
+    NODES.extend(node_pids(work / "node"))
     bootstrap = f"127.0.0.1:{port}"
     pool = records(5000)
-    results: dict[str, list[tuple[str, float, float]]] = {}
+    results: dict[str, list[Row]] = {}
     try:
         with spark_session("local[2]", **{"spark.driver.memory": "2g"}) as spark:
             spark.dataSource.register(ReadyArrow)
@@ -256,12 +272,12 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     if args.out:
         lines = [f"\n### Run of {time.strftime('%Y-%m-%d')}, {args.mb} MB per codec, {PARTITIONS} partitions\n",
-                 "| codec | reader | rows/s | MB/s | vs confluent-kafka | vs raw fetch |",
-                 "|---|---|---:|---:|---:|---:|"]
+                 "| codec | reader | rows/s | MB/s | vs confluent-kafka | vs raw fetch | CPU us/row |",
+                 "|---|---|---:|---:|---:|---:|---:|"]
         for codec, rows in results.items():
-            for what, rate, mb in rows:
+            for what, rate, mb, us in rows:
                 lines.append(f"| {codec} | {what} | {rate:,.0f} | {mb:.0f} | {rate / rows[1][1]:.2f}x | "
-                             f"{rate / rows[0][1]:.0%} |")
+                             f"{rate / rows[0][1]:.0%} | {us:.2f} |")
         with args.out.open("a") as f:
             f.write("\n".join(lines) + "\n")
     return 0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv with kmirror and its test tools (PySpark and pyarrow included), installs kcat
-# (Debian) when missing, and a headless Java runtime (Debian) when `java` is missing: PySpark
-# needs Java 17 or later.
+# (Debian) when missing, a headless Java runtime (Debian) when `java` is missing (PySpark
+# needs Java 17 or later), and Chromium (Debian) when missing: the test of `kmirror verify`'s
+# HTML report renders it in headless Chromium.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,5 +62,22 @@ if ! java_ok; then
     echo "warning: Java 17 or later is needed for PySpark (kmirror.spark) and could not be installed here." >&2
     echo "         Install it with 'apt-get install openjdk-17-jre-headless' (or your system's package)," >&2
     echo "         or set JAVA_HOME; the Spark tests will be skipped until then." >&2
+  fi
+fi
+
+chromium_path() {  # the first headless-capable Chromium on PATH
+  local name
+  for name in chromium chromium-browser google-chrome; do
+    if command -v "$name" >/dev/null 2>&1; then command -v "$name"; return 0; fi
+  done
+  return 1
+}
+if ! chromium_path >/dev/null; then
+  echo "bootstrap: installing Chromium (Debian) for the verify report's browser test (a first install takes a minute)"
+  if apt_install chromium && chromium_path >/dev/null; then
+    echo "bootstrap: installed chromium"
+  else
+    echo "warning: Chromium could not be installed here; the verify report's browser test is skipped" >&2
+    echo "         (and fails when CI is set). Install it with 'apt-get install chromium'." >&2
   fi
 fi

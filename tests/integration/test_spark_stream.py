@@ -3,14 +3,19 @@ real SparkSession (local[2]); one node and one session for the module.
 
 Proven: a query stopped and restarted from its checkpoint loses nothing and repeats
 nothing, and its checkpoint holds Spark's Kafka source offsets; maxOffsetsPerTrigger
-bounds each micro-batch; partitions added to a topic and new topics matching the pattern
+bounds each micro-batch; minOffsetsPerTrigger holds triggers back until enough records
+are new or maxTriggerDelay has passed, and not under Trigger.AvailableNow; partitions added to a topic and new topics matching the pattern
 are read from their first offset; records deleted below the checkpoint fail the query with
 a message naming the topic, partition and offsets (failOnDataLoss=true) or are skipped
 (false); a streaming write through the kmirror sink arrives once per record."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,7 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from kmirror.testing.kafka_clients import create_topic
+from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster
 from kmirror.testing.spark import SKIP_REASON, java_available
 
@@ -153,3 +159,83 @@ def test_trigger_available_now_reads_what_was_there_in_rate_limited_batches(modu
     assert run_available_now() == [60]
     values = sorted(int(v) for _, _, _, v in read_back(spark, out))
     assert values == list(range(560))
+
+
+@contextmanager
+def no_data_progress_every_100_ms(spark: Any) -> Iterator[None]:
+    """Spark reports a trigger that found nothing to read at most every 10 s by default; here
+    every 100 ms, so a test sees the triggers a minimum held back."""
+    key = "spark.sql.streaming.noDataProgressEventInterval"
+    spark.conf.set(key, "100ms")
+    try:
+        yield
+    finally:
+        spark.conf.unset(key)
+
+
+def batches(query: Any) -> list[tuple[int, float]]:
+    """(input rows, trigger start in epoch seconds) of every micro-batch that read records."""
+    return [(p["numInputRows"], datetime.datetime.fromisoformat(p["timestamp"]).timestamp())
+            for p in query.recentProgress if p["numInputRows"]]
+
+
+def held_back_trigger_after(query: Any, moment: float) -> Callable[[], bool]:
+    """A trigger that started after `moment` (epoch seconds) and ran no batch."""
+    return lambda: any(not p["numInputRows"] and datetime.datetime.fromisoformat(p["timestamp"]).timestamp() > moment
+                       for p in query.recentProgress)
+
+
+def test_min_offsets_per_trigger_holds_a_trigger_back_until_enough_records_are_new(
+        module_node: LocalCluster, spark: Any, tmp_path: Path) -> None:
+    create_topic(module_node.bootstrap, "min-trigger", 2)
+    produce(module_node.bootstrap, "min-trigger", range(50), 2)
+    with no_data_progress_every_100_ms(spark):
+        query = stream(spark, module_node.bootstrap, subscribe="min-trigger", minOffsetsPerTrigger="100",
+                       maxTriggerDelay="1h").selectExpr("offset").writeStream.format("parquet") \
+            .option("path", str(tmp_path / "out")).option("checkpointLocation", str(tmp_path / "checkpoint")) \
+            .trigger(processingTime="100 milliseconds").start()
+        try:
+            wait_until(lambda: [n for n, _ in batches(query)] == [50], "the first trigger's batch (it always runs)")
+            produce(module_node.bootstrap, "min-trigger", range(50, 110), 2)
+            wait_until(held_back_trigger_after(query, time.time()), "a trigger with 60 new records")
+            assert [n for n, _ in batches(query)] == [50]  # 60 < minOffsetsPerTrigger: held back
+            produce(module_node.bootstrap, "min-trigger", range(110, 150), 2)
+            wait_until(lambda: [n for n, _ in batches(query)] == [50, 100], "a batch of the 100 new records")
+        finally:
+            query.stop()
+    assert sorted(r["offset"] for r in spark.read.parquet(str(tmp_path / "out")).collect()) == \
+        sorted(list(range(75)) * 2)
+
+
+def test_max_trigger_delay_lets_fewer_records_through_after_the_delay(module_node: LocalCluster, spark: Any,
+                                                                      tmp_path: Path) -> None:
+    create_topic(module_node.bootstrap, "max-delay", 1)
+    produce(module_node.bootstrap, "max-delay", range(10), 1)
+    query = stream(spark, module_node.bootstrap, subscribe="max-delay", minOffsetsPerTrigger="1000",
+                   maxTriggerDelay="3s").selectExpr("offset").writeStream.format("parquet") \
+        .option("path", str(tmp_path / "out")).option("checkpointLocation", str(tmp_path / "checkpoint")) \
+        .trigger(processingTime="100 milliseconds").start()
+    try:
+        wait_until(lambda: len(batches(query)) == 1, "the first trigger's batch")
+        produce(module_node.bootstrap, "max-delay", range(10, 15), 1)
+        wait_until(lambda: len(batches(query)) == 2, "a batch after maxTriggerDelay")
+    finally:
+        query.stop()
+    (first, started), (second, then) = batches(query)
+    assert (first, second) == (10, 5)
+    # Held back for maxTriggerDelay after the first batch (lower bound only: a loaded machine is slower).
+    assert then - started >= 2.9
+
+
+def test_trigger_available_now_reads_everything_whatever_the_minimum(module_node: LocalCluster, spark: Any,
+                                                                     tmp_path: Path) -> None:
+    create_topic(module_node.bootstrap, "now-min", 1)
+    produce(module_node.bootstrap, "now-min", range(30), 1)
+    # Without the exception the second trigger (10 records < 15) would be held back and the
+    # query would end with them unread.
+    query = stream(spark, module_node.bootstrap, subscribe="now-min", minOffsetsPerTrigger="15",
+                   maxOffsetsPerTrigger="20", maxTriggerDelay="1h").selectExpr("offset").writeStream \
+        .format("parquet").option("path", str(tmp_path / "out")) \
+        .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start()
+    assert query.awaitTermination(120)
+    assert [n for n, _ in batches(query)] == [20, 10]

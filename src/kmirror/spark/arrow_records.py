@@ -1,12 +1,12 @@
 """Fetched record batches of one partition -> one `pyarrow.RecordBatch` in Spark's Kafka
 source schema, vectorised.
 
-Per fetch response: the batches' record sections are decompressed (C codecs) and joined
-into one buffer; one tight loop walks the record length prefixes (each record's position
-depends on the previous one's length, so that chain is the only per-record Python work);
-every other field (timestamp delta, offset delta, key and value lengths and positions,
-header count) is decoded for all records at once with numpy; key and value bytes are
-gathered with one C-level join; Arrow arrays are built from those buffers directly.
+Per chunk of about a MiB: the batches' record sections are decompressed (C codecs) and
+joined into one buffer; one compiled pass (`record_scan`) reads every record's fields
+(each record's position depends on the previous one's length, so this walk is sequential);
+keys and values are copied into contiguous Arrow value buffers by a second compiled pass;
+offsets, timestamps and the other columns are numpy arithmetic over those fields. No
+Python object is made per record.
 Records with headers have their headers parsed one by one, only when `includeHeaders`
 is set (Spark's Kafka source: a record without headers has a null `headers`).
 
@@ -16,7 +16,6 @@ exactly at its length, or records that do not fill the batch, raise `CorruptReco
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
@@ -25,6 +24,7 @@ import pyarrow as pa
 
 from kmirror.records.batch import BatchHeader, Buffer, CorruptRecordError
 from kmirror.records.record import InvalidRecordError, decode_varint, records_section
+from kmirror.spark import record_scan
 
 HEADER_TYPE: Final = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 TIMESTAMP_TYPE: Final = pa.timestamp("us", tz="UTC")
@@ -51,74 +51,33 @@ def empty_batch(include_headers: bool) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
 
 
-def _record_prefixes(data: Buffer, sections: Sequence[tuple[int, int]]) -> array[int]:
-    """Position of every record's length prefix; `sections` are each batch's (byte length,
-    declared record count) in `data` order. The only sequential walk: each position is the
-    previous one plus its prefix and length. Lengths are checked afterwards, vectorised."""
-    prefixes: array[int] = array("q")
-    add = prefixes.append
-    pos = 0
-    try:
-        for size, count in sections:
-            end = pos + size
-            for _ in range(count):
-                add(pos)
-                b = data[pos]
-                if b < 0x80:
-                    pos += 1 + ((b >> 1) ^ -(b & 1))
-                    continue
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    n = (b & 0x7F) | (b2 << 7)
-                    pos += 2 + ((n >> 1) ^ -(n & 1))
-                    continue
-                length, pos = decode_varint(data, pos)
-                pos += length
-            if pos != end:
-                raise InvalidRecordError(f"the declared {count} records do not fill their batch")
-    except IndexError:
-        raise InvalidRecordError("a record extends past its batch") from None
-    return prefixes
+def _scan(data: bytes, sections: Sequence[bytes | memoryview], batches: Sequence[BatchHeader]) -> np.ndarray:
+    """Every record's fields (`record_scan`'s rows), checked as Kafka checks them."""
+    sizes = np.fromiter((len(x) for x in sections), dtype=np.int64, count=len(sections))
+    counts = np.fromiter((h.records_count for h in batches), dtype=np.int64, count=len(batches))
+    if (counts < 0).any():
+        raise InvalidRecordError("negative record count")
+    fields = np.empty((record_scan.FIELDS, int(counts.sum())), dtype=np.int64)
+    error, n = record_scan.scan_records(np.frombuffer(data, dtype=np.uint8), sizes, counts, fields)
+    if error != record_scan.OK:
+        raise InvalidRecordError(f"{record_scan.ERRORS[error]} (record {n} of the fetch)")
+    return fields
 
 
-def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Zigzag varints at every position in `pos`: (values as int64, positions after them)."""
-    if len(buf) == 0:
-        raise InvalidRecordError("truncated record")
-    last = len(buf) - 1  # reads past the end are clamped; a varint running off the end fails the checks
-    result = np.zeros(len(pos), dtype=np.uint64)
-    size = np.zeros(len(pos), dtype=np.int64)
-    active = np.ones(len(pos), dtype=bool)
-    for i in range(10):
-        b = buf[np.minimum(pos + i, last)].astype(np.uint64)
-        result |= np.where(active, (b & 0x7F) << np.uint64(7 * i), np.uint64(0))
-        size += active
-        active &= b >= 0x80
-        if not active.any():
-            break
-    else:
-        raise InvalidRecordError("varint longer than 10 bytes")
-    signed = (result >> np.uint64(1)).astype(np.int64) ^ -(result & np.uint64(1)).astype(np.int64)
-    return signed, pos + size
-
-
-def _binary_array(data: bytes, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
-    """A binary array of data[start:start+length] per record, null where length is -1."""
+def _binary_array(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """A binary array of buf[start:start+length] per record, null where length is -1."""
     n = len(starts)
     valid = lengths >= 0
-    sizes = np.where(valid, lengths, 0)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    if offsets[-1] > 2**31 - 1:
+    total = int(lengths[valid].sum())
+    if total > 2**31 - 1:
         raise CorruptRecordError("more than 2 GiB of keys or values in one fetch")
-    view = memoryview(data)
-    begin = starts.tolist()
-    end = (starts + sizes).tolist()
-    values = b"".join(map(view.__getitem__, map(slice, begin, end)))
-    null_count = int(n - np.count_nonzero(valid))
-    validity = None if null_count == 0 else pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
-    return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets.astype(np.int32).tobytes()),
-                                                  pa.py_buffer(values)], null_count=null_count)
+    values = np.empty(total, dtype=np.uint8)
+    offsets = np.empty(n + 1, dtype=np.int32)
+    record_scan.gather(buf, starts, lengths, values, offsets)
+    null_count = n - int(np.count_nonzero(valid))
+    validity = None if null_count == 0 else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(values)],
+                                 null_count=null_count)
 
 
 def _headers(data: bytes, starts: Sequence[int], ends: Sequence[int]) -> list[list[tuple[str, bytes | None]]]:
@@ -193,8 +152,8 @@ def _to_record_batch(
         return None
     # One section (a batch of CHUNK_BYTES or more) is decoded where it lies; several are joined.
     data = bytes(sections[0]) if len(sections) == 1 else b"".join(sections)
-    prefixes = _record_prefixes(data, [(len(s), h.records_count) for s, h in zip(sections, batches, strict=True)])
-    n = len(prefixes)
+    fields = _scan(data, sections, batches)
+    n = fields.shape[1]
     if n == 0:
         return None
     counts = np.fromiter((h.records_count for h in batches), dtype=np.int64, count=len(batches))
@@ -202,29 +161,11 @@ def _to_record_batch(
     log_append = np.repeat(np.fromiter((h.timestamp_type for h in batches), dtype=np.int32), counts)
     base_ts = np.repeat(np.fromiter(
         (h.max_timestamp if h.timestamp_type == 1 else h.base_timestamp for h in batches), dtype=np.int64), counts)
-
-    buf = np.frombuffer(data, dtype=np.uint8)
-    prefix = np.frombuffer(prefixes, dtype=np.int64)
-    record_length, record_start = _varints(buf, prefix)
-    record_end = record_start + record_length
-    if (record_length < 0).any() or (record_end[:-1] != prefix[1:]).any():
-        raise InvalidRecordError("invalid record size")
-    pos = record_start + 1  # attributes (unused in v2)
-    ts_delta, pos = _varints(buf, pos)
-    offset_delta, pos = _varints(buf, pos)
-    key_len, pos = _varints(buf, pos)
-    key_start = pos
-    pos = pos + np.maximum(key_len, 0)
-    value_len, pos = _varints(buf, pos)
-    value_start = pos
-    pos = pos + np.maximum(value_len, 0)
-    header_start = pos
-    header_count, pos = _varints(buf, pos)
-    if (pos > record_end).any() or (header_count < 0).any():
-        raise InvalidRecordError("record fields extend past the record")
-    has_headers = header_count > 0
-    if (pos[~has_headers] != record_end[~has_headers]).any():
-        raise InvalidRecordError("record size does not match its content")
+    ts_delta, offset_delta = fields[record_scan.TS_DELTA], fields[record_scan.OFFSET_DELTA]
+    key_start, key_len = fields[record_scan.KEY_START], fields[record_scan.KEY_LEN]
+    value_start, value_len = fields[record_scan.VALUE_START], fields[record_scan.VALUE_LEN]
+    header_start, record_end = fields[record_scan.HEADER_START], fields[record_scan.RECORD_END]
+    has_headers = fields[record_scan.HEADER_COUNT] > 0
 
     offsets = base_offsets + offset_delta
     lo = int(np.searchsorted(offsets, start_offset, side="left"))
@@ -238,9 +179,10 @@ def _to_record_batch(
         has_headers, record_end, log_append, base_ts = has_headers[sl], record_end[sl], log_append[sl], base_ts[sl]
         n = hi - lo
     timestamps_ms = np.where(log_append == 1, base_ts, base_ts + ts_delta)
+    buf = np.frombuffer(data, dtype=np.uint8)
     columns: list[Any] = [
-        _binary_array(data, key_start, key_len),
-        _binary_array(data, value_start, value_len),
+        _binary_array(buf, key_start, key_len),
+        _binary_array(buf, value_start, value_len),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.array(np.full(n, partition, dtype=np.int32)),
         pa.array(offsets),

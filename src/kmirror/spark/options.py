@@ -130,6 +130,8 @@ class SourceOptions:
     ending: OffsetSpec
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     include_headers: bool = False
@@ -216,6 +218,22 @@ def _positive_int(options: Mapping[str, str], name: str) -> int | None:
     if n <= 0:
         raise KafkaOptionError(f"option '{name}' must be a positive integer, got '{value}'")
     return n
+
+
+_TIME_UNITS_MS: Final = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+                          "d": 86_400_000}
+
+
+def _duration_ms(options: Mapping[str, str], name: str, default_ms: int) -> int:
+    """Spark's `Utils.timeStringAsMs`: an integer with an optional unit (us, ms, s, m, min,
+    h, d; milliseconds without one), e.g. "15m" or "30s"."""
+    value = options.get(name.lower())
+    if value is None:
+        return default_ms
+    found = re.fullmatch(r"([0-9]+)([a-z]+)?", value.strip().lower())
+    if found is None or (found.group(2) or "ms") not in _TIME_UNITS_MS:
+        raise KafkaOptionError(f"option '{name}' must be a duration such as 15m, 30s or 500ms, got '{value}'")
+    return int(int(found.group(1)) * _TIME_UNITS_MS[found.group(2) or "ms"])
 
 
 def _json_object(name: str, value: str, example: str) -> dict[str, object]:
@@ -339,13 +357,20 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
     if strategy not in ("error", "latest"):
         raise KafkaOptionError(f"option 'startingOffsetsByTimestampStrategy' must be error or latest, got '{strategy}'")
     poll_timeout = _positive_int(options, "kafkaConsumer.pollTimeoutMs")
+    max_per_trigger = _positive_int(options, "maxOffsetsPerTrigger")
+    min_per_trigger = _positive_int(options, "minOffsetsPerTrigger")
+    if min_per_trigger is not None and max_per_trigger is not None and min_per_trigger > max_per_trigger:
+        raise KafkaOptionError(f"the value of minOffsetsPerTrigger ({min_per_trigger}) is higher than the "
+                               f"maxOffsetsPerTrigger ({max_per_trigger})")
     return SourceOptions(
         client_configs=configs,
         subscription=subscription,
         starting=starting,
         ending=ending,
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
-        max_offsets_per_trigger=_positive_int(options, "maxOffsetsPerTrigger"),
+        max_offsets_per_trigger=max_per_trigger,
+        min_offsets_per_trigger=min_per_trigger,
+        max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay", 15 * 60 * 1000),
         min_partitions=_positive_int(options, "minPartitions"),
         max_records_per_partition=_positive_int(options, "maxRecordsPerPartition"),
         include_headers=_bool(options, "includeHeaders", False),

@@ -10,7 +10,8 @@ closed inside the method that uses it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -24,6 +25,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -41,6 +43,7 @@ from kmirror.spark.options import KafkaOptionError, SourceOptions, parse_source_
 from kmirror.spark.planning import OffsetRange, Planner, split_ranges
 from kmirror.spark.sink import KafkaStreamWriter, KafkaWriter
 from kmirror.spark.stream_offsets import (
+    TriggerDelay,
     decode_offsets,
     encode_offsets,
     lost_partitions,
@@ -125,12 +128,19 @@ class BatchReader(DataSourceReader):
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reads; offsets are Spark's Kafka source offsets, {"topic": {"0": 500}}.
     Trigger.AvailableNow reads up to the offsets that were latest when the query started, in
-    micro-batches of `maxOffsetsPerTrigger`, as Spark's Kafka source."""
+    micro-batches of `maxOffsetsPerTrigger`, as Spark's Kafka source. `minOffsetsPerTrigger`
+    holds a trigger back while fewer records are new, for at most `maxTriggerDelay` since the
+    last batch (Spark's `delayBatch`); under Trigger.AvailableNow it does not apply, since a
+    trigger held back would end the query with records unread. `clock` (seconds) is the
+    port the delay is measured with."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, clock: Callable[[], float] = time.monotonic) -> None:
         self.options = options
         self.settings = _settings(options)
         self.available_now_end: dict[TopicPartition, int] | None = None
+        self.clock = clock
+        self.trigger_delay = None if options.min_offsets_per_trigger is None else \
+            TriggerDelay(options.min_offsets_per_trigger, options.max_trigger_delay_ms)
 
     def prepareForTriggerAvailableNow(self) -> None:
         async def latest() -> dict[TopicPartition, int]:
@@ -148,8 +158,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return encode_offsets(asyncio.run(initial()))
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self.options.max_offsets_per_trigger
-        return ReadMaxRows(limit) if limit else ReadAllAvailable()
+        """Spark's Kafka source gives a composite of both limits; Python sources give one, so
+        with both options set the maximum is the limit and the minimum comes from the options."""
+        if self.options.max_offsets_per_trigger:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
+        return ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = decode_offsets(start)
@@ -165,8 +180,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.available_now_end is not None:
             target = self.available_now_end
             end = {tp: min(o, target.get(tp, begin.get(tp, new.get(tp, o)))) for tp, o in end.items()}
-        if isinstance(limit, ReadMaxRows):
-            end = rate_limit(begin, new, end, limit.max_rows)
+        if isinstance(limit, ReadAllAvailable):  # the highest priority, as in Spark
+            return encode_offsets(end)
+        if (self.trigger_delay is not None and self.available_now_end is None
+                and self.trigger_delay.delay(begin, end, self.clock() * 1000)):
+            return start
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.options.max_offsets_per_trigger
+        if max_rows:
+            end = rate_limit(begin, new, end, max_rows)
         return encode_offsets(end)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:

@@ -4,13 +4,16 @@ An offset is `{"topic": {"partition": offset}}` (Spark's `KafkaSourceOffset` JSO
 next offset to read per partition: a checkpoint holds plain Kafka offsets, valid on any
 cluster holding the same offsets (a mirror keeps them). `rate_limit` is Spark's
 `KafkaMicroBatchStream.rateLimit`: `maxOffsetsPerTrigger` shared among partitions in
-proportion to their backlog.
+proportion to their backlog. `TriggerDelay` is its `delayBatch`: with `minOffsetsPerTrigger`,
+a trigger with fewer new records waits, unless `maxTriggerDelay` has passed since the last
+batch that ran.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kmirror.spark.options import KafkaOptionError
@@ -68,3 +71,25 @@ def rewound_partitions(start: Mapping[TopicPartition, int],
     """Partitions whose end is below where the last batch stopped: the log was truncated
     or the topic re-created."""
     return {tp: (start[tp], o) for tp, o in sorted(end.items()) if tp in start and o < start[tp]}
+
+
+@dataclass(slots=True)
+class TriggerDelay:
+    """Spark's `KafkaMicroBatchStream.delayBatch` (`minOffsetsPerTrigger`, `maxTriggerDelay`).
+    `last_trigger_ms` is when the last batch was let through (None: never, so the first
+    trigger runs, as Spark's `lastTriggerMillis = 0`); times are the caller's clock, in ms."""
+
+    min_records: int
+    max_delay_ms: int
+    last_trigger_ms: float | None = None
+
+    def delay(self, start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], now_ms: float) -> bool:
+        """Whether this trigger waits (the batch ends where it starts). New partitions count
+        from offset 0, as Spark counts them."""
+        if self.last_trigger_ms is None or now_ms - self.last_trigger_ms >= self.max_delay_ms:
+            self.last_trigger_ms = now_ms
+            return False
+        if sum(o - start.get(tp, 0) for tp, o in latest.items()) < self.min_records:
+            return True
+        self.last_trigger_ms = now_ms
+        return False

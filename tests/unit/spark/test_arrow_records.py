@@ -1,4 +1,5 @@
-"""Vectorised record decoding equals the reference decoder, record by record."""
+"""Compiled record decoding equals the reference decoder, record by record; a record that
+breaks Kafka's layout is refused with its reason."""
 
 from __future__ import annotations
 
@@ -58,10 +59,24 @@ def test_timestamp_type_column_and_schema_without_headers() -> None:
     assert row["timestampType"] == 1 and round(row["timestamp"].timestamp() * 1000) == 5000
 
 
-def test_a_record_whose_fields_overrun_its_length_is_corrupt() -> None:
+# One record after the 61-byte batch header: length varint (61), attributes (62), timestamp
+# delta (63), offset delta (64), key length 3 (65, zigzag 6), key (66-68), value length 5
+# (69, zigzag 10), value (70-74), header count (75).
+@pytest.mark.parametrize(("position", "byte", "message"), [
+    (61, 2 * 12, "record fields extend past the record"),  # declared length 2 bytes short of the content
+    (61, 2 * 16, "a record extends past its batch"),  # 2 bytes longer than the batch holds
+    (61, 0, "invalid record size"),
+    (65, 3, "record fields extend past the record"),  # key length -2
+    (65, 2 * 60, "record fields extend past the record"),  # key longer than the record
+    (75, 1, "invalid header count"),  # -1 headers
+    (75, 0x80, "record fields extend past the record"),  # a header count varint that does not end
+    (60, 2, "a record extends past its batch"),  # records_count 2: the second is not there
+    (60, 0, "the declared records do not fill their batch"),  # records_count 0: bytes left over
+])
+def test_a_record_that_breaks_kafkas_layout_is_corrupt(position: int, byte: int, message: str) -> None:
     buf = bytearray(build_batch([(b"key", b"value", (), 1000)]))
-    # The record starts after the 61-byte header: its length varint, then attributes...
-    buf[61] -= 2  # declared length 2 bytes short of the content
-    with pytest.raises(InvalidRecordError):
+    assert (buf[61], buf[65], buf[69], buf[75], buf[60]) == (2 * 14, 6, 10, 0, 1)
+    buf[position] = byte
+    with pytest.raises(InvalidRecordError, match=message):
         list(record_batches("t", 0, bytes(buf), list(iter_batches(bytes(buf))), start_offset=0, end_offset=10,
                             include_headers=False))

@@ -65,6 +65,12 @@ def test_timestamp_options_take_precedence_as_in_spark() -> None:
      "unknown option 'startingoffset' for the kmirror source (did you mean 'startingOffsets'?)"),
     ({"subscribe": "a", "failOnDataLoss": "maybe"}, "option 'failOnDataLoss' must be true or false"),
     ({"subscribe": "a", "maxOffsetsPerTrigger": "0"}, "option 'maxOffsetsPerTrigger' must be a positive integer"),
+    ({"subscribe": "a", "minOffsetsPerTrigger": "-5"}, "option 'minOffsetsPerTrigger' must be a positive integer"),
+    ({"subscribe": "a", "minOffsetsPerTrigger": "20", "maxOffsetsPerTrigger": "15"},
+     "the value of minOffsetsPerTrigger (20) is higher than the maxOffsetsPerTrigger (15)"),
+    ({"subscribe": "a", "maxTriggerDelay": "soon"}, "option 'maxTriggerDelay' must be a duration such as 15m"),
+    ({"subscribe": "a", "maxTriggerDelay": "5 weeks"}, "option 'maxTriggerDelay' must be a duration"),
+    ({"subscribe": "a", "maxTriggerDelay": "-1s"}, "option 'maxTriggerDelay' must be a duration"),
     ({"subscribe": "a", "startingTimestamp": "yesterday"}, "option 'startingTimestamp' must be a timestamp"),
     ({"subscribe": "a", "kafka.isolation.level": "serializable"}, "'kafka.isolation.level' must be read_uncommitted"),
     ({"subscribe": "a", "kafka.auto.offset.reset": "earliest"}, "Kafka option 'kafka.auto.offset.reset' is not "
@@ -89,6 +95,17 @@ def test_ending_options_are_refused_in_streaming_queries() -> None:
 def test_spark_options_without_effect_are_accepted() -> None:
     parse_source_options({**BASE, "subscribe": "a", "groupIdPrefix": "g", "kafkaConsumer.pollTimeoutMs": "5000",
                           "kafka.max.poll.records": "500", "kafka.ssl.cipher.suites": "x"}, streaming=True)
+
+
+def test_trigger_limits_and_spark_time_strings() -> None:
+    opts = parse_source_options({**BASE, "subscribe": "a"}, streaming=True)
+    assert (opts.min_offsets_per_trigger, opts.max_offsets_per_trigger, opts.max_trigger_delay_ms) == \
+        (None, None, 15 * 60 * 1000)  # Spark's default maxTriggerDelay: 15m
+    for given, ms in (("30s", 30_000), ("15m", 900_000), ("2min", 120_000), ("1h", 3_600_000), ("1d", 86_400_000),
+                      ("250", 250), ("250ms", 250), (" 5S ", 5_000), ("1500us", 1)):
+        opts = parse_source_options({**BASE, "subscribe": "a", "minOffsetsPerTrigger": "10",
+                                     "maxOffsetsPerTrigger": "10", "maxTriggerDelay": given}, streaming=True)
+        assert (opts.min_offsets_per_trigger, opts.max_offsets_per_trigger, opts.max_trigger_delay_ms) == (10, 10, ms)
 
 
 def test_sink_options() -> None:

@@ -6,6 +6,7 @@ import json
 
 from kmirror.spark.planning import OffsetRange, split_ranges
 from kmirror.spark.stream_offsets import (
+    TriggerDelay,
     decode_offsets,
     encode_offsets,
     lost_partitions,
@@ -46,3 +47,23 @@ def test_split_ranges_is_sparks_offset_range_calculator() -> None:
         (1, 250, 300)]
     capped = split_ranges(ranges, None, max_records_per_partition=120)
     assert [r.size for r in capped] == [100, 100, 100, 100]
+
+
+def test_trigger_delay_waits_for_min_records_until_max_delay_as_spark_delay_batch() -> None:
+    delay = TriggerDelay(min_records=100, max_delay_ms=10_000)
+    start = {A0: 0, A1: 0}
+    assert not delay.delay(start, {A0: 1, A1: 0}, now_ms=5_000)  # the first trigger always runs
+    assert delay.last_trigger_ms == 5_000
+    assert delay.delay(start, {A0: 60, A1: 39}, now_ms=6_000)  # 99 new records: held back
+    assert not delay.delay(start, {A0: 60, A1: 40}, now_ms=7_000)  # 100: runs, and the delay restarts
+    assert delay.last_trigger_ms == 7_000
+    assert delay.delay(start, {A0: 1, A1: 0}, now_ms=16_999)  # 9,999 ms after the last batch: still held
+    assert delay.last_trigger_ms == 7_000
+    assert not delay.delay(start, {A0: 1, A1: 0}, now_ms=17_000)  # maxTriggerDelay passed: runs with 1 record
+    assert delay.last_trigger_ms == 17_000
+
+
+def test_trigger_delay_counts_new_partitions_from_offset_zero() -> None:
+    delay = TriggerDelay(min_records=10, max_delay_ms=60_000, last_trigger_ms=0)
+    assert delay.delay({A0: 500}, {A0: 505, B0: 4}, now_ms=1)
+    assert not delay.delay({A0: 500}, {A0: 505, B0: 5}, now_ms=2)
