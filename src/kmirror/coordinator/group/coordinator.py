@@ -13,10 +13,11 @@ coordinates it only while it leads that partition and has loaded it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.group import static_members
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.member import MemberMetadata, Protocol
 from kmirror.coordinator.group.state import GroupState
@@ -131,6 +132,7 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: tuple[Protocol, ...],
         require_known_member_id: bool,
+        supports_skip_assignment: bool = False,
     ) -> GroupOutput:
         """JoinGroup. The response for `request_id` is in the returned GroupOutput only when it is
         immediate (errors, MEMBER_ID_REQUIRED, unchanged member of a stable group); otherwise
@@ -164,15 +166,24 @@ class GroupCoordinator:
             return reply(JoinResult(E.inconsistent_group_protocol, member_id=member_id))
         now = self.clock.monotonic_ms()
 
+        if not member_id and group_instance_id is not None and group_instance_id in group.static_members:
+            # A known static member restarted: it takes over its instance's place (KIP-345).
+            new_id = static_members.new_member_id(client_id, group_instance_id, self._new_uuid())
+            return self._rejoin_static(
+                group, request_id, group_instance_id, new_id, client_id, client_host,
+                session_timeout_ms, rebalance_timeout_ms, protocols, supports_skip_assignment, out,
+            )
         known = group.members.get(member_id) if member_id else None
+        if member_id and member_id not in group.pending_members:
+            err = static_members.validate_member(group, member_id, group_instance_id)
+            if err != E.none:
+                return reply(JoinResult(err, member_id=member_id))
         if known is None:
-            if member_id and member_id not in group.pending_members:
-                return reply(JoinResult(E.unknown_member_id, member_id=member_id))
             if len(group.members) >= self.config.group_max_size:
                 return reply(JoinResult(E.group_max_size_reached, member_id=member_id))
             if not member_id:
-                new_id = f"{client_id}-{self._new_uuid()}"
-                if require_known_member_id:
+                new_id = static_members.new_member_id(client_id, group_instance_id, self._new_uuid())
+                if require_known_member_id and group_instance_id is None:
                     # KIP-394: hand out the id first; the member joins for real with it.
                     group.pending_members[new_id] = now + session_timeout_ms
                     return reply(JoinResult(E.member_id_required, member_id=new_id))
@@ -207,6 +218,73 @@ class GroupCoordinator:
         self._await_join(group, known, request_id, out)
         group.heartbeat_deadline_ms[member_id] = now + session_timeout_ms
         self._prepare_rebalance(group, out)
+        self._try_complete_join(group, out)
+        return out
+
+    def _rejoin_static(
+        self, group: ClassicGroup, request_id: int, instance_id: str, new_id: str, client_id: str,
+        client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocols: tuple[Protocol, ...],
+        supports_skip_assignment: bool, out: GroupOutput,
+    ) -> GroupOutput:
+        """Kafka `updateStaticMemberThenRebalanceOrCompleteJoin`: the instance's member takes the new
+        id and keeps its assignment; the old id's waiting JoinGroup/SyncGroup are fenced. A Stable
+        group whose selected protocol stays the same does not rebalance: the group is stored with
+        the new member id and the member gets the current generation (the leader with
+        skip_assignment from JoinGroup v9, KIP-814)."""
+        old_id = group.static_members[instance_id]
+        current_leader = group.leader_id or ""
+        old_join = self.state.pending_joins.pop((group.group_id, old_id), None)
+        if old_join is not None:
+            out.responses.append((old_join, JoinResult(E.fenced_instance_id, member_id=old_id)))
+        old_sync = self.state.pending_syncs.pop((group.group_id, old_id), None)
+        if old_sync is not None:
+            out.responses.append((old_sync, SyncResult(E.fenced_instance_id)))
+        member, replaced = static_members.replace_static_member(group, instance_id, new_id)
+        member.client_id, member.client_host = client_id, client_host
+        member.protocols = protocols
+        member.session_timeout_ms, member.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
+        group.heartbeat_deadline_ms[new_id] = self.clock.monotonic_ms() + session_timeout_ms
+        self._await_join(group, member, request_id, out)
+        if group.is_in(GroupState.STABLE):
+            if group.select_protocol() != group.protocol_name:
+                self._prepare_rebalance(group, out)
+                self._try_complete_join(group, out)
+                return out
+            key = (group.group_id, new_id)
+            generation = group.generation_id
+
+            def stored() -> GroupOutput:
+                done = GroupOutput()
+                rid = self.state.pending_joins.pop(key, None)
+                if rid is None or group.generation_id != generation or new_id not in group.members:
+                    return done  # a rebalance answered it meanwhile
+                member.awaiting_join = False
+                is_leader = new_id == group.leader_id
+                if supports_skip_assignment:
+                    result = self._join_result(group, member, with_members=is_leader)
+                    result = replace(result, skip_assignment=is_leader)
+                else:
+                    result = replace(self._join_result(group, member, with_members=False), leader=current_leader)
+                done.responses.append((rid, result))
+                return done
+
+            def failed(error: ErrorCode) -> GroupOutput:
+                done = GroupOutput()
+                rid = self.state.pending_joins.pop(key, None)
+                member.awaiting_join = False
+                static_members.revert_replacement(group, instance_id, replaced)
+                if rid is not None:
+                    done.responses.append((rid, JoinResult(
+                        error, group.generation_id, group.protocol_type, group.protocol_name,
+                        current_leader, "",
+                    )))
+                return done
+
+            out.extend(self._store_group(group, on_success=stored, on_failure=failed))
+            return out
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
+            # The leader may be assigning to the old member id: a new rebalance, as Kafka does.
+            self._prepare_rebalance(group, out)
         self._try_complete_join(group, out)
         return out
 
@@ -273,10 +351,14 @@ class GroupCoordinator:
         group.join_deadline_ms = None
         group.initial_delay_limit_ms = None
         group.pending_members.clear()
-        for member in [m for m in group.members.values() if not m.awaiting_join]:
-            group.remove_member(member.member_id)
-        group.init_next_generation(self.clock.now_ms())
+        for member_id in static_members.not_rejoined_dynamic_members(group):
+            group.remove_member(member_id)
         now = self.clock.monotonic_ms()
+        if group.members and not static_members.elect_joined_leader(group):
+            # No member rejoined (only static ones remain): wait until their sessions end them.
+            group.join_deadline_ms = now + group.max_rebalance_timeout_ms()
+            return
+        group.init_next_generation(self.clock.now_ms())
         if group.is_in(GroupState.EMPTY):
             out.extend(self._store_group(group, on_success=GroupOutput, on_failure=lambda _e: GroupOutput()))
             return
@@ -302,6 +384,7 @@ class GroupCoordinator:
         protocol_type: str | None,
         protocol_name: str | None,
         assignments: dict[str, bytes],
+        group_instance_id: str | None = None,
     ) -> GroupOutput:
         out = GroupOutput()
 
@@ -313,10 +396,13 @@ class GroupCoordinator:
         if err is not None:
             return reply(err)
         group = self.state.groups.get(group_id)
-        if group is None or not group.has_member(member_id):
+        if group is None:
             return reply(E.unknown_member_id)
         if group.is_in(GroupState.DEAD):
             return reply(E.coordinator_not_available)
+        member_error = static_members.validate_member(group, member_id, group_instance_id)
+        if member_error != E.none:
+            return reply(member_error)
         if generation_id != group.generation_id:
             return reply(E.illegal_generation)
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -388,7 +474,8 @@ class GroupCoordinator:
 
     # ---- Heartbeat / LeaveGroup ------------------------------------------------------
 
-    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str,
+                  group_instance_id: str | None = None) -> ErrorCode:
         err = self.coordinator_error(group_id)
         if err is not None:
             return err
@@ -397,7 +484,10 @@ class GroupCoordinator:
             return E.unknown_member_id
         if group.is_in(GroupState.DEAD):
             return E.coordinator_not_available
-        if group.is_in(GroupState.EMPTY) or not group.has_member(member_id):
+        member_error = static_members.validate_member(group, member_id, group_instance_id)
+        if member_error != E.none:
+            return member_error
+        if group.is_in(GroupState.EMPTY):
             return E.unknown_member_id
         if generation_id != group.generation_id:
             return E.illegal_generation
@@ -419,14 +509,13 @@ class GroupCoordinator:
             return out
         results = []
         for member_id, instance_id in members:
-            error = E.unknown_member_id
-            if group is not None and member_id in group.pending_members:
-                del group.pending_members[member_id]
-                self._try_complete_join(group, out)
-                error = E.none
-            elif group is not None and group.has_member(member_id):
-                self._remove_member_and_update_group(group, member_id, out)
-                error = E.none
+            error, target = static_members.leave_target(group, member_id, instance_id)
+            if group is not None and error == E.none:
+                if target in group.pending_members:
+                    del group.pending_members[target]
+                    self._try_complete_join(group, out)
+                else:
+                    self._remove_member_and_update_group(group, target, out)
             results.append(LeaveMemberResult(member_id, instance_id, error))
         out.responses.append((request_id, LeaveResult(E.none, tuple(results))))
         return out
