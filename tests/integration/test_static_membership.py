@@ -1,0 +1,134 @@
+"""Static group membership (KIP-345) with confluent-kafka consumers (`group.instance.id`):
+a restarted member gets its partitions back with no rebalance of the others; a duplicate
+instance is fenced; DescribeGroups shows the instance ids."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError
+from confluent_kafka.admin import AdminClient
+
+from kmirror.testing.kafka_clients import create_topic
+
+pytestmark = pytest.mark.integration
+
+SESSION_MS = 15_000
+HEARTBEAT_MS = 500
+
+
+class StaticConsumer:
+    """A subscribed consumer recording its rebalance callbacks and errors."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, instance: str) -> None:
+        self.instance = instance
+        self.events: list[tuple[str, frozenset[int]]] = []
+        self.assignment: frozenset[int] = frozenset()
+        self.errors: list[KafkaError] = []
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.instance.id": instance,
+            "session.timeout.ms": SESSION_MS,
+            "heartbeat.interval.ms": HEARTBEAT_MS,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "error_cb": self.errors.append,
+        })
+        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+
+    def _on_assign(self, _c: Any, partitions: list[Any]) -> None:
+        self.assignment = frozenset(p.partition for p in partitions)
+        self.events.append(("assign", self.assignment))
+
+    def _on_revoke(self, _c: Any, partitions: list[Any]) -> None:
+        self.events.append(("revoke", frozenset(p.partition for p in partitions)))
+        self.assignment = frozenset()
+
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+        self.consumer.close()
+
+    def poll(self) -> None:
+        msg = self.consumer.poll(0.05)
+        if msg is not None and msg.error() is not None:
+            self.errors.append(msg.error())
+
+
+def poll_until(consumers: list[StaticConsumer], done: Any, timeout_s: float = 40) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, [(c.instance, c.events, c.errors) for c in consumers]
+        for c in consumers:
+            c.poll()
+
+
+@pytest.fixture
+def consumers() -> Iterator[Callable[[StaticConsumer], StaticConsumer]]:
+    """Registers consumers to close at the end of the test, whatever its outcome."""
+    opened: list[StaticConsumer] = []
+
+    def register(c: StaticConsumer) -> StaticConsumer:
+        opened.append(c)
+        return c
+
+    yield register
+    for c in opened:
+        if not c.closed:
+            c.close()
+
+
+def test_restarted_static_member_gets_its_partitions_back_without_a_rebalance(cluster, consumers):
+    create_topic(cluster.bootstrap, "st", partitions=6)
+    group = "static-g"
+    members = [consumers(StaticConsumer(cluster.bootstrap, group, "st", f"inst-{k}")) for k in range(3)]
+    poll_until(members, lambda: sum(len(c.assignment) for c in members) == 6 and all(c.assignment for c in members))
+    before = {c.instance: c.assignment for c in members}
+
+    # DescribeGroups lists every member with its instance id.
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(timeout=30)
+    assert sorted(m.group_instance_id for m in described.members) == ["inst-0", "inst-1", "inst-2"]
+
+    for c in members:
+        c.events.clear()
+    # A static member's close() sends no LeaveGroup: the group keeps its place.
+    members[1].close()
+    closed_at = time.monotonic()
+    restarted = consumers(StaticConsumer(cluster.bootstrap, group, "st", "inst-1"))
+    others = [members[0], members[2]]
+    poll_until([*others, restarted], lambda: bool(restarted.assignment))
+    assert time.monotonic() - closed_at < SESSION_MS / 1000, "the restart must land within the session timeout"
+    assert restarted.assignment == before["inst-1"]
+    assert restarted.events == [("assign", before["inst-1"])]
+    # The others keep heartbeating for several intervals: none is told to rebalance.
+    watch_until = time.monotonic() + 6 * HEARTBEAT_MS / 1000
+    poll_until(others, lambda: time.monotonic() >= watch_until)
+    for c in others:
+        assert c.events == [], (c.instance, c.events)
+        assert c.assignment == before[c.instance]
+    described = admin.describe_consumer_groups([group])[group].result(timeout=30)
+    assert sorted(m.group_instance_id for m in described.members) == ["inst-0", "inst-1", "inst-2"]
+    assert len(described.members) == 3
+
+
+def test_duplicate_instance_id_fences_the_older_consumer(cluster, consumers):
+    create_topic(cluster.bootstrap, "dup", partitions=2)
+    group = "dup-g"
+    first = consumers(StaticConsumer(cluster.bootstrap, group, "dup", "inst-x"))
+    poll_until([first], lambda: first.assignment == frozenset({0, 1}))
+    second = consumers(StaticConsumer(cluster.bootstrap, group, "dup", "inst-x"))
+
+    def fenced() -> bool:
+        # librdkafka raises FENCED_INSTANCE_ID as a fatal error of the older consumer.
+        return any(e.code() in (KafkaError.FENCED_INSTANCE_ID, KafkaError._FATAL) for e in first.errors)
+
+    poll_until([first, second], lambda: bool(second.assignment) and fenced())
+    assert any("fenced" in e.str() for e in first.errors), first.errors
+    assert second.assignment == frozenset({0, 1})
+    assert not second.errors, second.errors
