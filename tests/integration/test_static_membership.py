@@ -23,7 +23,7 @@ HEARTBEAT_MS = 500
 class StaticConsumer:
     """A subscribed consumer recording its rebalance callbacks and errors."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, instance: str) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, instance: str, session_ms: int = SESSION_MS) -> None:
         self.instance = instance
         self.events: list[tuple[str, frozenset[int]]] = []
         self.assignment: frozenset[int] = frozenset()
@@ -32,7 +32,7 @@ class StaticConsumer:
             "bootstrap.servers": bootstrap,
             "group.id": group,
             "group.instance.id": instance,
-            "session.timeout.ms": SESSION_MS,
+            "session.timeout.ms": session_ms,
             "heartbeat.interval.ms": HEARTBEAT_MS,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
@@ -115,6 +115,23 @@ def test_restarted_static_member_gets_its_partitions_back_without_a_rebalance(cl
     described = admin.describe_consumer_groups([group])[group].result(timeout=30)
     assert sorted(m.group_instance_id for m in described.members) == ["inst-0", "inst-1", "inst-2"]
     assert len(described.members) == 3
+
+
+def test_stopped_static_member_is_removed_only_when_its_session_expires(cluster, consumers):
+    create_topic(cluster.bootstrap, "exp", partitions=4)
+    group, session_ms = "exp-g", 6_000
+    members = [consumers(StaticConsumer(cluster.bootstrap, group, "exp", f"inst-{k}", session_ms)) for k in range(2)]
+    poll_until(members, lambda: sum(len(c.assignment) for c in members) == 4 and all(c.assignment for c in members))
+    for c in members:
+        c.events.clear()
+    members[1].close()  # no LeaveGroup from a static member
+    stopped_at = time.monotonic()
+    survivor = members[0]
+    poll_until([survivor], lambda: survivor.assignment == frozenset(range(4)), timeout_s=30)
+    rebalanced_after = time.monotonic() - stopped_at
+    # The last heartbeat was at most one interval before the stop; the session runs from it.
+    assert rebalanced_after >= (session_ms - HEARTBEAT_MS) / 1000 - 0.2, rebalanced_after
+    assert survivor.events[0][0] == "revoke" and survivor.events[-1] == ("assign", frozenset(range(4)))
 
 
 def test_duplicate_instance_id_fences_the_older_consumer(cluster, consumers):
