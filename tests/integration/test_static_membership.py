@@ -149,3 +149,36 @@ def test_duplicate_instance_id_fences_the_older_consumer(cluster, consumers):
     assert any("fenced" in e.str() for e in first.errors), first.errors
     assert second.assignment == frozenset({0, 1})
     assert not second.errors, second.errors
+
+
+def test_coordinator_restart_keeps_static_members_and_their_assignment(cluster, consumers):
+    """The group metadata record carries the instance ids: after the coordinator's kill -9 and
+    restart, the members go on with no rebalance and a restarted instance gets its partitions."""
+    create_topic(cluster.bootstrap, "fo", partitions=4)
+    group, session_ms = "fo-g", 45_000
+    members = [consumers(StaticConsumer(cluster.bootstrap, group, "fo", f"inst-{k}", session_ms)) for k in range(2)]
+    poll_until(members, lambda: sum(len(c.assignment) for c in members) == 4 and all(c.assignment for c in members))
+    before = {c.instance: c.assignment for c in members}
+    for c in members:
+        c.events.clear()
+
+    cluster.kill9()
+    cluster.up()
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    def described_instances() -> list[str]:
+        try:
+            d = admin.describe_consumer_groups([group])[group].result(timeout=10)
+        except Exception:  # the coordinator may still be loading its partition
+            return []
+        return sorted(m.group_instance_id for m in d.members)
+
+    poll_until(members, lambda: described_instances() == ["inst-0", "inst-1"], timeout_s=40)
+    members[1].close()
+    restarted = consumers(StaticConsumer(cluster.bootstrap, group, "fo", "inst-1", session_ms))
+    poll_until([members[0], restarted], lambda: bool(restarted.assignment))
+    assert restarted.assignment == before["inst-1"]
+    watch_until = time.monotonic() + 6 * HEARTBEAT_MS / 1000
+    poll_until([members[0], restarted], lambda: time.monotonic() >= watch_until)
+    assert members[0].events == [], members[0].events
+    assert restarted.events == [("assign", before["inst-1"])]
