@@ -13,7 +13,7 @@ coordinates it only while it leads that partition and has loaded it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
 
 from kmirror.coordinator.config import CoordinatorConfig
@@ -21,6 +21,7 @@ from kmirror.coordinator.group import static_members
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.member import MemberMetadata, Protocol
 from kmirror.coordinator.group.state import GroupState
+from kmirror.coordinator.group.static_rejoin import rejoin_static
 from kmirror.coordinator.offsets import replay
 from kmirror.coordinator.offsets.partitioner import partition_for
 from kmirror.coordinator.results import (
@@ -169,8 +170,8 @@ class GroupCoordinator:
         if not member_id and group_instance_id is not None and group_instance_id in group.static_members:
             # A known static member restarted: it takes over its instance's place (KIP-345).
             new_id = static_members.new_member_id(client_id, group_instance_id, self._new_uuid())
-            return self._rejoin_static(
-                group, request_id, group_instance_id, new_id, client_id, client_host,
+            return rejoin_static(
+                self, group, request_id, group_instance_id, new_id, client_id, client_host,
                 session_timeout_ms, rebalance_timeout_ms, protocols, supports_skip_assignment, out,
             )
         known = group.members.get(member_id) if member_id else None
@@ -195,11 +196,11 @@ class GroupCoordinator:
             )
             member.is_new = group.is_in(GroupState.PREPARING_REBALANCE, GroupState.EMPTY) and group.generation_id == 0
             group.add_member(member)
-            self._await_join(group, member, request_id, out)
+            self.await_join(group, member, request_id, out)
             timeout = self.config.new_member_join_timeout_ms if member.is_new else session_timeout_ms
             group.heartbeat_deadline_ms[member_id] = now + timeout
-            self._prepare_rebalance(group, out, new_member=True)
-            self._try_complete_join(group, out)
+            self.prepare_rebalance(group, out, new_member=True)
+            self.try_complete_join(group, out)
             return out
 
         # A known member rejoins.
@@ -211,84 +212,17 @@ class GroupCoordinator:
         unchanged = known.matches(protocols)
         if group.is_in(GroupState.COMPLETING_REBALANCE) and unchanged:
             # The member missed its JoinGroup response: send the current generation again.
-            return reply(self._join_result(group, known))
+            return reply(self.join_result(group, known))
         if group.is_in(GroupState.STABLE) and unchanged and member_id != group.leader_id:
-            return reply(self._join_result(group, known, with_members=False))
+            return reply(self.join_result(group, known, with_members=False))
         known.protocols = protocols
-        self._await_join(group, known, request_id, out)
+        self.await_join(group, known, request_id, out)
         group.heartbeat_deadline_ms[member_id] = now + session_timeout_ms
-        self._prepare_rebalance(group, out)
-        self._try_complete_join(group, out)
+        self.prepare_rebalance(group, out)
+        self.try_complete_join(group, out)
         return out
 
-    def _rejoin_static(
-        self, group: ClassicGroup, request_id: int, instance_id: str, new_id: str, client_id: str,
-        client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocols: tuple[Protocol, ...],
-        supports_skip_assignment: bool, out: GroupOutput,
-    ) -> GroupOutput:
-        """Kafka `updateStaticMemberThenRebalanceOrCompleteJoin`: the instance's member takes the new
-        id and keeps its assignment; the old id's waiting JoinGroup/SyncGroup are fenced. A Stable
-        group whose selected protocol stays the same does not rebalance: the group is stored with
-        the new member id and the member gets the current generation (the leader with
-        skip_assignment from JoinGroup v9, KIP-814)."""
-        old_id = group.static_members[instance_id]
-        current_leader = group.leader_id or ""
-        old_join = self.state.pending_joins.pop((group.group_id, old_id), None)
-        if old_join is not None:
-            out.responses.append((old_join, JoinResult(E.fenced_instance_id, member_id=old_id)))
-        old_sync = self.state.pending_syncs.pop((group.group_id, old_id), None)
-        if old_sync is not None:
-            out.responses.append((old_sync, SyncResult(E.fenced_instance_id)))
-        member, replaced = static_members.replace_static_member(group, instance_id, new_id)
-        member.client_id, member.client_host = client_id, client_host
-        member.protocols = protocols
-        member.session_timeout_ms, member.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
-        group.heartbeat_deadline_ms[new_id] = self.clock.monotonic_ms() + session_timeout_ms
-        self._await_join(group, member, request_id, out)
-        if group.is_in(GroupState.STABLE):
-            if group.select_protocol() != group.protocol_name:
-                self._prepare_rebalance(group, out)
-                self._try_complete_join(group, out)
-                return out
-            key = (group.group_id, new_id)
-            generation = group.generation_id
-
-            def stored() -> GroupOutput:
-                done = GroupOutput()
-                rid = self.state.pending_joins.pop(key, None)
-                if rid is None or group.generation_id != generation or new_id not in group.members:
-                    return done  # a rebalance answered it meanwhile
-                member.awaiting_join = False
-                is_leader = new_id == group.leader_id
-                if supports_skip_assignment:
-                    result = self._join_result(group, member, with_members=is_leader)
-                    result = replace(result, skip_assignment=is_leader)
-                else:
-                    result = replace(self._join_result(group, member, with_members=False), leader=current_leader)
-                done.responses.append((rid, result))
-                return done
-
-            def failed(error: ErrorCode) -> GroupOutput:
-                done = GroupOutput()
-                rid = self.state.pending_joins.pop(key, None)
-                member.awaiting_join = False
-                static_members.revert_replacement(group, instance_id, replaced)
-                if rid is not None:
-                    done.responses.append((rid, JoinResult(
-                        error, group.generation_id, group.protocol_type, group.protocol_name,
-                        current_leader, "",
-                    )))
-                return done
-
-            out.extend(self._store_group(group, on_success=stored, on_failure=failed))
-            return out
-        if group.is_in(GroupState.COMPLETING_REBALANCE):
-            # The leader may be assigning to the old member id: a new rebalance, as Kafka does.
-            self._prepare_rebalance(group, out)
-        self._try_complete_join(group, out)
-        return out
-
-    def _await_join(self, group: ClassicGroup, member: MemberMetadata, request_id: int, out: GroupOutput) -> None:
+    def await_join(self, group: ClassicGroup, member: MemberMetadata, request_id: int, out: GroupOutput) -> None:
         key = (group.group_id, member.member_id)
         previous = self.state.pending_joins.get(key)
         if previous is not None and previous != request_id:
@@ -297,7 +231,7 @@ class GroupCoordinator:
         self.state.pending_joins[key] = request_id
         member.awaiting_join = True
 
-    def _join_result(self, group: ClassicGroup, member: MemberMetadata, with_members: bool | None = None) -> JoinResult:
+    def join_result(self, group: ClassicGroup, member: MemberMetadata, with_members: bool | None = None) -> JoinResult:
         is_leader = member.member_id == group.leader_id
         members: tuple[JoinMember, ...] = ()
         if with_members if with_members is not None else is_leader:
@@ -310,7 +244,7 @@ class GroupCoordinator:
             group.leader_id or "", member.member_id, members,
         )
 
-    def _prepare_rebalance(self, group: ClassicGroup, out: GroupOutput, new_member: bool = False) -> None:
+    def prepare_rebalance(self, group: ClassicGroup, out: GroupOutput, new_member: bool = False) -> None:
         """Kafka `maybePrepareRebalance` / `prepareRebalance`."""
         now = self.clock.monotonic_ms()
         if group.is_in(GroupState.PREPARING_REBALANCE):
@@ -336,7 +270,7 @@ class GroupCoordinator:
             group.join_deadline_ms = now + group.max_rebalance_timeout_ms()
         group.transition_to(GroupState.PREPARING_REBALANCE, self.clock.now_ms())
 
-    def _try_complete_join(self, group: ClassicGroup, out: GroupOutput) -> None:
+    def try_complete_join(self, group: ClassicGroup, out: GroupOutput) -> None:
         # During the initial delay only the timer completes the join (Kafka `InitialDelayedJoin`).
         if (
             group.is_in(GroupState.PREPARING_REBALANCE)
@@ -360,7 +294,7 @@ class GroupCoordinator:
             return
         group.init_next_generation(self.clock.now_ms())
         if group.is_in(GroupState.EMPTY):
-            out.extend(self._store_group(group, on_success=GroupOutput, on_failure=lambda _e: GroupOutput()))
+            out.extend(self.store_group(group, on_success=GroupOutput, on_failure=lambda _e: GroupOutput()))
             return
         for member in group.members.values():
             member.awaiting_join = False
@@ -368,7 +302,7 @@ class GroupCoordinator:
             group.heartbeat_deadline_ms[member.member_id] = now + member.session_timeout_ms
             request_id = self.state.pending_joins.pop((group.group_id, member.member_id), None)
             if request_id is not None:
-                out.responses.append((request_id, self._join_result(group, member)))
+                out.responses.append((request_id, self.join_result(group, member)))
         group.pending_sync_members = set(group.members)
         group.sync_deadline_ms = now + group.max_rebalance_timeout_ms()
 
@@ -436,7 +370,7 @@ class GroupCoordinator:
             def failed(error: ErrorCode) -> GroupOutput:
                 return self._complete_syncs(group, generation, error)
 
-            out.extend(self._store_group(group, on_success=persisted, on_failure=failed))
+            out.extend(self.store_group(group, on_success=persisted, on_failure=failed))
         return out
 
     def _sync_result(self, group: ClassicGroup, member: MemberMetadata) -> SyncResult:
@@ -513,7 +447,7 @@ class GroupCoordinator:
             if group is not None and error == E.none:
                 if target in group.pending_members:
                     del group.pending_members[target]
-                    self._try_complete_join(group, out)
+                    self.try_complete_join(group, out)
                 else:
                     self._remove_member_and_update_group(group, target, out)
             results.append(LeaveMemberResult(member_id, instance_id, error))
@@ -530,11 +464,11 @@ class GroupCoordinator:
             out.responses.append((sync_id, SyncResult(E.unknown_member_id)))
         group.remove_member(member_id)
         if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, out)
+            self.prepare_rebalance(group, out)
         if group.is_in(GroupState.PREPARING_REBALANCE):
             if group.is_empty and group.initial_delay_limit_ms is not None:
                 group.initial_delay_limit_ms = None
-            self._try_complete_join(group, out)
+            self.try_complete_join(group, out)
 
     # ---- deadlines -------------------------------------------------------------------
 
@@ -561,7 +495,7 @@ class GroupCoordinator:
             deadline = group.pending_members.get(member_id)
             if deadline is not None and deadline <= now:
                 del group.pending_members[member_id]
-                self._try_complete_join(group, out)
+                self.try_complete_join(group, out)
         for member_id in list(group.heartbeat_deadline_ms):
             # Re-read: expiring one member may complete a join that re-arms the others.
             deadline = group.heartbeat_deadline_ms.get(member_id)
@@ -587,7 +521,7 @@ class GroupCoordinator:
 
     # ---- persistence -----------------------------------------------------------------
 
-    def _store_group(
+    def store_group(
         self, group: ClassicGroup, *, on_success: Callable[[], GroupOutput], on_failure: Callable[[ErrorCode], GroupOutput]
     ) -> GroupOutput:
         return self.append(group.group_id, [replay.group_metadata_record(group)], on_success, on_failure)
