@@ -3,6 +3,7 @@ rebalance, fencing of the old instance, LeaveGroup by instance id, persistence."
 
 from __future__ import annotations
 
+from kmirror.coordinator.group.member import Protocol
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.offsets.commits import OffsetToCommit, commit_offsets
 from kmirror.protocol.errors import ErrorCode as E
@@ -208,3 +209,20 @@ def test_instance_mapping_survives_coordinator_failover():
     synced = h2.responses[h2.sync(result.member_id, group.generation_id, instance_id="i1")]
     assert synced.assignment == b"a-i1"
     assert heartbeat(h2, ids[1], "i1") == E.fenced_instance_id
+
+
+def test_failed_store_of_the_new_member_id_undoes_the_replacement():
+    h, ids = static_group()
+    group = h.core.groups["g"]
+    rid = h.next_request_id()
+    out = h.core.join(
+        rid, group_id="g", member_id="", group_instance_id="i1", client_id="c", client_host="/127.0.0.1",
+        session_timeout_ms=10_000, rebalance_timeout_ms=30_000, protocol_type="consumer",
+        protocols=(Protocol("range", b"m"),), require_known_member_id=True, supports_skip_assignment=True,
+    )
+    assert out.responses == [] and len(out.appends) == 1
+    failed = h.core.on_append_completed(out.appends[0].ticket, E.not_leader_or_follower)
+    [(answered, result)] = failed.responses
+    assert answered == rid and result.error == E.not_coordinator and result.member_id == ""
+    assert group.static_members["i1"] == ids[1] and ids[1] in group.members
+    assert heartbeat(h, ids[1], "i1") == E.none and group.state is GroupState.STABLE

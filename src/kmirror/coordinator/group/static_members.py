@@ -98,6 +98,18 @@ def revert_replacement(group: ClassicGroup, group_instance_id: str, replaced: Re
         group.leader_id = replaced.old_member_id
 
 
+def group_metadata_append_error(error: ErrorCode) -> ErrorCode:
+    """Kafka `appendGroupMetadataErrorToResponseError`: what a member is told when the group
+    metadata record could not be appended."""
+    if error in (E.unknown_topic_or_partition, E.not_enough_replicas, E.request_timed_out):
+        return E.coordinator_not_available
+    if error in (E.not_leader_or_follower, E.kafka_storage_error):
+        return E.not_coordinator
+    if error in (E.message_too_large, E.record_list_too_large, E.invalid_fetch_size):
+        return E.unknown_server_error
+    return error
+
+
 def leave_target(group: ClassicGroup | None, member_id: str, group_instance_id: str | None) -> tuple[ErrorCode, str]:
     """Kafka `classicGroupLeave`, one member of the batch: the error for it and the member id
     to remove. An empty member id with an instance id removes that instance's member (the

@@ -73,7 +73,7 @@ def rejoin_static(
             static_members.revert_replacement(group, instance_id, replaced)
             if rid is not None:
                 done.responses.append((rid, JoinResult(
-                    error, group.generation_id, group.protocol_type, group.protocol_name,
+                    static_members.group_metadata_append_error(error), group.generation_id, group.protocol_type, group.protocol_name,
                     current_leader, "",
                 )))
             return done
