@@ -223,7 +223,7 @@ class GroupCoordinatorService(CoordinatorRuntime):
     async def join_group(
         self, *, group_id: str, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
         session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
-        protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+        protocols: list[tuple[str, bytes]], require_known_member_id: bool, supports_skip_assignment: bool = False,
     ) -> JoinResult:
         rid, future = self._new_waiter()
         out = self.core.join(
@@ -231,22 +231,26 @@ class GroupCoordinatorService(CoordinatorRuntime):
             client_id=client_id, client_host=client_host, session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms, protocol_type=protocol_type,
             protocols=tuple(Protocol(n, m) for n, m in protocols), require_known_member_id=require_known_member_id,
+            supports_skip_assignment=supports_skip_assignment,
         )
         return await self._answer(rid, future, out)  # type: ignore[no-any-return]
 
     async def sync_group(
         self, *, group_id: str, generation_id: int, member_id: str, protocol_type: str | None,
-        protocol_name: str | None, assignments: dict[str, bytes],
+        protocol_name: str | None, assignments: dict[str, bytes], group_instance_id: str | None = None,
     ) -> SyncResult:
         rid, future = self._new_waiter()
         out = self.core.sync(
             rid, group_id=group_id, generation_id=generation_id, member_id=member_id,
             protocol_type=protocol_type, protocol_name=protocol_name, assignments=assignments,
+            group_instance_id=group_instance_id,
         )
         return await self._answer(rid, future, out)  # type: ignore[no-any-return]
 
-    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
-        error = self.core.heartbeat(group_id=group_id, generation_id=generation_id, member_id=member_id)
+    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str,
+                  group_instance_id: str | None = None) -> ErrorCode:
+        error = self.core.heartbeat(group_id=group_id, generation_id=generation_id, member_id=member_id,
+                                    group_instance_id=group_instance_id)
         self._rearm()
         return error
 

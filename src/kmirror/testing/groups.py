@@ -81,28 +81,33 @@ class CoreHarness:
 
     def join(self, member_id: str = "", *, group: str = "g", client_id: str = "c", session_ms: int = 10_000,
              rebalance_ms: int = 30_000, protocols: tuple[str, ...] = ("range",), protocol_type: str = "consumer",
-             require_known: bool = True, metadata: bytes = b"m") -> int:
+             require_known: bool = True, metadata: bytes = b"m", instance_id: str | None = None,
+             skip_assignment: bool = True) -> int:
         rid = self.next_request_id()
         self.run(self.core.join(
-            rid, group_id=group, member_id=member_id, group_instance_id=None, client_id=client_id,
+            rid, group_id=group, member_id=member_id, group_instance_id=instance_id, client_id=client_id,
             client_host="/127.0.0.1", session_timeout_ms=session_ms, rebalance_timeout_ms=rebalance_ms,
             protocol_type=protocol_type, protocols=tuple(Protocol(p, metadata) for p in protocols),
-            require_known_member_id=require_known,
+            require_known_member_id=require_known, supports_skip_assignment=skip_assignment,
         ))
         return rid
 
     def sync(self, member_id: str, generation: int, assignments: dict[str, bytes] | None = None,
-             *, group: str = "g") -> int:
+             *, group: str = "g", instance_id: str | None = None) -> int:
         rid = self.next_request_id()
         self.run(self.core.sync(
             rid, group_id=group, generation_id=generation, member_id=member_id, protocol_type=None,
-            protocol_name=None, assignments=assignments or {},
+            protocol_name=None, assignments=assignments or {}, group_instance_id=instance_id,
         ))
         return rid
 
     def leave(self, *member_ids: str, group: str = "g") -> int:
+        return self.leave_members([(m, None) for m in member_ids], group=group)
+
+    def leave_members(self, members: list[tuple[str, str | None]], *, group: str = "g") -> int:
+        """LeaveGroup v3+: (member id, group instance id) pairs."""
         rid = self.next_request_id()
-        self.run(self.core.leave(rid, group_id=group, members=[(m, None) for m in member_ids]))
+        self.run(self.core.leave(rid, group_id=group, members=members))
         return rid
 
     def advance(self, ms: int) -> GroupOutput:

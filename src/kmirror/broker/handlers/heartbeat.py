@@ -13,6 +13,7 @@ from kmirror.protocol.entities import build
 @api(12, "Heartbeat", 0, 4)
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     error = services.groups.heartbeat(
-        group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id
+        group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
     )
     return build(ctx.response_type, throttle_time=datetime.timedelta(0), error_code=error)

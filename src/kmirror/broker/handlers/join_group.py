@@ -38,6 +38,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         protocol_type=request.protocol_type,
         protocols=[(p.name, p.metadata) for p in request.protocols],
         require_known_member_id=v >= 4,
+        supports_skip_assignment=v >= 9,
     )
     rt = ctx.response_type
     Member = nested(rt, "JoinGroupResponseMember")

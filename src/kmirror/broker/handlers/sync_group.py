@@ -19,6 +19,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         protocol_type=getattr(request, "protocol_type", None),
         protocol_name=getattr(request, "protocol_name", None),
         assignments={a.member_id: a.assignment for a in request.assignments},
+        group_instance_id=getattr(request, "group_instance_id", None),
     )
     return build(
         ctx.response_type,

@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.group import static_members
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.member import MemberMetadata, Protocol
 from kmirror.coordinator.group.state import GroupState
+from kmirror.coordinator.group.static_rejoin import rejoin_static
 from kmirror.coordinator.offsets import replay
 from kmirror.coordinator.offsets.partitioner import partition_for
 from kmirror.coordinator.results import (
@@ -131,6 +133,7 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: tuple[Protocol, ...],
         require_known_member_id: bool,
+        supports_skip_assignment: bool = False,
     ) -> GroupOutput:
         """JoinGroup. The response for `request_id` is in the returned GroupOutput only when it is
         immediate (errors, MEMBER_ID_REQUIRED, unchanged member of a stable group); otherwise
@@ -164,15 +167,24 @@ class GroupCoordinator:
             return reply(JoinResult(E.inconsistent_group_protocol, member_id=member_id))
         now = self.clock.monotonic_ms()
 
+        if not member_id and group_instance_id is not None and group_instance_id in group.static_members:
+            # A known static member restarted: it takes over its instance's place (KIP-345).
+            new_id = static_members.new_member_id(client_id, group_instance_id, self._new_uuid())
+            return rejoin_static(
+                self, group, request_id, group_instance_id, new_id, client_id, client_host,
+                session_timeout_ms, rebalance_timeout_ms, protocols, supports_skip_assignment, out,
+            )
         known = group.members.get(member_id) if member_id else None
+        if member_id and member_id not in group.pending_members:
+            err = static_members.validate_member(group, member_id, group_instance_id)
+            if err != E.none:
+                return reply(JoinResult(err, member_id=member_id))
         if known is None:
-            if member_id and member_id not in group.pending_members:
-                return reply(JoinResult(E.unknown_member_id, member_id=member_id))
             if len(group.members) >= self.config.group_max_size:
                 return reply(JoinResult(E.group_max_size_reached, member_id=member_id))
             if not member_id:
-                new_id = f"{client_id}-{self._new_uuid()}"
-                if require_known_member_id:
+                new_id = static_members.new_member_id(client_id, group_instance_id, self._new_uuid())
+                if require_known_member_id and group_instance_id is None:
                     # KIP-394: hand out the id first; the member joins for real with it.
                     group.pending_members[new_id] = now + session_timeout_ms
                     return reply(JoinResult(E.member_id_required, member_id=new_id))
@@ -184,11 +196,11 @@ class GroupCoordinator:
             )
             member.is_new = group.is_in(GroupState.PREPARING_REBALANCE, GroupState.EMPTY) and group.generation_id == 0
             group.add_member(member)
-            self._await_join(group, member, request_id, out)
+            self.await_join(group, member, request_id, out)
             timeout = self.config.new_member_join_timeout_ms if member.is_new else session_timeout_ms
             group.heartbeat_deadline_ms[member_id] = now + timeout
-            self._prepare_rebalance(group, out, new_member=True)
-            self._try_complete_join(group, out)
+            self.prepare_rebalance(group, out, new_member=True)
+            self.try_complete_join(group, out)
             return out
 
         # A known member rejoins.
@@ -200,17 +212,17 @@ class GroupCoordinator:
         unchanged = known.matches(protocols)
         if group.is_in(GroupState.COMPLETING_REBALANCE) and unchanged:
             # The member missed its JoinGroup response: send the current generation again.
-            return reply(self._join_result(group, known))
+            return reply(self.join_result(group, known))
         if group.is_in(GroupState.STABLE) and unchanged and member_id != group.leader_id:
-            return reply(self._join_result(group, known, with_members=False))
+            return reply(self.join_result(group, known, with_members=False))
         known.protocols = protocols
-        self._await_join(group, known, request_id, out)
+        self.await_join(group, known, request_id, out)
         group.heartbeat_deadline_ms[member_id] = now + session_timeout_ms
-        self._prepare_rebalance(group, out)
-        self._try_complete_join(group, out)
+        self.prepare_rebalance(group, out)
+        self.try_complete_join(group, out)
         return out
 
-    def _await_join(self, group: ClassicGroup, member: MemberMetadata, request_id: int, out: GroupOutput) -> None:
+    def await_join(self, group: ClassicGroup, member: MemberMetadata, request_id: int, out: GroupOutput) -> None:
         key = (group.group_id, member.member_id)
         previous = self.state.pending_joins.get(key)
         if previous is not None and previous != request_id:
@@ -219,7 +231,7 @@ class GroupCoordinator:
         self.state.pending_joins[key] = request_id
         member.awaiting_join = True
 
-    def _join_result(self, group: ClassicGroup, member: MemberMetadata, with_members: bool | None = None) -> JoinResult:
+    def join_result(self, group: ClassicGroup, member: MemberMetadata, with_members: bool | None = None) -> JoinResult:
         is_leader = member.member_id == group.leader_id
         members: tuple[JoinMember, ...] = ()
         if with_members if with_members is not None else is_leader:
@@ -232,7 +244,7 @@ class GroupCoordinator:
             group.leader_id or "", member.member_id, members,
         )
 
-    def _prepare_rebalance(self, group: ClassicGroup, out: GroupOutput, new_member: bool = False) -> None:
+    def prepare_rebalance(self, group: ClassicGroup, out: GroupOutput, new_member: bool = False) -> None:
         """Kafka `maybePrepareRebalance` / `prepareRebalance`."""
         now = self.clock.monotonic_ms()
         if group.is_in(GroupState.PREPARING_REBALANCE):
@@ -258,7 +270,7 @@ class GroupCoordinator:
             group.join_deadline_ms = now + group.max_rebalance_timeout_ms()
         group.transition_to(GroupState.PREPARING_REBALANCE, self.clock.now_ms())
 
-    def _try_complete_join(self, group: ClassicGroup, out: GroupOutput) -> None:
+    def try_complete_join(self, group: ClassicGroup, out: GroupOutput) -> None:
         # During the initial delay only the timer completes the join (Kafka `InitialDelayedJoin`).
         if (
             group.is_in(GroupState.PREPARING_REBALANCE)
@@ -273,12 +285,16 @@ class GroupCoordinator:
         group.join_deadline_ms = None
         group.initial_delay_limit_ms = None
         group.pending_members.clear()
-        for member in [m for m in group.members.values() if not m.awaiting_join]:
-            group.remove_member(member.member_id)
-        group.init_next_generation(self.clock.now_ms())
+        for member_id in static_members.not_rejoined_dynamic_members(group):
+            group.remove_member(member_id)
         now = self.clock.monotonic_ms()
+        if group.members and not static_members.elect_joined_leader(group):
+            # No member rejoined (only static ones remain): wait until their sessions end them.
+            group.join_deadline_ms = now + group.max_rebalance_timeout_ms()
+            return
+        group.init_next_generation(self.clock.now_ms())
         if group.is_in(GroupState.EMPTY):
-            out.extend(self._store_group(group, on_success=GroupOutput, on_failure=lambda _e: GroupOutput()))
+            out.extend(self.store_group(group, on_success=GroupOutput, on_failure=lambda _e: GroupOutput()))
             return
         for member in group.members.values():
             member.awaiting_join = False
@@ -286,7 +302,7 @@ class GroupCoordinator:
             group.heartbeat_deadline_ms[member.member_id] = now + member.session_timeout_ms
             request_id = self.state.pending_joins.pop((group.group_id, member.member_id), None)
             if request_id is not None:
-                out.responses.append((request_id, self._join_result(group, member)))
+                out.responses.append((request_id, self.join_result(group, member)))
         group.pending_sync_members = set(group.members)
         group.sync_deadline_ms = now + group.max_rebalance_timeout_ms()
 
@@ -302,6 +318,7 @@ class GroupCoordinator:
         protocol_type: str | None,
         protocol_name: str | None,
         assignments: dict[str, bytes],
+        group_instance_id: str | None = None,
     ) -> GroupOutput:
         out = GroupOutput()
 
@@ -313,10 +330,13 @@ class GroupCoordinator:
         if err is not None:
             return reply(err)
         group = self.state.groups.get(group_id)
-        if group is None or not group.has_member(member_id):
+        if group is None:
             return reply(E.unknown_member_id)
         if group.is_in(GroupState.DEAD):
             return reply(E.coordinator_not_available)
+        member_error = static_members.validate_member(group, member_id, group_instance_id)
+        if member_error != E.none:
+            return reply(member_error)
         if generation_id != group.generation_id:
             return reply(E.illegal_generation)
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -350,7 +370,7 @@ class GroupCoordinator:
             def failed(error: ErrorCode) -> GroupOutput:
                 return self._complete_syncs(group, generation, error)
 
-            out.extend(self._store_group(group, on_success=persisted, on_failure=failed))
+            out.extend(self.store_group(group, on_success=persisted, on_failure=failed))
         return out
 
     def _sync_result(self, group: ClassicGroup, member: MemberMetadata) -> SyncResult:
@@ -388,7 +408,8 @@ class GroupCoordinator:
 
     # ---- Heartbeat / LeaveGroup ------------------------------------------------------
 
-    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
+    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str,
+                  group_instance_id: str | None = None) -> ErrorCode:
         err = self.coordinator_error(group_id)
         if err is not None:
             return err
@@ -397,7 +418,10 @@ class GroupCoordinator:
             return E.unknown_member_id
         if group.is_in(GroupState.DEAD):
             return E.coordinator_not_available
-        if group.is_in(GroupState.EMPTY) or not group.has_member(member_id):
+        member_error = static_members.validate_member(group, member_id, group_instance_id)
+        if member_error != E.none:
+            return member_error
+        if group.is_in(GroupState.EMPTY):
             return E.unknown_member_id
         if generation_id != group.generation_id:
             return E.illegal_generation
@@ -419,14 +443,13 @@ class GroupCoordinator:
             return out
         results = []
         for member_id, instance_id in members:
-            error = E.unknown_member_id
-            if group is not None and member_id in group.pending_members:
-                del group.pending_members[member_id]
-                self._try_complete_join(group, out)
-                error = E.none
-            elif group is not None and group.has_member(member_id):
-                self._remove_member_and_update_group(group, member_id, out)
-                error = E.none
+            error, target = static_members.leave_target(group, member_id, instance_id)
+            if group is not None and error == E.none:
+                if target in group.pending_members:
+                    del group.pending_members[target]
+                    self.try_complete_join(group, out)
+                else:
+                    self._remove_member_and_update_group(group, target, out)
             results.append(LeaveMemberResult(member_id, instance_id, error))
         out.responses.append((request_id, LeaveResult(E.none, tuple(results))))
         return out
@@ -441,11 +464,11 @@ class GroupCoordinator:
             out.responses.append((sync_id, SyncResult(E.unknown_member_id)))
         group.remove_member(member_id)
         if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, out)
+            self.prepare_rebalance(group, out)
         if group.is_in(GroupState.PREPARING_REBALANCE):
             if group.is_empty and group.initial_delay_limit_ms is not None:
                 group.initial_delay_limit_ms = None
-            self._try_complete_join(group, out)
+            self.try_complete_join(group, out)
 
     # ---- deadlines -------------------------------------------------------------------
 
@@ -472,7 +495,7 @@ class GroupCoordinator:
             deadline = group.pending_members.get(member_id)
             if deadline is not None and deadline <= now:
                 del group.pending_members[member_id]
-                self._try_complete_join(group, out)
+                self.try_complete_join(group, out)
         for member_id in list(group.heartbeat_deadline_ms):
             # Re-read: expiring one member may complete a join that re-arms the others.
             deadline = group.heartbeat_deadline_ms.get(member_id)
@@ -498,7 +521,7 @@ class GroupCoordinator:
 
     # ---- persistence -----------------------------------------------------------------
 
-    def _store_group(
+    def store_group(
         self, group: ClassicGroup, *, on_success: Callable[[], GroupOutput], on_failure: Callable[[ErrorCode], GroupOutput]
     ) -> GroupOutput:
         return self.append(group.group_id, [replay.group_metadata_record(group)], on_success, on_failure)

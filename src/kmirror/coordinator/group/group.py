@@ -32,6 +32,8 @@ class ClassicGroup:
     protocol_name: str | None = None
     leader_id: str | None = None
     members: dict[str, MemberMetadata] = field(default_factory=dict)
+    # group.instance.id -> member id of the static members (KIP-345).
+    static_members: dict[str, str] = field(default_factory=dict)
     # Member ids handed out with MEMBER_ID_REQUIRED, not yet rejoined (KIP-394); value: deadline.
     pending_members: dict[str, int] = field(default_factory=dict)
     # Members of the current generation that have not yet sent SyncGroup.
@@ -64,6 +66,8 @@ class ClassicGroup:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
         if self.leader_id is None:
             self.leader_id = member.member_id
 
@@ -71,6 +75,9 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         self.heartbeat_deadline_ms.pop(member_id, None)
         self.pending_sync_members.discard(member_id)
+        if member is not None and member.group_instance_id is not None:
+            if self.static_members.get(member.group_instance_id) == member_id:
+                del self.static_members[member.group_instance_id]
         if member_id == self.leader_id:
             self.leader_id = next(iter(self.members), None)
         return member

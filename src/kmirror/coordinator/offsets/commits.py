@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.state import GroupState
+from kmirror.coordinator.group.static_members import validate_member
 from kmirror.coordinator.offsets import replay
 from kmirror.coordinator.results import (
     CommitResult,
@@ -45,8 +46,9 @@ def validate_offset_commit(
     if generation_id < 0 and group.is_in(GroupState.EMPTY):
         return E.none  # a consumer not using group management (or the admin client)
     if generation_id >= 0 or member_id or group_instance_id is not None:
-        if not group.has_member(member_id):
-            return E.unknown_member_id
+        member_error = validate_member(group, member_id, group_instance_id)
+        if member_error != E.none:
+            return member_error
         if generation_id != group.generation_id:
             return E.illegal_generation
     elif not group.is_in(GroupState.EMPTY):

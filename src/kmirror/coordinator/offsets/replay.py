@@ -88,10 +88,10 @@ def _group_from_value(group_id: str, value: GroupMetadataValue, now_wall_ms: int
     )
     for m in value.members:
         protocols = (Protocol(value.protocol, m.subscription),) if value.protocol is not None else ()
-        group.members[m.member_id] = MemberMetadata(
+        group.add_member(MemberMetadata(
             m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
             m.session_timeout_ms, value.protocol_type, protocols, assignment=m.assignment,
-        )
+        ))
     if group.members:
         group.leader_id = value.leader if value.leader in group.members else next(iter(group.members))
         group.state = GroupState.STABLE  # loading is not a transition: the group is rebuilt

@@ -17,6 +17,7 @@ from dataclasses import replace
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.state import GroupState
+from kmirror.coordinator.group.static_members import validate_member
 from kmirror.coordinator.offsets import replay
 from kmirror.coordinator.offsets.commits import OffsetToCommit, _append_error
 from kmirror.coordinator.offsets.records import OffsetCommitKey, decode_key, decode_offset_commit_value
@@ -42,8 +43,9 @@ def validate_txn_offset_commit(group: ClassicGroup | None, generation_id: int, m
     if group.is_in(GroupState.DEAD):
         return E.coordinator_not_available
     if generation_id >= 0 or member_id or group_instance_id is not None:
-        if not group.has_member(member_id):
-            return E.unknown_member_id
+        member_error = validate_member(group, member_id, group_instance_id)
+        if member_error != E.none:
+            return member_error
         if generation_id != group.generation_id:
             return E.illegal_generation
     return E.none
