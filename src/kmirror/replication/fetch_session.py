@@ -115,6 +115,10 @@ class FetchSessionCache:
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def partitions_cached(self) -> int:
+        """Partitions held by all sessions (Kafka `NumIncrementalFetchPartitionsCached`)."""
+        return sum(len(s.partitions) for s in self._sessions.values())
+
     def get(self, session_id: int) -> FetchSession | None:
         return self._sessions.get(session_id)
 

@@ -8,8 +8,10 @@ than `min_bytes` are readable the request waits in the purgatory for appends, up
 
 Fetch sessions (KIP-227, v7+): `kmirror.replication.fetch_session` decides per request
 whether it is sessionless, opens a session, or is incremental, and which partitions the
-answer carries. librdkafka and aiokafka fetch sessionless (session 0, epoch -1);
-kafka-python opens sessions and sends incremental requests.
+answer carries; the node keeps at most `max.incremental.fetch.session.cache.slots` sessions
+(0: none, every fetch is answered sessionless). librdkafka and aiokafka fetch sessionless
+(session 0, epoch -1); kafka-python and kmirror's mirror fetchers open sessions and send
+incremental requests.
 
 Follower fetches (`replica_id` >= 0, or `replica_state` in v15+) read up to the leader's
 LEO and update the follower's state on the leader; `last_fetched_epoch` (v12+) may be
@@ -82,7 +84,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
 
     session_id = int(getattr(request, "session_id", INVALID_SESSION_ID))
     session_epoch = int(getattr(request, "session_epoch", FINAL_EPOCH))
-    context = fetch_session_cache(rm).new_context(
+    context = fetch_session_cache(services).new_context(
         session_id, session_epoch, requested, _forgotten(rm, request, by_topic_id), services.clock.monotonic_ms()
     )
     if context.error is not None:
@@ -124,11 +126,14 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
 _CACHES: weakref.WeakKeyDictionary[Any, FetchSessionCache] = weakref.WeakKeyDictionary()
 
 
-def fetch_session_cache(replica_manager: Any) -> FetchSessionCache:
-    """The node's fetch sessions (one cache per replica manager)."""
-    cache = _CACHES.get(replica_manager)
+def fetch_session_cache(services: BrokerServices) -> FetchSessionCache:
+    """The node's fetch sessions (one cache per replica manager), at most
+    `max.incremental.fetch.session.cache.slots` of them (Kafka's key and default, 1000)."""
+    rm = services.replica_manager
+    cache = _CACHES.get(rm)
     if cache is None:
-        cache = _CACHES[replica_manager] = FetchSessionCache()
+        slots = int(services.config.get("max.incremental.fetch.session.cache.slots"))
+        cache = _CACHES[rm] = FetchSessionCache(max_sessions=slots)
     return cache
 
 

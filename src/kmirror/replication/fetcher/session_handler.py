@@ -1,0 +1,118 @@
+"""The fetching side of an incremental fetch session (KIP-227; Kafka `FetchSessionHandler`).
+
+Sans-IO. One handler per connection to one leader. `build` turns the engine's `FetchPlan`
+(every partition ready to fetch) into what the next request carries:
+
+- a **full** request (epoch 0) lists every partition and asks the leader to open a session;
+- an **incremental** request (the session's id, its next epoch) lists only the partitions
+  that are new to the session or whose fetch parameters changed (fetch offset, epochs, log
+  start offset, size), and names the session's partitions that left the plan as forgotten.
+  A leader holding a session answers only the partitions that have something to say, so a
+  request and its answer do not re-list thousands of idle partitions.
+
+`handle_response` moves the session on:
+
+| answer                                      | next request                              |
+|---------------------------------------------|-------------------------------------------|
+| full request answered with session id 0     | full again (the leader keeps no session:  |
+|                                             | a source without KIP-227, or its cache is |
+|                                             | full)                                     |
+| full request answered with session id s > 0 | incremental, session s, epoch 1           |
+| incremental answered without error          | incremental, epoch + 1                    |
+| FETCH_SESSION_ID_NOT_FOUND                  | full, opening a new session               |
+| INVALID_FETCH_SESSION_EPOCH, or no answer   | full, closing session s and opening anew  |
+| (connection lost, timeout)                  |                                           |
+
+A leader whose Fetch version predates sessions (v < 7) always gets full sessionless
+requests (`sessions=False`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.fetcher.engine import FetchPartitionPlan, FetchPlan
+from kmirror.types import TopicPartition
+
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+
+SESSION_ERRORS = frozenset({ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch})
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRequest:
+    """What one Fetch request carries: its session id and epoch, the partitions it lists,
+    the session partitions it forgets."""
+
+    session_id: int
+    session_epoch: int
+    partitions: tuple[FetchPartitionPlan, ...]
+    forgotten: tuple[FetchPartitionPlan, ...]
+
+    @property
+    def full(self) -> bool:
+        return self.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH)
+
+
+class FetchSessionHandler:
+    def __init__(self) -> None:
+        self.session_id = INVALID_SESSION_ID
+        self.next_epoch = INITIAL_EPOCH
+        # What the leader's session holds for each partition: the parameters last sent.
+        self._sent: dict[TopicPartition, FetchPartitionPlan] = {}
+        self._pending: dict[TopicPartition, FetchPartitionPlan] | None = None
+
+    @property
+    def incremental(self) -> bool:
+        return self.session_id != INVALID_SESSION_ID and self.next_epoch > INITIAL_EPOCH
+
+    def build(self, plan: FetchPlan, *, sessions: bool = True) -> SessionRequest:
+        """The next request for `plan`; its session state is committed by `handle_response`."""
+        wanted = {p.topic_partition: p for p in plan.partitions}
+        self._pending = wanted
+        if not sessions:
+            self.session_id, self.next_epoch = INVALID_SESSION_ID, INITIAL_EPOCH
+            return SessionRequest(INVALID_SESSION_ID, FINAL_EPOCH, plan.partitions, ())
+        if not self.incremental:
+            return SessionRequest(self.session_id, INITIAL_EPOCH, plan.partitions, ())
+        sent = self._sent
+        changed = tuple(p for tp, p in wanted.items() if sent.get(tp) != p)
+        forgotten = tuple(p for tp, p in sent.items() if tp not in wanted)
+        return SessionRequest(self.session_id, self.next_epoch, changed, forgotten)
+
+    def handle_response(self, request: SessionRequest, error: ErrorCode, session_id: int) -> bool:
+        """Move the session on after an answer to `request`; False when the answer carries
+        no partition data (a top-level error)."""
+        pending, self._pending = self._pending or {}, None
+        if error != ErrorCode.none:
+            if error == ErrorCode.fetch_session_id_not_found:
+                self._reset(INVALID_SESSION_ID)
+            else:
+                self._reset(self.session_id)
+            return False
+        if request.session_epoch == FINAL_EPOCH or session_id == INVALID_SESSION_ID:
+            self._reset(INVALID_SESSION_ID)  # no session: the next request is full again
+            return True
+        if request.full:
+            self.session_id, self.next_epoch = session_id, 1
+        elif session_id != self.session_id:  # not the session asked for: start over
+            self._reset(session_id)
+            return True
+        else:
+            self.next_epoch = 1 if self.next_epoch >= 2**31 - 1 else self.next_epoch + 1
+        self._sent = dict(pending)
+        return True
+
+    def handle_failure(self) -> None:
+        """No answer (connection lost, timeout): the leader may or may not have moved the
+        session, so the next request is full, closing the session and opening another."""
+        self._pending = None
+        self._reset(self.session_id)
+
+    def _reset(self, close_session_id: int) -> None:
+        self.session_id, self.next_epoch = close_session_id, INITIAL_EPOCH
+        self._sent = {}
+
