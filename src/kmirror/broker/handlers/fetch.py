@@ -118,7 +118,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             done_bytes, done_error = _progress(latest[0])
             return done_error or done_bytes >= min_bytes
 
-        completed = await purgatory_for(rm).wait([r.topic_partition for r in reads], try_complete, max_wait_ms)
+        completed = await purgatory_for(rm).wait([r.topic_partition for r in reads], try_complete, max_wait_ms,
+                                                 checked=True)
         results = latest[0] if completed else read()
     return _response(services, rt, context, results, unknown_ids, by_topic_id, isolation_level)
 
@@ -188,6 +189,7 @@ def _response(
     TopicResponse = nested(rt, "FetchableTopicResponse")
     AbortedTransaction = nested(rt, "AbortedTransaction")
     topics: dict[Any, list[Any]] = {}
+    with_records: list[TopicPartition] = []
     for tp, state in context.partitions:
         result = results[tp]
         key = state.topic_id if by_topic_id else tp.topic
@@ -196,6 +198,8 @@ def _response(
                 state, result.size > 0, None, result.high_watermark, result.last_stable_offset, result.log_start_offset
             ):
                 continue
+            if result.size > 0:
+                with_records.append(tp)
             fields: dict[str, Any] = {}
             if has_field(PartitionData, "mirror_leader_epoch"):  # v19, KIP-1279
                 fields["mirror_leader_epoch"] = leader_mirror_leader_epoch(services.replica_manager, tp)
@@ -219,6 +223,7 @@ def _response(
             context.should_answer(state, False, result.code, -1, -1, -1)
             data = _error_data(services, rt, PartitionData, tp.partition, result.code, tp)
         topics.setdefault(key, []).append(data)
+    context.rotate(with_records)
     for topic_id, index in unknown_ids:
         topics.setdefault(topic_id, []).append(_error_data(services, rt, PartitionData, index, ErrorCode.unknown_topic_id))
     responses = tuple(
