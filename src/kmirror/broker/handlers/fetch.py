@@ -118,9 +118,12 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             done_bytes, done_error = _progress(latest[0])
             return done_error or done_bytes >= min_bytes
 
-        completed = await purgatory_for(rm).wait([r.topic_partition for r in reads], try_complete, max_wait_ms,
-                                                 checked=True)
-        results = latest[0] if completed else read()
+        await purgatory_for(rm).wait([r.topic_partition for r in reads], try_complete, max_wait_ms, checked=True)
+        # Whatever changes a read (an append, a moved high watermark) re-ran `try_complete`,
+        # so the last read is current when the wait expires: an idle fetch of thousands of
+        # partitions reads them once, not twice. (Leadership and log start moves are seen by
+        # the client's next fetch.)
+        results = latest[0]
     return _response(services, rt, context, results, unknown_ids, by_topic_id, isolation_level)
 
 

@@ -63,7 +63,6 @@ class FetchSessionHandler:
         self.next_epoch = INITIAL_EPOCH
         # What the leader's session holds for each partition: the parameters last sent.
         self._sent: dict[TopicPartition, FetchPartitionPlan] = {}
-        self._pending: dict[TopicPartition, FetchPartitionPlan] | None = None
 
     @property
     def incremental(self) -> bool:
@@ -71,22 +70,34 @@ class FetchSessionHandler:
 
     def build(self, plan: FetchPlan, *, sessions: bool = True) -> SessionRequest:
         """The next request for `plan`; its session state is committed by `handle_response`."""
-        wanted = {p.topic_partition: p for p in plan.partitions}
-        self._pending = wanted
         if not sessions:
             self.session_id, self.next_epoch = INVALID_SESSION_ID, INITIAL_EPOCH
-            return SessionRequest(INVALID_SESSION_ID, FINAL_EPOCH, plan.partitions, ())
-        if not self.incremental:
-            return SessionRequest(self.session_id, INITIAL_EPOCH, plan.partitions, ())
-        sent = self._sent
-        changed = tuple(p for tp, p in wanted.items() if sent.get(tp) != p)
-        forgotten = tuple(p for tp, p in sent.items() if tp not in wanted)
-        return SessionRequest(self.session_id, self.next_epoch, changed, forgotten)
+            request = SessionRequest(INVALID_SESSION_ID, FINAL_EPOCH, plan.partitions, ())
+        elif not self.incremental:
+            request = SessionRequest(self.session_id, INITIAL_EPOCH, plan.partitions, ())
+        else:
+            sent = self._sent
+            get = sent.get
+            changed: list[FetchPartitionPlan] = []
+            kept = 0
+            for p in plan.partitions:
+                was = get(p.topic_partition)
+                if was is None:
+                    changed.append(p)
+                    continue
+                kept += 1
+                if was is not p and was != p:
+                    changed.append(p)
+            forgotten: tuple[FetchPartitionPlan, ...] = ()
+            if kept != len(sent):  # some session partitions left the plan
+                wanted = {p.topic_partition for p in plan.partitions}
+                forgotten = tuple(p for tp, p in sent.items() if tp not in wanted)
+            request = SessionRequest(self.session_id, self.next_epoch, tuple(changed), forgotten)
+        return request
 
     def handle_response(self, request: SessionRequest, error: ErrorCode, session_id: int) -> bool:
         """Move the session on after an answer to `request`; False when the answer carries
         no partition data (a top-level error)."""
-        pending, self._pending = self._pending or {}, None
         if error != ErrorCode.none:
             if error == ErrorCode.fetch_session_id_not_found:
                 self._reset(INVALID_SESSION_ID)
@@ -98,18 +109,21 @@ class FetchSessionHandler:
             return True
         if request.full:
             self.session_id, self.next_epoch = session_id, 1
-        elif session_id != self.session_id:  # not the session asked for: start over
+            self._sent = {p.topic_partition: p for p in request.partitions}
+            return True
+        if session_id != self.session_id:  # not the session asked for: start over
             self._reset(session_id)
             return True
-        else:
-            self.next_epoch = 1 if self.next_epoch >= 2**31 - 1 else self.next_epoch + 1
-        self._sent = dict(pending)
+        self.next_epoch = 1 if self.next_epoch >= 2**31 - 1 else self.next_epoch + 1
+        for p in request.forgotten:
+            self._sent.pop(p.topic_partition, None)
+        for p in request.partitions:
+            self._sent[p.topic_partition] = p
         return True
 
     def handle_failure(self) -> None:
         """No answer (connection lost, timeout): the leader may or may not have moved the
         session, so the next request is full, closing the session and opening another."""
-        self._pending = None
         self._reset(self.session_id)
 
     def _reset(self, close_session_id: int) -> None:
