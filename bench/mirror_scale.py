@@ -9,7 +9,8 @@ Two kmirror clusters (`LocalCluster`, the test helpers): a one-node source and a
 2. **idle**: nothing is produced for `--idle-s` seconds; the CPU seconds (utime+stime from
    /proc/PID/stat) the destination nodes and the source node spend meanwhile, per partition;
 3. **describe**: `kmirror mirrors --describe` of all N partitions, and with `--state FAILED`
-   (no row matches), wall time of the CLI process as an operator runs it;
+   (no row matches), wall time of the CLI process as an operator runs it (best of 3), and the
+   DescribeMirrors round trip alone through the Admin client (best of 3);
 4. **load** (with `--load-mb-s R`): a producer writes R MB/s of `--record-bytes` records round
    robin over the N source partitions for `--load-s` seconds, each record carrying its send time;
    a consumer of all N destination partitions (confluent-kafka, from their end) takes each
@@ -36,6 +37,7 @@ against N.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import struct
@@ -47,6 +49,7 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
+from kmirror.client.admin import Admin
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
@@ -83,6 +86,7 @@ class Row:
     failover_s: float
     failover_cpu_s: float
     load: dict[str, float] = field(default_factory=dict)
+    describe_rpc_s: float = -1.0  # -1: not measured
 
     @property
     def dest_us_per_partition_s(self) -> float:
@@ -175,6 +179,19 @@ def timed_describe(bootstrap: str, *extra: str) -> float:
     return time.monotonic() - t0
 
 
+def describe_rpc_s(bootstrap: str) -> float:
+    """DescribeMirrors of every partition through the Admin client, without the CLI's start."""
+
+    async def timed() -> float:
+        async with await Admin.connect(bootstrap) as admin:
+            await admin.describe_mirrors()  # connections and metadata first
+            t0 = time.monotonic()
+            await admin.describe_mirrors()
+            return time.monotonic() - t0
+
+    return min(asyncio.run(timed()) for _ in range(3))
+
+
 def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessions: bool,
         load_args: tuple[float, float, int] | None = None) -> Row:
     source = LocalCluster(dir=base / "source", port=free_port_block(),
@@ -208,6 +225,7 @@ def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessio
 
         describe_s = min(timed_describe(dest.bootstrap) for _ in range(3))
         filtered_s = min(timed_describe(dest.bootstrap, "--state", "FAILED") for _ in range(3))
+        rpc_s = describe_rpc_s(dest.bootstrap)
         loaded: dict[str, float] = {}
         if load_args is not None:
             loaded = load(source, dest, topic, n, *load_args)
@@ -228,16 +246,16 @@ def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessio
         if sorted(delivered) != [(p, ends[p] + 1) for p in range(n)]:
             raise SystemExit(f"failover: records not after MIRROR_PID_RESET: {sorted(delivered)[:5]}...")
     return Row(n, sessions, dest_nodes, create_s, add_s, add_cpu, idle, idle_dest, idle_source, describe_s,
-               filtered_s, failover_s, failover_cpu, loaded)
+               filtered_s, failover_s, failover_cpu, loaded, rpc_s)
 
 
 def table(rows: list[Row]) -> str:
     lines = ["| partitions | dest nodes | fetch sessions | add to caught-up s | dest CPU-s | idle dest CPU us/partition/s "
-             "| idle source CPU us/partition/s | describe s | describe --state s | failover to writable s "
-             "| dest CPU-s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| idle source CPU us/partition/s | describe s | describe --state s | DescribeMirrors s | failover to writable s "
+             "| dest CPU-s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r.partitions} | {r.dest_nodes} | {'yes' if r.sessions else 'no'} | {r.add_s:.1f} | {r.add_cpu_s:.1f} "
               f"| {r.dest_us_per_partition_s:.1f} | {r.source_us_per_partition_s:.1f} | {r.describe_s:.2f} "
-              f"| {r.describe_filtered_s:.2f} | {r.failover_s:.1f} | {r.failover_cpu_s:.1f} |" for r in rows]
+              f"| {r.describe_filtered_s:.2f} | {r.describe_rpc_s:.2f} | {r.failover_s:.1f} | {r.failover_cpu_s:.1f} |" for r in rows]
     return "\n".join(lines)
 
 
