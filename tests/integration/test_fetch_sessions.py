@@ -1,6 +1,7 @@
 """Incremental fetch sessions (KIP-227) with real processes: the mirror fetcher of cluster B
 reads cluster A in a session (A's FetchSessionCache gauges show it and the partitions it
-holds), follows new records on a few of many partitions byte for byte, and mirrors just as
+holds), follows new records on a few of many partitions byte for byte (`--describe --state`
+filters the partitions), and mirrors just as
 well from a source that keeps no session (`max.incremental.fetch.session.cache.slots=0`,
 as a Kafka-compatible source without KIP-227 answers). A real client that opens sessions
 (kafka-python) reads every record of a many-partition topic through incremental fetches."""
@@ -15,7 +16,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kmirror.testing.kafka_clients import consume_partition, create_topic, end_offsets, produce_acked
 from kmirror.testing.metrics_scrape import scrape
 from kmirror.testing.mirror_clusters import create_mirror, describe, wait_until
-from kmirror.testing.processes import LocalCluster, free_port_block
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 pytestmark = pytest.mark.integration
 
@@ -64,6 +65,12 @@ def test_mirror_fetches_the_source_in_an_incremental_session(
     samples = scrape(int(source.overrides["metrics.port"]))
     assert samples[SESSIONS] >= 1
     assert samples[CACHED] >= PARTITIONS  # the session holds every mirrored partition
+    # --describe --state keeps the partitions in the named states
+    assert len(describe(dest.bootstrap, "--state", "preparing,Mirroring")) == PARTITIONS
+    failed = kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--describe", "--state", "FAILED")
+    assert failed.returncode == 0 and TOPIC not in failed.stdout, failed.stdout
+    wrong = kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--describe", "--state", "RUNNING", check=False)
+    assert wrong.returncode != 0 and "not a partition state" in wrong.stderr and wrong.stderr.count("\n") <= 2
 
 
 @pytest.mark.parametrize("source_overrides", ["0"], indirect=True)
