@@ -262,6 +262,7 @@ def table(rows: list[Row]) -> str:
 def plot(rows: list[Row], path: Path) -> None:
     # matplotlib is imported here only: the bench runs without a display and most runs plot nothing
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -276,12 +277,14 @@ def plot(rows: list[Row], path: Path) -> None:
         cpu_ax.plot(xs, [r.dest_us_per_partition_s for r in chosen], style, label=f"destination, {label}")
         cpu_ax.plot(xs, [r.source_us_per_partition_s for r in chosen], style, alpha=0.5, label=f"source, {label}")
         if sessions:
-            failover_ax.plot(xs, [r.failover_s for r in chosen], "o-", label="failover to writable")
-            failover_ax.plot(xs, [r.add_s for r in chosen], "^:", label="add to caught-up")
+            failover_ax.plot(xs, [r.failover_s for r in chosen], "o-", label="failover to writable, wall s")
+            failover_ax.plot(xs, [r.failover_cpu_s for r in chosen], "o--", label="failover, destination CPU-s")
+            failover_ax.plot(xs, [r.add_s for r in chosen], "^:", label="add to caught-up, wall s")
     cpu_ax.set(xscale="log", xlabel="mirrored partitions", ylabel="CPU us per idle partition per second",
                title="Steady CPU of idle mirrored partitions")
     failover_ax.set(xscale="log", yscale="log", xlabel="mirrored partitions", ylabel="seconds",
                     title="Failover and add, one-node clusters")
+    failover_ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     for ax in (cpu_ax, failover_ax):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)

@@ -1,6 +1,7 @@
 """The fetching side of KIP-227 fetch sessions (Kafka `FetchSessionHandlerTest`'s cases)."""
 
 import uuid
+from functools import cache
 
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.engine import FetchPartitionPlan, FetchPlan
@@ -12,8 +13,14 @@ T_ID = uuid.uuid4()
 POLICY = FetchPolicy(replica_id=-1)
 
 
-def part(p: int, offset: int = 0) -> FetchPartitionPlan:
+def new_part(p: int, offset: int = 0) -> FetchPartitionPlan:
     return FetchPartitionPlan(TopicPartition("t", p), T_ID, offset, -1, -1, 0, 1024)
+
+
+@cache
+def part(p: int, offset: int = 0) -> FetchPartitionPlan:
+    """One plan entry per parameters, as the engine keeps an idle partition's entry."""
+    return new_part(p, offset)
 
 
 def plan(*parts: FetchPartitionPlan) -> FetchPlan:
@@ -93,3 +100,20 @@ def test_without_session_support_every_request_is_sessionless() -> None:
     assert (request.session_id, request.session_epoch, request.partitions) == (0, FINAL_EPOCH, (part(0),))
     assert handler.handle_response(request, ErrorCode.none, 0)
     assert handler.build(plan(part(0)), sessions=False).session_epoch == FINAL_EPOCH
+
+
+def test_a_restarted_partition_leaves_the_session_and_comes_back_as_new() -> None:
+    """The same parameters in a new plan entry: the engine restarted the partition and may have
+    dropped an answer (its high watermark) that the leader will not repeat while nothing
+    changes. It is forgotten, then added back, and a leader answers a new partition in full."""
+    handler = FetchSessionHandler()
+    first = part(0)
+    opened(handler, first, part(1))
+    same = handler.build(plan(first, part(1)))
+    assert handler.handle_response(same, ErrorCode.none, 7) and same.partitions == ()
+    restarted = new_part(0)  # equal to `first`, another object
+    out = handler.build(plan(restarted, part(1)))
+    assert out.partitions == () and out.forgotten == (first,)
+    assert handler.handle_response(out, ErrorCode.none, 7)
+    back = handler.build(plan(restarted, part(1)))
+    assert back.partitions == (restarted,) and back.forgotten == ()

@@ -3,6 +3,7 @@ fetching side (`RemoteLeaderEndPoint` with sessions, as the mirror's source endp
 the broker's Fetch handler and its session cache."""
 
 import asyncio
+from functools import cache
 from uuid import uuid4
 
 from kmirror.broker.api import build_registry
@@ -35,9 +36,14 @@ def batch(n: int) -> bytes:
     return build_batch([(b"k", b"v%d" % i, (), 1_700_000_000_000) for i in range(n)])
 
 
+@cache
+def entry(p: int, offset: int) -> FetchPartitionPlan:
+    """One plan entry per parameters, as the engine keeps an idle partition's entry."""
+    return FetchPartitionPlan(TopicPartition("t", p), T_ID, offset, -1, -1, -1, 1 << 20)
+
+
 def plan(offsets: dict[int, int]) -> FetchPlan:
-    return FetchPlan(tuple(FetchPartitionPlan(TopicPartition("t", p), T_ID, o, -1, -1, -1, 1 << 20)
-                           for p, o in offsets.items()), POLICY)
+    return FetchPlan(tuple(entry(p, o) for p, o in offsets.items()), POLICY)
 
 
 def serve(rm: ReplicaManager, clock: ManualClock, **config: str) -> tuple[BrokerServices, KafkaServer]:

@@ -7,6 +7,10 @@ Sans-IO. One handler per connection to one leader. `build` turns the engine's `F
 - an **incremental** request (the session's id, its next epoch) lists only the partitions
   that are new to the session or whose fetch parameters changed (fetch offset, epochs, log
   start offset, size), and names the session's partitions that left the plan as forgotten.
+  The engine's plan entry of an idle partition is the same object round after round; a new
+  entry with the same parameters means the partition restarted (removed and added back, or
+  truncated) and may have dropped an answer the leader counts as told, so it is forgotten
+  this time and added back the next, when the leader answers it in full.
   A leader holding a session answers only the partitions that have something to say, so a
   request and its answer do not re-list thousands of idle partitions.
 
@@ -79,6 +83,7 @@ class FetchSessionHandler:
             sent = self._sent
             get = sent.get
             changed: list[FetchPartitionPlan] = []
+            forgotten: list[FetchPartitionPlan] = []
             kept = 0
             for p in plan.partitions:
                 was = get(p.topic_partition)
@@ -86,13 +91,21 @@ class FetchSessionHandler:
                     changed.append(p)
                     continue
                 kept += 1
-                if was is not p and was != p:
+                if was is p:
+                    continue
+                if was == p:
+                    # A new fetch state with the same parameters: the partition restarted
+                    # (removed and added again, or truncated) and may have dropped an answer
+                    # the leader counts as told. A leader answers only changes, so take it
+                    # out of the session now and add it back next time, when the leader
+                    # answers it in full (high watermark included) as a new partition.
+                    forgotten.append(was)
+                else:
                     changed.append(p)
-            forgotten: tuple[FetchPartitionPlan, ...] = ()
             if kept != len(sent):  # some session partitions left the plan
                 wanted = {p.topic_partition for p in plan.partitions}
-                forgotten = tuple(p for tp, p in sent.items() if tp not in wanted)
-            request = SessionRequest(self.session_id, self.next_epoch, tuple(changed), forgotten)
+                forgotten.extend(p for tp, p in sent.items() if tp not in wanted)
+            request = SessionRequest(self.session_id, self.next_epoch, tuple(changed), tuple(forgotten))
         return request
 
     def handle_response(self, request: SessionRequest, error: ErrorCode, session_id: int) -> bool:
