@@ -151,9 +151,10 @@ def load(source: LocalCluster, dest: LocalCluster, topic: str, n: int, mb_s: flo
     lags: list[float] = []
     done_at: float | None = None
     while True:
-        msg = consumer.poll(0.05)
-        if msg is not None and msg.error() is None and len(msg.value()) >= 8:
-            lags.append(time.time() - struct.unpack(">d", msg.value()[:8])[0])
+        messages = consumer.consume(num_messages=10_000, timeout=0.05)
+        arrived = time.time()
+        lags.extend(arrived - struct.unpack(">d", m.value()[:8])[0]
+                    for m in messages if m.error() is None and len(m.value()) >= 8)
         if not producer.is_alive():
             done_at = done_at or time.monotonic()
             if len(lags) >= sent[0] or time.monotonic() - done_at > 30:
