@@ -169,7 +169,14 @@ def load(source: LocalCluster, dest: LocalCluster, topic: str, n: int, mb_s: flo
 
 
 def states(bootstrap: str, topic: str) -> dict[int, tuple[int, int, int, str]]:
-    return {p: row for (_, t, p), row in describe(bootstrap).items() if t == topic}
+    """The topic's rows of `--describe`; none while a busy node does not answer it in time
+    (the poll asks again)."""
+    try:
+        described = describe(bootstrap)
+    except AssertionError as exc:
+        print(f"describe: {str(exc).splitlines()[0][-120:]}", flush=True)
+        return {}
+    return {p: row for (_, t, p), row in described.items() if t == topic}
 
 
 def timed_describe(bootstrap: str, *extra: str) -> float:
@@ -227,6 +234,9 @@ def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessio
         describe_s = min(timed_describe(dest.bootstrap) for _ in range(3))
         filtered_s = min(timed_describe(dest.bootstrap, "--state", "FAILED") for _ in range(3))
         rpc_s = describe_rpc_s(dest.bootstrap)
+        print(f"{n} partitions: add {add_s:.1f} s ({add_cpu:.2f} CPU-s), idle {idle:.0f} s: dest {idle_dest:.2f} "
+              f"CPU-s, source {idle_source:.2f} CPU-s; describe {describe_s:.2f} s, --state {filtered_s:.2f} s, "
+              f"DescribeMirrors {rpc_s:.2f} s", flush=True)
         loaded: dict[str, float] = {}
         if load_args is not None:
             loaded = load(source, dest, topic, n, *load_args)
