@@ -266,7 +266,7 @@ def table(rows: list[Row]) -> str:
              "| dest CPU-s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r.partitions} | {r.dest_nodes} | {'yes' if r.sessions else 'no'} | {r.add_s:.1f} | {r.add_cpu_s:.1f} "
               f"| {r.dest_us_per_partition_s:.1f} | {r.source_us_per_partition_s:.1f} | {r.describe_s:.2f} "
-              f"| {r.describe_filtered_s:.2f} | {r.describe_rpc_s:.2f} | {r.failover_s:.1f} | {r.failover_cpu_s:.1f} |" for r in rows]
+              f"| {r.describe_filtered_s:.2f} | {f'{r.describe_rpc_s:.2f}' if r.describe_rpc_s >= 0 else '-'} | {r.failover_s:.1f} | {r.failover_cpu_s:.1f} |" for r in rows]
     return "\n".join(lines)
 
 
