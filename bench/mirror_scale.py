@@ -1,39 +1,62 @@
-"""Mirror control plane at width: add to caught-up and failover to writable, by partition count.
+"""Mirror control plane and idle data plane at width, by partition count.
 
-Two one-node kmirror clusters (`LocalCluster`, the test helpers). For each N of `--partitions`:
-a source topic of N partitions with `--records` small records each (confluent-kafka, acks=all),
-a mirror on the destination, then
+Two kmirror clusters (`LocalCluster`, the test helpers): a one-node source and a destination of
+`--dest-nodes` nodes. For each N of `--partitions`: a source topic of N partitions with
+`--records` small records each (confluent-kafka, acks=all), a mirror on the destination, then
 
 1. **add to caught-up**: from `kmirror mirrors --add` until `--describe` shows every partition
    MIRRORING with lag 0 and the destination log end equal to the source's;
-2. **failover to writable**: from `kmirror mirrors --remove` until `--describe` shows every
+2. **idle**: nothing is produced for `--idle-s` seconds; the CPU seconds (utime+stime from
+   /proc/PID/stat) the destination nodes and the source node spend meanwhile, per partition;
+3. **describe**: `kmirror mirrors --describe` of all N partitions, and with `--state FAILED`
+   (no row matches), wall time of the CLI process as an operator runs it (best of 3), and the
+   DescribeMirrors round trip alone through the Admin client (best of 3);
+4. **load** (with `--load-mb-s R`): a producer writes R MB/s of `--record-bytes` records round
+   robin over the N source partitions for `--load-s` seconds, each record carrying its send time;
+   a consumer of all N destination partitions (confluent-kafka, from their end) takes each
+   mirrored record's arrival time: the **mirror lag** of a record is arrival minus send (it
+   includes the source's produce path, the mirror and the destination's consumer path). Reported:
+   the rates achieved, p50 / p99 / max lag, and the records not arrived within 30 s after the
+   producer stopped;
+5. **failover to writable**: from `kmirror mirrors --remove` until `--describe` shows every
    partition STOPPED and an idempotent producer has one record acknowledged on every partition,
    at offset source end + 1 (the MIRROR_PID_RESET control record took the source end offset).
 
-Timings include the CLI's process start (one `--describe` per poll, polled every 0.25 s), as an
-operator would see them. The destination node's CPU seconds (utime+stime) are given per phase.
+`--sessionless` runs each N a second time with a source that keeps no fetch session
+(`max.incremental.fetch.session.cache.slots=0`): every mirror Fetch lists every partition and
+is answered with every partition, the same-run baseline for the idle cost.
 
-    .venv/bin/python bench/mirror_scale.py [--partitions 100,1000] [--records 3] [--out docs/benchmarks.md]
+Timings include the CLI's process start (one `--describe` per poll, polled every 0.25 s), as an
+operator would see them. `--plot FILE.png` draws idle CPU per partition and failover time
+against N.
+
+    .venv/bin/python bench/mirror_scale.py [--partitions 100,1000] [--records 3] [--idle-s 30]
+        [--dest-nodes 1] [--sessionless] [--out docs/benchmarks.md] [--plot docs/mirror_scale.png]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
+import struct
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
+from kmirror.client.admin import Admin
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 TICKS = os.sysconf("SC_CLK_TCK")
 MIRROR = "scale"
-TIMEOUT_S = 600
+TIMEOUT_S = 900
 
 
 def cpu_s(pid: int) -> float:
@@ -43,14 +66,36 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def cluster_cpu_s(cluster: LocalCluster) -> float:
+    return sum(cpu_s(cluster.pid(node)) for node in range(1, cluster.nodes + 1))
+
+
 @dataclass
 class Row:
     partitions: int
+    sessions: bool
+    dest_nodes: int
     create_s: float
     add_s: float
     add_cpu_s: float
+    idle_s: float
+    idle_dest_cpu_s: float
+    idle_source_cpu_s: float
+    describe_s: float
+    describe_filtered_s: float
     failover_s: float
     failover_cpu_s: float
+    load: dict[str, float] = field(default_factory=dict)
+    describe_rpc_s: float = -1.0  # -1: not measured
+
+    @property
+    def dest_us_per_partition_s(self) -> float:
+        """Destination CPU microseconds per idle partition per second."""
+        return self.idle_dest_cpu_s / self.idle_s / self.partitions * 1e6
+
+    @property
+    def source_us_per_partition_s(self) -> float:
+        return self.idle_source_cpu_s / self.idle_s / self.partitions * 1e6
 
 
 def fill(bootstrap: str, topic: str, partitions: int, records: int) -> None:
@@ -59,72 +104,238 @@ def fill(bootstrap: str, topic: str, partitions: int, records: int) -> None:
         for i in range(records):
             producer.produce(topic, value=b"v%d-%d " % (p, i) * 20, partition=p)
         producer.poll(0)
-    if producer.flush(120) != 0:
+    if producer.flush(600) != 0:
         raise SystemExit("fill: records not delivered")
 
 
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def load(source: LocalCluster, dest: LocalCluster, topic: str, n: int, mb_s: float, seconds: float,
+         record_bytes: int) -> dict[str, float]:
+    """Produce `mb_s` MB/s round robin over `n` partitions of the source; the lag of each record
+    at a consumer of the destination (see the module docstring)."""
+    consumer = Consumer({"bootstrap.servers": dest.bootstrap, "group.id": "mirror-lag", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 50, "auto.offset.reset": "latest"})
+    consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(n)])
+    deadline = time.monotonic() + 120
+    while not consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.1)
+    for _ in range(20):  # let the consumer resolve its end offsets before the first record
+        consumer.poll(0.1)
+    padding = b"x" * max(0, record_bytes - 8)
+    per_tick = mb_s * 1e6 / record_bytes / 100  # records per 10 ms
+    sent = [0]
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": source.bootstrap, "acks": "1", "linger.ms": 5,
+                             "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 2_000_000})
+        start = time.monotonic()
+        owed = 0.0
+        while (now := time.monotonic()) - start < seconds:
+            owed += per_tick
+            while owed >= 1:
+                producer.produce(topic, value=struct.pack(">d", time.time()) + padding, partition=sent[0] % n)
+                sent[0] += 1
+                owed -= 1
+            producer.poll(0)
+            time.sleep(max(0.0, 0.01 - (time.monotonic() - now)))
+        producer.flush(120)
+
+    source_cpu0, dest_cpu0 = cpu_s(source.pid()), cluster_cpu_s(dest)
+    producer = threading.Thread(target=produce, daemon=True)
+    t0 = time.monotonic()
+    producer.start()
+    lags: list[float] = []
+    done_at: float | None = None
+    while True:
+        messages = consumer.consume(num_messages=10_000, timeout=0.05)
+        arrived = time.time()
+        lags.extend(arrived - struct.unpack(">d", m.value()[:8])[0]
+                    for m in messages if m.error() is None and len(m.value()) >= 8)
+        if not producer.is_alive():
+            done_at = done_at or time.monotonic()
+            if len(lags) >= sent[0] or time.monotonic() - done_at > 30:
+                break
+    elapsed = time.monotonic() - t0
+    source_cpu, dest_cpu = cpu_s(source.pid()) - source_cpu0, cluster_cpu_s(dest) - dest_cpu0
+    consumer.close()
+    return {"target_mb_s": mb_s, "record_bytes": record_bytes, "seconds": seconds,
+            "produced_mb_s": sent[0] * record_bytes / 1e6 / seconds, "produced": sent[0], "arrived": len(lags),
+            "lag_p50_s": percentile(lags, 0.5), "lag_p99_s": percentile(lags, 0.99), "lag_max_s": max(lags, default=0),
+            "elapsed_s": elapsed, "source_cpu_s": source_cpu, "dest_cpu_s": dest_cpu}
+
+
 def states(bootstrap: str, topic: str) -> dict[int, tuple[int, int, int, str]]:
-    return {p: row for (_, t, p), row in describe(bootstrap).items() if t == topic}
+    """The topic's rows of `--describe`; none while a busy node does not answer it in time
+    (the poll asks again)."""
+    try:
+        described = describe(bootstrap)
+    except AssertionError as exc:
+        print(f"describe: {str(exc).splitlines()[0][-120:]}", flush=True)
+        return {}
+    return {p: row for (_, t, p), row in described.items() if t == topic}
 
 
-def run(n: int, records: int, base: Path) -> Row:
-    source = LocalCluster(dir=base / "source", port=free_port_block())
-    dest = LocalCluster(dir=base / "destination", port=free_port_block())
+def timed_describe(bootstrap: str, *extra: str) -> float:
+    t0 = time.monotonic()
+    out = kmirror("mirrors", "--bootstrap-server", bootstrap, "--describe", *extra)
+    if out.returncode != 0:
+        raise SystemExit(f"describe failed: {out.stderr}")
+    return time.monotonic() - t0
+
+
+def describe_rpc_s(bootstrap: str) -> float:
+    """DescribeMirrors of every partition through the Admin client, without the CLI's start."""
+
+    async def timed() -> float:
+        async with await Admin.connect(bootstrap) as admin:
+            await admin.describe_mirrors()  # connections and metadata first
+            t0 = time.monotonic()
+            await admin.describe_mirrors()
+            return time.monotonic() - t0
+
+    return min(asyncio.run(timed()) for _ in range(3))
+
+
+def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessions: bool,
+        load_args: tuple[float, float, int] | None = None) -> Row:
+    source = LocalCluster(dir=base / "source", port=free_port_block(),
+                          overrides={} if sessions else {"max.incremental.fetch.session.cache.slots": "0"})
+    dest = LocalCluster(dir=base / "destination", port=free_port_block(), nodes=dest_nodes)
     topic = f"wide-{n}"
     with clusters_up(source, dest):
         t0 = time.monotonic()
         kmirror("topics", "--bootstrap-server", source.bootstrap, "--create", "--topic", topic,
                 "--partitions", str(n), "--replication-factor", "1")
         create_s = time.monotonic() - t0
-        fill(source.bootstrap, topic, n, records)
-        ends = end_offsets(source.bootstrap, topic, n)
+        if records:
+            fill(source.bootstrap, topic, n, records)
+        ends = end_offsets(source.bootstrap, topic, n) if records else [0] * n
         create_mirror(dest, source, MIRROR, None, base / "mirror.properties")
-        pid = dest.pid()
 
         def caught_up() -> bool:
             rows = states(dest.bootstrap, topic)
             return len(rows) == n and all(rows[p] == (ends[p], ends[p], 0, "MIRRORING") for p in range(n))
 
-        cpu0, t0 = cpu_s(pid), time.monotonic()
+        cpu0, t0 = cluster_cpu_s(dest), time.monotonic()
         kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", MIRROR, "--topic", topic)
         wait_until(caught_up, f"{n} partitions MIRRORING with lag 0", timeout_s=TIMEOUT_S)
-        add_s, add_cpu = time.monotonic() - t0, cpu_s(pid) - cpu0
+        add_s, add_cpu = time.monotonic() - t0, cluster_cpu_s(dest) - cpu0
+
+        # Idle: the mirror fetchers wait on the source with nothing to copy.
+        dest0, source0, t0 = cluster_cpu_s(dest), cpu_s(source.pid()), time.monotonic()
+        time.sleep(idle_s)
+        idle = time.monotonic() - t0
+        idle_dest, idle_source = cluster_cpu_s(dest) - dest0, cpu_s(source.pid()) - source0
+
+        describe_s = min(timed_describe(dest.bootstrap) for _ in range(3))
+        filtered_s = min(timed_describe(dest.bootstrap, "--state", "FAILED") for _ in range(3))
+        rpc_s = describe_rpc_s(dest.bootstrap)
+        print(f"{n} partitions: add {add_s:.1f} s ({add_cpu:.2f} CPU-s), idle {idle:.0f} s: dest {idle_dest:.2f} "
+              f"CPU-s, source {idle_source:.2f} CPU-s; describe {describe_s:.2f} s, --state {filtered_s:.2f} s, "
+              f"DescribeMirrors {rpc_s:.2f} s", flush=True)
+        loaded: dict[str, float] = {}
+        if load_args is not None:
+            loaded = load(source, dest, topic, n, *load_args)
+            print(f"load {n}: {loaded}", flush=True)
+            ends = end_offsets(source.bootstrap, topic, n)
+            wait_until(caught_up, f"{n} partitions caught up after the load", timeout_s=TIMEOUT_S)
 
         def stopped() -> bool:
             rows = states(dest.bootstrap, topic)
             return len(rows) == n and all(row[3] == "STOPPED" for row in rows.values())
 
-        cpu0, t0 = cpu_s(pid), time.monotonic()
+        cpu0, t0 = cluster_cpu_s(dest), time.monotonic()
         kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", topic)
         wait_until(stopped, f"{n} partitions STOPPED", timeout_s=TIMEOUT_S)
         delivered = produce_delivered({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True}, topic,
                                       [(p, None, b"written after failover") for p in range(n)])
-        failover_s, failover_cpu = time.monotonic() - t0, cpu_s(pid) - cpu0
+        failover_s, failover_cpu = time.monotonic() - t0, cluster_cpu_s(dest) - cpu0
         if sorted(delivered) != [(p, ends[p] + 1) for p in range(n)]:
             raise SystemExit(f"failover: records not after MIRROR_PID_RESET: {sorted(delivered)[:5]}...")
-    return Row(n, create_s, add_s, add_cpu, failover_s, failover_cpu)
+    return Row(n, sessions, dest_nodes, create_s, add_s, add_cpu, idle, idle_dest, idle_source, describe_s,
+               filtered_s, failover_s, failover_cpu, loaded, rpc_s)
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| partitions | dest nodes | fetch sessions | add to caught-up s | dest CPU-s | idle dest CPU us/partition/s "
+             "| idle source CPU us/partition/s | describe s | describe --state s | DescribeMirrors s | failover to writable s "
+             "| dest CPU-s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r.partitions} | {r.dest_nodes} | {'yes' if r.sessions else 'no'} | {r.add_s:.1f} | {r.add_cpu_s:.1f} "
+              f"| {r.dest_us_per_partition_s:.1f} | {r.source_us_per_partition_s:.1f} | {r.describe_s:.2f} "
+              f"| {r.describe_filtered_s:.2f} | {f'{r.describe_rpc_s:.2f}' if r.describe_rpc_s >= 0 else '-'} | {r.failover_s:.1f} | {r.failover_cpu_s:.1f} |" for r in rows]
+    return "\n".join(lines)
+
+
+def plot(rows: list[Row], path: Path) -> None:
+    # matplotlib is imported here only: the bench runs without a display and most runs plot nothing
+    import matplotlib
+    import matplotlib.ticker
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (cpu_ax, failover_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for sessions, style in ((True, "o-"), (False, "s--")):
+        chosen = sorted((r for r in rows if r.sessions == sessions and r.dest_nodes == 1), key=lambda r: r.partitions)
+        if not chosen:
+            continue
+        label = "fetch sessions" if sessions else "sessionless source"
+        xs = [r.partitions for r in chosen]
+        cpu_ax.plot(xs, [r.dest_us_per_partition_s for r in chosen], style, label=f"destination, {label}")
+        cpu_ax.plot(xs, [r.source_us_per_partition_s for r in chosen], style, alpha=0.5, label=f"source, {label}")
+        if sessions:
+            failover_ax.plot(xs, [r.failover_s for r in chosen], "o-", label="failover to writable, wall s")
+            failover_ax.plot(xs, [r.failover_cpu_s for r in chosen], "o--", label="failover, destination CPU-s")
+            failover_ax.plot(xs, [r.add_s for r in chosen], "^:", label="add to caught-up, wall s")
+    cpu_ax.set(xscale="log", xlabel="mirrored partitions", ylabel="CPU us per idle partition per second",
+               title="Steady CPU of idle mirrored partitions")
+    failover_ax.set(xscale="log", yscale="log", xlabel="mirrored partitions", ylabel="seconds",
+                    title="Failover and add, one-node clusters")
+    failover_ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    for ax in (cpu_ax, failover_ax):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--partitions", default="100,1000", help="comma-separated partition counts")
     ap.add_argument("--records", type=int, default=3, help="records per source partition")
+    ap.add_argument("--idle-s", type=float, default=30, help="seconds of idle CPU measurement")
+    ap.add_argument("--dest-nodes", type=int, default=1, help="brokers of the destination cluster")
+    ap.add_argument("--sessionless", action="store_true",
+                    help="also run each count against a source without fetch sessions")
+    ap.add_argument("--load-mb-s", type=float, default=0, help="after idle: produce this many MB/s (0: no load)")
+    ap.add_argument("--load-s", type=float, default=30, help="seconds of load")
+    ap.add_argument("--record-bytes", type=int, default=1000, help="record size of the load")
+    ap.add_argument("--json", type=Path, default=None, help="append each row as a JSON line")
+    ap.add_argument("--plot", type=Path, default=None, help="draw the rows of --json (or this run) as a PNG")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    rows = []
-    for n in (int(x) for x in args.partitions.split(",")):
-        with tempfile.TemporaryDirectory() as d:
-            rows.append(run(n, args.records, Path(d)))
-        print(rows[-1], flush=True)
-    lines = ["| partitions | source topic create s | add to caught-up s | dest CPU-s | failover to writable s "
-             "| dest CPU-s |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r.partitions} | {r.create_s:.1f} | {r.add_s:.1f} | {r.add_cpu_s:.1f} | {r.failover_s:.1f} "
-              f"| {r.failover_cpu_s:.1f} |" for r in rows]
-    table = "\n".join(lines)
-    print(table)
+    rows: list[Row] = []
+    for n in (int(x) for x in args.partitions.split(",") if x):
+        for sessions in (True, False) if args.sessionless else (True,):
+            with tempfile.TemporaryDirectory() as d:
+                load_args = (args.load_mb_s, args.load_s, args.record_bytes) if args.load_mb_s else None
+                rows.append(run(n, args.records, Path(d), args.idle_s, args.dest_nodes, sessions, load_args))
+            print(rows[-1], flush=True)
+            if args.json:
+                with open(args.json, "a") as f:
+                    f.write(json.dumps(asdict(rows[-1])) + "\n")
+    if args.json and args.json.exists():
+        rows = [Row(**json.loads(line)) for line in args.json.read_text().splitlines() if line.strip()]
+    print(table(rows))
+    if args.plot:
+        plot(rows, args.plot)
     if args.out:
         with open(args.out, "a") as f:
-            f.write(f"\n### mirror_scale, {time.strftime('%Y-%m-%d')}\n\n{table}\n")
+            f.write(f"\n### mirror_scale, {time.strftime('%Y-%m-%d')}\n\n{table(rows)}\n")
     return 0
 
 

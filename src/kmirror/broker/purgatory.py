@@ -78,10 +78,15 @@ class Purgatory:
     def watched(self, key: TopicPartition) -> int:
         return len(self._watchers.get(key, ()))
 
-    async def wait(self, keys: Iterable[TopicPartition], try_complete: Callable[[], bool], max_wait_ms: int) -> bool:
+    async def wait(self, keys: Iterable[TopicPartition], try_complete: Callable[[], bool], max_wait_ms: int,
+                   checked: bool = False) -> bool:
         """Wait until `try_complete()` holds (re-checked when a key is appended to) or
-        `max_wait_ms` passes. Returns True if it completed, False if it expired."""
-        if try_complete():
+        `max_wait_ms` passes. Returns True if it completed, False if it expired.
+
+        `checked`: the caller found the operation incomplete just now, with no await since,
+        so nothing can have been appended in between: neither check before parking is needed
+        (a Fetch of thousands of partitions would read them all twice more for nothing)."""
+        if not checked and try_complete():
             return True
         loop = asyncio.get_running_loop()
         op = _DelayedOperation(try_complete, loop.create_future())
@@ -90,7 +95,7 @@ class Purgatory:
             self._watchers.setdefault(key, set()).add(op)
         try:
             # Close the race between the first check and registration.
-            if try_complete():
+            if not checked and try_complete():
                 return True
             try:
                 return await asyncio.wait_for(asyncio.shield(op.future), timeout=max(0, max_wait_ms) / 1000)

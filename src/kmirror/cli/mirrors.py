@@ -3,7 +3,7 @@
 Actions: `--create --mirror M --mirror-config FILE`, `--alter --mirror M --mirror-config FILE`,
 `--add --mirror M --topic REGEX [--replication-factor N]`, `--remove --topic REGEX [--mirror M]`,
 `--pause` / `--resume --topic REGEX [--mirror M]`, `--delete --mirror M`, `--list`,
-`--describe [--mirror M] [--topic REGEX]`. Always against the destination cluster
+`--describe [--mirror M] [--topic REGEX] [--state STATE[,STATE...]]`. Always against the destination cluster
 (`--bootstrap-server`); `--command-config FILE` holds client properties.
 
 `--topic` is a topic name or a full-match regex, resolved to names by the tool because the
@@ -31,6 +31,7 @@ from kmirror.client.admin import Admin, AlterConfigOp, ConfigResourceType
 from kmirror.client.errors import KafkaClientError, KafkaError
 from kmirror.client.mirrors import ListedMirror, MirrorPartitionDescription
 from kmirror.config.properties import PropertiesSyntaxError, parse_properties
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.security.client_config import CLIENT_SECURITY_KEYS, SecurityConfigError, client_security
 
 ACTIONS = ("create", "alter", "add", "remove", "pause", "resume", "delete", "list", "describe")
@@ -75,6 +76,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--mirror", metavar="NAME", help="the name of the cluster mirror")
     p.add_argument("--mirror-config", metavar="FILE", help="property file containing source cluster configs")
     p.add_argument("--topic", metavar="TOPIC", help="topic name or regex pattern to match topics (e.g. 'test-.*')")
+    p.add_argument("--state", metavar="STATE[,STATE...]",
+                   help="with --describe: only partitions in these states (" + ", ".join(s.name for s in MirrorPartitionState) + ")")
     p.add_argument("--verbose", action="store_true",
                    help="with --describe: a REASON column saying why a partition is STOPPED or FAILED")
     p.add_argument("--replication-factor", type=int, metavar="N",
@@ -110,7 +113,21 @@ def validate(args: argparse.Namespace) -> str:
         raise CommandError("--mirror does not apply to --list")
     if args.topic is not None:
         compile_topic_pattern(args.topic)
+    if args.state is not None:
+        if action != "describe":
+            raise CommandError("--state applies to --describe only")
+        parse_states(args.state)
     return action
+
+
+def parse_states(value: str) -> frozenset[str]:
+    """`--state`'s comma-separated partition states, by the names --describe prints (any case)."""
+    names = {s.name for s in MirrorPartitionState}
+    wanted = frozenset(part.strip().upper() for part in value.split(",") if part.strip())
+    unknown = sorted(wanted - names)
+    if unknown or not wanted:
+        raise CommandError(f"--state {value!r}: not a partition state (one or more of {', '.join(sorted(names))})")
+    return wanted
 
 
 def compile_topic_pattern(pattern: str) -> re.Pattern[str]:
@@ -274,7 +291,11 @@ async def run(args: argparse.Namespace) -> int:
             print("\n".join(format_list(await admin.list_mirrors())))
         elif action == "describe":
             names = [args.mirror] if args.mirror else None
-            print("\n".join(format_describe(await admin.describe_mirrors(names, args.topic), args.verbose)))
+            described = await admin.describe_mirrors(names, args.topic)
+            if args.state is not None:
+                states = parse_states(args.state)
+                described = [d for d in described if d.state in states]
+            print("\n".join(format_describe(described, args.verbose)))
         elif action == "add":
             topics = await source_topics_for(admin, args.mirror, args.topic, options)
             results = await admin.add_topics_to_mirror(args.mirror, topics, args.replication_factor)

@@ -129,6 +129,9 @@ _DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("replica.fetch.min.bytes", INT, "1", "Follower fetch min bytes.", at_least(1)),
     ConfigDef("replica.fetch.response.max.bytes", INT, "10485760", "Follower fetch response limit.", at_least(0)),
     ConfigDef("replica.fetch.backoff.ms", INT, "1000", "Follower backoff after a fetch error.", at_least(0)),
+    ConfigDef("max.incremental.fetch.session.cache.slots", INT, "1000",
+              "Incremental fetch sessions (KIP-227) the broker keeps; a full fetch past them is answered "
+              "without a session.", at_least(0)),
     ConfigDef("replica.fetch.max.bytes", INT, "1048576", "Follower fetch size per partition.", at_least(0)),
     ConfigDef("auto.leader.rebalance.enable", B, "true", "Move leaders back to preferred replicas."),
     ConfigDef("leader.imbalance.check.interval.seconds", L, "300", "Leader balance check period.", at_least(1)),

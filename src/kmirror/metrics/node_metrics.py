@@ -19,6 +19,7 @@ from kmirror.metrics import image_gauges
 from kmirror.metrics.registry import GaugeFn, MetricsRegistry, metric_name
 
 REPLICA_MANAGER = ("kafka.server", "ReplicaManager")
+FETCH_SESSION_CACHE = ("kafka.server", "FetchSessionCache")
 CONTROLLER = ("kafka.controller", "KafkaController")
 
 
@@ -84,3 +85,10 @@ def register_node_metrics(
     )
     registry.meter(metric_name(*rm, "IsrShrinksPerSec"), source=lambda: reported().get("IsrShrinks"))
     registry.meter(metric_name(*rm, "IsrExpandsPerSec"), source=lambda: reported().get("IsrExpands"))
+
+
+def register_fetch_session_metrics(registry: MetricsRegistry, cache: Any) -> None:
+    """Kafka's FetchSessionCache gauges: incremental fetch sessions (KIP-227) the broker holds,
+    and the partitions they hold. `cache` has `__len__` and `partitions_cached()`."""
+    registry.gauge(metric_name(*FETCH_SESSION_CACHE, "NumIncrementalFetchSessions"), lambda: len(cache))
+    registry.gauge(metric_name(*FETCH_SESSION_CACHE, "NumIncrementalFetchPartitionsCached"), cache.partitions_cached)

@@ -105,6 +105,18 @@ class FetchContext:
         return has_records or error is not None or changed
 
 
+    def rotate(self, answered_with_records: Iterable[TopicPartition]) -> None:
+        """Kafka's fairness rule for sessions: partitions that returned records go to the end
+        of the session's order, so when an answer fills `max_bytes` the partitions that got
+        nothing come first next time."""
+        if self.session is None:
+            return
+        partitions = self.session.partitions
+        for tp in answered_with_records:
+            if tp in partitions:
+                partitions.move_to_end(tp)
+
+
 class FetchSessionCache:
     def __init__(self, max_sessions: int = DEFAULT_MAX_SESSIONS, eviction_ms: int = DEFAULT_EVICTION_MS) -> None:
         self.max_sessions = max_sessions
@@ -114,6 +126,10 @@ class FetchSessionCache:
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+    def partitions_cached(self) -> int:
+        """Partitions held by all sessions (Kafka `NumIncrementalFetchPartitionsCached`)."""
+        return sum(len(s.partitions) for s in self._sessions.values())
 
     def get(self, session_id: int) -> FetchSession | None:
         return self._sessions.get(session_id)

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kmirror.broker.api import build_registry
+from kmirror.broker.handlers.fetch import fetch_session_cache
 from kmirror.broker.services import BrokerServices
 from kmirror.client.tls import TlsSetupError, server_context
 from kmirror.config.mirror import MIRROR_STATE_TOPIC, state_topic_configs
@@ -46,7 +47,7 @@ from kmirror.metadata.broker_service import BrokerMetadataService
 from kmirror.metadata.controller_service import MetadataService
 from kmirror.metrics.cleaner_metrics import register_cleaner_metrics
 from kmirror.metrics.mirror_metrics import register_mirror_metrics
-from kmirror.metrics.node_metrics import register_node_metrics
+from kmirror.metrics.node_metrics import register_fetch_session_metrics, register_node_metrics
 from kmirror.metrics.registry import MetricsRegistry
 from kmirror.metrics.request_metrics import RequestChannelMetrics
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
@@ -261,6 +262,7 @@ class Node:
         register_node_metrics(self.metrics, node_id=cfg.node_id, metadata=self.metadata,
                               replica_manager=self.replica_manager,
                               default_min_insync_replicas=cfg.min_insync_replicas)
+        register_fetch_session_metrics(self.metrics, fetch_session_cache(services["broker"]))
         if self.mirror_data_plane is not None:
             register_mirror_metrics(self.metrics, self.mirror_data_plane)
         if cfg.metrics_port:

@@ -30,6 +30,7 @@ def test_kip_command_lines_parse_and_validate() -> None:
         ("--list",): "list",
         ("--describe",): "describe",
         ("--describe", "--mirror", "m", "--topic", "f.*"): "describe",
+        ("--describe", "--state", "failed,Paused"): "describe",
         ("--alter", "--mirror", "m", "--mirror-config", "f"): "alter",
     }
     for argv, action in cases.items():
@@ -46,6 +47,9 @@ def test_kip_command_lines_parse_and_validate() -> None:
     (("--add", "--mirror", "m", "--topic", "t", "--replication-factor", "0"), "at least 1"),
     (("--add", "--mirror", "m", "--topic", "t", "--mirror-config", "f"), "--mirror-config applies to"),
     (("--remove", "--topic", "a[("), "not a valid regex"),
+    (("--describe", "--state", "MIRRORING,RUNNING"), "'MIRRORING,RUNNING': not a partition state"),
+    (("--describe", "--state", ","), "not a partition state"),
+    (("--list", "--state", "FAILED"), "--state applies to --describe only"),
 ])
 def test_invalid_combinations(argv: tuple[str, ...], message: str) -> None:
     with pytest.raises(CommandError, match=message):
@@ -194,3 +198,7 @@ def test_configs_entity_type_mirrors() -> None:
         "  bootstrap.servers=localhost:9092 sensitive=false synonyms={}",
         "  sasl.jaas.config=null sensitive=true synonyms={}",
     ]
+
+
+def test_state_filter_names() -> None:
+    assert cli.parse_states("failed, Paused") == frozenset({"FAILED", "PAUSED"})

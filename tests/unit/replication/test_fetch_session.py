@@ -55,3 +55,13 @@ def test_full_cache_evicts_only_idle_sessions() -> None:
     assert refused.session_id == 0 and refused.error is None  # served sessionless
     replaced = cache.new_context(0, 0, [(A, part(0))], [], now_ms=1000)
     assert replaced.session_id not in (0, first) and len(cache) == 1
+
+
+def test_partitions_that_returned_records_go_to_the_end_of_the_session() -> None:
+    cache = FetchSessionCache()
+    C = TopicPartition("t", 2)
+    sid = cache.new_context(0, 0, [(A, part(0)), (B, part(0)), (C, part(0))], [], now_ms=0).session_id
+    context = cache.new_context(sid, 1, [], [], now_ms=1)
+    context.rotate([A])
+    assert [tp for tp, _ in cache.new_context(sid, 2, [], [], now_ms=2).partitions] == [B, C, A]
+    assert cache.partitions_cached() == 3

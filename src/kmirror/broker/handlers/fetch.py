@@ -8,8 +8,10 @@ than `min_bytes` are readable the request waits in the purgatory for appends, up
 
 Fetch sessions (KIP-227, v7+): `kmirror.replication.fetch_session` decides per request
 whether it is sessionless, opens a session, or is incremental, and which partitions the
-answer carries. librdkafka and aiokafka fetch sessionless (session 0, epoch -1);
-kafka-python opens sessions and sends incremental requests.
+answer carries; the node keeps at most `max.incremental.fetch.session.cache.slots` sessions
+(0: none, every fetch is answered sessionless). librdkafka and aiokafka fetch sessionless
+(session 0, epoch -1); kafka-python and kmirror's mirror fetchers open sessions and send
+incremental requests.
 
 Follower fetches (`replica_id` >= 0, or `replica_state` in v15+) read up to the leader's
 LEO and update the follower's state on the leader; `last_fetched_epoch` (v12+) may be
@@ -82,7 +84,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
 
     session_id = int(getattr(request, "session_id", INVALID_SESSION_ID))
     session_epoch = int(getattr(request, "session_epoch", FINAL_EPOCH))
-    context = fetch_session_cache(rm).new_context(
+    context = fetch_session_cache(services).new_context(
         session_id, session_epoch, requested, _forgotten(rm, request, by_topic_id), services.clock.monotonic_ms()
     )
     if context.error is not None:
@@ -116,19 +118,26 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             done_bytes, done_error = _progress(latest[0])
             return done_error or done_bytes >= min_bytes
 
-        completed = await purgatory_for(rm).wait([r.topic_partition for r in reads], try_complete, max_wait_ms)
-        results = latest[0] if completed else read()
+        await purgatory_for(rm).wait([r.topic_partition for r in reads], try_complete, max_wait_ms, checked=True)
+        # Whatever changes a read (an append, a moved high watermark) re-ran `try_complete`,
+        # so the last read is current when the wait expires: an idle fetch of thousands of
+        # partitions reads them once, not twice. (Leadership and log start moves are seen by
+        # the client's next fetch.)
+        results = latest[0]
     return _response(services, rt, context, results, unknown_ids, by_topic_id, isolation_level)
 
 
 _CACHES: weakref.WeakKeyDictionary[Any, FetchSessionCache] = weakref.WeakKeyDictionary()
 
 
-def fetch_session_cache(replica_manager: Any) -> FetchSessionCache:
-    """The node's fetch sessions (one cache per replica manager)."""
-    cache = _CACHES.get(replica_manager)
+def fetch_session_cache(services: BrokerServices) -> FetchSessionCache:
+    """The node's fetch sessions (one cache per replica manager), at most
+    `max.incremental.fetch.session.cache.slots` of them (Kafka's key and default, 1000)."""
+    rm = services.replica_manager
+    cache = _CACHES.get(rm)
     if cache is None:
-        cache = _CACHES[replica_manager] = FetchSessionCache()
+        slots = int(services.config.get("max.incremental.fetch.session.cache.slots"))
+        cache = _CACHES[rm] = FetchSessionCache(max_sessions=slots)
     return cache
 
 
@@ -183,6 +192,7 @@ def _response(
     TopicResponse = nested(rt, "FetchableTopicResponse")
     AbortedTransaction = nested(rt, "AbortedTransaction")
     topics: dict[Any, list[Any]] = {}
+    with_records: list[TopicPartition] = []
     for tp, state in context.partitions:
         result = results[tp]
         key = state.topic_id if by_topic_id else tp.topic
@@ -191,6 +201,8 @@ def _response(
                 state, result.size > 0, None, result.high_watermark, result.last_stable_offset, result.log_start_offset
             ):
                 continue
+            if result.size > 0:
+                with_records.append(tp)
             fields: dict[str, Any] = {}
             if has_field(PartitionData, "mirror_leader_epoch"):  # v19, KIP-1279
                 fields["mirror_leader_epoch"] = leader_mirror_leader_epoch(services.replica_manager, tp)
@@ -214,6 +226,7 @@ def _response(
             context.should_answer(state, False, result.code, -1, -1, -1)
             data = _error_data(services, rt, PartitionData, tp.partition, result.code, tp)
         topics.setdefault(key, []).append(data)
+    context.rotate(with_records)
     for topic_id, index in unknown_ids:
         topics.setdefault(topic_id, []).append(_error_data(services, rt, PartitionData, index, ErrorCode.unknown_topic_id))
     responses = tuple(

@@ -174,9 +174,18 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
                 self.pending.add(tp)
 
     async def retry_pending(self) -> None:
-        """Re-add partitions without a fetcher, with fresh source metadata."""
+        """Re-add partitions without a fetcher, with fresh source metadata: one refresh per
+        source cluster per retry, not one per partition (thousands of partitions sent back
+        by one failed Fetch would each ask for the whole topic's metadata)."""
+        refreshed: list[SourceCluster] = []
         for tp in list(self.pending):
-            await self._assign(tp, refresh=True)
+            mp = self.partitions.get(tp)
+            if mp is None:
+                continue
+            refresh = not any(source is mp.source for source in refreshed)
+            if refresh:
+                refreshed.append(mp.source)
+            await self._assign(tp, refresh=refresh)
 
 
     def partition_lags(self) -> dict[TopicPartition, tuple[FetcherKey, int]]:

@@ -1,7 +1,9 @@
 """The source cluster as a `LeaderEndPoint` (KIP-1279 "MirrorFetcher").
 
 `SourceClusterEndPoint` is `RemoteLeaderEndPoint` speaking to ONE source broker as a
-consumer: Fetch with replica id -1 and READ_COMMITTED (the mirror policy), OffsetsForLeaderEpoch
+consumer: Fetch with replica id -1 and READ_COMMITTED (the mirror policy) in an incremental
+fetch session (KIP-227) when the source keeps one, so an idle partition is not re-listed in
+every request nor in every answer; OffsetsForLeaderEpoch
 (when the source has it) and ListOffsets with replica id -1. Partitions whose answer says this broker no longer leads
 them (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
 UNKNOWN_TOPIC_ID), and every partition of a request that failed (the broker is unreachable:
@@ -102,14 +104,14 @@ class SourceClusterEndPoint(RemoteLeaderEndPoint):
                  on_leader_change: Callable[[set[TopicPartition]], None] | None = None,
                  request_timeout_ms: int = 30_000, security: ClientSecurity = PLAINTEXT) -> None:
         super().__init__(host, port, CONSUMER_REPLICA_ID, client_id=client_id, request_timeout_ms=request_timeout_ms,
-                         security=security)
+                         security=security, fetch_sessions=True)
         self.on_leader_change = on_leader_change
 
     async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
         try:
             results = await super().fetch(plan)
-            if not fetches_by_topic_id(await self._connection()):
-                expected = {p.topic_partition: p.topic_id for p in plan.partitions}
+            if results and not fetches_by_topic_id(await self._connection()):
+                expected = {p.topic_partition: p.topic_id for p in plan.partitions if p.topic_partition in results}
                 other = await self._answered_by_another_topic(expected)
                 results = {tp: FetchedPartition(ErrorCode.unknown_topic_id) if tp in other else r
                            for tp, r in results.items()}

@@ -121,6 +121,10 @@ class FetchEngine:
         self.local = local
         self.policy = policy
         self.states: dict[TopicPartition, PartitionFetchState] = {}
+        # The last plan entry built for each partition, with the state and log start it was
+        # built from: an idle partition's entry is reused round after round (and a fetch
+        # session sees it unchanged by identity).
+        self._plans: dict[TopicPartition, tuple[PartitionFetchState, int, FetchPartitionPlan]] = {}
 
     # -- membership ---------------------------------------------------------------------
 
@@ -140,6 +144,7 @@ class FetchEngine:
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
             self.states.pop(tp, None)
+            self._plans.pop(tp, None)
 
     # -- truncation ---------------------------------------------------------------------
 
@@ -221,21 +226,32 @@ class FetchEngine:
     # -- fetching -----------------------------------------------------------------------
 
     def fetch_plan(self, now_ms: int) -> FetchPlan | None:
-        parts = tuple(
-            FetchPartitionPlan(
+        """Every partition ready to fetch. A consumer of the leader (the mirror: replica id -1)
+        sends log start offset -1 as Kafka's consumers do; only a follower's counts."""
+        follower = self.policy.replica_id >= 0
+        plans = self._plans
+        parts: list[FetchPartitionPlan] = []
+        for tp, st in self.states.items():
+            if st.phase is not FetchPhase.FETCHING or st.delay_until_ms > now_ms:
+                continue
+            log_start = self.local.log_start_offset(tp) if follower else -1
+            cached = plans.get(tp)
+            if cached is not None and cached[0] is st and cached[1] == log_start:
+                parts.append(cached[2])
+                continue
+            plan = FetchPartitionPlan(
                 tp,
                 st.topic_id,
                 st.fetch_offset,
                 st.current_leader_epoch,
                 st.last_fetched_epoch if self.policy.truncate_on_fetch else -1,
-                self.local.log_start_offset(tp),
+                log_start,
                 self.policy.partition_max_bytes,
                 st.mirror_leader_epoch,
             )
-            for tp, st in self.states.items()
-            if st.phase is FetchPhase.FETCHING and st.is_ready(now_ms)
-        )
-        return FetchPlan(parts, self.policy) if parts else None
+            plans[tp] = (st, log_start, plan)
+            parts.append(plan)
+        return FetchPlan(tuple(parts), self.policy) if parts else None
 
     def handle_fetch_response(
         self, plan: FetchPlan, results: Mapping[TopicPartition, FetchedPartition], now_ms: int
@@ -248,9 +264,14 @@ class FetchEngine:
         fetched again from the same offset. The first partition's records hold at least one
         whole batch, else they are malformed and the append reports it."""
         changed: set[TopicPartition] = set()
+        if not results:
+            return changed
         first_with_records = next(
             (tp for tp, r in results.items() if r.error == ErrorCode.none and len(r.records) > 0), None)
-        for asked in plan.partitions:
+        # An answer in a fetch session lists only partitions with news: walk the answer, not the plan.
+        asked_for = {p.topic_partition: p for p in plan.partitions} if len(results) < len(plan.partitions) else None
+        order = plan.partitions if asked_for is None else [asked_for[tp] for tp in results if tp in asked_for]
+        for asked in order:
             tp = asked.topic_partition
             st = self.states.get(tp)
             result = results.get(tp)

@@ -3,7 +3,12 @@
 Fetch v12+ (replica_id = this broker; `replica_state` from v15) with `last_fetched_epoch`,
 and v19's `mirror_leader_epoch` when the leader serves it,
 OffsetsForLeaderEpoch with `replica_id`, ListOffsets with `replica_id` (the leader answers
-its raw log start / log end). Sessionless fetches. Connects lazily through
+its raw log start / log end). Fetches are sessionless unless the endpoint is made with
+`fetch_sessions=True` (the mirror's source fetches): then an incremental fetch session
+(KIP-227, `kmirror.replication.fetcher.session_handler`) lists only the partitions whose
+fetch parameters changed, and the leader answers only those with something to say; a
+leader without sessions (Fetch < v7, or one that answers session id 0) gets full requests.
+Connects lazily through
 `kmirror.client.connection.BrokerConnection` and reconnects after a failure; a failure
 raises (the fetcher backs off).
 """
@@ -20,7 +25,8 @@ from kmirror.client.errors import KafkaConnectionError
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.mirror import fetch as fetch_v19
-from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
+from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPartitionPlan, FetchPlan
+from kmirror.replication.fetcher.session_handler import SESSION_ERRORS, FetchSessionHandler
 from kmirror.replication.fetcher.truncation import mirror_leader_epoch_for_request
 from kmirror.replication.outcomes import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, EpochEndOffset
 from kmirror.security.client_config import PLAINTEXT, ClientSecurity
@@ -48,7 +54,7 @@ def fetches_by_topic_id(conn: BrokerConnection) -> bool:
 
 class RemoteLeaderEndPoint:
     def __init__(self, host: str, port: int, replica_id: int, *, client_id: str, request_timeout_ms: int = 30_000,
-                 security: ClientSecurity = PLAINTEXT) -> None:
+                 security: ClientSecurity = PLAINTEXT, fetch_sessions: bool = False) -> None:
         self.host = host
         self.security = security
         self.port = port
@@ -57,6 +63,8 @@ class RemoteLeaderEndPoint:
         self.request_timeout_ms = request_timeout_ms
         self._conn: BrokerConnection | None = None
         self._closed = False
+        self.fetch_sessions = fetch_sessions
+        self.session = FetchSessionHandler()
 
     async def _connection(self) -> BrokerConnection:
         if self._closed:
@@ -65,6 +73,7 @@ class RemoteLeaderEndPoint:
             if self._conn is not None:
                 await self._conn.close()
             self._conn = None
+            self.session.handle_failure()  # a session lives on the leader, not the connection; start anew
             conn = BrokerConnection(self.host, self.port, client_id=self.client_id,
                                     request_timeout_ms=self.request_timeout_ms, security=self.security)
             await conn.connect()
@@ -74,26 +83,9 @@ class RemoteLeaderEndPoint:
     async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
         conn = await self._connection()
         rt = fetch_request_type(conn)
-        mirror_fields = has_field(nested(rt, "FetchPartition"), "mirror_leader_epoch")
         by_id = fetches_by_topic_id(conn)
-        topics: dict[str, list[Any]] = {}
-        ids: dict[str, uuid.UUID] = {}
-        for p in plan.partitions:
-            tp = p.topic_partition
-            ids[tp.topic] = p.topic_id
-            topics.setdefault(tp.topic, []).append(
-                build(
-                    nested(rt, "FetchPartition"),
-                    partition=tp.partition,
-                    current_leader_epoch=p.current_leader_epoch,
-                    fetch_offset=p.fetch_offset,
-                    last_fetched_epoch=p.last_fetched_epoch,
-                    log_start_offset=p.log_start_offset,
-                    partition_max_bytes=p.partition_max_bytes,
-                    **({"mirror_leader_epoch": mirror_leader_epoch_for_request(p.mirror_leader_epoch)}
-                       if mirror_fields else {}),
-                )
-            )
+        ids = {p.topic_partition.topic: p.topic_id for p in plan.partitions}
+        sent = self.session.build(plan, sessions=self.fetch_sessions and has_field(rt, "session_epoch"))
         policy = plan.policy
         fields: dict[str, Any] = {}
         if has_field(rt, "replica_state"):
@@ -105,22 +97,27 @@ class RemoteLeaderEndPoint:
             min_bytes=policy.min_bytes,
             max_bytes=policy.max_bytes,
             isolation_level=policy.isolation_level,
-            session_id=0,
-            session_epoch=-1,
-            topics=tuple(
-                build(nested(rt, "FetchTopic"), topic=name, topic_id=ids[name], partitions=tuple(parts))
-                for name, parts in topics.items()
-            ),
-            forgotten_topics_data=(),
+            session_id=sent.session_id,
+            session_epoch=sent.session_epoch,
+            topics=_fetch_topics(rt, sent.partitions),
+            forgotten_topics_data=_forgotten_topics(rt, sent.forgotten),
             rack_id="",
             **fields,
         )
         timeout_ms = self.request_timeout_ms + policy.max_wait_ms
-        response = await conn.send(request, timeout_ms=timeout_ms)
+        try:
+            response = await conn.send(request, timeout_ms=timeout_ms)
+        except BaseException:
+            self.session.handle_failure()
+            raise
+        error = ErrorCode(response.error_code)
+        answered = self.session.handle_response(sent, error, int(getattr(response, "session_id", 0)))
+        if not answered:
+            if error in SESSION_ERRORS and not sent.full:
+                return {}  # the leader lost or refused the session: the next round fetches in full at once
+            return {p.topic_partition: FetchedPartition(error) for p in plan.partitions}
         names = {v: k for k, v in ids.items()}
         out: dict[TopicPartition, FetchedPartition] = {}
-        if response.error_code != ErrorCode.none:
-            return {p.topic_partition: FetchedPartition(ErrorCode(response.error_code)) for p in plan.partitions}
         for topic in response.responses:
             name = names.get(topic.topic_id) if by_id else topic.topic
             if name is None:
@@ -206,3 +203,42 @@ class RemoteLeaderEndPoint:
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
+
+
+def _fetch_topics(rt: type, partitions: Sequence[FetchPartitionPlan]) -> tuple[Any, ...]:
+    """The request's topics, each with its partitions (by name and id; the version keeps one)."""
+    cls = nested(rt, "FetchPartition")
+    mirror_fields = has_field(cls, "mirror_leader_epoch")
+    topics: dict[str, list[Any]] = {}
+    ids: dict[str, uuid.UUID] = {}
+    for p in partitions:
+        tp = p.topic_partition
+        ids[tp.topic] = p.topic_id
+        topics.setdefault(tp.topic, []).append(
+            build(
+                cls,
+                partition=tp.partition,
+                current_leader_epoch=p.current_leader_epoch,
+                fetch_offset=p.fetch_offset,
+                last_fetched_epoch=p.last_fetched_epoch,
+                log_start_offset=p.log_start_offset,
+                partition_max_bytes=p.partition_max_bytes,
+                **({"mirror_leader_epoch": mirror_leader_epoch_for_request(p.mirror_leader_epoch)}
+                   if mirror_fields else {}),
+            )
+        )
+    return tuple(build(nested(rt, "FetchTopic"), topic=name, topic_id=ids[name], partitions=tuple(parts))
+                 for name, parts in topics.items())
+
+
+def _forgotten_topics(rt: type, partitions: Sequence[FetchPartitionPlan]) -> tuple[Any, ...]:
+    """KIP-227's forgotten topics: session partitions the request takes out of the session."""
+    if not partitions:
+        return ()
+    by_topic: dict[str, list[int]] = {}
+    ids: dict[str, uuid.UUID] = {}
+    for p in partitions:
+        by_topic.setdefault(p.topic_partition.topic, []).append(p.topic_partition.partition)
+        ids[p.topic_partition.topic] = p.topic_id
+    cls = nested(rt, "ForgottenTopic")
+    return tuple(build(cls, topic=name, topic_id=ids[name], partitions=tuple(parts)) for name, parts in by_topic.items())

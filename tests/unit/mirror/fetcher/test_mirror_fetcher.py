@@ -279,3 +279,30 @@ def test_an_unreachable_source_broker_sends_its_partitions_back_to_a_metadata_lo
 
     run(go())
     assert moved == [{TP, TP1}, {TP}, {TP1}]
+
+
+def test_pending_partitions_are_assigned_again_after_one_metadata_refresh_per_source():
+    """Many partitions sent back by one failed Fetch ask the source for fresh metadata once per
+    retry, not once per partition."""
+    src, dest = make_broker(1, partitions=8), make_broker(2, partitions=8)
+    refreshes: list[bool] = []
+
+    class CountingSource(InProcessSourceCluster):
+        async def partition_leader(self, tp, refresh=False):
+            refreshes.append(refresh)
+            return await super().partition_leader(tp, refresh)
+
+    source = CountingSource({1: src.rm}, 1)
+    mgr = make_mirror(dest)
+    tps = [TopicPartition("t", p) for p in range(8)]
+
+    async def go():
+        for tp in tps:
+            await mgr.add_partition(tp, "m", source, TOPIC_ID)
+        source.endpoints[0].on_leader_change(set(tps))  # what the endpoint reports after a failed Fetch
+        refreshes.clear()
+        await mgr.retry_pending()
+
+    run(go())
+    assert refreshes.count(True) == 1 and len(refreshes) == 8
+    assert all(mgr.is_fetching(tp) for tp in tps)
