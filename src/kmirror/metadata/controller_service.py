@@ -21,9 +21,9 @@ from kio.schema.errors import ErrorCode
 from kmirror.config.server import ServerConfig
 from kmirror.metadata.config_description import DescribeConfigsResult, describe_configs
 from kmirror.metadata.controller import acls as acl_ops
-from kmirror.metadata.controller import scram as scram_ops
 from kmirror.metadata.controller import configs as config_ops
 from kmirror.metadata.controller import mirrors as mirror_ops
+from kmirror.metadata.controller import scram as scram_ops
 from kmirror.metadata.controller import topics as topic_ops
 from kmirror.metadata.controller.alter_partition import (
     AlterPartitionItem,
