@@ -155,6 +155,7 @@ def test_deleted_credential_no_longer_logs_in(node: ScramNode) -> None:
     assert auth_error(node.client("dave", "dave-secret")).code() == KafkaError._AUTHENTICATION
 
 
+@pytest.mark.slow
 def test_mirror_from_a_scram_source(tmp_path: Path) -> None:
     topic = "mirrored-scram"
     source = scram_node(tmp_path / "source")
