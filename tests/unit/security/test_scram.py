@@ -4,6 +4,8 @@ import base64
 
 import pytest
 
+from kmirror.security.client_config import client_security
+from kmirror.security.listener_config import ListenerConfigError, listener_security
 from kmirror.security.sasl_mechanism import AuthenticationFailed
 from kmirror.security.scram import (
     ScramCredential,
@@ -122,3 +124,18 @@ def test_mechanism_names_and_types() -> None:
     assert ScramMechanism.from_mechanism_name("PLAIN") is None
     assert ScramMechanism.from_type(7) is ScramMechanism.UNKNOWN
     assert SHA256.mechanism_name == "SCRAM-SHA-256"
+
+
+def test_listener_and_client_configs_accept_scram() -> None:
+    sec = listener_security({"sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"}, "SASL", "SASL_PLAINTEXT")
+    assert sec.sasl is not None and sec.sasl.enabled_mechanisms == ("SCRAM-SHA-256", "SCRAM-SHA-512")
+    with pytest.raises(ListenerConfigError, match="ScramLoginModule"):
+        listener_security({"sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                           "listener.name.sasl.scram-sha-256.sasl.jaas.config":
+                               "org.apache.kafka.common.security.plain.PlainLoginModule required;"},
+                          "SASL", "SASL_PLAINTEXT")
+    client = client_security({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="m" '
+                            'password="p";'})
+    assert client.sasl is not None and (client.sasl.mechanism, client.sasl.username) == ("SCRAM-SHA-512", "m")
