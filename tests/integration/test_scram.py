@@ -3,17 +3,21 @@
 producers and consumers log in with SCRAM-SHA-256 and SCRAM-SHA-512 over SASL_PLAINTEXT; a
 wrong password, a deleted credential and a mechanism the listener does not enable are refused
 with an authentication error while the node keeps serving; a mirror reads its source through
-SCRAM with byte-identical batches."""
+SCRAM with byte-identical batches; kafka-python and aiokafka log in with SCRAM too."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaError, Producer
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import KafkaError as KafkaPythonError
 
 from kmirror.testing.kafka_clients import watermarks
 from kmirror.testing.mirror_clusters import create_mirror, wait_until
@@ -177,3 +181,37 @@ def test_mirror_from_a_scram_source(tmp_path: Path) -> None:
     finally:
         dest.down()
         source.cluster.down()
+
+
+def test_kafka_python_and_aiokafka_log_in_with_scram(node: ScramNode) -> None:
+    common = {"bootstrap_servers": node.sasl_plaintext, "security_protocol": "SASL_PLAINTEXT",
+              "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "bob", "sasl_plain_password": "bob-secret"}
+    producer = KafkaProducer(**common)
+    producer.send("scram-kafka-python", b"from kafka-python").get(timeout=60)
+    producer.close()
+    consumer = KafkaConsumer("scram-kafka-python", group_id="g-kp", auto_offset_reset="earliest",
+                             consumer_timeout_ms=30_000, **common)
+    assert next(iter(consumer)).value == b"from kafka-python"
+    consumer.close()
+    with pytest.raises(KafkaPythonError):
+        KafkaProducer(**{**common, "sasl_plain_password": "wrong"})
+
+    async def aiokafka_round_trip() -> bytes:
+        config = {"bootstrap_servers": node.sasl_plaintext, "security_protocol": "SASL_PLAINTEXT",
+                  "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "alice",
+                  "sasl_plain_password": "alice-secret"}
+        aio_producer = AIOKafkaProducer(**config)
+        await aio_producer.start()
+        try:
+            await aio_producer.send_and_wait("scram-aiokafka", b"from aiokafka")
+        finally:
+            await aio_producer.stop()
+        aio_consumer = AIOKafkaConsumer("scram-aiokafka", group_id="g-aio", auto_offset_reset="earliest", **config)
+        await aio_consumer.start()
+        try:
+            msg = await asyncio.wait_for(aio_consumer.getone(), 60)
+        finally:
+            await aio_consumer.stop()
+        return bytes(msg.value or b"")
+
+    assert asyncio.run(aiokafka_round_trip()) == b"from aiokafka"
