@@ -1,5 +1,5 @@
 """DescribeUserScramCredentials (key 50, v0; KIP-554): users' SCRAM mechanisms and iterations
-from the metadata image (never salts or keys). A null user list describes every user."""
+from the metadata image (never salts or keys). A null or empty user list describes every user."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from kmirror.protocol.entities import build, nested
 @api(50, "DescribeUserScramCredentials", 0, 0)
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
-    users = None if request.users is None else [u.name for u in request.users]
+    # null or empty: every user (Kafka describes all users for both)
+    users = [u.name for u in request.users] if request.users else None
     found = services.metadata.describe_user_scram_credentials(users)
     result_cls = nested(rt, "DescribeUserScramCredentialsResult")
     info_cls = nested(rt, "CredentialInfo")
