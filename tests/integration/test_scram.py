@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError as KafkaPythonError
 
+from kmirror.client.connection import BrokerConnection
 from kmirror.testing.kafka_clients import watermarks
 from kmirror.testing.mirror_clusters import create_mirror, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
@@ -215,3 +216,35 @@ def test_kafka_python_and_aiokafka_log_in_with_scram(node: ScramNode) -> None:
         return bytes(msg.value or b"")
 
     assert asyncio.run(aiokafka_round_trip()) == b"from aiokafka"
+
+
+def test_credentials_replicate_to_every_broker_of_a_three_broker_cluster(tmp_path: Path) -> None:
+    """Broker-only nodes forward AlterUserScramCredentials to the controller and serve
+    DescribeUserScramCredentials (and SCRAM logins) from their own replica of the metadata log."""
+    cluster = LocalCluster(tmp_path / "three", free_port_block(3), 3)
+    cluster.up()
+    try:
+        for node_id in (2, 3):
+            out = kmirror("configs", "--bootstrap-server", f"127.0.0.1:{cluster.port + node_id - 1}",
+                          "--entity-type", "users", "--entity-name", f"user{node_id}", "--alter", "--add-config",
+                          "SCRAM-SHA-512=[iterations=5000,password=p]")
+            assert "Completed updating config for user" in out.stdout
+        for node_id in (1, 2, 3):
+            port = cluster.port + node_id - 1
+            wait_until(lambda p=port: described_on(p) == {"user2": [(2, 5000)], "user3": [(2, 5000)]},
+                       f"broker {node_id} to describe both users")
+    finally:
+        cluster.down()
+
+
+def described_on(port: int) -> dict[str, list[tuple[int, int]]]:
+    """DescribeUserScramCredentials answered by the broker at `port` itself."""
+    async def ask() -> dict[str, list[tuple[int, int]]]:
+        conn = BrokerConnection("127.0.0.1", port)
+        await conn.connect()
+        try:
+            response = await conn.send(conn.build_request(50, users=None))
+        finally:
+            await conn.close()
+        return {r.user: [(int(c.mechanism), int(c.iterations)) for c in r.credential_infos] for r in response.results}
+    return asyncio.run(ask())
