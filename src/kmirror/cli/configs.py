@@ -1,4 +1,5 @@
-"""`kmirror configs`: kafka-configs.sh for topics, brokers and cluster mirrors (describe, alter).
+"""`kmirror configs`: kafka-configs.sh for topics, brokers, cluster mirrors and users' SCRAM
+credentials (describe, alter).
 
 `--entity-type mirrors` is KIP-1279's MIRROR config resource (type 64): a mirror's
 bootstrap.servers, security.* / sasl.* / ssl.*, mirror.topic.properties.exclude,
@@ -13,6 +14,7 @@ import argparse
 
 from kmirror.cli.common import add_bootstrap_argument, parse_key_values
 from kmirror.cli.errors import CommandError
+from kmirror.cli.user_scram import run_users
 from kmirror.client.admin import Admin, AlterConfigOp, ConfigEntry, ConfigResourceType, ConfigSource
 
 ENTITY_TYPES = {"topics": ConfigResourceType.TOPIC, "brokers": ConfigResourceType.BROKER,
@@ -24,7 +26,7 @@ _LABEL = {ConfigResourceType.TOPIC: "topic", ConfigResourceType.BROKER: "broker"
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("configs", help="describe and alter topic, broker and mirror configs (kafka-configs.sh)")
     add_bootstrap_argument(p)
-    p.add_argument("--entity-type", required=True, choices=sorted(ENTITY_TYPES))
+    p.add_argument("--entity-type", required=True, choices=sorted([*ENTITY_TYPES, "users"]))
     p.add_argument("--entity-name")
     p.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default")
     action = p.add_mutually_exclusive_group(required=True)
@@ -59,6 +61,8 @@ def alter_ops(args: argparse.Namespace) -> list[tuple[str, AlterConfigOp, str | 
 
 
 async def run(args: argparse.Namespace) -> int:
+    if args.entity_type == "users":  # SCRAM credentials (kmirror.cli.user_scram)
+        return await run_users(args)
     resource_type, name = resource(args)
     ops = alter_ops(args) if args.alter else []
     async with await Admin.connect(args.bootstrap_server, request_timeout_ms=args.command_timeout_ms) as admin:

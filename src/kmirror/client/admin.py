@@ -23,6 +23,7 @@ from kmirror.client.errors import KafkaError, check
 from kmirror.client.groups import GroupAdmin
 from kmirror.client.metadata import BrokerMetadata, TopicMetadata
 from kmirror.client.mirrors import MirrorAdmin
+from kmirror.client.scram_credentials import ScramAdmin
 from kmirror.client.transactions import TransactionAdmin
 from kmirror.config.topic import ConfigSource
 from kmirror.protocol.entities import build, nested
@@ -117,7 +118,7 @@ def _ms(ms: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=ms)
 
 
-class Admin(MirrorAdmin, TransactionAdmin, GroupAdmin, AclAdmin):
+class Admin(MirrorAdmin, TransactionAdmin, GroupAdmin, AclAdmin, ScramAdmin):
     """Kafka's Admin; the cluster mirror methods (KIP-1279) come from `MirrorAdmin`, the
     consumer group ones from `GroupAdmin`, the ACL ones from `AclAdmin`, the transaction
     ones from `TransactionAdmin`."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import secrets
 import ssl
 from typing import Any
 
@@ -41,7 +42,9 @@ from kmirror.client.protocol import (
 from kmirror.client.tls import TlsSetupError, client_context
 from kmirror.protocol.entities import build
 from kmirror.security.client_config import PLAINTEXT, ClientSecurity, TlsClientSettings
-from kmirror.security.plain import PLAIN, plain_client_token
+from kmirror.security.plain import plain_client_token
+from kmirror.security.scram import ScramMechanism
+from kmirror.security.scram_client import ScramClient, ScramClientError
 
 CLIENT_SOFTWARE_NAME = "kmirror"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
@@ -110,20 +113,29 @@ class BrokerConnection:
             await self._authenticate()
 
     async def _authenticate(self) -> None:
-        """SASL PLAIN: SaslHandshake v1, then one SaslAuthenticate with the PLAIN token."""
+        """SaslHandshake v1, then SaslAuthenticate rounds: one PLAIN token, or SCRAM's two
+        messages with the server's signature checked at the end."""
         sasl = self.security.sasl
-        assert sasl is not None and sasl.mechanism == PLAIN
+        assert sasl is not None
+        context = f"SASL/{sasl.mechanism} authentication to {self.address}"
         try:
             handshake = await self.send(self.build_request(SASL_HANDSHAKE_KEY, mechanism=sasl.mechanism))
             if handshake.error_code:
                 raise KafkaAuthenticationError(
                     handshake.error_code, f"broker mechanisms: {', '.join(handshake.mechanisms)}",
                     context=f"SaslHandshake {sasl.mechanism} to {self.address}")
-            response = await self.send(self.build_request(
-                SASL_AUTHENTICATE_KEY, auth_bytes=plain_client_token(sasl.username, sasl.password)))
-            if response.error_code:
-                raise KafkaAuthenticationError(response.error_code, response.error_message,
-                                               context=f"SASL/{sasl.mechanism} authentication to {self.address}")
+            scram = ScramMechanism.from_mechanism_name(sasl.mechanism)
+            if scram is None:
+                await self._sasl_round(plain_client_token(sasl.username, sasl.password), context)
+            else:
+                client = ScramClient(scram, sasl.username, sasl.password, secrets.token_urlsafe(24))
+                server_first = await self._sasl_round(client.first_message(), context)
+                try:
+                    server_final = await self._sasl_round(client.final_message(server_first), context)
+                    client.verify_server_final(server_final)
+                except ScramClientError as exc:
+                    raise KafkaAuthenticationError(ErrorCode.sasl_authentication_failed, str(exc),
+                                                   context=context) from None
         except KafkaProtocolError:
             await self.close()
             raise KafkaAuthenticationError(ErrorCode.illegal_sasl_state,
@@ -133,6 +145,12 @@ class BrokerConnection:
         except KafkaAuthenticationError:
             await self.close()
             raise
+
+    async def _sasl_round(self, token: bytes, context: str) -> bytes:
+        response = await self.send(self.build_request(SASL_AUTHENTICATE_KEY, auth_bytes=token))
+        if response.error_code:
+            raise KafkaAuthenticationError(response.error_code, response.error_message, context=context)
+        return bytes(response.auth_bytes)
 
     async def _negotiate(self) -> None:
         version = min(CLIENT_MAX_VERSIONS[API_VERSIONS_KEY], max(kio_versions(API_VERSIONS_KEY)))

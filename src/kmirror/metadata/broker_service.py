@@ -28,6 +28,7 @@ from kio.schema.errors import ErrorCode
 from kmirror.config.server import ServerConfig
 from kmirror.metadata.config_description import DescribeConfigsResult, describe_configs
 from kmirror.metadata.controller import acls as acl_ops
+from kmirror.metadata.controller import scram as scram_ops
 from kmirror.metadata.controller import topics as topic_ops
 from kmirror.metadata.controller.result import ApiError, MetadataOperationError
 from kmirror.metadata.controller_service import ImageListener, MetadataLogStore
@@ -209,6 +210,9 @@ class BrokerMetadataService:
 
     def describe_configs(self, resource: ConfigResource, keys: Sequence[str] | None = None) -> DescribeConfigsResult:
         return describe_configs(self._image, self._config, resource, keys)
+
+    def describe_user_scram_credentials(self, users: Sequence[str] | None) -> list[scram_ops.ScramDescription]:
+        return scram_ops.describe_credentials(self._image, users)
 
     def describe_acls(self, acl_filter: acl_ops.AclFilter) -> list[AclBinding] | ApiError:
         err = acl_ops.validate_filter(acl_filter)

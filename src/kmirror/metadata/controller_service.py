@@ -23,6 +23,7 @@ from kmirror.metadata.config_description import DescribeConfigsResult, describe_
 from kmirror.metadata.controller import acls as acl_ops
 from kmirror.metadata.controller import configs as config_ops
 from kmirror.metadata.controller import mirrors as mirror_ops
+from kmirror.metadata.controller import scram as scram_ops
 from kmirror.metadata.controller import topics as topic_ops
 from kmirror.metadata.controller.alter_partition import (
     AlterPartitionItem,
@@ -280,6 +281,18 @@ class MetadataService:
     def describe_acls(self, acl_filter: acl_ops.AclFilter) -> list[AclBinding] | ApiError:
         err = acl_ops.validate_filter(acl_filter)
         return err if err is not None else acl_ops.describe_acls(self._image, acl_filter)
+
+    # -- SCRAM credentials (KIP-554) ------------------------------------------------------------
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[scram_ops.ScramDeletion], upsertions: Sequence[scram_ops.ScramUpsertion]
+    ) -> list[scram_ops.ScramAlterationResult]:
+        result: list[scram_ops.ScramAlterationResult] = await self._run(
+            lambda image: scram_ops.alter_credentials(image, deletions, upsertions))
+        return result
+
+    def describe_user_scram_credentials(self, users: Sequence[str] | None) -> list[scram_ops.ScramDescription]:
+        return scram_ops.describe_credentials(self._image, users)
 
     # -- features and mirrors (KIP-1279) -------------------------------------------------------
 

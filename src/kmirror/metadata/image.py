@@ -32,10 +32,13 @@ from kmirror.metadata.records import (
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
+from kmirror.security.scram import ScramCredential
 
 
 class ConfigResourceType(IntEnum):
@@ -134,6 +137,8 @@ class MetadataImage:
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _EMPTY)
     configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _EMPTY)
+    scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: _EMPTY)
+    """(user name, ScramMechanism type) -> credential, from UserScramCredentialRecords."""
     next_producer_id: int = 0
     producer_id_floor: int = 0
     """No producer id below this may be handed out any more: set by a ProducerIdsRecord with
@@ -176,6 +181,7 @@ class _Delta:
         self.configs: dict[ConfigResource, dict[str, str]] | None = None
         self.touched_configs: set[ConfigResource] = set()
         self.acls: dict[uuid.UUID, AclBinding] | None = None
+        self.scram: dict[tuple[str, int], ScramCredential] | None = None
 
     # lazy copies
     def _topics(self) -> tuple[dict[str, TopicImage], dict[uuid.UUID, TopicImage]]:
@@ -216,6 +222,11 @@ class _Delta:
         if self.acls is None:
             self.acls = dict(self.base.acls)
         return self.acls
+
+    def _scram(self) -> dict[tuple[str, int], ScramCredential]:
+        if self.scram is None:
+            self.scram = dict(self.base.scram_credentials)
+        return self.scram
 
     def replay(self, record: Record) -> None:
         match record:
@@ -296,6 +307,12 @@ class _Delta:
             case RemoveAccessControlEntryRecord(id=acl_id):
                 if self._acls().pop(acl_id, None) is None:
                     raise MetadataInvariantError(f"removal of unknown ACL {acl_id}")
+            case UserScramCredentialRecord():
+                self._scram()[(record.name, record.mechanism)] = ScramCredential(
+                    record.salt, record.stored_key, record.server_key, record.iterations)
+            case RemoveUserScramCredentialRecord(name=name, mechanism=mechanism):
+                if self._scram().pop((name, mechanism), None) is None:
+                    raise MetadataInvariantError(f"removal of unknown SCRAM credential {name} ({mechanism})")
             case ProducerIdsRecord(broker_id=owner, next_producer_id=next_id):
                 if next_id < self.next_producer_id:
                     raise MetadataInvariantError(f"producer id block going backwards to {next_id}")
@@ -342,6 +359,7 @@ class _Delta:
             brokers=base.brokers if self.brokers is None else _frozen(self.brokers),
             configs=configs,
             acls=base.acls if self.acls is None else _frozen(self.acls),
+            scram_credentials=base.scram_credentials if self.scram is None else _frozen(self.scram),
             next_producer_id=self.next_producer_id,
             producer_id_floor=self.producer_id_floor,
         )

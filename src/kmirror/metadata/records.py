@@ -10,6 +10,7 @@ JSON object of the record's fields` (big-endian; UUIDs as canonical strings, tup
 
 from __future__ import annotations
 
+import base64
 import json
 import struct
 import uuid
@@ -177,6 +178,28 @@ class RemoveAccessControlEntryRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """One user's credential for one SCRAM mechanism (Kafka's record 11): never the password."""
+
+    TYPE_ID: ClassVar[int] = 11
+    VERSION: ClassVar[int] = 0
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    TYPE_ID: ClassVar[int] = 22
+    VERSION: ClassVar[int] = 0
+    name: str
+    mechanism: int
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterIdRecord:
     TYPE_ID: ClassVar[int] = 10000
     VERSION: ClassVar[int] = 0
@@ -198,6 +221,8 @@ Record = (
     | NoOpRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
     | ClusterIdRecord
 )
 
@@ -218,6 +243,8 @@ RECORD_TYPES: dict[int, type[Any]] = {
         NoOpRecord,
         AccessControlEntryRecord,
         RemoveAccessControlEntryRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
         ClusterIdRecord,
     )
 }
@@ -236,12 +263,17 @@ _CONVERTERS: dict[tuple[type[Any], str], Callable[[Any], Any]] = {
     (PartitionRecord, "adding_replicas"): tuple,
     (PartitionChangeRecord, "isr"): _tuple_or_none,
     (PartitionChangeRecord, "replicas"): _tuple_or_none,
+    (UserScramCredentialRecord, "salt"): base64.b64decode,
+    (UserScramCredentialRecord, "stored_key"): base64.b64decode,
+    (UserScramCredentialRecord, "server_key"): base64.b64decode,
 }
 
 
 def _json_default(value: Any) -> Any:
     if isinstance(value, uuid.UUID):
         return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
     raise TypeError(f"cannot encode {type(value).__name__}")
 
 

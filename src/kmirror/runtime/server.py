@@ -37,6 +37,7 @@ import datetime
 import inspect
 import itertools
 import logging
+import secrets
 import ssl
 import time
 from collections import deque
@@ -68,6 +69,8 @@ from kmirror.security.sasl_server import (
     SaslDecision,
     SaslServer,
 )
+from kmirror.security.scram import ScramCredential, ScramMechanism
+from kmirror.security.scram_server import ScramServer
 
 log = logging.getLogger(__name__)
 
@@ -330,6 +333,11 @@ def _from_follower(body: Any) -> bool:
     return int(replica_id) >= 0
 
 
+def _scram_nonce() -> str:
+    """RFC 5802 server nonce part: printable, no ','; token_urlsafe never yields one."""
+    return secrets.token_urlsafe(24)
+
+
 class KafkaServer:
     def __init__(self, registry: ApiRegistry, services: Any, max_request_bytes: int = 100 * 1024 * 1024,
                  request_metrics: RequestChannelMetrics | None = None, *,
@@ -379,8 +387,18 @@ class KafkaServer:
                 conn.maybe_resume_reading()
 
     def mechanism_server(self, mechanism: str) -> MechanismServer:
-        assert self.sasl is not None and mechanism == PLAIN
-        return PlainServer(self.sasl.plain_users)
+        assert self.sasl is not None
+        if mechanism == PLAIN:
+            return PlainServer(self.sasl.plain_users)
+        scram = ScramMechanism.from_mechanism_name(mechanism)
+        assert scram is not None, mechanism
+        return ScramServer(scram, self._scram_credential, _scram_nonce)
+
+    def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        """The credential in this node's current metadata image (KIP-554: the metadata log)."""
+        image = self.services.metadata.image
+        found: ScramCredential | None = image.scram_credentials.get((user, int(mechanism)))
+        return found
 
     async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
         loop = asyncio.get_running_loop()

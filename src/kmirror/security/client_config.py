@@ -8,7 +8,8 @@ verifies the broker's host name, "" does not. A client certificate (for
 `ssl.client.auth=required` brokers): `ssl.keystore.type=PEM` with `ssl.keystore.location`
 (key and certificate in one PEM) or inline `ssl.keystore.certificate.chain` +
 `ssl.keystore.key`, `ssl.key.password` for an encrypted key. SASL: `sasl.mechanism`
-(default GSSAPI as Kafka, which is not supported: PLAIN is) and `sasl.jaas.config` with the
+(default GSSAPI as Kafka, which is not supported: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512
+are) and `sasl.jaas.config` with the
 login module's `username` and `password`. Keys this client does not know are ignored, as
 Kafka's clients only warn about them; values it cannot honour are a `SecurityConfigError`.
 """
@@ -20,14 +21,16 @@ from dataclasses import dataclass
 
 from kmirror.security.jaas import (
     PLAIN_LOGIN_MODULE,
+    SCRAM_LOGIN_MODULE,
     JaasConfigError,
     parse_jaas_config,
 )
 from kmirror.security.plain import PLAIN
+from kmirror.security.scram import SCRAM_MECHANISM_NAMES
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-CLIENT_SASL_MECHANISMS = (PLAIN,)
-_LOGIN_MODULES = {PLAIN: PLAIN_LOGIN_MODULE}
+CLIENT_SASL_MECHANISMS = (PLAIN, *SCRAM_MECHANISM_NAMES)
+_LOGIN_MODULES = {PLAIN: PLAIN_LOGIN_MODULE, **{m: SCRAM_LOGIN_MODULE for m in SCRAM_MECHANISM_NAMES}}
 
 # The keys `client_security` reads; a tool that refuses unknown client properties accepts these.
 CLIENT_SECURITY_KEYS = frozenset({

@@ -4,6 +4,8 @@ Every key may be given per listener as `listener.name.<listener lower-case>.<key
 wins over the unprefixed key (Kafka's listener prefix). The JAAS config of a SASL mechanism
 is `listener.name.<listener>.<mechanism lower-case>.sasl.jaas.config` (Kafka's form), else
 the unprefixed `sasl.jaas.config`; PLAIN's users are its `user_<name>="<password>"` options.
+SCRAM-SHA-256/512 users are the credentials in the metadata log (AlterUserScramCredentials);
+a JAAS config for them is optional and, when given, must name ScramLoginModule.
 SSL: `ssl.keystore.type=PEM` with `ssl.keystore.location` (key and certificate in one file)
 or inline `ssl.keystore.certificate.chain` + `ssl.keystore.key`, `ssl.key.password` for an
 encrypted key; `ssl.truststore.type=PEM` with `ssl.truststore.location` or inline
@@ -15,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kmirror.security.jaas import PLAIN_LOGIN_MODULE, JaasConfigError, parse_jaas_config
+from kmirror.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasConfigError, parse_jaas_config
 from kmirror.security.plain import PLAIN
+from kmirror.security.scram import SCRAM_MECHANISM_NAMES
 
 LISTENER_PREFIX = "listener.name."
-SERVER_SASL_MECHANISMS = (PLAIN,)
+SERVER_SASL_MECHANISMS = (PLAIN, *SCRAM_MECHANISM_NAMES)
 CLIENT_AUTH = ("none", "requested", "required")
 
 # Broker keys that may also be given per listener (`listener.name.<listener>.<key>`).
@@ -138,7 +141,22 @@ def _sasl(get: _Lookup, listener: str) -> SaslServerSettings:
             raise ListenerConfigError(f"invalid JAAS config for PLAIN on listener {listener}: "
                                       f"expected {PLAIN_LOGIN_MODULE}, got {jaas.login_module}")
         users = jaas.users
+    for mechanism in mechanisms:
+        if mechanism in SCRAM_MECHANISM_NAMES:
+            _check_scram_jaas(get(f"{mechanism.lower()}.sasl.jaas.config"), mechanism, listener)
     return SaslServerSettings(mechanisms, users)
+
+
+def _check_scram_jaas(text: str | None, mechanism: str, listener: str) -> None:
+    if text is None:
+        return
+    try:
+        jaas = parse_jaas_config(text)
+    except JaasConfigError as exc:
+        raise ListenerConfigError(f"invalid JAAS config for {mechanism} on listener {listener}: {exc}") from None
+    if jaas.login_module != SCRAM_LOGIN_MODULE:
+        raise ListenerConfigError(f"invalid JAAS config for {mechanism} on listener {listener}: "
+                                  f"expected {SCRAM_LOGIN_MODULE}, got {jaas.login_module}")
 
 
 def listener_security(raw: Mapping[str, str], listener: str, protocol: str) -> ListenerSecurity:

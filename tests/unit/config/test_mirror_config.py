@@ -38,8 +38,10 @@ def test_source_connection_gets_security_sasl_ssl_only():
 
 @pytest.mark.parametrize(("configs", "why"), [
     ({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, "'sasl.jaas.config' is required"),
-    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": "x required;"},
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI", "sasl.jaas.config": "x required;"},
      "sasl.mechanism"),
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": "x required;"},
+     "SCRAM-SHA-512 needs org.apache.kafka.common.security.scram.ScramLoginModule"),
     ({"security.protocol": "SSL", "ssl.truststore.type": "JKS"}, "only PEM"),
 ])
 def test_unusable_source_security_is_invalid(configs, why):
