@@ -136,6 +136,19 @@ class FeatureLevelRecord:
     """0 removes the feature."""
 
 
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """Kafka's ClientQuotaRecord: `entity` is sorted `(entity_type, entity_name)` pairs (a None
+    name is the default entity); `remove` drops `key` from the entity."""
+
+    TYPE_ID: ClassVar[int] = 14
+    VERSION: ClassVar[int] = 0
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
 NO_BROKER: Final = -1
 """ProducerIdsRecord.broker_id of a block fence rather than a block given to a broker."""
 
@@ -194,6 +207,7 @@ Record = (
     | UnfenceBrokerRecord
     | RemoveTopicRecord
     | FeatureLevelRecord
+    | ClientQuotaRecord
     | ProducerIdsRecord
     | NoOpRecord
     | AccessControlEntryRecord
@@ -214,6 +228,7 @@ RECORD_TYPES: dict[int, type[Any]] = {
         UnfenceBrokerRecord,
         RemoveTopicRecord,
         FeatureLevelRecord,
+        ClientQuotaRecord,
         ProducerIdsRecord,
         NoOpRecord,
         AccessControlEntryRecord,
@@ -236,6 +251,7 @@ _CONVERTERS: dict[tuple[type[Any], str], Callable[[Any], Any]] = {
     (PartitionRecord, "adding_replicas"): tuple,
     (PartitionChangeRecord, "isr"): _tuple_or_none,
     (PartitionChangeRecord, "replicas"): _tuple_or_none,
+    (ClientQuotaRecord, "entity"): lambda v: tuple((str(t), n) for t, n in v),
 }
 
 

@@ -29,6 +29,7 @@ import uuid
 from typing import Any
 
 from kmirror.broker.api import build_registry
+from kmirror.broker.quotas.managers import QuotaManagers
 from kmirror.broker.services import BrokerServices
 from kmirror.client.tls import TlsSetupError, server_context
 from kmirror.config.mirror import MIRROR_STATE_TOPIC
@@ -47,6 +48,7 @@ from kmirror.metadata.controller_service import MetadataService
 from kmirror.metrics.cleaner_metrics import register_cleaner_metrics
 from kmirror.metrics.mirror_metrics import register_mirror_metrics
 from kmirror.metrics.node_metrics import register_node_metrics
+from kmirror.metrics.quota_metrics import register_quota_metrics
 from kmirror.metrics.registry import MetricsRegistry
 from kmirror.metrics.request_metrics import RequestChannelMetrics
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
@@ -123,6 +125,7 @@ class Node:
         self.publisher: MetadataPublisher | None = None
         self._channels: list[ControllerChannel] = []
         self.log_cleaner: LogCleanerService | None = None
+        self.quotas = QuotaManagers.from_config(config.get)
 
     async def start(self) -> None:
         cfg = self.config
@@ -141,6 +144,8 @@ class Node:
                 cfg, FileMetadataLogStore(cfg.log_dirs[0]), fetch_channel, write_channel, self.clock
             )
             await self.metadata.start()
+        self.metadata.subscribe(lambda _old, new: self.quotas.update_quotas(new.client_quotas))
+        self.quotas.update_quotas(self.metadata.image.client_quotas)
         if not cfg.is_broker:
             await self._open_listeners(registries)
             self._start_controller_tasks()
@@ -232,6 +237,7 @@ class Node:
                 transaction_coordinator=self.transaction_coordinator,
                 mirror_coordinator=self.mirror_coordinator,
                 mirror_manager=None if self.mirror_data_plane is None else self.mirror_data_plane.manager,
+                quotas=self.quotas if plane == "broker" else None,
             )
             for plane, registry in registries.items()
         }
@@ -260,6 +266,7 @@ class Node:
                               default_min_insync_replicas=cfg.min_insync_replicas)
         if self.mirror_data_plane is not None:
             register_mirror_metrics(self.metrics, self.mirror_data_plane)
+        register_quota_metrics(self.metrics, self.quotas, self.clock)
         if cfg.metrics_port:
             self.metrics_server = MetricsServer(self.metrics, "127.0.0.1", cfg.metrics_port)
             self.ports["metrics"] = await self.metrics_server.start()
