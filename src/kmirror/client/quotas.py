@@ -55,7 +55,7 @@ class QuotaAdmin:
         request = build(rt, validate_only=validate_only, entries=(build(
             entry_cls,
             entity=tuple(build(entity_cls, entity_type=t, entity_name=n) for t, n in entity.items()),
-            ops=tuple(build(op_cls, key=k, value=f64(0.0 if v is None else v), remove=v is None)
+            ops=tuple(build(op_cls, key=k, value=f64(0.0 if v is None else float(v)), remove=v is None)
                       for k, v in ops.items()),
         ),))
         response = await conn.send(request)
