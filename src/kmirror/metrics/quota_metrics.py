@@ -6,7 +6,10 @@
 - `kafka.server:type=Produce|Fetch|Request,name=throttle-time,...`: mean throttle time (ms) per
   request of that sensor, and `throttle-time-max`, `throttled-requests`;
 - `kafka.server:type=ControllerMutation,name=tokens,user=U,client-id=C`: tokens left in the
-  KIP-599 bucket (negative while throttled).
+  KIP-599 bucket (negative while throttled);
+- `kafka.server:type=MirrorReplication,name=byte-rate`: bytes/s the mirror fetchers took for
+  throttled replicas (`mirror.replication.throttled.*`), `throttled-bytes-total`, and
+  `throttled-fetches-total` (fetch rounds that left throttled partitions out).
 Metrics of a sensor dropped for inactivity disappear with it.
 """
 
@@ -18,12 +21,22 @@ from kmirror.broker.quotas.client_quota_manager import ClientQuotaManager
 from kmirror.broker.quotas.managers import QuotaManagers
 from kmirror.metrics.registry import MetricName, MetricsRegistry, metric_name
 from kmirror.ports import Clock
+from kmirror.replication.replication_quota import ReplicationQuotaManager
 
 DOMAIN = "kafka.server"
 
 
-def register_quota_metrics(registry: MetricsRegistry, quotas: QuotaManagers, clock: Clock) -> None:
+def register_quota_metrics(registry: MetricsRegistry, quotas: QuotaManagers, clock: Clock,
+                           mirror_quota: ReplicationQuotaManager | None = None) -> None:
     now_ms = clock.monotonic_ms
+    if mirror_quota is not None:
+        # Kafka's replication quota metrics, for the mirror fetchers' throttle
+        registry.gauge(metric_name(DOMAIN, "MirrorReplication", "byte-rate"),
+                       lambda: mirror_quota.byte_rate(now_ms()))
+        registry.gauge(metric_name(DOMAIN, "MirrorReplication", "throttled-bytes-total"),
+                       lambda: mirror_quota.throttled_bytes_total)
+        registry.gauge(metric_name(DOMAIN, "MirrorReplication", "throttled-fetches-total"),
+                       lambda: mirror_quota.throttled_fetches_total)
 
     def read() -> Iterator[tuple[MetricName, float | int | None]]:
         now = now_ms()

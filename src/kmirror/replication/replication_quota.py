@@ -36,7 +36,7 @@ def throttled_partitions(entries: Iterable[str], broker_id: int) -> frozenset[in
     """The partitions `entries` throttle on `broker_id`; None: all of them (`*`)."""
     partitions: set[int] = set()
     for entry in entries:
-        entry = entry.strip()
+        entry = entry.strip().strip("[]").strip()  # the KIP writes `[0:4]`, Kafka `0:4`
         if entry == "*":
             return None
         partition, sep, broker = entry.partition(":")

@@ -266,7 +266,8 @@ class Node:
                               default_min_insync_replicas=cfg.min_insync_replicas)
         if self.mirror_data_plane is not None:
             register_mirror_metrics(self.metrics, self.mirror_data_plane)
-        register_quota_metrics(self.metrics, self.quotas, self.clock)
+        register_quota_metrics(self.metrics, self.quotas, self.clock,
+                               None if self.mirror_data_plane is None else self.mirror_data_plane.replication_quota)
         if cfg.metrics_port:
             self.metrics_server = MetricsServer(self.metrics, "127.0.0.1", cfg.metrics_port)
             self.ports["metrics"] = await self.metrics_server.start()
