@@ -6,6 +6,8 @@ mutation quota answering THROTTLING_QUOTA_EXCEEDED to strict CreateTopics versio
 from __future__ import annotations
 
 import datetime
+import socket
+import struct
 
 import pytest
 from kio.schema.alter_client_quotas.v1 import request as acq
@@ -140,3 +142,26 @@ def test_controller_mutation_quota_refuses_strict_and_throttles_permissive(clust
     assert results == [("m5", ErrorCode.none)] and throttle_ms > 0
     listed = kmirror("topics", "--bootstrap-server", cluster.bootstrap, "--list").stdout.split()
     assert {"m1", "m2", "m5", "other-client"} <= set(listed) and "m3" not in listed and "m4" not in listed
+
+
+def test_ip_connection_creation_rate_closes_connections_past_the_quota(cluster: LocalCluster) -> None:
+    # connections from 127.0.0.2 (bound as source address) have a quota; the rest do not
+    configs(cluster, "--entity-type", "ips", "--entity-name", "127.0.0.2", "--alter",
+            "--add-config", "connection_creation_rate=2")
+
+    def served(source: str) -> bool:
+        with socket.create_connection(("127.0.0.1", cluster.port), timeout=10, source_address=(source, 0)) as sock:
+            request = struct.pack(">hhih", 18, 0, 1, -1)
+            sock.sendall(struct.pack(">i", len(request)) + request)
+            try:
+                return len(sock.recv(4)) == 4
+            except ConnectionResetError:
+                return False
+
+    outcomes = [served("127.0.0.2") for _ in range(40)]
+    assert outcomes[:20] == [True] * 20  # 2/s over Kafka's 10 s minimum window
+    assert outcomes.count(False) >= 15
+    assert all(served("127.0.0.1") for _ in range(40))
+    configs(cluster, "--entity-type", "ips", "--entity-name", "127.0.0.2", "--alter",
+            "--delete-config", "connection_creation_rate")
+    assert all(served("127.0.0.2") for _ in range(10))

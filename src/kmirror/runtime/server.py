@@ -27,7 +27,9 @@ Limits, with Kafka's names (`ListenerLimits`, from the broker config):
   of them, and on every connection while the listener holds `queued.max.requests`;
 - `max.connections` per listener and `max.connections.per.ip` (with
   `max.connections.per.ip.overrides`): a connection past a limit is closed at once (Kafka's
-  acceptor blocks for `max.connections`; closing is the equivalent a client can see).
+  acceptor blocks for `max.connections`; closing is the equivalent a client can see);
+- the `connection_creation_rate` client quota of the `ip` entity (KIP-612): a connection that
+  takes its host past the quota is closed at once (`QuotaManagers.connection_rate`).
 
 A listener may speak TLS (an `ssl.SSLContext` given to `start`) and SASL: its connections
 then run a `SaslServer` (kmirror.security.sasl_server) that answers SaslHandshake and
@@ -422,6 +424,9 @@ class KafkaServer:
         limit = self.limits.per_ip(host)
         if count >= limit:
             return f"max.connections.per.ip={limit} reached for {host}"
+        quotas = getattr(self.services, "quotas", None)
+        if quotas is not None and not quotas.connection_rate.admit(host, self.services.clock.monotonic_ms()):
+            return f"connection_creation_rate quota of {host} exceeded"
         self.per_ip[host] = count + 1
         return None
 

@@ -131,3 +131,15 @@ def test_kip219_versions() -> None:
     assert not client_throttles(0, 5) and client_throttles(0, 6)
     assert not client_throttles(1, 7) and client_throttles(1, 8)
     assert client_throttles(48, 0)
+
+
+def test_connection_creation_rate_per_ip_and_default() -> None:
+    quotas = QuotaManagers(W, W)
+    quotas.update_quotas({(("ip", "10.0.0.1"),): {"connection_creation_rate": 1.0},
+                          (("ip", None),): {"connection_creation_rate": 100.0}})
+    admitted = sum(quotas.connection_rate.admit("10.0.0.1", 0) for _ in range(30))
+    assert admitted == 10  # 1/s over the 10 s minimum window
+    assert all(quotas.connection_rate.admit("10.0.0.2", 0) for _ in range(30))  # the default entity
+    assert quotas.connection_rate.admit("10.0.0.1", 20_000)  # the window has passed
+    quotas.update_quotas({})
+    assert all(quotas.connection_rate.admit("10.0.0.1", 20_001) for _ in range(100))

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kmirror.broker.quotas.client_quota_manager import ANONYMOUS, ClientQuotaManager, QuotaType
+from kmirror.broker.quotas.connection_rate import ConnectionRateQuotas
 from kmirror.broker.quotas.controller_mutation import ControllerMutationQuotaManager
 from kmirror.config.client_quotas import ClientQuotaEntity
 from kmirror.replication.sampled_rate import QuotaWindow
@@ -46,6 +47,7 @@ class QuotaManagers:
         self.fetch = ClientQuotaManager(QuotaType.FETCH, window)
         self.request = ClientQuotaManager(QuotaType.REQUEST, window, bounded_throttle=True)
         self.controller_mutation = ControllerMutationQuotaManager(controller_window)
+        self.connection_rate = ConnectionRateQuotas(window)
 
     @classmethod
     def from_config(cls, get: Any) -> QuotaManagers:
@@ -59,6 +61,7 @@ class QuotaManagers:
         for manager in (self.produce, self.fetch, self.request):
             manager.update_quotas(quotas)
         self.controller_mutation.update_quotas(quotas)
+        self.connection_rate.update_quotas(quotas)
 
     def throttle_after(self, api_key: int, principal: str | None, client_id: str | None, request_size: int,
                        handler_ns: int, response: Any, now_ms: int) -> tuple[Any, int]:
