@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import socket
 import struct
+import time
 
 import pytest
 from kio.schema.alter_client_quotas.v1 import request as acq
@@ -165,3 +166,26 @@ def test_ip_connection_creation_rate_closes_connections_past_the_quota(cluster: 
     configs(cluster, "--entity-type", "ips", "--entity-name", "127.0.0.2", "--alter",
             "--delete-config", "connection_creation_rate")
     assert all(served("127.0.0.2") for _ in range(10))
+
+
+def test_quotas_through_broker_only_nodes(cluster3: LocalCluster) -> None:
+    """Three brokers beside a controller: AlterClientQuotas is forwarded, every broker
+    describes the quota from its own metadata, and a broker charges the mutation quota before
+    forwarding only the admitted topics."""
+    configs(cluster3, "--entity-type", "clients", "--entity-name", "hostile", "--alter",
+            "--add-config", "controller_mutation_rate=1,consumer_byte_rate=5000")
+    wanted = [({"client-id": "hostile"}, {"consumer_byte_rate": 5000.0, "controller_mutation_rate": 1.0})]
+    for node in range(3):
+        port = cluster3.port + node
+        for _ in range(100):
+            code, entries = _describe(port, [("client-id", 0, "hostile")], strict=True)
+            if entries:
+                break
+            time.sleep(0.1)
+        assert code == ErrorCode.none and [(dict(e), v) for e, v in entries] == wanted, node
+    # a burst of 11 partitions: 12 are accepted (the bucket was not negative), the next topic is refused
+    throttle_ms, results = _create_v7(cluster3.port + 1, ("b1", 12), ("b2", 1))
+    assert results == [("b1", ErrorCode.none), ("b2", ErrorCode.throttling_quota_exceeded)]
+    assert throttle_ms > 0
+    listed = kmirror("topics", "--bootstrap-server", cluster3.bootstrap, "--list").stdout.split()
+    assert "b1" in listed and "b2" not in listed
