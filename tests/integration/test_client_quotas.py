@@ -9,11 +9,15 @@ import datetime
 import socket
 import struct
 import time
+import uuid
 
 import pytest
 from kio.schema.alter_client_quotas.v1 import request as acq
+from kio.schema.create_partitions.v3 import request as cp3
 from kio.schema.create_topics.v5 import request as ct5
 from kio.schema.create_topics.v7 import request as ct7
+from kio.schema.delete_topics.v4 import request as dt4
+from kio.schema.delete_topics.v6 import request as dt6
 from kio.schema.describe_client_quotas.v1 import request as dcq
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import f64, i8, i16, i32
@@ -141,8 +145,31 @@ def test_controller_mutation_quota_refuses_strict_and_throttles_permissive(clust
     # v5 predates KIP-599's error: permissive, the topic is created and only throttled
     throttle_ms, results = _create_v7(cluster.port, ("m5", 2), client_version=5)
     assert results == [("m5", ErrorCode.none)] and throttle_ms > 0
+    # DeleteTopics v6 and CreatePartitions v3 are strict too; DeleteTopics v4 is permissive
+    throttle_ms, results = _delete_topics(cluster.port, 6, "m1")
+    assert results == [("m1", ErrorCode.throttling_quota_exceeded)] and throttle_ms > 0
+    assert _create_partitions(cluster.port, "m2", 12) == ErrorCode.throttling_quota_exceeded
+    throttle_ms, results = _delete_topics(cluster.port, 4, "m5")
+    assert results == [("m5", ErrorCode.none)] and throttle_ms > 0
     listed = kmirror("topics", "--bootstrap-server", cluster.bootstrap, "--list").stdout.split()
-    assert {"m1", "m2", "m5", "other-client"} <= set(listed) and "m3" not in listed and "m4" not in listed
+    assert {"m1", "m2", "other-client"} <= set(listed) and not {"m3", "m4", "m5"} & set(listed)
+
+
+def _delete_topics(port: int, version: int, *names: str) -> tuple[int, list[tuple[str, int]]]:
+    if version >= 6:
+        body: object = dt6.DeleteTopicsRequest(topics=tuple(dt6.DeleteTopicState(name=n, topic_id=uuid.UUID(int=0))
+                                                           for n in names), timeout=datetime.timedelta(seconds=30))
+    else:
+        body = dt4.DeleteTopicsRequest(topic_names=names, timeout=datetime.timedelta(seconds=30))
+    response = call(port, 20, version, body)
+    return (int(response.throttle_time.total_seconds() * 1000),
+            [(r.name, int(r.error_code)) for r in response.responses])
+
+
+def _create_partitions(port: int, topic: str, count: int) -> int:
+    body = cp3.CreatePartitionsRequest(topics=(cp3.CreatePartitionsTopic(name=topic, count=i32(count), assignments=None),),
+                                       timeout=datetime.timedelta(seconds=30), validate_only=False)
+    return int(call(port, 37, 3, body).results[0].error_code)
 
 
 def test_ip_connection_creation_rate_closes_connections_past_the_quota(cluster: LocalCluster) -> None:
