@@ -74,6 +74,12 @@ def test_destination_throttle_holds_the_mirror_rate(clusters: tuple[LocalCluster
     rate = _mirrored_rate(source, dest, "throttled")
     print(f"mirror.replication.throttled.rate={RATE}: mirrored {rate:.0f} B/s over {WINDOW_S} s")
     assert 0.8 * RATE <= rate <= 1.2 * RATE
+    # the KIP: the rate is adjusted at runtime, as a dynamic broker config; raised, the mirror catches up
+    kmirror("configs", "--bootstrap-server", dest.bootstrap, "--entity-type", "brokers", "--entity-name", "1",
+            "--alter", "--add-config", "mirror.replication.throttled.rate=100000000")
+    started = time.monotonic()
+    wait_until(lambda: end_offsets(dest.bootstrap, "throttled", 1)[0] == RECORDS, "the mirror to catch up")
+    print(f"raised to 100 MB/s: the remaining data copied in {time.monotonic() - started:.1f} s")
 
 
 def test_source_consumer_quota_on_the_mirror_client_id_holds_the_mirror_rate(
