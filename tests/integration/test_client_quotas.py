@@ -135,6 +135,9 @@ def test_controller_mutation_quota_refuses_strict_and_throttles_permissive(clust
     configs(cluster, "--entity-type", "clients", "--entity-name", "hostile", "--alter",
             "--add-config", "controller_mutation_rate=2")
     create_topic(cluster.bootstrap, "other-client")  # another client id is not limited
+    # a creation the controller's policy refuses whole is not charged (and its size cannot overflow)
+    throttle_ms, results = _create_v7(cluster.port, ("huge", 2**31 - 1))
+    assert results == [("huge", ErrorCode.policy_violation)] and throttle_ms == 0
     throttle_ms, results = _create_v7(cluster.port, ("m1", 20), ("m2", 10), ("m3", 1))
     # m1 and m2 find tokens left (m2 takes the bucket to -8); m3 finds it negative
     assert results == [("m1", ErrorCode.none), ("m2", ErrorCode.none),

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+MAX_THROTTLE_MS = 2**31 - 1
+"""A throttle time fits the responses' int32 `throttle_time_ms`."""
+
 
 @dataclass(frozen=True, slots=True)
 class QuotaWindow:
@@ -89,7 +92,7 @@ class SampledRate:
             return 0
         if bound <= 0:
             return self.window_size_ms(now_ms)
-        return round((rate - bound) / bound * self.window_size_ms(now_ms))
+        return min(MAX_THROTTLE_MS, round((rate - bound) / bound * self.window_size_ms(now_ms)))
 
 
 class TokenBucket:
@@ -131,4 +134,4 @@ class TokenBucket:
             return 0
         if self.rate <= 0:
             return self.window.samples * self.window.window_ms
-        return round(-tokens / self.rate * 1000)
+        return min(MAX_THROTTLE_MS, round(-tokens / self.rate * 1000))

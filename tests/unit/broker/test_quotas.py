@@ -93,6 +93,8 @@ def test_token_bucket_burst_refill_and_throttle() -> None:
     assert bucket.throttle_time_ms(0) == 4000
     assert bucket.throttle_time_ms(4000) == 0
     assert bucket.measure(100_000) == 22.0  # never above the burst
+    bucket.record(2**50, 100_000)
+    assert bucket.throttle_time_ms(100_000) == 2**31 - 1  # fits throttle_time_ms (int32)
 
 
 def test_strict_quota_refuses_once_negative_and_permissive_only_throttles() -> None:

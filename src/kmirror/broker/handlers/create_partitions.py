@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.quotas.mutation_admission import MESSAGE, THROTTLING_QUOTA_EXCEEDED, admit_mutations
 from kmirror.broker.services import BrokerServices
-from kmirror.metadata.controller.topics import CreatePartitionsTopic
+from kmirror.metadata.controller.topics import MAX_PARTITIONS_PER_BATCH, CreatePartitionsTopic
 from kmirror.protocol.entities import build, nested
 
 
@@ -21,7 +21,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     image = services.metadata.image
     admission = admit_mutations(services, ctx, "CreatePartitions", [
         (t.name, max(0, int(t.count) - (len(image.topics[t.name].partitions) if t.name in image.topics else 0)))
-        for t in request.topics], bool(request.validate_only))
+        for t in request.topics], bool(request.validate_only), MAX_PARTITIONS_PER_BATCH)
     if admission.refused:
         request = dataclasses.replace(request, topics=tuple(t for t in request.topics if t.name not in admission.refused))
     if services.metadata.forwarding:  # a broker-only node: the controller answers

@@ -19,7 +19,7 @@ from kmirror.broker.quotas.mutation_admission import MESSAGE, THROTTLING_QUOTA_E
 from kmirror.broker.services import BrokerServices
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, ConfigSource
 from kmirror.metadata.config_description import topic_config_entry
-from kmirror.metadata.controller.topics import CreatableTopic, CreateTopicResult
+from kmirror.metadata.controller.topics import MAX_PARTITIONS_PER_BATCH, CreatableTopic, CreateTopicResult
 from kmirror.protocol.entities import build, has_field, nested
 
 
@@ -27,7 +27,8 @@ from kmirror.protocol.entities import build, has_field, nested
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     # KIP-599: strict from v6, permissive before; topics over the quota are answered here
     admission = admit_mutations(services, ctx, "CreateTopics",
-                                [(t.name, _permits(services, t)) for t in request.topics], bool(request.validate_only))
+                                [(t.name, _permits(services, t)) for t in request.topics], bool(request.validate_only),
+                                MAX_PARTITIONS_PER_BATCH)
     if admission.refused:
         request = dataclasses.replace(request, topics=tuple(t for t in request.topics if t.name not in admission.refused))
     if services.metadata.forwarding:  # a broker-only node: the controller answers

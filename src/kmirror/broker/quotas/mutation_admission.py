@@ -46,11 +46,13 @@ class Admission:
 
 
 def admit_mutations(services: Any, ctx: Any, api: str, items: Sequence[tuple[str, int]],
-                    validate_only: bool = False) -> Admission:
-    """Charge each `(topic, partitions)` to the client's quota; `refused` names the others."""
+                    validate_only: bool = False, batch_limit: int | None = None) -> Admission:
+    """Charge each `(topic, partitions)` to the client's quota; `refused` names the others.
+    A creation past `batch_limit` partitions is refused whole by the controller's policy
+    (POLICY_VIOLATION, before any work), so it is not charged."""
     quotas = getattr(services, "quotas", None)
     now_ms = services.clock.monotonic_ms
-    if quotas is None or validate_only:
+    if quotas is None or validate_only or (batch_limit is not None and sum(p for _, p in items) > batch_limit):
         return Admission({}, UNBOUNDED, now_ms)
     now = now_ms()
     quota = quotas.controller_mutation.new_quota_for(api, ctx.api_version, ctx.principal, ctx.header.client_id or "", now)
