@@ -30,6 +30,8 @@ class RequestContext:
     client_host: str
     connection_id: int
     listener: str = "PLAINTEXT"
+    principal: str = "ANONYMOUS"
+    """The authenticated user (SASL), else Kafka's ANONYMOUS: the `user` of client quotas."""
 
     @property
     def api_version(self) -> int:

@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kmirror.broker.quotas.request_time import CURRENT_REQUEST_TIMER
 from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
 
@@ -97,10 +98,16 @@ class Purgatory:
             # Close the race between the first check and registration.
             if not checked and try_complete():
                 return True
+            timer = CURRENT_REQUEST_TIMER.get()  # waiting is not handler time (request_percentage)
+            if timer is not None:
+                timer.pause()
             try:
                 return await asyncio.wait_for(asyncio.shield(op.future), timeout=max(0, max_wait_ms) / 1000)
             except TimeoutError:
                 return False
+            finally:
+                if timer is not None:
+                    timer.resume()
         finally:
             for key in watched:
                 ops = self._watchers.get(key)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kmirror.broker.quotas.managers import QuotaManagers
 from kmirror.config.server import ServerConfig
 from kmirror.coordinator.runtime import GroupCoordinatorService
 from kmirror.coordinator.transaction.service import TransactionCoordinatorService
@@ -32,6 +33,7 @@ class BrokerServices:
     controller: Any = None  # the active controller, on nodes with process.roles=controller
     mirror_coordinator: MirrorCoordinatorService | None = None  # KIP-1279 MirrorCoordinator
     mirror_manager: MirrorManager | None = None  # KIP-1279 data plane: DescribeMirrors, states
+    quotas: QuotaManagers | None = None  # client quotas; None on the controller plane (exempt)
 
     @property
     def groups(self) -> GroupCoordinatorService:

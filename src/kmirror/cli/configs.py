@@ -1,5 +1,6 @@
 """`kmirror configs`: kafka-configs.sh for topics, brokers, cluster mirrors and users' SCRAM
-credentials (describe, alter).
+credentials (describe, alter); client quotas (`--entity-type users|clients|ips`) are
+`kmirror.cli.client_quotas`.
 
 `--entity-type mirrors` is KIP-1279's MIRROR config resource (type 64): a mirror's
 bootstrap.servers, security.* / sasl.* / ssl.*, mirror.topic.properties.exclude,
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 
+from kmirror.cli import client_quotas
 from kmirror.cli.common import add_bootstrap_argument, parse_key_values
 from kmirror.cli.errors import CommandError
 from kmirror.cli.user_scram import run_users
@@ -26,7 +28,7 @@ _LABEL = {ConfigResourceType.TOPIC: "topic", ConfigResourceType.BROKER: "broker"
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("configs", help="describe and alter topic, broker and mirror configs (kafka-configs.sh)")
     add_bootstrap_argument(p)
-    p.add_argument("--entity-type", required=True, choices=sorted([*ENTITY_TYPES, "users"]))
+    p.add_argument("--entity-type", choices=sorted([*ENTITY_TYPES, *client_quotas.QUOTA_ENTITY_TYPES]))
     p.add_argument("--entity-name")
     p.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default")
     action = p.add_mutually_exclusive_group(required=True)
@@ -35,6 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--all", action="store_true", help="with --describe: every config, not only dynamic ones")
     p.add_argument("--add-config", action="append", metavar="K=V[,K2=V2]")
     p.add_argument("--delete-config", action="append", metavar="K[,K2]")
+    client_quotas.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -61,8 +64,15 @@ def alter_ops(args: argparse.Namespace) -> list[tuple[str, AlterConfigOp, str | 
 
 
 async def run(args: argparse.Namespace) -> int:
-    if args.entity_type == "users":  # SCRAM credentials (kmirror.cli.user_scram)
+    if args.entity_type == "users" and _names_scram(args):  # SCRAM credentials (kmirror.cli.user_scram)
         return await run_users(args)
+    if client_quotas.is_quota_command(args):
+        code = await client_quotas.run(args)
+        if code == 0 and args.entity_type == "users" and not args.alter and not args.entity_default:
+            code = await run_users(args)  # kafka-configs.sh describes a user's SCRAM credentials beside its quotas
+        return code
+    if args.entity_type is None:
+        raise CommandError("--entity-type is required")
     resource_type, name = resource(args)
     ops = alter_ops(args) if args.alter else []
     async with await Admin.connect(args.bootstrap_server, request_timeout_ms=args.command_timeout_ms) as admin:
@@ -123,3 +133,8 @@ def _source_name(source: int) -> str:
         return ConfigSource(source).name
     except ValueError:
         return "UNKNOWN"
+
+
+def _names_scram(args: argparse.Namespace) -> bool:
+    """Whether --add-config/--delete-config name a SCRAM mechanism (the rest are client quotas)."""
+    return any("SCRAM-SHA-" in (value or "") for value in (args.add_config, args.delete_config))

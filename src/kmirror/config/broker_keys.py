@@ -6,6 +6,7 @@ no effect here (threads, socket buffers, share coordinator).
 
 from __future__ import annotations
 
+from kmirror.config.client_quotas import QUOTA_BROKER_CONFIG_DEFS
 from kmirror.config.definitions import (
     LONG_MAX,
     ConfigDef,
@@ -182,4 +183,5 @@ _SECURITY_DEFS = (
 )
 
 
-BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in (*_DEFS, *_SECURITY_DEFS, *MIRROR_BROKER_CONFIG_DEFS)}
+BROKER_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in (*_DEFS, *_SECURITY_DEFS, *MIRROR_BROKER_CONFIG_DEFS,
+                                                                  *QUOTA_BROKER_CONFIG_DEFS)}

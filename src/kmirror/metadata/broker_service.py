@@ -29,6 +29,7 @@ from kmirror.config.server import ServerConfig
 from kmirror.metadata.config_description import DescribeConfigsResult, describe_configs
 from kmirror.metadata.controller import acls as acl_ops
 from kmirror.metadata.controller import scram as scram_ops
+from kmirror.metadata.controller import client_quotas as quota_ops
 from kmirror.metadata.controller import topics as topic_ops
 from kmirror.metadata.controller.result import ApiError, MetadataOperationError
 from kmirror.metadata.controller_service import ImageListener, MetadataLogStore
@@ -217,6 +218,11 @@ class BrokerMetadataService:
     def describe_acls(self, acl_filter: acl_ops.AclFilter) -> list[AclBinding] | ApiError:
         err = acl_ops.validate_filter(acl_filter)
         return err if err is not None else acl_ops.describe_acls(self._image, acl_filter)
+
+    def describe_client_quotas(
+        self, components: Sequence[quota_ops.QuotaFilterComponent], strict: bool
+    ) -> quota_ops.DescribedQuotas:
+        return quota_ops.describe_client_quotas(self._image, components, strict)
 
     # -- writes: forwarded to the controller ----------------------------------------------------
 

@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from kmirror.config.server import ServerConfig
 from kmirror.metadata.config_description import DescribeConfigsResult, describe_configs
 from kmirror.metadata.controller import acls as acl_ops
+from kmirror.metadata.controller import client_quotas as quota_ops
 from kmirror.metadata.controller import configs as config_ops
 from kmirror.metadata.controller import mirrors as mirror_ops
 from kmirror.metadata.controller import scram as scram_ops
@@ -293,6 +294,20 @@ class MetadataService:
 
     def describe_user_scram_credentials(self, users: Sequence[str] | None) -> list[scram_ops.ScramDescription]:
         return scram_ops.describe_credentials(self._image, users)
+
+    # -- client quotas ------------------------------------------------------------------------
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[quota_ops.QuotaAlteration], *, validate_only: bool = False
+    ) -> list[ApiError]:
+        result: list[ApiError] = await self._run(
+            lambda image: quota_ops.alter_client_quotas(image, alterations, validate_only=validate_only))
+        return result
+
+    def describe_client_quotas(
+        self, components: Sequence[quota_ops.QuotaFilterComponent], strict: bool
+    ) -> quota_ops.DescribedQuotas:
+        return quota_ops.describe_client_quotas(self._image, components, strict)
 
     # -- features and mirrors (KIP-1279) -------------------------------------------------------
 

@@ -20,6 +20,7 @@ from kmirror.metadata.records import (
     NO_LEADER_CHANGE,
     AccessControlEntryRecord,
     BrokerEndpoint,
+    ClientQuotaRecord,
     ClusterIdRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -139,6 +140,9 @@ class MetadataImage:
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _EMPTY)
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: _EMPTY)
     """(user name, ScramMechanism type) -> credential, from UserScramCredentialRecords."""
+    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(
+        default_factory=lambda: _EMPTY)
+    """Client quota entity (sorted `(entity_type, entity_name)` pairs, None: default) -> key -> value."""
     next_producer_id: int = 0
     producer_id_floor: int = 0
     """No producer id below this may be handed out any more: set by a ProducerIdsRecord with
@@ -182,6 +186,7 @@ class _Delta:
         self.touched_configs: set[ConfigResource] = set()
         self.acls: dict[uuid.UUID, AclBinding] | None = None
         self.scram: dict[tuple[str, int], ScramCredential] | None = None
+        self.client_quotas: dict[tuple[tuple[str, str | None], ...], Mapping[str, float]] | None = None
 
     # lazy copies
     def _topics(self) -> tuple[dict[str, TopicImage], dict[uuid.UUID, TopicImage]]:
@@ -313,6 +318,18 @@ class _Delta:
             case RemoveUserScramCredentialRecord(name=name, mechanism=mechanism):
                 if self._scram().pop((name, mechanism), None) is None:
                     raise MetadataInvariantError(f"removal of unknown SCRAM credential {name} ({mechanism})")
+            case ClientQuotaRecord(entity=entity, key=key):
+                if self.client_quotas is None:
+                    self.client_quotas = dict(self.base.client_quotas)
+                quota_values: dict[str, float] = dict(self.client_quotas.get(entity, {}))
+                if record.remove:
+                    quota_values.pop(key, None)
+                else:
+                    quota_values[key] = float(record.value)
+                if quota_values:
+                    self.client_quotas[entity] = _frozen(quota_values)
+                else:
+                    self.client_quotas.pop(entity, None)
             case ProducerIdsRecord(broker_id=owner, next_producer_id=next_id):
                 if next_id < self.next_producer_id:
                     raise MetadataInvariantError(f"producer id block going backwards to {next_id}")
@@ -360,6 +377,7 @@ class _Delta:
             configs=configs,
             acls=base.acls if self.acls is None else _frozen(self.acls),
             scram_credentials=base.scram_credentials if self.scram is None else _frozen(self.scram),
+            client_quotas=base.client_quotas if self.client_quotas is None else _frozen(self.client_quotas),
             next_producer_id=self.next_producer_id,
             producer_id_floor=self.producer_id_floor,
         )

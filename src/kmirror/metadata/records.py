@@ -137,6 +137,19 @@ class FeatureLevelRecord:
     """0 removes the feature."""
 
 
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """Kafka's ClientQuotaRecord: `entity` is sorted `(entity_type, entity_name)` pairs (a None
+    name is the default entity); `remove` drops `key` from the entity."""
+
+    TYPE_ID: ClassVar[int] = 14
+    VERSION: ClassVar[int] = 0
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
 NO_BROKER: Final = -1
 """ProducerIdsRecord.broker_id of a block fence rather than a block given to a broker."""
 
@@ -217,6 +230,7 @@ Record = (
     | UnfenceBrokerRecord
     | RemoveTopicRecord
     | FeatureLevelRecord
+    | ClientQuotaRecord
     | ProducerIdsRecord
     | NoOpRecord
     | AccessControlEntryRecord
@@ -239,6 +253,7 @@ RECORD_TYPES: dict[int, type[Any]] = {
         UnfenceBrokerRecord,
         RemoveTopicRecord,
         FeatureLevelRecord,
+        ClientQuotaRecord,
         ProducerIdsRecord,
         NoOpRecord,
         AccessControlEntryRecord,
@@ -266,6 +281,7 @@ _CONVERTERS: dict[tuple[type[Any], str], Callable[[Any], Any]] = {
     (UserScramCredentialRecord, "salt"): base64.b64decode,
     (UserScramCredentialRecord, "stored_key"): base64.b64decode,
     (UserScramCredentialRecord, "server_key"): base64.b64decode,
+    (ClientQuotaRecord, "entity"): lambda v: tuple((str(t), n) for t, n in v),
 }
 
 

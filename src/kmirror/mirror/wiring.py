@@ -59,6 +59,7 @@ from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetch_policy
 from kmirror.mirror.fetcher.source_endpoint import ClientSourceCluster, SourceCluster
+from kmirror.mirror.fetcher.throttle import mirror_replication_quota, update_mirror_replication_quota
 from kmirror.mirror.manager import (
     InMemoryMirrorStateStore,
     MirrorManager,
@@ -341,9 +342,12 @@ class MirrorDataPlane:
         self.refresh_interval_ms = (DEFAULT_REFRESH_INTERVAL_MS if config is None
                                     else int(config.get("mirror.metadata.refresh.interval.ms")))
         self.sync_errors = MirrorSyncErrors()
+        self.replication_quota = mirror_replication_quota(broker_id, config, clock)
+        self._static_throttle_rate = self.replication_quota.rate
         fetchers = MirrorFetcherManager(
             broker_id, MirrorLocalReplica(replica_manager), mirror_fetch_policy(config), clock,
-            num_fetchers=1 if config is None else int(config.get("mirror.num.replica.fetchers")), sync_errors=self.sync_errors)
+            num_fetchers=1 if config is None else int(config.get("mirror.num.replica.fetchers")), sync_errors=self.sync_errors,
+            quota=self.replication_quota)
         self.sources = ImageSourceClusters(broker_id, lambda: self.manager.image or metadata.image, source_factory)
         self.manager = MirrorManager(
             broker_id, replica_manager, fetchers,
@@ -400,6 +404,8 @@ class MirrorDataPlane:
     def on_metadata_change(self, image: Any) -> None:
         """Called by the node with every applied image; the run happens on the plane's task."""
         self._latest = image
+        if image is not None:
+            update_mirror_replication_quota(self.replication_quota, image, self._static_throttle_rate)
         self._wake.set()
 
     async def run_once(self) -> None:

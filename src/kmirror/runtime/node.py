@@ -31,6 +31,7 @@ from typing import Any
 
 from kmirror.broker.api import build_registry
 from kmirror.broker.handlers.fetch import fetch_session_cache
+from kmirror.broker.quotas.managers import QuotaManagers
 from kmirror.broker.services import BrokerServices
 from kmirror.client.tls import TlsSetupError, server_context
 from kmirror.config.mirror import MIRROR_STATE_TOPIC, state_topic_configs
@@ -48,6 +49,7 @@ from kmirror.metadata.controller_service import MetadataService
 from kmirror.metrics.cleaner_metrics import register_cleaner_metrics
 from kmirror.metrics.mirror_metrics import register_mirror_metrics
 from kmirror.metrics.node_metrics import register_fetch_session_metrics, register_node_metrics
+from kmirror.metrics.quota_metrics import register_quota_metrics
 from kmirror.metrics.registry import MetricsRegistry
 from kmirror.metrics.request_metrics import RequestChannelMetrics
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
@@ -124,6 +126,7 @@ class Node:
         self.publisher: MetadataPublisher | None = None
         self._channels: list[ControllerChannel] = []
         self.log_cleaner: LogCleanerService | None = None
+        self.quotas = QuotaManagers.from_config(config.get)
 
     async def start(self) -> None:
         cfg = self.config
@@ -142,6 +145,8 @@ class Node:
                 cfg, FileMetadataLogStore(cfg.log_dirs[0]), fetch_channel, write_channel, self.clock
             )
             await self.metadata.start()
+        self.metadata.subscribe(lambda _old, new: self.quotas.update_quotas(new.client_quotas))
+        self.quotas.update_quotas(self.metadata.image.client_quotas)
         if not cfg.is_broker:
             await self._open_listeners(registries)
             self._start_controller_tasks()
@@ -236,6 +241,7 @@ class Node:
                 transaction_coordinator=self.transaction_coordinator,
                 mirror_coordinator=self.mirror_coordinator,
                 mirror_manager=None if self.mirror_data_plane is None else self.mirror_data_plane.manager,
+                quotas=self.quotas if plane == "broker" else None,
             )
             for plane, registry in registries.items()
         }
@@ -265,6 +271,8 @@ class Node:
         register_fetch_session_metrics(self.metrics, fetch_session_cache(services["broker"]))
         if self.mirror_data_plane is not None:
             register_mirror_metrics(self.metrics, self.mirror_data_plane)
+        register_quota_metrics(self.metrics, self.quotas, self.clock,
+                               None if self.mirror_data_plane is None else self.mirror_data_plane.replication_quota)
         if cfg.metrics_port:
             self.metrics_server = MetricsServer(self.metrics, "127.0.0.1", cfg.metrics_port)
             self.ports["metrics"] = await self.metrics_server.start()

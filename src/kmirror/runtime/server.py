@@ -5,6 +5,12 @@ channel while a request is in flight). A frame that cannot be parsed, an unknown
 an unsupported version of anything but ApiVersions closes that connection only; every
 other connection keeps being served.
 
+Client quotas (`services.quotas`, broker listeners only): after a handler, the request's
+size and handler time are recorded (`QuotaManagers.throttle_after`) and the response carries
+the throttle time. A client that throttles itself (KIP-219) gets the response at once and
+the channel is then muted for the throttle time (no further request of that connection is
+handled, as Kafka's ThrottledChannel); an older client gets the response after it.
+
 Every request answered (or, for Produce acks=0, handled) is recorded in the node's
 `RequestChannelMetrics` (kafka.network RequestMetrics): its time from leaving the
 connection's queue to its response being encoded, its size and the error
@@ -21,7 +27,9 @@ Limits, with Kafka's names (`ListenerLimits`, from the broker config):
   of them, and on every connection while the listener holds `queued.max.requests`;
 - `max.connections` per listener and `max.connections.per.ip` (with
   `max.connections.per.ip.overrides`): a connection past a limit is closed at once (Kafka's
-  acceptor blocks for `max.connections`; closing is the equivalent a client can see).
+  acceptor blocks for `max.connections`; closing is the equivalent a client can see);
+- the `connection_creation_rate` client quota of the `ip` entity (KIP-612): a connection that
+  takes its host past the quota is closed at once (`QuotaManagers.connection_rate`).
 
 A listener may speak TLS (an `ssl.SSLContext` given to `start`) and SASL: its connections
 then run a `SaslServer` (kmirror.security.sasl_server) that answers SaslHandshake and
@@ -47,6 +55,9 @@ from typing import Any
 
 from kmirror.broker.api import RequestContext
 from kmirror.broker.handlers.api_versions import unsupported_version_response
+from kmirror.broker.quotas.client_quota_manager import ANONYMOUS
+from kmirror.broker.quotas.managers import QuotaManagers, client_throttles
+from kmirror.broker.quotas.request_time import CURRENT_REQUEST_TIMER
 from kmirror.metrics.request_metrics import RequestChannelMetrics
 from kmirror.protocol.codec import (
     DecodedRequest,
@@ -108,6 +119,7 @@ class KafkaConnection(asyncio.Protocol):
         self._task: asyncio.Task[None] | None = None
         self._paused = False
         self._closed = False
+        self._muted_until = 0.0  # loop time until which a throttled channel stays muted
         self.connection_id = next(_ids)
         self.peer = "?"
         self._sasl = None if server.sasl is None else SaslServer(server.sasl.enabled_mechanisms,
@@ -195,6 +207,12 @@ class KafkaConnection(asyncio.Protocol):
                 if not self._writable.is_set():  # muted until the last response has drained
                     await self._writable.wait()
                     continue
+                if self._muted_until:  # throttled (client quotas): muted until the throttle ends
+                    delay = self._muted_until - asyncio.get_running_loop().time()
+                    self._muted_until = 0.0
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    continue
                 raw = self._queue.popleft()
                 self._queued_bytes -= len(raw)
                 self._server.queued -= 1
@@ -220,9 +238,9 @@ class KafkaConnection(asyncio.Protocol):
             return self._authenticate(decoded)
         metrics = server.request_metrics
         if metrics is None:
-            return (await self._dispatch(decoded))[0]
+            return (await self._dispatch(decoded, size=len(raw)))[0]
         started_ns = time.perf_counter_ns()
-        payload, response = await self._dispatch(decoded, metrics)
+        payload, response = await self._dispatch(decoded, metrics, size=len(raw))
         spec = decoded.spec
         metrics.record(
             spec.name, decoded.header.api_version, (time.perf_counter_ns() - started_ns) / 1e6, len(raw),
@@ -285,12 +303,14 @@ class KafkaConnection(asyncio.Protocol):
         return None
 
     async def _dispatch(
-        self, req: DecodedRequest, metrics: RequestChannelMetrics | None = None
+        self, req: DecodedRequest, metrics: RequestChannelMetrics | None = None, size: int = 0
     ) -> tuple[memoryview | None, Any]:
         """(encoded response or None, the response entity or None)."""
         spec = req.spec
         version = req.header.api_version
         ctx = self._context(req)
+        timer = _HandlerTimer()
+        token = CURRENT_REQUEST_TIMER.set(timer)
         try:
             result: Any = spec.handler(self._server.services, ctx, req.body)
             if inspect.isawaitable(result):
@@ -303,9 +323,29 @@ class KafkaConnection(asyncio.Protocol):
                 metrics.mark_error(spec.name, int(ErrorCode.unknown_server_error))
             self.close()
             return None, None
+        finally:
+            CURRENT_REQUEST_TIMER.reset(token)
+        quotas = getattr(self._server.services, "quotas", None)
+        if quotas is not None:
+            result = await self._throttle(quotas, req, result, size, timer.elapsed_ns())
         if result is None:  # e.g. Produce with acks=0
             return None, None
         return encode_response(spec, version, req.header.correlation_id, result), result
+
+    async def _throttle(self, quotas: QuotaManagers, req: DecodedRequest, result: Any, size: int,
+                        handler_ns: int) -> Any:
+        """Record the request in the client quotas; mute the channel (or delay the response of
+        a client that does not throttle itself) for the throttle time."""
+        header = req.header
+        result, throttle_ms = quotas.throttle_after(
+            header.api_key, self._principal(), header.client_id, size, handler_ns, result,
+            self._server.services.clock.monotonic_ms())
+        if throttle_ms > 0:
+            if result is not None and not client_throttles(header.api_key, header.api_version):
+                await asyncio.sleep(throttle_ms / 1000)
+            else:
+                self._muted_until = asyncio.get_running_loop().time() + throttle_ms / 1000
+        return result
 
 
     def _context(self, req: DecodedRequest) -> RequestContext:
@@ -315,7 +355,32 @@ class KafkaConnection(asyncio.Protocol):
             client_host=self.peer,
             connection_id=self.connection_id,
             listener=self._server.listener,
+            principal=self._principal(),
         )
+
+    def _principal(self) -> str:
+        principal = None if self._sasl is None else self._sasl.principal
+        return principal or ANONYMOUS
+
+
+class _HandlerTimer:
+    """A handler's time less its purgatory waits (`kmirror.broker.quotas.request_time`)."""
+
+    def __init__(self) -> None:
+        self._started_ns = time.perf_counter_ns()
+        self._paused_ns = 0
+        self._pause_started_ns = 0
+
+    def pause(self) -> None:
+        self._pause_started_ns = time.perf_counter_ns()
+
+    def resume(self) -> None:
+        if self._pause_started_ns:
+            self._paused_ns += time.perf_counter_ns() - self._pause_started_ns
+            self._pause_started_ns = 0
+
+    def elapsed_ns(self) -> int:
+        return max(0, time.perf_counter_ns() - self._started_ns - self._paused_ns)
 
 
 def _sasl_response(req: DecodedRequest, decision: SaslDecision) -> Any:
@@ -367,6 +432,9 @@ class KafkaServer:
         limit = self.limits.per_ip(host)
         if count >= limit:
             return f"max.connections.per.ip={limit} reached for {host}"
+        quotas = getattr(self.services, "quotas", None)
+        if quotas is not None and not quotas.connection_rate.admit(host, self.services.clock.monotonic_ms()):
+            return f"connection_creation_rate quota of {host} exceeded"
         self.per_ip[host] = count + 1
         return None
 

@@ -6,6 +6,7 @@ carries its partition count, replication factor and every config with its source
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import uuid
 from typing import Any
@@ -14,17 +15,40 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.quotas.mutation_admission import MESSAGE, THROTTLING_QUOTA_EXCEEDED, admit_mutations
 from kmirror.broker.services import BrokerServices
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, ConfigSource
 from kmirror.metadata.config_description import topic_config_entry
-from kmirror.metadata.controller.topics import CreatableTopic, CreateTopicResult
+from kmirror.metadata.controller.topics import MAX_PARTITIONS_PER_BATCH, CreatableTopic, CreateTopicResult
 from kmirror.protocol.entities import build, has_field, nested
 
 
 @api(19, "CreateTopics", 2, 7, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    # KIP-599: strict from v6, permissive before; topics over the quota are answered here
+    admission = admit_mutations(services, ctx, "CreateTopics",
+                                [(t.name, _permits(services, t)) for t in request.topics], bool(request.validate_only),
+                                MAX_PARTITIONS_PER_BATCH)
+    if admission.refused:
+        request = dataclasses.replace(request, topics=tuple(t for t in request.topics if t.name not in admission.refused))
     if services.metadata.forwarding:  # a broker-only node: the controller answers
-        return await services.metadata.forward(request)
+        response = await services.metadata.forward(request)
+    else:
+        response = await _create(services, ctx, request)
+    result_cls = nested(ctx.response_type, "CreatableTopicResult")
+    return admission.complete(response, "topics", lambda name: build(
+        result_cls, name=name, topic_id=uuid.UUID(int=0), error_code=THROTTLING_QUOTA_EXCEEDED, error_message=MESSAGE,
+        topic_config_error_code=i16(0), num_partitions=i32(-1), replication_factor=i16(-1), configs=None))
+
+
+def _permits(services: BrokerServices, t: Any) -> int:
+    """Partitions a topic would create (KIP-599 counts partitions)."""
+    if t.assignments:
+        return len(t.assignments)
+    return int(t.num_partitions) if int(t.num_partitions) > 0 else services.config.num_partitions
+
+
+async def _create(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     specs = [
         CreatableTopic(

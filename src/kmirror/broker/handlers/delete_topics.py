@@ -3,6 +3,7 @@ and by topic id (v6 `topics[].topic_id`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import uuid
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.quotas.mutation_admission import MESSAGE, THROTTLING_QUOTA_EXCEEDED, admit_mutations
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build, nested
 
@@ -18,8 +20,38 @@ ZERO_UUID = uuid.UUID(int=0)
 
 @api(20, "DeleteTopics", 1, 6, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    # KIP-599: strict from v5, permissive before; a deletion is charged the topic's partitions
+    image = services.metadata.image
+    named = [name for name in dict.fromkeys(_topic_name(image, ctx, t) for t in _entries(ctx, request)) if name]
+    admission = admit_mutations(services, ctx, "DeleteTopics", [
+        (name, len(image.topics[name].partitions) if name in image.topics else 0) for name in named])
+    if admission.refused:
+        kept = tuple(t for t in _entries(ctx, request) if _topic_name(image, ctx, t) not in admission.refused)
+        request = dataclasses.replace(request, **{"topics" if ctx.api_version >= 6 else "topic_names": kept})
     if services.metadata.forwarding:  # a broker-only node: the controller answers
-        return await services.metadata.forward(request)
+        response = await services.metadata.forward(request)
+    else:
+        response = await _delete(services, ctx, request)
+    result_cls = nested(ctx.response_type, "DeletableTopicResult")
+    return admission.complete(response, "responses", lambda name: build(
+        result_cls, name=name, topic_id=ZERO_UUID, error_code=THROTTLING_QUOTA_EXCEEDED, error_message=MESSAGE))
+
+
+def _entries(ctx: RequestContext, request: Any) -> tuple[Any, ...]:
+    return tuple(request.topics) if ctx.api_version >= 6 else tuple(request.topic_names)
+
+
+def _topic_name(image: Any, ctx: RequestContext, entry: Any) -> str | None:
+    """The name of a v1-5 name or a v6 `topics[]` entry (by id: looked up in the image)."""
+    if ctx.api_version < 6:
+        return str(entry)
+    if entry.topic_id is not None and entry.topic_id != ZERO_UUID:
+        topic = image.topics_by_id.get(entry.topic_id)
+        return None if topic is None else str(topic.name)
+    return None if entry.name is None else str(entry.name)
+
+
+async def _delete(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     names: list[str] = []
     ids: list[uuid.UUID] = []
@@ -35,7 +67,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     # Kafka answers a name (or id) listed twice once.
     names = list(dict.fromkeys(names))
     ids = list(dict.fromkeys(ids))
-    results = await services.metadata.delete_topics(names, ids)
+    results = await services.controller_metadata.delete_topics(names, ids)
     out = tuple(
         build(
             result_cls,

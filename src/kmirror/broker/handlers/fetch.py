@@ -4,7 +4,9 @@ Records are the stored bytes, never re-encoded. Reads stop at the HW (read_uncom
 or the LSO (read_committed); `max_bytes` / `partition_max_bytes` follow KIP-74; a consumer's `max_bytes` is capped by the
 broker's `fetch.max.bytes` (Kafka's default 55 MB), which bounds every consumer Fetch answer. When fewer
 than `min_bytes` are readable the request waits in the purgatory for appends, up to
-`max_wait_ms`.
+`max_wait_ms`. A consumer with a `consumer_byte_rate` quota asks for no more than the quota
+allows over its window, and a fetch past the quota is answered empty with its throttle time
+(Kafka's `getThrottledResponse`; see `kmirror.broker.quotas.fetch_quota`).
 
 Fetch sessions (KIP-227, v7+): `kmirror.replication.fetch_session` decides per request
 whether it is sessionless, opens a session, or is incremental, and which partitions the
@@ -34,6 +36,7 @@ from typing import Any
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.purgatory import purgatory_for, should_delay_fetch
+from kmirror.broker.quotas.fetch_quota import fetch_quota_for
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
@@ -99,6 +102,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     max_bytes = int(request.max_bytes)
     if replica_id < 0:  # Kafka bounds consumer fetches by the broker's fetch.max.bytes
         max_bytes = min(max_bytes, int(services.config.get("fetch.max.bytes")))
+    fetch_quota = fetch_quota_for(services, ctx, replica_id)
+    if fetch_quota is not None:  # ... and by what consumer_byte_rate allows over the quota window
+        max_bytes = fetch_quota.bound_max_bytes(max_bytes)
     replica_epoch = int(request.replica_state.replica_epoch) if hasattr(request, "replica_state") else -1
     # KIP-392: v11+ consumers send client metadata (rack_id, maybe empty); older ones read the leader only.
     client_rack = str(getattr(request, "rack_id", "") or "") if version >= 11 and replica_id < 0 else None
@@ -124,6 +130,11 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         # partitions reads them once, not twice. (Leadership and log start moves are seen by
         # the client's next fetch.)
         results = latest[0]
+    if fetch_quota is not None:
+        throttle_ms = fetch_quota.record(_progress(results)[0], services.clock.monotonic_ms())
+        if throttle_ms > 0:  # Kafka answers a throttled fetch empty; the client waits out the throttle
+            return build(rt, throttle_time=datetime.timedelta(milliseconds=throttle_ms), error_code=ErrorCode.none,
+                         session_id=context.session_id, responses=())
     return _response(services, rt, context, results, unknown_ids, by_topic_id, isolation_level)
 
 

@@ -33,6 +33,7 @@ from kmirror.replication.fetcher.engine import FetchEngine
 from kmirror.replication.fetcher.fetcher import Fetcher
 from kmirror.replication.fetcher.manager import FetcherPool
 from kmirror.replication.fetcher.policy import FetchPolicy
+from kmirror.replication.replication_quota import ReplicaQuota
 from kmirror.types import TopicPartition
 
 from .local_replica import MirrorLocalReplica
@@ -68,8 +69,10 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
         num_fetchers: int = 1,
         on_progress: Callable[[set[TopicPartition]], None] | None = None,
         sync_errors: MirrorSyncErrors | None = None,
+        quota: ReplicaQuota | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.quota = quota  # mirror.replication.throttled.rate / .replicas
         self.local = local
         self.policy = policy
         self.clock = clock
@@ -150,7 +153,8 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
         if fetcher is None:
             client_id = mirror_fetcher_client_id(self.broker_id, key.fetcher_id, mp.mirror_name)
             endpoint = mp.source.endpoint(leader, client_id, self._on_leader_change)
-            fetcher = Fetcher(client_id, FetchEngine(self.local, self.policy), endpoint, self.clock, self.on_progress)
+            fetcher = Fetcher(client_id, FetchEngine(self.local, self.policy, self.quota), endpoint, self.clock,
+                              self.on_progress)
             self.fetchers[key] = fetcher
             self.fetcher_address[key] = (leader.host, leader.port)
             if self._running:

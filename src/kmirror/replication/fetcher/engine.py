@@ -34,6 +34,7 @@ from kmirror.replication.fetcher.policy import FetchPolicy
 from kmirror.replication.fetcher.state import FetchPhase, PartitionFetchState
 from kmirror.replication.fetcher.truncation import accepts_batch, max_batch_epoch
 from kmirror.replication.outcomes import EpochEndOffset
+from kmirror.replication.replication_quota import ReplicaQuota
 from kmirror.types import TopicPartition
 
 
@@ -117,9 +118,11 @@ def truncation_for_leader_epoch_end(leader: EpochEndOffset, log_end_offset: int,
 
 
 class FetchEngine:
-    def __init__(self, local: LocalReplica, policy: FetchPolicy) -> None:
+    def __init__(self, local: LocalReplica, policy: FetchPolicy, quota: ReplicaQuota | None = None) -> None:
         self.local = local
         self.policy = policy
+        self.quota = quota
+        """A replication throttle: throttled partitions sit out a Fetch while it is exceeded."""
         self.states: dict[TopicPartition, PartitionFetchState] = {}
         # The last plan entry built for each partition, with the state and log start it was
         # built from: an idle partition's entry is reused round after round (and a fetch
@@ -228,6 +231,12 @@ class FetchEngine:
     def fetch_plan(self, now_ms: int) -> FetchPlan | None:
         """Every partition ready to fetch. A consumer of the leader (the mirror: replica id -1)
         sends log start offset -1 as Kafka's consumers do; only a follower's counts."""
+        quota = self.quota
+        if quota is not None and quota.is_quota_exceeded(now_ms) and any(map(quota.is_throttled, self.states)):
+            # Kafka's fetcher leaves throttled partitions out and backs off when nothing is left
+            for tp, st in list(self.states.items()):
+                if st.phase is FetchPhase.FETCHING and st.is_ready(now_ms) and quota.is_throttled(tp):
+                    self.states[tp] = st.delayed(now_ms + self.policy.backoff_ms)
         follower = self.policy.replica_id >= 0
         plans = self._plans
         parts: list[FetchPartitionPlan] = []
@@ -303,6 +312,8 @@ class FetchEngine:
                 if error != ErrorCode.none:
                     self._on_error(tp, st, error, now_ms)
                     continue
+                if self.quota is not None and self.quota.is_throttled(tp):
+                    self.quota.record(len(result.records), now_ms)
                 self._fetch_from_log_end(tp, st)
                 changed.add(tp)
             if result.high_watermark >= 0:
