@@ -48,6 +48,7 @@ class IdempotentProducer:
         self.retry_backoff_ms = retry_backoff_ms
         self.producer_id = -1
         self.producer_epoch = -1
+        self.transactional_id: str | None = None  # set by TransactionalProducer: batches become transactional
         self._sequences: dict[TopicPartition, int] = {}
 
     async def init(self) -> None:
@@ -80,7 +81,8 @@ class IdempotentProducer:
                 continue
             sequence = self._sequences.get(tp, 0)
             encoded[tp] = (build_batch(records, compression=self.compression, producer_id=self.producer_id,
-                                       producer_epoch=self.producer_epoch, base_sequence=sequence, now_ms=now_ms),
+                                       producer_epoch=self.producer_epoch, base_sequence=sequence, now_ms=now_ms,
+                                       is_transactional=self.transactional_id is not None),
                            len(records))
             self._sequences[tp] = (sequence + len(records)) & _INT32_MAX
         results: list[RecordMetadata] = []
@@ -132,7 +134,7 @@ class IdempotentProducer:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         request = build(
             rt,
-            transactional_id=None,
+            transactional_id=self.transactional_id,
             acks=-1,
             timeout=datetime.timedelta(milliseconds=self.request_timeout_ms),
             topic_data=tuple(
