@@ -23,7 +23,7 @@ from kmirror.client.cluster import REFRESH_ERRORS, Cluster
 from kmirror.client.errors import KafkaConnectionError, KafkaError, check
 from kmirror.client.producer import RecordMetadata
 from kmirror.protocol.entities import build, nested
-from kmirror.records.builder import SimpleRecord, build_batch
+from kmirror.records.builder import SimpleRecord, build_batch, build_batch_from_records
 from kmirror.types import TopicPartition
 
 PRODUCE = 0
@@ -85,6 +85,26 @@ class IdempotentProducer:
                                        is_transactional=self.transactional_id is not None),
                            len(records))
             self._sequences[tp] = (sequence + len(records)) & _INT32_MAX
+        return await self._deliver(encoded)
+
+    async def send_records(self, sections: Mapping[TopicPartition, tuple[bytes | memoryview, int]]) -> list[RecordMetadata]:
+        """As `send`, for records already encoded: per partition a records section (Kafka's
+        record layout, offset deltas 0..n-1, timestamp deltas 0) and its record count; each
+        becomes one batch stamped with the current time."""
+        if self.producer_id < 0:
+            await self.init()
+        now_ms = time.time_ns() // 1_000_000
+        encoded: dict[TopicPartition, tuple[bytes, int]] = {}
+        for tp, (records, count) in sections.items():
+            sequence = self._sequences.get(tp, 0)
+            encoded[tp] = (build_batch_from_records(
+                records, count, base_timestamp=now_ms, max_timestamp=now_ms, compression=self.compression,
+                producer_id=self.producer_id, producer_epoch=self.producer_epoch, base_sequence=sequence,
+                is_transactional=self.transactional_id is not None), count)
+            self._sequences[tp] = (sequence + count) & _INT32_MAX
+        return await self._deliver(encoded)
+
+    async def _deliver(self, encoded: Mapping[TopicPartition, tuple[bytes, int]]) -> list[RecordMetadata]:
         results: list[RecordMetadata] = []
         deadline = time.monotonic() + self.delivery_timeout_ms / 1000
         pending = dict(encoded)

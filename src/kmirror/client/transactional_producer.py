@@ -51,7 +51,7 @@ class TransactionalProducer(IdempotentProducer):
         super().__init__(cluster, **kwargs)
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
-        self._coordinators = _Coordinators(cluster)
+        self.coordinators = _Coordinators(cluster)
         self._txn_coordinator: BrokerConnection | None = None
         self._in_transaction = False
         self._started = False  # the coordinator knows the transaction (a partition or a group joined it)
@@ -64,7 +64,7 @@ class TransactionalProducer(IdempotentProducer):
         while True:
             try:
                 if self._txn_coordinator is None or not self._txn_coordinator.connected:
-                    self._txn_coordinator = await self._coordinators.find_coordinator(
+                    self._txn_coordinator = await self.coordinators.find_coordinator(
                         self.transactional_id or "", TRANSACTION_KEY_TYPE)
                 response = await call(self._txn_coordinator)
                 code = int(getattr(response, "error_code", 0))
@@ -106,6 +106,10 @@ class TransactionalProducer(IdempotentProducer):
         await self._add_partitions(batches)
         return await super().send(batches)
 
+    async def send_records(self, sections: Mapping[TopicPartition, tuple[bytes | memoryview, int]]) -> list[RecordMetadata]:
+        await self._add_partitions(sections)
+        return await super().send_records(sections)
+
     async def _add_partitions(self, partitions: Mapping[TopicPartition, object] | Sequence[TopicPartition]) -> None:
         if not self._in_transaction:
             raise RuntimeError("send() outside a transaction: call begin_transaction() first")
@@ -144,7 +148,7 @@ class TransactionalProducer(IdempotentProducer):
             by_topic.setdefault(tp.topic, []).append((tp.partition, om))
         deadline = time.monotonic() + self.delivery_timeout_ms / 1000
         while True:
-            conn = await self._coordinators.find_coordinator(group_id)
+            conn = await self.coordinators.find_coordinator(group_id)
             rt = conn.request_type(TXN_OFFSET_COMMIT)
             Topic, Partition = nested(rt, "TxnOffsetCommitRequestTopic"), nested(rt, "TxnOffsetCommitRequestPartition")
             response = await conn.send(build(

@@ -170,7 +170,7 @@ def encode_records(keys: pa.Array | None, values: pa.Array, headers: pa.Array | 
 def batches_of(encoded: pa.Array, records_per_batch: int) -> Iterator[EncodedRecords]:
     """The records sections of `encode_records`' output: consecutive slices, zero-copy."""
     offsets, data = _offsets_and_data(encoded)
-    view = memoryview(data)
+    view = memoryview(data.data)
     for start in range(0, len(encoded), records_per_batch):
         end = min(start + records_per_batch, len(encoded))
         yield EncodedRecords(view[offsets[start]:offsets[end]], end - start)
