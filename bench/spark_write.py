@@ -16,7 +16,10 @@ file for Spark. Each writer writes all rows to a fresh topic of PARTITIONS parti
    Spark's JVM, its Python workers and the node).
 5. Spark's ceiling for a Python sink: the same Parquet read written to a Python data source
    writer that only counts the Arrow batches it receives.
-6. Spark streaming copy, `readStream.format("kmirror")` of topic 4's rows to a new topic,
+6. Encoding only, no broker, one process: the sink's vectorised path (partitions, records,
+   compressed batches) against the per-row path it replaced (a Python dict and `SimpleRecord`
+   per row, `partition_for_key` and `build_batch`): the CPU cost per row, apart from the node.
+7. Spark streaming copy, `readStream.format("kmirror")` of topic 4's rows to a new topic,
    `Trigger.AvailableNow`, at-least-once and then exactly-once (read and write together).
 
 MB are uncompressed key + value bytes; rows/s and MB/s over wall time of the write.
@@ -44,6 +47,8 @@ from pyspark.sql.types import StructType
 
 from kmirror.client.configs import cluster_from_configs
 from kmirror.client.idempotent_producer import IdempotentProducer
+from kmirror.client.partitioner import partition_for_key
+from kmirror.records.builder import SimpleRecord, build_batch, build_batch_from_records
 from kmirror.runtime.local_cluster import down, up
 from kmirror.spark.options import parse_sink_options
 from kmirror.spark.sink import _TaskWriter
@@ -125,6 +130,39 @@ def sink_task(bootstrap: str, topic: str, codec: str, table: pa.Table, exactly_o
     asyncio.run(run())
 
 
+def encode_only(table: pa.Table, codec: str, per_row: bool) -> None:
+    """Rows to compressed record batches, as the sink task builds them, without sending."""
+    options = parse_sink_options({"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "t",
+                                  "kafka.compression.type": codec})
+    for batch in table.to_batches(max_chunksize=ARROW_ROWS):
+        if per_row:
+            pending: dict[int, list[SimpleRecord]] = {}
+            keys, values = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+            for row in [dict(zip(("key", "value"), kv, strict=True)) for kv in zip(keys, values, strict=True)]:
+                pending.setdefault(partition_for_key(row["key"], PARTITIONS), []).append(
+                    SimpleRecord(row["key"], row["value"]))
+            for records in pending.values():
+                build_batch(records, compression=options.compression, producer_id=1, producer_epoch=0,
+                            base_sequence=0, now_ms=0)
+        else:
+            writer = _TaskWriter(options)
+            writer._add_topic_rows("t", PARTITIONS, {"key": batch.column(0), "value": batch.column(1)})
+            for sections in writer._pending.values():
+                for section in sections:
+                    build_batch_from_records(section.records, section.count, base_timestamp=0, max_timestamp=0,
+                                             compression=options.compression, producer_id=1, producer_epoch=0,
+                                             base_sequence=0)
+
+
+def cpu_timed(what: str, rows: int, size: int, run: Any) -> tuple[str, float, float]:
+    start = time.perf_counter()
+    run()
+    elapsed = time.perf_counter() - start
+    result = (what, rows / elapsed, size / elapsed / 1e6)
+    print(f"{what:55s} {result[1]:>12,.0f} rows/s {result[2]:>8.1f} MB/s", flush=True)
+    return result
+
+
 def timed(what: str, bootstrap: str, topic: str, rows: int, size: int, run: Any) -> tuple[str, float, float]:
     create_topic(bootstrap, topic, PARTITIONS)
     start = time.perf_counter()
@@ -161,6 +199,10 @@ def main() -> int:
                              lambda: sink_task(bootstrap, "w-task", codec, table, False)))
         results.append(timed("kmirror sink task, 1 process, exactly-once", bootstrap, "w-task-eos", n, size,
                              lambda: sink_task(bootstrap, "w-task-eos", codec, table, True)))
+        results.append(cpu_timed("encoding only, vectorised (the sink's path)", n, size,
+                                 lambda: encode_only(table, codec, False)))
+        results.append(cpu_timed("encoding only, per row (the path it replaced)", n, size,
+                                 lambda: encode_only(table, codec, True)))
         with spark_session("local[2]", **{"spark.driver.memory": "2g"}) as spark:
             spark.dataSource.register(CountingSink)
             rows_df = spark.read.parquet(str(work / "rows.parquet"))

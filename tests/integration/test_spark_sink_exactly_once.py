@@ -36,9 +36,9 @@ from kmirror.testing.spark import SKIP_REASON, java_available
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(not java_available(), reason=SKIP_REASON)]
 
 
-def produce(bootstrap: str, topic: str, n: int, partitions: int) -> list[bytes]:
+def produce(bootstrap: str, topic: str, n: int, partitions: int, pad: int = 50) -> list[bytes]:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
-    values = [b"record-%06d-%s" % (i, b"x" * (i % 50)) for i in range(n)]
+    values = [b"record-%06d-%s" % (i, b"x" * (i % pad)) for i in range(n)]
     for i, v in enumerate(values):
         producer.produce(topic, key=b"k%d" % (i % 97), value=v, partition=i % partitions)
     assert producer.flush(60) == 0
@@ -142,9 +142,10 @@ def test_a_replayed_batch_is_not_written_twice(module_node: LocalCluster, spark:
         assert len(got) == 1000 + again and set(got) == set(values)
 
 
-# The job copies `source` to `out` exactly-once. Its filter holds the task that reaches record
-# 16500 (partition 0, offset 5500: in micro-batch 2, after 1500 rows of that task were written in
-# its open transaction), so the driver is killed in the middle of a batch, not between two.
+# The job copies `source` to `out` exactly-once through a Python UDF that holds the task reaching
+# record 4500 (partition 0, offset 1500: in micro-batch 2, after 300 rows of ~1 KiB that the
+# UDF's worker flushed on and the sink wrote in the task's open transaction), so the driver is
+# killed in the middle of a batch, not between two.
 JOB = """
 import sys, time
 from pyspark.sql.functions import udf
@@ -152,27 +153,29 @@ from kmirror.testing.spark import spark_session
 bootstrap, source, out, checkpoint = sys.argv[1:5]
 
 def hold(value):
-    if value.startswith(b"record-016500-"):
+    if value.startswith(b"record-004500-"):
         time.sleep(3600)
-    return True
+    return value
 
 with spark_session(**{"spark.sql.execution.arrow.maxRecordsPerBatch": "100"}) as spark:
-    gate = udf(hold, "boolean")
+    gate = udf(hold, "binary")
     query = (spark.readStream.format("kmirror").option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "6000")
-             .load().filter(gate("value")).selectExpr("key", "value").writeStream.format("kmirror")
-             .option("kafka.bootstrap.servers", bootstrap).option("topic", out).option("kafka.batch.size", "2048")
+             .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "1800")
+             .load().select("key", gate("value").alias("value")).writeStream.format("kmirror")
+             .option("kafka.bootstrap.servers", bootstrap).option("topic", out).option("kafka.batch.size", "16384")
              .option("kmirror.sink.exactlyOnce", "true").option("checkpointLocation", checkpoint).start())
     query.awaitTermination()
 """
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_a_query_killed_mid_batch_and_restarted_writes_each_record_once(module_node: LocalCluster, spark: Any,
                                                                         tmp_path: Path) -> None:
     source, out = "eos-kill-in", "eos-kill-out"
     create_topic(module_node.bootstrap, source, 3)
     create_topic(module_node.bootstrap, out, 3)
-    values = produce(module_node.bootstrap, source, 30_000, 3)
+    values = produce(module_node.bootstrap, source, 9_000, 3, pad=1000)
     checkpoint = tmp_path / "checkpoint"
     job = subprocess.Popen([sys.executable, "-c", JOB, module_node.bootstrap, source, out, str(checkpoint)],
                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -181,7 +184,7 @@ def test_a_query_killed_mid_batch_and_restarted_writes_each_record_once(module_n
             assert job.poll() is None, "the job ended before it could be killed mid-batch"
             return (checkpoint / "offsets" / "2").exists() and any(watermarks(module_node.bootstrap, out, p, "read_committed")[1]
                        < watermarks(module_node.bootstrap, out, p)[1] for p in range(3))
-        wait_until(open_transaction, "a transaction of the sink open on the output topic", timeout_s=300)
+        wait_until(open_transaction, "a transaction of the sink open on the output topic", timeout_s=600)
         assert (checkpoint / "offsets" / "2").exists() and not (checkpoint / "commits" / "2").exists()
     finally:
         os.killpg(job.pid, signal.SIGKILL)  # the driver, its JVM and Python workers: nothing commits or aborts
@@ -189,7 +192,7 @@ def test_a_query_killed_mid_batch_and_restarted_writes_each_record_once(module_n
     uncommitted = read_values(module_node.bootstrap, out, 3, "read_uncommitted")
     assert len(uncommitted) > len(read_values(module_node.bootstrap, out, 3, "read_committed"))
 
-    query = start_copy(spark, module_node.bootstrap, source, out, checkpoint, True, 6000)
+    query = start_copy(spark, module_node.bootstrap, source, out, checkpoint, True, 1800)
     query.processAllAvailable()
     query.stop()
     got = read_values(module_node.bootstrap, out, 3, "read_committed")

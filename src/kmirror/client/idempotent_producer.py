@@ -94,14 +94,21 @@ class IdempotentProducer:
         if self.producer_id < 0:
             await self.init()
         now_ms = time.time_ns() // 1_000_000
-        encoded: dict[TopicPartition, tuple[bytes, int]] = {}
+        planned: list[tuple[TopicPartition, bytes | memoryview, int, int]] = []
         for tp, (records, count) in sections.items():
             sequence = self._sequences.get(tp, 0)
-            encoded[tp] = (build_batch_from_records(
+            planned.append((tp, records, count, sequence))
+            self._sequences[tp] = (sequence + count) & _INT32_MAX
+
+        def build() -> dict[TopicPartition, tuple[bytes, int]]:
+            return {tp: (build_batch_from_records(
                 records, count, base_timestamp=now_ms, max_timestamp=now_ms, compression=self.compression,
                 producer_id=self.producer_id, producer_epoch=self.producer_epoch, base_sequence=sequence,
                 is_transactional=self.transactional_id is not None), count)
-            self._sequences[tp] = (sequence + count) & _INT32_MAX
+                for tp, records, count, sequence in planned}
+
+        # The C codecs release the GIL: compressing in a thread overlaps the caller's next work.
+        encoded = await asyncio.to_thread(build) if self.compression else build()
         return await self._deliver(encoded)
 
     async def _deliver(self, encoded: Mapping[TopicPartition, tuple[bytes, int]]) -> list[RecordMetadata]:
