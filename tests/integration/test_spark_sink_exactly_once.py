@@ -142,27 +142,18 @@ def test_a_replayed_batch_is_not_written_twice(module_node: LocalCluster, spark:
         assert len(got) == 1000 + again and set(got) == set(values)
 
 
-# The job copies `source` to `out` exactly-once through a Python UDF that holds the task reaching
-# record 4500 (partition 0, offset 1500: in micro-batch 2, after 300 rows of ~1 KiB that the
-# UDF's worker flushed on and the sink wrote in the task's open transaction), so the driver is
-# killed in the middle of a batch, not between two.
+# The job copies `source` to `out` exactly-once, one record per produce request (a tiny
+# kafka.batch.size), so each task's transaction stays open for seconds and the driver can be
+# killed while one is open: in the middle of a batch, not between two.
 JOB = """
-import sys, time
-from pyspark.sql.functions import udf
+import sys
 from kmirror.testing.spark import spark_session
 bootstrap, source, out, checkpoint = sys.argv[1:5]
-
-def hold(value):
-    if value.startswith(b"record-004500-"):
-        time.sleep(3600)
-    return value
-
-with spark_session(**{"spark.sql.execution.arrow.maxRecordsPerBatch": "100"}) as spark:
-    gate = udf(hold, "binary")
+with spark_session() as spark:
     query = (spark.readStream.format("kmirror").option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "1800")
-             .load().select("key", gate("value").alias("value")).writeStream.format("kmirror")
-             .option("kafka.bootstrap.servers", bootstrap).option("topic", out).option("kafka.batch.size", "16384")
+             .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "3000")
+             .load().selectExpr("key", "value").writeStream.format("kmirror")
+             .option("kafka.bootstrap.servers", bootstrap).option("topic", out).option("kafka.batch.size", "1")
              .option("kmirror.sink.exactlyOnce", "true").option("checkpointLocation", checkpoint).start())
     query.awaitTermination()
 """
@@ -175,24 +166,25 @@ def test_a_query_killed_mid_batch_and_restarted_writes_each_record_once(module_n
     source, out = "eos-kill-in", "eos-kill-out"
     create_topic(module_node.bootstrap, source, 3)
     create_topic(module_node.bootstrap, out, 3)
-    values = produce(module_node.bootstrap, source, 9_000, 3, pad=1000)
+    values = produce(module_node.bootstrap, source, 9_000, 3)
     checkpoint = tmp_path / "checkpoint"
     job = subprocess.Popen([sys.executable, "-c", JOB, module_node.bootstrap, source, out, str(checkpoint)],
                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         def open_transaction() -> bool:
             assert job.poll() is None, "the job ended before it could be killed mid-batch"
-            return (checkpoint / "offsets" / "2").exists() and any(watermarks(module_node.bootstrap, out, p, "read_committed")[1]
+            return any(watermarks(module_node.bootstrap, out, p, "read_committed")[1]
                        < watermarks(module_node.bootstrap, out, p)[1] for p in range(3))
         wait_until(open_transaction, "a transaction of the sink open on the output topic", timeout_s=600)
-        assert (checkpoint / "offsets" / "2").exists() and not (checkpoint / "commits" / "2").exists()
+        batch = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
+        assert not (checkpoint / "commits" / str(batch)).exists()  # killed inside batch `batch`
     finally:
         os.killpg(job.pid, signal.SIGKILL)  # the driver, its JVM and Python workers: nothing commits or aborts
         job.wait(30)
     uncommitted = read_values(module_node.bootstrap, out, 3, "read_uncommitted")
     assert len(uncommitted) > len(read_values(module_node.bootstrap, out, 3, "read_committed"))
 
-    query = start_copy(spark, module_node.bootstrap, source, out, checkpoint, True, 1800)
+    query = start_copy(spark, module_node.bootstrap, source, out, checkpoint, True, 3000)
     query.processAllAvailable()
     query.stop()
     got = read_values(module_node.bootstrap, out, 3, "read_committed")
