@@ -151,7 +151,7 @@ from kmirror.testing.spark import spark_session
 bootstrap, source, out, checkpoint = sys.argv[1:5]
 with spark_session() as spark:
     query = (spark.readStream.format("kmirror").option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "3000")
+             .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "9000")
              .load().selectExpr("key", "value").writeStream.format("kmirror")
              .option("kafka.bootstrap.servers", bootstrap).option("topic", out).option("kafka.batch.size", "1")
              .option("kmirror.sink.exactlyOnce", "true").option("checkpointLocation", checkpoint).start())
@@ -166,7 +166,7 @@ def test_a_query_killed_mid_batch_and_restarted_writes_each_record_once(module_n
     source, out = "eos-kill-in", "eos-kill-out"
     create_topic(module_node.bootstrap, source, 3)
     create_topic(module_node.bootstrap, out, 3)
-    values = produce(module_node.bootstrap, source, 9_000, 3)
+    values = produce(module_node.bootstrap, source, 27_000, 3)
     checkpoint = tmp_path / "checkpoint"
     job = subprocess.Popen([sys.executable, "-c", JOB, module_node.bootstrap, source, out, str(checkpoint)],
                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -184,7 +184,7 @@ def test_a_query_killed_mid_batch_and_restarted_writes_each_record_once(module_n
     uncommitted = read_values(module_node.bootstrap, out, 3, "read_uncommitted")
     assert len(uncommitted) > len(read_values(module_node.bootstrap, out, 3, "read_committed"))
 
-    query = start_copy(spark, module_node.bootstrap, source, out, checkpoint, True, 3000)
+    query = start_copy(spark, module_node.bootstrap, source, out, checkpoint, True, 9000)
     query.processAllAvailable()
     query.stop()
     got = read_values(module_node.bootstrap, out, 3, "read_committed")
