@@ -234,7 +234,10 @@ def main() -> int:
                     query.awaitTermination()
 
                 what = f"Spark readStream -> writeStream, {'exactly' if exactly_once else 'at-least'}-once"
-                results.append(timed(what, bootstrap, out, n, size, stream))
+                try:
+                    results.append(timed(what, bootstrap, out, n, size, stream))
+                except Exception as exc:  # e.g. Spark's Python worker timing out on an overloaded machine
+                    print(f"{what}: failed: {str(exc).splitlines()[0]}", flush=True)
     finally:
         down(work / "node")
         shutil.rmtree(work, ignore_errors=True)

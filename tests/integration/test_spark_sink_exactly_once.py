@@ -174,7 +174,7 @@ def test_a_query_killed_mid_batch_and_restarted_writes_each_record_once(module_n
         def open_transaction() -> bool:
             assert job.poll() is None, "the job ended before it could be killed mid-batch"
             return any(watermarks(module_node.bootstrap, out, p, "read_committed")[1]
-                       < watermarks(module_node.bootstrap, out, p)[1] for p in range(3))
+                       < watermarks(module_node.bootstrap, out, p, "read_uncommitted")[1] for p in range(3))
         wait_until(open_transaction, "a transaction of the sink open on the output topic", timeout_s=600)
         batch = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
         assert not (checkpoint / "commits" / str(batch)).exists()  # killed inside batch `batch`
