@@ -231,6 +231,29 @@ def test_each_bad_option_fails_with_one_clear_message(module_node: LocalCluster,
     assert "KafkaOptionError: " in text and message.lower() in text.lower(), text[-2000:]
 
 
+def test_save_modes_are_those_of_sparks_kafka_sink(module_node: LocalCluster, spark: Any) -> None:
+    """ErrorIfExists (the default) and Append write; Overwrite and Ignore are refused with
+    Spark's Kafka sink message; another format's save modes are untouched."""
+    create_topic(module_node.bootstrap, "modes", 1)
+    df = spark.createDataFrame([("a",)], "value string")
+
+    def writer() -> Any:
+        return df.write.format("kmirror").option("kafka.bootstrap.servers", module_node.bootstrap) \
+            .option("topic", "modes")
+
+    writer().save()
+    writer().mode("errorifexists").save()
+    writer().mode("append").save()
+    df.write.save(format="kmirror", mode="error", topic="modes", **{"kafka.bootstrap.servers": module_node.bootstrap})
+    assert watermarks(module_node.bootstrap, "modes", 0)[1] == 4
+    for mode in ("overwrite", "ignore"):
+        with pytest.raises(Exception) as info:
+            writer().mode(mode).save()
+        assert f"Save mode {mode.capitalize()} not allowed for Kafka. Allowed save modes are Append and " \
+               "ErrorIfExists (default)." in str(info.value)
+    assert watermarks(module_node.bootstrap, "modes", 0)[1] == 4
+
+
 def test_unsupported_save_mode_and_bad_sink_columns(module_node: LocalCluster, spark: Any, tmp_path: Path) -> None:
     df = spark.createDataFrame([(1,)], "value int")
     with pytest.raises(Exception) as info:

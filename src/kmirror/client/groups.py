@@ -79,19 +79,35 @@ class GroupAdmin:
             return await self.cluster.connection(int(answer.node_id))
         raise AssertionError("unreachable")
 
-    async def list_consumer_group_offsets(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
-        """Every committed offset of the group (an unknown group has none)."""
+    async def list_consumer_group_offsets(self, group_id: str, *, require_stable: bool = False,
+                                          timeout_ms: int = 60_000) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Every committed offset of the group (an unknown group has none). With
+        `require_stable` (KIP-447) a partition whose transactional commit is still pending
+        answers UNSTABLE_OFFSET_COMMIT, retried here until `timeout_ms`, as Kafka's consumer."""
+        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await self._fetch_offsets(group_id, require_stable)
+            except KafkaError as exc:
+                if exc.error_code != ErrorCode.unstable_offset_commit or \
+                        asyncio.get_running_loop().time() >= deadline:
+                    raise
+            await asyncio.sleep(min(0.05 * attempt, 0.5))
+
+    async def _fetch_offsets(self, group_id: str, require_stable: bool) -> dict[TopicPartition, OffsetAndMetadata]:
         for attempt in range(_COORDINATOR_RETRIES):
             conn = await self.find_coordinator(group_id)
             rt = conn.request_type(OFFSET_FETCH)
             if has_field(rt, "groups"):
                 Group = nested(rt, "OffsetFetchRequestGroup")
                 response = await conn.send(build(rt, groups=(build(Group, group_id=group_id, topics=None),),
-                                                 require_stable=False))
+                                                 require_stable=require_stable))
                 (group,) = response.groups
                 code, topics = int(group.error_code), group.topics
             else:
-                response = await conn.send(build(rt, group_id=group_id, topics=None, require_stable=False))
+                response = await conn.send(build(rt, group_id=group_id, topics=None, require_stable=require_stable))
                 code, topics = int(getattr(response, "error_code", 0)), response.topics
             if code in _COORDINATOR_ERRORS and attempt < _COORDINATOR_RETRIES - 1:
                 await asyncio.sleep(0.1 * (attempt + 1))

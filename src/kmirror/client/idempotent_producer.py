@@ -23,7 +23,7 @@ from kmirror.client.cluster import REFRESH_ERRORS, Cluster
 from kmirror.client.errors import KafkaConnectionError, KafkaError, check
 from kmirror.client.producer import RecordMetadata
 from kmirror.protocol.entities import build, nested
-from kmirror.records.builder import SimpleRecord, build_batch
+from kmirror.records.builder import SimpleRecord, build_batch, build_batch_from_records
 from kmirror.types import TopicPartition
 
 PRODUCE = 0
@@ -48,6 +48,7 @@ class IdempotentProducer:
         self.retry_backoff_ms = retry_backoff_ms
         self.producer_id = -1
         self.producer_epoch = -1
+        self.transactional_id: str | None = None  # set by TransactionalProducer: batches become transactional
         self._sequences: dict[TopicPartition, int] = {}
 
     async def init(self) -> None:
@@ -80,9 +81,37 @@ class IdempotentProducer:
                 continue
             sequence = self._sequences.get(tp, 0)
             encoded[tp] = (build_batch(records, compression=self.compression, producer_id=self.producer_id,
-                                       producer_epoch=self.producer_epoch, base_sequence=sequence, now_ms=now_ms),
+                                       producer_epoch=self.producer_epoch, base_sequence=sequence, now_ms=now_ms,
+                                       is_transactional=self.transactional_id is not None),
                            len(records))
             self._sequences[tp] = (sequence + len(records)) & _INT32_MAX
+        return await self._deliver(encoded)
+
+    async def send_records(self, sections: Mapping[TopicPartition, tuple[bytes | memoryview, int]]) -> list[RecordMetadata]:
+        """As `send`, for records already encoded: per partition a records section (Kafka's
+        record layout, offset deltas 0..n-1, timestamp deltas 0) and its record count; each
+        becomes one batch stamped with the current time."""
+        if self.producer_id < 0:
+            await self.init()
+        now_ms = time.time_ns() // 1_000_000
+        planned: list[tuple[TopicPartition, bytes | memoryview, int, int]] = []
+        for tp, (records, count) in sections.items():
+            sequence = self._sequences.get(tp, 0)
+            planned.append((tp, records, count, sequence))
+            self._sequences[tp] = (sequence + count) & _INT32_MAX
+
+        def build() -> dict[TopicPartition, tuple[bytes, int]]:
+            return {tp: (build_batch_from_records(
+                records, count, base_timestamp=now_ms, max_timestamp=now_ms, compression=self.compression,
+                producer_id=self.producer_id, producer_epoch=self.producer_epoch, base_sequence=sequence,
+                is_transactional=self.transactional_id is not None), count)
+                for tp, records, count, sequence in planned}
+
+        # The C codecs release the GIL: compressing in a thread overlaps the caller's next work.
+        encoded = await asyncio.to_thread(build) if self.compression else build()
+        return await self._deliver(encoded)
+
+    async def _deliver(self, encoded: Mapping[TopicPartition, tuple[bytes, int]]) -> list[RecordMetadata]:
         results: list[RecordMetadata] = []
         deadline = time.monotonic() + self.delivery_timeout_ms / 1000
         pending = dict(encoded)
@@ -132,7 +161,7 @@ class IdempotentProducer:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         request = build(
             rt,
-            transactional_id=None,
+            transactional_id=self.transactional_id,
             acks=-1,
             timeout=datetime.timedelta(milliseconds=self.request_timeout_ms),
             topic_data=tuple(

@@ -54,6 +54,11 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     19: 7,  # CreateTopics
     20: 6,  # DeleteTopics (v6 adds topic ids)
     21: 2,  # DeleteRecords
+    22: 4,  # InitProducerId (v5+ is KIP-890 part 2)
+    24: 3,  # AddPartitionsToTxn (v4+ is broker-to-broker, KIP-890)
+    25: 3,  # AddOffsetsToTxn
+    26: 3,  # EndTxn
+    28: 3,  # TxnOffsetCommit
     32: 4,  # DescribeConfigs
     33: 2,  # AlterConfigs
     35: 4,  # DescribeLogDirs

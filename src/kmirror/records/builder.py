@@ -60,14 +60,29 @@ def build_batch(records: Sequence[RecordInput], *, compression: int = 0, base_of
     base_timestamp = timestamps[0]
     body = b"".join(encode_record(i, ts - base_timestamp, r.key, r.value, r.headers)
                     for i, (r, ts) in enumerate(zip(normalized, timestamps, strict=True)))
-    if compression:
-        body = compress(compression, body)
     max_timestamp = max(timestamps)
+    if timestamp_type == 1 and now_ms is not None:
+        max_timestamp = now_ms
+    return build_batch_from_records(
+        body, len(normalized), base_timestamp=base_timestamp, max_timestamp=max_timestamp, compression=compression,
+        base_offset=base_offset, partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequence=base_sequence, is_transactional=is_transactional,
+        is_control=is_control, timestamp_type=timestamp_type)
+
+
+def build_batch_from_records(records: bytes | bytearray | memoryview, record_count: int, *, base_timestamp: int,
+                             max_timestamp: int, compression: int = 0, base_offset: int = 0,
+                             partition_leader_epoch: int = -1, producer_id: int = -1, producer_epoch: int = -1,
+                             base_sequence: int = -1, is_transactional: bool = False, is_control: bool = False,
+                             timestamp_type: int = 0) -> bytes:
+    """A v2 batch around an already encoded (uncompressed) records section of
+    `record_count` records with offset deltas 0..n-1, compressed here with `compression`."""
+    if record_count <= 0:
+        raise ValueError("a record batch needs at least one record")
+    body = compress(compression, records) if compression else records
     attributes = compression & 0x07
     if timestamp_type == 1:
         attributes |= TIMESTAMP_TYPE_MASK
-        if now_ms is not None:
-            max_timestamp = now_ms
     if is_transactional:
         attributes |= TRANSACTIONAL_FLAG_MASK
     if is_control:
@@ -75,8 +90,8 @@ def build_batch(records: Sequence[RecordInput], *, compression: int = 0, base_of
     buf = bytearray(HEADER_STRUCT.size + len(body))
     HEADER_STRUCT.pack_into(
         buf, 0, base_offset, len(buf) - 12, partition_leader_epoch, MAGIC_V2, 0, attributes,
-        len(normalized) - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
-        len(normalized))
+        record_count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+        record_count)
     buf[HEADER_STRUCT.size:] = body
     write_crc(buf)
     return bytes(buf)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kmirror.spark import save_mode
 from kmirror.spark.options import KafkaOptionError
 from kmirror.spark.source import KmirrorDataSource, kafka_schema
 
@@ -17,5 +18,7 @@ __all__ = ["KafkaOptionError", "KmirrorDataSource", "kafka_schema", "register"]
 
 
 def register(spark: Any) -> None:
-    """Register the `kmirror` format in `spark` (a SparkSession)."""
+    """Register the `kmirror` format in `spark` (a SparkSession), and let batch writes of it
+    use Spark's Kafka sink save modes (`kmirror.spark.save_mode`)."""
     spark.dataSource.register(KmirrorDataSource)
+    save_mode.install()

@@ -47,13 +47,18 @@ SOURCE_OPTIONS: Final = frozenset(o.lower() for o in (
     "maxRecordsPerPartition", "includeHeaders", "groupIdPrefix", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "path",
 ))
-SINK_OPTIONS: Final = frozenset(o.lower() for o in ("topic", "includeHeaders", "path", "checkpointLocation"))
+# kmirror's own sink options (Spark's Kafka sink has no exactly-once mode to name them after).
+EXACTLY_ONCE: Final = "kmirror.sink.exactlyOnce"
+TRANSACTIONAL_ID_PREFIX: Final = "kmirror.sink.transactionalIdPrefix"
+SINK_OPTIONS: Final = frozenset(o.lower() for o in ("topic", "includeHeaders", "path", "checkpointLocation",
+                                                     EXACTLY_ONCE, TRANSACTIONAL_ID_PREFIX))
 
 # Kafka client configs kmirror reads (without the `kafka.` prefix).
 _HONOURED: Final = frozenset({
     "bootstrap.servers", "client.id", "request.timeout.ms", "isolation.level", "fetch.max.bytes",
     "max.partition.fetch.bytes", "fetch.max.wait.ms", "fetch.min.bytes", "acks", "compression.type", "linger.ms",
     "batch.size", "retries", "enable.idempotence", "delivery.timeout.ms", "max.in.flight.requests.per.connection",
+    "transaction.timeout.ms",
     *CLIENT_SECURITY_KEYS,
 })
 # Kafka client configs accepted without effect (kmirror's client has no such knob).
@@ -84,7 +89,8 @@ _SPARK_REFUSED_SINK: Final = {
                       "use DataFrame operations to serialize them into strings or byte arrays",
     "value.serializer": "values are always serialized with a ByteArraySerializer or StringSerializer; "
                         "use DataFrame operations to serialize them into strings or byte arrays",
-    "transactional.id": "transactional writes are not supported yet (writes are idempotent, at-least-once)",
+    "transactional.id": f"each task derives its own from the query id and partition with option '{EXACTLY_ONCE}' "
+                        f"(prefix: option '{TRANSACTIONAL_ID_PREFIX}')",
 }
 _PREFIX_OK: Final = ("sasl.", "ssl.", "metrics.", "reconnect.")
 
@@ -155,6 +161,9 @@ class SinkOptions:
     linger_ms: int
     retries: int
     delivery_timeout_ms: int
+    exactly_once: bool = False
+    transactional_id_prefix: str = "kmirror-sink-"
+    transaction_timeout_ms: int = 60_000
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -186,7 +195,8 @@ _CANONICAL: Final = {n.lower(): n for n in (
     "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
     "failOnDataLoss", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions",
     "maxRecordsPerPartition", "includeHeaders", "groupIdPrefix", "kafkaConsumer.pollTimeoutMs",
-    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "topic", "checkpointLocation", "path")}
+    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "topic", "checkpointLocation", "path", EXACTLY_ONCE,
+    TRANSACTIONAL_ID_PREFIX)}
 
 
 def _unknown(options: Mapping[str, str], known: frozenset[str], what: str) -> None:
@@ -418,4 +428,7 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         linger_ms=_int_config(configs, "linger.ms", 5),
         retries=_int_config(configs, "retries", 2147483647),
         delivery_timeout_ms=_int_config(configs, "delivery.timeout.ms", 120_000),
+        exactly_once=_bool(options, EXACTLY_ONCE, False),
+        transactional_id_prefix=options.get(TRANSACTIONAL_ID_PREFIX.lower(), "kmirror-sink-"),
+        transaction_timeout_ms=_int_config(configs, "transaction.timeout.ms", 60_000),
     )

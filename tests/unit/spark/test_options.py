@@ -116,7 +116,10 @@ def test_sink_options() -> None:
                               "idempotent producer"),
         ({"kafka.compression.type": "brotli"}, "'kafka.compression.type' must be one of"),
         ({"kafka.value.serializer": "x"}, "Kafka option 'kafka.value.serializer' is not supported"),
-        ({"kafka.transactional.id": "t"}, "transactional writes are not supported yet"),
+        ({"kafka.transactional.id": "t"}, "each task derives its own from the query id and partition with option "
+                                          "'kmirror.sink.exactlyOnce'"),
+        ({"kmirror.sink.exactlyOnce": "yes"}, "option 'kmirror.sink.exactlyOnce' must be true or false, got 'yes'"),
+        ({"kmirror.sink.exactlyonc": "true"}, "(did you mean 'kmirror.sink.exactlyOnce'?)"),
         ({"topics": "x"}, "unknown option 'topics' for the kmirror sink (did you mean 'topic'?)"),
     ]:
         with pytest.raises(KafkaOptionError, match=".*") as info:
