@@ -23,8 +23,8 @@ from kmirror.client.errors import KafkaError, check
 from kmirror.client.groups import GroupAdmin
 from kmirror.client.metadata import BrokerMetadata, TopicMetadata
 from kmirror.client.mirrors import MirrorAdmin
-from kmirror.client.scram_credentials import ScramAdmin
 from kmirror.client.quotas import QuotaAdmin
+from kmirror.client.scram_credentials import ScramAdmin
 from kmirror.client.transactions import TransactionAdmin
 from kmirror.config.topic import ConfigSource
 from kmirror.protocol.entities import build, nested

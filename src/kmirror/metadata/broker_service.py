@@ -28,8 +28,8 @@ from kio.schema.errors import ErrorCode
 from kmirror.config.server import ServerConfig
 from kmirror.metadata.config_description import DescribeConfigsResult, describe_configs
 from kmirror.metadata.controller import acls as acl_ops
-from kmirror.metadata.controller import scram as scram_ops
 from kmirror.metadata.controller import client_quotas as quota_ops
+from kmirror.metadata.controller import scram as scram_ops
 from kmirror.metadata.controller import topics as topic_ops
 from kmirror.metadata.controller.result import ApiError, MetadataOperationError
 from kmirror.metadata.controller_service import ImageListener, MetadataLogStore
