@@ -56,7 +56,13 @@ def churn_clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]
 
 
 def log_bytes(cluster: LocalCluster, topic: str) -> int:
-    return sum(f.stat().st_size for f in (cluster.dir / "node-1").rglob(f"{topic}-0/*.log"))
+    total = 0
+    for segment in (cluster.dir / "node-1").rglob(f"{topic}-0/*.log"):
+        try:
+            total += segment.stat().st_size
+        except FileNotFoundError:  # the cleaner or retention deleted it since the listing
+            pass
+    return total
 
 
 def committed(bootstrap: str) -> list[int]:

@@ -137,4 +137,4 @@ def _source_name(source: int) -> str:
 
 def _names_scram(args: argparse.Namespace) -> bool:
     """Whether --add-config/--delete-config name a SCRAM mechanism (the rest are client quotas)."""
-    return any("SCRAM-SHA-" in (value or "") for value in (args.add_config, args.delete_config))
+    return any("SCRAM-SHA-" in item for items in (args.add_config, args.delete_config) for item in items or ())
