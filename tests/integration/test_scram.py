@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError as KafkaPythonError
 
 from kmirror.client.connection import BrokerConnection
-from kmirror.testing.kafka_clients import watermarks
+from kmirror.testing.kafka_clients import consume_values, produce_values, watermarks
 from kmirror.testing.mirror_clusters import create_mirror, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.segments import log_batches
@@ -79,28 +79,6 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScramNode]:
         n.cluster.down()
 
 
-def produce(config: dict[str, str], topic: str, values: list[bytes]) -> None:
-    producer = Producer({**config, "linger.ms": 5})
-    for v in values:
-        producer.produce(topic, value=v)
-    assert producer.flush(60) == 0
-
-
-def consume(config: dict[str, str], topic: str, count: int, group: str) -> list[bytes]:
-    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    out: list[bytes] = []
-    deadline = time.monotonic() + 90
-    try:
-        while len(out) < count and time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is not None and msg.error() is None:
-                out.append(msg.value())
-    finally:
-        consumer.close()
-    return out
-
-
 def auth_error(config: dict[str, str]) -> KafkaError:
     errors: list[KafkaError] = []
     producer = Producer({**config, "error_cb": errors.append})
@@ -118,8 +96,8 @@ def test_confluent_kafka_produces_and_consumes_with_scram(node: ScramNode, user:
     topic = f"scram-{mechanism.lower()}"
     values = [f"{user} {i}".encode() for i in range(20)]
     config = node.client(user, password, mechanism)
-    produce(config, topic, values)
-    assert consume(config, topic, len(values), f"g-{user}") == values
+    produce_values(config, topic, values)
+    assert consume_values(config, topic, len(values), f"g-{user}") == values
 
 
 def test_describe_lists_mechanisms_and_iterations_never_secrets(node: ScramNode) -> None:
@@ -137,7 +115,7 @@ def test_describe_lists_mechanisms_and_iterations_never_secrets(node: ScramNode)
 def test_bad_credentials_are_refused_with_an_authentication_error(node: ScramNode, config: dict[str, str]) -> None:
     err = auth_error(node.client(**config))
     assert err.code() == KafkaError._AUTHENTICATION, err.str()
-    produce(node.client("alice", "alice-secret"), "still-serving", [b"after a refused login"])
+    produce_values(node.client("alice", "alice-secret"), "still-serving", [b"after a refused login"])
 
 
 def test_a_mechanism_the_listener_does_not_enable_is_refused(node: ScramNode) -> None:
@@ -155,7 +133,7 @@ def test_alter_errors_are_kafkas(node: ScramNode) -> None:
 
 def test_deleted_credential_no_longer_logs_in(node: ScramNode) -> None:
     node.configs("--entity-name", "dave", "--alter", "--add-config", "SCRAM-SHA-256=[password=dave-secret]")
-    produce(node.client("dave", "dave-secret"), "dave-topic", [b"before deletion"])
+    produce_values(node.client("dave", "dave-secret"), "dave-topic", [b"before deletion"])
     node.configs("--entity-name", "dave", "--alter", "--delete-config", "SCRAM-SHA-256")
     assert auth_error(node.client("dave", "dave-secret")).code() == KafkaError._AUTHENTICATION
 
@@ -171,7 +149,7 @@ def test_mirror_from_a_scram_source(tmp_path: Path) -> None:
                        "SCRAM-SHA-512=[iterations=4096,password=mirror-secret]")
         kmirror("topics", "--bootstrap-server", source.plaintext, "--create", "--topic", topic,
                 "--partitions", "1", "--replication-factor", "1")
-        produce({"bootstrap.servers": source.plaintext}, topic, [f"scram {i}".encode() * 5 for i in range(30)])
+        produce_values({"bootstrap.servers": source.plaintext}, topic, [f"scram {i}".encode() * 5 for i in range(30)])
         create_mirror(dest, source.sasl_plaintext, "scram", topic, tmp_path / "mirror.properties",
                       source.java_client("mirror", "mirror-secret", "SCRAM-SHA-512"))
         source_end = watermarks(source.plaintext, topic, 0)[1]

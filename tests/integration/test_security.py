@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from kmirror.client.connection import BrokerConnection
 from kmirror.client.errors import KafkaAuthenticationError
 from kmirror.security.client_config import client_security
 from kmirror.testing.certs import GeneratedCertificates, make_certificates
-from kmirror.testing.kafka_clients import watermarks
+from kmirror.testing.kafka_clients import consume_values, produce_values, watermarks
 from kmirror.testing.metrics_scrape import metric_value
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
@@ -86,32 +86,10 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureNode]:
         n.cluster.down()
 
 
-def produce(config: dict[str, str], topic: str, values: list[bytes]) -> None:
-    producer = Producer({**config, "linger.ms": 5})
-    for v in values:
-        producer.produce(topic, value=v)
-    assert producer.flush(60) == 0
-
-
-def consume(config: dict[str, str], topic: str, count: int, group: str) -> list[bytes]:
-    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    out: list[bytes] = []
-    deadline = time.monotonic() + 90
-    try:
-        while len(out) < count and time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is not None and msg.error() is None:
-                out.append(msg.value())
-    finally:
-        consumer.close()
-    return out
-
-
 def test_confluent_kafka_produces_and_consumes_over_sasl_ssl(node: SecureNode) -> None:
     values = [f"secret record {i}".encode() for i in range(20)]
-    produce(node.client(), "secured", values)
-    assert consume(node.client(), "secured", len(values), "g-secured") == values
+    produce_values(node.client(), "secured", values)
+    assert consume_values(node.client(), "secured", len(values), "g-secured") == values
     # Metadata on the SASL_SSL listener advertises that listener's endpoint, not PLAINTEXT's.
     brokers = AdminClient(node.client()).list_topics(timeout=30).brokers
     assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", node.cluster.port + 1)]
@@ -148,8 +126,8 @@ def test_plaintext_client_on_the_tls_port_is_disconnected_and_the_node_keeps_ser
         # a TLS alert at most, never a Kafka response
         assert answer == b"" or answer[:1] == b"\x15"
     values = [b"after the plaintext attempt"]
-    produce(node.client(), "still-serving", values)
-    assert consume(node.client(), "still-serving", 1, "g-still") == values
+    produce_values(node.client(), "still-serving", values)
+    assert consume_values(node.client(), "still-serving", 1, "g-still") == values
     assert watermarks(node.plaintext, "still-serving", 0)[1] == 1
 
 
@@ -187,7 +165,7 @@ def test_mirror_from_a_sasl_ssl_source(tmp_path: Path) -> None:
         dest.up()
         kmirror("topics", "--bootstrap-server", source.plaintext, "--create", "--topic", topic,
                 "--partitions", "1", "--replication-factor", "1")
-        produce(source.client(), topic, [f"first {i}".encode() * 5 for i in range(30)])
+        produce_values(source.client(), topic, [f"first {i}".encode() * 5 for i in range(30)])
         create_mirror(dest, source.sasl_ssl, "sec", topic, tmp_path / "mirror.properties",
                       source.java_client("mirror", "mirror-secret"))
         source_end = watermarks(source.plaintext, topic, 0)[1]
@@ -199,7 +177,7 @@ def test_mirror_from_a_sasl_ssl_source(tmp_path: Path) -> None:
         # The source no longer accepts the mirror's password: nothing more is copied, the
         # destination logs the refusal and keeps serving.
         set_source_password(source, "mirror-secret", "rotated")
-        produce(source.client(), topic, [f"second {i}".encode() for i in range(10)])
+        produce_values(source.client(), topic, [f"second {i}".encode() for i in range(10)])
         new_end = watermarks(source.plaintext, topic, 0)[1]
         wait_until(lambda: "refused authentication" in dest.log_text(), "the refusal in the broker log")
         # three more refused attempts to reach the source, each of which would copy them if it worked
@@ -208,7 +186,7 @@ def test_mirror_from_a_sasl_ssl_source(tmp_path: Path) -> None:
                    "three more refused source lookups")
         assert watermarks(dest.bootstrap, topic, 0)[1] == source_end
         assert dest.serving()
-        produce({"bootstrap.servers": dest.bootstrap}, "local-topic", [b"the destination still serves"])
+        produce_values({"bootstrap.servers": dest.bootstrap}, "local-topic", [b"the destination still serves"])
 
         # The password is accepted again: mirroring resumes where it stopped, same bytes.
         set_source_password(source, "rotated", "mirror-secret")

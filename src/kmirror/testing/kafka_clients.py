@@ -176,3 +176,29 @@ def partition_count(bootstrap: str, topic: str) -> int:
     """How many partitions the cluster's Metadata lists for `topic`."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     return len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+
+
+def produce_values(config: dict[str, str], topic: str, values: list[bytes]) -> None:
+    """Produce `values` with a confluent-kafka producer of `config` (security settings included)
+    and wait until every one is acknowledged."""
+    producer = Producer({**config, "linger.ms": 5})
+    for v in values:
+        producer.produce(topic, value=v)
+    assert producer.flush(60) == 0
+
+
+def consume_values(config: dict[str, str], topic: str, count: int, group: str) -> list[bytes]:
+    """Up to `count` values of `topic` read by a confluent-kafka consumer of `group` from the
+    earliest offset (fewer if they do not arrive within 90 s)."""
+    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    out: list[bytes] = []
+    deadline = time.monotonic() + 90
+    try:
+        while len(out) < count and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                out.append(msg.value() or b"")
+    finally:
+        consumer.close()
+    return out
