@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -40,6 +40,7 @@ from kmirror.types import TopicPartition
 TOPIC = "clicks"
 PARTITIONS = 3
 MIRROR = "dr"
+T = TypeVar("T")
 console = Console(highlight=False)
 
 
@@ -114,8 +115,9 @@ def _story(base: Path, a: LocalCluster, b: LocalCluster) -> None:
         console.print(f"  report: [bold]{report}[/bold] (open it in a browser)")
 
         _title(5, "disaster: the Spark job (it ran next to A) and A's node are killed with kill -9")
-        _wait("the job to finish its current micro-batch", lambda: not query.status["isTriggerActive"])
-        query.stop()
+        with _step("stopping the job, between two micro-batches if one comes within 20 s"):
+            _between_micro_batches(query, 20)
+            query.stop()  # an interrupted micro-batch runs again from the checkpoint, idempotently
         done = clickstream.checkpoint_offsets(checkpoint).get(TOPIC, {})
         _progress("B holds every offset the job's checkpoint names",
                   lambda: sum(min(o, int(done.get(str(tp.partition), 0)))
@@ -316,7 +318,7 @@ def _progress(text: str, current: Callable[[], int], target: int, timeout_s: flo
         task = bar.add_task(text, total=max(target, 1))
         deadline = time.monotonic() + timeout_s
         while True:
-            value = current()
+            value = _until_retriable_error_clears(current, 0)
             bar.update(task, completed=min(value, target))
             if value >= target:
                 return
@@ -328,10 +330,30 @@ def _progress(text: str, current: Callable[[], int], target: int, timeout_s: flo
 def _wait(what: str, done: Callable[[], bool], timeout_s: float = 90) -> None:
     with _step(f"waiting for {what}"):
         deadline = time.monotonic() + timeout_s
-        while not done():
+        while not _until_retriable_error_clears(done, False):
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {what}")
             time.sleep(0.3)
+
+
+def _until_retriable_error_clears(probe: Callable[[], T], meanwhile: T) -> T:
+    """`probe()`, or `meanwhile` while it fails with a retriable error: a mirror topic that B is
+    still creating answers UNKNOWN_TOPIC_OR_PARTITION, a partition moving its leader
+    NOT_LEADER_OR_FOLLOWER, as a Kafka client would retry."""
+    try:
+        return probe()
+    except KafkaError as exc:
+        if not exc.retriable:
+            raise
+        return meanwhile
+
+
+def _between_micro_batches(query: Any, timeout_s: float) -> None:
+    """Return when `query` is between two micro-batches, or after `timeout_s`: on a busy
+    machine one micro-batch follows the next with hardly a gap, and a disaster would not wait."""
+    deadline = time.monotonic() + timeout_s
+    while query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _processed(query: Any) -> int:
