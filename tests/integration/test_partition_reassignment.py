@@ -15,6 +15,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KTP
+from kafka.errors import (
+    InvalidReplicationAssignmentError,
+    NoReassignmentInProgressError,
+    UnknownTopicOrPartitionError,
+)
 
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
@@ -249,3 +256,61 @@ def test_throttled_reassignment_moves_at_a_bounded_rate_and_verify_clears_the_th
     assert "leader.replication.throttled.rate" not in broker or \
         broker["leader.replication.throttled.rate"].source != 1  # no DYNAMIC_BROKER_CONFIG left
     assert len(read_all(b, "heavy", 1)) == 300
+
+
+def test_cancel_errors_and_generate_with_kafka_python_and_the_cli(cluster4, tmp_path):
+    b = cluster4.bootstrap
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic("stuck", num_partitions=2, replica_assignment=[[1, 2], [2, 1]])])["stuck"].result(30)
+    wait_for(lambda: all(len(s[2]) == 2 for s in replicas_of(b, "stuck").values()), 30, "stuck in sync")
+    producer = Producer({"bootstrap.servers": b, "acks": "all"})
+    for i in range(100):
+        producer.produce("stuck", value=b"s%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+
+    kp = KafkaAdminClient(bootstrap_servers=b)
+    try:
+        # Kafka's errors, per partition
+        answer = kp.alter_partition_reassignments({
+            KTP("stuck", 0): None, KTP("stuck", 5): [1, 2], KTP("missing", 0): [1, 2],
+            KTP("stuck", 1): [1, 1]})
+        assert answer[KTP("stuck", 0)] is NoReassignmentInProgressError
+        assert answer[KTP("stuck", 5)] is UnknownTopicOrPartitionError
+        assert answer[KTP("missing", 0)] is UnknownTopicOrPartitionError
+        assert answer[KTP("stuck", 1)] is InvalidReplicationAssignmentError
+        assert kp.alter_partition_reassignments({KTP("stuck", 1): [1, 9]})[KTP("stuck", 1)] is \
+            InvalidReplicationAssignmentError
+
+        # broker 4 is down: a move onto it stays in progress until cancelled
+        cluster4.kill9(4)
+        assert kp.alter_partition_reassignments({KTP("stuck", 0): [1, 4]}) == {KTP("stuck", 0): None}
+        ongoing = kp.list_partition_reassignments()
+        assert ongoing == {KTP("stuck", 0): {"replicas": [1, 4, 2], "adding_replicas": [4], "removing_replicas": [2]}}
+    finally:
+        kp.close()
+    assert "stuck-0: replicas: 1,4,2. adding: 4. removing: 2." in kmirror(
+        "reassign-partitions", "--bootstrap-server", b, "--list").stdout
+    plan = write_json(tmp_path / "stuck.json", {("stuck", 0): [1, 4]})
+    verify = kmirror("reassign-partitions", "--bootstrap-server", b, "--verify", "--reassignment-json-file",
+                     str(plan)).stdout
+    assert "Reassignment of partition stuck-0 is still in progress." in verify and "Clearing" not in verify
+    refused = kmirror("reassign-partitions", "--bootstrap-server", b, "--execute", "--reassignment-json-file",
+                      str(plan), check=False)
+    assert refused.returncode == 1 and "existing partition assignment" in refused.stderr
+    out = kmirror("reassign-partitions", "--bootstrap-server", b, "--cancel", "--reassignment-json-file",
+                  str(plan)).stdout
+    assert "Successfully cancelled partition reassignments for: stuck-0" in out
+    assert sorted(replicas_of(b, "stuck")[0][1]) == [1, 2]
+    assert "No partition reassignments found." in kmirror("reassign-partitions", "--bootstrap-server", b,
+                                                          "--list").stdout
+    cluster4.start_node(4)
+    wait_for(lambda: not partition_dir(cluster4, 4, "stuck", 0).exists(), 30, "no replica of stuck-0 on broker 4")
+    assert len(read_all(b, "stuck", 2)) == 100
+
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"topics": [{"topic": "stuck"}], "version": 1}))
+    out = kmirror("reassign-partitions", "--bootstrap-server", b, "--generate", "--topics-to-move-json-file",
+                  str(topics), "--broker-list", "3,4").stdout
+    current, proposed = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert {p["partition"]: sorted(p["replicas"]) for p in current["partitions"]} == {0: [1, 2], 1: [1, 2]}
+    assert {p["partition"]: sorted(p["replicas"]) for p in proposed["partitions"]} == {0: [3, 4], 1: [3, 4]}
