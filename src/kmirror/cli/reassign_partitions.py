@@ -146,7 +146,6 @@ async def _set_throttles(admin: Admin, current: Assignment, target: Assignment, 
         await admin.incremental_alter_configs(
             ConfigResourceType.BROKER, str(b),
             [(LEADER_RATE, AlterConfigOp.SET, str(rate)), (FOLLOWER_RATE, AlterConfigOp.SET, str(rate))])
-    print(f"The inter-broker throttle limit was set to {rate} B/s")
 
 
 async def _clear_throttles(admin: Admin, topics: Sequence[str]) -> None:
@@ -160,7 +159,7 @@ async def _clear_throttles(admin: Admin, topics: Sequence[str]) -> None:
         await admin.incremental_alter_configs(
             ConfigResourceType.TOPIC, topic,
             [(k, AlterConfigOp.DELETE, None) for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)])
-    print("Clearing topic-level throttles on topic(s) " + ",".join(sorted(set(topics))))
+    print("Clearing topic-level throttles on topic " + ",".join(sorted(set(topics))))
 
 
 # -- modes --------------------------------------------------------------------------------------
@@ -226,6 +225,7 @@ async def _execute(admin: Admin, args: argparse.Namespace) -> None:
         await _set_throttles(admin, current, target, args.throttle)
         print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
               "throttle is removed.")
+        print(f"The inter-broker throttle limit was set to {args.throttle} B/s")
     results = await admin.alter_partition_reassignments(target)
     failed = {tp: e for tp, e in results.items() if e is not None}
     if failed:
