@@ -290,6 +290,8 @@ def test_cancel_errors_and_generate_with_kafka_python_and_the_cli(cluster4, tmp_
         kp.close()
     assert "stuck-0: replicas: 1,4,2. adding: 4. removing: 2." in kmirror(
         "reassign-partitions", "--bootstrap-server", b, "--list").stdout
+    described = kmirror("topics", "--bootstrap-server", b, "--describe", "--topic", "stuck").stdout
+    assert "Replicas: 1,4,2\tIsr: 1,2\tAdding Replicas: 4\tRemoving Replicas: 2" in described
     plan = write_json(tmp_path / "stuck.json", {("stuck", 0): [1, 4]})
     verify = kmirror("reassign-partitions", "--bootstrap-server", b, "--verify", "--reassignment-json-file",
                      str(plan)).stdout

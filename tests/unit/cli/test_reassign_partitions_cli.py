@@ -13,6 +13,9 @@ from kmirror.cli.reassign_partitions import (
     throttled_replicas,
     verify_lines,
 )
+from kmirror.cli.topics import format_description
+from kmirror.client.admin import TopicDescription
+from kmirror.client.metadata import PartitionMetadata
 from kmirror.client.reassignments import PartitionReassignment
 from kmirror.types import TopicPartition as TP
 
@@ -65,3 +68,15 @@ def test_verify_and_list_lines() -> None:
     assert list_lines(ongoing) == ["Current partition reassignments:", "t-1: replicas: 2,4,3. adding: 4. removing: 3."]
     assert list_lines({}) == ["No partition reassignments found."]
     assert verify_lines({TP("t", 0): (3, 4)}, current, {})[1]
+
+
+def test_topics_describe_shows_a_partition_being_reassigned() -> None:
+    desc = TopicDescription("t", None, False, (PartitionMetadata(0, 1, 0, (3, 4, 1, 2), (1, 2, 3), ()),
+                                               PartitionMetadata(1, 2, 0, (2, 1), (2, 1), ())))
+    moving = {0: PartitionReassignment((3, 4, 1, 2), (3, 4), (1, 2))}
+    lines = format_description(desc, {}, {1, 2, 3, 4}, reassignments=moving)
+    assert "ReplicationFactor: 2" in lines[0]
+    assert lines[1].endswith("Replicas: 3,4,1,2\tIsr: 1,2,3\tAdding Replicas: 3,4\tRemoving Replicas: 1,2")
+    assert lines[2].endswith("Replicas: 2,1\tIsr: 2,1")
+    # not under-replicated: the ISR covers the target's two replicas
+    assert format_description(desc, {}, {1, 2, 3, 4}, under_replicated_only=True, reassignments=moving) == []
