@@ -215,16 +215,24 @@ def test_reassignment_under_load_moves_every_replica_and_loses_nothing(cluster4,
 def test_throttled_reassignment_moves_at_a_bounded_rate_and_verify_clears_the_throttle(cluster4, tmp_path):
     b = cluster4.bootstrap
     admin = AdminClient({"bootstrap.servers": b})
-    admin.create_topics([NewTopic("heavy", num_partitions=1, replica_assignment=[[1]])])["heavy"].result(30)
     producer = Producer({"bootstrap.servers": b, "acks": "all", "linger.ms": 20, "compression.type": "none"})
-    payload = bytes(range(256)) * 40  # 10 KiB, incompressible enough and never compressed
-    for i in range(300):  # ~3 MB
-        producer.produce("heavy", value=payload + b"%d" % i, partition=0)
-        if i % 50 == 0:
-            producer.flush(30)
-    assert producer.flush(60) == 0
+    payload = bytes(range(256)) * 40  # 10 KiB, never compressed
+    for topic in ("heavy", "baseline"):
+        admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1]])])[topic].result(30)
+        for i in range(300):  # ~3 MB
+            producer.produce(topic, value=payload + b"%d" % i, partition=0)
+            if i % 50 == 0:
+                producer.flush(30)
+        assert producer.flush(60) == 0
     size = len(log_bytes(cluster4, 1, "heavy", 0))
     assert size > 3_000_000
+
+    # the same move without a throttle, in the same run, for comparison
+    started = time.monotonic()
+    kmirror("reassign-partitions", "--bootstrap-server", b, "--execute", "--reassignment-json-file",
+            str(write_json(tmp_path / "baseline.json", {("baseline", 0): [2]})))
+    wait_for(lambda: replicas_of(b, "baseline")[0][1] == [2], 300, "the unthrottled move", interval_s=0.2)
+    baseline_rate = len(log_bytes(cluster4, 2, "baseline", 0)) / (time.monotonic() - started)
 
     throttle = 200_000
     target = write_json(tmp_path / "heavy.json", {("heavy", 0): [2]})
@@ -242,8 +250,10 @@ def test_throttled_reassignment_moves_at_a_bounded_rate_and_verify_clears_the_th
     rate = size / elapsed
     assert log_bytes(cluster4, 2, "heavy", 0) == log_bytes(cluster4, 1, "heavy", 0) or \
         not partition_dir(cluster4, 1, "heavy", 0).exists()
-    print(f"throttled move: {size} bytes in {elapsed:.1f} s = {rate:.0f} B/s (throttle {throttle} B/s)")
+    print(f"throttled move: {size} bytes in {elapsed:.1f} s = {rate:.0f} B/s (throttle {throttle} B/s); "
+          f"unthrottled: {baseline_rate:.0f} B/s")
     assert rate < 2 * throttle, f"moved at {rate:.0f} B/s with a {throttle} B/s throttle"
+    assert rate < baseline_rate
 
     verify = kmirror("reassign-partitions", "--bootstrap-server", b, "--verify",
                      "--reassignment-json-file", str(target)).stdout
