@@ -20,6 +20,7 @@ from kmirror.client.errors import KafkaClientError
 COMMAND_MODULES = (
     "kmirror.cli.topics",
     "kmirror.cli.leader_election",
+    "kmirror.cli.reassign_partitions",
     "kmirror.cli.configs",
     "kmirror.cli.mirrors",
     "kmirror.cli.features",

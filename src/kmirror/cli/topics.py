@@ -18,6 +18,7 @@ from kmirror.client.admin import (
 )
 from kmirror.client.errors import KafkaError
 from kmirror.client.metadata import PartitionMetadata
+from kmirror.client.reassignments import PartitionReassignment
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -94,12 +95,14 @@ async def _describe(admin: Admin, args: argparse.Namespace) -> int:
     descriptions = await admin.describe_topics([args.topic] if args.topic else None)
     live = set((await admin.describe_cluster()).broker_ids())
     report = PartitionReport.from_args(args)
+    reassigning = await admin.list_partition_reassignments()
     for name, desc in descriptions.items():
         if args.exclude_internal and desc.is_internal:
             continue
         entries = await admin.describe_configs(ConfigResourceType.TOPIC, name)
         lines = format_description(desc, non_default_configs(entries), live, report=report,
-                                   min_isr=min_insync_replicas(entries))
+                                   min_isr=min_insync_replicas(entries),
+                                   reassignments={tp.partition: r for tp, r in reassigning.items() if tp.topic == name})
         if lines:
             print("\n".join(lines))
     return 0
@@ -151,12 +154,13 @@ class PartitionReport:
     def filtering(self) -> bool:
         return self.under_replicated or self.unavailable or self.under_min_isr or self.at_min_isr
 
-    def selects(self, p: PartitionMetadata, live_brokers: set[int], min_isr: int | None) -> bool:
+    def selects(self, p: PartitionMetadata, live_brokers: set[int], min_isr: int | None,
+                replication_factor: int | None = None) -> bool:
         if not self.filtering:
             return True
         has_leader = p.leader >= 0
         # Kafka's PartitionDescription predicates
-        under_replicated = len(p.isr) < len(p.replicas)
+        under_replicated = len(p.isr) < (len(p.replicas) if replication_factor is None else replication_factor)
         unavailable = not has_leader or p.leader not in live_brokers
         under_min_isr = not has_leader or (min_isr is not None and len(p.isr) < min_isr)
         at_min_isr = min_isr is not None and len(p.isr) == min_isr
@@ -177,32 +181,44 @@ def format_description(
     *,
     report: PartitionReport | None = None,
     min_isr: int | None = None,
+    reassignments: Mapping[int, PartitionReassignment] | None = None,
 ) -> list[str]:
     """kafka-topics.sh --describe lines for one topic (header line only when not filtering).
 
     `Offline:` lists the replicas on brokers that are not live (or reported offline by the
-    broker), shown only when there are some."""
+    broker), shown only when there are some. A partition being reassigned shows its `Adding
+    Replicas:` and `Removing Replicas:`, and the replication factor (of the first partition, and
+    for `--under-replicated-partitions`) leaves the removing replicas out, as Kafka's TopicCommand."""
+    moving = reassignments or {}
     if report is None:
         report = PartitionReport(under_replicated=under_replicated_only, unavailable=unavailable_only)
     lines: list[str] = []
     if not report.filtering:
-        replication_factor = len(desc.partitions[0].replicas) if desc.partitions else 0
+        replication_factor = _replication_factor(desc.partitions[0], moving) if desc.partitions else 0
         config_text = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
         lines.append(
             f"Topic: {desc.name}\tTopicId: {kafka_uuid(desc.topic_id)}\tPartitionCount: {len(desc.partitions)}"
             f"\tReplicationFactor: {replication_factor}\tConfigs: {config_text}"
         )
     for p in desc.partitions:
-        if not report.selects(p, live_brokers, min_isr):
+        if not report.selects(p, live_brokers, min_isr, _replication_factor(p, moving)):
             continue
         leader = "none" if p.leader < 0 else str(p.leader)
         offline = tuple(r for r in p.replicas if r not in live_brokers or r in p.offline_replicas)
+        r = moving.get(p.partition)
         lines.append(
             f"\tTopic: {desc.name}\tPartition: {p.partition}\tLeader: {leader}"
             f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
+            + (f"\tAdding Replicas: {_ids(r.adding_replicas)}\tRemoving Replicas: {_ids(r.removing_replicas)}"
+               if r is not None else "")
             + (f"\tOffline: {_ids(offline)}" if offline else "")
         )
     return lines
+
+
+def _replication_factor(p: PartitionMetadata, moving: Mapping[int, PartitionReassignment]) -> int:
+    r = moving.get(p.partition)
+    return len(p.replicas) - (len(r.removing_replicas) if r is not None else 0)
 
 
 def _ids(ids: tuple[int, ...]) -> str:

@@ -24,6 +24,7 @@ from kmirror.client.groups import GroupAdmin
 from kmirror.client.metadata import BrokerMetadata, TopicMetadata
 from kmirror.client.mirrors import MirrorAdmin
 from kmirror.client.quotas import QuotaAdmin
+from kmirror.client.reassignments import ReassignmentAdmin
 from kmirror.client.scram_credentials import ScramAdmin
 from kmirror.client.transactions import TransactionAdmin
 from kmirror.config.topic import ConfigSource
@@ -119,10 +120,11 @@ def _ms(ms: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=ms)
 
 
-class Admin(MirrorAdmin, TransactionAdmin, GroupAdmin, AclAdmin, ScramAdmin, QuotaAdmin):
+class Admin(MirrorAdmin, TransactionAdmin, GroupAdmin, AclAdmin, ScramAdmin, QuotaAdmin, ReassignmentAdmin):
     """Kafka's Admin; the cluster mirror methods (KIP-1279) come from `MirrorAdmin`, the
     consumer group ones from `GroupAdmin`, the ACL ones from `AclAdmin`, the transaction
-    ones from `TransactionAdmin`, the client quota ones from `QuotaAdmin`."""
+    ones from `TransactionAdmin`, the client quota ones from `QuotaAdmin`, the partition
+    reassignment ones from `ReassignmentAdmin`."""
 
     def __init__(self, cluster: Cluster, *, timeout_ms: int = 30_000) -> None:
         self.cluster = cluster

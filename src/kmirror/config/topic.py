@@ -70,6 +70,22 @@ INT, L, B, S, LI, D = (
     ConfigType.DOUBLE,
 )
 
+LIST_TYPE = ConfigType.LIST
+
+
+def _throttled_replicas(value: Any) -> str | None:
+    """Kafka's ThrottledReplicaListValidator: `*`, or `[partitionId]:[brokerId]` entries."""
+    entries = [e.strip() for e in value]
+    if entries == ["*"]:
+        return None
+    for e in entries:
+        partition, sep, broker = e.partition(":")
+        if not sep or not partition.strip().isdigit() or not broker.strip().isdigit():
+            return ("must be the literal '*' or a list of replicas in the following format: "
+                    "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    return None
+
+
 _TOPIC_DEFS = (
     TopicConfigDef(ConfigDef("cleanup.policy", LI, "delete", "delete and/or compact", each_of(*CLEANUP_POLICIES, allow_empty=True),
                              read_only=False), ("log.cleanup.policy",)),
@@ -120,6 +136,11 @@ _TOPIC_DEFS = (
                    ("log.local.retention.ms",)),
     TopicConfigDef(ConfigDef("local.retention.bytes", L, "-2", "", at_least(-2), read_only=False),
                    ("log.local.retention.bytes",)),
+    # Throttled replica movement (kafka-reassign-partitions.sh --throttle): `partition:broker` or `*`.
+    TopicConfigDef(ConfigDef("leader.replication.throttled.replicas", LIST_TYPE, "", "", _throttled_replicas,
+                             read_only=False), ()),
+    TopicConfigDef(ConfigDef("follower.replication.throttled.replicas", LIST_TYPE, "", "", _throttled_replicas,
+                             read_only=False), ()),
     # KIP-1279 mirror topic configs: mirror.name (membership, hidden from DescribeConfigs),
     # mirror.support.unclean.leader.election, mirror.replication.throttled.replicas.
     *(TopicConfigDef(replace(d, read_only=False), ()) for d in MIRROR_TOPIC_CONFIG_DEFS),

@@ -354,6 +354,10 @@ class Log:
     def fetch_offset_by_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
         return find_offset_by_timestamp(self, timestamp_ms)
 
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """The producers the log keeps state for (Kafka `UnifiedLog.activeProducers`)."""
+        return list(self.producer_state.producers.values())
+
     # -- truncation and deletion of records -------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:

@@ -42,6 +42,13 @@ from kmirror.metadata.controller.elections import ElectionResult, elect_leaders
 from kmirror.metadata.controller.features import bootstrap_records
 from kmirror.metadata.controller.partition_change import eligible_brokers, imbalanced_partitions
 from kmirror.metadata.controller.producer_ids import allocate_producer_ids
+from kmirror.metadata.controller.reassignment import (
+    OngoingReassignment,
+    ReassignmentResult,
+    ReassignmentTarget,
+    alter_partition_reassignments,
+    list_partition_reassignments,
+)
 from kmirror.metadata.controller.result import ApiError, ControllerResult, MetadataOperationError, Rng
 from kmirror.metadata.image import EMPTY_IMAGE, AclBinding, ConfigResource, MetadataImage, TopicImage
 from kmirror.metadata.internal_topics import ensure_internal_topic
@@ -444,6 +451,24 @@ class MetadataService:
                         "may be lost", r.unclean_leader, r.topic, r.partition,
                     )
             return result.response
+
+    async def alter_partition_reassignments(
+        self, topics: Mapping[str, Sequence[ReassignmentTarget]], allow_replication_factor_change: bool = True
+    ) -> list[ReassignmentResult]:
+        async with self._lock:
+            eligible = eligible_brokers(self._image, self.heartbeats.shutting_down)
+            result = alter_partition_reassignments(
+                self._image, topics, eligible, self._unclean_default(), allow_replication_factor_change)
+            self._commit(result.records)
+            assert result.response is not None
+            for r in result.response:
+                if r.error.code != ErrorCode.none:
+                    log.info("Unable to alter partition reassignment for %s:%d: %s", r.topic, r.partition,
+                             r.error.message or r.error.code.name)
+            return result.response
+
+    def list_partition_reassignments(self, topics: Mapping[str, Sequence[int]] | None) -> list[OngoingReassignment]:
+        return list_partition_reassignments(self._image, topics)
 
     async def rebalance_leaders(self) -> int:
         """`auto.leader.rebalance.enable`: preferred elections for imbalanced partitions."""

@@ -69,6 +69,14 @@ class PartitionRegistration:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    """During a reassignment `replicas` is the union of the target and the replicas being
+    removed; `adding_replicas` are the target's new ones (Kafka's PartitionRegistration)."""
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.removing_replicas or self.adding_replicas)
 
     def merge(self, change: PartitionChangeRecord) -> PartitionRegistration:
         """Kafka's PartitionRegistration.merge: a new leader bumps the leader epoch; any change
@@ -83,6 +91,8 @@ class PartitionRegistration:
             leader=leader,
             leader_epoch=leader_epoch,
             partition_epoch=self.partition_epoch + 1,
+            removing_replicas=self.removing_replicas if change.removing_replicas is None else change.removing_replicas,
+            adding_replicas=self.adding_replicas if change.adding_replicas is None else change.adding_replicas,
         )
 
 
@@ -245,7 +255,8 @@ class _Delta:
                 self.partitions[topic_id] = {}
             case PartitionRecord():
                 self._partitions(record.topic_id)[record.partition_id] = PartitionRegistration(
-                    record.replicas, record.isr, record.leader, record.leader_epoch, record.partition_epoch
+                    record.replicas, record.isr, record.leader, record.leader_epoch, record.partition_epoch,
+                    record.removing_replicas, record.adding_replicas,
                 )
             case PartitionChangeRecord():
                 parts = self._partitions(record.topic_id)

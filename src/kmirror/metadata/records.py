@@ -103,6 +103,9 @@ class PartitionChangeRecord:
     isr: tuple[int, ...] | None = None
     leader: int = NO_LEADER_CHANGE
     replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
+    """None keeps them; () clears them (a reassignment completed or cancelled)."""
+    adding_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +281,8 @@ _CONVERTERS: dict[tuple[type[Any], str], Callable[[Any], Any]] = {
     (PartitionRecord, "adding_replicas"): tuple,
     (PartitionChangeRecord, "isr"): _tuple_or_none,
     (PartitionChangeRecord, "replicas"): _tuple_or_none,
+    (PartitionChangeRecord, "removing_replicas"): _tuple_or_none,
+    (PartitionChangeRecord, "adding_replicas"): _tuple_or_none,
     (UserScramCredentialRecord, "salt"): base64.b64decode,
     (UserScramCredentialRecord, "stored_key"): base64.b64decode,
     (UserScramCredentialRecord, "server_key"): base64.b64decode,

@@ -107,7 +107,7 @@ class IsrChanges:
         """The controller's answer to `item` (Kafka `handleAlterPartitionUpdate`/`Error`).
 
         Success: the returned registration becomes the committed state (if not older than
-        what is known). FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION: this leader is behind the
+        what is known). FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION / NEW_LEADER_ELECTED (a completed reassignment): this leader is behind the
         controller; the change stays pending, blocking further changes, until the image brings
         the new registration. Any other error (or no answer): back to the committed ISR so
         the next check proposes again. Returns True when the committed ISR changed.
@@ -128,7 +128,7 @@ class IsrChanges:
             self.isr_shrinks += int(shrank)
             self.maybe_increment_high_watermark()
             return True
-        if error in (ErrorCode.fenced_leader_epoch, ErrorCode.invalid_update_version):
+        if error in (ErrorCode.fenced_leader_epoch, ErrorCode.invalid_update_version, ErrorCode.new_leader_elected):
             return False
         self._isr_state = IsrState(self._state.isr)
         return False

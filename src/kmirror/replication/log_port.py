@@ -18,6 +18,7 @@ from kmirror.log.outcomes import (
     Ok,
     TimestampAndOffset,
 )
+from kmirror.log.producer_state import ProducerStateEntry
 from kmirror.records.batch import RECORD_BATCH_OVERHEAD, CorruptRecordError, read_header
 from kmirror.replication.outcomes import AppendOutcome, PartitionError
 
@@ -53,6 +54,8 @@ class PartitionLog(Protocol):
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> Sequence[Any]:
         """Aborted transactions (each with `producer_id`, `first_offset`) overlapping the range."""
         ...
+
+    def active_producers(self) -> Sequence[ProducerStateEntry]: ...
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None: ...
 

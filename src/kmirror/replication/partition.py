@@ -33,7 +33,6 @@ from kmirror.replication.outcomes import (
     EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
     NO_TIMESTAMP,
     READ_COMMITTED,
     AppendOutcome,
@@ -424,7 +423,13 @@ class Partition(IsrChanges):
             last_fetchable = log.log_end_offset
         else:
             last_fetchable = log.last_stable_offset if isolation_level == READ_COMMITTED else log.high_watermark
+        # A new leader whose HW has not reached the start of its epoch yet cannot answer clients
+        # LATEST, nor a lookup that finds nothing below the HW (Kafka: OFFSET_NOT_AVAILABLE).
+        start = self.leader_epoch_start_offset
+        lagging = not from_replica and start is not None and start > log.high_watermark
         if timestamp == LATEST_TIMESTAMP:
+            if lagging:
+                return self._lagging_error()
             # Kafka answers LATEST with the current leader epoch.
             return TimestampOffset(NO_TIMESTAMP, last_fetchable, self._state.leader_epoch)
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
@@ -434,12 +439,19 @@ class Partition(IsrChanges):
             # No tiered storage: Kafka answers log start - 1 with no epoch (KIP-1005).
             return TimestampOffset(NO_TIMESTAMP, log.log_start_offset - 1, UNKNOWN_EPOCH)
         found = log.fetch_offset_by_timestamp(timestamp)
-        if found is None:
-            return None
-        ts, offset, epoch = _timestamp_offset_fields(found)
-        if timestamp != MAX_TIMESTAMP and offset >= last_fetchable:
-            return None
-        return TimestampOffset(ts, offset, epoch)
+        if found is not None:
+            ts, offset, epoch = _timestamp_offset_fields(found)
+            if offset < last_fetchable:  # MAX_TIMESTAMP too: nothing above the HW is exposed
+                return TimestampOffset(ts, offset, epoch)
+        return self._lagging_error() if lagging else None
+
+    def _lagging_error(self) -> PartitionError:
+        return PartitionError(
+            ErrorCode.offset_not_available,
+            f"Failed to fetch offsets for partition {self.topic_partition} with leader epoch "
+            f"{self._state.leader_epoch} as this partition's high watermark ({self.log.high_watermark}) is lagging "
+            f"behind the start offset from the beginning of this epoch ({self.leader_epoch_start_offset}).",
+        )
 
     def _epoch_at(self, offset: int) -> int:
         epoch = self.log.epoch_for_offset(offset)

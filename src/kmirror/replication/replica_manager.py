@@ -55,6 +55,7 @@ from kmirror.replication.replica_ports import (
     WriteGuard,
 )
 from kmirror.replication.replica_selector import ReplicaView, select_preferred_read_replica
+from kmirror.replication.replication_quota import ReplicationQuotaManager
 from kmirror.types import TopicPartition
 
 PartitionAppendResult = AppendOutcome | PartitionError
@@ -93,6 +94,8 @@ class ReplicaManager:
         self._submitted: dict[TopicPartition, AlterPartitionItem] = {}
         self._hw_seen: dict[TopicPartition, int] = {}
         self.write_guard: WriteGuard | None = None
+        self.leader_quota: ReplicationQuotaManager | None = None
+        """`leader.replication.throttled.rate` (set by the replication service)."""
 
     # -- following metadata -------------------------------------------------------------
 
@@ -342,10 +345,15 @@ class ReplicaManager:
             limit = min(max(0, req.partition_max_bytes), remaining)
             read: PartitionReadResult
             if replica_id >= 0:
+                throttled = self._leader_throttles(partition, replica_id)
+                held_back = throttled and self.leader_quota is not None and self.leader_quota.is_quota_exceeded(now_ms)
                 read = partition.fetch_for_follower(
-                    replica_id, req.fetch_offset, req.last_fetched_epoch, req.current_leader_epoch, limit,
-                    min_one_message, now_ms, req.log_start_offset, replica_epoch,
+                    replica_id, req.fetch_offset, req.last_fetched_epoch, req.current_leader_epoch,
+                    0 if held_back else limit, min_one_message and not held_back, now_ms, req.log_start_offset,
+                    replica_epoch,
                 )
+                if throttled and self.leader_quota is not None and isinstance(read, ReadOutcome):
+                    self.leader_quota.record(read.size, now_ms)
                 self._after_follower_fetch(partition)
             else:
                 preferred = self._preferred_read_replica(partition, client_rack, req.fetch_offset)
@@ -361,6 +369,12 @@ class ReplicaManager:
                 min_one_message = False
                 remaining = max(0, remaining - read.size)
         return results
+
+    def _leader_throttles(self, partition: Partition, replica_id: int) -> bool:
+        """Kafka `shouldLeaderThrottle` (before the quota check): a throttled partition and a
+        follower outside the ISR."""
+        quota = self.leader_quota
+        return quota is not None and replica_id not in partition.isr and quota.is_throttled(partition.topic_partition)
 
     def _after_follower_fetch(self, partition: Partition) -> None:
         tp = partition.topic_partition

@@ -1,5 +1,6 @@
-"""The mirror replication throttle (Kafka's ReplicationQuotaManager, as KIP-1279 applies it to
-mirror fetchers): `mirror.replication.throttled.rate` bounds the bytes/s this broker's mirror
+"""A replication throttle (Kafka's ReplicationQuotaManager): the leader and follower throttles
+of replica movement (`replication_throttles`), and, as KIP-1279 applies it to mirror fetchers,
+the mirror throttle: `mirror.replication.throttled.rate` bounds the bytes/s this broker's mirror
 fetchers take for the throttled replicas named by the destination topic config
 `mirror.replication.throttled.replicas` (`[PartitionId]:[BrokerId]` entries, or `*`: every
 replica; the broker is the destination broker leading the mirror partition).
@@ -58,7 +59,7 @@ class ReplicationQuotaManager:
         """Fetch rounds in which throttled partitions were left out (the throttle metric)."""
 
     def update_throttled_replicas(self, topic_entries: Mapping[str, Iterable[str]]) -> None:
-        """topic -> its `mirror.replication.throttled.replicas` entries (topics without any are omitted)."""
+        """topic -> its throttled replicas config entries (topics without any are omitted)."""
         self._throttled = {t: throttled_partitions(e, self.broker_id) for t, e in topic_entries.items()}
 
     def set_rate(self, rate: int) -> None:

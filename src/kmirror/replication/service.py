@@ -26,6 +26,8 @@ from kmirror.replication.fetcher.manager import ReplicaFetcherManager
 from kmirror.replication.fetcher.policy import replica_fetch_policy
 from kmirror.replication.fetcher.remote_endpoint import RemoteLeaderEndPoint
 from kmirror.replication.replica_manager import ReplicaManager
+from kmirror.replication.replication_throttles import FollowerThrottle, ReplicationThrottles
+from kmirror.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +54,20 @@ class ReplicationService:
             self.alter_partition = AlterPartitionSender(controller_channel, replica_manager, self.broker_id, broker_epoch)
         else:
             self.alter_partition = LocalAlterPartitionSender(local_controller, replica_manager, self.broker_id, broker_epoch)
+        self.throttles = ReplicationThrottles(self.broker_id, config, clock)
+        replica_manager.leader_quota = self.throttles.leader
         self.fetcher_manager = ReplicaFetcherManager(
             ReplicaManagerLocalReplica(replica_manager),
             replica_fetch_policy(config, self.broker_id),
             endpoint_for or self._remote_endpoint,
             clock,
+            quota=FollowerThrottle(self.throttles.follower, self._in_sync),
         )
         self._isr_task: asyncio.Task[None] | None = None
+
+    def _in_sync(self, tp: TopicPartition) -> bool:
+        partition = self.replica_manager.get_partition(tp)
+        return partition is not None and self.broker_id in partition.isr
 
     def _remote_endpoint(self, leader_id: int) -> LeaderEndPoint | None:
         """The leader's inter-broker listener from its registration in the image."""
@@ -81,7 +90,9 @@ class ReplicationService:
         self._isr_task = asyncio.get_running_loop().create_task(self._isr_expiration(), name="isr-expiration")
 
     def on_metadata_change(self, old_image: Any, new_image: Any) -> None:
-        del old_image, new_image
+        del old_image
+        if new_image is not None:
+            self.throttles.on_image(new_image)
         self.fetcher_manager.retry_pending()
 
     async def _isr_expiration(self) -> None:

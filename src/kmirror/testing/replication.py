@@ -21,6 +21,7 @@ from kmirror.log.outcomes import (
     Ok,
     TimestampAndOffset,
 )
+from kmirror.log.producer_state import ProducerStateEntry
 from kmirror.metadata.image import (
     ConfigResource,
     ConfigResourceType,
@@ -102,6 +103,9 @@ class FakeLog:
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[Any]:
         return []  # holds no transactional data
+
+    def active_producers(self) -> list[ProducerStateEntry]:
+        return []
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         if timestamp == -3:

@@ -196,6 +196,20 @@ def test_unclean_election_api() -> None:
     assert res.response[0].error.code == ErrorCode.eligible_leaders_not_available
 
 
+def test_election_of_all_partitions_reports_errors_but_not_elections_not_needed() -> None:
+    # Kafka's electLeaders with null partitions: ELECTION_NOT_NEEDED results are left out,
+    # failures and performed elections are reported.
+    balanced = _cluster()
+    assert elect_leaders(balanced, PREFERRED, None, eligible_brokers(balanced)).response == []
+    not_in_isr = _cluster(leader=2, isr=(2, 3))
+    res = elect_leaders(not_in_isr, PREFERRED, None, eligible_brokers(not_in_isr))
+    assert [(r.topic, r.partition, r.error.code) for r in res.response] == [
+        ("t", 0, ErrorCode.preferred_leader_not_available)]
+    nobody = _cluster(isr=(1,), leader=-1, fenced=(1, 2, 3))
+    res = elect_leaders(nobody, UNCLEAN, None, eligible_brokers(nobody))
+    assert [r.error.code for r in res.response] == [ErrorCode.eligible_leaders_not_available]
+
+
 def test_rack_alternated_order() -> None:
     racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c"}
     assert rack_alternated([1, 2, 3, 4, 5], racks) == [1, 3, 5, 2, 4]

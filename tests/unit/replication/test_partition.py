@@ -197,3 +197,38 @@ def test_delete_records_up_to_high_watermark() -> None:
     assert partition.delete_records_on_leader(-1) == 5
     beyond = partition.delete_records_on_leader(6)
     assert isinstance(beyond, PartitionError) and beyond.code == ErrorCode.offset_out_of_range
+
+
+def test_max_timestamp_never_exposes_a_record_above_the_high_watermark() -> None:
+    # Kafka `Partition.fetchOffsetForTimestamp`: every lookup but LATEST/EARLIEST is bounded by
+    # the last fetchable offset, MAX_TIMESTAMP (-3) included.
+    state = PartitionState(leader=NODE, leader_epoch=1, partition_epoch=0, replicas=(NODE, 2), isr=(NODE, 2))
+    partition, log = make(state)
+    log.next_timestamp = 100
+    partition.append_records_to_leader(b"a", 1, 0)
+    assert isinstance(partition.fetch_for_follower(2, 1, -1, -1, 1000, True, now_ms=0), ReadOutcome)
+    assert partition.high_watermark == 1
+    log.next_timestamp = 500
+    partition.append_records_to_leader(b"b", 1, 0)  # not replicated: above the HW
+    assert partition.fetch_offset_for_timestamp(-3, READ_UNCOMMITTED, -1) is None
+    assert partition.fetch_offset_for_timestamp(-3, READ_UNCOMMITTED, -1, from_replica=True) == TimestampOffset(500, 1, 1)
+    assert isinstance(partition.fetch_for_follower(2, 2, -1, -1, 1000, True, now_ms=0), ReadOutcome)
+    assert partition.fetch_offset_for_timestamp(-3, READ_UNCOMMITTED, -1) == TimestampOffset(500, 1, 1)
+
+
+def test_a_new_leader_behind_its_epoch_start_answers_offset_not_available() -> None:
+    first = PartitionState(leader=NODE, leader_epoch=1, partition_epoch=0, replicas=(NODE, 2), isr=(NODE, 2))
+    partition, log = make(first)
+    log.next_count = 5
+    partition.append_records_to_leader(b"x", 1, 0)  # the follower has fetched nothing: HW 0
+    again = PartitionState(leader=NODE, leader_epoch=2, partition_epoch=1, replicas=(NODE, 2), isr=(NODE, 2))
+    partition.update_state(again, now_ms=0)
+    assert partition.high_watermark == 0 and partition.leader_epoch_start_offset == 5
+    latest = partition.fetch_offset_for_timestamp(-1, READ_UNCOMMITTED, -1)
+    assert isinstance(latest, PartitionError) and latest.code == ErrorCode.offset_not_available
+    by_time = partition.fetch_offset_for_timestamp(0, READ_UNCOMMITTED, -1)
+    assert isinstance(by_time, PartitionError) and by_time.code == ErrorCode.offset_not_available
+    assert not isinstance(partition.fetch_offset_for_timestamp(-2, READ_UNCOMMITTED, -1), PartitionError)
+    assert partition.fetch_offset_for_timestamp(-1, READ_UNCOMMITTED, -1, from_replica=True) == TimestampOffset(-1, 5, 2)
+    assert isinstance(partition.fetch_for_follower(2, 5, -1, -1, 1000, True, now_ms=0), ReadOutcome)
+    assert partition.fetch_offset_for_timestamp(-1, READ_UNCOMMITTED, -1) == TimestampOffset(-1, 5, 2)

@@ -9,16 +9,21 @@
 5. the leader must stay in the new ISR (INVALID_REQUEST), every member must be a replica and
    eligible, i.e. unfenced and not in controlled shutdown (INELIGIBLE_REPLICA).
 An accepted change becomes a PartitionChangeRecord; the answer is the partition's new state.
+A change that completes a reassignment (every adding replica in the ISR) also sets the target
+replicas and bumps the leader epoch: it is answered NEW_LEADER_ELECTED, as Kafka does, and the
+leader waits for the metadata log.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
+from kmirror.metadata.controller.partition_change import eligible_brokers
+from kmirror.metadata.controller.reassignment import PartitionTarget, build_change
 from kmirror.metadata.controller.result import ApiError, ControllerResult
 from kmirror.metadata.image import MetadataImage, PartitionRegistration
 from kmirror.metadata.records import PartitionChangeRecord, Record
@@ -72,9 +77,17 @@ def alter_partition(
             results.append(AlterPartitionResult(item.topic_id, item.partition_index, ApiError(error)))
             continue
         if item.new_isr != reg.isr:
-            change = PartitionChangeRecord(item.partition_index, item.topic_id, isr=item.new_isr)
-            records.append(change)
-            reg = reg.merge(change)
+            change = _isr_change(image, item, reg, shutting_down)
+            if change is not None:
+                records.append(change)
+                merged = reg.merge(change)
+                if merged.leader_epoch != reg.leader_epoch:
+                    # The change completed a reassignment: the leader epoch moved (and maybe
+                    # the leader); the leader learns its new state from the metadata log.
+                    results.append(AlterPartitionResult(
+                        item.topic_id, item.partition_index, ApiError(ErrorCode.new_leader_elected)))
+                    continue
+                reg = merged
         results.append(
             AlterPartitionResult(
                 item.topic_id, item.partition_index, ApiError(ErrorCode.none), reg.leader, reg.leader_epoch, reg.isr,
@@ -82,6 +95,16 @@ def alter_partition(
             )
         )
     return ControllerResult(records, (ApiError(ErrorCode.none), results))
+
+
+def _isr_change(
+    image: MetadataImage, item: AlterPartitionItem, reg: PartitionRegistration, shutting_down: Collection[int]
+) -> PartitionChangeRecord | None:
+    """The ISR change, completing an ongoing reassignment when the new ISR allows it."""
+    if not reg.is_reassigning:
+        return PartitionChangeRecord(item.partition_index, item.topic_id, isr=item.new_isr)
+    target = replace(PartitionTarget.of(reg), isr=item.new_isr)
+    return build_change(item.topic_id, item.partition_index, reg, target, eligible_brokers(image, shutting_down))
 
 
 def _validate(

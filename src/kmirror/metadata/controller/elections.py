@@ -5,7 +5,8 @@ ELECTION_NOT_NEEDED when it already leads, PREFERRED_LEADER_NOT_AVAILABLE otherw
 UNCLEAN (1): only for partitions without a leader: a clean candidate from the ISR first, else
 any eligible replica (ISR = [it]; data acknowledged by the old ISR may be lost, the caller
 warns); ELECTION_NOT_NEEDED when a leader exists, ELIGIBLE_LEADERS_NOT_AVAILABLE when nobody can
-lead. `partitions=None` means every partition (then only performed elections are reported).
+lead. `partitions=None` means every partition; then, as Kafka, partitions whose election was not
+needed are left out of the answer (errors and performed elections are reported).
 """
 
 from __future__ import annotations
@@ -51,8 +52,12 @@ def elect_leaders(
     for name, p in wanted:
         topic = image.topics.get(name)
         reg = None if topic is None else topic.partitions.get(p)
-        if topic is None or reg is None:
-            results.append(ElectionResult(name, p, ApiError(ErrorCode.unknown_topic_or_partition)))
+        if topic is None:
+            results.append(ElectionResult(name, p, ApiError(ErrorCode.unknown_topic_or_partition, f"No such topic as {name}")))
+            continue
+        if reg is None:
+            results.append(ElectionResult(
+                name, p, ApiError(ErrorCode.unknown_topic_or_partition, f"No such partition as {name}-{p}")))
             continue
         if election_type == PREFERRED:
             if reg.replicas and reg.leader == reg.replicas[0]:
@@ -61,13 +66,12 @@ def elect_leaders(
                 continue
             record = preferred_leader_change(topic.topic_id, p, reg, eligible)
             if record is None:
-                if report_all:
-                    results.append(
-                        ElectionResult(
-                            name, p, ApiError(ErrorCode.preferred_leader_not_available,
-                                              f"Failed to elect leader for partition {name}-{p} under strategy PREFERRED")
-                        )
+                results.append(
+                    ElectionResult(
+                        name, p, ApiError(ErrorCode.preferred_leader_not_available,
+                                          f"Failed to elect leader for partition {name}-{p} under strategy PREFERRED")
                     )
+                )
                 continue
             records.append(record)
             results.append(ElectionResult(name, p, ApiError(ErrorCode.none)))
@@ -79,8 +83,7 @@ def elect_leaders(
         election = elect(reg, reg.isr, eligible, unclean_ok=True)
         unclean_record = change_record(topic.topic_id, p, reg, election) if election.leader != NO_LEADER else None
         if unclean_record is None:
-            if report_all:
-                results.append(ElectionResult(name, p, ApiError(ErrorCode.eligible_leaders_not_available)))
+            results.append(ElectionResult(name, p, ApiError(ErrorCode.eligible_leaders_not_available)))
             continue
         records.append(unclean_record)
         results.append(ElectionResult(name, p, ApiError(ErrorCode.none), election.leader if election.unclean else None))

@@ -18,6 +18,7 @@ from kmirror.replication.fetcher.engine import FetchEngine, LocalReplica
 from kmirror.replication.fetcher.fetcher import Fetcher
 from kmirror.replication.fetcher.policy import FetchPolicy
 from kmirror.replication.replica_manager import FollowedPartition
+from kmirror.replication.replication_quota import ReplicaQuota
 from kmirror.types import TopicPartition
 
 K = TypeVar("K")
@@ -58,8 +59,10 @@ class ReplicaFetcherManager(FetcherPool[int]):
         endpoint_for: Callable[[int], LeaderEndPoint | None],
         clock: Clock,
         on_progress: Callable[[set[TopicPartition]], None] | None = None,
+        quota: ReplicaQuota | None = None,
     ) -> None:
         self.local = local
+        self.quota = quota
         self.policy = policy
         self.endpoint_for = endpoint_for
         self.clock = clock
@@ -92,7 +95,7 @@ class ReplicaFetcherManager(FetcherPool[int]):
                 self.pending[tp] = f
                 return
             fetcher = Fetcher(
-                f"replica-fetcher-{f.leader_id}", FetchEngine(self.local, self.policy), endpoint, self.clock, self.on_progress
+                f"replica-fetcher-{f.leader_id}", FetchEngine(self.local, self.policy, self.quota), endpoint, self.clock, self.on_progress
             )
             self.fetchers[f.leader_id] = fetcher
             if self._running:

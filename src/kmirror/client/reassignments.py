@@ -1,0 +1,91 @@
+"""Admin methods for partition reassignment (Kafka Admin `alterPartitionReassignments`,
+`listPartitionReassignments`, KIP-455). `ReassignmentAdmin` is mixed into
+`kmirror.client.admin.Admin`; it needs `self.cluster`. Both requests go where other admin writes
+go: a broker forwards them to the active controller."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from kmirror.client.cluster import Cluster
+from kmirror.client.errors import KafkaError, check
+from kmirror.protocol.entities import build, nested
+from kmirror.types import TopicPartition
+
+ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """Kafka's PartitionReassignment: the replica set during the move (target first, then the
+    replicas being removed), what is being added and what is being removed."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for tp in sorted(tps):
+        out.setdefault(tp.topic, []).append(tp.partition)
+    return out
+
+
+class ReassignmentAdmin:
+    cluster: Cluster
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, tuple[int, ...] | None],
+        *,
+        allow_replication_factor_change: bool = True,
+        timeout_ms: int = 60_000,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Start (target replicas) or cancel (None) reassignments: partition -> None when
+        accepted, else its error. A top-level error raises."""
+        conn = await self.cluster.controller_connection()
+        rt = conn.request_type(ALTER_PARTITION_REASSIGNMENTS)
+        topic_cls, part_cls = nested(rt, "ReassignableTopic"), nested(rt, "ReassignablePartition")
+        topics = tuple(
+            build(topic_cls, name=topic, partitions=tuple(
+                build(part_cls, partition_index=p, replicas=reassignments[TopicPartition(topic, p)]) for p in parts
+            ))
+            for topic, parts in _by_topic(reassignments).items()
+        )
+        extra = {"allow_replication_factor_change": allow_replication_factor_change} if rt.__version__ >= 1 else {}
+        if rt.__version__ < 1 and not allow_replication_factor_change:
+            raise KafkaError(35, "the broker's AlterPartitionReassignments cannot keep the replication factor",
+                             "AlterPartitionReassignments")
+        response = await conn.send(
+            build(rt, timeout=datetime.timedelta(milliseconds=timeout_ms), topics=topics, **extra))
+        check(response.error_code, response.error_message, "AlterPartitionReassignments")
+        out: dict[TopicPartition, KafkaError | None] = {}
+        for t in response.responses:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, int(p.partition_index))
+                code = int(p.error_code)
+                out[tp] = KafkaError(code, p.error_message, str(tp)) if code else None
+        return out
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None, *, timeout_ms: int = 60_000
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The ongoing reassignments of `partitions` (None: of every partition)."""
+        conn = await self.cluster.controller_connection()
+        rt = conn.request_type(LIST_PARTITION_REASSIGNMENTS)
+        topics = None
+        if partitions is not None:
+            topic_cls = nested(rt, "ListPartitionReassignmentsTopics")
+            topics = tuple(build(topic_cls, name=t, partition_indexes=tuple(ps)) for t, ps in _by_topic(partitions).items())
+        response = await conn.send(build(rt, timeout=datetime.timedelta(milliseconds=timeout_ms), topics=topics))
+        check(response.error_code, response.error_message, "ListPartitionReassignments")
+        return {
+            TopicPartition(t.name, int(p.partition_index)): PartitionReassignment(
+                tuple(int(b) for b in p.replicas), tuple(int(b) for b in p.adding_replicas),
+                tuple(int(b) for b in p.removing_replicas))
+            for t in response.topics
+            for p in t.partitions
+        }
