@@ -18,6 +18,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.consumer_group import admin as consumer_admin
+from kmirror.coordinator.consumer_group import heartbeat as consumer_heartbeat
+from kmirror.coordinator.consumer_group.messages import HeartbeatRequest, HeartbeatResult
+from kmirror.coordinator.consumer_group.ports import TopicsView
 from kmirror.coordinator.group import admin
 from kmirror.coordinator.group.consumer_protocol import group_subscribed_topics
 from kmirror.coordinator.group.coordinator import GroupCoordinator, PartitionStatus
@@ -311,3 +315,13 @@ class GroupCoordinatorService(CoordinatorRuntime):
     async def delete_groups(self, group_ids: list[str]) -> DeleteGroupsResult:
         rid, future = self._new_waiter()
         return await self._answer(rid, future, admin.delete_groups(self.core, rid, group_ids))  # type: ignore[no-any-return]
+
+    # ---- KIP-848 consumer groups ------------------------------------------------------
+
+    async def consumer_group_heartbeat(self, request: HeartbeatRequest, topics: TopicsView) -> HeartbeatResult:
+        rid, future = self._new_waiter()
+        out = consumer_heartbeat.heartbeat(self.core, rid, request, topics)
+        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+
+    def consumer_group_describe(self, group_ids: list[str]) -> list[consumer_admin.DescribedConsumerGroup]:
+        return [consumer_admin.describe(self.core, g) for g in group_ids]
