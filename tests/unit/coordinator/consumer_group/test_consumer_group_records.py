@@ -1,0 +1,74 @@
+"""Consumer-group records in `__consumer_offsets`: round trips, and a coordinator that loads
+the partition (a coordinator move or a restart) rebuilds the same group."""
+
+from __future__ import annotations
+
+import uuid
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kmirror.coordinator.consumer_group import records
+from kmirror.coordinator.consumer_group.member import ConsumerGroupMember
+from kmirror.coordinator.consumer_group.state import MemberState
+from kmirror.coordinator.group.coordinator import GroupCoordinator
+from kmirror.testing.consumer_groups import ConsumerGroups, T
+from kmirror.testing.groups import ManualClock
+
+names = st.text(min_size=0, max_size=12)
+tps = st.dictionaries(st.integers(1, 5).map(lambda i: uuid.UUID(int=i)),
+                      st.frozensets(st.integers(0, 100), min_size=1), max_size=3)
+
+
+@given(names, names, st.none() | names, st.tuples(names, names), st.none() | names, st.integers(-1, 2**31 - 1))
+def test_member_metadata_round_trips(group, member_id, instance, topics, regex, timeout):
+    m = ConsumerGroupMember(member_id, instance_id=instance, client_id="c", client_host="/h",
+                            subscribed_topic_names=topics, subscribed_topic_regex=regex, server_assignor="range",
+                            rebalance_timeout_ms=timeout)
+    key, value = records.member_metadata_record(group, m)
+    assert records.decode_key(key) == records.ConsumerGroupKey(records.MEMBER_METADATA, group, member_id)
+    assert value is not None
+    assert records.decode_member_metadata(member_id, value) == m
+
+
+@given(tps, tps, st.integers(-2, 1000), st.sampled_from(list(MemberState)[:3]))
+def test_current_assignment_round_trips(assigned, revoking, epoch, state):
+    m = ConsumerGroupMember("m", member_epoch=epoch, previous_member_epoch=epoch - 1, state=state,
+                            assigned=assigned, pending_revocation=revoking)
+    _, value = records.current_assignment_record("g", m)
+    assert value is not None
+    assert records.apply_current_assignment(ConsumerGroupMember("m"), value) == m
+
+
+def test_a_loaded_partition_rebuilds_the_group_and_its_offsets():
+    cg = ConsumerGroups()
+    for m in ("a", "b", "c"):
+        cg.join(m)
+    cg.settle()
+    group = cg.core.consumer_groups["g"]
+    log = cg.h.log.partitions[0]
+
+    reloaded = GroupCoordinator(cg.h.config, ManualClock(), lambda: "x")
+    reloaded.begin_load(0)
+    reloaded.complete_load(0, log)
+    again = reloaded.consumer_groups["g"]
+    assert (again.group_epoch, again.assignment_epoch) == (group.group_epoch, group.assignment_epoch)
+    assert again.target == group.target
+    assert again.members == group.members
+    assert again.owners == group.owners
+    assert sorted(again.session_deadline_ms) == ["a", "b", "c"]
+    assert "g" not in reloaded.groups
+
+
+def test_a_left_member_and_a_deleted_group_stay_gone_after_a_load():
+    cg = ConsumerGroups()
+    cg.join("a")
+    cg.join("b")
+    cg.settle()
+    cg.h.advance(60_000)  # both sessions expire: the group is empty
+    reloaded = GroupCoordinator(cg.h.config, ManualClock(), lambda: "x")
+    reloaded.begin_load(0)
+    reloaded.complete_load(0, cg.h.log.partitions[0])
+    assert reloaded.consumer_groups["g"].members == {}
+    assert reloaded.consumer_groups["g"].owners == {}
+    assert T not in {t for tps_ in reloaded.consumer_groups["g"].target.values() for t in tps_}
