@@ -31,8 +31,9 @@ class ConsumerGroup:
     static_members: dict[str, str] = field(default_factory=dict)
     owners: dict[tuple[uuid.UUID, int], str] = field(default_factory=dict)
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
-    # topic id -> partition count of the subscribed topics the target assignment was built from
-    subscribed_metadata: dict[uuid.UUID, int] = field(default_factory=dict)
+    # topic id -> partition count of the subscribed topics the target assignment was built
+    # from; None after a load (it is not stored) until the first heartbeat
+    subscribed_metadata: dict[uuid.UUID, int] | None = field(default_factory=dict)
     # member id -> monotonic deadline of its session, and of its revocation (rebalance timeout)
     session_deadline_ms: dict[str, int] = field(default_factory=dict)
     revocation_deadline_ms: dict[str, int] = field(default_factory=dict)
@@ -83,6 +84,11 @@ class ConsumerGroup:
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]
         return member
+
+    def target_covers(self, metadata: dict[uuid.UUID, int]) -> bool:
+        """The target assignment hands out exactly the partitions of `metadata`'s topics."""
+        targeted = {(t, p) for tps in self.target.values() for t, ps in tps.items() for p in ps}
+        return targeted == {(t, p) for t, n in metadata.items() for p in range(n)}
 
     def subscribed_topic_names(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed_topic_names}

@@ -99,6 +99,8 @@ def heartbeat(core: GroupsCore, request_id: int, req: HeartbeatRequest, topics: 
         out_records.append(records.member_metadata_record(group.group_id, updated))
     group.update_member(updated)
     metadata = subscription_metadata(group, topics)
+    if group.subscribed_metadata is None and group.target_covers(metadata):
+        group.subscribed_metadata = metadata  # after a load: the stored target already matches
     if metadata != group.subscribed_metadata:
         group.subscribed_metadata = metadata
         bump = True

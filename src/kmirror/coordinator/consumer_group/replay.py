@@ -52,6 +52,7 @@ def replay(records: Iterable[tuple[bytes, bytes | None]]) -> dict[str, ConsumerG
         elif key.record_type == r.CURRENT_ASSIGNMENT and value is not None:
             group_members[mid] = r.apply_current_assignment(group_members.get(mid, ConsumerGroupMember(mid)), value)
     for gid, group in groups.items():
+        group.subscribed_metadata = None
         for member in members.get(gid, {}).values():
             group.update_member(member)
     return groups

@@ -59,7 +59,7 @@ def update_target(group: ConsumerGroup, topics: TopicsView, config: CoordinatorC
     name = choose_assignor(group, config)
     members = [MemberSubscription(m.member_id, subscribed_topic_ids(m, topics))
                for m in sorted(group.members.values(), key=lambda m: m.member_id)]
-    new = ASSIGNORS[name].assign(members, group.subscribed_metadata, group.target)
+    new = ASSIGNORS[name].assign(members, group.subscribed_metadata or {}, group.target)
     out: list[records.Record] = []
     for member_id, tps in new.items():
         if group.target.get(member_id) != tps:

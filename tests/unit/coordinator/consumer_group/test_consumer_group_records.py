@@ -12,8 +12,11 @@ from kmirror.coordinator.consumer_group import records
 from kmirror.coordinator.consumer_group.member import ConsumerGroupMember
 from kmirror.coordinator.consumer_group.state import MemberState
 from kmirror.coordinator.group.coordinator import GroupCoordinator
+from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.consumer_groups import ConsumerGroups, T
 from kmirror.testing.groups import ManualClock
+
+E = ErrorCode
 
 names = st.text(min_size=0, max_size=12)
 tps = st.dictionaries(st.integers(1, 5).map(lambda i: uuid.UUID(int=i)),
@@ -72,3 +75,19 @@ def test_a_left_member_and_a_deleted_group_stay_gone_after_a_load():
     assert reloaded.consumer_groups["g"].members == {}
     assert reloaded.consumer_groups["g"].owners == {}
     assert T not in {t for tps_ in reloaded.consumer_groups["g"].target.values() for t in tps_}
+
+
+def test_members_keep_their_epochs_across_a_coordinator_move():
+    cg = ConsumerGroups()
+    for m in ("a", "b"):
+        cg.join(m)
+    cg.settle()
+    epoch = cg.core.consumer_groups["g"].group_epoch
+    moved = ConsumerGroups()
+    moved.h.core.begin_load(0)
+    moved.h.core.complete_load(0, cg.h.log.partitions[0])
+    moved.clients = cg.clients
+    for m in ("a", "b"):
+        result = moved.beat(m)
+        assert (result.error, result.member_epoch) == (E.none, epoch)
+    assert moved.core.consumer_groups["g"].group_epoch == epoch

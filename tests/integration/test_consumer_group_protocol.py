@@ -1,0 +1,191 @@
+"""KIP-848 consumer groups on real kmirror processes, driven by confluent-kafka with
+`group.protocol=consumer`: three members share a topic with no overlap, a member leaving and
+one joining move partitions, every record is consumed and committed exactly once, a classic
+group runs beside it, AdminClient lists and describes both types, and a restart reloads the
+group from `__consumer_offsets`."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType, Producer
+from confluent_kafka.admin import AdminClient
+
+from kmirror.testing.group_consumers import GroupConsumer
+from kmirror.testing.kafka_clients import create_topic
+from kmirror.testing.processes import LocalCluster, free_port_block
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 6
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    # a 1 s heartbeat interval makes reconciliation steps quick (Kafka's default is 5 s)
+    c = LocalCluster(dir=tmp_path / "cluster", port=free_port_block(),
+                     overrides={"group.consumer.heartbeat.interval.ms": "1000"})
+    c.up()
+    try:
+        yield c
+    finally:
+        c.down()
+
+
+def wait_for(what: str, condition: Callable[[], bool], check: Callable[[], None] = lambda: None,
+             timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        check()
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+    check()
+
+
+class Group:
+    def __init__(self, bootstrap: str, group_id: str, protocol: str, topic: str) -> None:
+        self.bootstrap, self.group_id, self.protocol, self.topic = bootstrap, group_id, protocol, topic
+        self.lock = threading.Lock()
+        self.consumed: list[tuple[str, int, int]] = []
+        self.members: dict[str, GroupConsumer] = {}
+
+    def add(self, name: str) -> GroupConsumer:
+        config = {"bootstrap.servers": self.bootstrap, "group.id": self.group_id, "group.protocol": self.protocol}
+        self.members[name] = GroupConsumer(name, config, self.topic, self.consumed, self.lock).start()
+        return self.members[name]
+
+    def remove(self, name: str) -> None:
+        self.members.pop(name).stop()
+
+    def assignments(self) -> dict[str, set[int]]:
+        with self.lock:
+            return {n: set(m.assigned) for n, m in self.members.items()}
+
+    def no_overlap(self) -> None:
+        seen: dict[int, str] = {}
+        for name, parts in self.assignments().items():
+            for p in parts:
+                assert p not in seen, f"partition {p} assigned to {seen[p]} and {name} at once"
+                seen[p] = name
+
+    def covers_all(self, *, each_member_has_some: bool = True) -> bool:
+        a = self.assignments()
+        covered = set().union(*a.values()) if a else set()
+        return covered == set(range(PARTITIONS)) and (not each_member_has_some or all(a.values()))
+
+
+class Load:
+    """Produces records to every partition until stopped; knows what was acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.acked: set[tuple[int, int]] = set()
+        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        self._topic = topic
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            self._producer.produce(self._topic, value=b"v%d" % i, partition=i % PARTITIONS, on_delivery=self._done)
+            i += 1
+            self._producer.poll(0)
+            time.sleep(0.01)
+        self._producer.flush(30)
+
+    def _done(self, err: object, msg: object) -> None:
+        if err is None:
+            self.acked.add((msg.partition(), msg.offset()))  # type: ignore[attr-defined]
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+def test_three_members_leave_and_join_with_every_record_consumed_once(cluster: LocalCluster):
+    create_topic(cluster.bootstrap, "orders", partitions=PARTITIONS)
+    create_topic(cluster.bootstrap, "audit", partitions=PARTITIONS)
+    load = Load(cluster.bootstrap, "orders")
+    group = Group(cluster.bootstrap, "kip848", "consumer", "orders")
+    try:
+        for name in ("c1", "c2", "c3"):
+            group.add(name)
+        wait_for("three members covering every partition", group.covers_all, group.no_overlap)
+        assert sorted(len(p) for p in group.assignments().values()) == [2, 2, 2]
+
+        # a classic group on another topic, beside it on the same coordinator
+        classic = Group(cluster.bootstrap, "classic-side", "classic", "audit")
+        classic.add("k1")
+        wait_for("the classic member's assignment", classic.covers_all)
+
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        listed = admin.list_consumer_groups().result(30)
+        types = {g.group_id: g.type for g in listed.valid}
+        assert types["kip848"] == ConsumerGroupType.CONSUMER
+        assert types["classic-side"] == ConsumerGroupType.CLASSIC
+        described = admin.describe_consumer_groups(["kip848", "classic-side"])
+        kip848 = described["kip848"].result(30)
+        assert kip848.type == ConsumerGroupType.CONSUMER
+        assert kip848.partition_assignor == "uniform"
+        assert len(kip848.members) == 3
+        members_parts = sorted(tp.partition for m in kip848.members for tp in m.assignment.topic_partitions)
+        assert members_parts == list(range(PARTITIONS))
+        assert described["classic-side"].result(30).type == ConsumerGroupType.CLASSIC
+        classic.remove("k1")
+
+        group.remove("c3")  # leaves with epoch -1: c1 and c2 take over its partitions
+        wait_for("two members covering every partition", group.covers_all, group.no_overlap)
+        assert sorted(len(p) for p in group.assignments().values()) == [3, 3]
+
+        group.add("c4")  # a new member gets some
+        wait_for("the new member's partitions", group.covers_all, group.no_overlap)
+        assert sorted(len(p) for p in group.assignments().values()) == [2, 2, 2]
+        time.sleep(1)
+    finally:
+        load.stop()
+    try:
+        wait_for("every acknowledged record consumed",
+                 lambda: len({(p, o) for _, p, o in group.consumed}) >= len(load.acked), group.no_overlap)
+    finally:
+        for name in list(group.members):
+            group.remove(name)
+    counts = Counter((p, o) for _, p, o in group.consumed)
+    duplicates = {k: v for k, v in counts.items() if v > 1}
+    assert not duplicates, f"records consumed and committed twice: {sorted(duplicates)[:10]}"
+    assert set(counts) == load.acked
+    assert {name for name, _, _ in group.consumed} == {"c1", "c2", "c3", "c4"}
+
+
+def test_a_restart_reloads_the_group_and_its_offsets(cluster: LocalCluster):
+    create_topic(cluster.bootstrap, "events", partitions=PARTITIONS)
+    load = Load(cluster.bootstrap, "events")
+    time.sleep(1)
+    load.stop()
+    group = Group(cluster.bootstrap, "reloaded", "consumer", "events")
+    for name in ("r1", "r2"):
+        group.add(name)
+    wait_for("two members covering every partition", group.covers_all, group.no_overlap)
+    wait_for("everything consumed", lambda: len(group.consumed) >= len(load.acked))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    before = admin.describe_consumer_groups(["reloaded"])["reloaded"].result(30)
+    for name in list(group.members):
+        group.remove(name)
+
+    cluster.kill9()
+    cluster.up()
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    after = admin.describe_consumer_groups(["reloaded"])["reloaded"].result(60)
+    # reloaded as a consumer group (an offsets-only group would come back as a classic one)
+    assert before.type == after.type == ConsumerGroupType.CONSUMER
+    assert after.state == ConsumerGroupState.EMPTY
+    committed = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions("reloaded")])["reloaded"].result(30)
+    ends = Counter(p for p, _ in load.acked)
+    assert {tp.partition: tp.offset for tp in committed.topic_partitions} == dict(ends)
