@@ -54,6 +54,7 @@ class Group:
         self.lock = threading.Lock()
         self.consumed: list[tuple[str, int, int]] = []
         self.members: dict[str, GroupConsumer] = {}
+        self.errors: list[str] = []
 
     def add(self, name: str) -> GroupConsumer:
         config = {"bootstrap.servers": self.bootstrap, "group.id": self.group_id, "group.protocol": self.protocol}
@@ -61,7 +62,9 @@ class Group:
         return self.members[name]
 
     def remove(self, name: str) -> None:
-        self.members.pop(name).stop()
+        member = self.members.pop(name)
+        member.stop()
+        self.errors.extend(member.errors)
 
     def assignments(self) -> dict[str, set[int]]:
         with self.lock:
@@ -158,7 +161,7 @@ def test_three_members_leave_and_join_with_every_record_consumed_once(cluster: L
             group.remove(name)
     counts = Counter((p, o) for _, p, o in group.consumed)
     duplicates = {k: v for k, v in counts.items() if v > 1}
-    assert not duplicates, f"records consumed and committed twice: {sorted(duplicates)[:10]}"
+    assert not duplicates, f"records consumed and committed twice: {sorted(duplicates)[:10]}; {group.errors[:5]}"
     assert set(counts) == load.acked
     assert {name for name, _, _ in group.consumed} == {"c1", "c2", "c3", "c4"}
 
@@ -189,3 +192,18 @@ def test_a_restart_reloads_the_group_and_its_offsets(cluster: LocalCluster):
         [ConsumerGroupTopicPartitions("reloaded")])["reloaded"].result(30)
     ends = Counter(p for p, _ in load.acked)
     assert {tp.partition: tp.offset for tp in committed.topic_partitions} == dict(ends)
+
+
+def test_a_regex_subscription_gets_the_matching_topics(cluster: LocalCluster):
+    for name in ("rx-a", "rx-b", "other"):
+        create_topic(cluster.bootstrap, name, partitions=2)
+    consumer = GroupConsumer("x1", {"bootstrap.servers": cluster.bootstrap, "group.id": "rx",
+                                    "group.protocol": "consumer"}, "^rx-.*", [], threading.Lock()).start()
+    try:
+        wait_for("the regex member's assignment", lambda: len(consumer.assigned_topic_partitions) == 4)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        member = admin.describe_consumer_groups(["rx"])["rx"].result(30).members[0]
+        assert sorted((tp.topic, tp.partition) for tp in member.assignment.topic_partitions) == [
+            ("rx-a", 0), ("rx-a", 1), ("rx-b", 0), ("rx-b", 1)]
+    finally:
+        consumer.stop()

@@ -18,7 +18,8 @@ class GroupConsumer:
         self.name = name
         self.config = {"auto.offset.reset": "earliest", "enable.auto.commit": False, **config}
         self.topic = topic
-        self.assigned: set[int] = set()
+        self.assigned: set[int] = set()  # partitions of `topic` (single-topic groups)
+        self.assigned_topic_partitions: set[tuple[str, int]] = set()
         self.errors: list[str] = []
         self._consumed, self._lock = consumed, lock
         self._stop = threading.Event()
@@ -36,10 +37,12 @@ class GroupConsumer:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self._lock:
             self.assigned |= {tp.partition for tp in partitions}
+            self.assigned_topic_partitions |= {(tp.topic, tp.partition) for tp in partitions}
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self._lock:
             self.assigned -= {tp.partition for tp in partitions}
+            self.assigned_topic_partitions -= {(tp.topic, tp.partition) for tp in partitions}
 
     def _run(self) -> None:
         consumer = Consumer(self.config)
