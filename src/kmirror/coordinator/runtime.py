@@ -21,7 +21,7 @@ from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.consumer_group import admin as consumer_admin
 from kmirror.coordinator.consumer_group import heartbeat as consumer_heartbeat
 from kmirror.coordinator.consumer_group.messages import HeartbeatRequest, HeartbeatResult
-from kmirror.coordinator.consumer_group.ports import TopicsView
+from kmirror.coordinator.consumer_group.ports import BROKER_DEFAULTS, GroupConfig, TopicsView
 from kmirror.coordinator.group import admin
 from kmirror.coordinator.group.consumer_protocol import group_subscribed_topics
 from kmirror.coordinator.group.coordinator import GroupCoordinator, PartitionStatus
@@ -318,9 +318,10 @@ class GroupCoordinatorService(CoordinatorRuntime):
 
     # ---- KIP-848 consumer groups ------------------------------------------------------
 
-    async def consumer_group_heartbeat(self, request: HeartbeatRequest, topics: TopicsView) -> HeartbeatResult:
+    async def consumer_group_heartbeat(self, request: HeartbeatRequest, topics: TopicsView,
+                                       group_config: GroupConfig = BROKER_DEFAULTS) -> HeartbeatResult:
         rid, future = self._new_waiter()
-        out = consumer_heartbeat.heartbeat(self.core, rid, request, topics)
+        out = consumer_heartbeat.heartbeat(self.core, rid, request, topics, group_config)
         return await self._answer(rid, future, out)  # type: ignore[no-any-return]
 
     def consumer_group_describe(self, group_ids: list[str]) -> list[consumer_admin.DescribedConsumerGroup]:

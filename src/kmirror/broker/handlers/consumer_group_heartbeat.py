@@ -11,7 +11,8 @@ from kmirror.broker.api import RequestContext, api
 from kmirror.broker.handlers.join_group import client_host, millis
 from kmirror.broker.services import BrokerServices
 from kmirror.coordinator.consumer_group.messages import HeartbeatRequest
-from kmirror.coordinator.consumer_group.ports import TopicInfo, TopicsView
+from kmirror.coordinator.consumer_group.ports import GroupConfig, TopicInfo, TopicsView
+from kmirror.metadata.image import ConfigResource, ConfigResourceType
 from kmirror.protocol.entities import build, nested
 
 
@@ -20,6 +21,21 @@ def topics_view(services: BrokerServices) -> TopicsView:
     if image is None:
         return {}
     return {name: TopicInfo(t.topic_id, len(t.partitions)) for name, t in image.topics.items()}
+
+
+def group_config(services: BrokerServices, group_id: str) -> GroupConfig:
+    """The group's `consumer.session.timeout.ms` / `consumer.heartbeat.interval.ms` (GROUP
+    resource configs, validated when altered), else the broker defaults."""
+    image = getattr(services.metadata, "image", None)
+    if image is None:
+        return GroupConfig()
+    configs = image.configs.get(ConfigResource(ConfigResourceType.GROUP, group_id), {})
+
+    def value(name: str) -> int | None:
+        raw = configs.get(name)
+        return int(raw) if raw is not None and str(raw).lstrip("-").isdigit() else None
+
+    return GroupConfig(value("consumer.session.timeout.ms"), value("consumer.heartbeat.interval.ms"))
 
 
 @api(68, "ConsumerGroupHeartbeat", 0, 1)
@@ -44,6 +60,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             version=ctx.api_version,
         ),
         topics_view(services),
+        group_config(services, request.group_id),
     )
     rt = ctx.response_type
     assignment = None

@@ -22,7 +22,7 @@ from kmirror.coordinator.consumer_group.messages import (
     HeartbeatRequest,
     HeartbeatResult,
 )
-from kmirror.coordinator.consumer_group.ports import GroupsCore, TopicsView
+from kmirror.coordinator.consumer_group.ports import BROKER_DEFAULTS, GroupConfig, GroupsCore, TopicsView
 from kmirror.coordinator.consumer_group.reconciliation import next_assignment
 from kmirror.coordinator.consumer_group.state import MemberState
 from kmirror.coordinator.consumer_group.target import subscription_metadata, update_target
@@ -60,7 +60,10 @@ def validate(core: GroupsCore, req: HeartbeatRequest) -> tuple[ErrorCode, str] |
     return None
 
 
-def heartbeat(core: GroupsCore, request_id: int, req: HeartbeatRequest, topics: TopicsView) -> GroupOutput:
+def heartbeat(
+    core: GroupsCore, request_id: int, req: HeartbeatRequest, topics: TopicsView,
+    group_config: GroupConfig = BROKER_DEFAULTS,
+) -> GroupOutput:
     def reply(result: HeartbeatResult) -> GroupOutput:
         return GroupOutput(responses=[(request_id, result)])
 
@@ -117,7 +120,8 @@ def heartbeat(core: GroupsCore, request_id: int, req: HeartbeatRequest, topics: 
         out_records.append(records.current_assignment_record(group.group_id, reconciled))
     group.update_member(reconciled)
     _arm_revocation(group, updated, reconciled, now)
-    group.session_deadline_ms[reconciled.member_id] = now + core.config.group_consumer_session_timeout_ms
+    session_ms = group_config.session_timeout_ms or core.config.group_consumer_session_timeout_ms
+    group.session_deadline_ms[reconciled.member_id] = now + session_ms
 
     send_assignment = (
         req.member_epoch == 0
@@ -126,7 +130,7 @@ def heartbeat(core: GroupsCore, request_id: int, req: HeartbeatRequest, topics: 
     )
     result = HeartbeatResult(
         E.none, member_id=reconciled.member_id, member_epoch=reconciled.member_epoch,
-        heartbeat_interval_ms=core.config.group_consumer_heartbeat_interval_ms,
+        heartbeat_interval_ms=group_config.heartbeat_interval_ms or core.config.group_consumer_heartbeat_interval_ms,
         assignment=dict(reconciled.assigned) if send_assignment else None,
     )
     if not out_records:

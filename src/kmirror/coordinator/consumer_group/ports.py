@@ -26,6 +26,18 @@ class TopicInfo:
 TopicsView = Mapping[str, TopicInfo]
 
 
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """A group's dynamic GROUP-resource configs (Kafka `GroupConfig`); None: the broker's
+    `group.consumer.*` default."""
+
+    session_timeout_ms: int | None = None
+    heartbeat_interval_ms: int | None = None
+
+
+BROKER_DEFAULTS = GroupConfig()
+
+
 class GroupsCore(Protocol):
     config: CoordinatorConfig
     clock: Clock

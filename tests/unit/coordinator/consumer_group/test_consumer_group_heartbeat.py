@@ -3,7 +3,9 @@ assignment), leaving, session and revocation timeouts, Kafka's errors."""
 
 from __future__ import annotations
 
+from kmirror.coordinator.consumer_group.heartbeat import heartbeat
 from kmirror.coordinator.consumer_group.messages import HeartbeatRequest
+from kmirror.coordinator.consumer_group.ports import GroupConfig
 from kmirror.coordinator.consumer_group.state import ConsumerGroupState, MemberState
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.consumer_groups import ConsumerGroups, T
@@ -163,3 +165,15 @@ def test_static_member_leaving_with_minus_two_gets_its_partitions_back(cg: Consu
     assert cg.owned_partitions("b").isdisjoint(before)
     # an instance id still held by an active member is refused
     assert cg.join("a3", instance_id="i-b").error == E.unreleased_instance_id
+
+
+def test_group_configs_override_the_broker_session_timeout_and_heartbeat_interval(cg: ConsumerGroups):
+    rid = cg.h.next_request_id()
+    req = HeartbeatRequest("g", "a", 0, rebalance_timeout_ms=1000, subscribed_topic_names=("t",), owned={})
+    cg.h.run(heartbeat(cg.core, rid, req, cg.topics, GroupConfig(session_timeout_ms=50_000,
+                                                                  heartbeat_interval_ms=7_000)))
+    assert cg.h.responses[rid].heartbeat_interval_ms == 7_000
+    cg.h.advance(46_000)  # past the broker's 45 s, within the group's 50 s
+    assert "a" in cg.core.consumer_groups["g"].members
+    cg.h.advance(5_000)
+    assert "a" not in cg.core.consumer_groups["g"].members
