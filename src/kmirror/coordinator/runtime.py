@@ -274,8 +274,10 @@ class GroupCoordinatorService(CoordinatorRuntime):
         return await self._answer(rid, future, out)  # type: ignore[no-any-return]
 
     def fetch_offsets(self, *, group_id: str, topics: list[tuple[str, list[int]]] | None,
-                      require_stable: bool = False) -> FetchOffsetsResult:
-        result = commits.fetch_offsets(self.core, group_id=group_id, topics=topics)
+                      require_stable: bool = False, member_id: str | None = None,
+                      member_epoch: int = -1) -> FetchOffsetsResult:
+        result = commits.fetch_offsets(self.core, group_id=group_id, topics=topics, member_id=member_id,
+                                       member_epoch=member_epoch)
         return txn_commits.with_pending_marked_unstable(self.core, result) if require_stable else result
 
     async def txn_commit_offsets(

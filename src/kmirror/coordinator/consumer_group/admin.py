@@ -94,5 +94,24 @@ def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: i
     return E.none
 
 
+def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode:
+    """Kafka `ConsumerGroup.validateOffsetFetch`: a fetch naming a member (OffsetFetch v9)
+    must carry its current epoch; one without a member (admin tools) is always allowed."""
+    if member_epoch < 0 and not member_id:
+        return E.none
+    member = group.members.get(member_id or "")
+    if member is None:
+        return E.unknown_member_id
+    return E.none if member_epoch == member.member_epoch else E.stale_member_epoch
+
+
+def validate_txn_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int) -> ErrorCode:
+    """TxnOffsetCommit for a consumer group: a producer without the consumer's group metadata
+    (member "" and generation -1) is accepted; otherwise the member must be current."""
+    if member_epoch < 0 and not member_id:
+        return E.none
+    return validate_offset_commit(group, member_id, member_epoch)
+
+
 def to_topic_names(tps: TopicPartitions, names: dict[uuid.UUID, str]) -> list[tuple[uuid.UUID, str, list[int]]]:
     return [(t, names.get(t, ""), sorted(ps)) for t, ps in sorted(tps.items(), key=lambda kv: str(kv[0]))]

@@ -145,13 +145,20 @@ def _tp(topic: str, partition: int) -> TopicPartition:
 
 
 def fetch_offsets(
-    core: GroupCoordinator, *, group_id: str, topics: list[tuple[str, list[int]]] | None
+    core: GroupCoordinator, *, group_id: str, topics: list[tuple[str, list[int]]] | None,
+    member_id: str | None = None, member_epoch: int = -1,
 ) -> FetchOffsetsResult:
     """OffsetFetch for one group; `topics=None` means every committed offset. Partitions
-    without a commit answer offset -1 and no error, as Kafka does."""
+    without a commit answer offset -1 and no error, as Kafka does. A consumer group's
+    member fetching (v9) is checked against its member epoch."""
     err = core.coordinator_error(group_id)
     if err is not None:
         return FetchOffsetsResult(group_id, err)
+    consumer_group = core.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        err = consumer_admin.validate_offset_fetch(consumer_group, member_id, member_epoch)
+        if err != E.none:
+            return FetchOffsetsResult(group_id, err)
     group = core.consumer_groups.get(group_id) or core.groups.get(group_id)
     committed = group.offsets if group is not None else {}
     out: list[FetchedOffset] = []

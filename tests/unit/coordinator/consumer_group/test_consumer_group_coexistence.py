@@ -7,7 +7,7 @@ from __future__ import annotations
 from kmirror.coordinator.consumer_group import admin as consumer_admin
 from kmirror.coordinator.consumer_group.messages import HeartbeatRequest
 from kmirror.coordinator.group import admin
-from kmirror.coordinator.offsets import commits
+from kmirror.coordinator.offsets import commits, txn_commits
 from kmirror.coordinator.offsets.commits import OffsetToCommit
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.consumer_groups import ConsumerGroups, T
@@ -109,3 +109,37 @@ def test_delete_groups_of_an_empty_consumer_group_removes_it_and_its_offsets():
     assert cg.h.responses[rid].results[0].error == E.none
     assert "g" not in cg.core.consumer_groups
     assert fetched(cg) == -1
+
+
+def test_offset_fetch_by_a_member_is_validated_by_member_epoch():
+    cg = ConsumerGroups()
+    cg.join("a")
+    commit(cg, "a", 1, offset=9)
+
+    def fetch(member_id: str | None, epoch: int) -> ErrorCode:
+        return commits.fetch_offsets(cg.core, group_id="g", topics=[("t", [0])], member_id=member_id,
+                                     member_epoch=epoch).error
+
+    assert fetch("a", 1) == E.none
+    assert fetch(None, -1) == E.none  # admin tools name no member
+    assert fetch("a", 0) == E.stale_member_epoch
+    assert fetch("zz", 1) == E.unknown_member_id
+
+
+def test_transactional_offsets_of_a_consumer_group_are_checked_and_land_in_it():
+    cg = ConsumerGroups()
+    cg.join("a")
+
+    def txn_commit(member_id: str, epoch: int) -> ErrorCode:
+        rid = cg.h.next_request_id()
+        cg.h.run(txn_commits.txn_commit_offsets(
+            cg.core, rid, group_id="g", producer_id=7, producer_epoch=0, generation_id=epoch, member_id=member_id,
+            group_instance_id=None, offsets=[OffsetToCommit("t", 0, 33, -1, "")]))
+        return cg.h.responses[rid].partitions[0].error  # type: ignore[no-any-return]
+
+    assert txn_commit("a", 0) == E.stale_member_epoch
+    assert txn_commit("a", 1) == E.none
+    rid = cg.h.next_request_id()
+    cg.h.run(txn_commits.complete_transaction(cg.core, rid, producer_id=7, committed=True, partition=0))
+    assert "g" not in cg.core.groups
+    assert fetched(cg) == 33
