@@ -75,3 +75,13 @@ def parse_consumer_group_state(name: str) -> ConsumerGroupState | None:
         if state.value.lower() == name.lower():
             return state
     return None
+
+
+def mermaid_diagram() -> str:
+    """`MEMBER_TRANSITIONS` as a Mermaid `stateDiagram-v2` (generated, never hand-edited;
+    docs/design/consumer-groups.md carries it and a test keeps the two equal)."""
+    lines = ["stateDiagram-v2", "    [*] --> STABLE"]
+    for target, sources in MEMBER_TRANSITIONS.items():
+        for source in sorted(sources, key=lambda s: s.value):
+            lines.append(f"    {source.name} --> {target.name}")
+    return "\n".join(lines) + "\n"

@@ -3,10 +3,12 @@ assignment), leaving, session and revocation timeouts, Kafka's errors."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kmirror.coordinator.consumer_group.heartbeat import heartbeat
 from kmirror.coordinator.consumer_group.messages import HeartbeatRequest
 from kmirror.coordinator.consumer_group.ports import GroupConfig
-from kmirror.coordinator.consumer_group.state import ConsumerGroupState, MemberState
+from kmirror.coordinator.consumer_group.state import ConsumerGroupState, MemberState, mermaid_diagram
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.consumer_groups import ConsumerGroups, T
 
@@ -177,3 +179,8 @@ def test_group_configs_override_the_broker_session_timeout_and_heartbeat_interva
     assert "a" in cg.core.consumer_groups["g"].members
     cg.h.advance(5_000)
     assert "a" not in cg.core.consumer_groups["g"].members
+
+
+def test_the_design_doc_carries_the_member_state_table():
+    doc = (Path(__file__).parents[4] / "docs" / "design" / "consumer-groups.md").read_text()
+    assert f"```mermaid\n{mermaid_diagram()}```" in doc, "regenerate docs/design/consumer-groups.md"
