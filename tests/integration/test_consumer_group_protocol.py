@@ -9,20 +9,18 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType, Producer
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
-from kmirror.testing.group_consumers import GroupConsumer
+from kmirror.testing.group_consumers import PARTITIONS, Group, GroupConsumer, Load, wait_for
 from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.processes import LocalCluster, free_port_block
 
 pytestmark = pytest.mark.integration
-
-PARTITIONS = 6
 
 
 @pytest.fixture
@@ -35,81 +33,6 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield c
     finally:
         c.down()
-
-
-def wait_for(what: str, condition: Callable[[], bool], check: Callable[[], None] = lambda: None,
-             timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        check()
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-    check()
-
-
-class Group:
-    def __init__(self, bootstrap: str, group_id: str, protocol: str, topic: str) -> None:
-        self.bootstrap, self.group_id, self.protocol, self.topic = bootstrap, group_id, protocol, topic
-        self.lock = threading.Lock()
-        self.consumed: list[tuple[str, int, int]] = []
-        self.members: dict[str, GroupConsumer] = {}
-        self.errors: list[str] = []
-
-    def add(self, name: str) -> GroupConsumer:
-        config = {"bootstrap.servers": self.bootstrap, "group.id": self.group_id, "group.protocol": self.protocol}
-        self.members[name] = GroupConsumer(name, config, self.topic, self.consumed, self.lock).start()
-        return self.members[name]
-
-    def remove(self, name: str) -> None:
-        member = self.members.pop(name)
-        member.stop()
-        self.errors.extend(member.errors)
-
-    def assignments(self) -> dict[str, set[int]]:
-        with self.lock:
-            return {n: set(m.assigned) for n, m in self.members.items()}
-
-    def no_overlap(self) -> None:
-        seen: dict[int, str] = {}
-        for name, parts in self.assignments().items():
-            for p in parts:
-                assert p not in seen, f"partition {p} assigned to {seen[p]} and {name} at once"
-                seen[p] = name
-
-    def covers_all(self, *, each_member_has_some: bool = True) -> bool:
-        a = self.assignments()
-        covered = set().union(*a.values()) if a else set()
-        return covered == set(range(PARTITIONS)) and (not each_member_has_some or all(a.values()))
-
-
-class Load:
-    """Produces records to every partition until stopped; knows what was acknowledged."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.acked: set[tuple[int, int]] = set()
-        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
-        self._topic = topic
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        i = 0
-        while not self._stop.is_set():
-            self._producer.produce(self._topic, value=b"v%d" % i, partition=i % PARTITIONS, on_delivery=self._done)
-            i += 1
-            self._producer.poll(0)
-            time.sleep(0.01)
-        self._producer.flush(30)
-
-    def _done(self, err: object, msg: object) -> None:
-        if err is None:
-            self.acked.add((msg.partition(), msg.offset()))  # type: ignore[attr-defined]
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
 
 
 def test_three_members_leave_and_join_with_every_record_consumed_once(cluster: LocalCluster):
