@@ -65,7 +65,7 @@ class GroupConsumer:
                     # not counted: read it again (it may come back to another member instead)
                     self.errors.append(f"commit: {exc}")
                     try:
-                        consumer.seek(TopicPartition(msg.topic(), msg.partition() or 0, msg.offset() or 0))
+                        consumer.seek(TopicPartition(msg.topic() or self.topic, msg.partition() or 0, msg.offset() or 0))
                     except KafkaException as seek_error:  # no longer assigned: its next owner reads it
                         self.errors.append(f"seek: {seek_error}")
                     time.sleep(0.1)
