@@ -54,7 +54,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
             server_assignor=request.server_assignor,
             owned=(None if owned is None
-                   else {tp.topic_id: frozenset(int(p) for p in tp.partitions) for tp in owned if tp.topic_id}),
+                   else {tp.topic_id: frozenset(int(p) for p in tp.partitions)
+                         for tp in owned if tp.topic_id and tp.partitions}),
             client_id=ctx.header.client_id or "",
             client_host=client_host(ctx),
             version=ctx.api_version,

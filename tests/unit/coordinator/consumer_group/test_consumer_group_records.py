@@ -91,3 +91,12 @@ def test_members_keep_their_epochs_across_a_coordinator_move():
         result = moved.beat(m)
         assert (result.error, result.member_epoch) == (E.none, epoch)
     assert moved.core.consumer_groups["g"].group_epoch == epoch
+
+
+def test_a_coordinator_that_no_longer_leads_the_partition_answers_not_coordinator():
+    cg = ConsumerGroups()
+    cg.join("a")
+    cg.h.run(cg.core.unload(0))
+    assert cg.core.consumer_groups == {}
+    assert cg.beat("a").error == E.not_coordinator
+    assert cg.core.next_deadline_ms() is None
