@@ -1,8 +1,8 @@
 """KIP-848 consumer groups on real kmirror processes, driven by confluent-kafka with
 `group.protocol=consumer`: three members share a topic with no overlap, a member leaving and
 one joining move partitions, every record is consumed and committed exactly once, a classic
-group runs beside it, AdminClient lists and describes both types, and a restart reloads the
-group from `__consumer_offsets`."""
+group runs beside it, AdminClient lists and describes both types, a regex subscription, a
+static member's restart, and a restart of the broker reloads the group from `__consumer_offsets`."""
 
 from __future__ import annotations
 
@@ -130,3 +130,31 @@ def test_a_regex_subscription_gets_the_matching_topics(cluster: LocalCluster):
             ("rx-a", 0), ("rx-a", 1), ("rx-b", 0), ("rx-b", 1)]
     finally:
         consumer.stop()
+
+
+def test_a_static_member_restarting_gets_its_partitions_back_and_the_others_keep_theirs(cluster: LocalCluster):
+    create_topic(cluster.bootstrap, "static", partitions=PARTITIONS)
+    lock = threading.Lock()
+
+    def member(name: str, instance_id: str) -> GroupConsumer:
+        config = {"bootstrap.servers": cluster.bootstrap, "group.id": "static-848", "group.protocol": "consumer",
+                  "group.instance.id": instance_id}
+        return GroupConsumer(name, config, "static", [], lock).start()
+
+    a, b = member("a", "instance-a"), member("b", "instance-b")
+    wait_for("both members' partitions",
+             lambda: (a.assigned | b.assigned) == set(range(PARTITIONS)) and bool(a.assigned) and bool(b.assigned))
+    a_parts, b_parts = set(a.assigned), set(b.assigned)
+    a.stop()  # a static member leaves with epoch -2: its partitions wait for it
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    described = admin.describe_consumer_groups(["static-848"])["static-848"].result(30)
+    held = {m.group_instance_id: {tp.partition for tp in m.assignment.topic_partitions} for m in described.members}
+    assert held == {"instance-a": a_parts, "instance-b": b_parts}
+    again = member("a-again", "instance-a")
+    try:
+        wait_for("the restarted member's partitions", lambda: again.assigned == a_parts, timeout_s=30)
+        assert b.assigned == b_parts
+        assert b.revoked == []  # the other member's assignment never moved
+    finally:
+        again.stop()
+        b.stop()

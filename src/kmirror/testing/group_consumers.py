@@ -23,6 +23,7 @@ class GroupConsumer:
         self.topic = topic
         self.assigned: set[int] = set()  # partitions of `topic` (single-topic groups)
         self.assigned_topic_partitions: set[tuple[str, int]] = set()
+        self.revoked: list[int] = []  # every partition ever revoked from this member, in order
         self.errors: list[str] = []
         self._consumed, self._lock = consumed, lock
         self._stop = threading.Event()
@@ -45,6 +46,7 @@ class GroupConsumer:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self._lock:
             self.assigned -= {tp.partition for tp in partitions}
+            self.revoked.extend(tp.partition for tp in partitions)
             self.assigned_topic_partitions -= {(tp.topic, tp.partition) for tp in partitions}
 
     def _run(self) -> None:
