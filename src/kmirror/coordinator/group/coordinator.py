@@ -20,7 +20,7 @@ from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.consumer_group import coexistence, membership
 from kmirror.coordinator.consumer_group import replay as consumer_replay
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
-from kmirror.coordinator.group import static_members
+from kmirror.coordinator.group import expiry, static_members
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.member import MemberMetadata, Protocol
 from kmirror.coordinator.group.state import GroupState
@@ -301,9 +301,9 @@ class GroupCoordinator:
             and group.initial_delay_limit_ms is None
             and group.all_members_joined()
         ):
-            self._complete_join(group, out)
+            self.complete_join(group, out)
 
-    def _complete_join(self, group: ClassicGroup, out: GroupOutput) -> None:
+    def complete_join(self, group: ClassicGroup, out: GroupOutput) -> None:
         """Kafka `completeClassicGroupJoin`: drop members that did not rejoin, start the next
         generation and answer every waiting JoinGroup (the leader gets the member list)."""
         group.join_deadline_ms = None
@@ -473,12 +473,12 @@ class GroupCoordinator:
                     del group.pending_members[target]
                     self.try_complete_join(group, out)
                 else:
-                    self._remove_member_and_update_group(group, target, out)
+                    self.remove_member_and_update_group(group, target, out)
             results.append(LeaveMemberResult(member_id, instance_id, error))
         out.responses.append((request_id, LeaveResult(E.none, tuple(results))))
         return out
 
-    def _remove_member_and_update_group(self, group: ClassicGroup, member_id: str, out: GroupOutput) -> None:
+    def remove_member_and_update_group(self, group: ClassicGroup, member_id: str, out: GroupOutput) -> None:
         """Kafka `removeMemberAndUpdateClassicGroup`."""
         request_id = self.state.pending_joins.pop((group.group_id, member_id), None)
         if request_id is not None:
@@ -497,14 +497,7 @@ class GroupCoordinator:
     # ---- deadlines -------------------------------------------------------------------
 
     def next_deadline_ms(self) -> int | None:
-        deadlines: list[int] = []
-        for group in self.state.groups.values():
-            deadlines.extend(group.heartbeat_deadline_ms.values())
-            deadlines.extend(group.pending_members.values())
-            if group.join_deadline_ms is not None:
-                deadlines.append(group.join_deadline_ms)
-            if group.sync_deadline_ms is not None:
-                deadlines.append(group.sync_deadline_ms)
+        deadlines = [d for group in self.state.groups.values() for d in expiry.deadlines(group)]
         consumer = membership.next_deadline_ms(self)
         if consumer is not None:
             deadlines.append(consumer)
@@ -514,38 +507,9 @@ class GroupCoordinator:
         """Act on every deadline at or before `now_ms` (monotonic)."""
         out = GroupOutput()
         for group in list(self.state.groups.values()):
-            self._expire(group, now_ms, out)
+            expiry.expire(self, group, now_ms, out)
         out.extend(membership.expire(self, now_ms))
         return out
-
-    def _expire(self, group: ClassicGroup, now: int, out: GroupOutput) -> None:
-        for member_id in list(group.pending_members):
-            deadline = group.pending_members.get(member_id)
-            if deadline is not None and deadline <= now:
-                del group.pending_members[member_id]
-                self.try_complete_join(group, out)
-        for member_id in list(group.heartbeat_deadline_ms):
-            # Re-read: expiring one member may complete a join that re-arms the others.
-            deadline = group.heartbeat_deadline_ms.get(member_id)
-            member = group.members.get(member_id)
-            if member is None or deadline is None or deadline > now:
-                continue
-            if member.awaiting_join or member.awaiting_sync:
-                # Kept alive while waiting on the coordinator; the rebalance timeout governs.
-                group.heartbeat_deadline_ms[member_id] = now + member.session_timeout_ms
-                continue
-            self._remove_member_and_update_group(group, member_id, out)
-        if group.join_deadline_ms is not None and group.join_deadline_ms <= now:
-            if group.is_in(GroupState.PREPARING_REBALANCE):
-                self._complete_join(group, out)
-            else:
-                group.join_deadline_ms = None
-        if group.sync_deadline_ms is not None and group.sync_deadline_ms <= now:
-            group.sync_deadline_ms = None
-            if group.is_in(GroupState.COMPLETING_REBALANCE, GroupState.STABLE) and group.pending_sync_members:
-                # Kafka `onSyncTimeout`: members that never synced are removed.
-                for member_id in list(group.pending_sync_members):
-                    self._remove_member_and_update_group(group, member_id, out)
 
     # ---- persistence -----------------------------------------------------------------
 
