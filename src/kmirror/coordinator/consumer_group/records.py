@@ -218,3 +218,28 @@ def member_tombstones(group_id: str, member_id: str) -> list[Record]:
 
 def group_tombstones(group_id: str) -> list[Record]:
     return [tombstone(TARGET_METADATA, group_id), tombstone(GROUP_METADATA, group_id)]
+
+
+def _tps_fields(tps: TopicPartitions) -> list[dict[str, object]]:
+    return [{"topicId": t, "partitions": sorted(ps)} for t, ps in sorted(tps.items(), key=lambda kv: str(kv[0]))]
+
+
+def value_fields(key: ConsumerGroupKey, value: bytes) -> dict[str, object]:
+    """A value's fields under Kafka's JSON names (kafka-dump-log's offsets decoder)."""
+    t, member_id = key.record_type, key.member_id or ""
+    if t == GROUP_METADATA:
+        return {"epoch": decode_epoch(value)}
+    if t == TARGET_METADATA:
+        return {"assignmentEpoch": decode_epoch(value)}
+    if t == TARGET_MEMBER:
+        return {"topicPartitions": _tps_fields(decode_target_member(value))}
+    if t == MEMBER_METADATA:
+        m = decode_member_metadata(member_id, value)
+        return {"instanceId": m.instance_id, "rackId": m.rack_id, "clientId": m.client_id,
+                "clientHost": m.client_host, "subscribedTopicNames": list(m.subscribed_topic_names),
+                "subscribedTopicRegex": m.subscribed_topic_regex, "serverAssignor": m.server_assignor,
+                "rebalanceTimeoutMs": m.rebalance_timeout_ms}
+    m = apply_current_assignment(ConsumerGroupMember(member_id), value)
+    return {"memberEpoch": m.member_epoch, "previousMemberEpoch": m.previous_member_epoch, "state": m.state.value,
+            "assignedPartitions": _tps_fields(m.assigned),
+            "partitionsPendingRevocation": _tps_fields(m.pending_revocation)}

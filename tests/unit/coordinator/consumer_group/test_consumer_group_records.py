@@ -8,6 +8,8 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kmirror.cli.common import kafka_uuid
+from kmirror.cli.dump_log import decode_offsets_record
 from kmirror.coordinator.consumer_group import records
 from kmirror.coordinator.consumer_group.member import ConsumerGroupMember
 from kmirror.coordinator.consumer_group.state import MemberState
@@ -100,3 +102,18 @@ def test_a_coordinator_that_no_longer_leads_the_partition_answers_not_coordinato
     assert cg.core.consumer_groups == {}
     assert cg.beat("a").error == E.not_coordinator
     assert cg.core.next_deadline_ms() is None
+
+
+def test_dump_log_offsets_decoder_prints_consumer_group_records_as_kafka_json():
+    cg = ConsumerGroups()
+    cg.join("a")
+    lines = [decode_offsets_record(k, v) for k, v in cg.h.log.partitions[0]]
+    keys = [k for k, _ in lines]
+    assert '{"type":"3","data":{"groupId":"g"}}' in keys
+    assert '{"type":"5","data":{"groupId":"g","memberId":"a"}}' in keys
+    target = dict(lines)['{"type":"7","data":{"groupId":"g","memberId":"a"}}']
+    topic_id = kafka_uuid(T)
+    assert target == '{"version":"0","data":{"topicPartitions":[{"topicId":"' + topic_id + '","partitions":[0,1,2,3,4,5]}]}}'
+    current = dict(lines)['{"type":"8","data":{"groupId":"g","memberId":"a"}}']
+    assert '"memberEpoch":1' in current and '"state":0' in current
+    assert decode_offsets_record(records.tombstone(records.MEMBER_METADATA, "g", "a")[0], None)[1] == "<DELETE>"
