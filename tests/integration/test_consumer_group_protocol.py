@@ -153,7 +153,7 @@ def test_a_static_member_restarting_gets_its_partitions_back_and_the_others_keep
     assert held == {"instance-a": a_parts, "instance-b": b_parts}
     again = member("a-again", "instance-a")
     try:
-        wait_for("the restarted member's partitions", lambda: again.assigned == a_parts, timeout_s=30)
+        wait_for("the restarted member's partitions", lambda: again.assigned == a_parts, timeout_s=60)
         assert b.assigned == b_parts
         assert b.revoked[b_revoked:] == []  # the other member's assignment never moved
     finally:
