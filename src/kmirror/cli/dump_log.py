@@ -25,6 +25,7 @@ from typing import Any
 
 from kmirror.cli.common import kafka_uuid
 from kmirror.cli.errors import CommandError
+from kmirror.coordinator.consumer_group import records as consumer_group_records
 from kmirror.coordinator.offsets import records as offsets_records
 from kmirror.kip1279 import state_records
 from kmirror.log.transaction_index import ENTRY as TXN_ENTRY
@@ -285,7 +286,7 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> tuple[str, 
         return f"<unparseable: {exc}>", _text_or_delete(value)
     record_type = _int16_prefix(key)
     if decoded_key is None:
-        return f"<unknown record type {record_type}>", _text_or_delete(value)
+        return _decode_consumer_group_record(record_type, key, value)
     key_text = _typed("type", record_type, decoded_key)
     if value is None:
         return key_text, "<DELETE>"
@@ -298,6 +299,35 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> tuple[str, 
     except Exception as exc:
         return key_text, f"<unparseable: {exc}>"
     return key_text, _typed("version", _int16_prefix(value), decoded_value)
+
+
+def _decode_consumer_group_record(record_type: int, key: bytes, value: bytes | None) -> tuple[str, str]:
+    """KIP-848 consumer group records (types 3, 5, 6, 7, 8); other types are named unknown."""
+    try:
+        cg_key = consumer_group_records.decode_key(key)
+    except Exception as exc:  # struct/unicode errors on corrupt bytes
+        return f"<unparseable: {exc}>", _text_or_delete(value)
+    if cg_key is None:
+        return f"<unknown record type {record_type}>", _text_or_delete(value)
+    key_data = {"groupId": cg_key.group_id}
+    if cg_key.member_id is not None:
+        key_data["memberId"] = cg_key.member_id
+    key_text = _json({"type": str(record_type), "data": key_data})
+    if value is None:
+        return key_text, "<DELETE>"
+    try:
+        fields = consumer_group_records.value_fields(cg_key, value)
+    except Exception as exc:
+        return key_text, f"<unparseable: {exc}>"
+    return key_text, _json({"version": str(_int16_prefix(value)), "data": _plain(fields)})
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return entity_json(value)
 
 
 def _text_or_delete(value: bytes | None) -> str:

@@ -2,8 +2,9 @@
 `GroupConfig` keys, their defaults (the broker's `group.consumer.*` / `group.share.*`
 defaults) and its validation, bounds included.
 
-kmirror stores and describes them; its group coordinator serves the classic protocol, so
-they take effect only for the KIP-848 consumer and KIP-932 share groups Kafka applies them to.
+kmirror stores and describes them; `consumer.session.timeout.ms` and
+`consumer.heartbeat.interval.ms` apply to KIP-848 consumer groups, as in Kafka; the `share.*`
+keys have no effect (kmirror has no KIP-932 share groups).
 """
 
 from __future__ import annotations

@@ -19,20 +19,36 @@ class CoordinatorConfig:
     offset_metadata_max_bytes: int = 4096
     # Kafka `GroupCoordinatorConfig.CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS`.
     new_member_join_timeout_ms: int = 300_000
+    # KIP-848 consumer groups (Kafka `GroupCoordinatorConfig`).
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 2**31 - 1
+    # the first is the default of members that name no ServerAssignor
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    group_consumer_migration_policy: str = "bidirectional"
 
     @classmethod
     def from_server_config(cls, config: Any) -> CoordinatorConfig:
         """From ServerConfig: an attribute of the same name, else the Kafka key through
         `config.get`, else Kafka's default."""
-        values: dict[str, int] = {}
+        values: dict[str, Any] = {}
         for name in cls.__dataclass_fields__:
             if hasattr(config, name):
-                values[name] = int(getattr(config, name))
+                values[name] = _typed(name, getattr(config, name))
                 continue
             getter = getattr(config, "get", None)
             if getter is not None:
                 try:
-                    values[name] = int(getter(name.replace("_", ".")))
+                    values[name] = _typed(name, getter(name.replace("_", ".")))
                 except (KeyError, TypeError, ValueError):
                     pass
         return cls(**values)
+
+
+def _typed(name: str, value: Any) -> Any:
+    if name == "group_consumer_assignors":
+        items = value.split(",") if isinstance(value, str) else value
+        return tuple(str(v).strip() for v in items if str(v).strip())
+    if name == "group_consumer_migration_policy":
+        return str(value)
+    return int(value)

@@ -18,6 +18,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.consumer_group import admin as consumer_admin
+from kmirror.coordinator.consumer_group import heartbeat as consumer_heartbeat
+from kmirror.coordinator.consumer_group.messages import HeartbeatRequest, HeartbeatResult
+from kmirror.coordinator.consumer_group.ports import BROKER_DEFAULTS, GroupConfig, TopicsView
 from kmirror.coordinator.group import admin
 from kmirror.coordinator.group.consumer_protocol import group_subscribed_topics
 from kmirror.coordinator.group.coordinator import GroupCoordinator, PartitionStatus
@@ -270,8 +274,10 @@ class GroupCoordinatorService(CoordinatorRuntime):
         return await self._answer(rid, future, out)  # type: ignore[no-any-return]
 
     def fetch_offsets(self, *, group_id: str, topics: list[tuple[str, list[int]]] | None,
-                      require_stable: bool = False) -> FetchOffsetsResult:
-        result = commits.fetch_offsets(self.core, group_id=group_id, topics=topics)
+                      require_stable: bool = False, member_id: str | None = None,
+                      member_epoch: int = -1) -> FetchOffsetsResult:
+        result = commits.fetch_offsets(self.core, group_id=group_id, topics=topics, member_id=member_id,
+                                       member_epoch=member_epoch)
         return txn_commits.with_pending_marked_unstable(self.core, result) if require_stable else result
 
     async def txn_commit_offsets(
@@ -311,3 +317,14 @@ class GroupCoordinatorService(CoordinatorRuntime):
     async def delete_groups(self, group_ids: list[str]) -> DeleteGroupsResult:
         rid, future = self._new_waiter()
         return await self._answer(rid, future, admin.delete_groups(self.core, rid, group_ids))  # type: ignore[no-any-return]
+
+    # ---- KIP-848 consumer groups ------------------------------------------------------
+
+    async def consumer_group_heartbeat(self, request: HeartbeatRequest, topics: TopicsView,
+                                       group_config: GroupConfig = BROKER_DEFAULTS) -> HeartbeatResult:
+        rid, future = self._new_waiter()
+        out = consumer_heartbeat.heartbeat(self.core, rid, request, topics, group_config)
+        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+
+    def consumer_group_describe(self, group_ids: list[str]) -> list[consumer_admin.DescribedConsumerGroup]:
+        return [consumer_admin.describe(self.core, g) for g in group_ids]

@@ -1,7 +1,8 @@
 """OffsetFetch (key 9, v1-v9: one group up to v7, several from v8; v10 names topics by id
 and is not served yet). With `require_stable` (v7+) a partition whose group has offsets
 pending in an open transaction answers UNSTABLE_OFFSET_COMMIT (the client retries), as
-Kafka's does; without it only committed offsets are returned."""
+Kafka's does; without it only committed offsets are returned. From v9 a KIP-848 member names
+itself and its member epoch (UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH as Kafka)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         Group = nested(rt, "OffsetFetchResponseGroup")
         groups = []
         for g in request.groups:
-            result = coordinator.fetch_offsets(group_id=g.group_id, topics=_topics(g.topics), require_stable=stable)
+            result = coordinator.fetch_offsets(group_id=g.group_id, topics=_topics(g.topics), require_stable=stable,
+                                               member_id=getattr(g, "member_id", None),
+                                               member_epoch=getattr(g, "member_epoch", -1))
             groups.append(
                 Group(group_id=g.group_id, topics=_response_topics(rt, result, "OffsetFetchResponseTopics",
                                                                    "OffsetFetchResponsePartitions"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kmirror.coordinator.consumer_group import admin as consumer_admin
+from kmirror.coordinator.consumer_group.state import parse_consumer_group_state
 from kmirror.coordinator.group.coordinator import GroupCoordinator, PartitionStatus
 from kmirror.coordinator.group.state import GroupState, parse_state
 from kmirror.coordinator.offsets import replay
@@ -21,16 +23,19 @@ E = ErrorCode
 
 def list_groups(core: GroupCoordinator, states_filter: list[str], types_filter: list[str]) -> ListGroupsResult:
     """Groups of every loaded partition; COORDINATOR_LOAD_IN_PROGRESS while any loads.
-    Filters match case-insensitively; every group here is of type `classic`."""
+    Filters match case-insensitively; types are `classic` and `consumer` (KIP-848)."""
     error = E.none
     if any(s is PartitionStatus.LOADING for s in core.state.partitions.values()):
         error = E.coordinator_load_in_progress
-    wanted_states = {parse_state(s) for s in states_filter}
-    if types_filter and "classic" not in {t.lower() for t in types_filter}:
-        return ListGroupsResult(error)
+    wanted_states = {str(parse_state(s) or parse_consumer_group_state(s)) for s in states_filter}
+    types = {t.lower() for t in types_filter}
+    listed: list[ListedGroup] = []
+    if not types or "classic" in types:
+        listed.extend(ListedGroup(g.group_id, g.protocol_type or "", str(g.state)) for g in core.groups.values())
+    if not types or "consumer" in types:
+        listed.extend(consumer_admin.listed(g) for g in core.consumer_groups.values())
     groups = tuple(
-        ListedGroup(g.group_id, g.protocol_type or "", str(g.state))
-        for g in sorted(core.groups.values(), key=lambda g: g.group_id)
+        g for g in sorted(listed, key=lambda g: g.group_id)
         if core.coordinator_error(g.group_id) is None and (not states_filter or g.state in wanted_states)
     )
     return ListGroupsResult(error, groups)
@@ -67,6 +72,12 @@ def delete_groups(core: GroupCoordinator, request_id: int, group_ids: list[str])
     results: list[DeleteGroupResult] = []
     for group_id in group_ids:
         err = core.coordinator_error(group_id)
+        if err is None and group_id in core.consumer_groups:
+            err, records = consumer_admin.delete(core, group_id)
+            results.append(DeleteGroupResult(group_id, err))
+            if records:
+                out.extend(core.append(group_id, records, GroupOutput, lambda _e: GroupOutput()))
+            continue
         group = core.groups.get(group_id)
         if err is None and (group is None or group.is_in(GroupState.DEAD)):
             err = E.group_id_not_found

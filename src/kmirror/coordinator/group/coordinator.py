@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from kmirror.coordinator.config import CoordinatorConfig
-from kmirror.coordinator.group import static_members
+from kmirror.coordinator.consumer_group import coexistence, membership
+from kmirror.coordinator.consumer_group import replay as consumer_replay
+from kmirror.coordinator.consumer_group.group import ConsumerGroup
+from kmirror.coordinator.group import expiry, static_members
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.member import MemberMetadata, Protocol
 from kmirror.coordinator.group.state import GroupState
@@ -56,6 +59,8 @@ class _Waiting:
 @dataclass
 class CoreState:
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
+    # KIP-848 consumer groups; a group id is in `groups` or here, never both
+    consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
     partitions: dict[int, PartitionStatus] = field(default_factory=dict)
     # (group id, member id) -> request id of the JoinGroup / SyncGroup waiting on a rebalance.
     pending_joins: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -80,6 +85,13 @@ class GroupCoordinator:
     def groups(self) -> dict[str, ClassicGroup]:
         return self.state.groups
 
+    @property
+    def consumer_groups(self) -> dict[str, ConsumerGroup]:
+        return self.state.consumer_groups
+
+    def new_uuid(self) -> str:
+        return self._new_uuid()
+
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
 
@@ -99,7 +111,14 @@ class GroupCoordinator:
     def complete_load(self, partition: int, records: Iterable[tuple[bytes, bytes | None]]) -> None:
         """Rebuild the partition's groups and offsets by replaying its records in order."""
         now = self.clock.monotonic_ms()
+        records = list(records)
         groups = replay.replay(records, now_wall_ms=self.clock.now_ms())
+        consumer_groups = consumer_replay.replay(records)
+        coexistence.merge_loaded(groups, consumer_groups)
+        for consumer_group in consumer_groups.values():
+            for member_id in consumer_group.members:
+                consumer_group.session_deadline_ms[member_id] = now + self.config.group_consumer_session_timeout_ms
+            self.state.consumer_groups[consumer_group.group_id] = consumer_group
         for group in groups.values():
             for member in group.members.values():
                 group.heartbeat_deadline_ms[member.member_id] = now + member.session_timeout_ms
@@ -111,6 +130,8 @@ class GroupCoordinator:
         NOT_COORDINATOR so clients rediscover the coordinator."""
         out = GroupOutput()
         self.state.partitions.pop(partition, None)
+        for group_id in [g for g in self.state.consumer_groups if self.partition_for(g) == partition]:
+            del self.state.consumer_groups[group_id]
         for group_id in [g for g in self.state.groups if self.partition_for(g) == partition]:
             group = self.state.groups.pop(group_id)
             out.extend(self._fail_waiters(group, E.not_coordinator))
@@ -149,6 +170,9 @@ class GroupCoordinator:
             return reply(JoinResult(err, member_id=member_id))
         if not group_id:
             return reply(JoinResult(E.invalid_group_id, member_id=member_id))
+        err = coexistence.before_classic_join(self, group_id, out)
+        if err is not None:
+            return reply(JoinResult(err, member_id=member_id))
         if not (
             self.config.group_min_session_timeout_ms
             <= session_timeout_ms
@@ -277,9 +301,9 @@ class GroupCoordinator:
             and group.initial_delay_limit_ms is None
             and group.all_members_joined()
         ):
-            self._complete_join(group, out)
+            self.complete_join(group, out)
 
-    def _complete_join(self, group: ClassicGroup, out: GroupOutput) -> None:
+    def complete_join(self, group: ClassicGroup, out: GroupOutput) -> None:
         """Kafka `completeClassicGroupJoin`: drop members that did not rejoin, start the next
         generation and answer every waiting JoinGroup (the leader gets the member list)."""
         group.join_deadline_ms = None
@@ -449,12 +473,12 @@ class GroupCoordinator:
                     del group.pending_members[target]
                     self.try_complete_join(group, out)
                 else:
-                    self._remove_member_and_update_group(group, target, out)
+                    self.remove_member_and_update_group(group, target, out)
             results.append(LeaveMemberResult(member_id, instance_id, error))
         out.responses.append((request_id, LeaveResult(E.none, tuple(results))))
         return out
 
-    def _remove_member_and_update_group(self, group: ClassicGroup, member_id: str, out: GroupOutput) -> None:
+    def remove_member_and_update_group(self, group: ClassicGroup, member_id: str, out: GroupOutput) -> None:
         """Kafka `removeMemberAndUpdateClassicGroup`."""
         request_id = self.state.pending_joins.pop((group.group_id, member_id), None)
         if request_id is not None:
@@ -473,51 +497,19 @@ class GroupCoordinator:
     # ---- deadlines -------------------------------------------------------------------
 
     def next_deadline_ms(self) -> int | None:
-        deadlines: list[int] = []
-        for group in self.state.groups.values():
-            deadlines.extend(group.heartbeat_deadline_ms.values())
-            deadlines.extend(group.pending_members.values())
-            if group.join_deadline_ms is not None:
-                deadlines.append(group.join_deadline_ms)
-            if group.sync_deadline_ms is not None:
-                deadlines.append(group.sync_deadline_ms)
+        deadlines = [d for group in self.state.groups.values() for d in expiry.deadlines(group)]
+        consumer = membership.next_deadline_ms(self)
+        if consumer is not None:
+            deadlines.append(consumer)
         return min(deadlines, default=None)
 
     def poll(self, now_ms: int) -> GroupOutput:
         """Act on every deadline at or before `now_ms` (monotonic)."""
         out = GroupOutput()
         for group in list(self.state.groups.values()):
-            self._expire(group, now_ms, out)
+            expiry.expire(self, group, now_ms, out)
+        out.extend(membership.expire(self, now_ms))
         return out
-
-    def _expire(self, group: ClassicGroup, now: int, out: GroupOutput) -> None:
-        for member_id in list(group.pending_members):
-            deadline = group.pending_members.get(member_id)
-            if deadline is not None and deadline <= now:
-                del group.pending_members[member_id]
-                self.try_complete_join(group, out)
-        for member_id in list(group.heartbeat_deadline_ms):
-            # Re-read: expiring one member may complete a join that re-arms the others.
-            deadline = group.heartbeat_deadline_ms.get(member_id)
-            member = group.members.get(member_id)
-            if member is None or deadline is None or deadline > now:
-                continue
-            if member.awaiting_join or member.awaiting_sync:
-                # Kept alive while waiting on the coordinator; the rebalance timeout governs.
-                group.heartbeat_deadline_ms[member_id] = now + member.session_timeout_ms
-                continue
-            self._remove_member_and_update_group(group, member_id, out)
-        if group.join_deadline_ms is not None and group.join_deadline_ms <= now:
-            if group.is_in(GroupState.PREPARING_REBALANCE):
-                self._complete_join(group, out)
-            else:
-                group.join_deadline_ms = None
-        if group.sync_deadline_ms is not None and group.sync_deadline_ms <= now:
-            group.sync_deadline_ms = None
-            if group.is_in(GroupState.COMPLETING_REBALANCE, GroupState.STABLE) and group.pending_sync_members:
-                # Kafka `onSyncTimeout`: members that never synced are removed.
-                for member_id in list(group.pending_sync_members):
-                    self._remove_member_and_update_group(group, member_id, out)
 
     # ---- persistence -----------------------------------------------------------------
 

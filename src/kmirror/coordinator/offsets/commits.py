@@ -7,8 +7,11 @@ response to a commit is produced by the append's completion.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from kmirror.coordinator.consumer_group import admin as consumer_admin
+from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.state import GroupState
@@ -74,18 +77,25 @@ def commit_offsets(
     err = core.coordinator_error(group_id)
     if err is not None:
         return reply_all(err)
-    group = core.groups.get(group_id)
-    if group is None:
-        if generation_id >= 0:
-            return reply_all(E.illegal_generation)
-        group = ClassicGroup(group_id, state_timestamp_ms=core.clock.now_ms())
-        core.groups[group_id] = group
-    err = validate_offset_commit(group, generation_id, member_id, group_instance_id)
-    if err != E.none:
-        return reply_all(err)
-    member = group.members.get(member_id)
-    if member is not None:
-        group.heartbeat_deadline_ms[member_id] = core.clock.monotonic_ms() + member.session_timeout_ms
+    consumer_group = core.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        # a consumer group's members commit with their member epoch (KIP-848)
+        err = consumer_admin.validate_offset_commit(consumer_group, member_id, generation_id)
+        if err != E.none:
+            return reply_all(err)
+    else:
+        group = core.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return reply_all(E.illegal_generation)
+            group = ClassicGroup(group_id, state_timestamp_ms=core.clock.now_ms())
+            core.groups[group_id] = group
+        err = validate_offset_commit(group, generation_id, member_id, group_instance_id)
+        if err != E.none:
+            return reply_all(err)
+        member = group.members.get(member_id)
+        if member is not None:
+            group.heartbeat_deadline_ms[member_id] = core.clock.monotonic_ms() + member.session_timeout_ms
 
     now_wall = core.clock.now_ms()
     accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
@@ -108,7 +118,7 @@ def commit_offsets(
         return result(E.none)
 
     def persisted() -> GroupOutput:
-        target = core.groups.get(group_id)
+        target = core.consumer_groups.get(group_id) or core.groups.get(group_id)
         if target is not None:
             for (topic, partition), value in accepted.items():
                 target.offsets[_tp(topic, partition)] = value
@@ -135,14 +145,21 @@ def _tp(topic: str, partition: int) -> TopicPartition:
 
 
 def fetch_offsets(
-    core: GroupCoordinator, *, group_id: str, topics: list[tuple[str, list[int]]] | None
+    core: GroupCoordinator, *, group_id: str, topics: list[tuple[str, list[int]]] | None,
+    member_id: str | None = None, member_epoch: int = -1,
 ) -> FetchOffsetsResult:
     """OffsetFetch for one group; `topics=None` means every committed offset. Partitions
-    without a commit answer offset -1 and no error, as Kafka does."""
+    without a commit answer offset -1 and no error, as Kafka does. A consumer group's
+    member fetching (v9) is checked against its member epoch."""
     err = core.coordinator_error(group_id)
     if err is not None:
         return FetchOffsetsResult(group_id, err)
-    group = core.groups.get(group_id)
+    consumer_group = core.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        err = consumer_admin.validate_offset_fetch(consumer_group, member_id, member_epoch)
+        if err != E.none:
+            return FetchOffsetsResult(group_id, err)
+    group = core.consumer_groups.get(group_id) or core.groups.get(group_id)
     committed = group.offsets if group is not None else {}
     out: list[FetchedOffset] = []
     if topics is None:
@@ -177,6 +194,9 @@ def delete_offsets(
     err = core.coordinator_error(group_id)
     if err is not None:
         return reply(OffsetDeleteResult(err))
+    consumer_group = core.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        return _delete_consumer_group_offsets(core, consumer_group, partitions, reply)
     group = core.groups.get(group_id)
     if group is None or group.is_in(GroupState.DEAD):
         return reply(OffsetDeleteResult(E.group_id_not_found))
@@ -195,3 +215,26 @@ def delete_offsets(
     if not records:
         return reply(done)
     return core.append(group_id, records, lambda: reply(done), lambda e: reply(OffsetDeleteResult(_append_error(e))))
+
+
+def _delete_consumer_group_offsets(
+    core: GroupCoordinator,
+    group: ConsumerGroup,
+    partitions: list[tuple[str, int]],
+    reply: Callable[[OffsetDeleteResult], GroupOutput],
+) -> GroupOutput:
+    """OffsetDelete on a consumer group: refused for topics its members subscribe to."""
+    subscribed = group.subscribed_topic_names()
+    results, records = [], []
+    for topic, p in partitions:
+        if topic in subscribed:
+            results.append(PartitionResult(topic, p, E.group_subscribed_to_topic))
+            continue
+        results.append(PartitionResult(topic, p, E.none))
+        if group.offsets.pop(_tp(topic, p), None) is not None:
+            records.append(replay.offset_commit_record(group.group_id, _tp(topic, p), None))
+    done = OffsetDeleteResult(E.none, tuple(results))
+    if not records:
+        return reply(done)
+    return core.append(group.group_id, records, lambda: reply(done),
+                       lambda e: reply(OffsetDeleteResult(_append_error(e))))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kmirror.coordinator.consumer_group import admin as consumer_admin
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.state import GroupState
@@ -62,7 +63,11 @@ def txn_commit_offsets(core: GroupCoordinator, request_id: int, *, group_id: str
     err = core.coordinator_error(group_id)
     if err is not None:
         return reply({}, err)
-    err = validate_txn_offset_commit(core.groups.get(group_id), generation_id, member_id, group_instance_id)
+    consumer_group = core.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        err = consumer_admin.validate_txn_offset_commit(consumer_group, member_id, generation_id)
+    else:
+        err = validate_txn_offset_commit(core.groups.get(group_id), generation_id, member_id, group_instance_id)
     if err != E.none:
         return reply({}, err)
     now_wall = core.clock.now_ms()
@@ -102,6 +107,10 @@ def complete_transaction(core: GroupCoordinator, request_id: int, *, producer_id
         if not by_producer:
             del core.state.pending_txn_offsets[group_id]
         if offsets and committed:
+            consumer_group = core.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                consumer_group.offsets.update(offsets)
+                continue
             group = core.groups.get(group_id)
             if group is None:
                 group = core.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=core.clock.now_ms())

@@ -1,0 +1,60 @@
+"""ConsumerGroupDescribe (key 69, v0-v1; KIP-848). A classic group, or one that does not
+exist, is GROUP_ID_NOT_FOUND (clients then fall back to DescribeGroups, as with Kafka)."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.handlers.describe_groups import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
+from kmirror.broker.services import BrokerServices
+from kmirror.coordinator.consumer_group.member import TopicPartitions
+from kmirror.protocol.entities import build, nested
+
+CONSUMER_MEMBER_TYPE = 1  # MemberType (v1): 0 classic member, 1 consumer member
+
+
+@api(69, "ConsumerGroupDescribe", 0, 1)
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    described = services.groups.consumer_group_describe(list(request.group_ids))
+    image = getattr(services.metadata, "image", None)
+    names: dict[uuid.UUID, str] = {t.topic_id: n for n, t in image.topics.items()} if image is not None else {}
+    rt = ctx.response_type
+    Group = nested(rt, "DescribedGroup")
+    Member = nested(rt, "Member")
+    Assignment = nested(rt, "Assignment")
+    TopicPartitionsEntity = nested(rt, "TopicPartitions")
+    ops = GROUP_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+
+    def assignment(tps: TopicPartitions) -> Any:
+        return build(Assignment, topic_partitions=tuple(
+            build(TopicPartitionsEntity, topic_id=t, topic_name=names.get(t, ""), partitions=tuple(sorted(ps)))
+            for t, ps in sorted(tps.items(), key=lambda kv: str(kv[0]))
+        ))
+
+    groups = tuple(
+        build(
+            Group,
+            error_code=d.error,
+            error_message=d.error_message,
+            group_id=d.group_id,
+            group_state=d.state,
+            group_epoch=d.group_epoch,
+            assignment_epoch=d.assignment_epoch,
+            assignor_name=d.assignor_name,
+            members=tuple(
+                build(Member, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                      member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                      subscribed_topic_names=m.subscribed_topic_names,
+                      subscribed_topic_regex=m.subscribed_topic_regex,
+                      assignment=assignment(m.assignment), target_assignment=assignment(m.target_assignment),
+                      member_type=CONSUMER_MEMBER_TYPE)
+                for m in d.members
+            ),
+            authorized_operations=ops,
+        )
+        for d in described
+    )
+    return build(rt, throttle_time=datetime.timedelta(0), groups=groups)

@@ -1,0 +1,1 @@
+"""KIP-848 consumer groups: the server-side assignment protocol (ConsumerGroupHeartbeat)."""

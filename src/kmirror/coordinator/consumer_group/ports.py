@@ -1,0 +1,61 @@
+"""What the consumer-group logic needs from the group coordinator core, named as a
+`typing.Protocol` so the core (which also serves classic groups) can be passed in."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.consumer_group.group import ConsumerGroup
+from kmirror.coordinator.group.group import ClassicGroup
+from kmirror.coordinator.results import GroupOutput
+from kmirror.ports import Clock
+from kmirror.protocol.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    topic_id: uuid.UUID
+    partitions: int
+
+
+# The cluster's topics as the coordinator sees them at a heartbeat: name -> id, partitions.
+TopicsView = Mapping[str, TopicInfo]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """A group's dynamic GROUP-resource configs (Kafka `GroupConfig`); None: the broker's
+    `group.consumer.*` default."""
+
+    session_timeout_ms: int | None = None
+    heartbeat_interval_ms: int | None = None
+
+
+BROKER_DEFAULTS = GroupConfig()
+
+
+class GroupsCore(Protocol):
+    config: CoordinatorConfig
+    clock: Clock
+
+    @property
+    def groups(self) -> dict[str, ClassicGroup]: ...
+
+    @property
+    def consumer_groups(self) -> dict[str, ConsumerGroup]: ...
+
+    def coordinator_error(self, group_id: str) -> ErrorCode | None: ...
+
+    def new_uuid(self) -> str: ...
+
+    def append(
+        self,
+        group_id: str,
+        records: list[tuple[bytes, bytes | None]],
+        on_success: Callable[[], GroupOutput],
+        on_failure: Callable[[ErrorCode], GroupOutput],
+    ) -> GroupOutput: ...

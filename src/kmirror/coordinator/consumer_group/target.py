@@ -1,0 +1,71 @@
+"""The target assignment of a consumer group (Kafka `TargetAssignmentBuilder`): which topics
+the members subscribe to, whether that changed, and running the group's assignor when the
+group epoch has moved past the target assignment epoch."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import Counter
+
+from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.consumer_group import records
+from kmirror.coordinator.consumer_group.assignors import ASSIGNORS, MemberSubscription
+from kmirror.coordinator.consumer_group.group import ConsumerGroup
+from kmirror.coordinator.consumer_group.member import ConsumerGroupMember
+from kmirror.coordinator.consumer_group.ports import TopicsView
+
+
+def is_internal(topic: str) -> bool:
+    return topic.startswith("__")
+
+
+def subscribed_topic_ids(member: ConsumerGroupMember, topics: TopicsView) -> frozenset[uuid.UUID]:
+    """Topics named by the member that exist, and those its regex matches in full (internal
+    topics are never matched by a regex, as in Kafka)."""
+    ids = {topics[n].topic_id for n in member.subscribed_topic_names if n in topics}
+    if member.subscribed_topic_regex:
+        try:
+            pattern = re.compile(member.subscribed_topic_regex)
+        except re.error:
+            pattern = None
+        if pattern is not None:
+            ids |= {info.topic_id for name, info in topics.items()
+                    if not is_internal(name) and pattern.fullmatch(name)}
+    return frozenset(ids)
+
+
+def subscription_metadata(group: ConsumerGroup, topics: TopicsView) -> dict[uuid.UUID, int]:
+    """topic id -> partition count, for every topic some member subscribes to."""
+    wanted: set[uuid.UUID] = set()
+    for m in group.members.values():
+        wanted |= subscribed_topic_ids(m, topics)
+    return {info.topic_id: info.partitions for info in topics.values() if info.topic_id in wanted}
+
+
+def choose_assignor(group: ConsumerGroup, config: CoordinatorConfig) -> str:
+    """The server assignor most members ask for (ties: the configured order), else the
+    configured default (Kafka `defaultConsumerGroupAssignor` / `preferredServerAssignor`)."""
+    votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+    if votes:
+        best = max(votes.values())
+        order = list(config.group_consumer_assignors)
+        return min((a for a, c in votes.items() if c == best), key=lambda a: order.index(a) if a in order else 99)
+    return config.group_consumer_assignors[0] if config.group_consumer_assignors else "uniform"
+
+
+def update_target(group: ConsumerGroup, topics: TopicsView, config: CoordinatorConfig) -> list[records.Record]:
+    """Recompute the target assignment at the group epoch; the records of what changed."""
+    name = choose_assignor(group, config)
+    members = [MemberSubscription(m.member_id, subscribed_topic_ids(m, topics))
+               for m in sorted(group.members.values(), key=lambda m: m.member_id)]
+    new = ASSIGNORS[name].assign(members, group.subscribed_metadata or {}, group.target)
+    out: list[records.Record] = []
+    for member_id, tps in new.items():
+        if group.target.get(member_id) != tps:
+            out.append(records.target_member_record(group.group_id, member_id, tps))
+    group.target = new
+    group.assignment_epoch = group.group_epoch
+    group.assignor_name = name
+    out.append(records.epoch_record(records.TARGET_METADATA, group.group_id, group.assignment_epoch))
+    return out
