@@ -72,6 +72,8 @@ class CoordinatorRuntime:
         # and a partition waiting for its ISR does not hold up the others
         self._append_locks: dict[int, asyncio.Lock] = {}
         self._running = False
+        # set (and replaced) whenever a partition starts or finishes loading or is unloaded
+        self._partitions_changed = asyncio.Event()
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -102,9 +104,11 @@ class CoordinatorRuntime:
                 if task is not None:
                     task.cancel()
                 self._spawn(self._execute(self.core.unload(partition)))
+                self._notify_partitions_changed()
         for partition in led - set(self.core.state.partitions):
             self.core.begin_load(partition)
             self._loads[partition] = asyncio.get_running_loop().create_task(self._load(partition))
+        self._notify_partitions_changed()
 
     async def _load(self, partition: int) -> None:
         try:
@@ -118,8 +122,30 @@ class CoordinatorRuntime:
         finally:
             self._loads.pop(partition, None)
             self._rearm()
+            self._notify_partitions_changed()
         if isinstance(out, Output):
             await self._execute(out)
+
+    def _notify_partitions_changed(self) -> None:
+        self._partitions_changed.set()
+        self._partitions_changed = asyncio.Event()
+
+    async def until_loaded(self, partition: int, timeout_ms: int) -> bool:
+        """Wait, at most `timeout_ms`, until this node coordinates `partition` (leads it and
+        has loaded it); True when it does. For a node that the metadata already names the
+        partition's leader: its replica manager and this load follow in a moment, and answering
+        COORDINATOR_NOT_AVAILABLE meanwhile spends the client's few FindCoordinator retries
+        (librdkafka's admin client then waits out its whole request timeout)."""
+        deadline_ms = self._clock.monotonic_ms() + timeout_ms
+        while self.core.state.partitions.get(partition) is not PartitionStatus.LOADED:
+            remaining_ms = deadline_ms - self._clock.monotonic_ms()
+            if remaining_ms <= 0 or not self._running:
+                return False
+            try:
+                await asyncio.wait_for(self._partitions_changed.wait(), remaining_ms / 1000)
+            except TimeoutError:
+                return False
+        return True
 
     def _replay(self, partition: int) -> tuple[int, Any]:
         """Feed the partition's records to the core: (how many, the core's output)."""

@@ -303,8 +303,11 @@ class ReplicaManager:
 
     def append_coordinator_batches(self, tp: TopicPartition, records: bytes | memoryview) -> PartitionAppendResult:
         """Coordinator-origin batches on this leader (internal topics too): COMMIT/ABORT
-        markers of WriteTxnMarkers, transactional offset commits in `__consumer_offsets`."""
-        partition = self.leader_partition(tp)
+        markers of WriteTxnMarkers, transactional offset commits in `__consumer_offsets`.
+        Refused on a read-only partition (a KIP-1279 mirror partition): its records, markers
+        included, come only from the mirror's source, and a local marker would take offsets
+        the source's records own."""
+        partition = self._write_refusal(tp) or self.leader_partition(tp)
         if isinstance(partition, PartitionError):
             return partition
         result = partition.append_coordinator_batches_to_leader(records, self.clock.now_ms())

@@ -126,3 +126,21 @@ def test_a_partition_whose_replay_fails_is_unloaded_and_loaded_again_when_led_ag
         await svc.stop()
 
     asyncio.run(main())
+
+
+def test_until_loaded_waits_for_leadership_and_the_load_and_is_bounded():
+    async def main():
+        svc, _ = service()
+        await svc.start()
+        waiting = asyncio.ensure_future(svc.until_loaded(0, 10_000))
+        await asyncio.sleep(0)
+        assert not waiting.done()  # not led yet
+        svc.on_partitions_led({0})  # led: loading, then loaded
+        assert await waiting is True
+        assert svc.coordinator_error("g") is None
+        assert await svc.until_loaded(0, 10_000) is True  # already loaded: at once
+        svc.on_partitions_led(set())
+        assert await svc.until_loaded(0, 50) is False  # never led again: gives up
+        await svc.stop()
+
+    asyncio.run(main())

@@ -3,9 +3,10 @@
 GROUP keys: the leader of the group's `__consumer_offsets` partition (any broker of the
 cluster, at its endpoint for the request's listener), created on first use
 (Kafka auto-creates the internal topic here). COORDINATOR_NOT_AVAILABLE while the topic or
-partition is not ready or still loading, so clients retry. TRANSACTION keys: the same for
-the transactional id's `__transaction_state` partition; an empty or over-long id is
-INVALID_REQUEST. SHARE (2) is INVALID_REQUEST.
+partition is not ready, so clients retry; when the leader is this node and it is still
+loading the partition, the answer waits for the load (at most `LOAD_WAIT_MS`).
+TRANSACTION keys: the same for the transactional id's `__transaction_state` partition; an
+empty or over-long id is INVALID_REQUEST. SHARE (2) is INVALID_REQUEST.
 MIRROR keys (3, KIP-1279, `<mirror>:<topic id>:<partition>`): the leader of the key's
 `__mirror_state` partition, the topic created on first use; INVALID_REQUEST for a key that
 does not parse, UNSUPPORTED_VERSION while `mirror.version` is 0.
@@ -35,6 +36,11 @@ log = logging.getLogger("kmirror.coordinator")
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 CONSUMER_OFFSETS = "__consumer_offsets"
+# How long FindCoordinator waits for this node to finish loading a partition the metadata
+# says it leads, before answering COORDINATOR_NOT_AVAILABLE. Clients retry that answer only
+# a few times within a few hundred ms (librdkafka: twice, 100 ms apart, then it waits for a
+# broker state change), while loading a fresh `__consumer_offsets` on a busy node takes longer.
+LOAD_WAIT_MS = 5000
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
 
 
@@ -117,6 +123,10 @@ async def _find_internal(
         if endpoint is None:
             return fail(ErrorCode.coordinator_not_available)
         return ErrorCode.none, None, leader, endpoint.host, endpoint.port
+    if leader == services.node_id and coordinator.coordinator_error(key) is not None:
+        # The metadata names this node the leader (e.g. of a partition just created above):
+        # its replica becomes leader and the coordinator loads the partition in a moment.
+        await coordinator.until_loaded(coordinator.partition_for(key), LOAD_WAIT_MS)
     error = coordinator.coordinator_error(key)
     if error is not None:
         # Not led yet (election in progress) or still loading: the client retries.

@@ -24,6 +24,7 @@ from kmirror.coordinator.transaction.coordinator import (
     TxnMarker,
     TxnOutput,
 )
+from kmirror.kip1279.errors import MirrorError, kio_error_code
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
@@ -52,8 +53,13 @@ RemoteVerifier = Callable[[int, str, int, int, list[TopicPartition]], Awaitable[
 LeaderLookup = Callable[[TopicPartition], int | None]
 
 # Answers of a partition leader after which the marker is not written again.
+# READ_ONLY_TOPIC: the partition became a mirror partition (a failback, or the topic added to a
+# mirror) while the transaction was open. Its log was truncated to what the mirror's source
+# holds, so the transaction's records there are gone, and a marker may not be written into it
+# (docs/design/transactions.md, "A transaction open when its topic becomes a mirror topic").
 _MARKER_FINAL = {ErrorCode.none: "written", ErrorCode.invalid_producer_epoch: "refused: a newer producer epoch",
-                 ErrorCode.transaction_coordinator_fenced: "refused: a newer coordinator epoch"}
+                 ErrorCode.transaction_coordinator_fenced: "refused: a newer coordinator epoch",
+                 kio_error_code(int(MirrorError.READ_ONLY_TOPIC)): "skipped: a mirror partition now"}
 
 
 class TransactionCoordinatorService(CoordinatorRuntime):

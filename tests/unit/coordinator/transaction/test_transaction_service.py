@@ -13,12 +13,14 @@ from kmirror.coordinator.runtime import GroupCoordinatorService
 from kmirror.coordinator.transaction.config import TransactionConfig
 from kmirror.coordinator.transaction.coordinator import TxnMarker
 from kmirror.coordinator.transaction.service import TOPIC_DELETED, TransactionCoordinatorService
+from kmirror.kip1279.errors import MirrorError, kio_error_code
 from kmirror.ports import ManualClock
 from kmirror.protocol.errors import ErrorCode as E
 from kmirror.testing.groups import MemoryCoordinatorLog
 from kmirror.types import TopicPartition
 
 TP0, TP1, GONE = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("deleted", 0)
+READ_ONLY = kio_error_code(int(MirrorError.READ_ONLY_TOPIC))
 
 
 class Ids:
@@ -40,16 +42,19 @@ class Ids:
 class Leaders:
     """Partition leaders that refuse (NOT_LEADER_OR_FOLLOWER) a set number of times first."""
 
-    def __init__(self, refusals: int) -> None:
+    def __init__(self, refusals: int, read_only: frozenset[TopicPartition] = frozenset()) -> None:
         self.refusals = refusals
+        self.read_only = read_only
         self.written: list[tuple[int, TopicPartition, bool]] = []
+        self.refused_read_only: list[TopicPartition] = []
 
     async def write(self, leader: int, marker: TxnMarker, partitions: list[TopicPartition]) -> dict[TopicPartition, E]:
         if self.refusals > 0:
             self.refusals -= 1
             return dict.fromkeys(partitions, E.not_leader_or_follower)
-        self.written.extend((leader, tp, marker.commit) for tp in partitions)
-        return dict.fromkeys(partitions, E.none)
+        self.refused_read_only.extend(tp for tp in partitions if tp in self.read_only)
+        self.written.extend((leader, tp, marker.commit) for tp in partitions if tp not in self.read_only)
+        return {tp: READ_ONLY if tp in self.read_only else E.none for tp in partitions}
 
 
 def leader_of(tp: TopicPartition) -> int | None:
@@ -98,6 +103,26 @@ def test_markers_are_retried_until_written_and_the_commit_completes() -> None:
         bumped = await again.init_producer_id(transactional_id="t", transaction_timeout_ms=60_000)
         assert (bumped.producer_id, bumped.producer_epoch) == (500, 1)
         await again.stop()
+
+    asyncio.run(main())
+
+
+def test_a_partition_that_became_a_mirror_partition_gets_no_marker_and_the_abort_completes() -> None:
+    """READ_ONLY_TOPIC from the leader (the topic is a mirror topic again) is final: the marker
+    is not retried into the mirror partition, and the other partitions' markers end the
+    transaction."""
+    async def main() -> None:
+        leaders = Leaders(refusals=0, read_only=frozenset({TP1}))
+        svc = service(MemoryCoordinatorLog(), leaders)
+        await loaded(svc)
+        init = await svc.init_producer_id(transactional_id="t", transaction_timeout_ms=60_000)
+        assert await svc.add_partitions(transactional_id="t", producer_id=init.producer_id,
+                                        producer_epoch=init.producer_epoch, partitions=[TP0, TP1]) == E.none
+        assert await svc.end_txn(transactional_id="t", producer_id=init.producer_id,
+                                 producer_epoch=init.producer_epoch, committed=False) == E.none
+        await until(lambda: svc.describe("t").state == "CompleteAbort", "CompleteAbort")
+        assert leaders.written == [(1, TP0, False)] and leaders.refused_read_only == [TP1]
+        await svc.stop()
 
     asyncio.run(main())
 
