@@ -25,6 +25,7 @@ from kmirror.log.cleaner.manager import LogCleanerManager
 from kmirror.log.cleaner.offset_map import OffsetMap
 from kmirror.log.cleaner.swap import CleaningAborted
 from kmirror.log.cleaner.throttler import Throttler
+from kmirror.log.cleaner.warm_up import warm_up
 from kmirror.log.log_manager import LogManager
 from kmirror.ports import Clock
 from kmirror.types import TopicPartition
@@ -46,12 +47,15 @@ class LogCleanerService:
         self._last_round: dict[str, float] = {}
         self._last_run_ms = clock.monotonic_ms()
         self._tasks: list[asyncio.Task[None]] = []
+        self._warm_up: asyncio.Future[None] | None = None
         self._throttler = Throttler(config.max_io_bytes_per_second, clock.monotonic_ms())
 
     def start(self) -> None:
         if not self.config.enable_cleaner:
             return
         loop = asyncio.get_running_loop()
+        # The compiled record scans load (or compile) off the loop, once, before any round.
+        self._warm_up = loop.run_in_executor(None, warm_up)
         for i in range(self.config.num_threads):
             self._tasks.append(loop.create_task(self._run(i), name=f"kafka-log-cleaner-thread-{i}"))
 
@@ -77,6 +81,11 @@ class LogCleanerService:
         }
 
     async def _run(self, thread: int) -> None:
+        try:
+            if self._warm_up is not None:
+                await asyncio.shield(self._warm_up)
+        except Exception:  # the first round compiles what it needs instead
+            log.exception("loading the log cleaner's compiled functions failed")
         offset_map = OffsetMap(self.config.dedupe_buffer_size_per_thread, self.config.dedupe_buffer_load_factor)
         while True:
             cleaned = False
