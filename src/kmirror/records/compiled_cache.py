@@ -20,8 +20,9 @@ from types import ModuleType
 from numba.core import caching  # type: ignore[import-untyped]
 from numba.core.dispatcher import Dispatcher  # type: ignore[import-untyped]
 
-_InTree = getattr(caching, "InTreeCacheLocator", None) or caching._InTreeCacheLocator
-_Impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
+# Recent numba releases name them without the underscore.
+_InTree = getattr(caching, "InTreeCacheLocator", None) or getattr(caching, "_InTreeCacheLocator")  # noqa: B009
+_Impl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")  # noqa: B009
 
 
 def compiled_dependencies(module_name: str) -> list[str]:
