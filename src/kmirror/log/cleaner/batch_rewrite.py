@@ -13,6 +13,10 @@
   (LogAppendTime batches keep theirs). The CRC is recomputed.
 - a batch with no record kept that must stay (the last batch of an active producer, or the
   round's last batch) becomes an empty batch header (Kafka `writeEmptyHeader`).
+
+The kept records' bytes come from `record_filter.write_kept` (compiled); this module frames
+them for the per-batch path (compressed, transactional and control batches).
+`record_filter.filter_chunk` applies the same rules to whole chunks of plain batches.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ _NOT_PLAIN = 0x37
 @dataclass(slots=True)
 class Chunk:
     """Whole batches read at once: `headers[B_FIELD, i]` (`record_scan.walk_batches`) of
-    the `n` batches in `data` (`buf` views the same bytes)."""
+    the `n` batches in `data` (`buf` views the same bytes). `headers` is reused by the next
+    chunk of the same iteration: a chunk is used before the next is asked for."""
 
     data: bytes
     buf: np.ndarray
