@@ -45,6 +45,10 @@ FIELDS: Final = 9
 def varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
     """A zigzag varint (up to 64 bits) at `pos`: (value, position after it); position -1 when
     it runs past `end`, -2 when longer than 10 bytes."""
+    if pos < end:
+        first = np.int64(buf[pos])
+        if first < 0x80:  # one byte: nearly every length, delta and count of a record
+            return (first >> 1) ^ -(first & 1), pos + 1  # type: ignore[return-value]
     result = np.uint64(0)
     shift = np.uint64(0)
     for _ in range(10):
