@@ -136,8 +136,8 @@ class LogCleaning:
             for chunk in iter_chunks(segment, position, self.io_buffer_size, self._checker(segment)):
                 more = (self._map_plain_chunk(chunk, start, end) if chunk.all_plain
                         else self._map_chunk_per_batch(chunk, transactions, start, end))
-                self.stats.map_bytes_read += len(chunk.data)
-                pending += len(chunk.data)
+                self.stats.map_bytes_read += chunk.size
+                pending += chunk.size
                 if not more:
                     return
                 if pending >= self.step_bytes:
@@ -235,8 +235,8 @@ class LogCleaning:
                         if unflushed >= FLUSH_EVERY_BYTES:
                             cleaned.flush()
                             unflushed = 0
-                    self.stats.bytes_read += len(chunk.data)
-                    pending += len(chunk.data)
+                    self.stats.bytes_read += chunk.size
+                    pending += chunk.size
                     if pending >= self.step_bytes:
                         yield pending
                         pending = 0
@@ -257,7 +257,7 @@ class LogCleaning:
         """The whole chunk in one compiled call (`record_filter.filter_chunk`), then the CRC
         of each rebuilt batch; the bytes to append and where their batches are."""
         scratch = self._scratch
-        out = scratch.out_for(len(chunk.data) + 6 * chunk.records)
+        out = scratch.out_for(chunk.size + 6 * chunk.records)
         stats = np.zeros(STATS, dtype=np.int64)
         crc_positions = scratch.crc_positions_for(chunk.n)
         horizon = self.now_ms + self.log.config.delete_retention_ms

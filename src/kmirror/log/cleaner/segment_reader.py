@@ -19,10 +19,12 @@ _NOT_PLAIN = 0x37
 @dataclass(slots=True)
 class Chunk:
     """Whole batches read at once: `headers[B_FIELD, i]` (`record_scan.walk_batches`) of
-    the `n` batches in `data` (`buf` views the same bytes). `headers` is reused by the next
+    the `n` batches in data[:size] (`buf` views the same bytes; past `size` lies the start of
+    a batch the next chunk reads whole, left there rather than copied away). `headers` is reused by the next
     chunk of the same iteration: a chunk is used before the next is asked for."""
 
     data: bytes
+    size: int
     buf: np.ndarray
     headers: np.ndarray
     n: int
@@ -69,5 +71,5 @@ def iter_chunks(segment: LogSegment, start_position: int, chunk_size: int, check
             n, offset = walk_batches(buf, 0, len(chunk), headers)
             if n != 1:
                 raise CorruptRecordError(f"{path}: malformed batch at {position}")
-        yield Chunk(chunk[:offset] if offset < len(chunk) else chunk, buf[:offset], headers, int(n))
+        yield Chunk(chunk, int(offset), buf, headers, int(n))
         position += offset
