@@ -79,3 +79,27 @@ def test_acls_dropped_at_the_source_are_deleted_and_the_destinations_own_stay(
     assert acls(dest.bootstrap) == {alice, carol, local, group}
     assert acls(source.bootstrap) == {alice, carol}
     assert "deleted 1 ACL(s) the source no longer has: TOPIC:orders User:bob WRITE ALLOW" in dest.log_text()
+
+
+def test_the_managed_set_survives_a_destination_restart(clusters: tuple[LocalCluster, LocalCluster],
+                                                          tmp_path: Path) -> None:
+    """The bindings the mirror manages are persisted in `__mirror_state`: a binding the source
+    drops while the destination is down is deleted once it is back, and a binding the
+    destination created alone is still kept (docs/design/mirroring.md)."""
+    source, dest = clusters
+    alice = binding(ResourceType.TOPIC, "orders", "User:alice", AclOperation.READ)
+    bob = binding(ResourceType.TOPIC, "orders", "User:bob", AclOperation.WRITE)
+    local = binding(ResourceType.TOPIC, "orders", "User:dr-reader", AclOperation.READ)
+    create(source.bootstrap, alice, bob)
+    create(dest.bootstrap, local)
+    create_mirror(dest, source, "m", None, tmp_path / "mirror.properties", {"mirror.acl.include": "TOPIC"})
+    wait_until(lambda: {alice, bob} <= acls(dest.bootstrap), "the source's topic ACLs copied",
+               seen=lambda: acls(dest.bootstrap))
+
+    dest.kill9()
+    delete(source.bootstrap, bob)
+    dest.start_node(1)
+    wait_until(lambda: bob not in acls(dest.bootstrap), "bob's ACL deleted after the restart",
+               seen=lambda: acls(dest.bootstrap), timeout_s=90)
+    assert acls(dest.bootstrap) == {alice, local}
+    assert "deleted 1 ACL(s) the source no longer has: TOPIC:orders User:bob WRITE ALLOW" in dest.log_text()

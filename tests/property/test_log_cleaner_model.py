@@ -27,7 +27,7 @@ from kmirror.log.cleaner.offset_map import OffsetMap
 from kmirror.log.config import LogConfig
 from kmirror.log.log import Log
 from kmirror.ports import ManualClock
-from kmirror.records.batch import iter_batches
+from kmirror.records.batch import crc_ok, iter_batches
 from kmirror.records.builder import build_batch
 from kmirror.records.record import decode_records
 from kmirror.testing.memory_fs import MemoryFileSystem
@@ -174,12 +174,17 @@ class CleanerMachine(RuleBasedStateMachine):
 
     # -- invariants -------------------------------------------------------------------------
 
-    def _log_records(self) -> list[tuple[int, bytes | None, bytes | None]]:
+    def _log_records(self) -> list[tuple[int, bytes | None, bytes | None, int]]:
         out = []
         for segment in self.log.segments:
             data = self.fs.read(segment.log_path, 0, segment.size)
-            for pos, _header in iter_batches(data):
-                out.extend((r.offset, r.key, r.value) for r in decode_records(data, pos))
+            for pos, header in iter_batches(data):
+                assert crc_ok(data, pos, header), f"batch at {header.base_offset}: bad CRC"
+                records = decode_records(data, pos)
+                assert header.records_count == len(records)
+                if records and header.timestamp_type == 0:
+                    assert header.max_timestamp == max(r.timestamp for r in records)
+                out.extend((r.offset, r.key, r.value, r.timestamp) for r in records)
         return out
 
     @invariant()
@@ -187,8 +192,8 @@ class CleanerMachine(RuleBasedStateMachine):
         records = self._log_records()
         offsets = [r[0] for r in records]
         assert offsets == sorted(set(offsets))
-        for offset, key, value in records:
-            assert self.written[offset][:2] == (key, value)
+        for offset, key, value, timestamp in records:
+            assert self.written[offset] == (key, value, timestamp)  # a rebuilt batch keeps timestamps too
         assert self.log.log_end_offset == (max(self.written) + 1 if self.written else 0)
 
     @invariant()

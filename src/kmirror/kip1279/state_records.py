@@ -10,6 +10,9 @@ Record types:
                          value v0: Topics[Name, Partitions[PartitionIndex, LastMirrorEpoch]]
   2 MirrorPartitionState key: MirrorName, TopicId, Partition
                          value v0: TopicName, Partition, State (int8)
+  3 MirrorManagedAcls    key: MirrorName  (kmirror's, beyond the KIP)
+                         value v0: Acls[ResourceType, ResourceName, PatternType, Principal,
+                                        Host, Operation, PermissionType]
 
 Choices the KIP leaves open (docs/design/mirroring-protocol.md):
 - the KIP names key type 1 "sKey" and leaves the LME field of its value unnamed: here
@@ -41,6 +44,7 @@ from kmirror.kip1279.state import MirrorPartitionState as MirrorPartitionState  
 
 LAST_MIRROR_EPOCHS_TYPE = 1
 MIRROR_PARTITION_STATE_TYPE = 2
+MIRROR_MANAGED_ACLS_TYPE = 3
 VALUE_VERSION = 0
 
 
@@ -117,17 +121,52 @@ class MirrorPartitionStateValue:
     both; omitted at -1, which leaves the value byte-identical to the KIP's v0."""
 
 
-MirrorStateKey: TypeAlias = LastMirrorEpochsKey | MirrorPartitionStateKey
-MirrorStateValue: TypeAlias = LastMirrorEpochsValue | MirrorPartitionStateValue
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MirrorManagedAclsKey:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    mirror_name: str = field(metadata={"kafka_type": "string"})
+    """The cluster mirror name."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ManagedAcl:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    resource_type: i8 = field(metadata={"kafka_type": "int8"})
+    resource_name: str = field(metadata={"kafka_type": "string"})
+    pattern_type: i8 = field(metadata={"kafka_type": "int8"})
+    principal: str = field(metadata={"kafka_type": "string"})
+    host: str = field(metadata={"kafka_type": "string"})
+    operation: i8 = field(metadata={"kafka_type": "int8"})
+    permission_type: i8 = field(metadata={"kafka_type": "int8"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MirrorManagedAclsValue:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    acls: tuple[ManagedAcl, ...]
+    """The destination ACL bindings the mirror's ACL sync manages (copied from the source,
+    within `mirror.acl.include`): the ones it deletes when the source drops them."""
+
+
+MirrorStateKey: TypeAlias = LastMirrorEpochsKey | MirrorPartitionStateKey | MirrorManagedAclsKey
+MirrorStateValue: TypeAlias = LastMirrorEpochsValue | MirrorPartitionStateValue | MirrorManagedAclsValue
 Entity = TypeVar("Entity", bound=MirrorStateKey | MirrorStateValue)
 
 _KEY_TYPES: dict[int, type[MirrorStateKey]] = {
     LAST_MIRROR_EPOCHS_TYPE: LastMirrorEpochsKey,
     MIRROR_PARTITION_STATE_TYPE: MirrorPartitionStateKey,
+    MIRROR_MANAGED_ACLS_TYPE: MirrorManagedAclsKey,
 }
 _VALUE_TYPES: dict[int, type[MirrorStateValue]] = {
     LAST_MIRROR_EPOCHS_TYPE: LastMirrorEpochsValue,
     MIRROR_PARTITION_STATE_TYPE: MirrorPartitionStateValue,
+    MIRROR_MANAGED_ACLS_TYPE: MirrorManagedAclsValue,
 }
 _TYPE_OF_KEY: dict[type[MirrorStateKey], int] = {cls: t for t, cls in _KEY_TYPES.items()}
 _TYPE_OF_VALUE: dict[type[MirrorStateValue], int] = {cls: t for t, cls in _VALUE_TYPES.items()}

@@ -27,6 +27,7 @@ class IndexFile:
         self.max_entries = max(1, max_index_size // self.ENTRY.size)
         self._keys: list[int] = []
         self._values: list[int] = []
+        self._held: bytearray | None = None  # entries appended while writes are held
 
     # -- entry encoding (subclasses) --------------------------------------------------------
 
@@ -86,9 +87,22 @@ class IndexFile:
             raise ValueError(f"index {self.path}: key {key} not above last {self._keys[-1]}")
         if self.is_full:
             raise ValueError(f"index {self.path} is full")
-        self.fs.append(self.path, self._encode(key, value))
+        if self._held is not None:
+            self._held += self._encode(key, value)
+        else:
+            self.fs.append(self.path, self._encode(key, value))
         self._keys.append(key)
         self._values.append(value)
+
+    def hold_writes(self) -> None:
+        """Until `release_writes`, appended entries are kept and then written at once (one
+        segment append of many batches writes its index entries in one write)."""
+        self._held = bytearray()
+
+    def release_writes(self) -> None:
+        held, self._held = self._held, None
+        if held:
+            self.fs.append(self.path, bytes(held))
 
     def _floor(self, key: int) -> int:
         """Index of the largest entry whose key is <= `key`, or -1."""

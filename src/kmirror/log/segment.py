@@ -7,7 +7,7 @@ segment's base offset, and offsets fit the indexes' int32 relative form.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from kmirror.log.fs import Buffer, FileSystem, join
@@ -111,7 +111,7 @@ class LogSegment:
                     or header.last_offset - self.base_offset > _INT32_MAX
                     or not crc_ok(self.fs.read(self.log_path, position, header.size), 0, header)):
                 break
-            self._index_batch(header, position)
+            self._index_batch(header.last_offset, header.max_timestamp, header.size, position)
             headers.append(header)
             expected_offset = header.next_offset
             position += header.size
@@ -124,40 +124,49 @@ class LogSegment:
 
     # -- append -----------------------------------------------------------------------------
 
-    def append(self, records: Buffer) -> int:
-        """Append whole batches whose offsets are assigned; returns the file position."""
-        headers = [h for _, h in iter_batches(records)]
-        if not headers:
+    def append(self, records: Buffer, located: Sequence[tuple[int, int, int, int]] | None = None) -> int:
+        """Append whole batches whose offsets are assigned; returns the file position.
+        `located`: each batch's (base offset, last offset, max timestamp, size), in order,
+        when the caller already knows them (the log cleaner), else the headers are read."""
+        if located is None:
+            located = [(h.base_offset, h.last_offset, h.max_timestamp, h.size) for _, h in iter_batches(records)]
+        if not located:
             return self.size
-        if headers[0].base_offset < self.next_offset():
-            raise ValueError(f"{self.log_path}: offset {headers[0].base_offset} below {self.next_offset()}")
-        if headers[-1].last_offset - self.base_offset > _INT32_MAX:
-            raise ValueError(f"{self.log_path}: offset {headers[-1].last_offset} not relative-addressable")
+        if located[0][0] < self.next_offset():
+            raise ValueError(f"{self.log_path}: offset {located[0][0]} below {self.next_offset()}")
+        if located[-1][1] - self.base_offset > _INT32_MAX:
+            raise ValueError(f"{self.log_path}: offset {located[-1][1]} not relative-addressable")
         position = self.fs.append(self.log_path, records)
         if position != self.size:
             raise RuntimeError(f"{self.log_path}: appended at {position}, expected {self.size}")
-        for header in headers:
-            self._index_batch(header, position)
-            position += header.size
+        self.offset_index.hold_writes()
+        self.time_index.hold_writes()
+        try:
+            for _, last_offset, max_timestamp, size in located:
+                self._index_batch(last_offset, max_timestamp, size, position)
+                position += size
+        finally:
+            self.offset_index.release_writes()
+            self.time_index.release_writes()
         self.size = position
-        self._next_offset = headers[-1].next_offset
+        self._next_offset = located[-1][1] + 1
         return position
 
-    def _index_batch(self, header: BatchHeader, position: int) -> None:
+    def _index_batch(self, last_offset: int, max_timestamp: int, size: int, position: int) -> None:
         # Kafka LogSegment.append: an index entry (batch last offset -> batch position) once
         # more than index.interval.bytes were appended since the previous entry.
         if self.rolling_based_timestamp is None:
-            self.rolling_based_timestamp = header.max_timestamp
-        if header.max_timestamp > self.max_timestamp_so_far:
-            self.max_timestamp_so_far = header.max_timestamp
-            self.offset_of_max_timestamp_so_far = header.last_offset
+            self.rolling_based_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = max_timestamp
+            self.offset_of_max_timestamp_so_far = last_offset
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             if not self.offset_index.is_full:
-                self.offset_index.append(header.last_offset, position)
+                self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
             self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += header.size
-        self.size = max(self.size, position + header.size)
+        self._bytes_since_last_index_entry += size
+        self.size = max(self.size, position + size)
 
     # -- read -------------------------------------------------------------------------------
 

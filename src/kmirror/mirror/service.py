@@ -45,6 +45,7 @@ from kmirror.coordinator.runtime import CoordinatorRuntime
 from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.mirror.coordinator import codec
 from kmirror.mirror.coordinator.coordinator import (
+    ManagedAclsResult,
     MirrorCoordinator,
     MirrorOutput,
     PartitionStateResult,
@@ -52,7 +53,7 @@ from kmirror.mirror.coordinator.coordinator import (
     StatesResult,
     StateWrite,
 )
-from kmirror.mirror.coordinator.records import MirrorPartitionKey
+from kmirror.mirror.coordinator.records import AclEntry, MirrorPartitionKey
 from kmirror.ports import Clock, ManualClock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.mirror import read_mirror_states as rms
@@ -316,6 +317,19 @@ class MirrorCoordinatorService(CoordinatorRuntime):
         """Tombstone every state of the mirror this coordinator holds."""
         rid, future = self._new_waiter()
         return await self._run(rid, future, self.coordinator.delete_mirror(rid, mirror_name))
+
+    def managed_acls(self, mirror_name: str) -> frozenset[AclEntry] | None | ErrorCode:
+        """This broker's view of the mirror's persisted managed ACL bindings (it syncs the
+        mirror's metadata only while it leads the partition that holds them)."""
+        return self.coordinator.managed_acls(mirror_name)
+
+    async def write_managed_acls(self, mirror_name: str, acls: frozenset[AclEntry]) -> ErrorCode:
+        """Persist the mirror's managed ACL bindings in `__mirror_state`, here."""
+        rid, future = self._new_waiter()
+        result = await self._answer(rid, future, self.coordinator.write_managed_acls(rid, mirror_name, acls))
+        if not isinstance(result, ManagedAclsResult):
+            raise AssertionError(f"mirror coordinator answered request {rid} with {result!r}")
+        return result.error
 
     async def _run(self, rid: int, future: asyncio.Future[Any], output: MirrorOutput) -> StatesResult:
         result = await self._answer(rid, future, output)

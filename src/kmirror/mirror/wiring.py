@@ -67,7 +67,7 @@ from kmirror.mirror.manager import (
     StepPending,
 )
 from kmirror.mirror.metadata_sync import MetadataSync
-from kmirror.mirror.metadata_sync.acls import AclSync
+from kmirror.mirror.metadata_sync.acls import AclSync, ManagedAclStore
 from kmirror.mirror.metadata_sync.admins import SyncAdmins
 from kmirror.mirror.metadata_sync.auto_add import TopicAutoAdd
 from kmirror.mirror.metadata_sync.cluster_id import SourceClusterIdGuard
@@ -367,7 +367,8 @@ class MirrorDataPlane:
             TopicMetadataSync(broker_id, current_image, lookup, ControllerTopicMetadataWriter(metadata),
                               self.sync_errors),
             GroupOffsetSync(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted),
-            AclSync(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted),
+            AclSync(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted,
+                    store=ManagedAclStore(coordinator_service)),
         ])
         self._latest: Any = None
         self._wake = asyncio.Event()

@@ -18,16 +18,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from kmirror.log.cleaner.cleaning import LogCleaning
 from kmirror.log.cleaner.config import CleanerConfig
 from kmirror.log.cleaner.manager import LogCleanerManager
-from kmirror.log.cleaner.offset_map import OffsetMap
 from kmirror.log.cleaner.swap import CleaningAborted
 from kmirror.log.cleaner.throttler import Throttler
 from kmirror.log.log_manager import LogManager
 from kmirror.ports import Clock
 from kmirror.types import TopicPartition
+
+if TYPE_CHECKING:
+    from kmirror.log.cleaner.offset_map import OffsetMap
 
 log = logging.getLogger("kmirror.log_cleaner")
 
@@ -46,12 +48,15 @@ class LogCleanerService:
         self._last_round: dict[str, float] = {}
         self._last_run_ms = clock.monotonic_ms()
         self._tasks: list[asyncio.Task[None]] = []
+        self._warm_up: asyncio.Future[None] | None = None
         self._throttler = Throttler(config.max_io_bytes_per_second, clock.monotonic_ms())
 
     def start(self) -> None:
         if not self.config.enable_cleaner:
             return
         loop = asyncio.get_running_loop()
+        # The compiled record scans load (or compile) off the loop, once, before any round.
+        self._warm_up = loop.run_in_executor(None, _load_compiled_cleaner)
         for i in range(self.config.num_threads):
             self._tasks.append(loop.create_task(self._run(i), name=f"kafka-log-cleaner-thread-{i}"))
 
@@ -77,6 +82,13 @@ class LogCleanerService:
         }
 
     async def _run(self, thread: int) -> None:
+        try:
+            if self._warm_up is not None:
+                await asyncio.shield(self._warm_up)
+        except Exception:  # the first round compiles what it needs instead
+            log.exception("loading the log cleaner's compiled functions failed")
+        from kmirror.log.cleaner.offset_map import OffsetMap  # loaded by _load_compiled_cleaner
+
         offset_map = OffsetMap(self.config.dedupe_buffer_size_per_thread, self.config.dedupe_buffer_load_factor)
         while True:
             cleaned = False
@@ -90,6 +102,8 @@ class LogCleanerService:
                 await asyncio.sleep(self.config.backoff_ms / 1000)
 
     async def _clean_filthiest_log(self, offset_map: OffsetMap) -> bool:
+        from kmirror.log.cleaner.cleaning import LogCleaning  # loaded by _load_compiled_cleaner
+
         manager = self.log_manager
         logs = [(lg, manager.log_dir_of(lg.topic_partition) or "") for lg in manager.all_logs()]
         now = self.clock.now_ms()
@@ -141,3 +155,12 @@ class LogCleanerService:
                  "%d segments swapped", tp, cleaning.end_offset, stats.bytes_read, stats.messages_read,
                  stats.bytes_written, stats.messages_written, stats.segments_swapped)
         return True
+
+
+def _load_compiled_cleaner() -> None:
+    """Import the cleaner's compiled modules and load their functions (run in a thread).
+    Imported here, not at the top: numba's import and the load take about a second that a
+    node's start, and a node with the cleaner disabled, need not wait for."""
+    from kmirror.log.cleaner.warm_up import warm_up
+
+    warm_up()

@@ -22,9 +22,9 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 
+from kmirror.records import record_scan
 from kmirror.records.batch import BatchHeader, Buffer, CorruptRecordError
 from kmirror.records.record import InvalidRecordError, decode_varint, records_section
-from kmirror.spark import record_scan
 
 HEADER_TYPE: Final = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 TIMESTAMP_TYPE: Final = pa.timestamp("us", tz="UTC")

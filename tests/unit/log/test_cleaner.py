@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from kmirror.log.append_analysis import AppendOrigin
@@ -12,10 +13,11 @@ from kmirror.log.config import LogConfig
 from kmirror.log.log import Log
 from kmirror.log.segment import LogSegment
 from kmirror.ports import ManualClock
-from kmirror.records.batch import iter_batches, read_header
+from kmirror.records.batch import RECORD_BATCH_OVERHEAD, iter_batches, read_header
 from kmirror.records.builder import build_batch
 from kmirror.records.control import ControlType, build_control_batch
 from kmirror.records.record import decode_records
+from kmirror.records.record_scan import FIELDS, scan_section
 from kmirror.testing.memory_fs import MemoryFileSystem
 from kmirror.types import TopicPartition
 
@@ -310,10 +312,31 @@ def test_a_key_map_too_small_for_one_batch_fails_the_round_and_keeps_the_log() -
     assert records(log) == before
 
 
+def put(m: OffsetMap, base_offset: int, keys: list[bytes | None], start_offset: int) -> bool:
+    raw = build_batch([(k, b"v", (), NOW) for k in keys], base_offset=base_offset)
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    fields = np.empty((FIELDS, len(keys)), dtype=np.int64)
+    assert scan_section(buf, RECORD_BATCH_OVERHEAD, len(raw), len(keys), fields, 0)[0] == 0
+    return m.put_records(buf, fields, 0, len(keys), base_offset, start_offset)
+
+
 def test_offset_map_puts_a_batch_whole_or_not_at_all():
     m = OffsetMap(2 * (ENTRY_OVERHEAD_BYTES + 1), load_factor=1.0)  # room for two one-byte keys
-    assert m.put_all(10, [(0, b"a"), (1, None), (2, b"a"), (3, b"b")], start_offset=11)
-    assert (m.offsets, m.used_bytes) == ({b"a": 12, b"b": 13}, m.capacity_bytes)  # offset 10 below the start
-    assert m.put_all(20, [(0, b"b")], start_offset=0) and m.get(b"b") == 20  # an overwrite needs no room
-    assert not m.put_all(30, [(0, b"a"), (1, b"c")], start_offset=0)  # c does not fit: a is not moved either
-    assert (m.get(b"a"), m.get(b"c")) == (12, -1)
+    assert put(m, 10, [b"a", None, b"a", b"b"], start_offset=11)
+    assert (m.get(b"a"), m.get(b"b"), len(m), m.used_bytes) == (12, 13, 2, m.capacity_bytes)  # 10 below the start
+    assert put(m, 20, [b"b"], start_offset=0) and m.get(b"b") == 20  # an overwrite needs no room
+    assert not put(m, 30, [b"a", b"c"], start_offset=0)  # c does not fit: a is not moved either
+    assert (m.get(b"a"), m.get(b"c"), len(m)) == (12, -1, 2)
+
+
+def test_offset_map_keeps_exact_keys_through_growth_and_undo():
+    m = OffsetMap(1 << 22, load_factor=1.0)
+    keys = [b"k%d" % i for i in range(5000)] + [b""]
+    for i in range(0, len(keys), 100):
+        assert put(m, i, keys[i:i + 100], start_offset=0)
+    assert all(m.get(k) == i for i, k in enumerate(keys)) and m.get(b"k5000") == -1
+    small = OffsetMap(3 * (ENTRY_OVERHEAD_BYTES + 2), load_factor=1.0)
+    assert put(small, 0, [b"aa", b"bb"], start_offset=0)
+    assert not put(small, 2, [b"bb", b"cc", b"dd", b"aa"], start_offset=0)  # two new keys, room for one
+    assert (small.get(b"aa"), small.get(b"bb"), small.get(b"cc"), small.get(b"dd"), len(small)) == (0, 1, -1, -1, 2)
+    assert put(small, 6, [b"cc", b"aa"], start_offset=0) and (small.get(b"cc"), small.get(b"aa")) == (6, 7)

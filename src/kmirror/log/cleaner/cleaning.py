@@ -23,22 +23,31 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
-from kmirror.log.cleaner.batch_rewrite import (
-    ScannedRecord,
-    empty_batch,
-    rebuild_batch,
-    records_of,
-    scan_keys,
-    scan_records,
+import numpy as np
+from crc32c import crc32c
+
+from kmirror.log.cleaner.batch_rewrite import empty_batch, rebuild_batch, records_of
+from kmirror.log.cleaner.offset_map import MAP_FULL, REACHED_END, OffsetMap, map_chunk
+from kmirror.log.cleaner.record_filter import (
+    ERROR,
+    HORIZON_SET,
+    INVALID,
+    READ,
+    STATS,
+    WRITTEN,
+    decide,
+    filter_chunk,
+    write_kept,
 )
-from kmirror.log.cleaner.offset_map import OffsetMap
-from kmirror.log.cleaner.segment_reader import iter_chunks
+from kmirror.log.cleaner.segment_reader import Chunk, iter_chunks
 from kmirror.log.cleaner.swap import CleaningAborted, new_cleaned_segment, replace_segments
 from kmirror.log.cleaner.transactions import CleanedTransactionMetadata
 from kmirror.log.log import Log
 from kmirror.log.segment import LogSegment
-from kmirror.records.batch import BatchHeader
+from kmirror.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader
 from kmirror.records.control import ControlType, read_control_type
+from kmirror.records.record import InvalidRecordError
+from kmirror.records.record_scan import ERRORS, FIELDS, scan_section
 
 _INT32_MAX = 2**31 - 1
 DEFAULT_STEP_BYTES = 64 * 1024
@@ -91,6 +100,7 @@ class LogCleaning:
         self.stats = CleanerStats()
         self.latest_delete_horizon_ms: int | None = None
         self.done = False
+        self._scratch = _Scratch()
 
     # -- the round --------------------------------------------------------------------------
 
@@ -123,37 +133,73 @@ class LogCleaning:
         pending = 0
         for segment in _segments_between(log, start, end):
             _, position = segment.offset_index.lookup(start)
-            for chunk, batches in iter_chunks(segment, position, self.io_buffer_size, self._checker(segment)):
-                for pos, header in batches:
-                    if header.base_offset >= end:
-                        break
-                    if header.is_control:
-                        transactions.on_control_batch_read(header, _control_type(chunk, pos, header))
-                        self.stats.map_messages_read += 1
-                    elif transactions.on_batch_read(header):
-                        self.stats.map_messages_read += header.records_count
-                    elif not self._map_batch(chunk, pos, header, start):
-                        return
-                    if header.last_offset >= start:
-                        self.map.update_latest_offset(header.last_offset)
-                self.stats.map_bytes_read += len(chunk)
-                pending += len(chunk)
+            for chunk in iter_chunks(segment, position, self.io_buffer_size, self._checker(segment)):
+                more = (self._map_plain_chunk(chunk, start, end) if chunk.all_plain
+                        else self._map_chunk_per_batch(chunk, transactions, start, end))
+                self.stats.map_bytes_read += chunk.size
+                pending += chunk.size
+                if not more:
+                    return
                 if pending >= self.step_bytes:
                     yield pending
                     pending = 0
         if pending:
             yield pending
 
+    def _map_plain_chunk(self, chunk: Chunk, start: int, end: int) -> bool:
+        """The whole chunk in one compiled call; False when the map is full."""
+        offset_map = self.map
+        offset_map.reserve(chunk.records)
+        latest = np.array([offset_map.latest_offset], dtype=np.int64)
+        outcome, records, error = map_chunk(
+            chunk.buf, chunk.headers, chunk.n, start, end, self._scratch.fields_for(chunk.max_records),
+            offset_map.slots, offset_map.arena, offset_map.meta, offset_map.undo, latest)
+        if error:
+            raise InvalidRecordError(f"{self.log.topic_partition}: {ERRORS[error]}")
+        offset_map.update_latest_offset(int(latest[0]))
+        self.stats.map_messages_read += records
+        return outcome not in (MAP_FULL, REACHED_END)
+
+    def _map_chunk_per_batch(self, chunk: Chunk, transactions: CleanedTransactionMetadata, start: int,
+                             end: int) -> bool:
+        for pos, header in chunk.batches():
+            if header.base_offset >= end:
+                return False
+            if header.is_control:
+                transactions.on_control_batch_read(header, _control_type(chunk.data, pos, header))
+                self.stats.map_messages_read += 1
+            elif transactions.on_batch_read(header):
+                self.stats.map_messages_read += header.records_count
+            elif not self._map_batch(chunk.data, pos, header, start):
+                return False
+            if header.last_offset >= start:
+                self.map.update_latest_offset(header.last_offset)
+        return True
+
     def _map_batch(self, chunk: bytes, pos: int, header: BatchHeader, start: int) -> bool:
         """Put the batch's keys; False when the map is full (the round ends before it). A
         batch is mapped whole or not at all (Kafka stops before the batch that does not fit)."""
-        offset_map = self.map
-        base = header.base_offset
-        records = scan_keys(records_of(chunk, pos, header), header.records_count)
-        if not offset_map.put_all(base, records, start):
+        buf, section_start, section_end = self._section(chunk, pos, header)
+        fields = self._scratch.fields_for(header.records_count)
+        if not self.map.put_records(buf, fields, 0, header.records_count, header.base_offset, start):
             return False
-        self.stats.map_messages_read += len(records)
+        self.stats.map_messages_read += header.records_count
         return True
+
+    def _section(self, chunk: bytes, pos: int, header: BatchHeader) -> tuple[np.ndarray, int, int]:
+        """The batch's records section, scanned into the scratch fields: (buffer, start, end)."""
+        if header.compression == 0:
+            buf = np.frombuffer(chunk, dtype=np.uint8)
+            section_start, section_end = pos + RECORD_BATCH_OVERHEAD, pos + header.size
+        else:
+            buf = np.frombuffer(records_of(chunk, pos, header), dtype=np.uint8)
+            section_start, section_end = 0, len(buf)
+        fields = self._scratch.fields_for(header.records_count)
+        error, _ = scan_section(buf, section_start, section_end, header.records_count, fields, 0)
+        if error:
+            raise InvalidRecordError(f"{self.log.topic_partition}: batch at offset {header.base_offset}: "
+                                     f"{ERRORS[error]}")
+        return buf, section_start, section_end
 
     # -- 2. cleaning a group ----------------------------------------------------------------
 
@@ -163,27 +209,34 @@ class LogCleaning:
         sizes = [s.size for s in group]
         cleaned = new_cleaned_segment(log, group[0].base_offset)
         transactions.retained_aborted = []
+        producers = _producer_arrays(last_records)
         swapped = False
         try:
             pending = 0
             unflushed = 0
             for segment in group:
                 upper_bound = segment.next_offset()
-                for chunk, batches in iter_chunks(segment, 0, self.io_buffer_size, self._checker(segment)):
-                    out = bytearray()
-                    for pos, header in batches:
-                        kept = self._filter_batch(chunk, pos, header, transactions, last_records, upper_bound)
-                        if kept is not None:
-                            out += kept
+                for chunk in iter_chunks(segment, 0, self.io_buffer_size, self._checker(segment)):
+                    located: list[tuple[int, int, int, int]] | None = None
+                    if chunk.all_plain:
+                        out: bytes | bytearray
+                        out, located = self._filter_plain_chunk(chunk, upper_bound, producers)
+                    else:
+                        out = bytearray()
+                        for pos, header in chunk.batches():
+                            kept = self._filter_batch(chunk.data, pos, header, transactions, last_records,
+                                                      upper_bound)
+                            if kept is not None:
+                                out += kept
                     if out:
-                        cleaned.append(out)
+                        cleaned.append(out, located)
                         self.stats.bytes_written += len(out)
                         unflushed += len(out)
                         if unflushed >= FLUSH_EVERY_BYTES:
                             cleaned.flush()
                             unflushed = 0
-                    self.stats.bytes_read += len(chunk)
-                    pending += len(chunk)
+                    self.stats.bytes_read += chunk.size
+                    pending += chunk.size
                     if pending >= self.step_bytes:
                         yield pending
                         pending = 0
@@ -198,6 +251,33 @@ class LogCleaning:
         finally:
             if not swapped:
                 cleaned.delete()
+
+    def _filter_plain_chunk(self, chunk: Chunk, upper_bound: int, producers: tuple[np.ndarray, np.ndarray]
+                            ) -> tuple[bytes, list[tuple[int, int, int, int]]]:
+        """The whole chunk in one compiled call (`record_filter.filter_chunk`), then the CRC
+        of each rebuilt batch; the bytes to append and where their batches are."""
+        scratch = self._scratch
+        out = scratch.out_for(chunk.size + 6 * chunk.records)
+        stats = np.zeros(STATS, dtype=np.int64)
+        crc_positions = scratch.crc_positions_for(chunk.n)
+        horizon = self.now_ms + self.log.config.delete_retention_ms
+        written = scratch.written_for(chunk.n)
+        end, n_crc, n_written = filter_chunk(
+            chunk.buf, chunk.headers, chunk.n, upper_bound, self.now_ms, self.map.latest_offset, horizon,
+            self.map.slots, self.map.arena, producers[0], producers[1], scratch.fields_for(chunk.max_records),
+            scratch.keep_for(chunk.max_records), out, crc_positions, written, stats)
+        if stats[ERROR]:
+            raise InvalidRecordError(f"{self.log.topic_partition}: {ERRORS[int(stats[ERROR])]}")
+        self.stats.messages_read += int(stats[READ])
+        self.stats.messages_written += int(stats[WRITTEN])
+        self.stats.invalid_messages += int(stats[INVALID])
+        if stats[HORIZON_SET] and (self.latest_delete_horizon_ms is None or horizon > self.latest_delete_horizon_ms):
+            self.latest_delete_horizon_ms = horizon
+        view = out.data
+        for pos in crc_positions[:n_crc].tolist():
+            size = int.from_bytes(view[pos + 8:pos + 12], "big", signed=True) + 12
+            view[pos + 17:pos + 21] = crc32c(view[pos + 21:pos + size]).to_bytes(4, "big")
+        return out[:end].tobytes(), list(zip(*written[:, :n_written].tolist(), strict=True))
 
     def _filter_batch(self, chunk: bytes, pos: int, header: BatchHeader,
                       transactions: CleanedTransactionMetadata, last_records: dict[int, LastRecord],
@@ -215,47 +295,34 @@ class LogCleaning:
             header.last_offset == last.last_data_offset if last.last_data_offset is not None
             else header.is_control and header.producer_epoch == last.producer_epoch)
         retain_empty = last_of_producer or header.next_offset == upper_bound
-        self.stats.messages_read += header.records_count
+        count = header.records_count
+        self.stats.messages_read += count
         if discard_records:
             return empty_batch(header) if retain_empty else None
-        section = records_of(chunk, pos, header)
-        records = scan_records(section, header.records_count)
-        kept = records if header.is_control else self._retained(header, records)
+        buf, section_start, section_end = self._section(chunk, pos, header)
+        scratch = self._scratch
+        fields, keep = scratch.fields_for(count), scratch.keep_for(count)
+        keep_deletes = not header.has_delete_horizon or now < header.base_timestamp
+        kept, invalid, tombstones = decide(buf, fields, 0, count, header.base_offset, self.map.latest_offset,
+                                           keep_deletes, header.is_control, self.map.slots, self.map.arena, keep)
+        self.stats.invalid_messages += invalid
         if not kept:
             return empty_batch(header) if retain_empty else None
-        self.stats.messages_written += len(kept)
-        contains_tombstones = not header.is_control and any(not r.has_value for r in kept)
+        self.stats.messages_written += kept
         marker_for_empty_txn = can_discard and header.is_control
-        set_horizon = (contains_tombstones or marker_for_empty_txn) and not header.has_delete_horizon
-        if len(kept) == header.records_count and not set_horizon:
+        set_horizon = (tombstones > 0 or marker_for_empty_txn) and not header.has_delete_horizon
+        if kept == count and not set_horizon:
             return chunk[pos:pos + header.size]
         horizon = None
         if set_horizon:
             horizon = now + self.log.config.delete_retention_ms
             if self.latest_delete_horizon_ms is None or horizon > self.latest_delete_horizon_ms:
                 self.latest_delete_horizon_ms = horizon
-        return rebuild_batch(header, section, kept, horizon)
-
-    def _retained(self, header: BatchHeader, records: list[ScannedRecord]) -> list[ScannedRecord]:
-        """Kafka `Cleaner.shouldRetainRecord` for each record: past the map's coverage, keep;
-        a record without a key is invalid in a compacted log and goes; otherwise keep the
-        key's latest offset, a tombstone only until its batch's delete horizon has passed."""
-        base = header.base_offset
-        latest_offset = self.map.latest_offset
-        offsets = self.map.offsets
-        keep_deletes = not header.has_delete_horizon or self.now_ms < header.base_timestamp
-        kept = []
-        for record in records:
-            offset = base + record.offset_delta
-            if offset > latest_offset:
-                kept.append(record)
-                continue
-            key = record.key
-            if key is None:
-                self.stats.invalid_messages += 1
-            elif offset >= offsets.get(key, -1) and (record.has_value or keep_deletes):
-                kept.append(record)
-        return kept
+        out = scratch.out_for(section_end - section_start + 6 * count)
+        end, max_delta = write_kept(buf, fields, 0, count, section_start, keep, horizon is not None,
+                                    horizon or 0, header.base_timestamp, header.max_timestamp,
+                                    header.timestamp_type == 1, out, 0)
+        return rebuild_batch(header, out[:end].tobytes(), kept, int(max_delta), horizon)
 
     def _checker(self, segment: LogSegment) -> Callable[[], None]:
         def check() -> None:
@@ -314,3 +381,51 @@ def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_
             time_index_size += len(nxt.time_index) * 12
         groups.append(group)
     return groups
+
+
+def _producer_arrays(last_records: dict[int, LastRecord]) -> tuple[np.ndarray, np.ndarray]:
+    """The active producers' ids, sorted, and their last data offsets (-1: none), for the
+    compiled filter."""
+    pids = np.array(sorted(last_records), dtype=np.int64)
+    last = np.array([_or_minus_one(last_records[int(p)].last_data_offset) for p in pids], dtype=np.int64)
+    return pids, last
+
+
+def _or_minus_one(offset: int | None) -> int:
+    return -1 if offset is None else offset
+
+
+class _Scratch:
+    """The round's reusable arrays for the compiled scans, grown on demand."""
+
+    def __init__(self) -> None:
+        self.fields = np.empty((FIELDS, 64), dtype=np.int64)
+        self.keep = np.empty(64, dtype=np.bool_)
+        self.out = np.empty(1 << 16, dtype=np.uint8)
+        self.crc_positions = np.empty(64, dtype=np.int64)
+        self.written = np.empty((4, 64), dtype=np.int64)
+
+    def fields_for(self, records: int) -> np.ndarray:
+        if records > self.fields.shape[1]:
+            self.fields = np.empty((FIELDS, records), dtype=np.int64)
+        return self.fields
+
+    def keep_for(self, records: int) -> np.ndarray:
+        if records > len(self.keep):
+            self.keep = np.empty(records, dtype=np.bool_)
+        return self.keep
+
+    def out_for(self, size: int) -> np.ndarray:
+        if size > len(self.out):
+            self.out = np.empty(size, dtype=np.uint8)
+        return self.out
+
+    def written_for(self, batches: int) -> np.ndarray:
+        if batches > self.written.shape[1]:
+            self.written = np.empty((4, batches), dtype=np.int64)
+        return self.written
+
+    def crc_positions_for(self, batches: int) -> np.ndarray:
+        if batches > len(self.crc_positions):
+            self.crc_positions = np.empty(batches, dtype=np.int64)
+        return self.crc_positions

@@ -4,36 +4,72 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
 
 from kmirror.log.segment import LogSegment
 from kmirror.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, CorruptRecordError, read_header
+from kmirror.records.record_scan import B_ATTRIBUTES, B_COUNT, B_POS, BATCH_FIELDS, walk_batches
+
+# Compression codec, transactional and control flags: batches without any are "plain".
+_NOT_PLAIN = 0x37
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Whole batches read at once: `headers[B_FIELD, i]` (`record_scan.walk_batches`) of
+    the `n` batches in data[:size] (`buf` views the same bytes; past `size` lies the start of
+    a batch the next chunk reads whole, left there rather than copied away). `headers` is reused by the next
+    chunk of the same iteration: a chunk is used before the next is asked for."""
+
+    data: bytes
+    size: int
+    buf: np.ndarray
+    headers: np.ndarray
+    n: int
+
+    @property
+    def all_plain(self) -> bool:
+        """No batch compressed, transactional or control: the compiled paths take it whole."""
+        return not bool(np.any(self.headers[B_ATTRIBUTES, :self.n] & _NOT_PLAIN))
+
+    @property
+    def records(self) -> int:
+        return int(self.headers[B_COUNT, :self.n].sum())
+
+    @property
+    def max_records(self) -> int:
+        return int(self.headers[B_COUNT, :self.n].max()) if self.n else 0
+
+    def batches(self) -> list[tuple[int, BatchHeader]]:
+        """(position, parsed header) of each batch, for the per-batch paths."""
+        return [(int(pos), read_header(self.data, int(pos))) for pos in self.headers[B_POS, :self.n]]
 
 
 def iter_chunks(segment: LogSegment, start_position: int, chunk_size: int, check: Callable[[], None]
-                ) -> Iterator[tuple[bytes, list[tuple[int, BatchHeader]]]]:
-    """(chunk bytes, [(position in chunk, header)]) of whole batches from `start_position`
-    to the segment's end. `check` runs before every read (it raises when the segment went
-    away between two steps). A torn or malformed batch raises `CorruptRecordError` (the log
-    was recovered at load: this is a broken disk)."""
+                ) -> Iterator[Chunk]:
+    """The whole batches from `start_position` to the segment's end, a chunk at a time.
+    `check` runs before every read (it raises when the segment went away between two
+    steps). A torn or malformed batch raises `CorruptRecordError` (the log was recovered at
+    load: this is a broken disk)."""
     fs, path = segment.fs, segment.log_path
     end = segment.size
     position = start_position
+    headers = np.empty((BATCH_FIELDS, max(chunk_size // RECORD_BATCH_OVERHEAD, 1)), dtype=np.int64)
     while position < end:
         check()
         chunk = fs.read(path, position, min(chunk_size, end - position))
-        batches: list[tuple[int, BatchHeader]] = []
-        offset = 0
-        while len(chunk) - offset >= RECORD_BATCH_OVERHEAD:
-            header = read_header(chunk, offset)
-            if offset + header.size > len(chunk):
-                break
-            batches.append((offset, header))
-            offset += header.size
-        if not batches:
+        buf = np.frombuffer(chunk, dtype=np.uint8)
+        n, offset = walk_batches(buf, 0, len(chunk), headers)
+        if n == 0:
             header = read_header(fs.read(path, position, RECORD_BATCH_OVERHEAD))
             if position + header.size > end:
                 raise CorruptRecordError(f"{path}: batch at {position} extends past the segment end")
             chunk = fs.read(path, position, header.size)
-            batches, offset = [(0, header)], header.size
-        yield chunk[:offset], batches
+            buf = np.frombuffer(chunk, dtype=np.uint8)
+            n, offset = walk_batches(buf, 0, len(chunk), headers)
+            if n != 1:
+                raise CorruptRecordError(f"{path}: malformed batch at {position}")
+        yield Chunk(chunk, int(offset), buf, headers, int(n))
         position += offset

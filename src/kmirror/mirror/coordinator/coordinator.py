@@ -31,9 +31,12 @@ from uuid import UUID
 from kmirror.coordinator.group.coordinator import PartitionStatus
 from kmirror.coordinator.results import Output
 from kmirror.kip1279.state import MirrorPartitionState, is_valid_transition
-from kmirror.mirror.coordinator.partitioner import partition_for
+from kmirror.mirror.coordinator.partitioner import metadata_partition_for, partition_for
 from kmirror.mirror.coordinator.records import (
     NO_LAST_MIRRORED_EPOCH,
+    AclEntry,
+    ManagedAclsKey,
+    ManagedAclsValue,
     MirrorPartitionKey,
     MirrorPartitionStateValue,
     StateRecord,
@@ -67,6 +70,13 @@ class StatesResult:
     partitions: tuple[PartitionStateResult, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class ManagedAclsResult:
+    """Answer to a write of a mirror's managed ACL bindings."""
+
+    error: ErrorCode
+
+
 MirrorOutput = Output[StateAppend]
 
 
@@ -94,6 +104,7 @@ class _Pending:
     records: list[StateRecord]
     results: list[PartitionStateResult]
     tickets: set[int]
+    acls_error: ErrorCode | None = None  # a managed-ACLs write: its outcome
 
 
 class MirrorCoordinator:
@@ -104,16 +115,19 @@ class MirrorCoordinator:
         self.active = True
         self.state = CoreState()
         self._states: dict[MirrorPartitionKey, MirrorPartitionStateValue] = {}
+        self._managed_acls: dict[str, frozenset[AclEntry]] = {}
         self._in_flight: dict[int, tuple[int, list[StateRecord]]] = {}  # ticket -> (request, records)
         self._requests: dict[int, _Pending] = {}
         self._next_ticket = 0
 
     # ---- ownership -------------------------------------------------------------------
 
-    def partition_for(self, key: MirrorPartitionKey) -> int:
+    def partition_for(self, key: MirrorPartitionKey | ManagedAclsKey) -> int:
+        if isinstance(key, ManagedAclsKey):
+            return metadata_partition_for(key.mirror_name, self.num_partitions)
         return partition_for(key.mirror_name, key.topic_id, key.partition, self.num_partitions)
 
-    def coordinator_error(self, key: MirrorPartitionKey) -> ErrorCode | None:
+    def coordinator_error(self, key: MirrorPartitionKey | ManagedAclsKey) -> ErrorCode | None:
         if not self.active:
             return E.coordinator_not_available
         status = self.state.partitions.get(self.partition_for(key))
@@ -129,14 +143,25 @@ class MirrorCoordinator:
     def complete_load(self, partition: int, records: Iterable[StateRecord]) -> None:
         """Replay the partition's records in offset order (last value per key wins, a
         tombstone deletes). Records of keys hashed elsewhere are a broken invariant."""
-        for key, value in records:
-            if self.partition_for(key) != partition:
-                raise ValueError(f"record for {key} found in __mirror_state-{partition}")
-            if value is None:
-                self._states.pop(key, None)
-            else:
-                self._states[key] = value
+        for record in records:
+            if self.partition_for(record[0]) != partition:
+                raise ValueError(f"record for {record[0]} found in __mirror_state-{partition}")
+            self._apply(record)
         self.state.partitions[partition] = PartitionStatus.LOADED
+
+    def _apply(self, record: StateRecord) -> None:
+        key, value = record
+        if isinstance(key, ManagedAclsKey):
+            if value is None:
+                self._managed_acls.pop(key.mirror_name, None)
+            else:
+                assert isinstance(value, ManagedAclsValue)
+                self._managed_acls[key.mirror_name] = value.acls
+        elif value is None:
+            self._states.pop(key, None)
+        else:
+            assert isinstance(value, MirrorPartitionStateValue)
+            self._states[key] = value
 
     def unload(self, partition: int) -> MirrorOutput:
         """Resignation: forget the partition's states; writes waiting on its appends answer
@@ -144,6 +169,8 @@ class MirrorCoordinator:
         self.state.partitions.pop(partition, None)
         for key in [k for k in self._states if self.partition_for(k) == partition]:
             del self._states[key]
+        for name in [n for n in self._managed_acls if metadata_partition_for(n, self.num_partitions) == partition]:
+            del self._managed_acls[name]
         out = MirrorOutput()
         for ticket, (_request_id, records) in list(self._in_flight.items()):
             if records and self.partition_for(records[0][0]) == partition:
@@ -154,6 +181,7 @@ class MirrorCoordinator:
         self.active = False
         self.state.partitions.clear()
         self._states.clear()
+        self._managed_acls.clear()
 
     def next_deadline_ms(self) -> int | None:
         """No timers: a mirror partition's state changes only on a write."""
@@ -196,6 +224,14 @@ class MirrorCoordinator:
         value = self._states.get(key)
         return NO_LAST_MIRRORED_EPOCH if value is None else value.last_mirrored_epoch
 
+    def managed_acls(self, mirror_name: str) -> frozenset[AclEntry] | None | ErrorCode:
+        """The mirror's persisted managed ACL bindings (None: never written), or why this
+        node cannot answer (not the coordinator of its metadata partition, loading)."""
+        error = self.coordinator_error(ManagedAclsKey(mirror_name))
+        if error is not None:
+            return error
+        return self._managed_acls.get(mirror_name)
+
     def states_of_mirror(self, mirror_name: str) -> dict[MirrorPartitionKey, MirrorPartitionStateValue]:
         return {k: v for k, v in self._states.items() if k.mirror_name == mirror_name}
 
@@ -206,6 +242,7 @@ class MirrorCoordinator:
         for _, records in reversed(list(self._in_flight.values())):
             for record_key, value in reversed(records):
                 if record_key == key:
+                    assert not isinstance(value, ManagedAclsValue)
                     return value
         return self._states.get(key)
 
@@ -252,16 +289,33 @@ class MirrorCoordinator:
         wanted = set(topic_ids)
         keys = sorted({k for k in self._states if k.mirror_name == mirror_name and k.topic_id in wanted}
                       | {k for _, recs in self._in_flight.values() for k, _ in recs
-                         if k.mirror_name == mirror_name and k.topic_id in wanted})
-        records: list[StateRecord] = [(k, None) for k in keys if self.coordinator_error(k) is None]
-        results = [PartitionStateResult(k, E.none) for k, _ in records]
+                         if isinstance(k, MirrorPartitionKey) and k.mirror_name == mirror_name
+                         and k.topic_id in wanted})
+        kept = [k for k in keys if self.coordinator_error(k) is None]
+        records: list[StateRecord] = [(k, None) for k in kept]
+        results = [PartitionStateResult(k, E.none) for k in kept]
         return self._append(request_id, records, results)
 
     def delete_mirror(self, request_id: int, mirror_name: str) -> MirrorOutput:
-        """DeleteMirror: tombstone every state of the mirror this coordinator holds."""
+        """DeleteMirror: tombstone every state of the mirror this coordinator holds (and its
+        managed ACL bindings)."""
         keys = sorted(k for k in self._states if k.mirror_name == mirror_name and self.coordinator_error(k) is None)
         records: list[StateRecord] = [(k, None) for k in keys]
+        acls_key = ManagedAclsKey(mirror_name)
+        if mirror_name in self._managed_acls and self.coordinator_error(acls_key) is None:
+            records.append((acls_key, None))
         return self._append(request_id, records, [PartitionStateResult(k, E.none) for k in keys])
+
+    def write_managed_acls(self, request_id: int, mirror_name: str, acls: frozenset[AclEntry]) -> MirrorOutput:
+        """Persist the mirror's managed ACL bindings (one compacted record, the whole set);
+        answered with `ManagedAclsResult` once appended."""
+        key = ManagedAclsKey(mirror_name)
+        error = self.coordinator_error(key)
+        if error is not None:
+            return MirrorOutput(responses=[(request_id, ManagedAclsResult(error))])
+        out = self._append(request_id, [(key, ManagedAclsValue(frozenset(acls)))], [])
+        self._requests[request_id].acls_error = E.none
+        return out
 
     def _append(self, request_id: int, records: list[StateRecord],
                 results: list[PartitionStateResult]) -> MirrorOutput:
@@ -291,14 +345,13 @@ class MirrorCoordinator:
         pending = self._requests[request_id]
         pending.tickets.discard(ticket)
         if error is E.none:
-            for key, value in records:
-                if self.coordinator_error(key) is not None:
+            for record in records:
+                if self.coordinator_error(record[0]) is not None:
                     continue  # resigned meanwhile: the next leader replays the log
-                if value is None:
-                    self._states.pop(key, None)
-                else:
-                    self._states[key] = value
+                self._apply(record)
         else:
+            if pending.acls_error is not None:
+                pending.acls_error = error
             failed = {key for key, _ in records}
             pending.results = [
                 PartitionStateResult(r.key, error) if r.key in failed and r.error is E.none else r
@@ -307,4 +360,6 @@ class MirrorCoordinator:
         if pending.tickets:
             return MirrorOutput()
         del self._requests[request_id]
+        if pending.acls_error is not None:
+            return MirrorOutput(responses=[(request_id, ManagedAclsResult(pending.acls_error))])
         return MirrorOutput(responses=[(request_id, StatesResult(tuple(pending.results)))])

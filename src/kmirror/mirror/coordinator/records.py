@@ -32,4 +32,22 @@ class MirrorPartitionStateValue:
     last_mirrored_epoch: int = NO_LAST_MIRRORED_EPOCH
 
 
-StateRecord = tuple[MirrorPartitionKey, MirrorPartitionStateValue | None]
+@dataclass(frozen=True, slots=True, order=True)
+class ManagedAclsKey:
+    """The mirror's managed ACL bindings (docs/design/mirroring.md "ACL sync: which ACLs the
+    mirror manages"), stored in the mirror's metadata partition, the one whose leader syncs it."""
+
+    mirror_name: str
+
+
+# (resource type, resource name, pattern type, principal, host, operation, permission type)
+AclEntry = tuple[int, str, int, str, str, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedAclsValue:
+    acls: frozenset[AclEntry]
+
+
+StateRecord = (tuple[MirrorPartitionKey, MirrorPartitionStateValue | None]
+               | tuple[ManagedAclsKey, ManagedAclsValue | None])

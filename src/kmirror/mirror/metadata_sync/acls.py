@@ -14,9 +14,12 @@ Decisions (docs/design/mirroring.md "ACL sync: which ACLs the mirror manages"):
   created at the destination alone (the destination's operators, its brokers, the
   CLUSTER_MIRROR ACLs that administer the mirror itself, another mirror's) is never deleted,
   whatever `mirror.acl.include` says;
-- the first refresh of a coordinator (after a restart or a coordinator move) only learns
-  what the source holds and deletes nothing; a binding the source dropped while no
-  coordinator watched stays at the destination (logged nowhere; the operator deletes it);
+- the managed set is persisted in `__mirror_state` (record MirrorManagedAcls, in the
+  mirror's metadata partition, whose leader is the mirror's coordinator) before any
+  deletion it leads to: a restarted or new coordinator reads it back, so a binding the
+  source dropped while no coordinator watched is still deleted, and one the destination
+  created meanwhile is still not. Only the very first refresh of a mirror (nothing
+  persisted yet) learns without deleting. While the partition is loading, the sync waits;
 - a binding another mirror of this coordinator still copies from its own source is not
   deleted (two mirrors never undo each other's copy);
 - the source's bindings are copied whatever their resource (not only mirrored topics'):
@@ -34,8 +37,10 @@ from typing import Any
 from kmirror.client.acls import AclBinding
 from kmirror.config.mirror import MirrorConfig
 from kmirror.metadata.controller.acls import AclOperation, AclPermissionType, ResourceType
+from kmirror.mirror.coordinator.records import AclEntry
 from kmirror.mirror.metadata_sync.coordination import coordinated_mirrors
 from kmirror.mirror.metadata_sync.syncer import CoordinatedMirrorSync
+from kmirror.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -85,12 +90,40 @@ def _binding_order(b: AclBinding) -> tuple[int, str, int, str, str, int, int]:
     return (b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation, b.permission_type)
 
 
+class ManagedAclStore:
+    """Where a mirror's managed bindings persist: `__mirror_state` through the node's
+    `MirrorCoordinatorService`, or memory when the node has none (unit tests)."""
+
+    def __init__(self, service: Any = None) -> None:
+        self.service = service
+        self.memory: dict[str, frozenset[AclEntry]] = {}
+
+    def load(self, mirror_name: str) -> set[AclBinding] | None | ErrorCode:
+        """The persisted set; None when none was ever written; an error while this broker
+        cannot read it (its `__mirror_state` partition is loading or led elsewhere)."""
+        entries = self.memory.get(mirror_name) if self.service is None else self.service.managed_acls(mirror_name)
+        if entries is None or isinstance(entries, ErrorCode):
+            return entries
+        return {AclBinding(*entry) for entry in entries}
+
+    async def save(self, mirror_name: str, acls: set[AclBinding]) -> ErrorCode:
+        entries = frozenset((b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation,
+                             b.permission_type) for b in acls)
+        if self.service is None:
+            self.memory[mirror_name] = entries
+            return ErrorCode.none
+        error: ErrorCode = await self.service.write_managed_acls(mirror_name, entries)
+        return error
+
+
 class AclSync(CoordinatedMirrorSync):
     """The syncer of ACLs. `managed`: per mirror, the included source bindings of its last
-    successful DescribeAcls (and the bindings whose deletion has not succeeded yet)."""
+    successful DescribeAcls (and the bindings whose deletion has not succeeded yet), as
+    persisted in `store`."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, store: ManagedAclStore | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.store = store or ManagedAclStore()
         self.managed: dict[str, set[AclBinding]] = {}
 
     async def run_once(self) -> None:
@@ -106,6 +139,14 @@ class AclSync(CoordinatedMirrorSync):
         admin = self.admins.destination()
         if admin is None:
             return
+        if mirror_name not in self.managed:
+            persisted = self.store.load(mirror_name)
+            if isinstance(persisted, ErrorCode):
+                log.debug("mirror %s: managed ACLs not readable yet (%s)", mirror_name, persisted.name)
+                return
+            managed = persisted
+        else:
+            managed = self.managed[mirror_name]
         try:
             source = await self.admins.source(mirror_name, config).describe_acls()
         except Exception as exc:
@@ -114,11 +155,24 @@ class AclSync(CoordinatedMirrorSync):
             return
         included = {b for b in source if is_included(config, b)}
         others = set().union(*(seen for name, seen in self.managed.items() if name != mirror_name))
-        stale = acls_to_delete(config, source, destination, self.managed.get(mirror_name), others)
-        self.managed[mirror_name] = included | set(stale)
+        stale = acls_to_delete(config, source, destination, managed, others)
+        # Persisted before the deletions it leads to (a restart must not forget a binding
+        # it was about to delete, nor manage one it never saw).
+        if not await self._persist(mirror_name, managed, included | set(stale)):
+            return
         await self._create(mirror_name, admin, acls_to_create(config, source, destination))
         if stale and await self._delete(mirror_name, admin, stale):
-            self.managed[mirror_name] -= set(stale)
+            await self._persist(mirror_name, self.managed[mirror_name], self.managed[mirror_name] - set(stale))
+
+    async def _persist(self, mirror_name: str, before: set[AclBinding] | None, after: set[AclBinding]) -> bool:
+        if before != after:
+            error = await self.store.save(mirror_name, after)
+            if error is not ErrorCode.none:
+                self.sync_errors.acl += 1
+                log.warning("mirror %s: persisting the managed ACLs failed: %s", mirror_name, error.name)
+                return False
+        self.managed[mirror_name] = after
+        return True
 
     async def _create(self, mirror_name: str, admin: Any, missing: list[AclBinding]) -> None:
         if not missing:

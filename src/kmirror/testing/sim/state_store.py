@@ -59,7 +59,7 @@ class SimStateStore:
         """Execute the coordinator's output as its shell does: persist each append, report
         it, then take the answer."""
         for append in list(out.appends):
-            before = {k: self.current(k) for k, _ in append.records}
+            before = {k: self.current(k) for k, _ in append.records if isinstance(k, MirrorPartitionKey)}
             self.records.extend(append.records)
             out.extend(self.coordinator.on_append_completed(append.ticket))
             for k, old in before.items():

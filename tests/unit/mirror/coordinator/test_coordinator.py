@@ -3,8 +3,13 @@ from uuid import UUID
 import pytest
 
 from kmirror.kip1279.state import MirrorPartitionState
-from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StateWrite
-from kmirror.mirror.coordinator.records import MirrorPartitionKey, MirrorPartitionStateValue
+from kmirror.mirror.coordinator.coordinator import ManagedAclsResult, MirrorCoordinator, StateWrite
+from kmirror.mirror.coordinator.records import (
+    ManagedAclsKey,
+    ManagedAclsValue,
+    MirrorPartitionKey,
+    MirrorPartitionStateValue,
+)
 from kmirror.protocol.errors import ErrorCode
 
 S = MirrorPartitionState
@@ -180,3 +185,34 @@ def test_last_mirrored_epoch_for_describe_mirrors():
     assert c.last_mirrored_epoch(other) is E.not_coordinator
     assert MirrorCoordinator(5).last_mirrored_epoch(key()) is E.not_coordinator
 
+
+
+def test_managed_acls_are_persisted_replayed_and_tombstoned_with_the_mirror():
+    entry = (2, "orders", 3, "User:alice", "*", 3, 3)
+    c = MirrorCoordinator(4)
+    acls_key = ManagedAclsKey("m")
+    partition = c.partition_for(acls_key)
+    assert c.managed_acls("m") is ErrorCode.not_coordinator
+    c.begin_load(partition)
+    assert c.managed_acls("m") is ErrorCode.coordinator_load_in_progress
+    c.complete_load(partition, [(acls_key, ManagedAclsValue(frozenset({entry})))])
+    assert c.managed_acls("m") == frozenset({entry}) and c.managed_acls("other") in (None, ErrorCode.not_coordinator)
+
+    out = c.write_managed_acls(7, "m", frozenset())
+    assert out.responses == [] and c.managed_acls("m") == frozenset({entry})  # visible once persisted
+    [append] = out.appends
+    assert (append.partition, append.records) == (partition, [(acls_key, ManagedAclsValue(frozenset()))])
+    assert c.on_append_completed(append.ticket).responses == [(7, ManagedAclsResult(ErrorCode.none))]
+    assert c.managed_acls("m") == frozenset()
+
+    failed = c.write_managed_acls(8, "m", frozenset({entry})).appends[0]
+    assert c.on_append_completed(failed.ticket, ErrorCode.not_leader_or_follower).responses == [
+        (8, ManagedAclsResult(ErrorCode.not_leader_or_follower))]
+    assert c.managed_acls("m") == frozenset()
+
+    [tombstone] = c.delete_mirror(9, "m").appends
+    assert tombstone.records == [(acls_key, None)]
+    c.on_append_completed(tombstone.ticket)
+    assert c.managed_acls("m") is None
+    c.unload(partition)
+    assert c.managed_acls("m") is ErrorCode.not_coordinator

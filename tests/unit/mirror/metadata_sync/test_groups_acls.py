@@ -15,7 +15,7 @@ from kmirror.config.mirror import MIRROR_STATE_TOPIC, parse_mirror_config
 from kmirror.metadata.image import ConfigResource, PartitionRegistration
 from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.coordinator.partitioner import metadata_partition_for
-from kmirror.mirror.metadata_sync.acls import AclSync, acls_to_create, acls_to_delete
+from kmirror.mirror.metadata_sync.acls import AclSync, ManagedAclStore, acls_to_create, acls_to_delete
 from kmirror.mirror.metadata_sync.admins import SyncAdmins
 from kmirror.mirror.metadata_sync.auto_add import TopicAutoAdd, topics_to_add
 from kmirror.mirror.metadata_sync.coordination import (
@@ -339,18 +339,37 @@ def test_acls_dropped_at_the_source_are_deleted_at_the_destination_and_local_one
     asyncio.run(sync.run_once())
     assert dst.deleted == [bob]  # nothing more: the destination's own binding stays
 
-    # a new coordinator (a fresh syncer) learns first: nothing is deleted on its first refresh
+    # a restarted or new coordinator reads the persisted managed set: a binding the source
+    # dropped while no coordinator watched is deleted at its first refresh
     src.acls = []
-    fresh = AclSync(1, lambda: ref["image"], admins, MirrorSyncErrors())
-    asyncio.run(fresh.run_once())
-    assert dst.deleted == [bob]
-    asyncio.run(fresh.run_once())
-    assert dst.deleted == [bob]
-    src.acls = [alice]
-    asyncio.run(fresh.run_once())
-    src.acls = []
-    asyncio.run(fresh.run_once())
+    restarted = AclSync(1, lambda: ref["image"], admins, MirrorSyncErrors(), store=sync.store)
+    asyncio.run(restarted.run_once())
     assert dst.deleted == [bob, alice]
+    # with nothing persisted (a mirror's very first refresh) the syncer learns first
+    first = AclSync(1, lambda: ref["image"], admins, MirrorSyncErrors())
+    asyncio.run(first.run_once())
+    assert dst.deleted == [bob, alice]
+    src.acls = [local]
+    asyncio.run(first.run_once())
+    src.acls = []
+    asyncio.run(first.run_once())
+    assert dst.deleted == [bob, alice, local]
+
+
+def test_acl_sync_waits_while_the_managed_set_is_not_readable():
+    src, dst = FakeAdmin(), FakeAdmin()
+    alice = AclBinding(2, "a", 3, "User:alice", "*", 3, 3)
+    src.acls = [alice]
+    ref = {"image": image({"m": {}}, {"a": ("m", 1)})}
+    admins, _ = admins_for(ref, src, dst)
+
+    class Loading(ManagedAclStore):
+        def load(self, mirror_name: str) -> ErrorCode:
+            return ErrorCode.coordinator_load_in_progress
+
+    sync = AclSync(1, lambda: ref["image"], admins, MirrorSyncErrors(), store=Loading())
+    asyncio.run(sync.run_once())
+    assert (dst.created, sync.managed) == ([], {})
 
 
 def test_topics_to_add_are_included_non_internal_source_topics_the_destination_lacks():

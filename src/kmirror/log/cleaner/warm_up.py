@@ -1,0 +1,47 @@
+"""Loading the cleaner's compiled functions before a round needs them.
+
+numba compiles each function at its first call (seconds) or loads it from the on-disk cache
+(about a second for the cleaner's set): either would stall the first cleaning round, which
+runs between an event loop's turns. `warm_up` calls every one of them once, with the
+argument types a round uses (read-only views of bytes read from a file, writable scratch
+arrays), on a few records built here; a node runs it once off the event loop at start.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kmirror.log.cleaner.offset_map import OffsetMap, map_chunk
+from kmirror.log.cleaner.record_filter import STATS, decide, filter_chunk, write_kept
+from kmirror.records.builder import build_batch
+from kmirror.records.record_scan import BATCH_FIELDS, BATCH_OVERHEAD, FIELDS, scan_section, walk_batches
+
+
+def warm_up() -> None:
+    raw = build_batch([(b"k", b"v", (), 0), (b"k", None, (), 0), (None, b"v", (), 0)])
+    buf = np.frombuffer(raw, dtype=np.uint8)  # read-only, as a chunk read from a segment
+    headers = np.empty((BATCH_FIELDS, 4), dtype=np.int64)
+    n, _ = walk_batches(buf, 0, len(raw), headers)
+    fields = np.empty((FIELDS, 4), dtype=np.int64)
+    keep = np.empty(4, dtype=np.bool_)
+    offset_map = OffsetMap(1 << 16)
+    offset_map.reserve(3000)  # and the table's growth
+    latest = np.array([-1], dtype=np.int64)
+    map_chunk(buf, headers, n, 0, 10, fields, offset_map.slots, offset_map.arena, offset_map.meta, offset_map.undo,
+              latest)
+    offset_map.latest_offset = int(latest[0])
+    scan_section(buf, BATCH_OVERHEAD, len(raw), 3, fields, 0)
+    offset_map.put_records(buf, fields, 0, 3, 0, 0)
+    offset_map.get(b"k")
+    out = np.empty(2 * len(raw) + 64, dtype=np.uint8)
+    crc_positions = np.empty(4, dtype=np.int64)
+    pids = np.array([7], dtype=np.int64)
+    filter_chunk(buf, headers, n, 3, 0, offset_map.latest_offset, 100, offset_map.slots, offset_map.arena, pids,
+                 pids, fields, keep, out, crc_positions, np.empty((4, 4), dtype=np.int64), np.zeros(STATS, dtype=np.int64))
+    decide(buf, fields, 0, 3, 0, offset_map.latest_offset, True, False, offset_map.slots, offset_map.arena, keep)
+    write_kept(buf, fields, 0, 3, BATCH_OVERHEAD, keep, True, 100, 0, 0, False, out, 0)
+    decompressed = np.frombuffer(bytes(raw[BATCH_OVERHEAD:]), dtype=np.uint8)  # a decompressed section
+    scan_section(decompressed, 0, len(decompressed), 3, fields, 0)
+    offset_map.put_records(decompressed, fields, 0, 3, 0, 0)
+    decide(decompressed, fields, 0, 3, 0, 2, True, False, offset_map.slots, offset_map.arena, keep)
+    write_kept(decompressed, fields, 0, 3, 0, keep, False, 0, 0, 0, False, out, 0)
