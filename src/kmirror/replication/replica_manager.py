@@ -60,7 +60,7 @@ from kmirror.types import TopicPartition
 PartitionAppendResult = AppendOutcome | PartitionError
 
 # Partitions brought to a new image's state between two yields of `apply_image_steps`.
-APPLY_STEP_PARTITIONS = 500
+APPLY_STEP_PARTITIONS = 200
 PartitionReadResult = ReadOutcome | PartitionError
 
 # Topics only the node itself may write (Kafka `Topic.isInternal`).
@@ -116,10 +116,15 @@ class ReplicaManager:
         del old_image  # the new image is complete; the old one is only a hint
         self._image = new_image
         wanted: dict[TopicPartition, tuple[Any, Any]] = {}
+        scanned = 0
         for topic in new_image.topics.values():
             for index, registration in topic.partitions.items():
                 if hosted_here(registration, self.node_id):
                     wanted[TopicPartition(topic.name, int(index))] = (topic, registration)
+            scanned += len(topic.partitions)
+            if scanned >= step_partitions:  # the scan of a large image is a step too
+                scanned = 0
+                yield
 
         removed_partitions = [tp for tp, partition in self._partitions.items()
                               if (entry := wanted.get(tp)) is None or entry[0].topic_id != partition.topic_id]
@@ -128,7 +133,9 @@ class ReplicaManager:
         if new_image.offset >= 0:
             # Stray logs (Kafka `LogManager` strays): on disk but not hosted by the image,
             # e.g. a topic deleted, or deleted and recreated, while this node was down.
-            for log in list(self.log_manager.all_logs()):
+            for scanned, log in enumerate(list(self.log_manager.all_logs()), 1):
+                if scanned % step_partitions == 0:
+                    yield
                 tp = log.topic_partition
                 entry = wanted.get(tp)
                 if tp not in self._partitions and (
