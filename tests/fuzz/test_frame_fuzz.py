@@ -31,7 +31,8 @@ RSS_BOUND_MB = 500
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[tuple[LocalCluster, int]]:
     metrics_port = free_port_block()
-    c = LocalCluster(dir=tmp_path / "fuzzed", port=free_port_block(), overrides={"metrics.port": str(metrics_port)})
+    c = LocalCluster(dir=tmp_path / "fuzzed", port=free_port_block(), overrides={
+        "metrics.port": str(metrics_port), "event.loop.stall.log.ms": "200"})  # a long stall names its code
     c.up()
     try:
         yield c, metrics_port

@@ -7,7 +7,9 @@ probe client's latency, which also counts the time the process waits for a core,
 count is about the node's own code, so tests can bound it on a loaded machine.
 
 Metrics (`kmirror.server:type=EventLoop`): `LagMaxMs` (the largest lag since start),
-`StallCount` (ticks later than `STALL_MS`), `StallTimeMs` (their summed lag).
+`StallCount` (ticks later than `STALL_MS`), `StallTimeMs` (their summed lag), and the
+interpreter's cyclic garbage collections, which hold every thread: `GcMaxMs` (the longest
+since start), `GcFullCount` (full, generation-2, collections).
 
 With `stall_trace_ms` > 0 a watchdog thread also logs, for a stall longer than that, one WARN
 line naming the frames the loop was running when the stall began (the innermost kmirror
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import sys
 import threading
@@ -38,6 +41,9 @@ class LoopLagMonitor:
         self.lag_max_ms = 0.0
         self.stall_count = 0
         self.stall_time_ms = 0.0
+        self.gc_max_ms = 0.0
+        self.gc_full_count = 0
+        self._gc_started = 0.0
         self._stall_trace_ms = stall_trace_ms
         self._task: asyncio.Task[None] | None = None
         self._watchdog: threading.Thread | None = None
@@ -49,9 +55,12 @@ class LoopLagMonitor:
             registry.gauge(metric_name(domain, type_, "LagMaxMs"), lambda: round(self.lag_max_ms, 1))
             registry.gauge(metric_name(domain, type_, "StallCount"), lambda: self.stall_count)
             registry.gauge(metric_name(domain, type_, "StallTimeMs"), lambda: round(self.stall_time_ms, 1))
+            registry.gauge(metric_name(domain, type_, "GcMaxMs"), lambda: round(self.gc_max_ms, 1))
+            registry.gauge(metric_name(domain, type_, "GcFullCount"), lambda: self.gc_full_count)
 
     def start(self) -> None:
         self._last_tick = time.monotonic()
+        gc.callbacks.append(self._on_gc)
         self._task = asyncio.get_running_loop().create_task(self._tick())
         if self._stall_trace_ms > 0:
             loop_thread = threading.get_ident()
@@ -61,6 +70,8 @@ class LoopLagMonitor:
 
     async def stop(self) -> None:
         self._stopped.set()
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -73,6 +84,18 @@ class LoopLagMonitor:
         if lag_ms > STALL_MS:
             self.stall_count += 1
             self.stall_time_ms += lag_ms
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+            return
+        took_ms = (time.perf_counter() - self._gc_started) * 1000
+        self.gc_max_ms = max(self.gc_max_ms, took_ms)
+        if info["generation"] == 2:
+            self.gc_full_count += 1
+        if 0 < self._stall_trace_ms < took_ms:
+            log.warning("garbage collection of generation %d took %.0f ms (%d collected)", info["generation"],
+                        took_ms, info["collected"])
 
     async def _tick(self) -> None:
         interval = TICK_MS / 1000

@@ -130,10 +130,11 @@ def api_versions_latency_s(port: int, timeout_s: float = 30) -> float:
 
 def event_loop_lag(metrics_port: int) -> dict[str, float]:
     """The node's own event-loop measures (`kmirror.server:type=EventLoop`): LagMaxMs,
-    StallCount and StallTimeMs, as a scrape of its `metrics.port` reads them."""
+    StallCount, StallTimeMs, GcMaxMs and GcFullCount, as a scrape of its `metrics.port` reads them."""
     samples = scrape(metrics_port)
     prefix = "kmirror_server_eventloop_"
-    return {name: samples[prefix + name.lower()] for name in ("LagMaxMs", "StallCount", "StallTimeMs")}
+    return {name: samples[prefix + name.lower()]
+            for name in ("LagMaxMs", "StallCount", "StallTimeMs", "GcMaxMs", "GcFullCount")}
 
 
 def percentile(values: list[float], q: float) -> float:
