@@ -19,7 +19,7 @@ import pytest
 
 from kmirror.broker.api import build_registry
 from kmirror.testing.fuzz import advertised_api_keys, seed_corpus
-from kmirror.testing.hostile import WellBehavedClient, event_loop_lag, peak_rss_mb, percentile
+from kmirror.testing.hostile import WellBehavedClient, event_loop_lag, peak_rss_mb, percentile, process_cpu_s
 from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.processes import LocalCluster, free_port_block
 
@@ -48,6 +48,7 @@ def _fuzz(node: LocalCluster, metrics_port: int, frames: int) -> None:
     assert {key for key, _ in corpus} == advertised
     create_topic(node.bootstrap, "served")
     pid = node.pid()
+    cpu_before = process_cpu_s(pid)
     started = time.monotonic()
     with WellBehavedClient(node.bootstrap, node.port, "served", interval_s=0.05) as client:
         client.wait_acks(5)
@@ -57,6 +58,7 @@ def _fuzz(node: LocalCluster, metrics_port: int, frames: int) -> None:
                                 capture_output=True, text=True, timeout=3500, check=True)
         client.wait_acks(5)
     stats = json.loads(fuzzer.stdout.splitlines()[-1])
+    cpu_us_per_frame = (process_cpu_s(pid) - cpu_before) / stats["frames"] * 1e6
     took = time.monotonic() - started
     log = (node.dir / "node-1" / "server.log").read_text(errors="replace")
     peak = peak_rss_mb(pid)
@@ -64,7 +66,7 @@ def _fuzz(node: LocalCluster, metrics_port: int, frames: int) -> None:
     ack_p99 = percentile(client.ack_latencies_s, 0.99)
     print(f"seed {seed}: {stats['frames']} frames ({stats['answered']} answered, {stats['connections']} connections) "
           f"over {len(stats['api_keys'])} API keys / {len(stats['key_versions'])} key-versions in {took:.0f} s "
-          f"({stats['frames'] / stats['seconds']:.0f} frames/s); peak RSS {peak:.0f} MB; event loop {loop}; "
+          f"({stats['frames'] / stats['seconds']:.0f} frames/s, node CPU {cpu_us_per_frame:.0f} us/frame); peak RSS {peak:.0f} MB; event loop {loop}; "
           f"well-behaved client: {client.summary()}; load average {os.getloadavg()}")
     assert not stats["refused"] and node.serving(), f"seed {seed}: node exited: {log[-3000:]}"
     assert "Traceback" not in log, f"seed {seed}: " + log[log.index("Traceback") - 300:][:3000]

@@ -132,7 +132,10 @@ class ReplicaManager:
             self._remove_partitions(removed_partitions)
         if new_image.offset >= 0:
             # Stray logs (Kafka `LogManager` strays): on disk but not hosted by the image,
-            # e.g. a topic deleted, or deleted and recreated, while this node was down.
+            # e.g. a topic deleted, or deleted and recreated, while this node was down, or
+            # logs prepared for an image whose topic a newer image deleted. Deleted together:
+            # the checkpoints are rewritten once, not once per stray.
+            strays: list[TopicPartition] = []
             for scanned, log in enumerate(list(self.log_manager.all_logs()), 1):
                 if scanned % step_partitions == 0:
                     yield
@@ -141,7 +144,9 @@ class ReplicaManager:
                 if tp not in self._partitions and (
                     entry is None or (log.topic_id is not None and log.topic_id != entry[0].topic_id)
                 ):
-                    self.log_manager.delete_log(tp)
+                    strays.append(tp)
+            if strays:
+                self.log_manager.delete_logs(strays)
 
         now_ms = self.clock.monotonic_ms()
         lag_max_ms = _replica_lag_time_max_ms(self.config)

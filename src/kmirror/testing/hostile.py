@@ -5,6 +5,7 @@ probing ApiVersions while an attack runs, recording every error and latency."""
 from __future__ import annotations
 
 import io
+import os
 import socket
 import struct
 import threading
@@ -33,6 +34,13 @@ def proc_status_kb(pid: int, field_name: str) -> int:
             if line.startswith(field_name + ":"):
                 return int(line.split()[1])
     raise KeyError(field_name)
+
+
+def process_cpu_s(pid: int) -> float:
+    """The CPU time (user + system, every thread) process `pid` used so far, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mb(pid: int) -> float:
