@@ -129,6 +129,7 @@ class LogManager:
         `-delete` directories in the background); one left by a crash is removed on start."""
         deleted: list[TopicPartition] = []
         dirs: set[str] = set()
+        moves: list[tuple[str, str]] = []
         for tp in tps:
             log = self.logs.pop(tp, None)
             log_dir = self._dir_of.pop(tp, None)
@@ -142,14 +143,16 @@ class LogManager:
                 renamed = join(log_dir, f"{tp.dir_name}.{self._delete_counter:032x}{DELETE_DIR_SUFFIX}")
                 if not self.fs.exists(renamed):
                     break
-            self.fs.rename(log.directory, renamed)
+            moves.append((log.directory, renamed))
             log.closed = True
+            dirs.add(log_dir)
+            deleted.append(tp)
+        self.fs.rename_all(moves)  # one fsync per log dir, not one per partition
+        for _, renamed in moves:
             if self.defer_removal:
                 self._to_remove.append(renamed)
             else:
                 self.fs.delete(renamed)
-            dirs.add(log_dir)
-            deleted.append(tp)
         if dirs:
             self._write_checkpoints(sorted(dirs))
         return deleted
