@@ -12,6 +12,7 @@ Durability contract (what `kmirror.testing.memory_fs.MemoryFileSystem.crash` mod
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 Buffer = bytes | bytearray | memoryview
@@ -62,6 +63,12 @@ class FileSystem(Protocol):
 
     def rename(self, source: str, destination: str) -> None:
         """Atomically move a file or directory, replacing a destination file."""
+        ...
+
+    def rename_all(self, moves: Sequence[tuple[str, str]]) -> None:
+        """`rename` each (source, destination) in order, durable once it returns: a real
+        implementation fsyncs each parent directory once, not once per rename (deleting a
+        topic of thousands of partitions renames thousands of directories)."""
         ...
 
     def delete(self, path: str) -> None:

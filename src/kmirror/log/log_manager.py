@@ -129,6 +129,7 @@ class LogManager:
         `-delete` directories in the background); one left by a crash is removed on start."""
         deleted: list[TopicPartition] = []
         dirs: set[str] = set()
+        moves: list[tuple[str, str]] = []
         for tp in tps:
             log = self.logs.pop(tp, None)
             log_dir = self._dir_of.pop(tp, None)
@@ -142,14 +143,16 @@ class LogManager:
                 renamed = join(log_dir, f"{tp.dir_name}.{self._delete_counter:032x}{DELETE_DIR_SUFFIX}")
                 if not self.fs.exists(renamed):
                     break
-            self.fs.rename(log.directory, renamed)
+            moves.append((log.directory, renamed))
             log.closed = True
+            dirs.add(log_dir)
+            deleted.append(tp)
+        self.fs.rename_all(moves)  # one fsync per log dir, not one per partition
+        for _, renamed in moves:
             if self.defer_removal:
                 self._to_remove.append(renamed)
             else:
                 self.fs.delete(renamed)
-            dirs.add(log_dir)
-            deleted.append(tp)
         if dirs:
             self._write_checkpoints(sorted(dirs))
         return deleted
@@ -170,14 +173,25 @@ class LogManager:
         self._write_checkpoints(self.log_dirs)
 
     def _write_checkpoints(self, log_dirs: Iterable[str]) -> None:
-        for log_dir in log_dirs:
+        self.write_checkpoints(self.checkpoint_snapshot(log_dirs))
+
+    def checkpoint_snapshot(self, log_dirs: Iterable[str] | None = None) -> list[tuple[str, str, dict[TopicPartition, int]]]:
+        """The offsets the checkpoints of `log_dirs` (default: all) would hold now, as
+        (log dir, checkpoint name, offsets): taken where the logs change, written by
+        `write_checkpoints` elsewhere (a worker thread: ten thousand partitions' fsync'd files)."""
+        out: list[tuple[str, str, dict[TopicPartition, int]]] = []
+        for log_dir in self.log_dirs if log_dirs is None else log_dirs:
             logs = [log for tp, log in self.logs.items() if self._dir_of.get(tp) == log_dir]
-            OffsetCheckpoint(self.fs, log_dir, RECOVERY_POINT_CHECKPOINT).write(
-                {log.topic_partition: log.recovery_point for log in logs})
-            OffsetCheckpoint(self.fs, log_dir, LOG_START_OFFSET_CHECKPOINT).write(
-                {log.topic_partition: log.log_start_offset for log in logs if log.log_start_offset > 0})
-            OffsetCheckpoint(self.fs, log_dir, REPLICATION_OFFSET_CHECKPOINT).write(
-                {log.topic_partition: log.high_watermark for log in logs})
+            out.append((log_dir, RECOVERY_POINT_CHECKPOINT, {log.topic_partition: log.recovery_point for log in logs}))
+            out.append((log_dir, LOG_START_OFFSET_CHECKPOINT,
+                        {log.topic_partition: log.log_start_offset for log in logs if log.log_start_offset > 0}))
+            out.append((log_dir, REPLICATION_OFFSET_CHECKPOINT,
+                        {log.topic_partition: log.high_watermark for log in logs}))
+        return out
+
+    def write_checkpoints(self, snapshot: list[tuple[str, str, dict[TopicPartition, int]]]) -> None:
+        for log_dir, name, offsets in snapshot:
+            OffsetCheckpoint(self.fs, log_dir, name).write(offsets)
 
     def _on_log_start_offset_change(self, log: Log) -> None:
         log_dir = self._dir_of.get(log.topic_partition)

@@ -78,7 +78,7 @@ class MetadataLogStore(Protocol):
 
 # Past this many partitions asked for by one CreateTopics or CreatePartitions, the controller
 # works on a worker thread (`MetadataService._run`).
-LARGE_OPERATION_PARTITIONS = 1000
+LARGE_OPERATION_PARTITIONS = 100
 
 
 class _Written(NamedTuple):

@@ -82,6 +82,9 @@ class MetricsRegistry:
         self._sourced: list[_SourcedMeter] = []
         self._gauge_sets: list[NamedValues] = []
         self._meter_sets: list[tuple[NamedValues, dict[MetricName, _SourcedMeter]]] = []
+        # one more for every scrape (`gauges()`) and every `poll()`: a provider whose values
+        # cost a scan of every partition computes them once per read and shares them
+        self.read_epoch = 0
 
     def _check_new(self, name: MetricName) -> None:
         if name in self._gauges or name in self._counters or name in self._meters or name in self._histograms:
@@ -157,6 +160,7 @@ class MetricsRegistry:
     def poll(self) -> None:
         """Mark each sourced meter with its source's increase since the last poll. A source
         that went backwards (its owner restarted the count) starts a new baseline."""
+        self.read_epoch += 1
         for sourced in self._sourced:
             self._poll_one(sourced)
         for source, meters in self._meter_sets:
@@ -176,6 +180,7 @@ class MetricsRegistry:
         sourced.last_seen = current
 
     def gauges(self) -> Iterator[tuple[MetricName, GaugeFn]]:
+        self.read_epoch += 1
         named: dict[MetricName, GaugeFn] = dict(self._gauges)
         for read in self._gauge_sets:
             for name, value in read():

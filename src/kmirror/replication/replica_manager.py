@@ -61,7 +61,7 @@ from kmirror.types import TopicPartition
 PartitionAppendResult = AppendOutcome | PartitionError
 
 # Partitions brought to a new image's state between two yields of `apply_image_steps`.
-APPLY_STEP_PARTITIONS = 500
+APPLY_STEP_PARTITIONS = 200
 PartitionReadResult = ReadOutcome | PartitionError
 
 # Topics only the node itself may write (Kafka `Topic.isInternal`).
@@ -119,10 +119,15 @@ class ReplicaManager:
         del old_image  # the new image is complete; the old one is only a hint
         self._image = new_image
         wanted: dict[TopicPartition, tuple[Any, Any]] = {}
+        scanned = 0
         for topic in new_image.topics.values():
             for index, registration in topic.partitions.items():
                 if hosted_here(registration, self.node_id):
                     wanted[TopicPartition(topic.name, int(index))] = (topic, registration)
+            scanned += len(topic.partitions)
+            if scanned >= step_partitions:  # the scan of a large image is a step too
+                scanned = 0
+                yield
 
         removed_partitions = [tp for tp, partition in self._partitions.items()
                               if (entry := wanted.get(tp)) is None or entry[0].topic_id != partition.topic_id]
@@ -130,14 +135,21 @@ class ReplicaManager:
             self._remove_partitions(removed_partitions)
         if new_image.offset >= 0:
             # Stray logs (Kafka `LogManager` strays): on disk but not hosted by the image,
-            # e.g. a topic deleted, or deleted and recreated, while this node was down.
-            for log in list(self.log_manager.all_logs()):
+            # e.g. a topic deleted, or deleted and recreated, while this node was down, or
+            # logs prepared for an image whose topic a newer image deleted. Deleted together:
+            # the checkpoints are rewritten once, not once per stray.
+            strays: list[TopicPartition] = []
+            for scanned, log in enumerate(list(self.log_manager.all_logs()), 1):
+                if scanned % step_partitions == 0:
+                    yield
                 tp = log.topic_partition
                 entry = wanted.get(tp)
                 if tp not in self._partitions and (
                     entry is None or (log.topic_id is not None and log.topic_id != entry[0].topic_id)
                 ):
-                    self.log_manager.delete_log(tp)
+                    strays.append(tp)
+            if strays:
+                self.log_manager.delete_logs(strays)
 
         now_ms = self.clock.monotonic_ms()
         lag_max_ms = _replica_lag_time_max_ms(self.config)

@@ -63,6 +63,7 @@ from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, LocalContro
 from kmirror.runtime.controller_channel import ControllerChannel
 from kmirror.runtime.coordinator_log import ReplicatedCoordinatorLog
 from kmirror.runtime.log_cleaner import LogCleanerService
+from kmirror.runtime.loop_lag import LoopLagMonitor
 from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError
 from kmirror.runtime.metadata_publisher import MetadataPublisher
 from kmirror.runtime.metrics_http import MetricsServer
@@ -121,6 +122,8 @@ class Node:
         self.metrics = MetricsRegistry(self.clock)
         self.request_metrics = RequestChannelMetrics(self.metrics, error_name)
         self.metrics_server: MetricsServer | None = None
+        self._checkpoint_write: asyncio.Future[None] | None = None
+        self.loop_lag = LoopLagMonitor(self.metrics, int(config.get("event.loop.stall.log.ms")))
         self.lifecycle: BrokerLifecycleManager | None = None
         self.replication: ReplicationService | None = None
         self.publisher: MetadataPublisher | None = None
@@ -263,6 +266,7 @@ class Node:
             self.ports[listener.name] = await server.start(listener.host, listener.port, tls)
             self._servers.append(server)
         log.info("node %d serving %s", cfg.node_id, ", ".join(f"{k}={v}" for k, v in self.ports.items()))
+        self.loop_lag.start()
         if not cfg.is_broker:
             return
         register_node_metrics(self.metrics, node_id=cfg.node_id, metadata=self.metadata,
@@ -282,7 +286,8 @@ class Node:
         self.log_cleaner.start()
         register_cleaner_metrics(self.metrics, self.log_cleaner.cleaner_metrics)
         self._tasks.append(loop.create_task(self._every(cfg.log_retention_check_interval_ms, self._retention)))
-        self._tasks.append(loop.create_task(self._every(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, self._checkpoint)))
+        self._tasks.append(loop.create_task(self._every_async(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS,
+                                                              self._checkpoint)))
         self._tasks.append(loop.create_task(self._every(1000, self._flush)))
         self.log_manager.defer_removal = True  # deleted logs' directories go on a worker thread
         self._tasks.append(loop.create_task(self._every_async(1000, self._remove_deleted_dirs)))
@@ -307,14 +312,17 @@ class Node:
         """Publish an image to the broker components; yields between bounded steps of the
         replica manager's application (`MetadataPublisher` runs the steps)."""
         yield from self.replica_manager.apply_image_steps(old_image, new_image)
+        yield
         if self.replication is not None:
             self.replication.on_metadata_change(old_image, new_image)
+            yield
         led = self.replica_manager.leader_partitions(CONSUMER_OFFSETS)
         self.group_coordinator.on_partitions_led(led)
         if self.transaction_coordinator is not None:
             self.transaction_coordinator.on_partitions_led(
                 self.replica_manager.leader_partitions(TRANSACTION_STATE_TOPIC))
         self.mirror_coordinator.on_partitions_led(self.replica_manager.leader_partitions(MIRROR_STATE_TOPIC))
+        yield
         if self.mirror_data_plane is not None:
             self.mirror_data_plane.on_metadata_change(new_image)
 
@@ -338,8 +346,13 @@ class Node:
     async def _remove_deleted_dirs(self) -> None:
         await asyncio.to_thread(self.log_manager.remove_deleted_dirs)
 
-    def _checkpoint(self) -> None:
-        self.log_manager.checkpoint_recovery_points()
+    async def _checkpoint(self) -> None:
+        """The offsets are read on the loop, the files (one line per partition, fsync'd) are
+        written on a worker thread; `stop` waits for a write in flight before the last one."""
+        snapshot = self.log_manager.checkpoint_snapshot()
+        self._checkpoint_write = asyncio.ensure_future(asyncio.to_thread(self.log_manager.write_checkpoints,
+                                                                         snapshot))
+        await asyncio.shield(self._checkpoint_write)
 
     def _flush(self) -> None:
         self.log_manager.flush_dirty(self.clock.now_ms())
@@ -353,6 +366,7 @@ class Node:
                 log.exception("controlled shutdown failed")
         if self.metrics_server is not None:
             await self.metrics_server.stop()
+        await self.loop_lag.stop()
         for server in self._servers:
             await server.stop()
         if self.mirror_data_plane is not None:
@@ -377,6 +391,8 @@ class Node:
             await channel.close()
         if self.publisher is not None:
             await self.publisher.stop()
+        if self._checkpoint_write is not None:
+            await asyncio.wait([self._checkpoint_write])
         if self.log_manager is not None:
             self.log_manager.close()
         log.info("node %d stopped", self.config.node_id)

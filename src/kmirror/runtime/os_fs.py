@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 
 from kmirror.log.fs import Buffer
 
@@ -89,6 +90,16 @@ class OsFileSystem:
         self.close(destination)
         os.replace(source, destination)
         self._fsync_dir(os.path.dirname(destination) or ".")
+
+    def rename_all(self, moves: Sequence[tuple[str, str]]) -> None:
+        parents: dict[str, None] = {}
+        for source, destination in moves:
+            self._close_under(source)
+            self.close(destination)
+            os.replace(source, destination)
+            parents[os.path.dirname(destination) or "."] = None
+        for parent in parents:
+            self._fsync_dir(parent)
 
     def delete(self, path: str) -> None:
         self._close_under(path)

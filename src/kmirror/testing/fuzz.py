@@ -11,12 +11,16 @@ disconnects included.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import dataclasses
 import datetime
 import io
+import json
 import random
+import socket
 import struct
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +29,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
+from kmirror.broker.api import build_registry
 from kmirror.protocol.registry import ApiRegistry
 
 _INTERESTING_32 = (0, 1, -1, 2, 127, 128, 255, 256, 32767, -32768, 65535, 2**31 - 1, -(2**31), 2**30, 0x7FFFFFFE)
@@ -203,6 +208,7 @@ class FuzzStats:
     connections: int = 0
     refused: bool = False  # the node stopped accepting connections (it died): the run ended
     api_keys: set[int] = field(default_factory=set)
+    key_versions: set[tuple[int, int]] = field(default_factory=set)
 
 
 class FrameFuzzer:
@@ -241,6 +247,7 @@ class FrameFuzzer:
             for _ in range(n):
                 (api_key, version), payload = mutator.rng.choice(self.corpus)
                 self.stats.api_keys.add(api_key)
+                self.stats.key_versions.add((api_key, version))
                 frame = b""
                 if mutator.rng.random() < 0.5:
                     spec = self.registry.get(api_key)
@@ -279,8 +286,6 @@ class FrameFuzzer:
 
 def advertised_api_keys(host: str, port: int) -> set[int]:
     """The API keys a node advertises in ApiVersions v0."""
-    import socket
-
     request = struct.pack(">hhih", 18, 0, 1, -1)
     with socket.create_connection((host, port), timeout=30) as sock:
         sock.sendall(struct.pack(">i", len(request)) + request)
@@ -290,3 +295,30 @@ def advertised_api_keys(host: str, port: int) -> set[int]:
     (_, error, count) = struct.unpack_from(">ihi", body, 0)
     assert error == 0
     return {struct.unpack_from(">hhh", body, 10 + 6 * i)[0] for i in range(count)}
+
+
+def fuzz_in_process(host: str, port: int, frames: int, seed: int, plane: str = "broker") -> FuzzStats:
+    """Run a `FrameFuzzer` over every API key and version `host:port` advertises; run it in a
+    process of its own (`python -m kmirror.testing.fuzz`) so that its CPU does not weigh on the
+    clients measuring the node beside it."""
+    registry = build_registry(plane=plane)
+    corpus = seed_corpus(registry, advertised_api_keys(host, port))
+    return asyncio.run(FrameFuzzer(corpus, seed, registry).run(host, port, frames))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Seeded frame fuzzing of a live node; prints its stats as JSON.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--frames", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, required=True)
+    args = parser.parse_args()
+    started = time.monotonic()
+    stats = fuzz_in_process(args.host, args.port, args.frames, args.seed)
+    print(json.dumps({"frames": stats.frames, "answered": stats.answered, "connections": stats.connections,
+                      "refused": stats.refused, "api_keys": sorted(stats.api_keys),
+                      "key_versions": sorted(stats.key_versions), "seconds": round(time.monotonic() - started, 1)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -5,6 +5,7 @@ probing ApiVersions while an attack runs, recording every error and latency."""
 from __future__ import annotations
 
 import io
+import os
 import socket
 import struct
 import threading
@@ -21,6 +22,7 @@ from kio.serial import entity_reader, entity_writer
 from kmirror.records.batch import HEADER_STRUCT, MAGIC_V2, write_crc
 from kmirror.records.compression import CompressionType
 from kmirror.records.record import encode_varint
+from kmirror.testing.metrics_scrape import scrape
 
 _SIZE = struct.Struct(">i")
 
@@ -32,6 +34,13 @@ def proc_status_kb(pid: int, field_name: str) -> int:
             if line.startswith(field_name + ":"):
                 return int(line.split()[1])
     raise KeyError(field_name)
+
+
+def process_cpu_s(pid: int) -> float:
+    """The CPU time (user + system, every thread) process `pid` used so far, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -127,6 +136,15 @@ def api_versions_latency_s(port: int, timeout_s: float = 30) -> float:
     return time.perf_counter() - started
 
 
+def event_loop_lag(metrics_port: int) -> dict[str, float]:
+    """The node's own event-loop measures (`kmirror.server:type=EventLoop`): LagMaxMs,
+    StallCount, StallTimeMs, GcMaxMs and GcFullCount, as a scrape of its `metrics.port` reads them."""
+    samples = scrape(metrics_port)
+    prefix = "kmirror_server_eventloop_"
+    return {name: samples[prefix + name.lower()]
+            for name in ("LagMaxMs", "StallCount", "StallTimeMs", "GcMaxMs", "GcFullCount")}
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -136,8 +154,8 @@ def percentile(values: list[float], q: float) -> float:
 class WellBehavedClient:
     """Produces acks=all to `topic` and probes ApiVersions from threads until closed.
 
-    `errors` holds every delivery error or unanswered probe; `ack_latencies_s` and
-    `probe_latencies_s` every latency."""
+    `errors` holds every delivery error or unanswered probe; `ack_latencies_s` (as librdkafka
+    measures it) and `probe_latencies_s` every latency."""
 
     bootstrap: str
     port: int
@@ -182,7 +200,10 @@ class WellBehavedClient:
             if err is not None:
                 self.errors.append(f"delivery: {err}")
             else:
-                self.ack_latencies_s.append(time.perf_counter() - sent)
+                # librdkafka's own measure, produce() to ack: not the wait of this thread for
+                # the interpreter or for its next poll()
+                latency = msg.latency()
+                self.ack_latencies_s.append(time.perf_counter() - sent if latency is None else latency)
 
         def on_delivery(sent: float) -> Any:
             return lambda err, msg: delivered(err, msg, sent)

@@ -8,7 +8,7 @@ delete) are durable immediately, as `kmirror.log.fs` documents.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kmirror.log.fs import Buffer, dirname
@@ -80,6 +80,10 @@ class MemoryFileSystem:
                 raise FileExistsError(path)
             self._dirs.add(path)
             path = dirname(path)
+
+    def rename_all(self, moves: Sequence[tuple[str, str]]) -> None:
+        for source, destination in moves:
+            self.rename(source, destination)
 
     def rename(self, source: str, destination: str) -> None:
         source, destination = _norm(source), _norm(destination)

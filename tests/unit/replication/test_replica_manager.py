@@ -195,6 +195,7 @@ def test_apply_image_steps_yields_every_step_and_ends_as_apply_image() -> None:
     hosted_between_steps = []
     for _ in steps:
         hosted_between_steps.append(len(stepped.leader_partitions("big")))
-    assert hosted_between_steps == [9, 19]  # partitions appear step by step, never all at once
+    # the scan of the image's 25 partitions is a step, then partitions appear step by step
+    assert hosted_between_steps == [0, 9, 19]
     at_once, _ = manager(image)
     assert stepped.leader_partitions("big") == at_once.leader_partitions("big") == list(range(25))
