@@ -15,7 +15,7 @@ from kmirror.metadata.image import ConfigResource, PartitionRegistration
 from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StatesResult
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
-from kmirror.mirror.manager import PartitionKey, StepPending
+from kmirror.mirror.lifecycle_ports import PartitionKey, StepPending
 from kmirror.mirror.wiring import (
     ControllerEpochBumper,
     CoordinatorStateStore,
