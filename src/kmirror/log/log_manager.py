@@ -171,7 +171,8 @@ class LogManager:
 
     def _write_checkpoints(self, log_dirs: Iterable[str]) -> None:
         for log_dir in log_dirs:
-            logs = [log for tp, log in self.logs.items() if self._dir_of.get(tp) == log_dir]
+            # list(): one copy, taken atomically, while a worker thread may be creating logs
+            logs = [log for tp, log in list(self.logs.items()) if self._dir_of.get(tp) == log_dir]
             OffsetCheckpoint(self.fs, log_dir, RECOVERY_POINT_CHECKPOINT).write(
                 {log.topic_partition: log.recovery_point for log in logs})
             OffsetCheckpoint(self.fs, log_dir, LOG_START_OFFSET_CHECKPOINT).write(

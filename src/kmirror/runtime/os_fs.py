@@ -7,8 +7,8 @@ Nothing lives in a handle but the descriptor (O_APPEND writes, `os.pread` reads,
 position), and `fsync` of a reopened file flushes the pages written through the closed one
 (Linux syncs the inode), so closing one changes no result; it bounds the descriptors of a
 node with many partitions (an idle partition's segment and index files) below the process
-limit. The handles are used under one lock: logs are created on a worker thread, and a
-handle closed by one thread must not be reused by another. Reads use `os.pread`. Writes go
+limit. The handles are used under one lock (logs are created on a worker thread, and a
+handle closed by one thread must not be reused by another); fsyncs run outside it. Reads use `os.pread`. Writes go
 to the page cache: a killed process loses nothing written, and `fsync` makes them durable
 against a machine crash (Kafka's flush.messages/flush.ms default relies on the same).
 Directory-changing operations fsync the parent directory so they survive a crash.
@@ -40,36 +40,43 @@ class OsFileSystem:
         self.evictions = 0
         """Handles closed for the bound (cumulative): about the reopens a too low bound costs."""
 
-    def _fd(self, path: str, create: bool = False) -> int:
-        """The open handle of `path`, most recently used now; the caller holds the lock."""
+    def _fd(self, path: str, create: bool = False) -> tuple[int, bool]:
+        """The open handle of `path`, most recently used now, and whether this call created
+        the file (its directory is then fsynced by the caller, outside the lock: the loop
+        never waits on a worker thread's directory fsync). The caller holds the lock."""
         fd = self._fds.get(path)
         if fd is not None:
             self._fds.move_to_end(path)
-            return fd
-        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
-        fd = os.open(path, flags, 0o644)
+            return fd, False
+        created = False
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        except FileNotFoundError:
+            if not create:
+                raise
+            fd, created = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644), True
         self._fds[path] = fd
-        if create:
-            self._fsync_dir(os.path.dirname(path) or ".")
         while len(self._fds) > self.max_open_files:
             _, old_fd = self._fds.popitem(last=False)
             self.evictions += 1
             os.close(old_fd)
-        return fd
+        return fd, created
 
     def append(self, path: str, data: Buffer) -> int:
         with self._lock:
-            fd = self._fd(path, create=True)
+            fd, created = self._fd(path, create=True)
             position = os.fstat(fd).st_size
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
-            return position
+        if created:
+            self._fsync_dir(os.path.dirname(path) or ".")
+        return position
 
     def read(self, path: str, position: int, size: int) -> bytes:
         with self._lock:
-            fd = self._fd(path)
+            fd, _ = self._fd(path)
             chunks: list[bytes] = []
             while size > 0:
                 chunk = os.pread(fd, size, position)
@@ -90,13 +97,20 @@ class OsFileSystem:
 
     def truncate(self, path: str, size: int) -> None:
         with self._lock:
-            fd = self._fd(path)
+            fd, _ = self._fd(path)
             if os.fstat(fd).st_size > size:
                 os.ftruncate(fd, size)
 
     def fsync(self, path: str) -> None:
+        """Through a duplicate of the handle, outside the lock: the loop never waits on a
+        worker thread's fsync, and a handle closed for the bound meanwhile is not the one
+        synced (the duplicate keeps the file open until the sync returns)."""
         with self._lock:
-            os.fsync(self._fd(path))
+            fd = os.dup(self._fd(path)[0])
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def size(self, path: str) -> int:
         with self._lock:
