@@ -99,6 +99,8 @@ class Row:
     load_average: tuple[float, float] = (-1.0, -1.0)
     """The machine's 1-minute load average at the start and the end of the run."""
     dest_open_fds: int = -1
+    failover_stopped_s: float = -1.0
+    """From `--remove` until `--describe` shows every partition STOPPED (-1: not measured)."""
     """The most file descriptors a destination node held, sampled at the end of each phase."""
 
     @property
@@ -268,8 +270,11 @@ def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessio
         cpu0, t0 = cluster_cpu_s(dest), time.monotonic()
         kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", topic)
         wait_until(stopped, f"{n} partitions STOPPED", timeout_s=TIMEOUT_S)
+        stopped_s = time.monotonic() - t0
+        print(f"{n} partitions: STOPPED after {stopped_s:.1f} s", flush=True)
         delivered = produce_delivered({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True}, topic,
-                                      [(p, None, b"written after failover") for p in range(n)])
+                                      [(p, None, b"written after failover") for p in range(n)],
+                                      flush_timeout_s=TIMEOUT_S)
         failover_s, failover_cpu = time.monotonic() - t0, cluster_cpu_s(dest) - cpu0
         fds.append(open_fds(dest))
         print(f"{n} partitions: failover {failover_s:.1f} s ({failover_cpu:.2f} CPU-s), destination fds {fds}",
@@ -277,7 +282,7 @@ def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessio
         if sorted(delivered) != [(p, ends[p] + 1) for p in range(n)]:
             raise SystemExit(f"failover: records not after MIRROR_PID_RESET: {sorted(delivered)[:5]}...")
     return Row(n, sessions, dest_nodes, create_s, add_s, add_cpu, idle, idle_dest, idle_source, describe_s,
-               filtered_s, failover_s, failover_cpu, loaded, rpc_s, (load0, load_average()), max(fds))
+               filtered_s, failover_s, failover_cpu, loaded, rpc_s, (load0, load_average()), max(fds), stopped_s)
 
 
 def table(rows: list[Row]) -> str:
