@@ -70,6 +70,15 @@ def cluster_cpu_s(cluster: LocalCluster) -> float:
     return sum(cpu_s(cluster.pid(node)) for node in range(1, cluster.nodes + 1))
 
 
+def open_fds(cluster: LocalCluster) -> int:
+    """The most descriptors one node of the cluster holds (entries of /proc/PID/fd)."""
+    return max(len(os.listdir(f"/proc/{cluster.pid(node)}/fd")) for node in range(1, cluster.nodes + 1))
+
+
+def load_average() -> float:
+    return os.getloadavg()[0]
+
+
 @dataclass
 class Row:
     partitions: int
@@ -87,6 +96,12 @@ class Row:
     failover_cpu_s: float
     load: dict[str, float] = field(default_factory=dict)
     describe_rpc_s: float = -1.0  # -1: not measured
+    load_average: tuple[float, float] = (-1.0, -1.0)
+    """The machine's 1-minute load average at the start and the end of the run."""
+    dest_open_fds: int = -1
+    failover_stopped_s: float = -1.0
+    """From `--remove` until `--describe` shows every partition STOPPED (-1: not measured)."""
+    """The most file descriptors a destination node held, sampled at the end of each phase."""
 
     @property
     def dest_us_per_partition_s(self) -> float:
@@ -206,6 +221,8 @@ def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessio
                           overrides={} if sessions else {"max.incremental.fetch.session.cache.slots": "0"})
     dest = LocalCluster(dir=base / "destination", port=free_port_block(), nodes=dest_nodes)
     topic = f"wide-{n}"
+    load0 = load_average()
+    fds: list[int] = []
     with clusters_up(source, dest):
         t0 = time.monotonic()
         kmirror("topics", "--bootstrap-server", source.bootstrap, "--create", "--topic", topic,
@@ -224,6 +241,7 @@ def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessio
         kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", MIRROR, "--topic", topic)
         wait_until(caught_up, f"{n} partitions MIRRORING with lag 0", timeout_s=TIMEOUT_S)
         add_s, add_cpu = time.monotonic() - t0, cluster_cpu_s(dest) - cpu0
+        fds.append(open_fds(dest))
 
         # Idle: the mirror fetchers wait on the source with nothing to copy.
         dest0, source0, t0 = cluster_cpu_s(dest), cpu_s(source.pid()), time.monotonic()
@@ -241,6 +259,7 @@ def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessio
         if load_args is not None:
             loaded = load(source, dest, topic, n, *load_args)
             print(f"load {n}: {loaded}", flush=True)
+            fds.append(open_fds(dest))
             ends = end_offsets(source.bootstrap, topic, n)
             wait_until(caught_up, f"{n} partitions caught up after the load", timeout_s=TIMEOUT_S)
 
@@ -251,23 +270,35 @@ def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessio
         cpu0, t0 = cluster_cpu_s(dest), time.monotonic()
         kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", topic)
         wait_until(stopped, f"{n} partitions STOPPED", timeout_s=TIMEOUT_S)
+        stopped_s = time.monotonic() - t0
+        print(f"{n} partitions: STOPPED after {stopped_s:.1f} s", flush=True)
         delivered = produce_delivered({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True}, topic,
-                                      [(p, None, b"written after failover") for p in range(n)])
+                                      [(p, None, b"written after failover") for p in range(n)],
+                                      flush_timeout_s=TIMEOUT_S)
         failover_s, failover_cpu = time.monotonic() - t0, cluster_cpu_s(dest) - cpu0
+        fds.append(open_fds(dest))
+        print(f"{n} partitions: failover {failover_s:.1f} s ({failover_cpu:.2f} CPU-s), destination fds {fds}",
+              flush=True)
         if sorted(delivered) != [(p, ends[p] + 1) for p in range(n)]:
             raise SystemExit(f"failover: records not after MIRROR_PID_RESET: {sorted(delivered)[:5]}...")
     return Row(n, sessions, dest_nodes, create_s, add_s, add_cpu, idle, idle_dest, idle_source, describe_s,
-               filtered_s, failover_s, failover_cpu, loaded, rpc_s)
+               filtered_s, failover_s, failover_cpu, loaded, rpc_s, (load0, load_average()), max(fds), stopped_s)
 
 
 def table(rows: list[Row]) -> str:
     lines = ["| partitions | dest nodes | fetch sessions | add to caught-up s | dest CPU-s | idle dest CPU us/partition/s "
              "| idle source CPU us/partition/s | describe s | describe --state s | DescribeMirrors s | failover to writable s "
-             "| dest CPU-s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| dest CPU-s | load avg start/end |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r.partitions} | {r.dest_nodes} | {'yes' if r.sessions else 'no'} | {r.add_s:.1f} | {r.add_cpu_s:.1f} "
               f"| {r.dest_us_per_partition_s:.1f} | {r.source_us_per_partition_s:.1f} | {r.describe_s:.2f} "
-              f"| {r.describe_filtered_s:.2f} | {f'{r.describe_rpc_s:.2f}' if r.describe_rpc_s >= 0 else '-'} | {r.failover_s:.1f} | {r.failover_cpu_s:.1f} |" for r in rows]
+              f"| {r.describe_filtered_s:.2f} | {f'{r.describe_rpc_s:.2f}' if r.describe_rpc_s >= 0 else '-'} | {r.failover_s:.1f} | {r.failover_cpu_s:.1f} "
+              f"| {_load_average(r)} |" for r in rows]
     return "\n".join(lines)
+
+
+def _load_average(r: Row) -> str:
+    start, end = r.load_average
+    return "-" if start < 0 else f"{start:.1f}/{end:.1f}"
 
 
 def plot(rows: list[Row], path: Path) -> None:

@@ -66,6 +66,10 @@ _DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("log.flush.scheduler.interval.ms", L, str(LONG_MAX), "Flush check period."),
     ConfigDef("log.index.interval.bytes", INT, "4096", "Bytes between offset index entries.", at_least(0)),
     ConfigDef("log.index.size.max.bytes", INT, "10485760", "Maximum index file size.", at_least(4)),
+    ConfigDef("log.max.open.files", INT, "-1",
+              "Most segment, index and checkpoint file handles a broker keeps open; the least recently "
+              "used one is closed beyond it and reopened on its next use (-1: half of the process's "
+              "file descriptor limit).", at_least(-1)),
     ConfigDef("log.segment.delete.delay.ms", L, "60000", "Delay before deleting a segment file.", at_least(0)),
     ConfigDef("log.cleanup.policy", LI, "delete", "Default cleanup policy.", each_of(*CLEANUP_POLICIES, allow_empty=True)),
     ConfigDef("log.cleaner.delete.retention.ms", L, "86400000", "Tombstone retention.", at_least(0)),

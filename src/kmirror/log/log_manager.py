@@ -181,7 +181,8 @@ class LogManager:
         `write_checkpoints` elsewhere (a worker thread: ten thousand partitions' fsync'd files)."""
         out: list[tuple[str, str, dict[TopicPartition, int]]] = []
         for log_dir in self.log_dirs if log_dirs is None else log_dirs:
-            logs = [log for tp, log in self.logs.items() if self._dir_of.get(tp) == log_dir]
+            # list(): one copy, taken atomically, while a worker thread may be creating logs
+            logs = [log for tp, log in list(self.logs.items()) if self._dir_of.get(tp) == log_dir]
             out.append((log_dir, RECOVERY_POINT_CHECKPOINT, {log.topic_partition: log.recovery_point for log in logs}))
             out.append((log_dir, LOG_START_OFFSET_CHECKPOINT,
                         {log.topic_partition: log.log_start_offset for log in logs if log.log_start_offset > 0}))

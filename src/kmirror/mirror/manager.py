@@ -7,15 +7,18 @@ leader epoch not bumped yet) ends the run, and the next `reconcile` resumes from
 persisted state. Every state change is persisted through a `MirrorStateStore` port (the
 mirror coordinator's WriteMirrorStates; `InMemoryMirrorStateStore` until it is wired) before
 the next step. The leader epoch bump goes through a `LeaderEpochBumper` port
-(BumpLeaderEpochs to the controller).
+(BumpLeaderEpochs to the controller). A run is driven by events: a metadata image
+(`on_metadata_change`: a membership change, a bumped epoch), a high watermark move of a
+partition waiting on its followers (`on_replica_progress`), and the shell's refresh tick
+for everything else that is retried.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 from kmirror.kip1279 import failover as f
@@ -24,16 +27,18 @@ from kmirror.kip1279.state import MirrorPartitionState, transition
 from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.outcomes import AppendError
 from kmirror.metadata.mirrors import mirror as mirror_info
+from kmirror.mirror.divergence import resolve_divergence
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetcher_client_id, mirror_fetcher_id
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
+from kmirror.mirror.leader_log import assign_bumped_epoch, empty_at, epoch_cache, log_of, pid_reset_offset
+from kmirror.mirror.led_partition import MirroredPartitionState, PartitionDescription
+from kmirror.mirror.lifecycle_ports import LeaderEpochBumper, MirrorStateStore, PartitionKey, StepPending
 from kmirror.mirror.source_topic import SourceTopicCheck, SourceTopicStatus, check_source_topic
 from kmirror.ports import Clock
 from kmirror.protocol.mirror.find_coordinator import topic_id_string
-from kmirror.records.batch import CorruptRecordError, read_header
-from kmirror.records.control import ControlType, build_control_batch, read_control_type
+from kmirror.records.control import ControlType, build_control_batch
 from kmirror.records.mirror_pid_reset import encode_mirror_pid_reset
-from kmirror.replication.fetcher.engine import EpochQuery, truncation_for_leader_epoch_end
 from kmirror.replication.fetcher.truncation import (
     NO_LAST_MIRRORED_EPOCH,
     ReplicaTruncation,
@@ -42,83 +47,11 @@ from kmirror.replication.fetcher.truncation import (
     lme_truncation,
     truncation_progress,
 )
-from kmirror.replication.outcomes import EpochEndOffset
-from kmirror.replication.partition import Partition, assign_epoch_start_offset
+from kmirror.replication.partition import Partition
 from kmirror.types import TopicPartition
 
 S = MirrorPartitionState
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionKey:
-    mirror_name: str
-    topic_id: UUID
-    partition: int
-
-
-class MirrorStateStore(Protocol):
-    async def load(self, key: PartitionKey) -> tuple[MirrorPartitionState, int] | None: ...
-
-    async def save(self, key: PartitionKey, state: MirrorPartitionState | None, last_mirrored_epoch: int) -> None:
-        """Persist (None: tombstone, back to UNKNOWN)."""
-        ...
-
-
-class InMemoryMirrorStateStore:
-    def __init__(self) -> None:
-        self.states: dict[PartitionKey, tuple[MirrorPartitionState, int]] = {}
-        self.history: list[tuple[PartitionKey, MirrorPartitionState | None]] = []
-
-    async def load(self, key: PartitionKey) -> tuple[MirrorPartitionState, int] | None:
-        return self.states.get(key)
-
-    async def save(self, key: PartitionKey, state: MirrorPartitionState | None, last_mirrored_epoch: int) -> None:
-        self.history.append((key, state))
-        if state is None:
-            self.states.pop(key, None)
-        else:
-            self.states[key] = (state, last_mirrored_epoch)
-
-
-class LeaderEpochBumper(Protocol):
-    async def bump(self, tp: TopicPartition, topic_id: UUID, min_leader_epoch: int, min_producer_id: int) -> None:
-        """BumpLeaderEpochs; the new epoch and producer id floor arrive later with the metadata
-        image. `min_producer_id` -1: no producer id fence."""
-        ...
-
-    def producer_id_floor(self) -> int:
-        """The producer id floor of the newest metadata image this broker applied."""
-        ...
-
-
-@dataclass(slots=True)
-class MirroredPartitionState:
-    key: PartitionKey
-    state: MirrorPartitionState = S.UNKNOWN
-    last_mirrored_epoch: int = -1
-    source_supports_last_mirrored_epoch: bool = True
-    """False when the source answered the LME query as a cluster without DescribeMirrors
-    (KIP: copy from scratch, as for -1); `last_mirrored_epoch` is then -1, never a marker."""
-    truncation_offset: int | None = None
-    failure: str | None = None
-    source_topic_gone: str | None = None
-    """Why the source topic is no longer the mirror's (deleted, or re-created under another
-    topic id), as this leader last saw it; None while the source lists the mirror's id."""
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionDescription:
-    source_offset: int
-    destination_offset: int
-    lag: int
-    state: MirrorPartitionState
-    last_mirror_epoch: int
-    reason: str | None = None
-
-
-class StepPending(Exception):
-    """A plan step cannot complete yet; reconcile again later."""
 
 
 @dataclass
@@ -152,6 +85,9 @@ class MirrorManager:
         self._pass_views: dict[tuple[str, str, UUID], tuple[SourceTopicCheck | None, str]] | None = None
         """Within one `on_metadata_change` pass: the source's view of each mirrored topic,
         asked once per topic and not once per partition."""
+        self.awaiting_replicas: set[TopicPartition] = set()
+        """Partitions whose plan waits on their followers (replicas truncated, MIRROR_PID_RESET
+        committed): `on_replica_progress` resumes them when their high watermark moves."""
 
     # -- inputs ---------------------------------------------------------------------------
 
@@ -181,19 +117,46 @@ class MirrorManager:
             if tp not in led or led[tp][1] != self.partitions[tp].key.topic_id:
                 self.fetchers.remove_partition(tp)
                 self._tp_of_key.pop(self.partitions.pop(tp).key, None)
+                self.awaiting_replicas.discard(tp)
         self._pass_views = {}
         try:
             await self._prepare_pass(led)
-            if self.concurrently is None:
-                for tp in led:
-                    await self.reconcile(tp)
-            else:
-                outcomes = await self.concurrently([self.reconcile(tp) for tp in led])
-                for outcome in outcomes:
-                    if isinstance(outcome, BaseException):
-                        raise outcome
+            await self._reconcile_all(list(led))
         finally:
             self._pass_views = None
+
+    async def on_replica_progress(self, tps: Iterable[TopicPartition]) -> None:
+        """Resume the partitions of `tps` whose plan waits on their followers, on the current
+        image: the shell calls this when their high watermark moved (the replica manager's
+        append listeners), so a failover's STOPPED follows the followers' acknowledgement of
+        MIRROR_PID_RESET instead of the next refresh tick. No source round trip: each
+        resumed partition plans with the source's view unknown (None, the answer of an
+        unreachable source: nothing starts or stops on the source's word) and the cluster
+        id the controller recorded for the mirror. The plans, the states and their order
+        are those of a full pass; only partitions that are waiting are touched."""
+        woken = [tp for tp in tps if tp in self.awaiting_replicas and tp in self.partitions]
+        if not woken or self.image is None:
+            return
+        self._pass_views = {}
+        for tp in woken:
+            key = self.partitions[tp].key
+            info = mirror_info(self.image, key.mirror_name)
+            self._pass_views[(key.mirror_name, tp.topic, key.topic_id)] = (
+                None, "" if info is None else info.source_cluster_id)
+        try:
+            await self._reconcile_all(woken)
+        finally:
+            self._pass_views = None
+
+    async def _reconcile_all(self, tps: list[TopicPartition]) -> None:
+        if self.concurrently is None:
+            for tp in tps:
+                await self.reconcile(tp)
+            return
+        outcomes = await self.concurrently([self.reconcile(tp) for tp in tps])
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     async def _prepare_pass(self, led: Mapping[TopicPartition, tuple[str, Any]]) -> None:
         """Once per mirror and per topic, before the partitions: move fetchers to a replaced
@@ -222,6 +185,7 @@ class MirrorManager:
             return None
         mp = self.partitions.get(tp)
         source = self.source_for(membership.mirror_name)
+        self.awaiting_replicas.discard(tp)
         try:
             if mp is None:
                 mp = await self._load(tp, PartitionKey(membership.mirror_name, topic.topic_id, tp.partition))
@@ -355,7 +319,7 @@ class MirrorManager:
         p = self.replica_manager.get_partition(tp)
         if p is None or not p.is_leader:
             return False
-        return _pid_reset_offset(p, mp.last_mirrored_epoch) is not None
+        return pid_reset_offset(p, mp.last_mirrored_epoch) is not None
 
     async def _execute(self, tp: TopicPartition, mp: MirroredPartitionState, plan: tuple[f.Action, ...],
                        source: SourceCluster | None) -> None:
@@ -402,9 +366,9 @@ class MirrorManager:
         elif isinstance(action, f.TruncateByLastMirroredEpoch):
             p = self._leader(tp)
             lme = mp.last_mirrored_epoch if mp.source_supports_last_mirrored_epoch else None
-            decision = lme_truncation(lme, _epoch_cache(p), p.log.log_end_offset)
+            decision = lme_truncation(lme, epoch_cache(p), p.log.log_end_offset)
             if isinstance(decision, TruncateFully):
-                if not _empty_at(p, decision.start_offset):  # a new empty log is already that
+                if not empty_at(p, decision.start_offset):  # a new empty log is already that
                     p.truncate_fully_and_start_at(decision.start_offset)
                 p.log.update_high_watermark(decision.start_offset)
             else:
@@ -426,6 +390,7 @@ class MirrorManager:
                 support_unclean_leader_election=self.support_unclean_leader_election,
             )
             if not progress.complete:
+                self.awaiting_replicas.add(tp)
                 raise StepPending(f"replicas {sorted(progress.pending_replicas)} still truncating")
         elif isinstance(action, f.TruncateToLastStableOffset):
             p = self._leader(tp)
@@ -433,7 +398,7 @@ class MirrorManager:
                 p.truncate_to(p.log.last_stable_offset)
         elif isinstance(action, f.PersistLastMirroredEpoch):
             p = self._leader(tp)
-            held = last_mirrored_epoch_of(_epoch_cache(p), p.log.log_end_offset)
+            held = last_mirrored_epoch_of(epoch_cache(p), p.log.log_end_offset)
             # A log without mirrored records (lost unflushed after a crash mid-STOPPING)
             # keeps the stored LME, as the coordinator does for -1: the bump must still go
             # above the LME DescribeMirrors reports, or local records would reuse an epoch
@@ -444,12 +409,12 @@ class MirrorManager:
             p = self._leader(tp)
             wanted = f.bump_min_leader_epoch(mp.last_mirrored_epoch)
             # Before MIRROR_PID_RESET expires them: the producer ids the mirrored log holds.
-            min_producer_id = max(_log(p).producer_state.producers, default=-1) + 1
-            _assign_bumped_epoch(p, wanted)  # a bump whose image arrived after the last pass
+            min_producer_id = max(log_of(p).producer_state.producers, default=-1) + 1
+            assign_bumped_epoch(p, wanted)  # a bump whose image arrived after the last pass
             if not self._bumped(p, wanted, min_producer_id):
                 await self.bumper.bump(tp, mp.key.topic_id, wanted, min_producer_id or -1)
                 p = self._leader(tp)
-                _assign_bumped_epoch(p, wanted)
+                assign_bumped_epoch(p, wanted)
                 if not self._bumped(p, wanted, min_producer_id):
                     raise StepPending(f"waiting for leader epoch >= {wanted} and producer ids >= {min_producer_id}")
         elif isinstance(action, f.AppendMirrorPidReset):
@@ -458,16 +423,17 @@ class MirrorManager:
                                         value=encode_mirror_pid_reset(action.source_cluster_id))
             # Written by the broker itself (Kafka's coordinator origin: control records
             # allowed), as leader in the bumped epoch.
-            result = _log(p).append_as_leader(batch, p.leader_epoch, self.clock.now_ms(), origin=AppendOrigin.COORDINATOR)
+            result = log_of(p).append_as_leader(batch, p.leader_epoch, self.clock.now_ms(), origin=AppendOrigin.COORDINATOR)
             if isinstance(result, AppendError):
                 raise StepPending(f"MIRROR_PID_RESET append failed: {result.message}")
             p.maybe_increment_high_watermark()
         elif isinstance(action, f.AwaitMirrorPidResetCommitted):
             p = self._leader(tp)
-            offset = _pid_reset_offset(p, mp.last_mirrored_epoch)
+            offset = pid_reset_offset(p, mp.last_mirrored_epoch)
             if offset is None:
                 raise StepPending("MIRROR_PID_RESET is not the last record of the log")
             if p.log.high_watermark <= offset:
+                self.awaiting_replicas.add(tp)
                 raise StepPending(f"MIRROR_PID_RESET at {offset} not committed (high watermark {p.log.high_watermark})")
         elif isinstance(action, f.ClearState):
             await self.store.save(mp.key, None, mp.last_mirrored_epoch)
@@ -500,43 +466,9 @@ class MirrorManager:
         return None
 
     async def _resolve_divergence(self, tp: TopicPartition, mp: MirroredPartitionState, source: SourceCluster) -> None:
-        """After LME truncation the local epochs are at most the LME; records of the LME
-        epoch the source does not hold (a tail written before the previous failover) are cut
-        here, with the fetch engine's rule, before the partition may be MIRRORING: a pause or
-        failover right after PREPARING must not keep them. Each round either completes or
-        moves to an older local epoch, so the local epoch count bounds the rounds."""
-        try:
-            leader = await source.partition_leader(tp)
-        except Exception as exc:
-            raise StepPending(f"source metadata: {exc!r}") from exc
-        if leader is None:
-            raise StepPending(f"no source leader for {tp}")
         fetcher_id = mirror_fetcher_id(f"{tp.topic}-{tp.partition}", self.fetchers.num_fetchers)
         client_id = mirror_fetcher_client_id(self.broker_id, fetcher_id, mp.key.mirror_name)
-        endpoint = source.endpoint(leader, client_id, lambda _: None)
-        try:
-            for _ in range(len(_epoch_cache(self._leader(tp))) + 1):
-                p = self._leader(tp)
-                latest = p.log.latest_epoch
-                if latest is None:
-                    return
-                try:
-                    answers = await endpoint.fetch_epoch_end_offsets([EpochQuery(tp, mp.key.topic_id, -1, latest)])
-                except Exception as exc:
-                    raise StepPending(f"OffsetsForLeaderEpoch: {exc!r}") from exc
-                answer = answers.get(tp)
-                if not isinstance(answer, EpochEndOffset):
-                    raise StepPending(f"OffsetsForLeaderEpoch for {tp}: {answer!r}")
-                p = self._leader(tp)
-                mine = p.log.end_offset_for_epoch(answer.leader_epoch) if answer.leader_epoch >= 0 else None
-                offset, completed = truncation_for_leader_epoch_end(answer, p.log.log_end_offset,
-                                                                    p.log.high_watermark, mine)
-                p.truncate_to(offset)
-                if completed:
-                    return
-            raise StepPending(f"divergence of {tp} not resolved yet")
-        finally:
-            await endpoint.close()
+        await resolve_divergence(tp, mp.key.topic_id, lambda: self._leader(tp), source, client_id)
 
     # -- DescribeMirrors ------------------------------------------------------------------
 
@@ -555,59 +487,3 @@ class MirrorManager:
             out[tp] = PartitionDescription(source_offset, dest, lag, mp.state, mp.last_mirrored_epoch,
                                            reason or (mp.failure if mp.state is S.FAILED else None))
         return out
-
-
-def _pid_reset_offset(p: Partition, last_mirrored_epoch: int) -> int | None:
-    """The offset of the MIRROR_PID_RESET the detach steps appended, when it ends the log, or
-    None. The last batch is that control record and it opened its leader epoch (the bump
-    precedes it); that epoch is the leader's current one, or, after a leader change, above
-    the stored LME (persisted before the bump): the new leader runs in a later epoch that
-    starts at the log end without a record of its own."""
-    log_ = _log(p)
-    last_offset = log_.log_end_offset - 1
-    if last_offset < log_.log_start_offset:
-        return None
-    read = log_.read(last_offset, 1 << 20)
-    records = getattr(read, "records", b"")
-    if not records:
-        return None
-    header = read_header(records, 0)
-    if header.base_offset != last_offset or not header.is_control:
-        return None
-    epoch = header.partition_leader_epoch
-    if not any(e.epoch == epoch and e.start_offset == last_offset for e in _epoch_cache(p).entries):
-        return None
-    if epoch != p.leader_epoch and epoch <= last_mirrored_epoch:
-        return None
-    try:
-        is_reset = read_control_type(records, 0) is ControlType.MIRROR_PID_RESET
-    except CorruptRecordError:
-        return None
-    return last_offset if is_reset else None
-
-
-def _empty_at(p: Partition, offset: int) -> bool:
-    """The log holds nothing at all and starts at `offset`: no record, no leader epoch, no
-    producer (what `truncate_fully_and_start_at(offset)` would leave, without its segment
-    swap and checkpoint writes)."""
-    log_ = _log(p)
-    return (log_.log_start_offset == log_.log_end_offset == offset and not len(_epoch_cache(p))
-            and not log_.producer_state.producers)
-
-
-def _assign_bumped_epoch(p: Partition, min_leader_epoch: int) -> None:
-    """A topic still attached to its mirror (its source topic was deleted) keeps the source's
-    epochs: becoming leader in the bumped epoch did not start it in the epoch cache, which
-    a removed topic's leader does. Start it at the log end, as becoming leader would
-    (Kafka `maybeAssignEpochStartOffset`), so MIRROR_PID_RESET opens that epoch."""
-    latest = p.log.latest_epoch
-    if p.leader_epoch >= min_leader_epoch and (latest is None or latest < p.leader_epoch):
-        assign_epoch_start_offset(p.log, p.leader_epoch, p.log.log_end_offset)
-
-
-def _epoch_cache(p: Partition) -> Any:
-    return p.log.epoch_cache  # type: ignore[attr-defined]
-
-
-def _log(p: Partition) -> Any:
-    return p.log

@@ -60,12 +60,8 @@ from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetch_policy
 from kmirror.mirror.fetcher.source_endpoint import ClientSourceCluster, SourceCluster
 from kmirror.mirror.fetcher.throttle import mirror_replication_quota, update_mirror_replication_quota
-from kmirror.mirror.manager import (
-    InMemoryMirrorStateStore,
-    MirrorManager,
-    PartitionKey,
-    StepPending,
-)
+from kmirror.mirror.lifecycle_ports import InMemoryMirrorStateStore, PartitionKey, StepPending
+from kmirror.mirror.manager import MirrorManager
 from kmirror.mirror.metadata_sync import MetadataSync
 from kmirror.mirror.metadata_sync.acls import AclSync, ManagedAclStore
 from kmirror.mirror.metadata_sync.admins import SyncAdmins
@@ -339,6 +335,7 @@ class MirrorDataPlane:
                  source_factory: SourceFactory | None = None) -> None:
         """No I/O: `start` runs it."""
         self.metadata = metadata
+        self.replica_manager = replica_manager
         self.refresh_interval_ms = (DEFAULT_REFRESH_INTERVAL_MS if config is None
                                     else int(config.get("mirror.metadata.refresh.interval.ms")))
         self.sync_errors = MirrorSyncErrors()
@@ -371,6 +368,7 @@ class MirrorDataPlane:
                     store=ManagedAclStore(coordinator_service)),
         ])
         self._latest: Any = None
+        self._progressed: set[TopicPartition] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -433,21 +431,40 @@ class MirrorDataPlane:
                     out[tp] = (mp.key.mirror_name, source)
         return out
 
+    def _on_partition_progress(self, tp: TopicPartition) -> None:
+        """The replica manager's append listener (a partition grew or its high watermark
+        moved): a partition whose plan waits on its followers is resumed now."""
+        if tp in self.manager.awaiting_replicas:
+            self._progressed.add(tp)
+            self._wake.set()
+
     def start(self) -> None:
         self.manager.fetchers.start()
+        self.replica_manager.add_append_listener(self._on_partition_progress)
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
+        """A full pass on every image and every refresh interval; between them, a pass over
+        only the partitions whose followers progressed (`MirrorManager.on_replica_progress`).
+        Everything runs on this one task, so partition plans never interleave."""
+        loop = asyncio.get_running_loop()
+        next_full = loop.time() + self.refresh_interval_ms / 1000
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.refresh_interval_ms / 1000)
+                await asyncio.wait_for(self._wake.wait(), max(0.0, next_full - loop.time()))
             self._wake.clear()
+            progressed, self._progressed = self._progressed, set()
             try:
-                await self.run_once()
+                if self._latest is None and progressed and loop.time() < next_full:
+                    await self.manager.on_replica_progress(progressed)
+                else:
+                    next_full = loop.time() + self.refresh_interval_ms / 1000
+                    await self.run_once()
             except Exception:
                 log.exception("mirror data plane pass failed")
 
     async def stop(self) -> None:
+        self.replica_manager.remove_append_listener(self._on_partition_progress)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -155,7 +155,7 @@ class Node:
             self._start_controller_tasks()
             return
 
-        self.log_manager = LogManager(OsFileSystem(), cfg.log_dirs, self.clock, _broker_log_defaults(cfg))
+        self.log_manager = LogManager(OsFileSystem(int(cfg.get("log.max.open.files"))), cfg.log_dirs, self.clock, _broker_log_defaults(cfg))
         self.log_manager.load_logs()
         self.replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())
         self.group_coordinator = GroupCoordinatorService(

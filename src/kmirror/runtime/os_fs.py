@@ -1,7 +1,14 @@
 """The real `kmirror.log.fs.FileSystem` on the operating system's files.
 
-One handle per file, opened on first use in read+append mode and kept until `close`, so
-segments do not reopen per read. Reads use `os.pread` (no shared seek position). Writes go
+One handle per file, opened on first use in read+append mode and kept until `close` or
+until it is the least recently used of more than `max_open_files` open handles
+(`log.max.open.files`): the handle is then closed and the file reopened on its next use.
+Nothing lives in a handle but the descriptor (O_APPEND writes, `os.pread` reads, no seek
+position), and `fsync` of a reopened file flushes the pages written through the closed one
+(Linux syncs the inode), so closing one changes no result; it bounds the descriptors of a
+node with many partitions (an idle partition's segment and index files) below the process
+limit. The handles are used under one lock (logs are created on a worker thread, and a
+handle closed by one thread must not be reused by another); fsyncs run outside it. Reads use `os.pread`. Writes go
 to the page cache: a killed process loses nothing written, and `fsync` makes them durable
 against a machine crash (Kafka's flush.messages/flush.ms default relies on the same).
 Directory-changing operations fsync the parent directory so they survive a crash.
@@ -10,45 +17,75 @@ Directory-changing operations fsync the parent directory so they survive a crash
 from __future__ import annotations
 
 import os
+import resource
 import shutil
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from kmirror.log.fs import Buffer
 
 
-class OsFileSystem:
-    def __init__(self) -> None:
-        self._fds: dict[str, int] = {}
+def default_max_open_files() -> int:
+    """`log.max.open.files` -1: half of the process's file descriptor limit (the other half
+    for connections, checkpoints and the metadata log)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 1 << 20 if soft == resource.RLIM_INFINITY else max(16, soft // 2)
 
-    def _fd(self, path: str, create: bool = False) -> int:
+
+class OsFileSystem:
+    def __init__(self, max_open_files: int = -1) -> None:
+        self._fds: OrderedDict[str, int] = OrderedDict()
+        self.max_open_files = default_max_open_files() if max_open_files < 0 else max(1, max_open_files)
+        self._lock = threading.RLock()
+        self.evictions = 0
+        """Handles closed for the bound (cumulative): about the reopens a too low bound costs."""
+
+    def _fd(self, path: str, create: bool = False) -> tuple[int, bool]:
+        """The open handle of `path`, most recently used now, and whether this call created
+        the file (its directory is then fsynced by the caller, outside the lock: the loop
+        never waits on a worker thread's directory fsync). The caller holds the lock."""
         fd = self._fds.get(path)
-        if fd is None:
-            flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
-            fd = os.open(path, flags, 0o644)
-            self._fds[path] = fd
-            if create:
-                self._fsync_dir(os.path.dirname(path) or ".")
-        return fd
+        if fd is not None:
+            self._fds.move_to_end(path)
+            return fd, False
+        created = False
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        except FileNotFoundError:
+            if not create:
+                raise
+            fd, created = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644), True
+        self._fds[path] = fd
+        while len(self._fds) > self.max_open_files:
+            _, old_fd = self._fds.popitem(last=False)
+            self.evictions += 1
+            os.close(old_fd)
+        return fd, created
 
     def append(self, path: str, data: Buffer) -> int:
-        fd = self._fd(path, create=True)
-        position = os.fstat(fd).st_size
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        with self._lock:
+            fd, created = self._fd(path, create=True)
+            position = os.fstat(fd).st_size
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+        if created:
+            self._fsync_dir(os.path.dirname(path) or ".")
         return position
 
     def read(self, path: str, position: int, size: int) -> bytes:
-        fd = self._fd(path)
-        chunks: list[bytes] = []
-        while size > 0:
-            chunk = os.pread(fd, size, position)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            position += len(chunk)
-            size -= len(chunk)
+        with self._lock:
+            fd, _ = self._fd(path)
+            chunks: list[bytes] = []
+            while size > 0:
+                chunk = os.pread(fd, size, position)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                position += len(chunk)
+                size -= len(chunk)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def read_range(self, path: str, position: int, size: int) -> bytes:
@@ -60,16 +97,26 @@ class OsFileSystem:
             f.write(data)
 
     def truncate(self, path: str, size: int) -> None:
-        fd = self._fd(path)
-        if os.fstat(fd).st_size > size:
-            os.ftruncate(fd, size)
+        with self._lock:
+            fd, _ = self._fd(path)
+            if os.fstat(fd).st_size > size:
+                os.ftruncate(fd, size)
 
     def fsync(self, path: str) -> None:
-        os.fsync(self._fd(path))
+        """Through a duplicate of the handle, outside the lock: the loop never waits on a
+        worker thread's fsync, and a handle closed for the bound meanwhile is not the one
+        synced (the duplicate keeps the file open until the sync returns)."""
+        with self._lock:
+            fd = os.dup(self._fd(path)[0])
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def size(self, path: str) -> int:
-        fd = self._fds.get(path)
-        return os.fstat(fd).st_size if fd is not None else os.path.getsize(path)
+        with self._lock:
+            fd = self._fds.get(path)
+            return os.fstat(fd).st_size if fd is not None else os.path.getsize(path)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
@@ -112,18 +159,24 @@ class OsFileSystem:
         self._fsync_dir(os.path.dirname(path.rstrip("/")) or ".")
 
     def close(self, path: str) -> None:
-        fd = self._fds.pop(path, None)
-        if fd is not None:
-            os.close(fd)
+        with self._lock:
+            fd = self._fds.pop(path, None)
+            if fd is not None:
+                os.close(fd)
 
     def close_all(self) -> None:
-        for path in list(self._fds):
-            self.close(path)
+        with self._lock:
+            for path in list(self._fds):
+                self.close(path)
+
+    def open_files(self) -> int:
+        return len(self._fds)
 
     def _close_under(self, path: str) -> None:
         prefix = path.rstrip("/") + "/"
-        for p in [p for p in list(self._fds) if p == path or p.startswith(prefix)]:  # list(): atomic copy
-            self.close(p)
+        with self._lock:
+            for p in [p for p in self._fds if p == path or p.startswith(prefix)]:
+                self.close(p)
 
     @staticmethod
     def _fsync_dir(path: str) -> None:

@@ -156,7 +156,8 @@ def produce_refused(bootstrap: str, topic: str) -> int:
 
 def produce_delivered(config: dict[str, str | int | float | bool], topic: str,
                       records: Iterable[tuple[int, bytes | None, bytes]],
-                      headers: list[tuple[str, str | bytes | None]] | None = None) -> list[tuple[int, int]]:
+                      headers: list[tuple[str, str | bytes | None]] | None = None,
+                      flush_timeout_s: float = 60) -> list[tuple[int, int]]:
     """Send (partition, key, value) records from one producer made of `config`; every one must
     be acknowledged. The (partition, offset) of each, in delivery order."""
     producer = Producer(config)
@@ -168,7 +169,7 @@ def produce_delivered(config: dict[str, str | int | float | bool], topic: str,
 
     for partition, key, value in records:
         producer.produce(topic, key=key, value=value, partition=partition, headers=headers, on_delivery=on_delivery)
-    assert producer.flush(60) == 0
+    assert producer.flush(flush_timeout_s) == 0
     return delivered
 
 

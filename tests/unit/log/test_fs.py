@@ -1,16 +1,19 @@
+import os
+import resource
+
 import pytest
 
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.testing.memory_fs import MemoryFileSystem
 
 
-@pytest.fixture(params=["memory", "os"])
+@pytest.fixture(params=["memory", "os", "os, one open file"])
 def fs_root(request, tmp_path):
     if request.param == "memory":
         fs = MemoryFileSystem()
         fs.mkdirs("/data")
         return fs, "/data"
-    fs = OsFileSystem()
+    fs = OsFileSystem(1 if request.param == "os, one open file" else -1)
     yield_root = str(tmp_path)
     return fs, yield_root
 
@@ -76,3 +79,46 @@ def test_memory_missing_parent_is_an_error():
     fs = MemoryFileSystem()
     with pytest.raises(FileNotFoundError):
         fs.append("/nope/f", b"x")
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_open_handles_stay_within_the_bound_and_every_file_reads_back(tmp_path):
+    fs = OsFileSystem(max_open_files=3)
+    before = _open_fds()
+    paths = [f"{tmp_path}/{i:05d}.log" for i in range(50)]
+    for round_ in range(3):  # interleaved appends: every file is closed and reopened in turn
+        for i, path in enumerate(paths):
+            assert fs.append(path, b"%d.%d;" % (i, round_)) == round_ * len(b"%d.%d;" % (i, 0))
+            assert fs.open_files() <= 3
+            assert _open_fds() <= before + 3
+    for i, path in enumerate(paths):
+        fs.fsync(path)  # through a new handle: the bytes written through closed ones are there
+        assert fs.read(path, 0, 100) == b"%d.0;%d.1;%d.2;" % (i, i, i)
+        assert fs.size(path) == len(b"%d.0;%d.1;%d.2;" % (i, i, i))
+    assert fs.evictions >= 3 * len(paths) - 3
+    fs.close_all()
+    assert fs.open_files() == 0 and _open_fds() == before
+
+
+def test_the_most_recently_used_handles_stay_open(tmp_path):
+    fs = OsFileSystem(max_open_files=2)
+    a, b, c = (f"{tmp_path}/{n}" for n in "abc")
+    for path in (a, b):
+        fs.append(path, b"x")
+    fs.read(a, 0, 1)  # a is now the most recent: c's open closes b's handle
+    fs.append(c, b"y")
+    evictions = fs.evictions
+    fs.read(a, 0, 1)
+    fs.read(c, 0, 1)
+    assert fs.evictions == evictions
+    fs.read(b, 0, 1)
+    assert fs.evictions == evictions + 1
+
+
+def test_the_default_bound_is_half_the_descriptor_limit():
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY:
+        assert OsFileSystem().max_open_files == max(16, soft // 2)

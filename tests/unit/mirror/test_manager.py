@@ -5,12 +5,15 @@ STOPPING -> STOPPED (truncate to LSO, LME, epoch bump, MIRROR_PID_RESET)."""
 import asyncio
 from uuid import UUID
 
+import pytest
+
 from kmirror.kip1279.state import MirrorPartitionState as S
 from kmirror.metadata.image import PartitionRegistration
 from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetch_policy
-from kmirror.mirror.manager import InMemoryMirrorStateStore, MirrorManager, StepPending
+from kmirror.mirror.lifecycle_ports import InMemoryMirrorStateStore, StepPending
+from kmirror.mirror.manager import MirrorManager
 from kmirror.ports import ManualClock
 from kmirror.records.batch import iter_batches
 from kmirror.records.builder import build_batch
@@ -297,13 +300,16 @@ class UnreachableSource(InProcessSourceCluster):
     """The source cluster after a disaster: every request fails."""
 
     down = False
+    asked = 0
 
     async def cluster_id(self):
+        self.asked += 1
         if self.down:
             raise ConnectionError("source unreachable")
         return await super().cluster_id()
 
     async def topic_id(self, topic):
+        self.asked += 1
         if self.down:
             raise ConnectionError("source unreachable")
         return await super().topic_id(topic)
@@ -424,10 +430,13 @@ def test_a_source_without_describe_mirrors_copies_from_scratch_and_never_exposes
     assert store.saved_lmes and set(store.saved_lmes) == {-1}  # persisted states too
 
 
-def test_stopped_waits_until_the_mirror_pid_reset_is_committed_on_the_replicas():
+@pytest.mark.parametrize("resume", ["metadata pass", "replica progress"])
+def test_stopped_waits_until_the_mirror_pid_reset_is_committed_on_the_replicas(resume):
     # Destination partition on brokers 7 (leader) and 8 (follower, in the ISR). STOPPED makes
     # the topic writable: it is persisted only once MIRROR_PID_RESET is below the high
     # watermark, so a leader crash cannot lose the record after the topic became writable.
+    # The high watermark move that commits it resumes the partition by itself (the leader's
+    # append listener), without a full pass or a source round trip.
     def image2(epoch, mirror_name):
         regs = {0: PartitionRegistration((7, 8), (7, 8), 7, epoch, epoch)}
         return image_with({"t": (TOPIC_ID, regs)}, configs={"t": {"mirror.name": mirror_name}})
@@ -463,10 +472,12 @@ def test_stopped_waits_until_the_mirror_pid_reset_is_committed_on_the_replicas()
         if plan is not None:
             follower.engine.handle_fetch_response(plan, fetch_from_replica_manager(dst.rm, plan), now)
 
-    source = InProcessSourceCluster({1: src.rm}, 1, cluster_id="src-id")
+    source = UnreachableSource({1: src.rm}, 1, cluster_id="src-id")
     fetchers = MirrorFetcherManager(7, MirrorLocalReplica(dst.rm), mirror_fetch_policy(), dst.clock)
     store = InMemoryMirrorStateStore()
     bumper = TwoReplicaBumper()
+    progressed: list[TopicPartition] = []
+    dst.rm.add_append_listener(progressed.append)
     mgr = MirrorManager(7, dst.rm, fetchers, store, bumper, lambda name: source, dst.clock)
 
     async def go():
@@ -487,10 +498,21 @@ def test_stopped_waits_until_the_mirror_pid_reset_is_committed_on_the_replicas()
         assert mgr.partitions[TP].state is S.STOPPING  # still read-only
         await mgr.on_metadata_change(current["image"])  # a later pass does not reset twice
         assert mgr.partitions[TP].state is S.STOPPING and leader_log.log_end_offset == 4
+        assert mgr.awaiting_replicas == {TP}
+        progressed.clear()
         for _ in range(2):
             follower_fetch()
         assert leader_log.high_watermark == 4
-        await mgr.on_metadata_change(current["image"])
+        if resume == "metadata pass":
+            await mgr.on_metadata_change(current["image"])
+        else:
+            assert TP in progressed  # the HW move is announced
+            asked, source.down = source.asked, True
+            await mgr.on_replica_progress(progressed)
+            assert source.asked == asked
+        assert mgr.partitions[TP].state is S.STOPPED
+        assert mgr.awaiting_replicas == set()
+        await mgr.on_replica_progress([TP])  # no longer waiting: nothing to do
         assert mgr.partitions[TP].state is S.STOPPED
 
     asyncio.run(go())

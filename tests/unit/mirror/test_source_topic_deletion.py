@@ -13,7 +13,8 @@ from kmirror.metadata.image import PartitionRegistration
 from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetch_policy
-from kmirror.mirror.manager import InMemoryMirrorStateStore, MirrorManager
+from kmirror.mirror.lifecycle_ports import InMemoryMirrorStateStore
+from kmirror.mirror.manager import MirrorManager
 from kmirror.ports import ManualClock
 from kmirror.protocol.mirror.find_coordinator import topic_id_string
 from kmirror.records.batch import iter_batches

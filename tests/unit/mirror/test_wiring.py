@@ -15,7 +15,7 @@ from kmirror.metadata.image import ConfigResource, PartitionRegistration
 from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StatesResult
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
-from kmirror.mirror.manager import PartitionKey, StepPending
+from kmirror.mirror.lifecycle_ports import PartitionKey, StepPending
 from kmirror.mirror.wiring import (
     ControllerEpochBumper,
     CoordinatorStateStore,
@@ -351,6 +351,49 @@ def test_data_plane_pass_mirrors_byte_identical_then_fails_over_with_pid_reset()
     assert base == src.rm.get_partition(TP).log.log_end_offset
     assert read_control_type(raw, 0) is ControlType.MIRROR_PID_RESET
     assert dst.rm.get_partition(TP).log.producer_state.producers == {}
+
+
+def test_a_high_watermark_move_of_a_waiting_partition_resumes_only_it_and_an_image_still_runs_a_full_pass():
+    # The plane's task: a partition waiting on its followers is resumed by the replica
+    # manager's append listener (its high watermark moved) at once, without a full pass
+    # and without the refresh tick; a partition that is not waiting wakes nothing.
+    dst = Broker(7, ManualClock(), 30_000)
+    md = Metadata(dst, _image(7, 0, "m"))
+    dst.rm.apply_image(None, md.image)
+    plane = MirrorDataPlane(7, None, dst.clock, dst.rm, md, Service(),
+                            source_factory=lambda b, c, s: InProcessSourceCluster({}, 1))
+    plane.refresh_interval_ms = 3_600_000
+    resumed: list[set[TopicPartition]] = []
+    full_passes: list[object] = []
+    moved = asyncio.Event()
+
+    class Recorder:
+        async def on_replica_progress(self, tps):
+            resumed.append(set(tps))
+            moved.set()
+
+        async def run_once(self):
+            full_passes.append(True)
+            moved.set()
+
+    recorder = Recorder()
+    plane.manager.on_replica_progress = recorder.on_replica_progress
+    plane.run_once = recorder.run_once
+
+    async def go():
+        plane.start()
+        dst.rm.notify_follower_progress(TopicPartition("t", 1))  # not waiting: no pass
+        plane.manager.awaiting_replicas.add(TP)
+        dst.rm.notify_follower_progress(TP)
+        await asyncio.wait_for(moved.wait(), 10)
+        assert resumed == [{TP}] and full_passes == []
+        moved.clear()
+        plane.on_metadata_change(md.image)
+        await asyncio.wait_for(moved.wait(), 10)
+        assert full_passes == [True] and resumed == [{TP}]
+        await plane.stop()
+
+    asyncio.run(go())
 
 
 def test_a_bootstrap_change_moves_the_partitions_to_a_new_source_and_closes_the_replaced_one():

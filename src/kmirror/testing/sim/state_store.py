@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, MirrorOutput, StatesResult, StateWrite
 from kmirror.mirror.coordinator.records import MirrorPartitionKey, StateRecord
-from kmirror.mirror.manager import PartitionKey, StepPending
+from kmirror.mirror.lifecycle_ports import PartitionKey, StepPending
 from kmirror.protocol.errors import ErrorCode
 
 

@@ -1,0 +1,36 @@
+"""What a destination leader keeps about each mirrored partition it leads (the cached
+persisted state and why it stopped or failed), and what DescribeMirrors reports of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kmirror.kip1279.state import MirrorPartitionState
+from kmirror.mirror.lifecycle_ports import PartitionKey
+
+S = MirrorPartitionState
+
+
+@dataclass(slots=True)
+class MirroredPartitionState:
+    key: PartitionKey
+    state: MirrorPartitionState = S.UNKNOWN
+    last_mirrored_epoch: int = -1
+    source_supports_last_mirrored_epoch: bool = True
+    """False when the source answered the LME query as a cluster without DescribeMirrors
+    (KIP: copy from scratch, as for -1); `last_mirrored_epoch` is then -1, never a marker."""
+    truncation_offset: int | None = None
+    failure: str | None = None
+    source_topic_gone: str | None = None
+    """Why the source topic is no longer the mirror's (deleted, or re-created under another
+    topic id), as this leader last saw it; None while the source lists the mirror's id."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    source_offset: int
+    destination_offset: int
+    lag: int
+    state: MirrorPartitionState
+    last_mirror_epoch: int
+    reason: str | None = None
