@@ -122,3 +122,17 @@ def test_the_default_bound_is_half_the_descriptor_limit():
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY:
         assert OsFileSystem().max_open_files == max(16, soft // 2)
+
+
+def test_rename_all_closes_only_the_files_under_the_moved_directories(tmp_path):
+    fs = OsFileSystem()
+    paths = {name: str(tmp_path / name / "00000000000000000000.log") for name in ("t-0", "t-1", "t-10")}
+    for name, path in paths.items():
+        fs.mkdirs(str(tmp_path / name))
+        fs.append(path, name.encode())
+    assert fs.open_files() == 3
+    fs.rename_all([(str(tmp_path / "t-1"), str(tmp_path / "t-1.deleted")),
+                   (str(tmp_path / "t-0"), str(tmp_path / "t-0.deleted"))])
+    assert fs.open_files() == 1  # t-10 stays open: a name prefix is not a parent directory
+    assert fs.read(str(tmp_path / "t-1.deleted" / "00000000000000000000.log"), 0, 3) == b"t-1"
+    assert fs.read(paths["t-10"], 0, 4) == b"t-10"
