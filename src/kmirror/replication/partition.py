@@ -288,11 +288,23 @@ class Partition(IsrChanges):
     # -- follower side ------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
-        """Remove everything at and after `offset` (follower truncation, KIP-101)."""
-        return bool(self.log.truncate_to(offset))
+        """Remove everything at and after `offset` (follower truncation, KIP-101; a KIP-1279
+        mirror leader's truncation towards its source)."""
+        truncated = bool(self.log.truncate_to(offset))
+        self._epoch_start_within_log()
+        return truncated
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.log.truncate_fully_and_start_at(offset)
+        self._epoch_start_within_log()
+
+    def _epoch_start_within_log(self) -> None:
+        """A Kafka leader never truncates; a mirror leader does. The start of its epoch cannot
+        stay above the log it truncated, or its followers could never count as in sync nor
+        ListOffsets answer anything but OFFSET_NOT_AVAILABLE."""
+        start = self.leader_epoch_start_offset
+        if start is not None and start > self.log.log_end_offset:
+            self.leader_epoch_start_offset = self.log.log_end_offset
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
         """A follower takes the leader's HW, bounded by its own LEO (Kafka

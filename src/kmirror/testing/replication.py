@@ -138,6 +138,13 @@ class FakeLog:
             self.log_start_offset = offset
         return OK
 
+    def truncate_to(self, offset: int) -> bool:
+        if offset >= self.log_end_offset:
+            return False
+        self.log_end_offset = offset
+        self.high_watermark = min(self.high_watermark, offset)
+        return True
+
 
 class FakeLogManager:
     def __init__(self, log_dirs: tuple[str, ...] = ("/data/kafka-logs",)) -> None:

@@ -232,3 +232,17 @@ def test_a_new_leader_behind_its_epoch_start_answers_offset_not_available() -> N
     assert partition.fetch_offset_for_timestamp(-1, READ_UNCOMMITTED, -1, from_replica=True) == TimestampOffset(-1, 5, 2)
     assert isinstance(partition.fetch_for_follower(2, 5, -1, -1, 1000, True, now_ms=0), ReadOutcome)
     assert partition.fetch_offset_for_timestamp(-1, READ_UNCOMMITTED, -1) == TimestampOffset(-1, 5, 2)
+
+
+def test_a_mirror_leader_truncating_below_its_epoch_start_lowers_it() -> None:
+    state = PartitionState(leader=NODE, leader_epoch=1, partition_epoch=0, replicas=(NODE, 2), isr=(NODE, 2))
+    partition, log = make(state)
+    log.next_count = 5
+    partition.append_records_to_leader(b"x", 1, 0)
+    partition.update_state(PartitionState(leader=NODE, leader_epoch=2, partition_epoch=1, replicas=(NODE, 2),
+                                          isr=(NODE, 2)), now_ms=0)
+    assert partition.leader_epoch_start_offset == 5
+    partition.truncate_to(2)  # KIP-1279: the mirror leader follows its source's divergence
+    assert partition.leader_epoch_start_offset == 2
+    assert isinstance(partition.fetch_for_follower(2, 2, -1, -1, 1000, True, now_ms=0), ReadOutcome)
+    assert partition.fetch_offset_for_timestamp(-1, READ_UNCOMMITTED, -1) == TimestampOffset(-1, 2, 2)
