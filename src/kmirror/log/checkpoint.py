@@ -66,10 +66,32 @@ class LeaderEpochCheckpoint:
     def __init__(self, fs: FileSystem, partition_dir: str) -> None:
         self.fs = fs
         self.path = join(partition_dir, LEADER_EPOCH_CHECKPOINT)
+        self.unsynced = False
 
-    def write(self, cache: EpochCache) -> None:
-        lines = [f"{e.epoch} {e.start_offset}" for e in cache.entries]
-        write_atomically(self.fs, self.path, format_lines(lines))
+    def write(self, cache: EpochCache, *, sync: bool = True) -> None:
+        """`sync=False` (an epoch a new leader or an append assigns): overwritten in place with
+        no fsync, made durable by `sync` when the log's recovery point next moves, as Kafka's
+        `LeaderEpochFileCache.assign` does not fsync either. Recovery re-reads the epochs of
+        the batches past the recovery point, so a crash loses nothing the log needs; a torn
+        file is reported by `read_or_none`. Truncations write synced."""
+        data = format_lines([f"{e.epoch} {e.start_offset}" for e in cache.entries])
+        if sync:
+            write_atomically(self.fs, self.path, data)
+        else:
+            self.fs.write_file(self.path, data)
+        self.unsynced = not sync
+
+    def sync(self, cache: EpochCache) -> None:
+        """Make an unsynced write durable (before the recovery point moves past its records)."""
+        if self.unsynced:
+            self.write(cache)
+
+    def read_or_none(self) -> EpochCache | None:
+        """The cache, or None when the file does not parse (a crash tore an unsynced write)."""
+        try:
+            return self.read()
+        except CorruptCheckpointError:
+            return None
 
     def read(self) -> EpochCache:
         text = _read(self.fs, self.path)

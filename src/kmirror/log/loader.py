@@ -19,10 +19,12 @@ after recovery; otherwise the state is rebuilt by scanning batch headers.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kmirror.log.checkpoint import LeaderEpochCheckpoint, write_atomically
 from kmirror.log.cleaner.swap_recovery import complete_swaps
+from kmirror.log.epoch_cache import EpochCache
 from kmirror.log.fs import join
 from kmirror.log.partition_metadata import PartitionMetadataFile
 from kmirror.log.producer_state import (
@@ -43,6 +45,7 @@ from kmirror.log.segment import (
 
 if TYPE_CHECKING:
     from kmirror.log.log import Log
+    from kmirror.records.batch import BatchHeader
 
 SNAPSHOT_SUFFIX = ".snapshot"
 _SNAPSHOT_VERSION = "kmirror-1"
@@ -79,8 +82,10 @@ def load(log: Log, *, recovery_point: int, log_start_offset: int) -> None:
         if name.endswith(_STRAY_SUFFIXES) or orphan:
             fs.delete(join(directory, name))
 
-    cache = LeaderEpochCheckpoint(fs, directory).read()
-    original_cache = cache.entries
+    read_back = LeaderEpochCheckpoint(fs, directory).read_or_none()
+    # A torn checkpoint (written unsynced, then a crash): every segment's epochs are re-read.
+    cache = EpochCache() if read_back is None else read_back
+    original_cache = None if read_back is None else cache.entries
     segments: list[LogSegment] = []
     recovered: set[int] = set()
     for i, base in enumerate(bases):
@@ -89,15 +94,13 @@ def load(log: Log, *, recovery_point: int, log_start_offset: int) -> None:
         next_base = bases[i + 1] if i + 1 < len(bases) else None
         unflushed = next_base is None or next_base > recovery_point
         if trusted and not unflushed:
+            if read_back is None:
+                _assign_epochs(cache, (header for _, header in segment.batches()))
             segments.append(segment)
             continue
         headers, truncated = segment.recover()
         recovered.add(base)
-        for header in headers:
-            # Kafka LogSegment.recover: only epochs above the cached latest are added.
-            latest = cache.latest_epoch
-            if header.partition_leader_epoch >= 0 and (latest is None or header.partition_leader_epoch > latest):
-                cache.assign(header.partition_leader_epoch, header.base_offset)
+        _assign_epochs(cache, headers)
         segments.append(segment)
         if truncated:
             for later in bases[i + 1:]:
@@ -123,6 +126,14 @@ def load(log: Log, *, recovery_point: int, log_start_offset: int) -> None:
     if recovered & {s.base_offset for s in log.segments} or not _load_producer_snapshot(log):
         rebuild_producer_state(log, rebuild_txn_indexes=recovered)
     _delete_snapshots(log)
+
+
+def _assign_epochs(cache: EpochCache, headers: Iterable[BatchHeader]) -> None:
+    for header in headers:
+        # Kafka LogSegment.recover: only epochs above the cached latest are added.
+        latest = cache.latest_epoch
+        if header.partition_leader_epoch >= 0 and (latest is None or header.partition_leader_epoch > latest):
+            cache.assign(header.partition_leader_epoch, header.base_offset)
 
 
 def _check_topic_id(log: Log) -> None:

@@ -184,7 +184,7 @@ class Log:
             offset = stamped.next_offset
         self._maybe_roll(len(buf), assigned, now)
         if self.epoch_cache.assign(leader_epoch, assigned[0].base_offset):
-            self._epoch_checkpoint.write(self.epoch_cache)
+            self._epoch_checkpoint.write(self.epoch_cache, sync=False)
         self._append_to_segment(buf, assigned)
         if scratch.last_reset_offset >= 0:  # MIRROR_PID_RESET: producers before it are gone
             self.producer_state.expire_all(scratch.last_reset_offset)
@@ -213,7 +213,7 @@ class Log:
             if header.partition_leader_epoch >= 0:
                 changed |= self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
         if changed:
-            self._epoch_checkpoint.write(self.epoch_cache)
+            self._epoch_checkpoint.write(self.epoch_cache, sync=False)
         self._append_to_segment(buf, headers)
         completed: list[tuple[CompletedTxn, int]] = []
         for (pos, _), header in zip(analyzed, headers, strict=True):
@@ -284,6 +284,7 @@ class Log:
         else:
             active.on_become_inactive()
             active.flush()
+            self._epoch_checkpoint.sync(self.epoch_cache)
             self.recovery_point = max(self.recovery_point, self._log_end_offset)
         segment = loader.new_segment(self, new_base)
         segment.create()
@@ -295,9 +296,15 @@ class Log:
         for segment in self.segments:
             if segment.next_offset() > self.recovery_point or segment is self.active_segment:
                 segment.flush()
+        self._epoch_checkpoint.sync(self.epoch_cache)
         self.recovery_point = self._log_end_offset
         self._unflushed_messages = 0
         self._last_flush_ms = self.clock.monotonic_ms()
+
+    def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """A new leader's epoch starts at `start_offset` (Kafka `maybeAssignEpochStartOffset`)."""
+        if self.epoch_cache.assign(leader_epoch, start_offset):
+            self._epoch_checkpoint.write(self.epoch_cache, sync=False)
 
     def maybe_flush(self) -> bool:
         """Flush when flush.ms elapsed since the last flush with data pending."""

@@ -315,3 +315,36 @@ def test_marker_of_an_older_coordinator_epoch_is_fenced_also_after_reopen():
     reopened = Log.open(fs, "/data/t-0", TP, LogConfig(), ManualClock(NOW))
     again = marker(ControlType.COMMIT, 4, reopened)
     assert isinstance(again, AppendError) and again.error_code == ErrorCode.transaction_coordinator_fenced
+
+
+def test_assigned_epochs_are_synced_with_the_recovery_point_and_rebuilt_after_a_crash():
+    fs = MemoryFileSystem()
+    config = LogConfig()
+    log = _open(fs, config=config)
+    for epoch in (1, 1, 2):
+        log.append_as_leader(_batch(1), epoch)
+    log.flush()
+    synced = fs.fsync_count
+    log.assign_epoch_start_offset(3, log.log_end_offset)  # a new leader: no fsync
+    log.append_as_leader(_batch(1), 3)
+    assert fs.fsync_count == synced
+    fs.crash()  # the checkpoint falls back to epochs 1 and 2; the epoch-3 batch is past the recovery point
+    again = _open(fs, config=config, recovery_point=3)
+    assert [(e.epoch, e.start_offset) for e in again.epoch_cache.entries] == [(1, 0), (2, 2)]
+    again.append_as_leader(_batch(1), 3)
+    again.flush()
+    fs.crash()
+    assert [(e.epoch, e.start_offset) for e in _open(fs, config=config, recovery_point=4).epoch_cache.entries] == \
+        [(1, 0), (2, 2), (3, 3)]
+
+
+def test_a_torn_epoch_checkpoint_is_rebuilt_from_every_segment():
+    fs = MemoryFileSystem()
+    config = LogConfig(segment_bytes=200)
+    log = _open(fs, config=config)
+    for epoch in (1, 2, 2, 4, 5):
+        log.append_as_leader(_batch(1), epoch)
+    log.close()
+    fs.write_file("/data/t-0/leader-epoch-checkpoint", b"0\n3\n1 0\n")  # torn
+    again = _open(fs, config=config, recovery_point=5)
+    assert [(e.epoch, e.start_offset) for e in again.epoch_cache.entries] == [(1, 0), (2, 1), (4, 3), (5, 4)]
