@@ -20,10 +20,11 @@ from typing import Any
 from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.group import admin
 from kmirror.coordinator.group.consumer_protocol import group_subscribed_topics
-from kmirror.coordinator.group.coordinator import GroupCoordinator, PartitionStatus
+from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.member import Protocol
 from kmirror.coordinator.offsets import commits, txn_commits
 from kmirror.coordinator.offsets.commits import OffsetToCommit
+from kmirror.coordinator.partition_status import PartitionStatus
 from kmirror.coordinator.ports import CoordinatorLog
 from kmirror.coordinator.results import (
     CommitResult,

@@ -16,11 +16,11 @@ from kmirror.coordinator.ports import CoordinatorLog
 from kmirror.coordinator.results import Output
 from kmirror.coordinator.runtime import CoordinatorRuntime
 from kmirror.coordinator.transaction.config import TRANSACTION_STATE_TOPIC, TransactionConfig
-from kmirror.coordinator.transaction.coordinator import (
+from kmirror.coordinator.transaction.coordinator import TransactionCoordinator
+from kmirror.coordinator.transaction.results import (
     DescribedTransaction,
     InitProducerIdResult,
     ListedTransaction,
-    TransactionCoordinator,
     TxnMarker,
     TxnOutput,
 )
