@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +20,7 @@ class CoordinatorConfig:
     new_member_join_timeout_ms: int = 300_000
 
     @classmethod
-    def from_server_config(cls, config: Any) -> CoordinatorConfig:
+    def from_server_config(cls, config: object) -> CoordinatorConfig:
         """From ServerConfig: an attribute of the same name, else the Kafka key through
         `config.get`, else Kafka's default."""
         values: dict[str, int] = {}
