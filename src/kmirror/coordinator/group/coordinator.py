@@ -296,25 +296,9 @@ class GroupCoordinator:
         group.pending_sync_members = set(group.members)
         group.sync_deadline_ms = now + group.max_rebalance_timeout_ms()
 
-    # ---- SyncGroup (`kmirror.coordinator.group.sync_group`) ---------------------------
+    # ---- SyncGroup -------------------------------------------------------------------
 
-    def sync(
-        self,
-        request_id: int,
-        *,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        assignments: dict[str, bytes],
-        group_instance_id: str | None = None,
-    ) -> GroupOutput:
-        return sync_group.sync(
-            self, request_id, group_id=group_id, generation_id=generation_id, member_id=member_id,
-            protocol_type=protocol_type, protocol_name=protocol_name, assignments=assignments,
-            group_instance_id=group_instance_id,
-        )
+    sync = sync_group.sync  # SyncGroup of classic groups, in its own module
 
     # ---- Heartbeat / LeaveGroup ------------------------------------------------------
 
