@@ -2,7 +2,10 @@
 # The whole default test suite: lint, type checks, unit/property/scenario/integration tests.
 # Extra arguments go to pytest (e.g. `-m slow` for the slow suites). Test modules run on
 # KMIRROR_TEST_WORKERS pytest-xdist workers (default 2; 0 runs in this process), a module's
-# tests on one worker; real-process tests reserve their ports machine-wide, so workers never collide.
+# tests on one worker (`--dist loadfile`: a module's shared cluster starts once, where `load` or
+# `worksteal` would start it on both workers; the two workers end within seconds of each other,
+# so nothing is gained by splitting modules); real-process tests reserve their ports
+# machine-wide, so workers never collide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh

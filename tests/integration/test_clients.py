@@ -12,8 +12,15 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from kmirror.testing.kafka_clients import consume_partition, create_topic
+from kmirror.testing.processes import LocalCluster
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cluster(module_node: LocalCluster) -> LocalCluster:
+    """The module's tests share one node: each uses its own topics, groups and configs."""
+    return module_node
 
 COMPRESSIONS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

@@ -16,8 +16,15 @@ from confluent_kafka.admin import (
 )
 
 from kmirror.testing.kafka_clients import create_topic, produce_acked
+from kmirror.testing.processes import LocalCluster
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cluster(module_node: LocalCluster) -> LocalCluster:
+    """The module's tests share one node: each uses its own topics, groups and configs."""
+    return module_node
 
 
 def _alter(admin: AdminClient, topic: str, op: AlterConfigOpType, value: str) -> None:

@@ -8,6 +8,7 @@ as a Kafka-compatible source without KIP-227 answers). A real client that opens 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -83,10 +84,19 @@ def test_mirror_from_a_source_that_keeps_no_fetch_session(
     assert samples[SESSIONS] == 0 and samples[CACHED] == 0
 
 
-def test_kafka_python_reads_many_partitions_through_an_incremental_session(
-    clusters: tuple[LocalCluster, LocalCluster],
-) -> None:
-    source, _ = clusters
+@pytest.fixture
+def source_node(tmp_path: Path, source_overrides: dict[str, str]) -> Iterator[LocalCluster]:
+    """A source alone, for a client's fetch sessions (no mirror, no destination)."""
+    c = LocalCluster(dir=tmp_path / "source", port=free_port_block(), overrides=source_overrides)
+    c.up()
+    try:
+        yield c
+    finally:
+        c.down()
+
+
+def test_kafka_python_reads_many_partitions_through_an_incremental_session(source_node: LocalCluster) -> None:
+    source = source_node
     create_topic(source.bootstrap, TOPIC, PARTITIONS)
     acked = produce_acked(source.bootstrap, TOPIC, 10 * PARTITIONS, PARTITIONS)
     consumer = KafkaConsumer(bootstrap_servers=source.bootstrap, enable_auto_commit=False, fetch_max_wait_ms=100,

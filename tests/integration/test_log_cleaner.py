@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,15 +28,29 @@ NODE_OVERRIDES = {
 }
 
 
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path / "cluster", port=free_port_block(),
+@contextmanager
+def cleaner_node(directory: Path) -> Iterator[LocalCluster]:
+    c = LocalCluster(dir=directory, port=free_port_block(),
                      overrides={**NODE_OVERRIDES, "metrics.port": str(free_port_block())})
     c.up()
     try:
         yield c
     finally:
         c.down()
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One node shared by the module's tests: each uses its own topics."""
+    with cleaner_node(tmp_path_factory.mktemp("cleaner") / "cluster") as c:
+        yield c
+
+
+@pytest.fixture
+def own_node(tmp_path: Path) -> Iterator[LocalCluster]:
+    """A node of its own, for the soak (its topic and group are the short churn's)."""
+    with cleaner_node(tmp_path / "cluster") as c:
+        yield c
 
 
 def read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -208,26 +223,27 @@ def test_consumer_offsets_stay_bounded_under_commit_churn(node: LocalCluster) ->
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_consumer_offsets_stay_bounded_over_ten_minutes_of_commit_churn(node: LocalCluster) -> None:
-    _assert_offsets_bounded(node, seconds=600)
+def test_consumer_offsets_stay_bounded_over_ten_minutes_of_commit_churn(own_node: LocalCluster) -> None:
+    _assert_offsets_bounded(own_node, seconds=600)
 
 
 @pytest.mark.parametrize(("config", "value"), [("cleanup.policy", "shrink"), ("retention.ms", "-5"),
                                                 ("min.cleanable.dirty.ratio", "1.5")])
 def test_bad_lifecycle_configs_get_invalid_config_and_lose_nothing(node: LocalCluster, config: str, value: str) -> None:
     b = node.bootstrap
+    kept = f"kept-{config}"
     admin = AdminClient({"bootstrap.servers": b})
     futures = admin.create_topics([NewTopic("refused", 1, 1, config={config: value})])
     with pytest.raises(KafkaException) as refused:
         futures["refused"].result(30)
     assert refused.value.args[0].code() == 40  # INVALID_CONFIG
-    create_topic(b, "kept", config={"cleanup.policy": "compact"})
+    create_topic(b, kept, config={"cleanup.policy": "compact"})
     producer = Producer({"bootstrap.servers": b})
-    produce(producer, "kept", [(b"a", b"1"), (b"b", b"2")])
-    resource = ConfigResource("topic", "kept", set_config={config: value})
+    produce(producer, kept, [(b"a", b"1"), (b"b", b"2")])
+    resource = ConfigResource("topic", kept, set_config={config: value})
     with pytest.raises(KafkaException) as altered:
         admin.alter_configs([resource])[resource].result(30)
     assert altered.value.args[0].code() == 40
-    assert read_all(b, "kept") == [(0, b"a", b"1"), (1, b"b", b"2")]
-    described = admin.describe_configs([ConfigResource("topic", "kept")])
+    assert read_all(b, kept) == [(0, b"a", b"1"), (1, b"b", b"2")]
+    described = admin.describe_configs([ConfigResource("topic", kept)])
     assert next(iter(described.values())).result(30)["cleanup.policy"].value == "compact"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -14,10 +13,13 @@ from kmirror.testing.metrics_scrape import scrape
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 
-@pytest.fixture
-def metered(tmp_path: Path) -> Iterator[tuple[LocalCluster, int]]:
+@pytest.fixture(scope="module")
+def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, int]]:
+    """One node shared by the module's tests: each uses its own topics, and counts requests
+    as differences."""
     metrics_port = free_port_block()
-    c = LocalCluster(dir=tmp_path / "cluster", port=free_port_block(), overrides={"metrics.port": str(metrics_port)})
+    c = LocalCluster(dir=tmp_path_factory.mktemp("metered") / "cluster", port=free_port_block(),
+                     overrides={"metrics.port": str(metrics_port)})
     c.up()
     try:
         yield c, metrics_port
@@ -60,13 +62,15 @@ def test_describe_filters_on_a_healthy_topic(metered: tuple[LocalCluster, int]) 
 
 def test_request_metrics_count_requests_errors_and_time_per_api(metered: tuple[LocalCluster, int]) -> None:
     cluster, port = metered
+    before = scrape(port)
     create_topic(cluster.bootstrap, "rq", partitions=1)
     produce_acked(cluster.bootstrap, "rq", 5, 1)
     assert len(consume_partition(cluster.bootstrap, "rq", 0, 5)) == 5
     samples = scrape(port)
 
     def total(prefix: str) -> float:
-        return sum(v for k, v in samples.items() if k.startswith(prefix))
+        """Counted since `before` (the module's other tests share the node)."""
+        return sum(v - before.get(k, 0) for k, v in samples.items() if k.startswith(prefix))
 
     assert total('kafka_network_requestmetrics_requests_total{request="Produce"') >= 1
     assert total('kafka_network_requestmetrics_requests_total{request="Fetch"') >= 1

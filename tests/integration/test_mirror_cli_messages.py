@@ -9,9 +9,8 @@ from kmirror.testing.processes import LocalCluster, kmirror
 pytestmark = pytest.mark.integration
 
 
-def test_disabled_mirroring_names_the_command_that_enables_it(clusters: tuple[LocalCluster, LocalCluster]) -> None:
-    _, dest = clusters
-    proc = kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--list", check=False)
+def test_disabled_mirroring_names_the_command_that_enables_it(cluster: LocalCluster) -> None:
+    proc = kmirror("mirrors", "--bootstrap-server", cluster.bootstrap, "--list", check=False)
     assert proc.returncode == 1
     assert "mirror.version=0" in proc.stderr and "kmirror features" in proc.stderr, proc.stderr
     assert "upgrade --feature mirror.version=1" in proc.stderr, proc.stderr

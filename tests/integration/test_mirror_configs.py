@@ -94,10 +94,8 @@ def test_altering_bootstrap_servers_moves_the_mirror_to_the_new_source_address(
         moved.down()
 
 
-def test_mirror_config_errors_for_a_missing_mirror_and_disabled_mirroring(
-    clusters: tuple[LocalCluster, LocalCluster],
-) -> None:
-    _, dest = clusters
+def test_mirror_config_errors_for_a_missing_mirror_and_disabled_mirroring(cluster: LocalCluster) -> None:
+    dest = cluster
     code, _, err = configs(dest, "--describe", check=False)
     assert code == 1 and "UNSUPPORTED_VERSION" in err, err  # mirror.version=0
     kmirror("features", "--bootstrap-server", dest.bootstrap, "upgrade", "--feature", "mirror.version=1")

@@ -9,7 +9,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, NewTopic
 
 from kmirror.testing.processes import kmirror
 
@@ -93,20 +93,29 @@ class Writer(threading.Thread):
         self.producer.flush(120)
 
 
+ACKS_BETWEEN_KILLS = 50
+
+
 def test_acks_all_survives_leader_kill9_five_times(cluster3):
     b = cluster3.bootstrap
     create(b, "acked", 3, {"min.insync.replicas": "2"})
     writer = Writer(b, "acked")
     writer.start()
+
+    def acks_go_on(what: str) -> None:
+        """The writer's records are acknowledged again: `ACKS_BETWEEN_KILLS` more of them."""
+        wanted = len(writer.acked) + ACKS_BETWEEN_KILLS
+        wait_for(lambda: len(writer.acked) >= wanted, 60, f"{ACKS_BETWEEN_KILLS} more acknowledged records {what}")
+
     for _ in range(5):
-        time.sleep(2)
+        acks_go_on("under the current leader")
         leader, _, _ = partition_state(b, "acked")
         cluster3.kill9(leader)
         wait_for(lambda old=leader: partition_state(b, "acked")[0] not in (-1, old), 30, "a new leader")
-        time.sleep(1)
+        acks_go_on("with the old leader down")
         cluster3.start_node(leader)
         wait_for(lambda: len(partition_state(b, "acked")[2]) == 3, 60, "the old leader back in the ISR")
-    time.sleep(2)
+    acks_go_on("after the last restart")
     writer.stop.set()
     writer.join(180)
     assert len(writer.acked) > 100
@@ -155,8 +164,15 @@ def test_unclean_election_only_with_the_flag_and_old_leader_truncated(cluster3):
 
     cluster3.kill9(leader)
     cluster3.start_node(follower)
-    time.sleep(5)
-    assert partition_state(b, "unclean")[0] == -1  # offline: no unclean election without the flag
+    # The controller moves leaderships in the batch that fences a broker, and elects leaders
+    # of offline partitions in the batch that unfences one: once the old leader is fenced and
+    # the follower live, an election without the flag would have happened.
+    def settled() -> ClusterMetadata | None:
+        md = AdminClient({"bootstrap.servers": b}).list_topics("unclean", timeout=10)
+        return md if follower in md.brokers and leader not in md.brokers else None
+
+    md = wait_for(settled, 60, "the old leader fenced and the follower live in one broker's metadata")
+    assert md.topics["unclean"].partitions[0].leader == -1  # offline: no unclean election without the flag
 
     admin = AdminClient({"bootstrap.servers": b})
     resource = ConfigResource("topic", "unclean", set_config={"unclean.leader.election.enable": "true"})

@@ -13,8 +13,15 @@ from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient
 
 from kmirror.testing.kafka_clients import create_topic
+from kmirror.testing.processes import LocalCluster
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cluster(module_node: LocalCluster) -> LocalCluster:
+    """The module's tests share one node: each uses its own topic and group."""
+    return module_node
 
 SESSION_MS = 15_000
 HEARTBEAT_MS = 500

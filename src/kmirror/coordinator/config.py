@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+FieldValue = int | str | tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,10 +29,10 @@ class CoordinatorConfig:
     group_consumer_migration_policy: str = "bidirectional"
 
     @classmethod
-    def from_server_config(cls, config: Any) -> CoordinatorConfig:
+    def from_server_config(cls, config: object) -> CoordinatorConfig:
         """From ServerConfig: an attribute of the same name, else the Kafka key through
         `config.get`, else Kafka's default."""
-        values: dict[str, Any] = {}
+        values: dict[str, FieldValue] = {}
         for name in cls.__dataclass_fields__:
             if hasattr(config, name):
                 values[name] = _typed(name, getattr(config, name))
@@ -42,13 +43,13 @@ class CoordinatorConfig:
                     values[name] = _typed(name, getter(name.replace("_", ".")))
                 except (KeyError, TypeError, ValueError):
                     pass
-        return cls(**values)
+        return cls(**values)  # type: ignore[arg-type]  # _typed converts each to its field's type
 
 
-def _typed(name: str, value: Any) -> Any:
+def _typed(name: str, value: object) -> FieldValue:
     if name == "group_consumer_assignors":
-        items = value.split(",") if isinstance(value, str) else value
+        items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else []
         return tuple(str(v).strip() for v in items if str(v).strip())
     if name == "group_consumer_migration_policy":
         return str(value)
-    return int(value)
+    return int(str(value))

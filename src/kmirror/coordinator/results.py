@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from kmirror.protocol.errors import ErrorCode
 
@@ -35,7 +35,7 @@ class Output(Generic[A]):
     """A coordinator core's actions: `appends` (of the core's own record type: `Append` for
     groups, `StateAppend` for KIP-1279 mirror states) before `responses`."""
 
-    responses: list[tuple[int, Any]] = field(default_factory=list)
+    responses: list[tuple[int, object]] = field(default_factory=list)
     appends: list[A] = field(default_factory=list)
 
     def extend(self, other: Output[A]) -> Output[A]:
@@ -43,7 +43,7 @@ class Output(Generic[A]):
         self.appends.extend(other.appends)
         return self
 
-    def response_for(self, request_id: int) -> Any:
+    def response_for(self, request_id: int) -> object:
         """The result for one request, if this output carries it (tests, shells)."""
         for rid, result in self.responses:
             if rid == request_id:

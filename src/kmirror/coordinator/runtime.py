@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Generic, Protocol, TypeVar
 
 from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.consumer_group import admin as consumer_admin
@@ -24,12 +24,14 @@ from kmirror.coordinator.consumer_group.messages import HeartbeatRequest, Heartb
 from kmirror.coordinator.consumer_group.ports import BROKER_DEFAULTS, GroupConfig, TopicsView
 from kmirror.coordinator.group import admin
 from kmirror.coordinator.group.consumer_protocol import group_subscribed_topics
-from kmirror.coordinator.group.coordinator import GroupCoordinator, PartitionStatus
-from kmirror.coordinator.group.member import Protocol
+from kmirror.coordinator.group.coordinator import GroupCoordinator
+from kmirror.coordinator.group.member import Protocol as MemberProtocol
 from kmirror.coordinator.offsets import commits, txn_commits
 from kmirror.coordinator.offsets.commits import OffsetToCommit
+from kmirror.coordinator.partition_status import PartitionStatus
 from kmirror.coordinator.ports import CoordinatorLog
 from kmirror.coordinator.results import (
+    Append,
     CommitResult,
     DeleteGroupsResult,
     DescribedGroup,
@@ -47,23 +49,67 @@ from kmirror.protocol.errors import ErrorCode
 log = logging.getLogger("kmirror.coordinator")
 
 
-class CoordinatorRuntime:
+
+class CoreAppend(Protocol):
+    """An append the core asks for: reported back by `ticket`, to its topic's `partition`."""
+
+    @property
+    def ticket(self) -> int: ...
+
+    @property
+    def partition(self) -> int: ...
+
+
+A = TypeVar("A", bound=CoreAppend)  # `Append` (groups, transactions), KIP-1279 `StateAppend`
+T = TypeVar("T")
+KeyValueRecords = list[tuple[bytes, bytes | None]]
+
+
+class CorePartitions(Protocol):
+    partitions: dict[int, PartitionStatus]
+
+
+class CoordinatorCore(Protocol[A]):
+    """What `CoordinatorRuntime` drives: a sans-IO coordinator core."""
+
+    @property
+    def state(self) -> CorePartitions: ...
+
+    def begin_load(self, partition: int) -> None: ...
+
+    def unload(self, partition: int) -> Output[A]: ...
+
+    def on_append_completed(self, ticket: int, error: ErrorCode = ...) -> Output[A]: ...
+
+    def next_deadline_ms(self) -> int | None: ...
+
+    def poll(self, now_ms: int) -> Output[A]: ...
+
+
+class KeyValueCore(CoordinatorCore[Append], Protocol):
+    """A core whose records are (key, value) bytes in its topic (groups, transactions)."""
+
+    def complete_load(self, partition: int, records: KeyValueRecords) -> Output[Append] | None: ...
+
+
+class CoordinatorRuntime(Generic[A]):
     """The shell every coordinator core runs in (Kafka `CoordinatorRuntime`): loads the
     core's partitions of its internal topic as this node comes to lead them, executes the
     core's `Output` (appends, each reported back, then responses), keeps one timer armed at
     the core's next deadline. A core offers `state.partitions`, `begin_load`,
     `complete_load` (may return an Output), `unload`, `on_append_completed`,
-    `next_deadline_ms` and `poll`.
+    `next_deadline_ms` and `poll` (`CoordinatorCore`).
 
-    A core whose records are not (key, value) bytes overrides `_replay` (decode what the
-    log holds) and `_append_to_log` (encode an append), as Kafka's runtime takes a record serde."""
+    A runtime reads its partitions with `_replay` (decode what the log holds, feed the core)
+    and writes with `_append_to_log` (encode an append), as Kafka's runtime takes a record
+    serde; `KeyValueCoordinatorRuntime` has those of (key, value) records."""
 
-    def __init__(self, core: Any, log: CoordinatorLog, clock: Clock, topic: str) -> None:
+    def __init__(self, core: CoordinatorCore[A], log: CoordinatorLog, clock: Clock, topic: str) -> None:
         self.core = core
         self.topic = topic
         self._log = log
         self._clock = clock
-        self._waiters: dict[int, asyncio.Future[Any]] = {}
+        self._waiters: dict[int, asyncio.Future[object]] = {}
         self._next_request_id = 0
         self._timer: asyncio.TimerHandle | None = None
         self._loads: dict[int, asyncio.Task[None]] = {}
@@ -147,10 +193,9 @@ class CoordinatorRuntime:
                 return False
         return True
 
-    def _replay(self, partition: int) -> tuple[int, Any]:
+    def _replay(self, partition: int) -> tuple[int, Output[A] | None]:
         """Feed the partition's records to the core: (how many, the core's output)."""
-        records = list(self._log.read_all(partition))
-        return len(records), self.core.complete_load(partition, records)
+        raise NotImplementedError
 
     def is_loading(self, partition: int) -> bool:
         return self.core.state.partitions.get(partition) is PartitionStatus.LOADING
@@ -162,20 +207,27 @@ class CoordinatorRuntime:
 
     # ---- executing the core's output --------------------------------------------------
 
-    def _new_waiter(self) -> tuple[int, asyncio.Future[Any]]:
+    def _new_waiter(self) -> tuple[int, asyncio.Future[object]]:
         self._next_request_id += 1
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         self._waiters[self._next_request_id] = future
         return self._next_request_id, future
 
-    async def _answer(self, rid: int, future: asyncio.Future[Any], out: Output) -> Any:
+    async def _answer(self, rid: int, future: asyncio.Future[object], out: Output[A]) -> object:
         try:
             await self._execute(out)
             return await future
         finally:
             self._waiters.pop(rid, None)
 
-    async def _execute(self, out: Output) -> None:
+    async def _answer_as(self, kind: type[T], rid: int, future: asyncio.Future[object], out: Output[A]) -> T:
+        """`_answer`, whose result the core gives as a `kind` (a broken invariant if not)."""
+        result = await self._answer(rid, future, out)
+        if not isinstance(result, kind):
+            raise AssertionError(f"{self.topic} coordinator answered request {rid} with {result!r}")
+        return result
+
+    async def _execute(self, out: Output[A]) -> None:
         """Appends first (each reported to the core, whose output runs in turn), then answers."""
         for append in out.appends:
             error = ErrorCode.none
@@ -193,13 +245,9 @@ class CoordinatorRuntime:
                 future.set_result(result)
         self._rearm()
 
-    async def _append_to_log(self, append: Any) -> None:
-        """Append one `Append` of (key, value) bytes durably (raises if it cannot)."""
-        if append.producer_id >= 0:
-            await self._log.append(append.partition, append.records, producer_id=append.producer_id,
-                                   producer_epoch=append.producer_epoch)
-        else:
-            await self._log.append(append.partition, append.records)
+    async def _append_to_log(self, append: A) -> None:
+        """Append one of the core's appends durably (raises if it cannot)."""
+        raise NotImplementedError
 
     def _rearm(self) -> None:
         if self._timer is not None:
@@ -219,16 +267,36 @@ class CoordinatorRuntime:
         self._timer = None
         self._spawn(self._execute(self.core.poll(self._clock.monotonic_ms())))
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
 
-class GroupCoordinatorService(CoordinatorRuntime):
+class KeyValueCoordinatorRuntime(CoordinatorRuntime[Append]):
+    """The runtime of a core whose records are (key, value) bytes in its topic."""
+
+    def _replay_key_value(
+        self, partition: int, complete_load: Callable[[int, KeyValueRecords], Output[Append] | None]
+    ) -> tuple[int, Output[Append] | None]:
+        records = list(self._log.read_all(partition))
+        return len(records), complete_load(partition, records)
+
+    async def _append_to_log(self, append: Append) -> None:
+        """Append one `Append` of (key, value) bytes durably (raises if it cannot)."""
+        if append.producer_id >= 0:
+            await self._log.append(append.partition, append.records, producer_id=append.producer_id,
+                                   producer_epoch=append.producer_epoch)
+        else:
+            await self._log.append(append.partition, append.records)
+
+
+class GroupCoordinatorService(KeyValueCoordinatorRuntime):
     """The group coordinator on `CoordinatorRuntime` (`__consumer_offsets`)."""
 
-    def __init__(self, node_id: int, config: Any, log: CoordinatorLog, clock: Clock) -> None:
+    core: GroupCoordinator
+
+    def __init__(self, node_id: int, config: object, log: CoordinatorLog, clock: Clock) -> None:
         self.node_id = node_id
         self.config = config
         self.core_config = config if isinstance(config, CoordinatorConfig) else CoordinatorConfig.from_server_config(config)
@@ -236,17 +304,17 @@ class GroupCoordinatorService(CoordinatorRuntime):
                          "__consumer_offsets")
 
     def partition_for(self, group_id: str) -> int:
-        return self.core.partition_for(group_id)  # type: ignore[no-any-return]
+        return self.core.partition_for(group_id)
 
-    def _replay(self, partition: int) -> tuple[int, Any]:
+    def _replay(self, partition: int) -> tuple[int, Output[Append] | None]:
         """Also restore the offsets of transactions still open in the partition (pending)."""
-        count, out = super()._replay(partition)
+        count, out = self._replay_key_value(partition, self.core.complete_load)
         txn_commits.restore_pending(self.core, partition, self._log.open_transactions(partition))
         return count, out
 
     def coordinator_error(self, group_id: str) -> ErrorCode | None:
         """None when this node coordinates `group_id` now (leads and has loaded its partition)."""
-        return self.core.coordinator_error(group_id)  # type: ignore[no-any-return]
+        return self.core.coordinator_error(group_id)
 
     # ---- requests --------------------------------------------------------------------
 
@@ -260,10 +328,10 @@ class GroupCoordinatorService(CoordinatorRuntime):
             rid, group_id=group_id, member_id=member_id, group_instance_id=group_instance_id,
             client_id=client_id, client_host=client_host, session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms, protocol_type=protocol_type,
-            protocols=tuple(Protocol(n, m) for n, m in protocols), require_known_member_id=require_known_member_id,
+            protocols=tuple(MemberProtocol(n, m) for n, m in protocols), require_known_member_id=require_known_member_id,
             supports_skip_assignment=supports_skip_assignment,
         )
-        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+        return await self._answer_as(JoinResult, rid, future, out)
 
     async def sync_group(
         self, *, group_id: str, generation_id: int, member_id: str, protocol_type: str | None,
@@ -275,7 +343,7 @@ class GroupCoordinatorService(CoordinatorRuntime):
             protocol_type=protocol_type, protocol_name=protocol_name, assignments=assignments,
             group_instance_id=group_instance_id,
         )
-        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+        return await self._answer_as(SyncResult, rid, future, out)
 
     def heartbeat(self, *, group_id: str, generation_id: int, member_id: str,
                   group_instance_id: str | None = None) -> ErrorCode:
@@ -286,7 +354,7 @@ class GroupCoordinatorService(CoordinatorRuntime):
 
     async def leave_group(self, *, group_id: str, members: list[tuple[str, str | None]]) -> LeaveResult:
         rid, future = self._new_waiter()
-        return await self._answer(rid, future, self.core.leave(rid, group_id=group_id, members=members))  # type: ignore[no-any-return]
+        return await self._answer_as(LeaveResult, rid, future, self.core.leave(rid, group_id=group_id, members=members))
 
     async def commit_offsets(
         self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
@@ -297,7 +365,7 @@ class GroupCoordinatorService(CoordinatorRuntime):
             self.core, rid, group_id=group_id, generation_id=generation_id, member_id=member_id,
             group_instance_id=group_instance_id, offsets=offsets,
         )
-        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+        return await self._answer_as(CommitResult, rid, future, out)
 
     def fetch_offsets(self, *, group_id: str, topics: list[tuple[str, list[int]]] | None,
                       require_stable: bool = False, member_id: str | None = None,
@@ -316,14 +384,14 @@ class GroupCoordinatorService(CoordinatorRuntime):
             generation_id=generation_id,
             member_id=member_id, group_instance_id=group_instance_id, offsets=offsets,
         )
-        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+        return await self._answer_as(CommitResult, rid, future, out)
 
     async def complete_transaction(self, *, producer_id: int, committed: bool, partition: int) -> ErrorCode:
         """A transaction marker was written to `__consumer_offsets-<partition>`."""
         rid, future = self._new_waiter()
         out = txn_commits.complete_transaction(self.core, rid, producer_id=producer_id, committed=committed,
                                                partition=partition)
-        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+        return await self._answer_as(ErrorCode, rid, future, out)
 
     async def delete_offsets(self, *, group_id: str, partitions: list[tuple[str, int]]) -> OffsetDeleteResult:
         group = self.core.groups.get(group_id)
@@ -332,7 +400,7 @@ class GroupCoordinatorService(CoordinatorRuntime):
         out = commits.delete_offsets(
             self.core, rid, group_id=group_id, partitions=partitions, subscribed_topics=subscribed
         )
-        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+        return await self._answer_as(OffsetDeleteResult, rid, future, out)
 
     def list_groups(self, states_filter: list[str], types_filter: list[str]) -> ListGroupsResult:
         return admin.list_groups(self.core, states_filter, types_filter)
@@ -342,7 +410,7 @@ class GroupCoordinatorService(CoordinatorRuntime):
 
     async def delete_groups(self, group_ids: list[str]) -> DeleteGroupsResult:
         rid, future = self._new_waiter()
-        return await self._answer(rid, future, admin.delete_groups(self.core, rid, group_ids))  # type: ignore[no-any-return]
+        return await self._answer_as(DeleteGroupsResult, rid, future, admin.delete_groups(self.core, rid, group_ids))
 
     # ---- KIP-848 consumer groups ------------------------------------------------------
 
@@ -350,7 +418,7 @@ class GroupCoordinatorService(CoordinatorRuntime):
                                        group_config: GroupConfig = BROKER_DEFAULTS) -> HeartbeatResult:
         rid, future = self._new_waiter()
         out = consumer_heartbeat.heartbeat(self.core, rid, request, topics, group_config)
-        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+        return await self._answer_as(HeartbeatResult, rid, future, out)
 
     def consumer_group_describe(self, group_ids: list[str]) -> list[consumer_admin.DescribedConsumerGroup]:
         return [consumer_admin.describe(self.core, g) for g in group_ids]

@@ -14,11 +14,13 @@ import base64
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Literal, NamedTuple, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from kmirror.config.server import ServerConfig
+from kmirror.kip1279.membership import Rejected, SetMirrorName
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.metadata.config_description import DescribeConfigsResult, describe_configs
 from kmirror.metadata.controller import acls as acl_ops
 from kmirror.metadata.controller import client_quotas as quota_ops
@@ -56,6 +58,15 @@ from kmirror.metadata.records import BrokerEndpoint, Record, decode, encode
 from kmirror.ports import Clock
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+
+def _response(result: ControllerResult[R]) -> R:
+    """Every controller operation answers: a result without a response is a broken invariant."""
+    if result.response is None:
+        raise AssertionError(f"controller operation answered nothing ({len(result.records)} records)")
+    return result.response
 
 ImageListener = Callable[[MetadataImage | None, MetadataImage], None]
 
@@ -195,7 +206,7 @@ class MetadataService:
             except Exception:  # a subscriber's bug must not undo a durable change
                 log.exception("metadata listener %r failed", listener)
 
-    async def _run(self, op: Callable[[MetadataImage], ControllerResult[Any]], *, large: bool = False) -> Any:
+    async def _run(self, op: Callable[[MetadataImage], ControllerResult[R]], *, large: bool = False) -> R:
         """Run `op` and commit its records. A `large` operation (a creation of thousands of
         partitions: placement, encoding and replay take seconds of CPU) computes and writes on a
         worker thread, so the event loop keeps serving every other client meanwhile; the image
@@ -204,15 +215,15 @@ class MetadataService:
             if not large:
                 result = op(self._image)
                 self._commit(result.records)
-                return result.response
+                return _response(result)
             image = self._image
             result, written = await asyncio.to_thread(self._compute_and_write, op, image)
             if written is not None:
                 self._announce(written)
-            return result.response
+            return _response(result)
 
-    def _compute_and_write(self, op: Callable[[MetadataImage], ControllerResult[Any]],
-                           image: MetadataImage) -> tuple[ControllerResult[Any], _Written | None]:
+    def _compute_and_write(self, op: Callable[[MetadataImage], ControllerResult[R]],
+                           image: MetadataImage) -> tuple[ControllerResult[R], _Written | None]:
         result = op(image)
         return result, (self._write(image, result.records) if result.records else None)
 
@@ -336,11 +347,13 @@ class MetadataService:
         result: ApiError = await self._run(lambda image: mirror_ops.set_source_cluster_id(image, name, cluster_id))
         return result
 
-    async def delete_mirror(self, name: str, partition_states: Mapping[str, Any]) -> ApiError:
+    async def delete_mirror(
+        self, name: str, partition_states: Mapping[str, Iterable[MirrorPartitionState]]
+    ) -> ApiError:
         result: ApiError = await self._run(lambda image: mirror_ops.delete_mirror(image, name, partition_states))
         return result
 
-    async def set_mirror_names(self, decisions: Mapping[str, Any]) -> dict[str, ApiError]:
+    async def set_mirror_names(self, decisions: Mapping[str, SetMirrorName | Rejected]) -> dict[str, ApiError]:
         result: dict[str, ApiError] = await self._run(lambda image: mirror_ops.set_mirror_names(image, decisions))
         return result
 

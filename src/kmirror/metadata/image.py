@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import NamedTuple, TypeVar, cast
 
 from kmirror.metadata.records import (
     NO_BROKER,
@@ -40,6 +40,9 @@ from kmirror.metadata.records import (
     UserScramCredentialRecord,
 )
 from kmirror.security.scram import ScramCredential
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class ConfigResourceType(IntEnum):
@@ -131,27 +134,32 @@ class AclBinding:
     permission_type: int
 
 
-def _frozen(d: dict[Any, Any]) -> Mapping[Any, Any]:
+def _frozen(d: Mapping[K, V]) -> Mapping[K, V]:
     return MappingProxyType(d)
 
 
-_EMPTY: Mapping[Any, Any] = MappingProxyType({})
+_EMPTY_PROXY: Mapping[object, object] = MappingProxyType({})
+
+
+def _empty() -> Mapping[K, V]:
+    """The one shared empty mapping, as any mapping type (it holds nothing)."""
+    return cast("Mapping[K, V]", _EMPTY_PROXY)
 
 
 @dataclass(frozen=True)
 class MetadataImage:
     offset: int = -1
     cluster_id: str | None = None
-    features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
-    topics: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY)
-    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: _EMPTY)
-    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _EMPTY)
-    configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
-    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: _EMPTY)
-    scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: _EMPTY)
+    features: Mapping[str, int] = field(default_factory=_empty)
+    topics: Mapping[str, TopicImage] = field(default_factory=_empty)
+    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=_empty)
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=_empty)
+    configs: Mapping[ConfigResource, Mapping[str, str]] = field(default_factory=_empty)
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=_empty)
+    scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=_empty)
     """(user name, ScramMechanism type) -> credential, from UserScramCredentialRecords."""
     client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(
-        default_factory=lambda: _EMPTY)
+        default_factory=_empty)
     """Client quota entity (sorted `(entity_type, entity_name)` pairs, None: default) -> key -> value."""
     next_producer_id: int = 0
     producer_id_floor: int = 0
@@ -169,7 +177,7 @@ class MetadataImage:
     # -- conveniences for handlers and other services --------------------------------------
 
     def topic_config(self, topic: str) -> Mapping[str, str]:
-        return self.configs.get(ConfigResource(ConfigResourceType.TOPIC, topic), _EMPTY)
+        return self.configs.get(ConfigResource(ConfigResourceType.TOPIC, topic), _empty())
 
     def live_brokers(self) -> list[BrokerRegistration]:
         """Registered, unfenced brokers sorted by id."""
@@ -249,7 +257,7 @@ class _Delta:
                 topics, by_id = self._topics()
                 if name in topics or topic_id in by_id:
                     raise MetadataInvariantError(f"topic {name} ({topic_id}) already exists")
-                t = TopicImage(name, topic_id, _EMPTY)
+                t = TopicImage(name, topic_id, _empty())
                 topics[name] = t
                 by_id[topic_id] = t
                 self.partitions[topic_id] = {}

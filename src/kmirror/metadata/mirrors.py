@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 from uuid import UUID
 
 from kmirror.config.mirror import BOOTSTRAP_SERVERS, InvalidMirrorConfig, MirrorConfig, parse_mirror_config
@@ -99,16 +99,21 @@ def mirror_topics(image: MetadataImage, name: str, *, include_removed: bool = Fa
 UNSUPPORTED_VERSION_CODE = 35
 
 
-class PartitionLeaderView(Protocol):
-    """What the partition leader's `MirrorManager` tells about a partition it leads."""
+class CachedStateView(Protocol):
+    """A cached answer to "which state is this mirrored partition in" (the partition leader's
+    `MirrorManager`, the local `MirrorCoordinatorService`)."""
 
     def cached_state(self, mirror_name: str, topic_id: UUID, partition: int) -> MirrorPartitionState | None: ...
+
+
+class PartitionLeaderView(CachedStateView, Protocol):
+    """What the partition leader's `MirrorManager` tells about a partition it leads."""
 
     def source_topic_deleted(self, mirror_name: str, topic_id: UUID, partition: int) -> bool: ...
 
 
 def is_topic_partition_read_only(
-    image: MetadataImage | None, topic: str, partition: int, coordinator: Any | None,
+    image: MetadataImage | None, topic: str, partition: int, coordinator: CachedStateView | None,
     leader: PartitionLeaderView | None = None,
 ) -> bool:
     """Produce / DeleteRecords answer READ_ONLY_TOPIC (`membership.is_read_only`). The

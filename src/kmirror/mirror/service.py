@@ -170,7 +170,7 @@ class _MemoryStateLog:
         return {}
 
 
-class MirrorCoordinatorService(CoordinatorRuntime):
+class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
     """The MirrorCoordinator on `CoordinatorRuntime` (`__mirror_state`), plus the routing of
     reads and writes to each key's coordinator and the source lookups of the control plane."""
 
@@ -202,7 +202,7 @@ class MirrorCoordinatorService(CoordinatorRuntime):
 
     # ---- __mirror_state records (the runtime's serde hooks) ----------------------------
 
-    def _replay(self, partition: int) -> tuple[int, Any]:
+    def _replay(self, partition: int) -> tuple[int, MirrorOutput | None]:
         raw = list(self._log.read_all(partition))
         self.coordinator.complete_load(partition, codec.decode_records(raw))
         return len(raw), None

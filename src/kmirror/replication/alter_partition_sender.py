@@ -32,7 +32,35 @@ class ControllerSender(Protocol):
     async def send(self, api_key: int, timeout_ms: int | None = None, **fields: Any) -> Any: ...
 
 
-class AlterPartitionSender:
+class _AlterPartitionTasks:
+    """One task per submitted item, each answering the replica manager; `close` cancels the
+    ones still running."""
+
+    def __init__(self, replica_manager: Any, broker_id: int, broker_epoch: Callable[[], int]) -> None:
+        self.replica_manager = replica_manager
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def submit(self, item: AlterPartitionItem) -> None:
+        task = asyncio.get_running_loop().create_task(self._send(item))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, item: AlterPartitionItem) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+
+class AlterPartitionSender(_AlterPartitionTasks):
     """Through the controller channel (a broker-only node, or any node talking to a remote
     controller); `LocalAlterPartitionSender` serves a combined broker+controller node."""
 
@@ -43,16 +71,8 @@ class AlterPartitionSender:
         broker_id: int,
         broker_epoch: Callable[[], int] = lambda: -1,
     ) -> None:
+        super().__init__(replica_manager, broker_id, broker_epoch)
         self.channel = channel
-        self.replica_manager = replica_manager
-        self.broker_id = broker_id
-        self.broker_epoch = broker_epoch
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    def submit(self, item: AlterPartitionItem) -> None:
-        task = asyncio.get_running_loop().create_task(self._send(item))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _send(self, item: AlterPartitionItem) -> None:
         try:
@@ -109,30 +129,13 @@ class AlterPartitionSender:
             ALTER_PARTITION, broker_id=self.broker_id, broker_epoch=self.broker_epoch(), topics=(topic,)
         )
 
-    async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
 
-
-class LocalAlterPartitionSender:
+class LocalAlterPartitionSender(_AlterPartitionTasks):
     """A combined node: the controller is in this process (`MetadataService.alter_partition`)."""
 
     def __init__(self, metadata: Any, replica_manager: Any, broker_id: int, broker_epoch: Callable[[], int] = lambda: -1) -> None:
+        super().__init__(replica_manager, broker_id, broker_epoch)
         self.metadata = metadata
-        self.replica_manager = replica_manager
-        self.broker_id = broker_id
-        self.broker_epoch = broker_epoch
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    def submit(self, item: AlterPartitionItem) -> None:
-        task = asyncio.get_running_loop().create_task(self._send(item))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _send(self, item: AlterPartitionItem) -> None:
         request = ControllerItem(item.topic_id, item.partition, item.leader_epoch, item.new_isr, item.partition_epoch)  # type: ignore[arg-type]
@@ -151,7 +154,3 @@ class LocalAlterPartitionSender:
         code = ErrorCode(r.error.code)
         committed = PartitionState(r.leader_id, r.leader_epoch, r.partition_epoch, (), tuple(r.isr)) if code == ErrorCode.none else None
         self.replica_manager.handle_alter_partition_response(item, code, committed)
-
-    async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()

@@ -7,7 +7,7 @@ real `Log` satisfies it, and tests may use the real `Log` over the in-memory fil
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.outcomes import (
@@ -19,6 +19,7 @@ from kmirror.log.outcomes import (
     TimestampAndOffset,
 )
 from kmirror.log.producer_state import ProducerStateEntry
+from kmirror.log.transaction_index import AbortedTxn
 from kmirror.records.batch import RECORD_BATCH_OVERHEAD, CorruptRecordError, read_header
 from kmirror.replication.outcomes import AppendOutcome, PartitionError
 
@@ -46,12 +47,12 @@ class PartitionLog(Protocol):
 
     def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo | AppendError: ...
 
-    def read(self, fetch_offset: int, max_bytes: int, max_offset: int, min_one_message: bool
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool
              ) -> FetchDataInfo | OffsetOutOfRange: ...
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None: ...
 
-    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> Sequence[Any]:
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> Sequence[AbortedTxn]:
         """Aborted transactions (each with `producer_id`, `first_offset`) overlapping the range."""
         ...
 

@@ -14,10 +14,10 @@ and takes the leader's high watermark, bounded by its own log end offset.
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import UUID
 
 from kmirror.log.append_analysis import AppendOrigin
+from kmirror.log.outcomes import TimestampAndOffset
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.epoch_assignment import assign_epoch_start_offset, below_log_epochs
 from kmirror.replication.isr_changes import IsrChanges
@@ -512,6 +512,6 @@ def _out_of_range(tp: TopicPartition, offset: int, log_start: int, log_end: int)
     )
 
 
-def _timestamp_offset_fields(found: Any) -> tuple[int, int, int]:
+def _timestamp_offset_fields(found: TimestampAndOffset) -> tuple[int, int, int]:
     epoch = getattr(found, "leader_epoch", None)
     return int(found.timestamp), int(found.offset), UNKNOWN_EPOCH if epoch is None else int(epoch)

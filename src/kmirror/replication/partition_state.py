@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+
+from kmirror.metadata.image import PartitionRegistration
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,7 @@ class RoleChange:
     isr_changed: bool = False
 
 
-def partition_state_from(registration: Any) -> PartitionState:
+def partition_state_from(registration: PartitionRegistration) -> PartitionState:
     """Read a metadata `PartitionRegistration` into the state a partition follows."""
     return PartitionState(
         leader=int(registration.leader),
@@ -40,6 +41,6 @@ def partition_state_from(registration: Any) -> PartitionState:
     )
 
 
-def hosted_here(registration: Any, node_id: int) -> bool:
+def hosted_here(registration: PartitionRegistration, node_id: int) -> bool:
     replicas: Iterable[int] = registration.replicas
     return node_id in replicas

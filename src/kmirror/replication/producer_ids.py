@@ -8,7 +8,6 @@ when the block is used up and the node must ask the controller for a new one
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +47,7 @@ class ProducerIdManager:
         self._next = block.first_producer_id
         return True
 
-def producer_id_block_from(allocated: Any) -> ProducerIdBlock:
+def producer_id_block_from(allocated: object) -> ProducerIdBlock:
     """Read the controller's answer: a `(first, size)` pair or an object naming them the way
     Kafka's AllocateProducerIds response does (`producer_id_start`, `producer_id_len`)."""
     if isinstance(allocated, ProducerIdBlock):

@@ -54,7 +54,7 @@ from kmirror.replication.replica_ports import (
     FollowedPartition,
     WriteGuard,
 )
-from kmirror.replication.replica_selector import ReplicaView, select_preferred_read_replica
+from kmirror.replication.replica_selector import preferred_read_replica
 from kmirror.replication.replication_quota import ReplicationQuotaManager
 from kmirror.types import TopicPartition
 
@@ -371,7 +371,9 @@ class ReplicaManager:
                     self.leader_quota.record(read.size, now_ms)
                 self._after_follower_fetch(partition)
             else:
-                preferred = self._preferred_read_replica(partition, client_rack, req.fetch_offset)
+                preferred = preferred_read_replica(
+                    partition, self._image, self.config, self.node_id, client_rack, req.fetch_offset, now_ms
+                )
                 if preferred is not None:
                     results[tp] = preferred
                     continue
@@ -401,27 +403,6 @@ class ReplicaManager:
             # The HW moved: parked acks=all produces and consumer fetches re-check.
             self._hw_seen[tp] = partition.high_watermark
             self._notify_append(tp)
-
-    def _preferred_read_replica(self, partition: Partition, client_rack: str | None, fetch_offset: int) -> ReadOutcome | None:
-        """KIP-392 on the leader: an answer naming another replica, or None to read here."""
-        if client_rack is None or not partition.is_leader or not _rack_aware_selector(self.config):
-            return None
-        views = [ReplicaView(self.node_id, _rack_of(self._image, self.node_id), partition.log.log_end_offset, 0)]
-        now_ms = self.clock.monotonic_ms()
-        for replica in partition.replicas:
-            st = partition.replica_state(replica)
-            # Kafka: only ISR followers that hold `fetch_offset` (others may lag or truncate).
-            if st is None or replica not in partition.isr or not (st.log_start_offset <= fetch_offset <= st.log_end_offset):
-                continue
-            views.append(ReplicaView(replica, _rack_of(self._image, replica), st.log_end_offset, now_ms - st.last_caught_up_time_ms))
-        chosen = select_preferred_read_replica(client_rack, views, leader_id=self.node_id)
-        if chosen is None or chosen == self.node_id:
-            return None
-        log = partition.log
-        return ReadOutcome(
-            b"", log.high_watermark, log.last_stable_offset, log.log_start_offset, log.log_end_offset,
-            preferred_read_replica=chosen,
-        )
 
     # -- ISR maintenance ----------------------------------------------------------------
 
@@ -506,26 +487,11 @@ class ReplicaManager:
         return describe_log_dirs(self.log_manager, self._partitions, partitions, self.disk_usage)
 
 
-RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
-
-
-def _rack_aware_selector(config: Any) -> bool:
-    values = getattr(config, "values", None)
-    selector = values.get("replica.selector.class") if isinstance(values, Mapping) else None
-    return selector is not None and str(selector).rsplit(".", 1)[-1] == "RackAwareReplicaSelector"
-
-
 def _keeps_source_epochs(image: MetadataImage, topic: str) -> bool:
     """The topic is attached to a mirror (KIP-1279 `mirror.name`, not `.removed`): its
     records are the source's, with the source's leader epochs."""
     value = image.topic_config(topic).get(MIRROR_NAME_CONFIG)
     return bool(value) and not str(value).endswith(".removed")
-
-
-def _rack_of(image: Any, broker_id: int) -> str | None:
-    brokers = getattr(image, "brokers", None) or {}
-    registration = brokers.get(broker_id)
-    return None if registration is None else registration.rack
 
 
 def _replica_lag_time_max_ms(config: Any) -> int:

@@ -7,8 +7,14 @@ shares the client's rack. Without a client rack: the leader.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from kmirror.metadata.image import MetadataImage
+from kmirror.replication.outcomes import ReadOutcome
+from kmirror.replication.partition import Partition
+
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,3 +38,40 @@ def select_preferred_read_replica(client_rack: str | None, replicas: Sequence[Re
         return leader_id
     best = max(same_rack, key=lambda r: (r.log_end_offset, -r.time_since_last_caught_up_ms))
     return best.broker_id
+
+
+def preferred_read_replica(
+    partition: Partition, image: MetadataImage | None, config: object, node_id: int,
+    client_rack: str | None, fetch_offset: int, now_ms: int,
+) -> ReadOutcome | None:
+    """KIP-392 on the leader `node_id`: an answer naming another replica, or None to read here.
+    Only with `replica.selector.class` set to the rack-aware selector."""
+    if client_rack is None or not partition.is_leader or not _rack_aware_selector(config):
+        return None
+    views = [ReplicaView(node_id, _rack_of(image, node_id), partition.log.log_end_offset, 0)]
+    for replica in partition.replicas:
+        st = partition.replica_state(replica)
+        # Kafka: only ISR followers that hold `fetch_offset` (others may lag or truncate).
+        if st is None or replica not in partition.isr or not (st.log_start_offset <= fetch_offset <= st.log_end_offset):
+            continue
+        views.append(ReplicaView(replica, _rack_of(image, replica), st.log_end_offset, now_ms - st.last_caught_up_time_ms))
+    chosen = select_preferred_read_replica(client_rack, views, leader_id=node_id)
+    if chosen is None or chosen == node_id:
+        return None
+    log = partition.log
+    return ReadOutcome(
+        b"", log.high_watermark, log.last_stable_offset, log.log_start_offset, log.log_end_offset,
+        preferred_read_replica=chosen,
+    )
+
+
+def _rack_aware_selector(config: object) -> bool:
+    values = getattr(config, "values", None)
+    selector = values.get("replica.selector.class") if isinstance(values, Mapping) else None
+    return selector is not None and str(selector).rsplit(".", 1)[-1] == "RackAwareReplicaSelector"
+
+
+def _rack_of(image: MetadataImage | None, broker_id: int) -> str | None:
+    brokers = getattr(image, "brokers", None) or {}
+    registration = brokers.get(broker_id)
+    return None if registration is None else registration.rack

@@ -15,7 +15,7 @@ FollowerReplication, as kafka-reassign-partitions.sh sets it up).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Protocol
 
 from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
 from kmirror.ports import Clock
@@ -23,18 +23,20 @@ from kmirror.replication.replication_quota import UNLIMITED, ReplicationQuotaMan
 from kmirror.replication.sampled_rate import QuotaWindow
 from kmirror.types import TopicPartition
 
+
+class BrokerConfigView(Protocol):
+    def get(self, key: str) -> object: ...
+
 LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
 FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
 LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 
-
-def quota_window(config: Any) -> QuotaWindow:
+def quota_window(config: BrokerConfigView | None) -> QuotaWindow:
     if config is None:
         return QuotaWindow()
-    return QuotaWindow(int(config.get("replication.quota.window.num")),
-                       int(config.get("replication.quota.window.size.seconds")) * 1000)
-
+    return QuotaWindow(int(str(config.get("replication.quota.window.num"))),
+                       int(str(config.get("replication.quota.window.size.seconds"))) * 1000)
 
 def broker_rate(image: MetadataImage, broker_id: int, key: str, static_rate: int) -> int:
     """The dynamic value of `key` for `broker_id` (its own, else the cluster default), else `static_rate`."""
@@ -45,7 +47,6 @@ def broker_rate(image: MetadataImage, broker_id: int, key: str, static_rate: int
             rate = int(value)
     return rate
 
-
 def throttled_replica_entries(image: MetadataImage, key: str) -> Mapping[str, list[str]]:
     """topic -> the entries of its `key` topic config (topics without one are left out)."""
     out: dict[str, list[str]] = {}
@@ -54,18 +55,16 @@ def throttled_replica_entries(image: MetadataImage, key: str) -> Mapping[str, li
             out[resource.name] = values[key].split(",")
     return out
 
-
 def update_replication_quota(
     quota: ReplicationQuotaManager, image: MetadataImage, rate_key: str, replicas_key: str, static_rate: int
 ) -> None:
     quota.set_rate(broker_rate(image, quota.broker_id, rate_key, static_rate))
     quota.update_throttled_replicas(throttled_replica_entries(image, replicas_key))
 
-
 class ReplicationThrottles:
     """The leader and follower replication quotas of one broker, following the image."""
 
-    def __init__(self, broker_id: int, config: Any, clock: Clock) -> None:
+    def __init__(self, broker_id: int, config: BrokerConfigView | None, clock: Clock) -> None:
         window = quota_window(config)
         now_ms = clock.monotonic_ms()
         self.leader = ReplicationQuotaManager(broker_id, window, UNLIMITED, now_ms)
@@ -74,7 +73,6 @@ class ReplicationThrottles:
     def on_image(self, image: MetadataImage) -> None:
         update_replication_quota(self.leader, image, LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS, UNLIMITED)
         update_replication_quota(self.follower, image, FOLLOWER_THROTTLED_RATE, FOLLOWER_THROTTLED_REPLICAS, UNLIMITED)
-
 
 class FollowerThrottle:
     """The follower quota as the fetch engine asks it (Kafka `shouldFollowerThrottle`): only

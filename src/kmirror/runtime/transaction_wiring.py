@@ -18,7 +18,7 @@ from kio.schema.write_txn_markers.v1 import request as write_txn_markers_v1
 
 from kmirror.broker.services import BrokerServices
 from kmirror.broker.txn_markers import MarkerEntry, write_txn_markers
-from kmirror.coordinator.transaction.coordinator import TxnMarker
+from kmirror.coordinator.transaction.results import TxnMarker
 from kmirror.coordinator.transaction.service import TOPIC_DELETED
 from kmirror.protocol.entities import build
 from kmirror.protocol.errors import ErrorCode

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from kmirror.coordinator.consumer_group import admin as consumer_admin
 from kmirror.coordinator.consumer_group.state import parse_consumer_group_state
-from kmirror.coordinator.group.coordinator import GroupCoordinator, PartitionStatus
+from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.state import GroupState, parse_state
 from kmirror.coordinator.offsets import replay
+from kmirror.coordinator.partition_status import PartitionStatus
 from kmirror.coordinator.results import (
     DeleteGroupResult,
     DeleteGroupsResult,

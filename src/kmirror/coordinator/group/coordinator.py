@@ -14,19 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from enum import Enum
 
 from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.consumer_group import coexistence, membership
 from kmirror.coordinator.consumer_group import replay as consumer_replay
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
-from kmirror.coordinator.group import expiry, static_members
+from kmirror.coordinator.group import expiry, static_members, sync_group
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.member import MemberMetadata, Protocol
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.group.static_rejoin import rejoin_static
 from kmirror.coordinator.offsets import replay
 from kmirror.coordinator.offsets.partitioner import partition_for
+from kmirror.coordinator.partition_status import PartitionStatus, partition_coordinator_error
 from kmirror.coordinator.results import (
     Append,
     GroupOutput,
@@ -41,11 +41,6 @@ from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
 
 E = ErrorCode
-
-
-class PartitionStatus(Enum):
-    LOADING = "loading"
-    LOADED = "loaded"
 
 
 @dataclass
@@ -98,12 +93,7 @@ class GroupCoordinator:
     def coordinator_error(self, group_id: str) -> ErrorCode | None:
         """NOT_COORDINATOR unless this node leads the group's partition; LOAD_IN_PROGRESS
         while it replays it (Kafka `GroupCoordinatorService` / `CoordinatorRuntime`)."""
-        status = self.state.partitions.get(self.partition_for(group_id))
-        if status is None:
-            return E.not_coordinator
-        if status is PartitionStatus.LOADING:
-            return E.coordinator_load_in_progress
-        return None
+        return partition_coordinator_error(self.state.partitions, self.partition_for(group_id))
 
     def begin_load(self, partition: int) -> None:
         self.state.partitions[partition] = PartitionStatus.LOADING
@@ -134,7 +124,7 @@ class GroupCoordinator:
             del self.state.consumer_groups[group_id]
         for group_id in [g for g in self.state.groups if self.partition_for(g) == partition]:
             group = self.state.groups.pop(group_id)
-            out.extend(self._fail_waiters(group, E.not_coordinator))
+            out.extend(sync_group.fail_waiters(self, group, E.not_coordinator))
             group.transition_to(GroupState.DEAD, self.clock.now_ms())
         return out
 
@@ -281,7 +271,7 @@ class GroupCoordinator:
             # The leader's assignment will never come for this generation.
             for member in group.members.values():
                 member.assignment = b""
-            out.extend(self._fail_syncs(group, E.rebalance_in_progress))
+            out.extend(sync_group.fail_syncs(self, group, E.rebalance_in_progress))
         group.sync_deadline_ms = None
         group.pending_sync_members.clear()
         if group.is_in(GroupState.EMPTY) and self.config.group_initial_rebalance_delay_ms > 0:
@@ -332,103 +322,7 @@ class GroupCoordinator:
 
     # ---- SyncGroup -------------------------------------------------------------------
 
-    def sync(
-        self,
-        request_id: int,
-        *,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        assignments: dict[str, bytes],
-        group_instance_id: str | None = None,
-    ) -> GroupOutput:
-        out = GroupOutput()
-
-        def reply(error: ErrorCode) -> GroupOutput:
-            out.responses.append((request_id, SyncResult(error)))
-            return out
-
-        err = self.coordinator_error(group_id)
-        if err is not None:
-            return reply(err)
-        group = self.state.groups.get(group_id)
-        if group is None:
-            return reply(E.unknown_member_id)
-        if group.is_in(GroupState.DEAD):
-            return reply(E.coordinator_not_available)
-        member_error = static_members.validate_member(group, member_id, group_instance_id)
-        if member_error != E.none:
-            return reply(member_error)
-        if generation_id != group.generation_id:
-            return reply(E.illegal_generation)
-        if (protocol_type is not None and protocol_type != group.protocol_type) or (
-            protocol_name is not None and protocol_name != group.protocol_name
-        ):
-            return reply(E.inconsistent_group_protocol)
-        if group.is_in(GroupState.EMPTY):
-            return reply(E.unknown_member_id)
-        if group.is_in(GroupState.PREPARING_REBALANCE):
-            return reply(E.rebalance_in_progress)
-        member = group.members[member_id]
-        group.pending_sync_members.discard(member_id)
-        if not group.pending_sync_members:
-            group.sync_deadline_ms = None
-        group.heartbeat_deadline_ms[member_id] = self.clock.monotonic_ms() + member.session_timeout_ms
-        if group.is_in(GroupState.STABLE):
-            out.responses.append((request_id, self._sync_result(group, member)))
-            return out
-        # CompletingRebalance: wait for the leader's assignment.
-        self.state.pending_syncs[(group_id, member_id)] = request_id
-        member.awaiting_sync = True
-        if member_id == group.leader_id:
-            for m in group.members.values():
-                m.assignment = assignments.get(m.member_id, b"")
-            generation = group.generation_id
-            group.transition_to(GroupState.STABLE, self.clock.now_ms())
-
-            def persisted() -> GroupOutput:
-                return self._complete_syncs(group, generation, E.none)
-
-            def failed(error: ErrorCode) -> GroupOutput:
-                return self._complete_syncs(group, generation, error)
-
-            out.extend(self.store_group(group, on_success=persisted, on_failure=failed))
-        return out
-
-    def _sync_result(self, group: ClassicGroup, member: MemberMetadata) -> SyncResult:
-        return SyncResult(E.none, group.protocol_type, group.protocol_name, member.assignment)
-
-    def _complete_syncs(self, group: ClassicGroup, generation: int, error: ErrorCode) -> GroupOutput:
-        out = GroupOutput()
-        if group.generation_id != generation:
-            return out  # a newer rebalance already answered these syncs
-        for member in group.members.values():
-            request_id = self.state.pending_syncs.pop((group.group_id, member.member_id), None)
-            member.awaiting_sync = False
-            if request_id is not None:
-                result = self._sync_result(group, member) if error == E.none else SyncResult(error)
-                out.responses.append((request_id, result))
-        return out
-
-    def _fail_syncs(self, group: ClassicGroup, error: ErrorCode) -> GroupOutput:
-        out = GroupOutput()
-        for member in group.members.values():
-            member.awaiting_sync = False
-            request_id = self.state.pending_syncs.pop((group.group_id, member.member_id), None)
-            if request_id is not None:
-                out.responses.append((request_id, SyncResult(error)))
-        return out
-
-    def _fail_waiters(self, group: ClassicGroup, error: ErrorCode) -> GroupOutput:
-        out = self._fail_syncs(group, error)
-        for member in group.members.values():
-            request_id = self.state.pending_joins.pop((group.group_id, member.member_id), None)
-            member.awaiting_join = False
-            if request_id is not None:
-                out.responses.append((request_id, JoinResult(error, member_id=member.member_id)))
-        return out
+    sync = sync_group.sync  # SyncGroup of classic groups, in its own module
 
     # ---- Heartbeat / LeaveGroup ------------------------------------------------------
 

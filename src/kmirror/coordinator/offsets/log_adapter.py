@@ -6,7 +6,6 @@ partition's local log when it is loaded."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import iter_batches
@@ -14,6 +13,7 @@ from kmirror.records.builder import build_batch
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.records.record import decode_records
 from kmirror.replication.outcomes import PartitionError
+from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.types import TopicPartition
 
 READ_CHUNK_BYTES = 1 << 20
@@ -28,7 +28,7 @@ class CoordinatorAppendError(Exception):
 
 
 class ReplicaManagerCoordinatorLog:
-    def __init__(self, replica_manager: Any, topic: str = "__consumer_offsets") -> None:
+    def __init__(self, replica_manager: ReplicaManager, topic: str = "__consumer_offsets") -> None:
         self.replica_manager = replica_manager
         self.topic = topic
         self._open: dict[int, dict[int, list[tuple[bytes, bytes | None]]]] = {}

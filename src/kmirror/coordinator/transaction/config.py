@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 # Kafka's limit for a transactional id: a string field of the protocol holds at most
@@ -25,7 +24,7 @@ class TransactionConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
 
     @classmethod
-    def from_server_config(cls, config: Any) -> TransactionConfig:
+    def from_server_config(cls, config: object) -> TransactionConfig:
         """From ServerConfig's Kafka keys (`config.get`), else Kafka's defaults."""
         values: dict[str, int] = {}
         getter = getattr(config, "get", None)

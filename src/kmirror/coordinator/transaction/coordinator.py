@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kmirror.coordinator.group.coordinator import PartitionStatus
 from kmirror.coordinator.offsets.partitioner import partition_for
-from kmirror.coordinator.results import Append, Output
+from kmirror.coordinator.partition_status import PartitionStatus, partition_coordinator_error
+from kmirror.coordinator.results import Append
 from kmirror.coordinator.transaction import records
 from kmirror.coordinator.transaction.config import MAX_TRANSACTIONAL_ID_BYTES, TransactionConfig
 from kmirror.coordinator.transaction.metadata import (
@@ -37,6 +37,14 @@ from kmirror.coordinator.transaction.metadata import (
     TxnTransitMetadata,
     is_epoch_exhausted,
 )
+from kmirror.coordinator.transaction.results import (
+    DescribedTransaction,
+    InitProducerIdResult,
+    ListedTransaction,
+    TxnMarker,
+    TxnOutput,
+    append_error,
+)
 from kmirror.coordinator.transaction.state import TransactionState, transition
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
@@ -44,55 +52,6 @@ from kmirror.types import TopicPartition
 
 E = ErrorCode
 S = TransactionState
-
-
-@dataclass(frozen=True, slots=True)
-class TxnMarker:
-    """COMMIT or ABORT markers owed to the leaders of `partitions` (Kafka `TxnMarkerEntry`)."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    coordinator_epoch: int
-    commit: bool
-    partitions: frozenset[TopicPartition]
-
-
-@dataclass
-class TxnOutput(Output[Append]):
-    markers: list[TxnMarker] = field(default_factory=list)
-
-    def extend(self, other: Output) -> TxnOutput:
-        super().extend(other)
-        if isinstance(other, TxnOutput):
-            self.markers.extend(other.markers)
-        return self
-
-
-@dataclass(frozen=True, slots=True)
-class InitProducerIdResult:
-    error: ErrorCode
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = NO_PRODUCER_EPOCH
-
-
-@dataclass(frozen=True, slots=True)
-class DescribedTransaction:
-    transactional_id: str
-    error: ErrorCode
-    state: str = ""
-    transaction_timeout_ms: int = 0
-    start_timestamp_ms: int = -1
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    partitions: tuple[TopicPartition, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ListedTransaction:
-    transactional_id: str
-    producer_id: int
-    state: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,19 +69,6 @@ class CoreState:
     transactions: dict[str, TransactionMetadata] = field(default_factory=dict)
     partitions: dict[int, PartitionStatus] = field(default_factory=dict)
     coordinator_epochs: dict[int, int] = field(default_factory=dict)
-
-
-def append_error(error: ErrorCode) -> ErrorCode:
-    """Kafka `TransactionStateManager.appendTransactionToLog`: what a failed write of a
-    transaction record answers the client."""
-    if error in (E.unknown_topic_or_partition, E.not_enough_replicas, E.not_enough_replicas_after_append,
-                 E.request_timed_out):
-        return E.coordinator_not_available
-    if error in (E.not_leader_or_follower, E.kafka_storage_error, E.not_coordinator):
-        return E.not_coordinator
-    if error in (E.message_too_large, E.record_list_too_large):
-        return E.unknown_server_error
-    return error
 
 
 class TransactionCoordinator:
@@ -152,12 +98,7 @@ class TransactionCoordinator:
         return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
 
     def coordinator_error(self, transactional_id: str) -> ErrorCode | None:
-        status = self.state.partitions.get(self.partition_for(transactional_id))
-        if status is None:
-            return E.not_coordinator
-        if status is PartitionStatus.LOADING:
-            return E.coordinator_load_in_progress
-        return None
+        return partition_coordinator_error(self.state.partitions, self.partition_for(transactional_id))
 
     def begin_load(self, partition: int) -> None:
         self.state.partitions[partition] = PartitionStatus.LOADING

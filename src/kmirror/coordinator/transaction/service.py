@@ -13,14 +13,14 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 from kmirror.coordinator.ports import CoordinatorLog
-from kmirror.coordinator.results import Output
-from kmirror.coordinator.runtime import CoordinatorRuntime
+from kmirror.coordinator.results import Append, Output
+from kmirror.coordinator.runtime import KeyValueCoordinatorRuntime
 from kmirror.coordinator.transaction.config import TRANSACTION_STATE_TOPIC, TransactionConfig
-from kmirror.coordinator.transaction.coordinator import (
+from kmirror.coordinator.transaction.coordinator import TransactionCoordinator
+from kmirror.coordinator.transaction.results import (
     DescribedTransaction,
     InitProducerIdResult,
     ListedTransaction,
-    TransactionCoordinator,
     TxnMarker,
     TxnOutput,
 )
@@ -62,7 +62,7 @@ _MARKER_FINAL = {ErrorCode.none: "written", ErrorCode.invalid_producer_epoch: "r
                  kio_error_code(int(MirrorError.READ_ONLY_TOPIC)): "skipped: a mirror partition now"}
 
 
-class TransactionCoordinatorService(CoordinatorRuntime):
+class TransactionCoordinatorService(KeyValueCoordinatorRuntime):
     def __init__(self, node_id: int, config: TransactionConfig, log: CoordinatorLog, clock: Clock, *,
                  producer_ids: ProducerIds, write_markers: MarkerWriter, leader_of: LeaderLookup,
                  coordinator_epoch_of: Callable[[int], int], verify_remote: RemoteVerifier | None = None) -> None:
@@ -72,13 +72,15 @@ class TransactionCoordinatorService(CoordinatorRuntime):
         self._producer_ids = producer_ids
         self._write_markers = write_markers
         self._leader_of = leader_of
-        core = TransactionCoordinator(config, clock, producer_ids.next_producer_id, coordinator_epoch_of)
-        super().__init__(core, log, clock, TRANSACTION_STATE_TOPIC)
+        self._txn_core = TransactionCoordinator(config, clock, producer_ids.next_producer_id, coordinator_epoch_of)
+        super().__init__(self._txn_core, log, clock, TRANSACTION_STATE_TOPIC)
 
     @property
     def txn_core(self) -> TransactionCoordinator:
-        core: TransactionCoordinator = self.core
-        return core
+        return self._txn_core
+
+    def _replay(self, partition: int) -> tuple[int, Output[Append] | None]:
+        return self._replay_key_value(partition, self._txn_core.complete_load)
 
     def partition_for(self, transactional_id: str) -> int:
         return self.txn_core.partition_for(transactional_id)
@@ -97,21 +99,21 @@ class TransactionCoordinatorService(CoordinatorRuntime):
         out = self.txn_core.init_producer_id(rid, transactional_id=transactional_id,
                                              transaction_timeout_ms=transaction_timeout_ms,
                                              producer_id=producer_id, producer_epoch=producer_epoch)
-        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+        return await self._answer_as(InitProducerIdResult, rid, future, out)
 
     async def add_partitions(self, *, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[TopicPartition]) -> ErrorCode:
         rid, future = self._new_waiter()
         out = self.txn_core.add_partitions(rid, transactional_id=transactional_id, producer_id=producer_id,
                                            producer_epoch=producer_epoch, partitions=list(partitions))
-        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+        return await self._answer_as(ErrorCode, rid, future, out)
 
     async def end_txn(self, *, transactional_id: str, producer_id: int, producer_epoch: int,
                       committed: bool) -> ErrorCode:
         rid, future = self._new_waiter()
         out = self.txn_core.end_txn(rid, transactional_id=transactional_id, producer_id=producer_id,
                                     producer_epoch=producer_epoch, committed=committed)
-        return await self._answer(rid, future, out)  # type: ignore[no-any-return]
+        return await self._answer_as(ErrorCode, rid, future, out)
 
     async def verify_partitions(self, *, transactional_id: str, producer_id: int, producer_epoch: int,
                                 partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from kmirror.coordinator.group.coordinator import PartitionStatus
+from kmirror.coordinator.partition_status import PartitionStatus, partition_coordinator_error
 from kmirror.coordinator.results import Output
 from kmirror.kip1279.state import MirrorPartitionState, is_valid_transition
 from kmirror.mirror.coordinator.partitioner import metadata_partition_for, partition_for
@@ -130,12 +130,7 @@ class MirrorCoordinator:
     def coordinator_error(self, key: MirrorPartitionKey | ManagedAclsKey) -> ErrorCode | None:
         if not self.active:
             return E.coordinator_not_available
-        status = self.state.partitions.get(self.partition_for(key))
-        if status is None:
-            return E.not_coordinator
-        if status is PartitionStatus.LOADING:
-            return E.coordinator_load_in_progress
-        return None
+        return partition_coordinator_error(self.state.partitions, self.partition_for(key))
 
     def begin_load(self, partition: int) -> None:
         self.state.partitions[partition] = PartitionStatus.LOADING

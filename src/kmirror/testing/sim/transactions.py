@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 from kmirror.coordinator.offsets.log_adapter import ReplicaManagerCoordinatorLog
 from kmirror.coordinator.results import Output
 from kmirror.coordinator.transaction.config import TRANSACTION_STATE_TOPIC, TransactionConfig
-from kmirror.coordinator.transaction.coordinator import TransactionCoordinator, TxnMarker
+from kmirror.coordinator.transaction.coordinator import TransactionCoordinator
+from kmirror.coordinator.transaction.results import TxnMarker
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.builder import build_batch
 from kmirror.records.control import ControlType, build_control_batch

@@ -8,11 +8,8 @@ import pytest
 
 from kmirror.coordinator.transaction import records
 from kmirror.coordinator.transaction.config import TransactionConfig
-from kmirror.coordinator.transaction.coordinator import (
-    InitProducerIdResult,
-    TransactionCoordinator,
-    TxnOutput,
-)
+from kmirror.coordinator.transaction.coordinator import TransactionCoordinator
+from kmirror.coordinator.transaction.results import InitProducerIdResult, TxnOutput
 from kmirror.coordinator.transaction.state import TransactionState as S
 from kmirror.ports import ManualClock
 from kmirror.protocol.errors import ErrorCode as E

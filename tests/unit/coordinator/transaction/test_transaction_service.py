@@ -11,7 +11,7 @@ from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.offsets.commits import OffsetToCommit
 from kmirror.coordinator.runtime import GroupCoordinatorService
 from kmirror.coordinator.transaction.config import TransactionConfig
-from kmirror.coordinator.transaction.coordinator import TxnMarker
+from kmirror.coordinator.transaction.results import TxnMarker
 from kmirror.coordinator.transaction.service import TOPIC_DELETED, TransactionCoordinatorService
 from kmirror.kip1279.errors import MirrorError, kio_error_code
 from kmirror.ports import ManualClock
