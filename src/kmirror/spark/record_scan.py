@@ -4,7 +4,8 @@ Each record's position depends on the previous record's length, so the walk is s
 in Python it cost about as much as decompression itself. Compiled, one pass reads every
 record's fields (Kafka's `DefaultRecord` layout: length, attributes, timestampDelta,
 offsetDelta, key, value, header count) into arrays, and a second copies keys or values
-into one contiguous Arrow value buffer. Both release the GIL, so the fetch thread keeps
+into one contiguous Arrow value buffer. Both work one decompressed records section at a
+time, where the codec left it: the sections of a chunk are never joined into one buffer. Both release the GIL, so the fetch thread keeps
 running beside them.
 
 Layout checks are Kafka's (`DefaultRecord.readFrom`): a record whose fields do not end
@@ -58,9 +59,10 @@ def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
 
 
 @njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
-def scan_records(buf: np.ndarray, sizes: np.ndarray, counts: np.ndarray, out: np.ndarray) -> tuple[int, int]:
+def scan_records(buf: np.ndarray, sizes: np.ndarray, counts: np.ndarray, out: np.ndarray,
+                 first: int) -> tuple[int, int]:
     """Walk `counts[i]` records in each section of `sizes[i]` bytes, back to back in `buf`,
-    filling `out[FIELD, record]`. Returns (OK or an error code, records read)."""
+    filling `out[FIELD, first + record]`. Returns (OK or an error code, records read)."""
     pos = 0
     n = 0
     for s in range(len(sizes)):
@@ -99,15 +101,15 @@ def scan_records(buf: np.ndarray, sizes: np.ndarray, counts: np.ndarray, out: np
                 return 7, n
             if header_count == 0 and p != record_end:
                 return 4, n
-            out[TS_DELTA, n] = ts_delta
-            out[OFFSET_DELTA, n] = offset_delta
-            out[KEY_START, n] = key_start
-            out[KEY_LEN, n] = key_len
-            out[VALUE_START, n] = value_start
-            out[VALUE_LEN, n] = value_len
-            out[HEADER_START, n] = header_start
-            out[RECORD_END, n] = record_end
-            out[HEADER_COUNT, n] = header_count
+            out[TS_DELTA, first + n] = ts_delta
+            out[OFFSET_DELTA, first + n] = offset_delta
+            out[KEY_START, first + n] = key_start
+            out[KEY_LEN, first + n] = key_len
+            out[VALUE_START, first + n] = value_start
+            out[VALUE_LEN, first + n] = value_len
+            out[HEADER_START, first + n] = header_start
+            out[RECORD_END, first + n] = record_end
+            out[HEADER_COUNT, first + n] = header_count
             n += 1
             pos = record_end
         if pos != section_end:
@@ -133,15 +135,16 @@ def _copy_bytes(typingctx: Any, dst: Any, dst_pos: Any, src: Any, src_pos: Any, 
 
 @njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
 def gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, values: np.ndarray,
-           offsets: np.ndarray) -> None:
-    """Arrow binary layout: `values` holds buf[starts[i]:starts[i]+lengths[i]] back to back,
-    `offsets` (n + 1 int32) where each begins; a length of -1 (null) takes no bytes."""
-    o = 0
+           offsets: np.ndarray, first: int, o: int) -> int:
+    """Arrow binary layout, one source buffer at a time: for each record i, `values[o:]`
+    takes buf[starts[i]:starts[i]+lengths[i]] and `offsets[first + i]` (int32) says where it
+    begins; a length of -1 (null) takes no bytes. Returns where the next value begins (the
+    caller writes it as the last offset)."""
     for i in range(len(starts)):
-        offsets[i] = o
+        offsets[first + i] = o
         length = lengths[i]
         if length > 0:
             # (numba passes `typingctx` itself)
             _copy_bytes(values, o, buf, starts[i], length)  # type: ignore[call-arg]
             o += length
-    offsets[len(starts)] = o
+    return o
