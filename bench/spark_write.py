@@ -13,7 +13,10 @@ file for Spark. Each writer writes all rows to a fresh topic of PARTITIONS parti
    over Arrow batches of 10,000 rows (what Spark hands a Python writer), at-least-once.
 3. the same, exactly-once: one transaction (`kmirror.sink.exactlyOnce` path, marker included).
 4. Spark `spark.read.parquet(rows).write.format("kmirror").save()`, local[2] (2 cores shared by
-   Spark's JVM, its Python workers and the node).
+   Spark's JVM, its Python workers and the node), after a warm-up write of a few rows through
+   the same sink: the first Python job of a session starts Spark's Python workers and the first
+   `kmirror` write imports kmirror in each of them (planner, tasks, commit), a fixed cost of
+   seconds to tens of seconds on a loaded machine that is measured apart ("cold").
 5. Spark's ceiling for a Python sink: the same Parquet read written to a Python data source
    writer that only counts the Arrow batches it receives.
 6. Encoding only, no broker, one process: the sink's vectorised path (partitions, records,
@@ -22,7 +25,9 @@ file for Spark. Each writer writes all rows to a fresh topic of PARTITIONS parti
 7. Spark streaming copy, `readStream.format("kmirror")` of topic 4's rows to a new topic,
    `Trigger.AvailableNow`, at-least-once and then exactly-once (read and write together).
 
-MB are uncompressed key + value bytes; rows/s and MB/s over wall time of the write.
+MB are uncompressed key + value bytes; rows/s and MB/s over wall time of the write; CPU per
+row counts this process and its children (Spark's JVM and Python workers, client
+subprocesses) and the node, the measure that other work on a shared machine distorts least.
 
     .venv/bin/python bench/spark_write.py [--mb 512] [--codec lz4] [--out docs/benchmarks.md]
 """
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import sys
 import tempfile
@@ -58,10 +64,13 @@ from kmirror.testing.processes import free_port_block
 from kmirror.testing.spark import spark_session
 
 sys.path.insert(0, str(Path(__file__).parent))
+from cputime import cpu_seconds, node_pids  # noqa: E402
 from mirror import records  # noqa: E402  (the same 1 KiB JSON records as the mirror benchmark)
 
 PARTITIONS = 4
 ARROW_ROWS = 10_000
+NODES: list[int] = []  # the node's pids: its CPU counts in every measurement
+Row = tuple[str, float, float, float]  # (what, rows/s, MB/s, CPU microseconds per row)
 
 
 class CountingSink(DataSource):
@@ -154,25 +163,24 @@ def encode_only(table: pa.Table, codec: str, per_row: bool) -> None:
                                              base_sequence=0)
 
 
-def cpu_timed(what: str, rows: int, size: int, run: Any) -> tuple[str, float, float]:
+def measured(what: str, rows: int, size: int, run: Any) -> Row:
+    cpu = cpu_seconds(NODES)
     start = time.perf_counter()
     run()
     elapsed = time.perf_counter() - start
-    result = (what, rows / elapsed, size / elapsed / 1e6)
-    print(f"{what:55s} {result[1]:>12,.0f} rows/s {result[2]:>8.1f} MB/s", flush=True)
+    cpu = cpu_seconds(NODES) - cpu
+    result = (what, rows / elapsed, size / elapsed / 1e6, cpu / rows * 1e6)
+    print(f"{what:55s} {result[1]:>10,.0f} rows/s {result[2]:>7.1f} MB/s {cpu:6.2f} CPU s ({result[3]:.2f} us/row)"
+          f"  load {os.getloadavg()[0]:.1f}", flush=True)
     return result
 
 
-def timed(what: str, bootstrap: str, topic: str, rows: int, size: int, run: Any) -> tuple[str, float, float]:
+def timed(what: str, bootstrap: str, topic: str, rows: int, size: int, run: Any) -> Row:
     create_topic(bootstrap, topic, PARTITIONS)
-    start = time.perf_counter()
-    run()
-    elapsed = time.perf_counter() - start
+    result = measured(what, rows, size, run)
     written = sum(end_offsets(bootstrap, topic, PARTITIONS))
     markers = 64 if "exactly" in what else 0  # a transaction's COMMIT marker takes an offset per partition
     assert rows <= written <= rows + markers, f"{what}: {written} offsets written, expected {rows}"
-    result = (what, rows / elapsed, size / elapsed / 1e6)
-    print(f"{what:55s} {result[1]:>12,.0f} rows/s {result[2]:>8.1f} MB/s", flush=True)
     return result
 
 
@@ -185,13 +193,14 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="kmirror-spark-write-bench-"))
     port = free_port_block()
     up(work / "node", 1, port)
+    NODES.extend(node_pids(work / "node"))
     bootstrap = f"127.0.0.1:{port}"
     keys, values, size = make_rows(args.mb)
     n = len(values)
     table = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())})
-    pq.write_table(table, work / "rows.parquet", compression="none", row_group_size=100_000)
+    pq.write_table(table, work / "rows.parquet", compression="none", row_group_size=32_768)  # even splits over the tasks
     codec = args.codec
-    results: list[tuple[str, float, float]] = []
+    results: list[Row] = []
     try:
         results.append(timed("confluent-kafka producer, 1 process", bootstrap, "w-confluent", n, size,
                              lambda: confluent(bootstrap, "w-confluent", codec, keys, values)))
@@ -199,25 +208,26 @@ def main() -> int:
                              lambda: sink_task(bootstrap, "w-task", codec, table, False)))
         results.append(timed("kmirror sink task, 1 process, exactly-once", bootstrap, "w-task-eos", n, size,
                              lambda: sink_task(bootstrap, "w-task-eos", codec, table, True)))
-        results.append(cpu_timed("encoding only, vectorised (the sink's path)", n, size,
+        results.append(measured("encoding only, vectorised (the sink's path)", n, size,
                                  lambda: encode_only(table, codec, False)))
-        results.append(cpu_timed("encoding only, per row (the path it replaced)", n, size,
+        results.append(measured("encoding only, per row (the path it replaced)", n, size,
                                  lambda: encode_only(table, codec, True)))
         with spark_session("local[2]", **{"spark.driver.memory": "2g"}) as spark:
             spark.dataSource.register(CountingSink)
             rows_df = spark.read.parquet(str(work / "rows.parquet"))
 
-            def spark_write(topic: str) -> None:
-                rows_df.write.format("kmirror").option("kafka.bootstrap.servers", bootstrap) \
+            def spark_write(topic: str, df: Any = rows_df) -> None:
+                df.write.format("kmirror").option("kafka.bootstrap.servers", bootstrap) \
                     .option("topic", topic).option("kafka.compression.type", codec).save()
 
+            # Two tasks at once, as the timed write runs them on local[2]: both Python workers warm.
+            few = rows_df.limit(2000).repartition(2)
+            results.append(timed("cold: first Spark job of the session, 2,000 rows", bootstrap, "w-cold", 2000,
+                                 size * 2000 // n, lambda: spark_write("w-cold", few)))
             results.append(timed("Spark df.write.format(\"kmirror\"), local[2]", bootstrap, "w-spark", n, size,
                                  lambda: spark_write("w-spark")))
-            start = time.perf_counter()
-            rows_df.write.format("bench_counting_sink").mode("append").save()
-            elapsed = time.perf_counter() - start
-            results.append(("Spark to a Python sink that drops the rows (ceiling)", n / elapsed, size / elapsed / 1e6))
-            print(f"{results[-1][0]:55s} {results[-1][1]:>12,.0f} rows/s {results[-1][2]:>8.1f} MB/s", flush=True)
+            results.append(measured("Spark to a Python sink that drops the rows (ceiling)", n, size,
+                                    lambda: rows_df.write.format("bench_counting_sink").mode("append").save()))
 
             for exactly_once in (False, True):
                 out = f"w-stream-{'eos' if exactly_once else 'alo'}"
@@ -244,9 +254,9 @@ def main() -> int:
     if args.out:
         lines = [f"\n### Run of {time.strftime('%Y-%m-%d')}, {args.mb} MB ({n:,} rows of ~1 KiB), {codec}, "
                  f"{PARTITIONS} partitions\n",
-                 "| writer | rows/s | MB/s | vs confluent-kafka |", "|---|---:|---:|---:|"]
-        for what, rate, mb in results:
-            lines.append(f"| {what} | {rate:,.0f} | {mb:.0f} | {rate / results[0][1]:.2f}x |")
+                 "| writer | rows/s | MB/s | vs confluent-kafka | CPU us/row |", "|---|---:|---:|---:|---:|"]
+        for what, rate, mb, us in results:
+            lines.append(f"| {what} | {rate:,.0f} | {mb:.0f} | {rate / results[0][1]:.2f}x | {us:.2f} |")
         with args.out.open("a") as f:
             f.write("\n".join(lines) + "\n")
     return 0

@@ -6,7 +6,8 @@ offset, key, value, headers, timestamp and its type) for every codec; offset ran
 offsets, timestamps and minPartitions; read_committed drops aborted transactions and
 markers that a source log holds (and so does kmirror's console consumer); the sink round trip (topic column or option, keys,
 headers, explicit partitions); a write to a missing topic fails with the broker's error;
-each bad option fails with one clear message; SASL options reach the client."""
+each bad option fails with one clear message; SASL options reach the client; filters on
+topic, partition and offset pushed into the read cut its tasks and return the same rows."""
 
 from __future__ import annotations
 
@@ -130,6 +131,32 @@ def test_offset_ranges_timestamps_and_min_partitions(module_node: LocalCluster, 
     df = read(spark, module_node.bootstrap, subscribe="ranges", minPartitions="6")
     assert df.rdd.getNumPartitions() == 6
     assert offsets(df) == [(p, o) for p in (0, 1) for o in range(100)]
+
+
+def test_pushed_filters_cut_the_planned_ranges_and_return_the_same_rows(module_node: LocalCluster,
+                                                                        spark: Any) -> None:
+    create_topic(module_node.bootstrap, "pushdown", 3)
+    producer = Producer({"bootstrap.servers": module_node.bootstrap, "linger.ms": 0})
+    for i in range(300):
+        producer.produce("pushdown", key=b"k%d" % (i % 4), value=b"%d" % i, partition=i % 3)
+    assert producer.flush(30) == 0
+    query = "partition IN (0, 2) AND offset >= 90 AND offset < 95 AND key = X'6B31'"
+    df = read(spark, module_node.bootstrap, subscribe="pushdown")
+    assert df.filter(query).rdd.getNumPartitions() == 3  # pushdown off (Spark's default): every partition read
+    expected = sorted((r["partition"], r["offset"]) for r in df.filter(query).collect())
+    # Record i is at offset i // 3 of partition i % 3 with key k(i % 4).
+    assert expected == sorted((i % 3, i // 3) for i in range(300)
+                              if i % 3 in (0, 2) and 90 <= i // 3 < 95 and i % 4 == 1)
+    PUSH = {"kmirror.source.pushFilters": "true"}  # noqa: N806
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        pushed = read(spark, module_node.bootstrap, subscribe="pushdown", **PUSH).filter(query)
+        assert pushed.rdd.getNumPartitions() == 2  # one task per remaining partition, 5 offsets each
+        assert sorted((r["partition"], r["offset"]) for r in pushed.collect()) == expected
+        nothing = read(spark, module_node.bootstrap, subscribe="pushdown", **PUSH).filter("offset > 10 AND offset < 5")
+        assert nothing.count() == 0
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
 
 
 def test_read_committed_skips_aborted_transactions_and_markers(module_node: LocalCluster, spark: Any) -> None:

@@ -4,8 +4,9 @@ Each record's position depends on the previous record's length, so the walk is s
 in Python it cost about as much as decompression itself. Compiled, one pass reads every
 record's fields (Kafka's `DefaultRecord` layout: length, attributes, timestampDelta,
 offsetDelta, key, value, header count) into arrays, and a second copies keys or values
-into one contiguous Arrow value buffer. Both release the GIL, so the fetch thread keeps
-running beside them.
+into one contiguous Arrow value buffer. Both work one decompressed records section at a
+time, where the codec left it (the sections of a chunk are never joined into one buffer),
+and release the GIL, so the fetch thread keeps running beside them.
 
 Layout checks are Kafka's (`DefaultRecord.readFrom`): a record whose fields do not end
 exactly at its length, a record past its batch, or records that do not fill the batch are
@@ -64,17 +65,18 @@ def varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
 
 
 @njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
-def scan_records(buf: np.ndarray, sizes: np.ndarray, counts: np.ndarray, out: np.ndarray) -> tuple[int, int]:
+def scan_records(buf: np.ndarray, sizes: np.ndarray, counts: np.ndarray, out: np.ndarray,
+                 first: int) -> tuple[int, int]:
     """Walk `counts[i]` records in each section of `sizes[i]` bytes, back to back in `buf`,
-    filling `out[FIELD, record]`. Returns (OK or an error code, records read)."""
+    filling `out[FIELD, first + record]`. Returns (OK or an error code, records read)."""
     pos = 0
-    n = 0
+    n = first
     for s in range(len(sizes)):
         error, n = scan_section(buf, pos, pos + sizes[s], counts[s], out, n)
         if error != 0:
-            return error, n
+            return error, n - first
         pos += sizes[s]
-    return 0, n
+    return 0, n - first
 
 
 @njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
@@ -149,18 +151,19 @@ def copy_bytes(typingctx: Any, dst: Any, dst_pos: Any, src: Any, src_pos: Any, n
 
 @njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
 def gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, values: np.ndarray,
-           offsets: np.ndarray) -> None:
-    """Arrow binary layout: `values` holds buf[starts[i]:starts[i]+lengths[i]] back to back,
-    `offsets` (n + 1 int32) where each begins; a length of -1 (null) takes no bytes."""
-    o = 0
+           offsets: np.ndarray, first: int, o: int) -> int:
+    """Arrow binary layout, one source buffer at a time: for each record i, `values[o:]`
+    takes buf[starts[i]:starts[i]+lengths[i]] and `offsets[first + i]` (int32) says where it
+    begins; a length of -1 (null) takes no bytes. Returns where the next value begins (the
+    caller writes it as the last offset)."""
     for i in range(len(starts)):
-        offsets[i] = o
+        offsets[first + i] = o
         length = lengths[i]
         if length > 0:
             # (numba passes `typingctx` itself)
             copy_bytes(values, o, buf, starts[i], length)  # type: ignore[call-arg]
             o += length
-    offsets[len(starts)] = o
+    return o
 
 
 # Columns of `walk_batches`'s output (v2 batch headers, Kafka `DefaultRecordBatch`), one int64 row each.

@@ -2,11 +2,12 @@
 source schema, vectorised.
 
 Per chunk of about a MiB: the batches' record sections are decompressed (C codecs) and
-joined into one buffer; one compiled pass (`record_scan`) reads every record's fields
-(each record's position depends on the previous one's length, so this walk is sequential);
-keys and values are copied into contiguous Arrow value buffers by a second compiled pass;
-offsets, timestamps and the other columns are numpy arithmetic over those fields. No
-Python object is made per record.
+decoded where each lies (an uncompressed batch in the fetched buffer itself), never joined;
+one compiled pass (`record_scan`) reads every record's fields (each record's position
+depends on the previous one's length, so this walk is sequential); keys and values are
+copied once, into contiguous Arrow value buffers, by a second compiled pass; offsets,
+timestamps and the other columns are numpy arithmetic over those fields, handed to Arrow
+without copies. No Python object is made per record.
 Records with headers have their headers parsed one by one, only when `includeHeaders`
 is set (Spark's Kafka source: a record without headers has a null `headers`).
 
@@ -51,29 +52,47 @@ def empty_batch(include_headers: bool) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
 
 
-def _scan(data: bytes, sections: Sequence[bytes | memoryview], batches: Sequence[BatchHeader]) -> np.ndarray:
-    """Every record's fields (`record_scan`'s rows), checked as Kafka checks them."""
-    sizes = np.fromiter((len(x) for x in sections), dtype=np.int64, count=len(sections))
-    counts = np.fromiter((h.records_count for h in batches), dtype=np.int64, count=len(batches))
+def _scan(sections: Sequence[bytes | memoryview], batches: Sequence[BatchHeader],
+          counts: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """Every record's fields (`record_scan`'s rows), checked as Kafka checks them, section
+    by section where each lies: (the sections as uint8 arrays, the fields, where each
+    section's records begin among the fields)."""
     if (counts < 0).any():
         raise InvalidRecordError("negative record count")
-    fields = np.empty((record_scan.FIELDS, int(counts.sum())), dtype=np.int64)
-    error, n = record_scan.scan_records(np.frombuffer(data, dtype=np.uint8), sizes, counts, fields)
-    if error != record_scan.OK:
-        raise InvalidRecordError(f"{record_scan.ERRORS[error]} (record {n} of the fetch)")
-    return fields
+    firsts = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=firsts[1:])
+    fields = np.empty((record_scan.FIELDS, int(firsts[-1])), dtype=np.int64)
+    bufs = []
+    for i, section in enumerate(sections):
+        buf = np.frombuffer(section, dtype=np.uint8)
+        bufs.append(buf)
+        error, n = record_scan.scan_records(buf, np.array([len(buf)], dtype=np.int64), counts[i:i + 1], fields,
+                                            int(firsts[i]))
+        if error != record_scan.OK:
+            raise InvalidRecordError(f"{record_scan.ERRORS[error]} (record {n} of the batch at offset "
+                                     f"{batches[i].base_offset})")
+    return bufs, fields, firsts
 
 
-def _binary_array(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
-    """A binary array of buf[start:start+length] per record, null where length is -1."""
-    n = len(starts)
+def _binary_array(bufs: Sequence[np.ndarray], firsts: np.ndarray, lo: int, hi: int, starts: np.ndarray,
+                  lengths: np.ndarray) -> pa.Array:
+    """A binary array of the records [lo, hi) of the fields: bufs[s][start:start+length] for
+    each record of section s, null where length is -1; values are copied once, from the
+    decompressed sections into the Arrow value buffer."""
+    n = hi - lo
+    lengths = lengths[lo:hi]
     valid = lengths >= 0
     total = int(lengths[valid].sum())
     if total > 2**31 - 1:
         raise CorruptRecordError("more than 2 GiB of keys or values in one fetch")
     values = np.empty(total, dtype=np.uint8)
     offsets = np.empty(n + 1, dtype=np.int32)
-    record_scan.gather(buf, starts, lengths, values, offsets)
+    o = 0
+    for s, buf in enumerate(bufs):
+        a, b = max(int(firsts[s]), lo), min(int(firsts[s + 1]), hi)
+        if a < b:
+            o = record_scan.gather(buf, starts[a:b], lengths[a - lo:b - lo], values, offsets, a - lo, o)
+    offsets[n] = o
     null_count = n - int(np.count_nonzero(valid))
     validity = None if null_count == 0 else pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(values)],
@@ -150,51 +169,49 @@ def _to_record_batch(
 ) -> pa.RecordBatch | None:
     if not batches:
         return None
-    # One section (a batch of CHUNK_BYTES or more) is decoded where it lies; several are joined.
-    data = bytes(sections[0]) if len(sections) == 1 else b"".join(sections)
-    fields = _scan(data, sections, batches)
+    counts = np.fromiter((h.records_count for h in batches), dtype=np.int64, count=len(batches))
+    bufs, fields, firsts = _scan(sections, batches, counts)
     n = fields.shape[1]
     if n == 0:
         return None
-    counts = np.fromiter((h.records_count for h in batches), dtype=np.int64, count=len(batches))
     base_offsets = np.repeat(np.fromiter((h.base_offset for h in batches), dtype=np.int64), counts)
     log_append = np.repeat(np.fromiter((h.timestamp_type for h in batches), dtype=np.int32), counts)
     base_ts = np.repeat(np.fromiter(
         (h.max_timestamp if h.timestamp_type == 1 else h.base_timestamp for h in batches), dtype=np.int64), counts)
-    ts_delta, offset_delta = fields[record_scan.TS_DELTA], fields[record_scan.OFFSET_DELTA]
-    key_start, key_len = fields[record_scan.KEY_START], fields[record_scan.KEY_LEN]
-    value_start, value_len = fields[record_scan.VALUE_START], fields[record_scan.VALUE_LEN]
-    header_start, record_end = fields[record_scan.HEADER_START], fields[record_scan.RECORD_END]
-    has_headers = fields[record_scan.HEADER_COUNT] > 0
-
-    offsets = base_offsets + offset_delta
+    offsets = base_offsets + fields[record_scan.OFFSET_DELTA]
     lo = int(np.searchsorted(offsets, start_offset, side="left"))
     hi = int(np.searchsorted(offsets, end_offset, side="left"))
     if lo >= hi:
         return None
-    if lo > 0 or hi < n:
-        sl = slice(lo, hi)
-        offsets, ts_delta, key_len, key_start = offsets[sl], ts_delta[sl], key_len[sl], key_start[sl]
-        value_len, value_start, header_start = value_len[sl], value_start[sl], header_start[sl]
-        has_headers, record_end, log_append, base_ts = has_headers[sl], record_end[sl], log_append[sl], base_ts[sl]
-        n = hi - lo
-    timestamps_ms = np.where(log_append == 1, base_ts, base_ts + ts_delta)
-    buf = np.frombuffer(data, dtype=np.uint8)
+    sl = slice(lo, hi)
+    n = hi - lo
+    log_append = log_append[sl]
+    timestamps_us = np.where(log_append == 1, base_ts[sl], base_ts[sl] + fields[record_scan.TS_DELTA, sl]) * 1000
     columns: list[Any] = [
-        _binary_array(buf, key_start, key_len),
-        _binary_array(buf, value_start, value_len),
+        _binary_array(bufs, firsts, lo, hi, fields[record_scan.KEY_START], fields[record_scan.KEY_LEN]),
+        _binary_array(bufs, firsts, lo, hi, fields[record_scan.VALUE_START], fields[record_scan.VALUE_LEN]),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.array(np.full(n, partition, dtype=np.int32)),
-        pa.array(offsets),
-        pa.array(timestamps_ms * 1000, type=pa.int64()).cast(TIMESTAMP_TYPE),
+        pa.array(offsets[sl]),
+        # Spark's timestamp (microseconds, UTC) over the numpy buffer, no cast kernel
+        pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, pa.py_buffer(timestamps_us)]),
         pa.array(log_append),
     ]
     if include_headers:
-        headers: list[Any] = [None] * n
-        idx = np.flatnonzero(has_headers)
-        if len(idx):
-            parsed = _headers(data, header_start[idx].tolist(), record_end[idx].tolist())
-            for i, h in zip(idx.tolist(), parsed, strict=True):
-                headers[i] = h
-        columns.append(pa.array(headers, type=HEADER_TYPE))
+        columns.append(_header_column(sections, fields, firsts, lo, hi))
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
+
+
+def _header_column(sections: Sequence[bytes | memoryview], fields: np.ndarray, firsts: np.ndarray, lo: int,
+                   hi: int) -> pa.Array:
+    """The `headers` column of the records [lo, hi): null for a record without headers."""
+    headers: list[Any] = [None] * (hi - lo)
+    idx = np.flatnonzero(fields[record_scan.HEADER_COUNT, lo:hi] > 0) + lo
+    section_of = np.searchsorted(firsts, idx, side="right") - 1
+    for s in np.unique(section_of).tolist():
+        rows = idx[section_of == s]
+        parsed = _headers(bytes(sections[s]), fields[record_scan.HEADER_START, rows].tolist(),
+                          fields[record_scan.RECORD_END, rows].tolist())
+        for i, h in zip(rows.tolist(), parsed, strict=True):
+            headers[i - lo] = h
+    return pa.array(headers, type=HEADER_TYPE)

@@ -45,8 +45,12 @@ SOURCE_OPTIONS: Final = frozenset(o.lower() for o in (
     "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
     "failOnDataLoss", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions",
     "maxRecordsPerPartition", "includeHeaders", "groupIdPrefix", "kafkaConsumer.pollTimeoutMs",
-    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "path",
+    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "path", "kmirror.source.pushFilters",
 ))
+# A kmirror source option: batch reads take Spark's pushed filters on topic, partition and offset
+# (`pushdown`). PySpark refuses any read whose reader takes pushed filters while the session's
+# `spark.sql.python.filterPushdown.enabled` is false (its default), so this is asked for explicitly.
+PUSH_FILTERS: Final = "kmirror.source.pushFilters"
 # kmirror's own sink options (Spark's Kafka sink has no exactly-once mode to name them after).
 EXACTLY_ONCE: Final = "kmirror.sink.exactlyOnce"
 TRANSACTIONAL_ID_PREFIX: Final = "kmirror.sink.transactionalIdPrefix"
@@ -144,6 +148,7 @@ class SourceOptions:
     isolation_level: int = 0
     starting_by_timestamp_strategy: str = "error"
     poll_timeout_ms: int = 120_000
+    push_filters: bool = False
 
     @property
     def read_committed(self) -> bool:
@@ -196,7 +201,7 @@ _CANONICAL: Final = {n.lower(): n for n in (
     "failOnDataLoss", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions",
     "maxRecordsPerPartition", "includeHeaders", "groupIdPrefix", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "topic", "checkpointLocation", "path", EXACTLY_ONCE,
-    TRANSACTIONAL_ID_PREFIX)}
+    TRANSACTIONAL_ID_PREFIX, PUSH_FILTERS)}
 
 
 def _unknown(options: Mapping[str, str], known: frozenset[str], what: str) -> None:
@@ -387,6 +392,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
         isolation_level=1 if isolation == "read_committed" else 0,
         starting_by_timestamp_strategy=strategy,
         poll_timeout_ms=poll_timeout or 120_000,
+        push_filters=_bool(options, PUSH_FILTERS, False),
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -19,6 +19,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    Filter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
@@ -41,6 +42,7 @@ from pyspark.sql.types import (
 
 from kmirror.spark.options import KafkaOptionError, SourceOptions, parse_source_options
 from kmirror.spark.planning import OffsetRange, Planner, split_ranges
+from kmirror.spark.pushdown import RangeFilter, apply_filter, push_filters
 from kmirror.spark.sink import KafkaStreamWriter, KafkaWriter
 from kmirror.spark.stream_offsets import (
     TriggerDelay,
@@ -102,9 +104,12 @@ class BatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.settings = _settings(options)
+        self.range_filter = RangeFilter()
 
     def partitions(self) -> list[InputPartition]:
-        ranges = asyncio.run(self._plan())
+        if self.range_filter.allows_nothing():
+            return [RangePartition(None)]
+        ranges = apply_filter(asyncio.run(self._plan()), self.range_filter)
         tasks = split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
         return [RangePartition(r) for r in tasks] or [RangePartition(None)]
 
@@ -123,6 +128,17 @@ class BatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.settings, partition)
+
+
+class FilteringBatchReader(BatchReader):
+    """A batch read that takes Spark's pushed filters (option `kmirror.source.pushFilters`):
+    those on topic, partition and offset cut the planned ranges (`pushdown`), the others are
+    left to Spark. A separate class because PySpark fails any read whose reader overrides
+    `pushFilters` while `spark.sql.python.filterPushdown.enabled` is false."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        self.range_filter, rest = push_filters(filters)
+        return rest
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -229,7 +245,7 @@ class KmirrorDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         options = parse_source_options(self.options, streaming=False)
         _check_schema(schema, options)
-        return BatchReader(options)
+        return FilteringBatchReader(options) if options.push_filters else BatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options = parse_source_options(self.options, streaming=True)

@@ -109,3 +109,22 @@ def test_bounded_decompression_reads_every_member_or_frame() -> None:
                       max_bytes=2000) == b"".join(two)
     assert decompress(CompressionType.LZ4, b"".join(lz4.frame.compress(p) for p in two),
                       max_bytes=2000) == b"".join(two)
+
+
+def test_zstd_frames_with_and_without_a_declared_size_and_a_size_that_lies() -> None:
+    sized = zstandard.ZstdCompressor().compress(DATA)  # one call: the header declares the size
+    unsized = zstandard.ZstdCompressor(write_content_size=False).compress(DATA)
+    assert zstandard.frame_content_size(sized) == len(DATA) and zstandard.frame_content_size(unsized) == -1
+    assert decompress(CompressionType.ZSTD, sized) == DATA
+    assert decompress(CompressionType.ZSTD, memoryview(sized)) == DATA
+    for two in (sized + unsized, unsized + sized, sized + sized):
+        assert decompress(CompressionType.ZSTD, two) == DATA + DATA
+    lying = bytearray(sized)
+    lying[5] ^= 0x01  # the declared content size (after the magic, descriptor and window bytes) off by 1
+    assert zstandard.frame_content_size(bytes(lying)) != len(DATA)
+    with pytest.raises(CorruptRecordError):
+        decompress(CompressionType.ZSTD, bytes(lying))
+    with pytest.raises(CorruptRecordError):
+        decompress(CompressionType.ZSTD, sized + b"\x00")
+    with pytest.raises(CorruptRecordError):
+        decompress(CompressionType.ZSTD, sized[:-3])
