@@ -26,7 +26,7 @@ from kmirror.replication.fetcher.endpoint import (
     fetch_from_replica_manager,
     log_offsets_from_replica_manager,
 )
-from kmirror.replication.fetcher.engine import FetchEngine
+from kmirror.replication.fetcher.engine import FetchedPartition, FetchEngine
 from kmirror.replication.fetcher.local_replica import ReplicaManagerLocalReplica
 from kmirror.replication.fetcher.policy import FetchPolicy
 from kmirror.replication.outcomes import AppendOutcome, PartitionError
@@ -211,22 +211,10 @@ class ReplicationHarness:
         if not leader.alive:
             b.engine.handle_failure([TP], self.clock.monotonic_ms())
             return f"fetch {broker_id}: leader {leader_id} unreachable"
-        now = self.clock.monotonic_ms()
-        queries = b.engine.epoch_queries(now)
-        if queries:
-            b.engine.handle_epoch_end_offsets(epoch_end_offsets_from_replica_manager(leader.rm, queries), now)
-        for q in b.engine.reset_queries(now):
-            offsets = log_offsets_from_replica_manager(leader.rm, q)
-            if isinstance(offsets, ErrorCode):
-                b.engine.handle_failure([q.topic_partition], now)
-            else:
-                b.engine.handle_leader_offsets(q.topic_partition, *offsets)
-        plan = b.engine.fetch_plan(now)
-        if plan is None:
+        fetched = fetch_round(b.engine, leader.rm, self.clock.monotonic_ms())
+        if fetched is None:
             return f"fetch {broker_id}: nothing to fetch"
-        results = fetch_from_replica_manager(leader.rm, plan)
-        r = results[TP]
-        b.engine.handle_fetch_response(plan, results, now)
+        r = fetched[TP]
         self.settle_acks()
         if r.error != ErrorCode.none:
             return f"fetch {broker_id}: {r.error.name}"
@@ -273,6 +261,26 @@ class ReplicationHarness:
             for record in decode_records(buf, pos):
                 out[record.offset] = bytes(record.value or b"")
         return out
+
+
+def fetch_round(engine: FetchEngine, leader: ReplicaManager, now: int) -> dict[TopicPartition, FetchedPartition] | None:
+    """One round of a follower's fetcher against `leader`, in process: its epoch and offset
+    queries, then its Fetch (None when it has nothing to fetch), as the fetcher thread runs them."""
+    queries = engine.epoch_queries(now)
+    if queries:
+        engine.handle_epoch_end_offsets(epoch_end_offsets_from_replica_manager(leader, queries), now)
+    for q in engine.reset_queries(now):
+        offsets = log_offsets_from_replica_manager(leader, q)
+        if isinstance(offsets, ErrorCode):
+            engine.handle_failure([q.topic_partition], now)
+        else:
+            engine.handle_leader_offsets(q.topic_partition, *offsets)
+    plan = engine.fetch_plan(now)
+    if plan is None:
+        return None
+    results = fetch_from_replica_manager(leader, plan)
+    engine.handle_fetch_response(plan, results, now)
+    return results
 
 
 def _log_config() -> Any:

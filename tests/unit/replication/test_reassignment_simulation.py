@@ -21,15 +21,10 @@ from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import iter_batches
 from kmirror.records.builder import build_batch
 from kmirror.records.record import decode_records
-from kmirror.replication.fetcher.endpoint import (
-    epoch_end_offsets_from_replica_manager,
-    fetch_from_replica_manager,
-    log_offsets_from_replica_manager,
-)
 from kmirror.replication.outcomes import AppendOutcome
 from kmirror.replication.partition import PartitionState
 from kmirror.testing.metadata import image_with_brokers
-from kmirror.testing.replication_harness import TOPIC_ID, TP, Broker
+from kmirror.testing.replication_harness import TOPIC_ID, TP, Broker, fetch_round
 
 BROKERS = (1, 2, 3, 4)
 
@@ -106,19 +101,7 @@ class ReassignmentSim:
         if leader_id is None or b.partition is None:
             return
         leader = self.brokers[leader_id]
-        now = self.clock.monotonic_ms()
-        queries = b.engine.epoch_queries(now)
-        if queries:
-            b.engine.handle_epoch_end_offsets(epoch_end_offsets_from_replica_manager(leader.rm, queries), now)
-        for q in b.engine.reset_queries(now):
-            offsets = log_offsets_from_replica_manager(leader.rm, q)
-            if isinstance(offsets, ErrorCode):
-                b.engine.handle_failure([q.topic_partition], now)
-            else:
-                b.engine.handle_leader_offsets(q.topic_partition, *offsets)
-        plan = b.engine.fetch_plan(now)
-        if plan is not None:
-            b.engine.handle_fetch_response(plan, fetch_from_replica_manager(leader.rm, plan), now)
+        fetch_round(b.engine, leader.rm, self.clock.monotonic_ms())
         self.settle()
 
     def step(self) -> None:
