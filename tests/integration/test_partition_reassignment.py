@@ -293,9 +293,12 @@ def test_cancel_errors_and_generate_with_kafka_python_and_the_cli(cluster4, tmp_
 
         # broker 4 is down: a move onto it stays in progress until cancelled. The admin client
         # sends to the broker its metadata named controller (the one it asked, as Kafka's brokers
-        # answer): a new client, bootstrapped on broker 1, keeps that off the killed broker.
+        # answer): a new client, bootstrapped on broker 1 once the fenced broker 4 has left the
+        # metadata, keeps that off the killed broker.
         cluster4.kill9(4)
         kp.close()
+        wait_for(lambda: 4 not in AdminClient({"bootstrap.servers": f"127.0.0.1:{cluster4.port}"})
+                 .list_topics(timeout=10).brokers, 30, "broker 4 fenced and out of the metadata")
         kp = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{cluster4.port}")
         assert kp.alter_partition_reassignments({KTP("stuck", 0): [1, 4]}) == {KTP("stuck", 0): None}
         ongoing = kp.list_partition_reassignments()
