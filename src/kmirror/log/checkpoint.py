@@ -66,7 +66,10 @@ class LeaderEpochCheckpoint:
     def __init__(self, fs: FileSystem, partition_dir: str) -> None:
         self.fs = fs
         self.path = join(partition_dir, LEADER_EPOCH_CHECKPOINT)
-        self.unsynced = False
+        # The file found at open may be an unsynced write of a process that was killed while
+        # the page cache kept it: a power loss would still take it back. It is synced before the
+        # recovery point first moves, as any unsynced write.
+        self.unsynced = True
 
     def write(self, cache: EpochCache, *, sync: bool = True) -> None:
         """`sync=False` (an epoch a new leader or an append assigns): overwritten in place with
