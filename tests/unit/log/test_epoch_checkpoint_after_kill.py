@@ -28,7 +28,7 @@ def test_an_epoch_file_written_unsynced_before_a_kill_survives_a_later_power_los
     log.append_as_leader(build_batch([(None, b"c" * 300, (), NOW)]), 0)  # rolls: offset 0 now in an older segment
     log.flush()  # the recovery point moves past offset 0
     recovery_point = log.recovery_point
-    fs.crash(lambda path, n: n if n == 0 else 0)  # power loss: unsynced writes are gone
+    fs.crash(lambda path, n: 0)  # power loss: unsynced writes are gone
     log = _open(fs, recovery_point)
     assert log.log_end_offset == 2
     assert log.epoch_cache.entries == [EpochEntry(0, 0)]
