@@ -102,7 +102,8 @@ class Purgatory:
             if timer is not None:
                 timer.pause()
             try:
-                return await asyncio.wait_for(asyncio.shield(op.future), timeout=max(0, max_wait_ms) / 1000)
+                async with asyncio.timeout(max(0, max_wait_ms) / 1000):
+                    return await asyncio.shield(op.future)
             except TimeoutError:
                 return False
             finally:

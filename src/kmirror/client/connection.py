@@ -98,10 +98,9 @@ class BrokerConnection:
             except TlsSetupError as exc:
                 raise KafkaConnectionError(f"cannot connect to {self.address}: {exc}") from None
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, ssl=tls, server_hostname=self.host if tls else None),
-                self.connect_timeout_ms / 1000,
-            )
+            async with asyncio.timeout(self.connect_timeout_ms / 1000):
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=tls, server_hostname=self.host if tls else None)
         except TimeoutError:
             raise KafkaConnectionError(f"connection to {self.address} timed out") from None
         except OSError as exc:
@@ -209,7 +208,8 @@ class BrokerConnection:
             return None
         timeout = (timeout_ms if timeout_ms is not None else self.request_timeout_ms) / 1000
         try:
-            response = await asyncio.wait_for(asyncio.shield(future), timeout)
+            async with asyncio.timeout(timeout):
+                response = await asyncio.shield(future)
         except TimeoutError:
             name = type(request).__name__
             self._fail(KafkaTimeoutError(f"{name} to {self.address} timed out after {int(timeout * 1000)} ms"))

@@ -188,7 +188,8 @@ class CoordinatorRuntime(Generic[A]):
             if remaining_ms <= 0 or not self._running:
                 return False
             try:
-                await asyncio.wait_for(self._partitions_changed.wait(), remaining_ms / 1000)
+                async with asyncio.timeout(remaining_ms / 1000):
+                    await self._partitions_changed.wait()
             except TimeoutError:
                 return False
         return True

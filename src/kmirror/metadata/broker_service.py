@@ -187,7 +187,8 @@ class BrokerMetadataService:
         while self._clock.monotonic_ms() < deadline_ms:
             applied = self._applied
             try:
-                await asyncio.wait_for(applied.wait(), max(0.0, (deadline_ms - self._clock.monotonic_ms()) / 1000))
+                async with asyncio.timeout(max(0.0, (deadline_ms - self._clock.monotonic_ms()) / 1000)):
+                    await applied.wait()
             except TimeoutError:
                 return False
             rounds += 1

@@ -506,6 +506,7 @@ class MetadataService:
         if self.log_end_offset > fetch_offset or max_wait_ms <= 0:
             return
         try:
-            await asyncio.wait_for(self._changed.wait(), max_wait_ms / 1000)
+            async with asyncio.timeout(max_wait_ms / 1000):
+                await self._changed.wait()
         except TimeoutError:
             pass

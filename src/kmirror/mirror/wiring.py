@@ -451,7 +451,8 @@ class MirrorDataPlane:
         next_full = loop.time() + self.refresh_interval_ms / 1000
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(0.0, next_full - loop.time()))
+                async with asyncio.timeout(max(0.0, next_full - loop.time())):
+                    await self._wake.wait()
             self._wake.clear()
             progressed, self._progressed = self._progressed, set()
             try:

@@ -66,7 +66,8 @@ class Fetcher:
         task, self._task = self._task, None
         if task is not None:
             try:
-                await asyncio.wait_for(task, 1.0)
+                async with asyncio.timeout(1.0):
+                    await task
             except (TimeoutError, asyncio.CancelledError, Exception):
                 pass
 
@@ -130,6 +131,7 @@ class Fetcher:
                 now = self.clock.monotonic_ms()
                 idle_ms = self.engine.policy.backoff_ms if ready is None else max(1, min(ready - now, self.engine.policy.backoff_ms))
                 try:
-                    await asyncio.wait_for(self._wake.wait(), idle_ms / 1000)
+                    async with asyncio.timeout(idle_ms / 1000):
+                        await self._wake.wait()
                 except TimeoutError:
                     pass
