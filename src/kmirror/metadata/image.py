@@ -20,6 +20,7 @@ from kmirror.metadata.records import (
     NO_LEADER_CHANGE,
     AccessControlEntryRecord,
     BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ClusterIdRecord,
     ConfigRecord,
@@ -114,6 +115,7 @@ class BrokerRegistration:
     endpoints: tuple[BrokerEndpoint, ...]
     rack: str | None
     fenced: bool
+    in_controlled_shutdown: bool = False
 
     def endpoint(self, listener: str | None = None) -> BrokerEndpoint | None:
         for ep in self.endpoints:
@@ -178,6 +180,14 @@ class MetadataImage:
 
     def topic_config(self, topic: str) -> Mapping[str, str]:
         return self.configs.get(ConfigResource(ConfigResourceType.TOPIC, topic), _empty())
+
+    def is_isr_eligible(self, broker_id: int, broker_epoch: int = -1) -> bool:
+        """Kafka `Partition.isReplicaIsrEligible`: the broker is registered, unfenced, not in
+        controlled shutdown, and `broker_epoch` (the one its fetches carry; -1 unknown) is its
+        registration's."""
+        b = self.brokers.get(broker_id)
+        return (b is not None and not b.fenced and not b.in_controlled_shutdown
+                and broker_epoch in (-1, b.broker_epoch))
 
     def live_brokers(self) -> list[BrokerRegistration]:
         """Registered, unfenced brokers sorted by id."""
@@ -317,6 +327,11 @@ class _Delta:
                 if b is None:
                     raise MetadataInvariantError(f"fencing change of unknown broker {broker_id}")
                 brokers[broker_id] = replace(b, fenced=isinstance(record, FenceBrokerRecord))
+            case BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch):
+                brokers = self._brokers()
+                b = brokers.get(broker_id)
+                if b is not None and b.broker_epoch == epoch and record.in_controlled_shutdown == 1:
+                    brokers[broker_id] = replace(b, in_controlled_shutdown=True)
             case AccessControlEntryRecord():
                 self._acls()[record.id] = AclBinding(
                     record.id,

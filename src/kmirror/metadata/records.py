@@ -125,6 +125,20 @@ class UnfenceBrokerRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    """A registered broker's state changes (Kafka's record 17, version 2): here, entering
+    controlled shutdown, so that every broker's image knows it is no longer eligible for an ISR
+    (Kafka `Partition.isReplicaIsrEligible`). `in_controlled_shutdown` 1 enters it, 0 keeps it;
+    a new registration of the broker ends it."""
+
+    TYPE_ID: ClassVar[int] = 17
+    VERSION: ClassVar[int] = 2
+    broker_id: int
+    broker_epoch: int
+    in_controlled_shutdown: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class RemoveTopicRecord:
     TYPE_ID: ClassVar[int] = 9
     VERSION: ClassVar[int] = 0
@@ -231,6 +245,7 @@ Record = (
     | PartitionChangeRecord
     | FenceBrokerRecord
     | UnfenceBrokerRecord
+    | BrokerRegistrationChangeRecord
     | RemoveTopicRecord
     | FeatureLevelRecord
     | ClientQuotaRecord
@@ -254,6 +269,7 @@ RECORD_TYPES: dict[int, type[Any]] = {
         PartitionChangeRecord,
         FenceBrokerRecord,
         UnfenceBrokerRecord,
+        BrokerRegistrationChangeRecord,
         RemoveTopicRecord,
         FeatureLevelRecord,
         ClientQuotaRecord,

@@ -9,6 +9,7 @@ that count only once the controller commits them; see `IsrState` for the maximal
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from uuid import UUID
 
 from kmirror.protocol.errors import ErrorCode
@@ -33,6 +34,9 @@ class IsrChanges:
     _state: PartitionState
     _isr_state: IsrState
     _replicas: dict[int, ReplicaState]
+    isr_eligible: Callable[[int, int], bool]
+    """(broker id, broker epoch of its fetches) -> may it join an ISR (Kafka
+    `isReplicaIsrEligible`: registered, unfenced, not in controlled shutdown, same epoch)."""
 
     @property
     def is_leader(self) -> bool:
@@ -58,6 +62,8 @@ class IsrChanges:
             return None
         if replica_id not in self._state.replicas or not self._is_follower_in_sync(replica_id):
             return None
+        if not self.isr_eligible(replica_id, self._replicas[replica_id].broker_epoch):
+            return None  # the controller would refuse it (INELIGIBLE_REPLICA)
         self._isr_state = self._isr_state.expanding(replica_id)
         return self.pending_alter_partition()
 

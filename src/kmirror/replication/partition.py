@@ -14,6 +14,7 @@ and takes the leader's high watermark, bounded by its own log end offset.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from uuid import UUID
 
 from kmirror.log.append_analysis import AppendOrigin
@@ -65,6 +66,7 @@ class Partition(IsrChanges):
         state: PartitionState,
         min_insync_replicas: int = 1,
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        isr_eligible: Callable[[int, int], bool] = lambda _broker_id, _broker_epoch: True,
     ) -> None:
         """No I/O: the role is set in memory; `update_state` (which the replica manager calls
         right after) records a new leader epoch's start offset in the epoch cache."""
@@ -74,6 +76,7 @@ class Partition(IsrChanges):
         self.local_broker_id = local_broker_id
         self.min_insync_replicas = min_insync_replicas
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.isr_eligible = isr_eligible
         self._state = state
         self._isr_state = IsrState(state.isr)
         self._leader_role = state.leader == local_broker_id

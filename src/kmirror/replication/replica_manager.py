@@ -167,7 +167,8 @@ class ReplicaManager:
             existing = self._partitions.get(tp)
             if existing is None:
                 log = self.log_manager.get_or_create_log(tp, topic.topic_id, log_config)
-                partition = Partition(tp, topic.topic_id, log, self.node_id, state, min_isr, lag_max_ms)
+                partition = Partition(tp, topic.topic_id, log, self.node_id, state, min_isr, lag_max_ms,
+                                      self._is_isr_eligible)
                 self._partitions[tp] = partition
             else:
                 partition = existing
@@ -193,6 +194,10 @@ class ReplicaManager:
         if follow or unfollow:
             for role_listener in list(self._role_listeners):
                 role_listener(follow, unfollow)
+
+    def _is_isr_eligible(self, broker_id: int, broker_epoch: int) -> bool:
+        """Kafka `isReplicaIsrEligible`, from this broker's image of the cluster."""
+        return self._image is None or self._image.is_isr_eligible(broker_id, broker_epoch)
 
     def log_config(self, image: Any, topic: str) -> LogConfig:
         """Topic overrides over broker defaults (Kafka's config resolution), as a LogConfig."""

@@ -23,6 +23,7 @@ from kmirror.log.outcomes import (
 )
 from kmirror.log.producer_state import ProducerStateEntry
 from kmirror.metadata.image import (
+    BrokerRegistration,
     ConfigResource,
     ConfigResourceType,
     MetadataImage,
@@ -176,10 +177,13 @@ def image_with(
     configs: dict[str, dict[str, str]] | None = None,
     offset: int = 1,
 ) -> MetadataImage:
-    """A metadata image holding exactly `topics` (name -> (id, partitions)) and topic configs."""
+    """A metadata image holding exactly `topics` (name -> (id, partitions)) and topic configs,
+    with every replica registered as a live broker (broker epoch 0)."""
     images = {name: TopicImage(name, topic_id, dict(parts)) for name, (topic_id, parts) in topics.items()}
+    replicas = {b for t in images.values() for reg in t.partitions.values() for b in reg.replicas}
     return MetadataImage(
         offset=offset,
+        brokers={b: BrokerRegistration(b, UUID(int=b + 1), 0, (), None, False) for b in sorted(replicas)},
         topics=images,
         topics_by_id={t.topic_id: t for t in images.values()},
         configs={ConfigResource(ConfigResourceType.TOPIC, t): dict(c) for t, c in (configs or {}).items()},

@@ -28,6 +28,7 @@ RECORDS = st.one_of(
     st.builds(r.PartitionChangeRecord, ids, uuids, st.none() | replicas, st.integers(-2, 100), st.none() | replicas),
     st.builds(r.FenceBrokerRecord, ids, longs),
     st.builds(r.UnfenceBrokerRecord, ids, longs),
+    st.builds(r.BrokerRegistrationChangeRecord, ids, longs, st.integers(0, 1)),
     st.builds(r.RemoveTopicRecord, uuids),
     st.builds(r.FeatureLevelRecord, text, st.integers(0, 2**15 - 1)),
     st.builds(r.ProducerIdsRecord, ids, longs, longs),

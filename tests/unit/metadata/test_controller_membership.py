@@ -16,7 +16,14 @@ from kmirror.metadata.controller.elections import PREFERRED, UNCLEAN, elect_lead
 from kmirror.metadata.controller.partition_change import eligible_brokers, imbalanced_partitions
 from kmirror.metadata.controller.placement import place_replicas, rack_alternated
 from kmirror.metadata.image import ConfigResourceType, MetadataImage
-from kmirror.metadata.records import BrokerEndpoint, ConfigRecord, PartitionRecord, Record, TopicRecord
+from kmirror.metadata.records import (
+    BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    PartitionRecord,
+    Record,
+    TopicRecord,
+)
 from kmirror.testing.metadata import image_with_brokers, seeded_rng
 
 TID = uuid.UUID(int=7)
@@ -133,6 +140,28 @@ def test_controlled_shutdown_moves_leadership_then_allows_shutdown() -> None:
     assert image.brokers[1].fenced
     # a broker in controlled shutdown cannot be elected or re-enter an ISR
     assert 1 not in eligible_brokers(image, hb.shutting_down)
+
+
+def test_controlled_shutdown_is_in_the_metadata_log_so_every_image_and_a_new_controller_know_it() -> None:
+    hb = BrokerHeartbeatManager()
+    image = _cluster()
+    epoch = image.brokers[1].broker_epoch
+    first = broker_heartbeat(image, 1, epoch, image.offset, False, True, hb, 0, False)
+    changes = [r for r in first.records if isinstance(r, BrokerRegistrationChangeRecord)]
+    assert changes == [BrokerRegistrationChangeRecord(1, epoch, in_controlled_shutdown=1)]
+    image = _apply(image, first.records)
+    assert image.brokers[1].in_controlled_shutdown and not image.is_isr_eligible(1)
+    assert image.is_isr_eligible(2) and not image.is_isr_eligible(2, broker_epoch=epoch + 1000)
+    # a controller that never saw the heartbeats (empty shutting_down set) keeps it ineligible
+    assert 1 not in eligible_brokers(image)
+    # the record is written once; the next heartbeat may shut the broker down
+    second = broker_heartbeat(image, 1, epoch, image.offset, False, True, hb, 0, False)
+    assert not any(isinstance(r, BrokerRegistrationChangeRecord) for r in second.records)
+    assert second.response.should_shut_down
+    # a new registration (the restarted broker) ends it
+    result = register_broker(image, 1, uuid.UUID(int=12345), image.brokers[1].endpoints, None, hb)
+    image = _apply(image, result.records)
+    assert not image.brokers[1].in_controlled_shutdown
 
 
 def _alter(image, broker=1, epoch=None, leader_epoch=0, isr=(1, 2), partition_epoch=0, topic=TID, shutting=()):

@@ -160,6 +160,24 @@ def test_isr_expand_is_pending_until_committed_and_counts_for_hw_meanwhile() -> 
     assert not p.isr_state.is_inflight
 
 
+def test_a_caught_up_follower_the_controller_would_refuse_is_never_proposed() -> None:
+    """Kafka `isReplicaIsrEligible`: a follower in controlled shutdown (or fenced, or fetching
+    with another broker epoch) is not proposed, so no AlterPartition is refused with
+    INELIGIBLE_REPLICA and retried on every fetch."""
+    p, _, _ = make(state(isr=(1, 2)))
+    eligible = {3: False}
+    p.isr_eligible = lambda broker_id, _epoch: eligible.get(broker_id, True)
+    p.append_records_to_leader(batch(4), -1, 0)
+    fetch(p, 2, 4)
+    for _ in range(3):
+        fetch(p, 3, 4)
+        assert p.pending_alter_partition() is None and p.maximal_isr == {1, 2}
+    eligible[3] = True  # the image brings its new registration
+    fetch(p, 3, 4)
+    item = p.pending_alter_partition()
+    assert item is not None and item.new_isr == (1, 2, 3)
+
+
 def test_expand_needs_the_start_of_the_leader_epoch() -> None:
     p, log, _ = make(state(leader=2, epoch=1, isr=(2, 1)))
     log.append_as_follower(_at(batch(4), 0, 1))

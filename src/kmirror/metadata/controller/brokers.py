@@ -10,8 +10,10 @@
   (not eligible), moves its leaderships and ISR memberships, and is answered `should_shut_down`
   once it leads nothing; the broker is then fenced.
 
-Session times and the controlled-shutdown set are controller memory, not metadata (as in Kafka):
-a restarted controller gives every registered broker a fresh session.
+Session times are controller memory, not metadata (as in Kafka): a restarted controller gives
+every registered broker a fresh session. Entering controlled shutdown is also written to the log
+(`BrokerRegistrationChangeRecord`, as Kafka since 3.3), so every leader stops proposing that
+broker for its ISRs and a new controller keeps it ineligible.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from kmirror.metadata.controller.result import ApiError, ControllerResult
 from kmirror.metadata.image import MetadataImage
 from kmirror.metadata.records import (
     BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
     FenceBrokerRecord,
     Record,
     RegisterBrokerRecord,
@@ -134,7 +137,9 @@ def broker_heartbeat(
         heartbeats.unclean_warnings.extend(unclean)
         still_leads = any(reg.leader == broker_id for _, _, reg in partitions_of_broker(image, broker_id))
         records: list[Record] = list(moves)
-        done = not moves and not still_leads
+        if not b.in_controlled_shutdown:
+            records.insert(0, BrokerRegistrationChangeRecord(broker_id, b.broker_epoch, in_controlled_shutdown=1))
+        done = not moves and not still_leads and b.in_controlled_shutdown
         if done and not b.fenced:
             records.append(FenceBrokerRecord(broker_id, b.broker_epoch))
         return ControllerResult(records, HeartbeatReply(ok, caught_up, b.fenced or done, should_shut_down=done))

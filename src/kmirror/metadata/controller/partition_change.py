@@ -33,7 +33,10 @@ class Election:
 
 def eligible_brokers(image: MetadataImage, shutting_down: Collection[int] = ()) -> frozenset[int]:
     """Brokers that may lead or join an ISR: registered, unfenced, not in controlled shutdown."""
-    return frozenset(b.broker_id for b in image.brokers.values() if not b.fenced and b.broker_id not in shutting_down)
+    return frozenset(
+        b.broker_id for b in image.brokers.values()
+        if not b.fenced and not b.in_controlled_shutdown and b.broker_id not in shutting_down
+    )
 
 
 def unclean_allowed(image: MetadataImage, topic: str, broker_default: bool) -> bool:
