@@ -46,3 +46,22 @@ def test_down_leaves_a_foreign_pid_alone_and_says_when_a_node_was_dead(tmp_path:
                         os.kill(pid, 9)
                     except ProcessLookupError:
                         pass
+
+
+def test_every_node_of_a_replicated_cluster_stops_by_itself_on_sigterm(tmp_path: Path) -> None:
+    """Controlled shutdown of each broker, then the controller: no node needs the SIGKILL that
+    follows the grace period, and each logs its own orderly stop."""
+    cluster = LocalCluster(dir=tmp_path / "c", port=free_port_block(3), nodes=3)
+    cluster.up()
+    try:
+        kmirror("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "t",
+                "--partitions", "6", "--replication-factor", "3")
+        kmirror("console-producer", "--bootstrap-server", cluster.bootstrap, "--topic", "t",
+                input="".join(f"v{i}\n" for i in range(200)))
+        pids = {n: cluster.pid(n) for n in (1, 2, 3, 3000)}
+        out = kmirror("cluster", "down", "--dir", str(cluster.dir)).stdout
+        for node_id, pid in pids.items():
+            assert f"node {node_id}: stopped (pid {pid})" in out, out
+            assert f"node {node_id} stopped" in cluster.log_text(node_id)
+    finally:
+        cluster.down()

@@ -311,8 +311,10 @@ def down_nodes(base: Path) -> list[tuple[int, str]]:
         elif not is_node_process(pid, config):
             outcome = f"pid {pid} is not this node's kmirror process; not signalled"
         else:
-            stop_pid(pid)
-            outcome = f"stopped (pid {pid})"
+            if stop_pid(pid):
+                outcome = f"stopped (pid {pid})"
+            else:
+                outcome = f"did not stop within {STOP_TIMEOUT_S:.0f} s of SIGTERM; killed (pid {pid})"
         pid_file.unlink(missing_ok=True)
         outcomes.append((node_id, outcome))
     return outcomes
@@ -337,20 +339,22 @@ def is_node_process(pid: int, config: Path) -> bool:
     return (Path(cwd) / argv[i + 1]).resolve() == config.resolve()
 
 
-def stop_pid(pid: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
+def stop_pid(pid: int, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+    """SIGTERM, then SIGKILL after `timeout_s`; True when the process ended by itself."""
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
-        return
+        return True
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not _alive(pid):
-            return
+            return True
         time.sleep(0.05)
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
-        pass
+        return True
+    return False
 
 
 def _alive(pid: int) -> bool:
