@@ -12,15 +12,15 @@ from collections.abc import Callable
 from uuid import UUID
 
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
-from kmirror.mirror.leader_log import epoch_cache
 from kmirror.mirror.lifecycle_ports import StepPending
 from kmirror.replication.fetcher.engine import EpochQuery, truncation_for_leader_epoch_end
 from kmirror.replication.outcomes import EpochEndOffset
 from kmirror.replication.partition import Partition
+from kmirror.replication.replica_ports import HostedLog
 from kmirror.types import TopicPartition
 
 
-async def resolve_divergence(tp: TopicPartition, topic_id: UUID, leader: Callable[[], Partition],
+async def resolve_divergence(tp: TopicPartition, topic_id: UUID, leader: Callable[[], Partition[HostedLog]],
                              source: SourceCluster, client_id: str) -> None:
     """Ask the source's leader for the end of each local epoch from the latest down and cut
     what it does not hold. `leader()` answers the partition while this broker leads it and
@@ -34,7 +34,7 @@ async def resolve_divergence(tp: TopicPartition, topic_id: UUID, leader: Callabl
         raise StepPending(f"no source leader for {tp}")
     endpoint = source.endpoint(source_leader, client_id, lambda _: None)
     try:
-        for _ in range(len(epoch_cache(leader())) + 1):
+        for _ in range(len(leader().log.epoch_cache) + 1):
             p = leader()
             latest = p.log.latest_epoch
             if latest is None:

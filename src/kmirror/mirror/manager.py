@@ -18,20 +18,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from uuid import UUID
 
 from kmirror.kip1279 import failover as f
-from kmirror.kip1279.membership import MIRROR_NAME_CONFIG, MembershipStatus, parse_mirror_name_config
+from kmirror.kip1279.membership import (
+    MIRROR_NAME_CONFIG,
+    Membership,
+    MembershipStatus,
+    parse_mirror_name_config,
+)
 from kmirror.kip1279.state import MirrorPartitionState, transition
 from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.outcomes import AppendError
+from kmirror.metadata.image import MetadataImage
 from kmirror.metadata.mirrors import mirror as mirror_info
 from kmirror.mirror.divergence import resolve_divergence
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetcher_client_id, mirror_fetcher_id
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
-from kmirror.mirror.leader_log import assign_bumped_epoch, empty_at, epoch_cache, log_of, pid_reset_offset
+from kmirror.mirror.leader_log import assign_bumped_epoch, empty_at, pid_reset_offset
 from kmirror.mirror.led_partition import MirroredPartitionState, PartitionDescription
 from kmirror.mirror.lifecycle_ports import LeaderEpochBumper, MirrorStateStore, PartitionKey, StepPending
 from kmirror.mirror.source_topic import SourceTopicCheck, SourceTopicStatus, check_source_topic
@@ -48,16 +53,22 @@ from kmirror.replication.fetcher.truncation import (
     truncation_progress,
 )
 from kmirror.replication.partition import Partition
+from kmirror.replication.replica_manager import ReplicaManager
+from kmirror.replication.replica_ports import HostedLog
 from kmirror.types import TopicPartition
 
 S = MirrorPartitionState
 log = logging.getLogger(__name__)
 
+Reconciled = MirrorPartitionState | None
+Concurrently = Callable[[Sequence[Awaitable[Reconciled]]], Awaitable[Sequence[Reconciled | BaseException]]]
+"""Runs awaitables together, answering each one's result or exception in order."""
+
 
 @dataclass
 class MirrorManager:
     broker_id: int
-    replica_manager: Any
+    replica_manager: ReplicaManager
     fetchers: MirrorFetcherManager
     store: MirrorStateStore
     bumper: LeaderEpochBumper
@@ -65,8 +76,8 @@ class MirrorManager:
     clock: Clock
     support_unclean_leader_election: bool = False
     partitions: dict[TopicPartition, MirroredPartitionState] = field(default_factory=dict)
-    image: Any = None
-    concurrently: Callable[[Sequence[Awaitable[Any]]], Awaitable[Sequence[Any]]] | None = None
+    image: MetadataImage | None = None
+    concurrently: Concurrently | None = None
     """Runs the reconciles of one pass together, answering each one's result or exception
     (asyncio.gather with return_exceptions): each partition's plan stays sequential, the
     partitions interleave, so the store and the bumper can batch their requests. None: one
@@ -94,20 +105,20 @@ class MirrorManager:
     def _on_failed(self, tp: TopicPartition, message: str) -> None:
         self._failed[tp] = message
 
-    def mirrored_partitions(self, image: Any) -> dict[TopicPartition, tuple[str, Any]]:
-        """Partitions this broker leads whose topic carries `mirror.name`."""
-        out: dict[TopicPartition, tuple[str, Any]] = {}
+    def mirrored_partitions(self, image: MetadataImage) -> dict[TopicPartition, tuple[str, UUID]]:
+        """Partitions this broker leads whose topic carries `mirror.name`: its value and the
+        topic id."""
+        out: dict[TopicPartition, tuple[str, UUID]] = {}
         for name, topic in image.topics.items():
             value = image.topic_config(name).get(MIRROR_NAME_CONFIG)
-            membership = parse_mirror_name_config(value)
-            if membership is None:
+            if value is None or parse_mirror_name_config(value) is None:
                 continue
             for p, reg in topic.partitions.items():
                 if reg.leader == self.broker_id:
                     out[TopicPartition(name, p)] = (value, topic.topic_id)
         return out
 
-    async def on_metadata_change(self, image: Any) -> None:
+    async def on_metadata_change(self, image: MetadataImage) -> None:
         self.image = image
         led = self.mirrored_partitions(image)
         for tp in list(self.partitions):
@@ -158,7 +169,7 @@ class MirrorManager:
             if isinstance(outcome, BaseException):
                 raise outcome
 
-    async def _prepare_pass(self, led: Mapping[TopicPartition, tuple[str, Any]]) -> None:
+    async def _prepare_pass(self, led: Mapping[TopicPartition, tuple[str, UUID]]) -> None:
         """Once per mirror and per topic, before the partitions: move fetchers to a replaced
         source connection, and ask the source about each mirrored topic (the answers every
         partition of the topic then plans with)."""
@@ -178,7 +189,7 @@ class MirrorManager:
     async def reconcile(self, tp: TopicPartition) -> MirrorPartitionState | None:
         image = self.image
         topic = image.topics.get(tp.topic) if image is not None else None
-        if topic is None:
+        if image is None or topic is None:
             return None
         membership = parse_mirror_name_config(image.topic_config(tp.topic).get(MIRROR_NAME_CONFIG))
         if membership is None:
@@ -294,7 +305,7 @@ class MirrorManager:
         self._tp_of_key[key] = tp
         return mp
 
-    def _plan(self, tp: TopicPartition, mp: MirroredPartitionState, membership: Any, cluster_id: str,
+    def _plan(self, tp: TopicPartition, mp: MirroredPartitionState, membership: Membership, cluster_id: str,
               check: SourceTopicCheck | None) -> tuple[f.Action, ...]:
         removed = membership.status is MembershipStatus.REMOVED
         source_exists = check is None or check.same
@@ -326,11 +337,11 @@ class MirrorManager:
         for action in plan:
             await self._step(tp, mp, action, source)
 
-    def _leader(self, tp: TopicPartition) -> Partition:
+    def _leader(self, tp: TopicPartition) -> Partition[HostedLog]:
         p = self.replica_manager.get_partition(tp)
         if p is None or not p.is_leader:
             raise StepPending(f"{tp} is not led here")
-        return p  # type: ignore[no-any-return]
+        return p
 
     async def _step(self, tp: TopicPartition, mp: MirroredPartitionState, action: f.Action,
                     source: SourceCluster | None) -> None:
@@ -366,7 +377,7 @@ class MirrorManager:
         elif isinstance(action, f.TruncateByLastMirroredEpoch):
             p = self._leader(tp)
             lme = mp.last_mirrored_epoch if mp.source_supports_last_mirrored_epoch else None
-            decision = lme_truncation(lme, epoch_cache(p), p.log.log_end_offset)
+            decision = lme_truncation(lme, p.log.epoch_cache, p.log.log_end_offset)
             if isinstance(decision, TruncateFully):
                 if not empty_at(p, decision.start_offset):  # a new empty log is already that
                     p.truncate_fully_and_start_at(decision.start_offset)
@@ -398,7 +409,7 @@ class MirrorManager:
                 p.truncate_to(p.log.last_stable_offset)
         elif isinstance(action, f.PersistLastMirroredEpoch):
             p = self._leader(tp)
-            held = last_mirrored_epoch_of(epoch_cache(p), p.log.log_end_offset)
+            held = last_mirrored_epoch_of(p.log.epoch_cache, p.log.log_end_offset)
             # A log without mirrored records (lost unflushed after a crash mid-STOPPING)
             # keeps the stored LME, as the coordinator does for -1: the bump must still go
             # above the LME DescribeMirrors reports, or local records would reuse an epoch
@@ -409,7 +420,7 @@ class MirrorManager:
             p = self._leader(tp)
             wanted = f.bump_min_leader_epoch(mp.last_mirrored_epoch)
             # Before MIRROR_PID_RESET expires them: the producer ids the mirrored log holds.
-            min_producer_id = max(log_of(p).producer_state.producers, default=-1) + 1
+            min_producer_id = max((e.producer_id for e in p.log.active_producers()), default=-1) + 1
             assign_bumped_epoch(p, wanted)  # a bump whose image arrived after the last pass
             if not self._bumped(p, wanted, min_producer_id):
                 await self.bumper.bump(tp, mp.key.topic_id, wanted, min_producer_id or -1)
@@ -423,7 +434,7 @@ class MirrorManager:
                                         value=encode_mirror_pid_reset(action.source_cluster_id))
             # Written by the broker itself (Kafka's coordinator origin: control records
             # allowed), as leader in the bumped epoch.
-            result = log_of(p).append_as_leader(batch, p.leader_epoch, self.clock.now_ms(), origin=AppendOrigin.COORDINATOR)
+            result = p.log.append_as_leader(batch, p.leader_epoch, self.clock.now_ms(), origin=AppendOrigin.COORDINATOR)
             if isinstance(result, AppendError):
                 raise StepPending(f"MIRROR_PID_RESET append failed: {result.message}")
             p.maybe_increment_high_watermark()
@@ -441,7 +452,7 @@ class MirrorManager:
         elif isinstance(action, f.ClearReadOnly):
             pass  # read-only follows the persisted state (`membership.is_read_only`)
 
-    def _bumped(self, p: Any, min_leader_epoch: int, min_producer_id: int) -> bool:
+    def _bumped(self, p: Partition[HostedLog], min_leader_epoch: int, min_producer_id: int) -> bool:
         floor = self.bumper.producer_id_floor()
         return (p.leader_epoch >= min_leader_epoch and p.log.latest_epoch == p.leader_epoch
                 and floor >= min_producer_id)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from kmirror.metadata.controller.alter_partition import AlterPartitionItem as ControllerItem
+from kmirror.metadata.controller.alter_partition import AlterPartitionResult
+from kmirror.metadata.controller.result import ApiError
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.outcomes import AlterPartitionItem
@@ -32,11 +34,27 @@ class ControllerSender(Protocol):
     async def send(self, api_key: int, timeout_ms: int | None = None, **fields: Any) -> Any: ...
 
 
+class LocalController(Protocol):
+    """The part of the controller's `MetadataService` used here (a combined node)."""
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, items: Sequence[ControllerItem]
+    ) -> tuple[ApiError, list[AlterPartitionResult]]: ...
+
+
+class AlterPartitionAnswers(Protocol):
+    """Where the controller's answers go (`ReplicaManager.handle_alter_partition_response`)."""
+
+    def handle_alter_partition_response(
+        self, item: AlterPartitionItem, error: int, committed: PartitionState | None = None
+    ) -> None: ...
+
+
 class _AlterPartitionTasks:
     """One task per submitted item, each answering the replica manager; `close` cancels the
     ones still running."""
 
-    def __init__(self, replica_manager: Any, broker_id: int, broker_epoch: Callable[[], int]) -> None:
+    def __init__(self, replica_manager: AlterPartitionAnswers, broker_id: int, broker_epoch: Callable[[], int]) -> None:
         self.replica_manager = replica_manager
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
@@ -67,7 +85,7 @@ class AlterPartitionSender(_AlterPartitionTasks):
     def __init__(
         self,
         channel: ControllerSender,
-        replica_manager: Any,
+        replica_manager: AlterPartitionAnswers,
         broker_id: int,
         broker_epoch: Callable[[], int] = lambda: -1,
     ) -> None:
@@ -133,12 +151,13 @@ class AlterPartitionSender(_AlterPartitionTasks):
 class LocalAlterPartitionSender(_AlterPartitionTasks):
     """A combined node: the controller is in this process (`MetadataService.alter_partition`)."""
 
-    def __init__(self, metadata: Any, replica_manager: Any, broker_id: int, broker_epoch: Callable[[], int] = lambda: -1) -> None:
+    def __init__(self, metadata: LocalController, replica_manager: AlterPartitionAnswers, broker_id: int,
+                 broker_epoch: Callable[[], int] = lambda: -1) -> None:
         super().__init__(replica_manager, broker_id, broker_epoch)
         self.metadata = metadata
 
     async def _send(self, item: AlterPartitionItem) -> None:
-        request = ControllerItem(item.topic_id, item.partition, item.leader_epoch, item.new_isr, item.partition_epoch)  # type: ignore[arg-type]
+        request = ControllerItem(item.topic_id, item.partition, item.leader_epoch, item.new_isr, item.partition_epoch)
         try:
             top, results = await self.metadata.alter_partition(self.broker_id, self.broker_epoch(), [request])
         except asyncio.CancelledError:

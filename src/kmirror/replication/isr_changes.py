@@ -25,7 +25,6 @@ class IsrChanges:
     # Provided by `Partition`.
     topic_partition: TopicPartition
     topic_id: UUID
-    log: PartitionLog
     local_broker_id: int
     replica_lag_time_max_ms: int
     leader_epoch_start_offset: int | None
@@ -37,6 +36,10 @@ class IsrChanges:
     isr_eligible: Callable[[int, int], bool]
     """(broker id, broker epoch of its fetches) -> may it join an ISR (Kafka
     `isReplicaIsrEligible`: registered, unfenced, not in controlled shutdown, same epoch)."""
+
+    @property
+    def log(self) -> PartitionLog:
+        raise NotImplementedError
 
     @property
     def is_leader(self) -> bool:

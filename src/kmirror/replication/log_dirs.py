@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from kmirror.replication.outcomes import LogDirDescription, LogDirPartition
+from kmirror.replication.partition import Partition
+from kmirror.replication.replica_ports import HostedLog, ReplicaLogManager
 from kmirror.types import TopicPartition
 
 
@@ -16,8 +18,8 @@ class DiskUsage(Protocol):
 
 
 def describe_log_dirs(
-    log_manager: Any,
-    partitions: Mapping[TopicPartition, Any],
+    log_manager: ReplicaLogManager,
+    partitions: Mapping[TopicPartition, Partition[HostedLog]],
     wanted: Iterable[TopicPartition] | None,
     disk_usage: DiskUsage | None,
 ) -> list[LogDirDescription]:
@@ -31,7 +33,7 @@ def describe_log_dirs(
     described: dict[str, dict[tuple[str, int], LogDirPartition]] = {d: {} for d in dirs}
     for tp in sorted(selected):
         log = partitions[tp].log
-        log_dir = _log_dir_of(log_manager, log, tp, dirs)
+        log_dir = log_manager.log_dir_of(tp) or (dirs[0] if dirs else "")
         described.setdefault(log_dir, {})[(tp.topic, tp.partition)] = LogDirPartition(size_bytes=int(log.size_in_bytes))
     out: list[LogDirDescription] = []
     for log_dir, entries in described.items():
@@ -39,9 +41,3 @@ def describe_log_dirs(
         out.append(LogDirDescription(path=log_dir, partitions=entries, total_bytes=total, usable_bytes=usable))
     return out
 
-
-def _log_dir_of(log_manager: Any, log: Any, tp: TopicPartition, dirs: list[str]) -> str:
-    lookup = getattr(log_manager, "log_dir_of", None)
-    if lookup is not None:
-        return str(lookup(tp))
-    return dirs[0] if dirs else ""

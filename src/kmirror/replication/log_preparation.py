@@ -15,14 +15,16 @@ creates or deletes logs while it runs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
 from uuid import UUID
 
 from kmirror.log.config import LogConfig
-from kmirror.replication.partition import assign_epoch_start_offset, hosted_here
+from kmirror.metadata.image import MetadataImage, TopicImage
+from kmirror.replication.partition import hosted_here
+from kmirror.replication.replica_manager import ReplicaManager
+from kmirror.replication.replica_ports import ReplicaLogManager
 from kmirror.types import TopicPartition
 
 
@@ -34,16 +36,17 @@ class UnpreparedPartition:
     leader_epoch: int
 
 
-def unprepared_partitions(image: Any, node_id: int, log_manager: Any, since: Any = None,
-                          limit: int | None = None) -> list[UnpreparedPartition]:
+def unprepared_partitions(image: MetadataImage, node_id: int, log_manager: ReplicaLogManager,
+                          since: MetadataImage | None = None, limit: int | None = None) -> list[UnpreparedPartition]:
     """Partitions `image` hosts on `node_id` that have no log yet (at most `limit` of them);
     with `since` (an image already applied), only among the topics changed since it (images
     share every unchanged topic, so an unchanged one is the same object)."""
     return list(islice(_unprepared(image, node_id, log_manager, since), limit))
 
 
-def _unprepared(image: Any, node_id: int, log_manager: Any, since: Any) -> Iterator[UnpreparedPartition]:
-    before = {} if since is None else since.topics
+def _unprepared(image: MetadataImage, node_id: int, log_manager: ReplicaLogManager,
+                since: MetadataImage | None) -> Iterator[UnpreparedPartition]:
+    before: Mapping[str, TopicImage] = {} if since is None else since.topics
     for topic in image.topics.values():
         if before.get(topic.name) is topic:
             continue
@@ -55,7 +58,7 @@ def _unprepared(image: Any, node_id: int, log_manager: Any, since: Any) -> Itera
                 yield UnpreparedPartition(tp, topic.topic_id, int(registration.leader), int(registration.leader_epoch))
 
 
-def prepare_logs(replica_manager: Any, image: Any, partitions: Sequence[UnpreparedPartition]) -> None:
+def prepare_logs(replica_manager: ReplicaManager, image: MetadataImage, partitions: Sequence[UnpreparedPartition]) -> None:
     """Create the logs of `partitions` (see the module docstring)."""
     configs: dict[str, tuple[LogConfig, bool]] = {}
     node_id = replica_manager.node_id
@@ -67,4 +70,4 @@ def prepare_logs(replica_manager: Any, image: Any, partitions: Sequence[Unprepar
         log_config, assigns_epoch = configs[topic]
         log = replica_manager.log_manager.get_or_create_log(p.topic_partition, p.topic_id, log_config)
         if p.leader == node_id and assigns_epoch and log.log_end_offset == 0 and p.leader_epoch >= 0:
-            assign_epoch_start_offset(log, p.leader_epoch, 0)
+            log.assign_epoch_start_offset(p.leader_epoch, 0)

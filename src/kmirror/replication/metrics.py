@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kmirror.replication.log_port import PartitionLog
 from kmirror.replication.partition import Partition
 
 
-def replication_metrics(partitions: Iterable[Partition], now_ms: int) -> dict[str, float]:
+def replication_metrics(partitions: Iterable[Partition[PartitionLog]], now_ms: int) -> dict[str, float]:
     """Kafka's replication metrics as plain values; the metrics layer turns the
     IsrShrinks/IsrExpands counts into rates."""
     under_replicated = under_min = at_min = leaders = 0

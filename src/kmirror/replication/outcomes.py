@@ -8,6 +8,7 @@ of range...), never an exception. Exceptions are left for broken invariants and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from uuid import UUID
 
 from kmirror.protocol.errors import ErrorCode
 
@@ -107,7 +108,7 @@ class AlterPartitionItem:
 
     topic: str
     partition: int
-    topic_id: object  # uuid.UUID
+    topic_id: UUID
     leader_epoch: int
     partition_epoch: int
     new_isr: tuple[int, ...]

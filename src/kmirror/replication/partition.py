@@ -15,12 +15,12 @@ and takes the leader's high watermark, bounded by its own log end offset.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Generic, TypeVar
 from uuid import UUID
 
 from kmirror.log.append_analysis import AppendOrigin
-from kmirror.log.outcomes import TimestampAndOffset
 from kmirror.protocol.errors import ErrorCode
-from kmirror.replication.epoch_assignment import assign_epoch_start_offset, below_log_epochs
+from kmirror.replication.epoch_assignment import below_log_epochs
 from kmirror.replication.isr_changes import IsrChanges
 from kmirror.replication.isr_state import IsrState
 from kmirror.replication.log_port import (
@@ -46,22 +46,23 @@ from kmirror.replication.partition_state import PartitionState, RoleChange, host
 from kmirror.replication.replica_state import ReplicaState
 from kmirror.types import TopicPartition
 
-__all__ = [
-    "Partition", "PartitionState", "RoleChange", "assign_epoch_start_offset", "hosted_here", "partition_state_from",
-]
+__all__ = ["Partition", "PartitionState", "RoleChange", "hosted_here", "partition_state_from"]
 
 NO_LEADER = -1
 # Sent by clients that do not know (or do not check) the leader epoch.
 UNKNOWN_EPOCH = -1
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 
+LogT = TypeVar("LogT", bound=PartitionLog, covariant=True)
+"""The log a partition holds: it uses only `PartitionLog`, its host may know more of it."""
 
-class Partition(IsrChanges):
+
+class Partition(IsrChanges, Generic[LogT]):
     def __init__(
         self,
         topic_partition: TopicPartition,
         topic_id: UUID,
-        log: PartitionLog,
+        log: LogT,
         local_broker_id: int,
         state: PartitionState,
         min_insync_replicas: int = 1,
@@ -72,7 +73,7 @@ class Partition(IsrChanges):
         right after) records a new leader epoch's start offset in the epoch cache."""
         self.topic_partition = topic_partition
         self.topic_id = topic_id
-        self.log = log
+        self._log = log
         self.local_broker_id = local_broker_id
         self.min_insync_replicas = min_insync_replicas
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -97,6 +98,10 @@ class Partition(IsrChanges):
         self.isr_expands = 0
 
     # -- registration -------------------------------------------------------------------
+
+    @property
+    def log(self) -> LogT:
+        return self._log
 
     @property
     def state(self) -> PartitionState:
@@ -172,7 +177,7 @@ class Partition(IsrChanges):
             if new_epoch or not was_leader:
                 leo = self.log.log_end_offset
                 if self.assigns_leader_epoch and not below_log_epochs(self.log, state.leader_epoch):
-                    assign_epoch_start_offset(self.log, state.leader_epoch, leo)
+                    self.log.assign_epoch_start_offset(state.leader_epoch, leo)
                 self.leader_epoch_start_offset = leo
                 self._replicas = {
                     r: self._replicas.get(r, ReplicaState()).reset(now, leo, not was_leader, r in state.isr)
@@ -454,10 +459,8 @@ class Partition(IsrChanges):
             # No tiered storage: Kafka answers log start - 1 with no epoch (KIP-1005).
             return TimestampOffset(NO_TIMESTAMP, log.log_start_offset - 1, UNKNOWN_EPOCH)
         found = log.fetch_offset_by_timestamp(timestamp)
-        if found is not None:
-            ts, offset, epoch = _timestamp_offset_fields(found)
-            if offset < last_fetchable:  # MAX_TIMESTAMP too: nothing above the HW is exposed
-                return TimestampOffset(ts, offset, epoch)
+        if found is not None and found.offset < last_fetchable:  # MAX_TIMESTAMP too: nothing above the HW is exposed
+            return TimestampOffset(found.timestamp, found.offset, found.leader_epoch)
         return self._lagging_error() if lagging else None
 
     def _lagging_error(self) -> PartitionError:
@@ -514,7 +517,3 @@ def _out_of_range(tp: TopicPartition, offset: int, log_start: int, log_end: int)
         ErrorCode.offset_out_of_range, f"Offset {offset} is out of range [{log_start}, {log_end}] for {tp}"
     )
 
-
-def _timestamp_offset_fields(found: TimestampAndOffset) -> tuple[int, int, int]:
-    epoch = getattr(found, "leader_epoch", None)
-    return int(found.timestamp), int(found.offset), UNKNOWN_EPOCH if epoch is None else int(epoch)

@@ -6,24 +6,40 @@ so no two producers of the cluster ever share an id. Blocks come from the contro
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Protocol
 
 from kmirror.metadata.controller_service import MetadataOperationError
+from kmirror.metadata.image import MetadataImage
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.producer_ids import ProducerIdManager, producer_id_block_from
 
-_SOURCES: weakref.WeakKeyDictionary[Any, ProducerIdSource] = weakref.WeakKeyDictionary()
+
+class ProducerIdBlocks(Protocol):
+    """The node's metadata service: the controller's `MetadataService` or the broker's replica
+    of the metadata log, which asks the controller (AllocateProducerIds, KIP-730)."""
+
+    @property
+    def image(self) -> MetadataImage:
+        """`producer_id_floor`: no id below it may be handed out (a fence replayed)."""
+        ...
+
+    async def allocate_producer_ids(self, broker_id: int, /) -> tuple[int, int]:
+        """A fresh block `(first_producer_id, size)`; raises `MetadataOperationError`."""
+        ...
+
+
+_SOURCES: weakref.WeakKeyDictionary[ProducerIdBlocks, ProducerIdSource] = weakref.WeakKeyDictionary()
 
 
 class ProducerIdSource:
-    def __init__(self, metadata: Any, node_id: int) -> None:
+    def __init__(self, metadata: ProducerIdBlocks, node_id: int) -> None:
         self.metadata = metadata
         self.node_id = node_id
         self.manager = ProducerIdManager()
         self._ready: int | None = None
 
     def _floor(self) -> int:
-        return int(getattr(self.metadata.image, "producer_id_floor", 0))
+        return self.metadata.image.producer_id_floor
 
     async def reserve(self) -> ErrorCode:
         """Make one id ready for `next_producer_id` (asking the controller for a block if
@@ -58,7 +74,7 @@ class ProducerIdSource:
         return producer_id
 
 
-def producer_id_source(metadata: Any, node_id: int) -> ProducerIdSource:
+def producer_id_source(metadata: ProducerIdBlocks, node_id: int) -> ProducerIdSource:
     """One source per metadata service (per node)."""
     source = _SOURCES.get(metadata)
     if source is None:

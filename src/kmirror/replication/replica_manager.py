@@ -20,13 +20,13 @@ tells its append listeners which partitions grew or whose HW moved (`add_append_
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
 from uuid import UUID
 
 from kmirror.config.mirror import MIRROR_NAME_CONFIG
+from kmirror.config.server import ServerConfig
 from kmirror.log.config import LogConfig
 from kmirror.metadata.config_description import effective_topic_config
-from kmirror.metadata.image import MetadataImage
+from kmirror.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.log_dirs import DiskUsage, describe_log_dirs
@@ -40,18 +40,14 @@ from kmirror.replication.outcomes import (
     ReadOutcome,
     TimestampOffset,
 )
-from kmirror.replication.partition import (
-    DEFAULT_REPLICA_LAG_TIME_MAX_MS,
-    Partition,
-    PartitionState,
-    hosted_here,
-    partition_state_from,
-)
+from kmirror.replication.partition import Partition, PartitionState, hosted_here, partition_state_from
 from kmirror.replication.replica_ports import (
     AlterPartitionOutbox,
     AlterPartitionPort,
     FetchPartitionRequest,
     FollowedPartition,
+    HostedLog,
+    ReplicaLogManager,
     WriteGuard,
 )
 from kmirror.replication.replica_selector import preferred_read_replica
@@ -73,9 +69,9 @@ class ReplicaManager:
     def __init__(
         self,
         node_id: int,
-        log_manager: Any,
+        log_manager: ReplicaLogManager,
         clock: Clock,
-        config: Any,
+        config: ServerConfig,
         disk_usage: DiskUsage | None = None,
         alter_partition: AlterPartitionPort | None = None,
     ) -> None:
@@ -86,8 +82,8 @@ class ReplicaManager:
         self.clock = clock
         self.config = config
         self.disk_usage = disk_usage
-        self._partitions: dict[TopicPartition, Partition] = {}
-        self._image: Any = None
+        self._partitions: dict[TopicPartition, Partition[HostedLog]] = {}
+        self._image: MetadataImage | None = None
         self._log_configs: dict[str, LogConfig] = {}
         self._append_listeners: list[Callable[[TopicPartition], None]] = []
         self._followed: set[TopicPartition] = set()
@@ -100,15 +96,15 @@ class ReplicaManager:
     # -- following metadata -------------------------------------------------------------
 
     @property
-    def image(self) -> Any:
+    def image(self) -> MetadataImage | None:
         return self._image
 
-    def apply_image(self, old_image: Any, new_image: Any) -> None:
+    def apply_image(self, old_image: MetadataImage | None, new_image: MetadataImage) -> None:
         """Make the hosted partitions match `new_image` (Kafka `ReplicaManager.applyDelta`)."""
         for _ in self.apply_image_steps(old_image, new_image):
             pass
 
-    def apply_image_steps(self, old_image: Any, new_image: Any,
+    def apply_image_steps(self, old_image: MetadataImage | None, new_image: MetadataImage,
                           step_partitions: int = APPLY_STEP_PARTITIONS) -> Iterator[None]:
         """`apply_image` in bounded steps: yields after every `step_partitions` partitions
         brought to the image's state, so that a shell can serve other requests between steps
@@ -118,7 +114,7 @@ class ReplicaManager:
         application at a time and finishes it before starting the next."""
         del old_image  # the new image is complete; the old one is only a hint
         self._image = new_image
-        wanted: dict[TopicPartition, tuple[Any, Any]] = {}
+        wanted: dict[TopicPartition, tuple[TopicImage, PartitionRegistration]] = {}
         scanned = 0
         for topic in new_image.topics.values():
             for index, registration in topic.partitions.items():
@@ -152,7 +148,7 @@ class ReplicaManager:
                 self.log_manager.delete_logs(strays)
 
         now_ms = self.clock.monotonic_ms()
-        lag_max_ms = _replica_lag_time_max_ms(self.config)
+        lag_max_ms = self.config.replica_lag_time_max_ms
         follow: list[FollowedPartition] = []
         unfollow: list[TopicPartition] = []
         log_configs: dict[str, LogConfig] = {}
@@ -175,7 +171,7 @@ class ReplicaManager:
                 partition.min_insync_replicas = min_isr
                 partition.replica_lag_time_max_ms = lag_max_ms
                 if self._log_configs.get(tp.topic) != log_config:
-                    _update_log_config(partition.log, log_config)
+                    partition.log.config = log_config
             was_leader = existing is not None and existing.is_leader
             partition.assigns_leader_epoch = self.assigns_leader_epoch(new_image, tp.topic)
             change = partition.update_state(state, now_ms)
@@ -199,12 +195,12 @@ class ReplicaManager:
         """Kafka `isReplicaIsrEligible`, from this broker's image of the cluster."""
         return self._image is None or self._image.is_isr_eligible(broker_id, broker_epoch)
 
-    def log_config(self, image: Any, topic: str) -> LogConfig:
+    def log_config(self, image: MetadataImage, topic: str) -> LogConfig:
         """Topic overrides over broker defaults (Kafka's config resolution), as a LogConfig."""
         return LogConfig.from_topic_config(effective_topic_config(image, topic, self.config))
 
     @staticmethod
-    def assigns_leader_epoch(image: Any, topic: str) -> bool:
+    def assigns_leader_epoch(image: MetadataImage, topic: str) -> bool:
         """False for a mirror topic: it keeps the source's leader epochs (KIP-1279)."""
         return not _keeps_source_epochs(image, topic)
 
@@ -228,10 +224,10 @@ class ReplicaManager:
                 out.append(FollowedPartition(tp, p.topic_id, p.leader_id, p.leader_epoch))
         return out
 
-    def get_partition(self, tp: TopicPartition) -> Partition | None:
+    def get_partition(self, tp: TopicPartition) -> Partition[HostedLog] | None:
         return self._partitions.get(tp)
 
-    def partitions(self) -> Iterable[Partition]:
+    def partitions(self) -> Iterable[Partition[HostedLog]]:
         return self._partitions.values()
 
     def leader_partitions(self, topic: str) -> list[int]:
@@ -268,7 +264,7 @@ class ReplicaManager:
         for listener in list(self._append_listeners):
             listener(tp)
 
-    def leader_partition(self, tp: TopicPartition) -> Partition | PartitionError:
+    def leader_partition(self, tp: TopicPartition) -> Partition[HostedLog] | PartitionError:
         """The partition if this node hosts it; else Kafka's error for an unknown or remote one."""
         partition = self._partitions.get(tp)
         if partition is not None:
@@ -392,13 +388,13 @@ class ReplicaManager:
                 remaining = max(0, remaining - read.size)
         return results
 
-    def _leader_throttles(self, partition: Partition, replica_id: int) -> bool:
+    def _leader_throttles(self, partition: Partition[HostedLog], replica_id: int) -> bool:
         """Kafka `shouldLeaderThrottle` (before the quota check): a throttled partition and a
         follower outside the ISR."""
         quota = self.leader_quota
         return quota is not None and replica_id not in partition.isr and quota.is_throttled(partition.topic_partition)
 
-    def _after_follower_fetch(self, partition: Partition) -> None:
+    def _after_follower_fetch(self, partition: Partition[HostedLog]) -> None:
         tp = partition.topic_partition
         pending = partition.pending_alter_partition()
         if pending is not None and pending != self._submitted.get(tp):
@@ -437,7 +433,7 @@ class ReplicaManager:
 
     # -- follower side (the replica fetcher's local replica) -----------------------------
 
-    def follower_partition(self, tp: TopicPartition) -> Partition | None:
+    def follower_partition(self, tp: TopicPartition) -> Partition[HostedLog] | None:
         """The partition if this node hosts it and follows its leader."""
         partition = self._partitions.get(tp)
         return partition if partition is not None and not partition.is_leader else None
@@ -497,21 +493,6 @@ def _keeps_source_epochs(image: MetadataImage, topic: str) -> bool:
     records are the source's, with the source's leader epochs."""
     value = image.topic_config(topic).get(MIRROR_NAME_CONFIG)
     return bool(value) and not str(value).endswith(".removed")
-
-
-def _replica_lag_time_max_ms(config: Any) -> int:
-    try:
-        return int(config.replica_lag_time_max_ms)
-    except (AttributeError, KeyError, TypeError):
-        return DEFAULT_REPLICA_LAG_TIME_MAX_MS
-
-
-def _update_log_config(log: Any, log_config: Any) -> None:
-    update = getattr(log, "update_config", None)
-    if update is not None:
-        update(log_config)
-    else:
-        log.config = log_config
 
 
 def _partition_order(tp: TopicPartition) -> tuple[str, int]:

@@ -1,15 +1,62 @@
 """`ReplicaManager`'s request values and collaborator ports (Kafka names its collaborators in
-`ReplicaManager`'s constructor): what a Fetch asks of one partition, what the replica fetcher
-follows, where ISR changes go, and who may refuse a client write."""
+`ReplicaManager`'s constructor): the logs it hosts partitions on, what a Fetch asks of one
+partition, what the replica fetcher follows, where ISR changes go, and who may refuse a
+client write."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 from uuid import UUID
 
+from kmirror.log.config import LogConfig
+from kmirror.log.epoch_cache import EpochCache
+from kmirror.replication.log_port import PartitionLog
 from kmirror.replication.outcomes import AlterPartitionItem, PartitionError
 from kmirror.types import TopicPartition
+
+
+class HostedLog(PartitionLog, Protocol):
+    """A partition's log as this node hosts it (`kmirror.log.Log`): what the partition uses,
+    plus what the replica manager reads and sets (the log's partition and topic id, its
+    topic config, its size on disk) and the epoch cache its partitions' other users read
+    (the KIP-1279 mirror lifecycle: last mirrored epoch, LME truncation)."""
+
+    config: LogConfig
+
+    @property
+    def topic_partition(self) -> TopicPartition: ...
+
+    @property
+    def topic_id(self) -> UUID | None: ...
+
+    @property
+    def size_in_bytes(self) -> int: ...
+
+    @property
+    def epoch_cache(self) -> EpochCache: ...
+
+
+class ReplicaLogManager(Protocol):
+    """The logs under `log.dirs` (`kmirror.log.LogManager`)."""
+
+    @property
+    def log_dirs(self) -> Sequence[str]: ...
+
+    def get_log(self, tp: TopicPartition) -> HostedLog | None: ...
+
+    def get_or_create_log(self, tp: TopicPartition, topic_id: UUID, config: LogConfig) -> HostedLog:
+        """The log of `tp`, created when missing; an existing one takes `config`."""
+        ...
+
+    def all_logs(self) -> Iterable[HostedLog]: ...
+
+    def delete_logs(self, tps: Iterable[TopicPartition]) -> Sequence[TopicPartition]:
+        """Delete these logs; returns those deleted."""
+        ...
+
+    def log_dir_of(self, tp: TopicPartition) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)

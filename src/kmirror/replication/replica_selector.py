@@ -7,10 +7,12 @@ shares the client's rack. Without a client rack: the leader.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kmirror.config.server import ServerConfig
 from kmirror.metadata.image import MetadataImage
+from kmirror.replication.log_port import PartitionLog
 from kmirror.replication.outcomes import ReadOutcome
 from kmirror.replication.partition import Partition
 
@@ -41,7 +43,7 @@ def select_preferred_read_replica(client_rack: str | None, replicas: Sequence[Re
 
 
 def preferred_read_replica(
-    partition: Partition, image: MetadataImage | None, config: object, node_id: int,
+    partition: Partition[PartitionLog], image: MetadataImage | None, config: ServerConfig, node_id: int,
     client_rack: str | None, fetch_offset: int, now_ms: int,
 ) -> ReadOutcome | None:
     """KIP-392 on the leader `node_id`: an answer naming another replica, or None to read here.
@@ -65,13 +67,11 @@ def preferred_read_replica(
     )
 
 
-def _rack_aware_selector(config: object) -> bool:
-    values = getattr(config, "values", None)
-    selector = values.get("replica.selector.class") if isinstance(values, Mapping) else None
+def _rack_aware_selector(config: ServerConfig) -> bool:
+    selector = config.values.get("replica.selector.class")
     return selector is not None and str(selector).rsplit(".", 1)[-1] == "RackAwareReplicaSelector"
 
 
 def _rack_of(image: MetadataImage | None, broker_id: int) -> str | None:
-    brokers = getattr(image, "brokers", None) or {}
-    registration = brokers.get(broker_id)
+    registration = None if image is None else image.brokers.get(broker_id)
     return None if registration is None else registration.rack

@@ -11,14 +11,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from kmirror.config.server import ServerConfig
+from kmirror.metadata.image import MetadataImage
 from kmirror.ports import Clock
 from kmirror.replication.alter_partition_sender import (
     AlterPartitionSender,
     ControllerSender,
     LocalAlterPartitionSender,
+    LocalController,
 )
 from kmirror.replication.fetcher.endpoint import LeaderEndPoint
 from kmirror.replication.fetcher.local_replica import ReplicaManagerLocalReplica
@@ -41,10 +42,10 @@ class ReplicationService:
         clock: Clock,
         broker_epoch: Callable[[], int] = lambda: -1,
         endpoint_for: Callable[[int], LeaderEndPoint | None] | None = None,
-        local_controller: Any = None,
+        local_controller: LocalController | None = None,
     ) -> None:
         """`controller_channel` reaches the active controller; a combined node passes None and
-        its `MetadataService` as `local_controller` instead."""
+        its `MetadataService` as `local_controller` instead (one of the two is given)."""
         self.config = config
         self.replica_manager = replica_manager
         self.clock = clock
@@ -52,8 +53,10 @@ class ReplicationService:
         self.alter_partition: AlterPartitionSender | LocalAlterPartitionSender
         if controller_channel is not None:
             self.alter_partition = AlterPartitionSender(controller_channel, replica_manager, self.broker_id, broker_epoch)
-        else:
+        elif local_controller is not None:
             self.alter_partition = LocalAlterPartitionSender(local_controller, replica_manager, self.broker_id, broker_epoch)
+        else:
+            raise ValueError("ISR changes need a controller channel or the local controller")
         self.throttles = ReplicationThrottles(self.broker_id, config, clock)
         replica_manager.leader_quota = self.throttles.leader
         self.fetcher_manager = ReplicaFetcherManager(
@@ -72,10 +75,10 @@ class ReplicationService:
     def _remote_endpoint(self, leader_id: int) -> LeaderEndPoint | None:
         """The leader's inter-broker listener from its registration in the image."""
         image = self.replica_manager.image
-        registration = (getattr(image, "brokers", None) or {}).get(leader_id)
+        registration = None if image is None else image.brokers.get(leader_id)
         if registration is None:
             return None
-        endpoint = registration.endpoint(getattr(self.config, "inter_broker_listener_name", None))
+        endpoint = registration.endpoint(self.config.inter_broker_listener_name)
         if endpoint is None:
             return None
         host = endpoint.host if endpoint.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
@@ -89,14 +92,14 @@ class ReplicationService:
         self.fetcher_manager.start()
         self._isr_task = asyncio.get_running_loop().create_task(self._isr_expiration(), name="isr-expiration")
 
-    def on_metadata_change(self, old_image: Any, new_image: Any) -> None:
+    def on_metadata_change(self, old_image: MetadataImage | None, new_image: MetadataImage | None) -> None:
         del old_image
         if new_image is not None:
             self.throttles.on_image(new_image)
         self.fetcher_manager.retry_pending()
 
     async def _isr_expiration(self) -> None:
-        lag_ms = int(getattr(self.config, "replica_lag_time_max_ms", 30_000))
+        lag_ms = self.config.replica_lag_time_max_ms
         while True:
             await asyncio.sleep(max(lag_ms // 2, 10) / 1000)
             try:

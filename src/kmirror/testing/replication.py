@@ -3,6 +3,7 @@ manager over it, and metadata images shaped like `kmirror.metadata`'s."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -146,6 +147,12 @@ class FakeLog:
         self.high_watermark = min(self.high_watermark, offset)
         return True
 
+    # Leader epochs are not tracked: no epoch cache to start a new leader's epoch in.
+    latest_epoch: int | None = None
+
+    def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        pass
+
 
 class FakeLogManager:
     def __init__(self, log_dirs: tuple[str, ...] = ("/data/kafka-logs",)) -> None:
@@ -159,6 +166,12 @@ class FakeLogManager:
             log = self.logs[tp] = FakeLog(tp, config, topic_id)
         return log
 
+    def get_log(self, tp: TopicPartition) -> FakeLog | None:
+        return self.logs.get(tp)
+
+    def log_dir_of(self, tp: TopicPartition) -> str | None:
+        return self.log_dirs[0] if tp in self.logs and self.log_dirs else None
+
     def all_logs(self) -> list[FakeLog]:
         return list(self.logs.values())
 
@@ -166,10 +179,11 @@ class FakeLogManager:
         self.logs.pop(tp, None)
         self.deleted.append(tp)
 
-    def delete_logs(self, tps: list[TopicPartition]) -> list[TopicPartition]:
-        for tp in tps:
+    def delete_logs(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+        deleted = list(tps)
+        for tp in deleted:
             self.delete_log(tp)
-        return tps
+        return deleted
 
 
 def image_with(

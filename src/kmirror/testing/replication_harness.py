@@ -31,7 +31,8 @@ from kmirror.replication.fetcher.local_replica import ReplicaManagerLocalReplica
 from kmirror.replication.fetcher.policy import FetchPolicy
 from kmirror.replication.outcomes import AppendOutcome, PartitionError
 from kmirror.replication.partition import PartitionState
-from kmirror.replication.replica_manager import AlterPartitionOutbox, FollowedPartition, ReplicaManager
+from kmirror.replication.replica_manager import ReplicaManager
+from kmirror.replication.replica_ports import AlterPartitionOutbox, FollowedPartition
 from kmirror.testing.memory_fs import MemoryFileSystem
 from kmirror.testing.replication import image_with, server_config
 from kmirror.types import TopicPartition

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.local_replica import PartitionLogReads
+from kmirror.replication.log_port import PartitionLog
 from kmirror.replication.outcomes import PartitionError
 from kmirror.replication.partition import Partition
 from kmirror.replication.replica_manager import ReplicaManager
@@ -63,10 +64,10 @@ class MirrorLocalReplica(PartitionLogReads):
     def release(self, tp: TopicPartition) -> None:
         self.admitted.discard(tp)
 
-    def _partition(self, tp: TopicPartition) -> Partition | None:
+    def _partition(self, tp: TopicPartition) -> Partition[PartitionLog] | None:
         return self.replica_manager.get_partition(tp)
 
-    def _leader(self, tp: TopicPartition) -> Partition | None:
+    def _leader(self, tp: TopicPartition) -> Partition[PartitionLog] | None:
         p = self._partition(tp)
         return p if p is not None and p.is_leader and tp in self.admitted else None
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 from uuid import UUID
 
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
 from kmirror.replication.fetcher.truncation import leader_mirror_leader_epoch
 from kmirror.replication.outcomes import EpochEndOffset, PartitionError, ReadOutcome
-from kmirror.replication.replica_manager import FetchPartitionRequest
+from kmirror.replication.replica_manager import ReplicaManager
+from kmirror.replication.replica_ports import FetchPartitionRequest
 from kmirror.types import TopicPartition
 
 LATEST_OFFSET_FOR_REPLICA = -1  # ListOffsets LATEST answered to a replica: the leader's LEO
@@ -39,7 +40,7 @@ class LeaderEndPoint(Protocol):
     async def close(self) -> None: ...
 
 
-def fetch_from_replica_manager(leader: Any, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
+def fetch_from_replica_manager(leader: ReplicaManager, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
     """Serve `plan` from a leader `ReplicaManager` exactly as its Fetch handler would."""
     policy = plan.policy
     requests = [
@@ -61,16 +62,13 @@ def fetch_from_replica_manager(leader: Any, plan: FetchPlan) -> dict[TopicPartit
     return out
 
 
-def another_topic(leader: Any, asked: Sequence[tuple[TopicPartition, UUID]]) -> set[TopicPartition]:
+def another_topic(leader: ReplicaManager, asked: Sequence[tuple[TopicPartition, UUID]]) -> set[TopicPartition]:
     """The partitions asked for with a topic id the leader does not hold under that name: a
     Fetch v13+ names topics by id and is answered UNKNOWN_TOPIC_ID for them (the mirror's
     source endpoint answers its name-keyed requests the same way, see
     `kmirror.mirror.fetcher.source_endpoint`). A zero id (no id known) matches any."""
-    held = getattr(leader, "topic_id", None)
-    if held is None:
-        return set()
     return {tp for tp, topic_id in asked
-            if topic_id.int != 0 and (mine := held(tp.topic)) is not None and mine != topic_id}
+            if topic_id.int != 0 and (mine := leader.topic_id(tp.topic)) is not None and mine != topic_id}
 
 
 def fetched_partition(result: ReadOutcome | PartitionError) -> FetchedPartition:
@@ -83,7 +81,7 @@ def fetched_partition(result: ReadOutcome | PartitionError) -> FetchedPartition:
 
 
 def epoch_end_offsets_from_replica_manager(
-    leader: Any, queries: Sequence[EpochQuery]
+    leader: ReplicaManager, queries: Sequence[EpochQuery]
 ) -> dict[TopicPartition, EpochEndOffset | ErrorCode]:
     out: dict[TopicPartition, EpochEndOffset | ErrorCode] = {}
     other = another_topic(leader, [(q.topic_partition, q.topic_id) for q in queries])
@@ -96,7 +94,7 @@ def epoch_end_offsets_from_replica_manager(
     return out
 
 
-def log_offsets_from_replica_manager(leader: Any, query: EpochQuery) -> tuple[int, int] | ErrorCode:
+def log_offsets_from_replica_manager(leader: ReplicaManager, query: EpochQuery) -> tuple[int, int] | ErrorCode:
     if another_topic(leader, [(query.topic_partition, query.topic_id)]):
         return ErrorCode.unknown_topic_id
     partition = leader.leader_partition(query.topic_partition)
@@ -113,7 +111,7 @@ def log_offsets_from_replica_manager(leader: Any, query: EpochQuery) -> tuple[in
 class ReplicaManagerLeaderEndPoint:
     """An in-process leader (no network): for tests and simulations."""
 
-    def __init__(self, leader: Any) -> None:
+    def __init__(self, leader: ReplicaManager) -> None:
         self.leader = leader
 
     async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.log_port import PartitionLog
 from kmirror.replication.outcomes import PartitionError
 from kmirror.replication.partition import Partition
 from kmirror.replication.replica_manager import ReplicaManager
@@ -14,7 +15,7 @@ class PartitionLogReads:
     `_partition(tp)` selects (0 / None when there is none). Follower replication and mirroring
     differ only in which partitions they select and how they write."""
 
-    def _partition(self, tp: TopicPartition) -> Partition | None:
+    def _partition(self, tp: TopicPartition) -> Partition[PartitionLog] | None:
         raise NotImplementedError
 
     def log_end_offset(self, tp: TopicPartition) -> int:
@@ -45,10 +46,10 @@ class ReplicaManagerLocalReplica(PartitionLogReads):
     def __init__(self, replica_manager: ReplicaManager) -> None:
         self.replica_manager = replica_manager
 
-    def _partition(self, tp: TopicPartition) -> Partition | None:
+    def _partition(self, tp: TopicPartition) -> Partition[PartitionLog] | None:
         return self.replica_manager.get_partition(tp)
 
-    def _follower(self, tp: TopicPartition) -> Partition | None:
+    def _follower(self, tp: TopicPartition) -> Partition[PartitionLog] | None:
         return self.replica_manager.follower_partition(tp)
 
     def truncate_to(self, tp: TopicPartition, offset: int) -> None:

@@ -17,7 +17,7 @@ from kmirror.replication.fetcher.endpoint import LeaderEndPoint
 from kmirror.replication.fetcher.engine import FetchEngine, LocalReplica
 from kmirror.replication.fetcher.fetcher import Fetcher
 from kmirror.replication.fetcher.policy import FetchPolicy
-from kmirror.replication.replica_manager import FollowedPartition
+from kmirror.replication.replica_ports import FollowedPartition
 from kmirror.replication.replication_quota import ReplicaQuota
 from kmirror.types import TopicPartition
 

@@ -22,10 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 from kmirror.kip1279.membership import MIRROR_NAME_CONFIG
 from kmirror.log.epoch_cache import EpochCache
+from kmirror.metadata.image import MetadataImage
+from kmirror.replication.log_port import PartitionLog
+from kmirror.replication.partition import Partition
 from kmirror.types import TopicPartition
 
 NO_LAST_MIRRORED_EPOCH = -1
@@ -138,7 +141,16 @@ def mirror_leader_epoch_for_response(is_mirror_partition: bool, leader_log_lates
     return leader_log_latest_epoch
 
 
-def leader_mirror_leader_epoch(replica_manager: Any, tp: TopicPartition) -> int:
+class HostedPartitions(Protocol):
+    """What the MirrorLeaderEpoch rule reads of the leader's `ReplicaManager`."""
+
+    @property
+    def image(self) -> MetadataImage | None: ...
+
+    def get_partition(self, tp: TopicPartition) -> Partition[PartitionLog] | None: ...
+
+
+def leader_mirror_leader_epoch(replica_manager: HostedPartitions, tp: TopicPartition) -> int:
     """FetchResponse.MirrorLeaderEpoch of `tp` on this leader: a partition of a topic with
     `mirror.name` (mirroring, paused or removed: its log holds source epochs) answers the
     latest epoch of its log, any other -1."""
