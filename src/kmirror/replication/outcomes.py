@@ -24,6 +24,9 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 NO_TIMESTAMP = -1
+# A leader epoch not known: sent by clients that do not know (or do not check) the leader
+# epoch, answered when a log holds no epoch for an offset.
+UNKNOWN_EPOCH = -1
 
 
 @dataclass(frozen=True, slots=True)
