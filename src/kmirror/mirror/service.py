@@ -36,7 +36,6 @@ from uuid import UUID
 from kio.static.primitive import i8, i32
 
 from kmirror.client.admin import Admin, ConfigResourceType
-from kmirror.client.connection import BrokerConnection
 from kmirror.client.errors import KafkaError
 from kmirror.config.mirror import MIRROR_STATE_TOPIC, STATE_TOPIC_CONFIGS, MirrorConfig
 from kmirror.config.topic import ConfigSource
@@ -120,40 +119,7 @@ async def describe_source_topic(admin: Any, name: str) -> SourceTopic | int:
 
 BrokerSender = Callable[[int, Any], Awaitable[Any]]
 """Sends a request entity to broker `node_id` and returns its response entity (raises if
-the broker cannot be reached)."""
-
-
-class ListenerBrokerSender:
-    """`BrokerSender` over `kmirror.client` connections to each broker's listener (the
-    inter-broker one), kept open and replaced when they fail."""
-
-    def __init__(self, metadata: Any, listener_name: str | None, client_id: str) -> None:
-        self.metadata = metadata
-        self.listener_name = listener_name
-        self.client_id = client_id
-        self._connections: dict[int, Any] = {}
-
-    async def __call__(self, node_id: int, request: Any) -> Any:
-        conn = self._connections.get(node_id)
-        if conn is None or not conn.connected:
-            broker = self.metadata.image.brokers.get(node_id)
-            endpoint = None if broker is None or broker.fenced else broker.endpoint(self.listener_name)
-            if endpoint is None:
-                raise ConnectionError(f"broker {node_id} has no endpoint for {self.listener_name}")
-            conn = BrokerConnection(endpoint.host, endpoint.port, client_id=self.client_id)
-            await conn.connect()
-            self._connections[node_id] = conn
-        try:
-            return await conn.send(request)
-        except Exception:
-            self._connections.pop(node_id, None)
-            await conn.close()
-            raise
-
-    async def close(self) -> None:
-        for conn in self._connections.values():
-            await conn.close()
-        self._connections.clear()
+the broker cannot be reached): `kmirror.runtime.broker_sender.ListenerBrokerSender`."""
 
 
 class _MemoryStateLog:

@@ -54,12 +54,13 @@ from kmirror.metrics.registry import MetricsRegistry
 from kmirror.metrics.request_metrics import RequestChannelMetrics
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
 from kmirror.mirror.read_only import MirrorWriteGuard
-from kmirror.mirror.service import ListenerBrokerSender, MirrorCoordinatorService
+from kmirror.mirror.service import MirrorCoordinatorService
 from kmirror.mirror.wiring import MirrorDataPlane
 from kmirror.replication.producer_id_source import producer_id_source
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.replication.service import ReplicationService
 from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, LocalController, RemoteController
+from kmirror.runtime.broker_sender import ListenerBrokerSender
 from kmirror.runtime.controller_channel import ControllerChannel
 from kmirror.runtime.coordinator_log import ReplicatedCoordinatorLog
 from kmirror.runtime.log_cleaner import LogCleanerService
