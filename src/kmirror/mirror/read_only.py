@@ -5,17 +5,17 @@ partition is attached to a mirror and not yet STOPPED."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from kmirror.kip1279.errors import MirrorError, kio_error_code
 from kmirror.metadata.image import MetadataImage
-from kmirror.metadata.mirrors import is_topic_partition_read_only
+from kmirror.metadata.mirrors import CachedStateView, PartitionLeaderView, is_topic_partition_read_only
 from kmirror.replication.outcomes import PartitionError
 from kmirror.types import TopicPartition
 
 
 class MirrorWriteGuard:
-    def __init__(self, image: Callable[[], MetadataImage | None], coordinator: Any, leader: Any) -> None:
+    def __init__(self, image: Callable[[], MetadataImage | None], coordinator: CachedStateView | None,
+                 leader: PartitionLeaderView | None) -> None:
         self._image = image
         self._coordinator = coordinator
         self._leader = leader

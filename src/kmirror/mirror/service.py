@@ -30,7 +30,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol, overload, runtime_checkable
 from uuid import UUID
 
 from kio.static.primitive import i8, i32
@@ -42,6 +42,7 @@ from kmirror.config.topic import ConfigSource
 from kmirror.coordinator.ports import CoordinatorLog
 from kmirror.coordinator.runtime import CoordinatorRuntime
 from kmirror.kip1279.state import MirrorPartitionState
+from kmirror.metadata.image import MetadataImage, TopicImage
 from kmirror.mirror.coordinator import codec
 from kmirror.mirror.coordinator.coordinator import (
     ManagedAclsResult,
@@ -91,7 +92,7 @@ async def admin_source_lookup(config: MirrorConfig, names: Sequence[str]) -> Sou
         await admin.close()
 
 
-async def describe_source_topic(admin: Any, name: str) -> SourceTopic | int:
+async def describe_source_topic(admin: Admin, name: str) -> SourceTopic | int:
     """The source topic, or the Kafka error code to answer for it.
 
     A topic without an id (a source reporting none or the zero UUID) is UNKNOWN_TOPIC_ID:
@@ -117,9 +118,32 @@ async def describe_source_topic(admin: Any, name: str) -> SourceTopic | int:
     return SourceTopic(name, desc.topic_id, len(desc.partitions), configs)
 
 
-BrokerSender = Callable[[int, Any], Awaitable[Any]]
-"""Sends a request entity to broker `node_id` and returns its response entity (raises if
-the broker cannot be reached): `kmirror.runtime.broker_sender.ListenerBrokerSender`."""
+class BrokerSender(Protocol):
+    """Sends a mirror coordinator request to broker `node_id` and returns its answer (raises
+    if the broker cannot be reached)."""
+
+    @overload
+    async def __call__(self, node_id: int, request: rms.ReadMirrorStatesRequest) -> rms.ReadMirrorStatesResponse: ...
+
+    @overload
+    async def __call__(self, node_id: int, request: wms.WriteMirrorStatesRequest) -> wms.WriteMirrorStatesResponse: ...
+
+
+@runtime_checkable
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+class StateTopicMetadata(Protocol):
+    """The node's metadata service, as the mirror coordinator reads it: who leads each
+    `__mirror_state` partition, and the topic's creation."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    async def ensure_internal_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str] | None = None
+    ) -> TopicImage: ...
 
 
 class _MemoryStateLog:
@@ -147,7 +171,7 @@ class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
         *,
         log: CoordinatorLog | None = None,
         node_id: int = -1,
-        metadata: Any = None,
+        metadata: StateTopicMetadata | None = None,
         send: BrokerSender | None = None,
         replication_factor: int = 3,
         state_topic_configs: Mapping[str, str] = STATE_TOPIC_CONFIGS,
@@ -179,15 +203,14 @@ class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
     async def stop(self) -> None:
         await super().stop()
         self.coordinator.shutdown()
-        close = getattr(self._send, "close", None)
-        if close is not None:
-            await close()
+        if isinstance(self._send, _Closable):
+            await self._send.close()
 
     async def ensure_state_topic(self) -> ErrorCode:
         """Create `__mirror_state` if missing; NONE when it exists, else the reason it cannot
         be created yet (callers answer COORDINATOR_NOT_AVAILABLE and retry)."""
         metadata = self.metadata
-        if metadata is None or not hasattr(metadata, "ensure_internal_topic"):
+        if metadata is None:
             return ErrorCode.none
         if MIRROR_STATE_TOPIC in metadata.image.topics:
             return ErrorCode.none
@@ -297,7 +320,7 @@ class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
             raise AssertionError(f"mirror coordinator answered request {rid} with {result!r}")
         return result.error
 
-    async def _run(self, rid: int, future: asyncio.Future[Any], output: MirrorOutput) -> StatesResult:
+    async def _run(self, rid: int, future: asyncio.Future[object], output: MirrorOutput) -> StatesResult:
         result = await self._answer(rid, future, output)
         if not isinstance(result, StatesResult):
             raise AssertionError(f"mirror coordinator answered request {rid} with {result!r}")
@@ -369,7 +392,14 @@ class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
                                                            else ErrorCode.coordinator_not_available))
         return out
 
-    async def _call(self, node: int, request: Any) -> Any:
+    @overload
+    async def _call(self, node: int, request: rms.ReadMirrorStatesRequest) -> rms.ReadMirrorStatesResponse | None: ...
+
+    @overload
+    async def _call(self, node: int, request: wms.WriteMirrorStatesRequest) -> wms.WriteMirrorStatesResponse | None: ...
+
+    async def _call(self, node: int, request: rms.ReadMirrorStatesRequest | wms.WriteMirrorStatesRequest
+                    ) -> rms.ReadMirrorStatesResponse | wms.WriteMirrorStatesResponse | None:
         if self._send is None:
             return None
         try:

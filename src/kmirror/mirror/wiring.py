@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 from uuid import UUID
 
 from kio.static.primitive import i32, i64
@@ -49,16 +49,18 @@ from kmirror.config.mirror import (
 from kmirror.config.server import ServerConfig
 from kmirror.kip1279.membership import parse_mirror_name_config
 from kmirror.kip1279.state import MirrorPartitionState
+from kmirror.metadata.broker_service import BrokerMetadataService
 from kmirror.metadata.controller.mirrors import EpochBump
-from kmirror.metadata.image import ConfigResource
+from kmirror.metadata.controller_service import MetadataService
+from kmirror.metadata.image import ConfigResource, MetadataImage
 from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.metadata.mirrors import mirror as mirror_info
-from kmirror.mirror.coordinator.coordinator import StateWrite
+from kmirror.mirror.coordinator.coordinator import PartitionStateResult, StatesResult, StateWrite
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
 from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetch_policy
-from kmirror.mirror.fetcher.source_endpoint import ClientSourceCluster, SourceCluster
+from kmirror.mirror.fetcher.source_endpoint import ClientSourceCluster, SourceCluster, SourceLeader
 from kmirror.mirror.fetcher.throttle import mirror_replication_quota, update_mirror_replication_quota
 from kmirror.mirror.lifecycle_ports import InMemoryMirrorStateStore, PartitionKey, StepPending
 from kmirror.mirror.manager import MirrorManager
@@ -70,18 +72,18 @@ from kmirror.mirror.metadata_sync.cluster_id import SourceClusterIdGuard
 from kmirror.mirror.metadata_sync.destination import ControllerTopicMetadataWriter
 from kmirror.mirror.metadata_sync.groups import GroupOffsetSync
 from kmirror.mirror.metadata_sync.topics import TopicMetadataSync
-from kmirror.mirror.service import admin_source_lookup
+from kmirror.mirror.service import MirrorCoordinatorService, admin_source_lookup
 from kmirror.mirror.sync_errors import MirrorSyncErrors
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.mirror import bump_leader_epochs as schema
-from kmirror.protocol.mirror.registry import entity_types
+from kmirror.replication.fetcher.endpoint import LeaderEndPoint
+from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.security.client_config import ClientSecurity
 from kmirror.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
-BUMP_LEADER_EPOCHS = 105
 DEFAULT_REFRESH_INTERVAL_MS = 1000
 _WAIT_ERRORS = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available})
 
@@ -133,6 +135,15 @@ class Coalescer(Generic[T, R]):
                 future.set_result(result)
 
 
+class MirrorStatesService(Protocol):
+    """The part of `MirrorCoordinatorService` the store uses: reads and writes routed to each
+    key's coordinator, answered per key in request order."""
+
+    async def read_state_results(self, keys: Sequence[MirrorPartitionKey]) -> StatesResult: ...
+
+    async def write_states(self, writes: Sequence[StateWrite]) -> StatesResult: ...
+
+
 class CoordinatorStateStore:
     """`MirrorStateStore` over a `MirrorCoordinatorService` (routing to the key's coordinator,
     persisted in `__mirror_state`, transition table enforced there). Coordinator errors
@@ -141,20 +152,25 @@ class CoordinatorStateStore:
     write creates the topic). Without a service (tests, a node without one) states are kept
     in memory."""
 
-    def __init__(self, service: Any, topic_name_of: Callable[[UUID], str | None],
+    def __init__(self, service: MirrorStatesService | None, topic_name_of: Callable[[UUID], str | None],
                  state_topic_exists: Callable[[], bool] = lambda: True) -> None:
         self.service = service
         self.topic_name_of = topic_name_of
         self.state_topic_exists = state_topic_exists
         self.local = InMemoryMirrorStateStore()
-        self.reads: Coalescer[MirrorPartitionKey, Any] = Coalescer(self._read_batch)
-        self.writes: Coalescer[StateWrite, Any] = Coalescer(self._write_batch)
+        self.reads: Coalescer[MirrorPartitionKey, PartitionStateResult] = Coalescer(self._read_batch)
+        self.writes: Coalescer[StateWrite, PartitionStateResult] = Coalescer(self._write_batch)
 
-    async def _read_batch(self, keys: list[MirrorPartitionKey]) -> Sequence[Any]:
-        return (await self.service.read_state_results(keys)).partitions
+    def _service(self) -> MirrorStatesService:
+        if self.service is None:  # without a service, states are kept in `local`
+            raise RuntimeError("no MirrorCoordinatorService to send mirror states to")
+        return self.service
 
-    async def _write_batch(self, writes: list[StateWrite]) -> Sequence[Any]:
-        return (await self.service.write_states(writes)).partitions
+    async def _read_batch(self, keys: list[MirrorPartitionKey]) -> Sequence[PartitionStateResult]:
+        return (await self._service().read_state_results(keys)).partitions
+
+    async def _write_batch(self, writes: list[StateWrite]) -> Sequence[PartitionStateResult]:
+        return (await self._service().write_states(writes)).partitions
 
     async def load(self, key: PartitionKey) -> tuple[MirrorPartitionState, int] | None:
         if self.service is None:
@@ -188,7 +204,7 @@ class ControllerEpochBumper:
     """`LeaderEpochBumper`: BumpLeaderEpochs to the controller. The new epoch arrives with a
     later metadata image; failures are logged and the manager's step stays pending."""
 
-    def __init__(self, metadata: Any) -> None:
+    def __init__(self, metadata: MetadataService | BrokerMetadataService) -> None:
         self.metadata = metadata
         self.bumps: Coalescer[tuple[TopicPartition, EpochBump, int], None] = Coalescer(self._bump_batch)
 
@@ -202,37 +218,37 @@ class ControllerEpochBumper:
         bumps = [bump for _, bump, _ in items]
         min_producer_id = max((m for _, _, m in items), default=-1)
         names = {(b.topic_id, b.partition): tp for tp, b, _ in items}
+        metadata = self.metadata
         try:
-            if not getattr(self.metadata, "forwarding", False) and hasattr(self.metadata, "bump_leader_epochs"):
-                results = await self.metadata.bump_leader_epochs(bumps, min_producer_id)
+            if not metadata.forwarding:
+                results = await metadata.bump_leader_epochs(bumps, min_producer_id)
                 for r in results:
                     if r.error.code != ErrorCode.none:
                         log.warning("BumpLeaderEpochs %s: %s", names.get((r.topic_id, r.partition), r), r.error)
             else:
-                await self.metadata.forward(bump_leader_epochs_request(bumps, min_producer_id))
+                await metadata.forward(bump_leader_epochs_request(bumps, min_producer_id))
         except Exception as exc:  # controller unreachable or the RPC not served: retried on the next tick
             log.warning("BumpLeaderEpochs of %d partition(s) (%s...) failed: %s", len(items), items[0][0], exc)
         return [None] * len(items)
 
 
     def producer_id_floor(self) -> int:
-        return int(self.metadata.image.producer_id_floor)
+        return self.metadata.image.producer_id_floor
 
 
-def bump_leader_epochs_request(bumps: Sequence[EpochBump], min_producer_id: int = -1) -> Any:
+def bump_leader_epochs_request(bumps: Sequence[EpochBump], min_producer_id: int = -1) -> schema.BumpLeaderEpochsRequest:
     """One BumpLeaderEpochs for every bump, grouped by topic id."""
-    request_cls, _ = entity_types(BUMP_LEADER_EPOCHS)
     by_topic: dict[UUID, list[EpochBump]] = {}
     for bump in bumps:
         by_topic.setdefault(bump.topic_id, []).append(bump)
-    return request_cls(topics=tuple(
+    return schema.BumpLeaderEpochsRequest(topics=tuple(
         schema.TopicState(topic_id=topic_id, partitions=tuple(
             schema.LeaderEpochState(partition_index=i32(b.partition), min_leader_epoch=i32(b.min_leader_epoch))
             for b in group))
         for topic_id, group in by_topic.items()), min_producer_id=i64(min_producer_id))
 
 
-async def _gather(awaitables: Sequence[Awaitable[Any]]) -> Sequence[Any]:
+async def _gather(awaitables: Sequence[Awaitable[T]]) -> Sequence[T | BaseException]:
     return await asyncio.gather(*awaitables, return_exceptions=True)
 
 
@@ -257,16 +273,31 @@ class CoalescingSourceCluster:
     async def topic_id(self, topic: str) -> UUID | None:
         return await self.topic_ids.submit(topic)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    async def cluster_id(self) -> str:
+        return await self.inner.cluster_id()
+
+    async def partition_leader(self, tp: TopicPartition, refresh: bool = False) -> SourceLeader | None:
+        return await self.inner.partition_leader(tp, refresh)
+
+    def endpoint(self, leader: SourceLeader, client_id: str,
+                 on_leader_change: Callable[[set[TopicPartition]], None]) -> LeaderEndPoint:
+        return self.inner.endpoint(leader, client_id, on_leader_change)
+
+    async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None:
+        return await self.inner.last_mirrored_epoch(mirror_name, tp)
+
+    async def high_watermark(self, tp: TopicPartition) -> int | None:
+        return await self.inner.high_watermark(tp)
+
+    async def close(self) -> None:
+        await self.inner.close()
 
 
 def client_source_cluster(bootstrap: str, client_id: str, security: ClientSecurity) -> SourceCluster:
-    source: Any = CoalescingSourceCluster(ClientSourceCluster(bootstrap, client_id=client_id, security=security))
-    return source  # type: ignore[no-any-return]
+    return CoalescingSourceCluster(ClientSourceCluster(bootstrap, client_id=client_id, security=security))
 
 
-def mirror_source_configs(image: Any, mirror_name: str) -> dict[str, str] | None:
+def mirror_source_configs(image: MetadataImage | None, mirror_name: str) -> dict[str, str] | None:
     """The mirror's operator configs from the image (None: no such mirror)."""
     values = image.configs.get(ConfigResource(MIRROR_CONFIG_RESOURCE_TYPE, mirror_name)) if image else None
     if not values:
@@ -277,12 +308,13 @@ def mirror_source_configs(image: Any, mirror_name: str) -> dict[str, str] | None
 class ImageSourceClusters:
     """`source_for(mirror_name)`: the mirror's source cluster, from its configs in the image."""
 
-    def __init__(self, broker_id: int, image: Callable[[], Any],
+    def __init__(self, broker_id: int, image: Callable[[], MetadataImage | None],
                  factory: SourceFactory | None = None) -> None:
         self.broker_id = broker_id
         self.image = image
         self.factory = factory or client_source_cluster
-        self.sources: dict[str, tuple[Any, SourceCluster]] = {}
+        self.sources: dict[str, tuple[tuple[tuple[str, str], ...], SourceCluster]] = {}
+        """mirror -> (its source connection configs, the source connected with them)."""
         self.retired: list[SourceCluster] = []
         self._invalid: dict[str, str] = {}
 
@@ -330,8 +362,9 @@ class ImageSourceClusters:
 
 
 class MirrorDataPlane:
-    def __init__(self, broker_id: int, config: ServerConfig | None, clock: Clock, replica_manager: Any, metadata: Any,
-                 coordinator_service: Any = None, *,
+    def __init__(self, broker_id: int, config: ServerConfig | None, clock: Clock, replica_manager: ReplicaManager,
+                 metadata: MetadataService | BrokerMetadataService,
+                 coordinator_service: MirrorCoordinatorService | None = None, *,
                  source_factory: SourceFactory | None = None) -> None:
         """No I/O: `start` runs it."""
         self.metadata = metadata
@@ -350,14 +383,14 @@ class MirrorDataPlane:
             broker_id, replica_manager, fetchers,
             CoordinatorStateStore(coordinator_service, self._topic_name_of, self._state_topic_exists),
             ControllerEpochBumper(metadata), self._source_for, clock,
-            support_unclean_leader_election=str(getattr(config, "values", {}).get(
+            support_unclean_leader_election=config is not None and str(config.values.get(
                 "mirror.support.unclean.leader.election", "false")).lower() == "true",
             concurrently=_gather,
         )
         self.cluster_ids = SourceClusterIdGuard(self._recorded_cluster_id, self.sources)
-        lookup = getattr(coordinator_service, "describe_source_topics", admin_source_lookup)
+        lookup = admin_source_lookup if coordinator_service is None else coordinator_service.describe_source_topics
         current_image = lambda: self.manager.image or metadata.image  # noqa: E731
-        admins = SyncAdmins(broker_id, current_image, getattr(config, "inter_broker_listener_name", None),
+        admins = SyncAdmins(broker_id, current_image, None if config is None else config.inter_broker_listener_name,
                             "metadata-sync")
         self.metadata_sync = MetadataSync([
             TopicAutoAdd(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted),
@@ -367,7 +400,7 @@ class MirrorDataPlane:
             AclSync(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted,
                     store=ManagedAclStore(coordinator_service)),
         ])
-        self._latest: Any = None
+        self._latest: MetadataImage | None = None
         self._progressed: set[TopicPartition] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -385,7 +418,7 @@ class MirrorDataPlane:
         info = mirror_info(self.manager.image or self.metadata.image, mirror_name)
         return "" if info is None else info.source_cluster_id
 
-    async def _halt_mismatched_sources(self, image: Any) -> None:
+    async def _halt_mismatched_sources(self, image: MetadataImage) -> None:
         led: dict[TopicPartition, str] = {}
         for tp, (value, _) in self.manager.mirrored_partitions(image).items():
             membership = parse_mirror_name_config(value)
@@ -400,7 +433,7 @@ class MirrorDataPlane:
         image = self.manager.image or self.metadata.image
         return image is not None and MIRROR_STATE_TOPIC in image.topics
 
-    def on_metadata_change(self, image: Any) -> None:
+    def on_metadata_change(self, image: MetadataImage | None) -> None:
         """Called by the node with every applied image; the run happens on the plane's task."""
         self._latest = image
         if image is not None:

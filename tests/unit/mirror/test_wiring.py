@@ -16,6 +16,7 @@ from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StatesResult
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
 from kmirror.mirror.lifecycle_ports import PartitionKey, StepPending
+from kmirror.mirror.service import admin_source_lookup
 from kmirror.mirror.wiring import (
     ControllerEpochBumper,
     CoordinatorStateStore,
@@ -39,8 +40,8 @@ KEY = PartitionKey("m", TOPIC_ID, 0)
 
 
 class Service:
-    """The MirrorCoordinatorService contract the store uses, over a real MirrorCoordinator
-    whose appends are acknowledged at once."""
+    """The MirrorCoordinatorService contract the store and the data plane use, over a real
+    MirrorCoordinator whose appends are acknowledged at once."""
 
     def __init__(self, loaded: bool = True) -> None:
         self.coordinator = MirrorCoordinator(4)
@@ -67,6 +68,9 @@ class Service:
 
     async def remove_topics(self, mirror_name, topic_ids):
         return await self._run(lambda rid: self.coordinator.remove_topics(rid, mirror_name, topic_ids))
+
+    async def describe_source_topics(self, config, names):
+        return await admin_source_lookup(config, names)
 
 
 def _store(service, exists=True):

@@ -8,9 +8,8 @@ every mirror topic's configs. See `kmirror.replication.replication_quota`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmirror.config.mirror import REPLICATION_THROTTLED_REPLICAS
+from kmirror.config.server import ServerConfig
 from kmirror.metadata.image import MetadataImage
 from kmirror.ports import Clock
 from kmirror.replication.replication_quota import UNLIMITED, ReplicationQuotaManager
@@ -19,7 +18,7 @@ from kmirror.replication.replication_throttles import quota_window, update_repli
 RATE = "mirror.replication.throttled.rate"
 
 
-def mirror_replication_quota(broker_id: int, config: Any, clock: Clock) -> ReplicationQuotaManager:
+def mirror_replication_quota(broker_id: int, config: ServerConfig | None, clock: Clock) -> ReplicationQuotaManager:
     if config is None:
         return ReplicationQuotaManager(broker_id, quota_window(None), UNLIMITED, clock.monotonic_ms())
     return ReplicationQuotaManager(broker_id, quota_window(config), int(config.get(RATE)), clock.monotonic_ms())

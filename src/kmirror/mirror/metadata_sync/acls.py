@@ -31,21 +31,26 @@ Decisions (docs/design/mirroring.md "ACL sync: which ACLs the mirror manages"):
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from enum import IntEnum
+from typing import Protocol
 
 from kmirror.client.acls import AclBinding
+from kmirror.client.admin import Admin
 from kmirror.config.mirror import MirrorConfig
 from kmirror.metadata.controller.acls import AclOperation, AclPermissionType, ResourceType
+from kmirror.metadata.image import MetadataImage
 from kmirror.mirror.coordinator.records import AclEntry
+from kmirror.mirror.metadata_sync.admins import SyncAdmins
 from kmirror.mirror.metadata_sync.coordination import coordinated_mirrors
 from kmirror.mirror.metadata_sync.syncer import CoordinatedMirrorSync
+from kmirror.mirror.sync_errors import MirrorSyncErrors
 from kmirror.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 
-def _name(enum: Any, code: int) -> str:
+def _name(enum: type[IntEnum], code: int) -> str:
     try:
         return str(enum(code).name)
     except ValueError:
@@ -58,7 +63,7 @@ def is_included(config: MirrorConfig, binding: AclBinding) -> bool:
                                   _name(AclPermissionType, binding.permission_type), binding.principal)
 
 
-def destination_bindings(image: Any) -> set[AclBinding]:
+def destination_bindings(image: MetadataImage) -> set[AclBinding]:
     """The destination's bindings, from its metadata image."""
     return {AclBinding(b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation,
                        b.permission_type) for b in image.acls.values()}
@@ -90,11 +95,20 @@ def _binding_order(b: AclBinding) -> tuple[int, str, int, str, str, int, int]:
     return (b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation, b.permission_type)
 
 
+class ManagedAclCoordinator(Protocol):
+    """The node's `MirrorCoordinatorService`, which persists a mirror's managed bindings in
+    `__mirror_state` (record MirrorManagedAcls)."""
+
+    def managed_acls(self, mirror_name: str) -> frozenset[AclEntry] | None | ErrorCode: ...
+
+    async def write_managed_acls(self, mirror_name: str, acls: frozenset[AclEntry]) -> ErrorCode: ...
+
+
 class ManagedAclStore:
     """Where a mirror's managed bindings persist: `__mirror_state` through the node's
     `MirrorCoordinatorService`, or memory when the node has none (unit tests)."""
 
-    def __init__(self, service: Any = None) -> None:
+    def __init__(self, service: ManagedAclCoordinator | None = None) -> None:
         self.service = service
         self.memory: dict[str, frozenset[AclEntry]] = {}
 
@@ -112,8 +126,7 @@ class ManagedAclStore:
         if self.service is None:
             self.memory[mirror_name] = entries
             return ErrorCode.none
-        error: ErrorCode = await self.service.write_managed_acls(mirror_name, entries)
-        return error
+        return await self.service.write_managed_acls(mirror_name, entries)
 
 
 class AclSync(CoordinatedMirrorSync):
@@ -121,8 +134,10 @@ class AclSync(CoordinatedMirrorSync):
     successful DescribeAcls (and the bindings whose deletion has not succeeded yet), as
     persisted in `store`."""
 
-    def __init__(self, *args: Any, store: ManagedAclStore | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, broker_id: int, image: Callable[[], MetadataImage | None], admins: SyncAdmins,
+                 sync_errors: MirrorSyncErrors, is_halted: Callable[[str], bool] = lambda mirror_name: False, *,
+                 store: ManagedAclStore | None = None) -> None:
+        super().__init__(broker_id, image, admins, sync_errors, is_halted)
         self.store = store or ManagedAclStore()
         self.managed: dict[str, set[AclBinding]] = {}
 
@@ -132,7 +147,7 @@ class AclSync(CoordinatedMirrorSync):
             del self.managed[name]
         await super().run_once()
 
-    async def sync(self, image: Any, mirror_name: str, config: MirrorConfig) -> None:
+    async def sync(self, image: MetadataImage, mirror_name: str, config: MirrorConfig) -> None:
         await self.sync_mirror(mirror_name, config, destination_bindings(image))
 
     async def sync_mirror(self, mirror_name: str, config: MirrorConfig, destination: set[AclBinding]) -> None:
@@ -174,9 +189,10 @@ class AclSync(CoordinatedMirrorSync):
         self.managed[mirror_name] = after
         return True
 
-    async def _create(self, mirror_name: str, admin: Any, missing: list[AclBinding]) -> None:
+    async def _create(self, mirror_name: str, admin: Admin, missing: list[AclBinding]) -> None:
         if not missing:
             return
+        errors: list[Exception]
         try:
             errors = [e for e in (await admin.create_acls(missing)).values() if e is not None]
         except Exception as exc:
@@ -187,7 +203,8 @@ class AclSync(CoordinatedMirrorSync):
         else:
             log.info("mirror %s: created %d ACL(s) from the source", mirror_name, len(missing))
 
-    async def _delete(self, mirror_name: str, admin: Any, stale: list[AclBinding]) -> bool:
+    async def _delete(self, mirror_name: str, admin: Admin, stale: list[AclBinding]) -> bool:
+        errors: list[Exception]
         try:
             errors = [e for e in (await admin.delete_acls(stale)).values() if e is not None]
         except Exception as exc:

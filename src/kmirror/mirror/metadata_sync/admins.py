@@ -11,35 +11,36 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any
 
 from kmirror.client.admin import Admin
 from kmirror.client.cluster import Cluster
 from kmirror.config.mirror import MirrorConfig
+from kmirror.metadata.image import MetadataImage
 
-AdminFactory = Callable[[str, str, MirrorConfig | None], Any]
+AdminFactory = Callable[[str, str, MirrorConfig | None], Admin]
 """(bootstrap servers, client id, the mirror's config or None for the destination) -> Admin."""
 
 
-def client_admin(bootstrap: str, client_id: str, config: MirrorConfig | None) -> Any:
+def client_admin(bootstrap: str, client_id: str, config: MirrorConfig | None) -> Admin:
     if config is None:
         return Admin(Cluster(bootstrap, client_id=client_id))
     return Admin(Cluster(bootstrap, client_id=client_id, security=config.source_security))
 
 
 class SyncAdmins:
-    def __init__(self, broker_id: int, image: Callable[[], Any], listener_name: str | None,
+    def __init__(self, broker_id: int, image: Callable[[], MetadataImage | None], listener_name: str | None,
                  purpose: str, factory: AdminFactory = client_admin) -> None:
         self.broker_id = broker_id
         self.image = image
         self.listener_name = listener_name
         self.purpose = purpose
         self.factory = factory
-        self._sources: dict[str, tuple[Any, Any]] = {}
-        self._destination: tuple[str, Any] | None = None
-        self._closing: list[Any] = []
+        self._sources: dict[str, tuple[tuple[tuple[str, str], ...], Admin]] = {}
+        """mirror -> (its source connection configs, the Admin connected with them)."""
+        self._destination: tuple[str, Admin] | None = None
+        self._closing: list[Admin] = []
 
-    def source(self, mirror_name: str, config: MirrorConfig) -> Any:
+    def source(self, mirror_name: str, config: MirrorConfig) -> Admin:
         identity = tuple(sorted(config.source_connection.items()))
         current = self._sources.get(mirror_name)
         if current is not None and current[0] == identity:
@@ -51,7 +52,7 @@ class SyncAdmins:
         self._sources[mirror_name] = (identity, admin)
         return admin
 
-    def destination(self) -> Any | None:
+    def destination(self) -> Admin | None:
         """None while this broker has no registered endpoint."""
         image = self.image()
         broker = image.brokers.get(self.broker_id) if image is not None else None
@@ -67,7 +68,7 @@ class SyncAdmins:
         self._destination = (bootstrap, admin)
         return admin
 
-    def _retire(self, admin: Any) -> None:
+    def _retire(self, admin: Admin) -> None:
         self._closing.append(admin)
 
     async def close_retired(self) -> None:

@@ -26,11 +26,13 @@ Decisions:
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable
-from typing import Any
+from collections.abc import Callable, Collection, Iterable
 
 from kmirror.config.mirror import MirrorConfig
+from kmirror.metadata.image import MetadataImage
+from kmirror.mirror.metadata_sync.admins import SyncAdmins
 from kmirror.mirror.metadata_sync.syncer import CoordinatedMirrorSync
+from kmirror.mirror.sync_errors import MirrorSyncErrors
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +43,13 @@ def topics_to_add(config: MirrorConfig, source_topics: Iterable[str], destinatio
 
 
 class TopicAutoAdd(CoordinatedMirrorSync):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, broker_id: int, image: Callable[[], MetadataImage | None], admins: SyncAdmins,
+                 sync_errors: MirrorSyncErrors, is_halted: Callable[[str], bool] = lambda mirror_name: False) -> None:
+        super().__init__(broker_id, image, admins, sync_errors, is_halted)
         self.refused: dict[tuple[str, str], str] = {}
         """(mirror, topic) -> the last refusal logged for it."""
 
-    async def sync(self, image: Any, mirror_name: str, config: MirrorConfig) -> None:
+    async def sync(self, image: MetadataImage, mirror_name: str, config: MirrorConfig) -> None:
         if not config.topics_include:
             return
         admin = self.admins.destination()

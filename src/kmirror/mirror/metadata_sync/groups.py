@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
 from uuid import UUID
 
+from kmirror.client.admin import Admin, TopicDescription
 from kmirror.client.groups import ListedGroup, OffsetAndMetadata
 from kmirror.config.mirror import MirrorConfig
+from kmirror.metadata.image import MetadataImage
 from kmirror.mirror.metadata_sync.coordination import active_topic_partitions
 from kmirror.mirror.metadata_sync.syncer import CoordinatedMirrorSync
 from kmirror.mirror.source_topic import NO_TOPIC_ID, check_source_topic
@@ -57,7 +58,7 @@ def mirrored_offsets(source: Offsets, active_partitions: Mapping[str, int]) -> d
 
 
 def same_source_topics(active: Mapping[str, int], topic_ids: Mapping[str, UUID],
-                       listed: Mapping[str, Any]) -> dict[str, int]:
+                       listed: Mapping[str, TopicDescription]) -> dict[str, int]:
     """The mirror topics the source still holds under the mirror's topic id (`listed`: the
     source's topic descriptions by name): offsets committed on a re-created source topic
     are positions in another topic and are never synced onto the mirrored one."""
@@ -76,7 +77,7 @@ def offsets_to_commit(mirrored: Offsets, destination: Offsets) -> dict[TopicPart
 class GroupOffsetSync(CoordinatedMirrorSync):
     """The syncer of consumer group offsets (of the mirror's ACTIVE topics only)."""
 
-    async def sync(self, image: Any, mirror_name: str, config: MirrorConfig) -> None:
+    async def sync(self, image: MetadataImage, mirror_name: str, config: MirrorConfig) -> None:
         active = active_topic_partitions(image, mirror_name)
         if active:
             await self.sync_mirror(mirror_name, config, active, {t: image.topics[t].topic_id for t in active})
@@ -102,7 +103,7 @@ class GroupOffsetSync(CoordinatedMirrorSync):
                 self.sync_errors.consumer_group_offset += 1
                 log.warning("mirror %s: syncing the offsets of group %s failed: %s", mirror_name, group_id, exc)
 
-    async def _sync_group(self, mirror_name: str, group_id: str, source: Any, destination: Any,
+    async def _sync_group(self, mirror_name: str, group_id: str, source: Admin, destination: Admin,
                           active: Mapping[str, int]) -> None:
         mirrored = mirrored_offsets(await source.list_consumer_group_offsets(group_id), active)
         if not mirrored:

@@ -6,16 +6,16 @@ CreateMirror: nothing is read from it then)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from kmirror.config.mirror import InvalidMirrorConfig, MirrorConfig
+from kmirror.metadata.image import MetadataImage
 from kmirror.mirror.metadata_sync.admins import SyncAdmins
 from kmirror.mirror.metadata_sync.coordination import coordinated_mirrors
 from kmirror.mirror.sync_errors import MirrorSyncErrors
 
 
 class CoordinatedMirrorSync:
-    def __init__(self, broker_id: int, image: Callable[[], Any], admins: SyncAdmins,
+    def __init__(self, broker_id: int, image: Callable[[], MetadataImage | None], admins: SyncAdmins,
                  sync_errors: MirrorSyncErrors, is_halted: Callable[[str], bool] = lambda mirror_name: False) -> None:
         self.broker_id = broker_id
         self.is_halted = is_halted
@@ -25,14 +25,15 @@ class CoordinatedMirrorSync:
 
     async def run_once(self) -> None:
         image = self.image()
-        for mirror in coordinated_mirrors(image, self.broker_id):
-            config = mirror.parsed()
-            if self.is_halted(mirror.name) or isinstance(config, InvalidMirrorConfig):
-                continue
-            await self.sync(image, mirror.name, config)
+        if image is not None:
+            for mirror in coordinated_mirrors(image, self.broker_id):
+                config = mirror.parsed()
+                if self.is_halted(mirror.name) or isinstance(config, InvalidMirrorConfig):
+                    continue
+                await self.sync(image, mirror.name, config)
         await self.admins.close_retired()
 
-    async def sync(self, image: Any, mirror_name: str, config: MirrorConfig) -> None:
+    async def sync(self, image: MetadataImage, mirror_name: str, config: MirrorConfig) -> None:
         raise NotImplementedError
 
     async def close(self) -> None:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from kmirror.config.mirror import MIRROR_STATE_TOPIC, InvalidMirrorConfig, MirrorConfig
 from kmirror.kip1279.membership import MembershipStatus
+from kmirror.metadata.image import MetadataImage
 from kmirror.metadata.mirrors import MirrorInfo, mirror_topics, mirrors
 from kmirror.mirror.coordinator.partitioner import metadata_partition_for
 from kmirror.mirror.metadata_sync.destination import TopicMetadataWriter
@@ -36,7 +36,7 @@ from kmirror.mirror.sync_errors import MirrorSyncErrors
 log = logging.getLogger(__name__)
 
 
-def coordinates_metadata(image: Any, broker_id: int, mirror_name: str) -> bool:
+def coordinates_metadata(image: MetadataImage, broker_id: int, mirror_name: str) -> bool:
     """This broker leads the mirror's metadata `__mirror_state` partition."""
     topic = image.topics.get(MIRROR_STATE_TOPIC)
     if topic is None or not topic.partitions:
@@ -45,7 +45,7 @@ def coordinates_metadata(image: Any, broker_id: int, mirror_name: str) -> bool:
     return partition is not None and partition.leader == broker_id
 
 
-def mirror_topics_view(image: Any, info: MirrorInfo, config: MirrorConfig) -> MirrorTopicsView:
+def mirror_topics_view(image: MetadataImage, info: MirrorInfo, config: MirrorConfig) -> MirrorTopicsView:
     topics: dict[str, DestinationTopic] = {}
     for name, membership in mirror_topics(image, info.name).items():
         if membership.status is not MembershipStatus.ACTIVE:
@@ -57,7 +57,7 @@ def mirror_topics_view(image: Any, info: MirrorInfo, config: MirrorConfig) -> Mi
 
 
 class TopicMetadataSync:
-    def __init__(self, broker_id: int, image: Callable[[], Any], lookup: SourceLookup,
+    def __init__(self, broker_id: int, image: Callable[[], MetadataImage | None], lookup: SourceLookup,
                  writer: TopicMetadataWriter, sync_errors: MirrorSyncErrors) -> None:
         self.broker_id = broker_id
         self.image = image
