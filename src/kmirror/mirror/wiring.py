@@ -21,11 +21,10 @@ Ports:
   pending.
 - `ControllerEpochBumper`: BumpLeaderEpochs (key 105) through the local controller on a
   combined node, else forwarded to the controller.
-- `ImageSourceClusters`: `source_for(mirror)` from the mirror's configs in the image, one
-  `ClientSourceCluster` per mirror with the mirror's `security.*` / `sasl.*` / `ssl.*`
-  configs, replaced when `bootstrap.servers` or any of those changes (an IncrementalAlterConfigs
-  on the MIRROR resource); the replaced one is closed at the end of the pass that moved its
-  partitions to the new one.
+- `ImageSourceClusters` (`kmirror.mirror.source_clusters`): `source_for(mirror)` from the
+  mirror's configs in the image.
+The state store, the bumper and the source clusters batch the requests of one pass
+(`kmirror.mirror.coalescer`).
 """
 
 from __future__ import annotations
@@ -34,33 +33,27 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol, TypeVar
 from uuid import UUID
 
 from kio.static.primitive import i32, i64
 
-from kmirror.config.mirror import (
-    BOOTSTRAP_SERVERS,
-    MIRROR_STATE_TOPIC,
-    InvalidMirrorConfig,
-    is_mirror_config_key,
-    parse_mirror_config,
-)
+from kmirror.config.mirror import MIRROR_STATE_TOPIC
 from kmirror.config.server import ServerConfig
 from kmirror.kip1279.membership import parse_mirror_name_config
 from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.metadata.broker_service import BrokerMetadataService
 from kmirror.metadata.controller.mirrors import EpochBump
 from kmirror.metadata.controller_service import MetadataService
-from kmirror.metadata.image import ConfigResource, MetadataImage
-from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
+from kmirror.metadata.image import MetadataImage
 from kmirror.metadata.mirrors import mirror as mirror_info
+from kmirror.mirror.coalescer import Coalescer
 from kmirror.mirror.coordinator.coordinator import PartitionStateResult, StatesResult, StateWrite
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
 from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetch_policy
-from kmirror.mirror.fetcher.source_endpoint import ClientSourceCluster, SourceCluster, SourceLeader
+from kmirror.mirror.fetcher.source_endpoint import SourceCluster
 from kmirror.mirror.fetcher.throttle import mirror_replication_quota, update_mirror_replication_quota
 from kmirror.mirror.lifecycle_ports import InMemoryMirrorStateStore, PartitionKey, StepPending
 from kmirror.mirror.manager import MirrorManager
@@ -73,13 +66,12 @@ from kmirror.mirror.metadata_sync.destination import ControllerTopicMetadataWrit
 from kmirror.mirror.metadata_sync.groups import GroupOffsetSync
 from kmirror.mirror.metadata_sync.topics import TopicMetadataSync
 from kmirror.mirror.service import MirrorCoordinatorService, admin_source_lookup
+from kmirror.mirror.source_clusters import ImageSourceClusters, SourceFactory
 from kmirror.mirror.sync_errors import MirrorSyncErrors
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.mirror import bump_leader_epochs as schema
-from kmirror.replication.fetcher.endpoint import LeaderEndPoint
 from kmirror.replication.replica_manager import ReplicaManager
-from kmirror.security.client_config import ClientSecurity
 from kmirror.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -89,50 +81,6 @@ _WAIT_ERRORS = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.coor
 
 
 T = TypeVar("T")
-R = TypeVar("R")
-
-
-class Coalescer(Generic[T, R]):
-    """Group commit: the calls made while one is queued go out as one request. `flush(items)`
-    answers one result per item, in order; a failed flush fails every call of its batch.
-    The first call waits one loop iteration, so the partitions of a manager pass that
-    reach the same step together share one request; calls arriving while a request is
-    in flight form the next one. Each caller still awaits its own answer before its
-    next step, so one partition never has two requests in flight."""
-
-    def __init__(self, flush: Callable[[list[T]], Awaitable[Sequence[R]]]) -> None:
-        self._flush = flush
-        self._queue: list[tuple[T, asyncio.Future[R]]] = []
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.requests = 0
-        """Requests sent (a batch is one)."""
-
-    async def submit(self, item: T) -> R:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[R] = loop.create_future()
-        self._queue.append((item, future))
-        if len(self._queue) == 1:
-            task = loop.create_task(self._run())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        return await future
-
-    async def _run(self) -> None:
-        await asyncio.sleep(0)  # the other partitions of the pass reach this step meanwhile
-        batch, self._queue = self._queue, []
-        self.requests += 1
-        try:
-            results = await self._flush([item for item, _ in batch])
-        except BaseException as exc:  # every caller of the batch sees it (their step stays pending)
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for (_, future), result in zip(batch, results, strict=True):
-            if not future.done():
-                future.set_result(result)
 
 
 class MirrorStatesService(Protocol):
@@ -250,115 +198,6 @@ def bump_leader_epochs_request(bumps: Sequence[EpochBump], min_producer_id: int 
 
 async def _gather(awaitables: Sequence[Awaitable[T]]) -> Sequence[T | BaseException]:
     return await asyncio.gather(*awaitables, return_exceptions=True)
-
-
-SourceFactory = Callable[[str, str, ClientSecurity], SourceCluster]
-"""(bootstrap.servers, client id, security) -> the mirror's source cluster."""
-
-
-class CoalescingSourceCluster:
-    """A `SourceCluster` whose topic id lookups made together share one source Metadata
-    request, sent after the last of them was made (each partition's PREPARING asks the
-    topic id after its DescribeMirrors answer, and still gets an answer from later than
-    that). Everything else goes to the wrapped source unchanged."""
-
-    def __init__(self, inner: SourceCluster) -> None:
-        self.inner = inner
-        self.topic_ids: Coalescer[str, UUID | None] = Coalescer(self._lookup)
-
-    async def _lookup(self, topics: list[str]) -> list[UUID | None]:
-        answers = {topic: await self.inner.topic_id(topic) for topic in dict.fromkeys(topics)}
-        return [answers[topic] for topic in topics]
-
-    async def topic_id(self, topic: str) -> UUID | None:
-        return await self.topic_ids.submit(topic)
-
-    async def cluster_id(self) -> str:
-        return await self.inner.cluster_id()
-
-    async def partition_leader(self, tp: TopicPartition, refresh: bool = False) -> SourceLeader | None:
-        return await self.inner.partition_leader(tp, refresh)
-
-    def endpoint(self, leader: SourceLeader, client_id: str,
-                 on_leader_change: Callable[[set[TopicPartition]], None]) -> LeaderEndPoint:
-        return self.inner.endpoint(leader, client_id, on_leader_change)
-
-    async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None:
-        return await self.inner.last_mirrored_epoch(mirror_name, tp)
-
-    async def high_watermark(self, tp: TopicPartition) -> int | None:
-        return await self.inner.high_watermark(tp)
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-
-def client_source_cluster(bootstrap: str, client_id: str, security: ClientSecurity) -> SourceCluster:
-    return CoalescingSourceCluster(ClientSourceCluster(bootstrap, client_id=client_id, security=security))
-
-
-def mirror_source_configs(image: MetadataImage | None, mirror_name: str) -> dict[str, str] | None:
-    """The mirror's operator configs from the image (None: no such mirror)."""
-    values = image.configs.get(ConfigResource(MIRROR_CONFIG_RESOURCE_TYPE, mirror_name)) if image else None
-    if not values:
-        return None
-    return {k: v for k, v in values.items() if v is not None and is_mirror_config_key(k)}
-
-
-class ImageSourceClusters:
-    """`source_for(mirror_name)`: the mirror's source cluster, from its configs in the image."""
-
-    def __init__(self, broker_id: int, image: Callable[[], MetadataImage | None],
-                 factory: SourceFactory | None = None) -> None:
-        self.broker_id = broker_id
-        self.image = image
-        self.factory = factory or client_source_cluster
-        self.sources: dict[str, tuple[tuple[tuple[str, str], ...], SourceCluster]] = {}
-        """mirror -> (its source connection configs, the source connected with them)."""
-        self.retired: list[SourceCluster] = []
-        self._invalid: dict[str, str] = {}
-
-    def __call__(self, mirror_name: str) -> SourceCluster | None:
-        configs = mirror_source_configs(self.image(), mirror_name)
-        parsed = parse_mirror_config(configs) if configs is not None else None
-        if parsed is None or isinstance(parsed, InvalidMirrorConfig):
-            if isinstance(parsed, InvalidMirrorConfig) and self._invalid.get(mirror_name) != parsed.message:
-                log.warning("mirror %s has no usable source connection: %s", mirror_name, parsed.message)
-                self._invalid[mirror_name] = parsed.message
-            return None
-        self._invalid.pop(mirror_name, None)
-        bootstrap = configs[BOOTSTRAP_SERVERS] if configs else ""
-        identity = tuple(sorted(parsed.source_connection.items()))
-        current = self.sources.get(mirror_name)
-        if current is not None and current[0] == identity:
-            return current[1]
-        if current is not None:
-            self.retired.append(current[1])
-        source = self.factory(bootstrap, f"broker-{self.broker_id}-mirror-{mirror_name}-metadata",
-                              parsed.source_security)
-        self.sources[mirror_name] = (identity, source)
-        return source
-
-    async def close_retired(self, in_use: Callable[[SourceCluster], bool]) -> None:
-        """Close the replaced source connections nothing uses any more (`in_use`: a
-        partition still fetches through it); the others are tried again next pass."""
-        keep: list[SourceCluster] = []
-        for source in self.retired:
-            if in_use(source):
-                keep.append(source)
-                continue
-            try:
-                await source.close()
-            except Exception as exc:  # a broken connection is closed as far as it can be
-                log.debug("closing a replaced mirror source connection: %r", exc)
-        self.retired = keep
-
-    async def close(self) -> None:
-        sources = [s for _, s in self.sources.values()] + self.retired
-        self.sources, self.retired = {}, []
-        for source in sources:
-            with contextlib.suppress(Exception):
-                await source.close()
 
 
 class MirrorDataPlane:

@@ -17,13 +17,12 @@ from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StatesResu
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
 from kmirror.mirror.lifecycle_ports import PartitionKey, StepPending
 from kmirror.mirror.service import admin_source_lookup
+from kmirror.mirror.source_clusters import ImageSourceClusters, mirror_source_configs
 from kmirror.mirror.wiring import (
     ControllerEpochBumper,
     CoordinatorStateStore,
-    ImageSourceClusters,
     MirrorDataPlane,
     bump_leader_epochs_request,
-    mirror_source_configs,
 )
 from kmirror.ports import ManualClock
 from kmirror.records.batch import iter_batches
@@ -443,7 +442,7 @@ def test_a_bootstrap_change_moves_the_partitions_to_a_new_source_and_closes_the_
 
 
 def test_coalescing_source_answers_concurrent_topic_id_lookups_with_one_later_request():
-    from kmirror.mirror.wiring import CoalescingSourceCluster
+    from kmirror.mirror.source_clusters import CoalescingSourceCluster
 
     class Source:
         def __init__(self):

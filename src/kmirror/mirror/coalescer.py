@@ -1,0 +1,58 @@
+"""Group commit for the mirror data plane's ports: the calls made together share one request.
+
+The state store's ReadMirrorStates / WriteMirrorStates, the epoch bumper's BumpLeaderEpochs
+and the source cluster's topic id lookups each go through a `Coalescer`, so the partitions of
+one manager pass that reach the same step together cost one request, not one each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Coalescer(Generic[T, R]):
+    """Group commit: the calls made while one is queued go out as one request. `flush(items)`
+    answers one result per item, in order; a failed flush fails every call of its batch.
+    The first call waits one loop iteration, so the partitions of a manager pass that
+    reach the same step together share one request; calls arriving while a request is
+    in flight form the next one. Each caller still awaits its own answer before its
+    next step, so one partition never has two requests in flight."""
+
+    def __init__(self, flush: Callable[[list[T]], Awaitable[Sequence[R]]]) -> None:
+        self._flush = flush
+        self._queue: list[tuple[T, asyncio.Future[R]]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.requests = 0
+        """Requests sent (a batch is one)."""
+
+    async def submit(self, item: T) -> R:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        self._queue.append((item, future))
+        if len(self._queue) == 1:
+            task = loop.create_task(self._run())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return await future
+
+    async def _run(self) -> None:
+        await asyncio.sleep(0)  # the other partitions of the pass reach this step meanwhile
+        batch, self._queue = self._queue, []
+        self.requests += 1
+        try:
+            results = await self._flush([item for item, _ in batch])
+        except BaseException as exc:  # every caller of the batch sees it (their step stays pending)
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, future), result in zip(batch, results, strict=True):
+            if not future.done():
+                future.set_result(result)

@@ -1,0 +1,141 @@
+"""The mirror's source clusters, as the data plane reaches them (`ImageSourceClusters`).
+
+`source_for(mirror)` comes from the mirror's configs in the image: one `ClientSourceCluster`
+per mirror with the mirror's `security.*` / `sasl.*` / `ssl.*` configs, replaced when
+`bootstrap.servers` or any of those changes (an IncrementalAlterConfigs on the MIRROR
+resource); the replaced one is closed at the end of the pass that moved its partitions to
+the new one. Topic id lookups made together share one source Metadata request
+(`CoalescingSourceCluster`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from uuid import UUID
+
+from kmirror.config.mirror import (
+    BOOTSTRAP_SERVERS,
+    InvalidMirrorConfig,
+    is_mirror_config_key,
+    parse_mirror_config,
+)
+from kmirror.metadata.image import ConfigResource, MetadataImage
+from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
+from kmirror.mirror.coalescer import Coalescer
+from kmirror.mirror.fetcher.source_endpoint import ClientSourceCluster, SourceCluster, SourceLeader
+from kmirror.replication.fetcher.endpoint import LeaderEndPoint
+from kmirror.security.client_config import ClientSecurity
+from kmirror.types import TopicPartition
+
+log = logging.getLogger("kmirror.mirror.wiring")  # one logger for the data plane's lines
+
+
+SourceFactory = Callable[[str, str, ClientSecurity], SourceCluster]
+"""(bootstrap.servers, client id, security) -> the mirror's source cluster."""
+
+
+class CoalescingSourceCluster:
+    """A `SourceCluster` whose topic id lookups made together share one source Metadata
+    request, sent after the last of them was made (each partition's PREPARING asks the
+    topic id after its DescribeMirrors answer, and still gets an answer from later than
+    that). Everything else goes to the wrapped source unchanged."""
+
+    def __init__(self, inner: SourceCluster) -> None:
+        self.inner = inner
+        self.topic_ids: Coalescer[str, UUID | None] = Coalescer(self._lookup)
+
+    async def _lookup(self, topics: list[str]) -> list[UUID | None]:
+        answers = {topic: await self.inner.topic_id(topic) for topic in dict.fromkeys(topics)}
+        return [answers[topic] for topic in topics]
+
+    async def topic_id(self, topic: str) -> UUID | None:
+        return await self.topic_ids.submit(topic)
+
+    async def cluster_id(self) -> str:
+        return await self.inner.cluster_id()
+
+    async def partition_leader(self, tp: TopicPartition, refresh: bool = False) -> SourceLeader | None:
+        return await self.inner.partition_leader(tp, refresh)
+
+    def endpoint(self, leader: SourceLeader, client_id: str,
+                 on_leader_change: Callable[[set[TopicPartition]], None]) -> LeaderEndPoint:
+        return self.inner.endpoint(leader, client_id, on_leader_change)
+
+    async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None:
+        return await self.inner.last_mirrored_epoch(mirror_name, tp)
+
+    async def high_watermark(self, tp: TopicPartition) -> int | None:
+        return await self.inner.high_watermark(tp)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def client_source_cluster(bootstrap: str, client_id: str, security: ClientSecurity) -> SourceCluster:
+    return CoalescingSourceCluster(ClientSourceCluster(bootstrap, client_id=client_id, security=security))
+
+
+def mirror_source_configs(image: MetadataImage | None, mirror_name: str) -> dict[str, str] | None:
+    """The mirror's operator configs from the image (None: no such mirror)."""
+    values = image.configs.get(ConfigResource(MIRROR_CONFIG_RESOURCE_TYPE, mirror_name)) if image else None
+    if not values:
+        return None
+    return {k: v for k, v in values.items() if v is not None and is_mirror_config_key(k)}
+
+
+class ImageSourceClusters:
+    """`source_for(mirror_name)`: the mirror's source cluster, from its configs in the image."""
+
+    def __init__(self, broker_id: int, image: Callable[[], MetadataImage | None],
+                 factory: SourceFactory | None = None) -> None:
+        self.broker_id = broker_id
+        self.image = image
+        self.factory = factory or client_source_cluster
+        self.sources: dict[str, tuple[tuple[tuple[str, str], ...], SourceCluster]] = {}
+        """mirror -> (its source connection configs, the source connected with them)."""
+        self.retired: list[SourceCluster] = []
+        self._invalid: dict[str, str] = {}
+
+    def __call__(self, mirror_name: str) -> SourceCluster | None:
+        configs = mirror_source_configs(self.image(), mirror_name)
+        parsed = parse_mirror_config(configs) if configs is not None else None
+        if parsed is None or isinstance(parsed, InvalidMirrorConfig):
+            if isinstance(parsed, InvalidMirrorConfig) and self._invalid.get(mirror_name) != parsed.message:
+                log.warning("mirror %s has no usable source connection: %s", mirror_name, parsed.message)
+                self._invalid[mirror_name] = parsed.message
+            return None
+        self._invalid.pop(mirror_name, None)
+        bootstrap = configs[BOOTSTRAP_SERVERS] if configs else ""
+        identity = tuple(sorted(parsed.source_connection.items()))
+        current = self.sources.get(mirror_name)
+        if current is not None and current[0] == identity:
+            return current[1]
+        if current is not None:
+            self.retired.append(current[1])
+        source = self.factory(bootstrap, f"broker-{self.broker_id}-mirror-{mirror_name}-metadata",
+                              parsed.source_security)
+        self.sources[mirror_name] = (identity, source)
+        return source
+
+    async def close_retired(self, in_use: Callable[[SourceCluster], bool]) -> None:
+        """Close the replaced source connections nothing uses any more (`in_use`: a
+        partition still fetches through it); the others are tried again next pass."""
+        keep: list[SourceCluster] = []
+        for source in self.retired:
+            if in_use(source):
+                keep.append(source)
+                continue
+            try:
+                await source.close()
+            except Exception as exc:  # a broken connection is closed as far as it can be
+                log.debug("closing a replaced mirror source connection: %r", exc)
+        self.retired = keep
+
+    async def close(self) -> None:
+        sources = [s for _, s in self.sources.values()] + self.retired
+        self.sources, self.retired = {}, []
+        for source in sources:
+            with contextlib.suppress(Exception):
+                await source.close()
