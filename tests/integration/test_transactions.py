@@ -4,7 +4,9 @@ confluent-kafka's transactional API: commit and abort under both isolation level
 consume-transform-produce with `send_offsets_to_transaction`, zombie fencing by a second
 producer of one transactional.id, a producer killed inside a transaction aborted after its
 `transaction.timeout.ms`. kafka-python's and aiokafka's transactional producers. Bad input
-(raw requests) gets Kafka's error codes while the coordinator keeps serving others.
+(raw requests) gets Kafka's error codes while the coordinator keeps serving others. KIP-890
+part 1 (raw requests): a late transactional batch is refused, and so is a batch whose
+transaction's ABORT marker lands while the leader verifies it (the verification guard).
 """
 
 from __future__ import annotations
@@ -433,6 +435,107 @@ def test_late_transactional_batch_is_refused_and_cannot_hang_the_partition(clust
                      ErrorCode.invalid_txn_state]
     wait_until(lambda: lso(bs, topic, 0) == hw(bs, topic, 0) == 2, 30, "the abort marker, then LSO == HW")
     assert read_all(bs, topic, 1, "read_uncommitted") == [b"in-transaction"]
+
+
+def test_abort_marker_landing_while_a_batch_is_verified_refuses_the_batch(cluster: LocalCluster) -> None:
+    """KIP-890 part 1's verification guard on real brokers. The partition leader L asks the
+    coordinator C (another broker) about a producer's first transactional batch; the ABORT
+    marker of that transaction reaches L while the answer is on its way. The answer is stale
+    ("in the transaction"), and the batch must not open a transaction after its own marker.
+    The race is made deterministic: C is paused (SIGSTOP) so its answer waits, and the marker
+    C would have sent is written to L with WriteTxnMarkers by the test meanwhile."""
+    bs = cluster.bootstrap
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])[name].result(timeout=30)
+    wait_until(lambda: admin.list_topics(name, timeout=30).topics[name].partitions[0].leader > 0, 30,
+               "a leader")
+    leader = admin.list_topics(name, timeout=30).topics[name].partitions[0].leader
+
+    def batch(producer_id: int, epoch: int, sequence: int, value: bytes) -> bytes:
+        return build_batch([(None, value, (), int(time.time() * 1000))], producer_id=producer_id,
+                           producer_epoch=epoch, base_sequence=sequence, is_transactional=True)
+
+    async def run() -> tuple[int, tuple[int, int], int]:
+        for i in range(100):  # a transactional id coordinated by a broker other than the leader
+            txn_id = f"guard-{uuid.uuid4().hex[:6]}-{i}"
+            coordinator = await coordinator_connection(cluster, txn_id)
+            coordinator_node = coordinator.port - cluster.port + 1
+            if coordinator_node != leader:
+                break
+            await coordinator.close()
+        assert coordinator_node != leader
+        partition_leader = BrokerConnection("127.0.0.1", cluster.port + leader - 1, client_id="txn-guard")
+        await partition_leader.connect()
+        P, A, W = request_type(0, 9), request_type(24, 3), request_type(27, 1)
+
+        async def produce(records: bytes) -> int:
+            response = await partition_leader.send(build(
+                P, transactional_id=txn_id, acks=-1, timeout=datetime.timedelta(seconds=30),
+                topic_data=(nested(P, "TopicProduceData")(name=name, partition_data=(
+                    nested(P, "PartitionProduceData")(index=0, records=records),)),)))
+            return int(response.responses[0].partition_responses[0].error_code)
+
+        async def add_partition(pid: int, epoch: int) -> None:
+            added = await coordinator.send(build(
+                A, v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=(nested(A, "AddPartitionsToTxnTopic")(name=name, partitions=(0,)),)))
+            assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+
+        async def end(pid: int, epoch: int, committed: bool) -> None:
+            ended = await coordinator.send(request(26, 3, transactional_id=txn_id, producer_id=pid,
+                                                   producer_epoch=epoch, committed=committed))
+            assert ended.error_code == ErrorCode.none
+            want = "CompleteCommit" if committed else "CompleteAbort"
+            for _ in range(300):  # every marker is written once the state is Complete*
+                described = await coordinator.send(request(65, 0, transactional_ids=(txn_id,)))
+                if described.transaction_states[0].transaction_state == want:
+                    return
+                await asyncio.sleep(0.1)
+            raise AssertionError(f"{txn_id} never reached {want}")
+
+        try:
+            init = await coordinator.send(request(22, 4, transactional_id=txn_id,
+                                                  transaction_timeout=datetime.timedelta(seconds=60),
+                                                  producer_id=-1, producer_epoch=-1))
+            pid, epoch = init.producer_id, init.producer_epoch
+            await add_partition(pid, epoch)
+            cluster.pause(coordinator_node)
+            try:
+                verified = asyncio.ensure_future(produce(batch(pid, epoch, 0, b"verified-before-its-abort")))
+                await asyncio.sleep(0.5)  # L has taken the guard and waits for C's answer
+                assert not verified.done()
+                # another connection: a broker answers one connection's requests in order
+                marker_sender = BrokerConnection("127.0.0.1", cluster.port + leader - 1, client_id="txn-guard-c")
+                await marker_sender.connect()
+                try:
+                    marker = await marker_sender.send(build(W, markers=(nested(W, "WritableTxnMarker")(
+                        producer_id=pid, producer_epoch=epoch, transaction_result=False, coordinator_epoch=0,
+                        topics=(nested(W, "WritableTxnMarkerTopic")(name=name, partition_indexes=(0,)),)),)))
+                finally:
+                    await marker_sender.close()
+                assert marker.markers[0].topics[0].partitions[0].error_code == ErrorCode.none
+            finally:
+                cluster.resume(coordinator_node)
+            async with asyncio.timeout(30):
+                code = await verified
+            offsets = (hw(bs, name, 0), lso(bs, name, 0))  # right after the refusal
+            await end(pid, epoch, committed=False)  # C's own ABORT marker follows
+            await add_partition(pid, epoch)  # the producer goes on with a new transaction
+            next_code = await produce(batch(pid, epoch, 0, b"next-transaction"))
+            await end(pid, epoch, committed=True)
+            return code, offsets, next_code
+        finally:
+            await partition_leader.close()
+            await coordinator.close()
+
+    code, (high_watermark, last_stable), next_code = asyncio.run(run())
+    assert code == ErrorCode.invalid_txn_state
+    assert high_watermark == last_stable == 1  # the marker alone: nothing holds the LSO back
+    assert next_code == ErrorCode.none
+    wait_until(lambda: lso(bs, name, 0) == hw(bs, name, 0) == 4, 30, "two more markers, then LSO == HW")
+    assert read_all(bs, name, 1, "read_committed") == [b"next-transaction"]
 
 
 # ---- kmirror transactions (kafka-transactions.sh) -----------------------------------------

@@ -8,6 +8,14 @@ that producer's ongoing transaction (AddPartitionsToTxn `verify_only`). A batch 
 never open a transaction that no marker will close and stall the LSO. Batches of a producer
 whose transaction is already open on the partition need no check.
 
+The answer can be stale by the time it arrives: the coordinator may abort the transaction and
+its ABORT marker reach this partition while the answer travels. So before asking, the leader
+takes a `VerificationGuard` from the partition's producer state
+(`ReplicaManager.maybe_start_transaction_verification`, Kafka
+`maybeStartTransactionVerificationForPartition`), and the append carries it: the marker ends
+the producer's verification entry, and a batch whose guard is no longer the producer's is
+refused with INVALID_TXN_STATE (`kmirror.log.producer_state`).
+
 A transactional batch in a Produce request without a transactional id is refused with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka does. Answers to the producer: the coordinator's
 retriable errors (not coordinator, not available,
@@ -20,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from kmirror.broker.services import BrokerServices
+from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import BatchHeader, CorruptRecordError, read_header
 from kmirror.replication.outcomes import PartitionError
@@ -29,21 +38,14 @@ _RETRIABLE = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_ava
                         ErrorCode.coordinator_load_in_progress, ErrorCode.concurrent_transactions})
 
 
-def _needs_verification(services: BrokerServices, tp: TopicPartition, records: Any) -> BatchHeader | None:
+def _transactional_header(records: Any) -> BatchHeader | None:
+    """The header of a transactional data batch with a producer id, else None."""
     try:
         header = read_header(records, 0)
     except CorruptRecordError:
         return None  # validation refuses it
     if not header.is_transactional or not header.has_producer_id or header.is_control:
         return None
-    partition = services.replica_manager.get_partition(tp)
-    log = getattr(partition, "log", None)
-    state = getattr(log, "producer_state", None)
-    if state is None:
-        return None  # not a leader here: the append answers that
-    entry = state.producers.get(header.producer_id)
-    if entry is not None and entry.current_txn_first_offset is not None and entry.producer_epoch == header.producer_epoch:
-        return None  # its transaction is already open on this partition
     return header
 
 
@@ -57,30 +59,48 @@ def produce_error(error: ErrorCode) -> ErrorCode:
 
 async def verify_transactional_batches(services: BrokerServices, transactional_id: str | None,
                                        entries: dict[TopicPartition, Any],
-                                       errors: dict[TopicPartition, PartitionError]) -> None:
-    """Moves every entry whose transactional batch fails verification to `errors`."""
+                                       errors: dict[TopicPartition, PartitionError]
+                                       ) -> dict[TopicPartition, VerificationGuard] | None:
+    """Moves every entry whose transactional batch fails verification to `errors`; returns the
+    guards the appends must carry (`ReplicaManager.append_records`), or None when this node
+    verifies nothing (no transaction coordinator)."""
     coordinator = services.transaction_coordinator
     if coordinator is None:
-        return
-    by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
+        return None
+    rm = services.replica_manager
+    guards: dict[TopicPartition, VerificationGuard] = {}
+    by_producer: dict[tuple[int, int], list[tuple[TopicPartition, int]]] = {}  # -> [(tp, base sequence)]
     for tp, records in entries.items():
-        header = _needs_verification(services, tp, records)
+        header = _transactional_header(records)
         if header is not None:
-            by_producer.setdefault((header.producer_id, header.producer_epoch), []).append(tp)
-    for (producer_id, producer_epoch), tps in by_producer.items():
+            by_producer.setdefault((header.producer_id, header.producer_epoch), []).append(
+                (tp, header.base_sequence))
+    for (producer_id, producer_epoch), batches in by_producer.items():
         if not transactional_id:
             # Kafka `handleProduceRequest`: transactional records need a transactional id
-            for tp in tps:
+            for tp, _ in batches:
                 entries.pop(tp, None)
                 errors[tp] = PartitionError(ErrorCode.transactional_id_authorization_failed,
                                             "transactional records without a transactional id")
             continue
+        to_verify: list[TopicPartition] = []
+        for tp, base_sequence in batches:
+            guard = rm.maybe_start_transaction_verification(tp, producer_id, base_sequence, producer_epoch)
+            if isinstance(guard, PartitionError):
+                entries.pop(tp, None)
+                errors[tp] = guard
+            elif guard is not VerificationGuard.SENTINEL:  # else its transaction is open here already
+                guards[tp] = guard
+                to_verify.append(tp)
+        if not to_verify:
+            continue
         answers = await coordinator.verify_partitions(transactional_id=transactional_id, producer_id=producer_id,
-                                                      producer_epoch=producer_epoch, partitions=tps)
-        for tp in tps:
+                                                      producer_epoch=producer_epoch, partitions=to_verify)
+        for tp in to_verify:
             error = answers.get(tp, ErrorCode.coordinator_not_available)
             if error != ErrorCode.none:
                 entries.pop(tp, None)
                 errors[tp] = PartitionError(produce_error(error),
                                             f"transactional batch of producer {producer_id} not verified: "
                                             f"{error.name} from the transaction coordinator")
+    return guards

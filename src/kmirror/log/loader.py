@@ -166,6 +166,7 @@ def rebuild_producer_state(log: Log, rebuild_txn_indexes: set[int] | frozenset[i
             completed = state.update(header, control_type=control_type, coordinator_epoch=coordinator_epoch)
             if rebuild and completed is not None:
                 segment.update_txn_index(completed, state.last_stable_offset_after(completed))
+    state.verification_states = log.producer_state.verification_states  # in memory, not of the log
     log.producer_state = state
 
 

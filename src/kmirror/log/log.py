@@ -37,6 +37,7 @@ from kmirror.log.producer_state import (
     BatchMetadata,
     ProducerState,
     ProducerStateEntry,
+    VerificationGuard,
     control_type_for_state,
     marker_coordinator_epoch,
 )
@@ -142,11 +143,41 @@ class Log:
 
     # -- append -----------------------------------------------------------------------------
 
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int,
+                                             now_ms: int | None = None) -> VerificationGuard | AppendError:
+        """Kafka `UnifiedLog.maybeStartTransactionVerification` (KIP-890 part 1), before the
+        leader asks the coordinator about a transactional batch: `SENTINEL` when a transaction
+        of this epoch is already open here (nothing to verify), INVALID_PRODUCER_EPOCH for an
+        epoch older than the producer's, else the guard of the producer's verification entry
+        (new, or the one in progress), which the append must carry."""
+        entry = self.producer_state.producers.get(producer_id)
+        if entry is not None and epoch < entry.producer_epoch:
+            return AppendError(ErrorCode.invalid_producer_epoch,
+                               f"Epoch of producer {producer_id} is {epoch}, which is smaller than the last "
+                               f"seen epoch {entry.producer_epoch}")
+        if self.producer_state.has_ongoing_transaction(producer_id, epoch):
+            return VerificationGuard.SENTINEL
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        return self.producer_state.maybe_create_verification_state_entry(producer_id, sequence, epoch,
+                                                                         now).verification_guard
+
+    def remove_expired_verification_states(self, now_ms: int | None = None) -> int:
+        """Verification entries that never led to an append go after Kafka's
+        `producer.id.expiration.ms` default (`ProducerStateManager.removeExpiredProducers`)."""
+        return self.producer_state.remove_expired_verification_states(
+            self.clock.now_ms() if now_ms is None else now_ms)
+
     def append_as_leader(self, records: Buffer, leader_epoch: int, now_ms: int | None = None, *,
                          origin: AppendOrigin = AppendOrigin.CLIENT,
-                         produce_version: int | None = None) -> LogAppendInfo | AppendError:
+                         produce_version: int | None = None,
+                         verification_guard: VerificationGuard | None = None) -> LogAppendInfo | AppendError:
         """Validate (client writes), check producer state, assign offsets from the LEO and
-        append. A retried duplicate batch returns its original offsets (`duplicate=True`)."""
+        append. A retried duplicate batch returns its original offsets (`duplicate=True`).
+        `verification_guard`: the append path verifies transactions (KIP-890 part 1), and this
+        is the guard `maybe_start_transaction_verification` gave it (`SENTINEL` if none); a
+        batch that would start a transaction is refused unless the producer's verification
+        entry still holds it. None: the caller does not verify (Kafka's
+        `transaction.partition.verification.enable=false`; coordinator writes)."""
         now = self.clock.now_ms() if now_ms is None else now_ms
         result = analyze_for_append(records, self.config, now, origin, produce_version)
         if isinstance(result, AppendError):
@@ -159,12 +190,15 @@ class Log:
                 entry = self.producer_state.producers.get(header.producer_id)
                 if entry is not None:
                     scratch.producers[header.producer_id] = _copy_entry(entry)
+                verification = self.producer_state.verification_state_entry(header.producer_id)
+                if verification is not None:  # never mutated by an append, only removed
+                    scratch.verification_states[header.producer_id] = verification
         offset = self._log_end_offset
         assigned: list[BatchHeader] = []
         completed: list[tuple[CompletedTxn, int]] = []
         for pos, header in analyzed:
             marker_epoch = marker_coordinator_epoch(buf, pos, header)
-            checked = scratch.check_client_batch(header, marker_epoch)
+            checked = scratch.check_client_batch(header, marker_epoch, verification_guard)
             if isinstance(checked, AppendError):
                 return checked
             if isinstance(checked, BatchMetadata):
@@ -189,6 +223,9 @@ class Log:
         if scratch.last_reset_offset >= 0:  # MIRROR_PID_RESET: producers before it are gone
             self.producer_state.expire_all(scratch.last_reset_offset)
         self.producer_state.producers.update(scratch.producers)
+        for _, header in analyzed:  # verifications the append ended (`ProducerState.update`)
+            if header.has_producer_id and header.producer_id not in scratch.verification_states:
+                self.producer_state.clear_verification_state_entry(header.producer_id)
         self._index_completed_txns(completed)
         return self._append_info(assigned, len(buf), now if self.config.log_append_time else NO_TIMESTAMP)
 
@@ -402,7 +439,9 @@ class Log:
         self._log_start_offset = offset
         self.recovery_point = offset
         self.epoch_cache.clear()
+        verifications = self.producer_state.verification_states
         self.producer_state = ProducerState()
+        self.producer_state.verification_states = verifications  # in memory, not of the log
         self._after_truncation()
         self._notify_log_start()
 

@@ -203,6 +203,11 @@ class LogManager:
         """Delete segments past retention in every log; returns how many were deleted."""
         return sum(log.delete_old_segments(now_ms) for log in list(self.logs.values()))
 
+    def remove_expired_verification_states(self, now_ms: int) -> int:
+        """KIP-890 part 1 verification entries that never led to an append, past their expiry
+        (Kafka's periodic `UnifiedLog.removeExpiredProducers`); returns how many went."""
+        return sum(log.remove_expired_verification_states(now_ms) for log in list(self.logs.values()))
+
     def flush_dirty(self, now_ms: int) -> int:
         """Flush logs whose flush.ms elapsed with unflushed data (flush.messages is applied
         on append); returns how many were flushed."""

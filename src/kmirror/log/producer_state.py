@@ -15,6 +15,20 @@ Client-origin rules (Kafka `ProducerAppendInfo.checkProducerEpoch`/`checkSequenc
   acknowledged with its original offsets and not appended again.
 Replication-origin appends (followers, mirroring) skip the checks and only update state.
 
+KIP-890 part 1, the verification guard (Kafka `VerificationGuard`, `VerificationStateEntry`):
+before the leader asks the transaction coordinator whether a producer's first transactional
+batch belongs to its ongoing transaction, `maybe_create_verification_state_entry` gives the
+producer an entry holding a fresh guard (or the entry it already has). The append carries that
+guard; a transactional batch that would start a transaction is accepted only when the
+producer's entry still holds the same guard (`check_client_batch`), else INVALID_TXN_STATE.
+Any transactional batch of the producer (the first of its transaction, or a COMMIT/ABORT
+marker) removes the entry (`update`), and so does its expiry: a batch verified before the
+marker of its transaction can no longer open a transaction after it. The entry also keeps the
+lowest sequence seen while verifying, and a client batch of a higher sequence is
+OUT_OF_ORDER_SEQUENCE_NUMBER until it is gone (Kafka `ProducerAppendInfo.checkSequence`), so
+a retried lower batch is never overtaken. Verification state lives in memory only: it is not
+part of the state rebuilt from the log, nor of equality.
+
 KIP-1279 MIRROR_PID_RESET: a control batch of type 7 (written by the destination leader when
 a mirror topic fails over) expires every producer entry, on append and when the state is
 rebuilt from the log, so producers of the source cluster are forgotten: their old sequences
@@ -23,7 +37,9 @@ are never checked against producers of the destination, which get fresh PIDs.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from kmirror.kip1279.failover import expires_producer_state
 from kmirror.log.outcomes import AppendError
@@ -36,6 +52,58 @@ from kmirror.records.record import InvalidRecordError, decode_records
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
 _INT32_MAX = 2**31 - 1
+# Kafka's `producer.id.expiration.ms` default: a verification entry older than this is dropped
+# (`ProducerStateManager.removeExpiredProducers`); a verification lasts one request, not a day.
+VERIFICATION_STATE_EXPIRATION_MS = 86_400_000
+
+
+class VerificationGuard:
+    """Kafka `VerificationGuard`: a unique token for one verification of a producer's
+    transaction on a partition. `SENTINEL` (no verification was done) verifies nothing."""
+
+    __slots__ = ("_value",)
+    SENTINEL: ClassVar[VerificationGuard]
+    _values: ClassVar[itertools.count[int]] = itertools.count(1)
+
+    def __init__(self) -> None:
+        self._value = next(VerificationGuard._values)
+
+    def verifies(self, verifying_guard: VerificationGuard) -> bool:
+        """True when `verifying_guard` (the one an append carries) is this guard."""
+        return verifying_guard is not VerificationGuard.SENTINEL and verifying_guard == self
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, VerificationGuard) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __repr__(self) -> str:
+        return f"VerificationGuard(value={self._value})"
+
+
+VerificationGuard.SENTINEL = object.__new__(VerificationGuard)
+VerificationGuard.SENTINEL._value = 0
+
+
+@dataclass(slots=True)
+class VerificationStateEntry:
+    """Kafka `VerificationStateEntry`: the guard of a producer's verification in progress on
+    this partition, when it began, and the lowest sequence and highest epoch seen by it."""
+
+    timestamp: int
+    lowest_sequence: int
+    epoch: int
+    verification_guard: VerificationGuard = field(default_factory=VerificationGuard)
+
+    def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
+        """A lower sequence of the same epoch lowers the bar; a higher epoch replaces epoch and
+        sequence (its sequences start again). The guard stays the same."""
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self.lowest_sequence = sequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +171,8 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 class ProducerState:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
+        # Verifications in progress per producer id (in memory only, see the module doc)
+        self.verification_states: dict[int, VerificationStateEntry] = {}
         # Offset of the last MIRROR_PID_RESET applied (-1: none since this state was built);
         # truncating at or below it must rebuild the state from the log.
         self.last_reset_offset = -1
@@ -110,21 +180,100 @@ class ProducerState:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ProducerState) and self.producers == other.producers
 
-    def check_client_batch(self, header: BatchHeader,
-                           coordinator_epoch: int | None = None) -> BatchMetadata | AppendError | None:
+    # -- KIP-890 part 1 verification ------------------------------------------------------
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Kafka `UnifiedLog.hasOngoingTransaction`: a transaction of this epoch is open here."""
+        entry = self.producers.get(producer_id)
+        return (entry is not None and entry.current_txn_first_offset is not None
+                and entry.producer_epoch == producer_epoch)
+
+    def maybe_create_verification_state_entry(self, producer_id: int, sequence: int, epoch: int,
+                                              now_ms: int) -> VerificationStateEntry:
+        """Kafka `ProducerStateManager.maybeCreateVerificationStateEntry`: the producer's entry
+        (created with a fresh guard if it has none), its lowest sequence and epoch updated."""
+        entry = self.verification_states.get(producer_id)
+        if entry is None:
+            entry = self.verification_states[producer_id] = VerificationStateEntry(now_ms, sequence, epoch)
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
+
+    def verification_state_entry(self, producer_id: int) -> VerificationStateEntry | None:
+        return self.verification_states.get(producer_id)
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        """The guard of the producer's verification in progress, else `SENTINEL`."""
+        entry = self.verification_states.get(producer_id)
+        return VerificationGuard.SENTINEL if entry is None else entry.verification_guard
+
+    def clear_verification_state_entry(self, producer_id: int) -> None:
+        self.verification_states.pop(producer_id, None)
+
+    def remove_expired_verification_states(self, now_ms: int,
+                                           expiration_ms: int = VERIFICATION_STATE_EXPIRATION_MS) -> int:
+        """Drop entries that began `expiration_ms` or more ago (verifications that never led to
+        an append); returns how many."""
+        expired = [pid for pid, e in self.verification_states.items() if now_ms - e.timestamp >= expiration_ms]
+        for pid in expired:
+            del self.verification_states[pid]
+        return len(expired)
+
+    def check_verification(self, header: BatchHeader,
+                           verification_guard: VerificationGuard) -> AppendError | None:
+        """Kafka `UnifiedLog.analyzeAndValidateProducerState`: a transactional data batch that
+        would start a transaction (none of its epoch is open here) must carry the guard of the
+        producer's verification; a stale epoch is INVALID_PRODUCER_EPOCH first."""
+        if not header.is_transactional or header.is_control or not header.has_producer_id:
+            return None
+        if self.has_ongoing_transaction(header.producer_id, header.producer_epoch):
+            return None
+        entry = self.producers.get(header.producer_id)
+        if entry is not None and header.producer_epoch < entry.producer_epoch:
+            return AppendError(
+                ErrorCode.invalid_producer_epoch,
+                f"Epoch of producer {header.producer_id} is {header.producer_epoch}, "
+                f"which is smaller than the last seen epoch {entry.producer_epoch}")
+        if not self.verification_guard(header.producer_id).verifies(verification_guard):
+            return AppendError(ErrorCode.invalid_txn_state,
+                               f"Record of producer {header.producer_id} was not part of an ongoing transaction")
+        return None
+
+    def _check_lowest_sequence(self, header: BatchHeader) -> AppendError | None:
+        verification = self.verification_states.get(header.producer_id)
+        if verification is not None and header.base_sequence > verification.lowest_sequence:
+            return AppendError(
+                ErrorCode.out_of_order_sequence_number,
+                f"Out of order sequence number for producer {header.producer_id}: {header.base_sequence} "
+                f"(incoming seq. number), {verification.lowest_sequence} (earliest seen sequence)")
+        return None
+
+    # -- leader appends ---------------------------------------------------------------------
+
+    def check_client_batch(self, header: BatchHeader, coordinator_epoch: int | None = None,
+                           verification_guard: VerificationGuard | None = None
+                           ) -> BatchMetadata | AppendError | None:
         """Validate a leader append of `header` (offsets not yet assigned): the duplicate's
         metadata, an error, or None when it may be appended. An end-transaction marker
         (`coordinator_epoch` from its value) from a coordinator older than the one that wrote
         the producer's last marker is TRANSACTION_COORDINATOR_FENCED (Kafka
-        `ProducerAppendInfo.appendEndTxnMarker`)."""
+        `ProducerAppendInfo.appendEndTxnMarker`). With a `verification_guard` (the append
+        path verifies transactions; `SENTINEL` when it verified nothing for this batch) a
+        batch that would start a transaction needs the producer's current guard
+        (`check_verification`)."""
         if not header.has_producer_id:
             return None
         entry = self.producers.get(header.producer_id)
-        if entry is None:
-            return None
-        duplicate = entry.find_duplicate(header)
+        duplicate = None if entry is None else entry.find_duplicate(header)
         if duplicate is not None:
             return duplicate
+        if verification_guard is not None:
+            refused = self.check_verification(header, verification_guard)
+            if refused is not None:
+                return refused
+        if entry is None:
+            if header.is_control or header.base_sequence < 0:
+                return None
+            return self._check_lowest_sequence(header)
         if header.producer_epoch < entry.producer_epoch:
             return AppendError(
                 ErrorCode.invalid_producer_epoch,
@@ -139,6 +288,9 @@ class ProducerState:
             # markers, and coordinator writes without a sequence (Kafka's NO_SEQUENCE, e.g.
             # transactional offset commits): epoch-checked only; client batches always carry one
             return None
+        lowest = self._check_lowest_sequence(header)
+        if lowest is not None:
+            return lowest
         if header.producer_epoch != entry.producer_epoch:
             if header.base_sequence != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                 return AppendError(
@@ -160,7 +312,9 @@ class ProducerState:
         is returned, aborted unless `control_type` is COMMIT (Kafka
         `ProducerAppendInfo.appendEndTxnMarker`: a marker without an ongoing transaction
         completes one starting at the marker). A MIRROR_PID_RESET (`control_type`, see
-        `control_type_for_state`) expires every producer."""
+        `control_type_for_state`) expires every producer. Any transactional batch ends the
+        producer's verification (Kafka `UnifiedLog.updateProducers`): its transaction now has a
+        first offset here, or has ended."""
         if expires_producer_state(header, control_type):
             self.expire_all(header.last_offset)
             return None
@@ -174,6 +328,8 @@ class ProducerState:
             entry.batches.clear()
         entry.last_timestamp = header.max_timestamp
         entry.last_offset = header.last_offset
+        if header.is_transactional:
+            self.verification_states.pop(header.producer_id, None)
         if header.is_control:
             if not header.is_transactional:
                 return None

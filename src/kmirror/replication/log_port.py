@@ -18,7 +18,7 @@ from kmirror.log.outcomes import (
     Ok,
     TimestampAndOffset,
 )
-from kmirror.log.producer_state import ProducerStateEntry
+from kmirror.log.producer_state import ProducerStateEntry, VerificationGuard
 from kmirror.log.transaction_index import AbortedTxn
 from kmirror.records.batch import RECORD_BATCH_OVERHEAD, CorruptRecordError, read_header
 from kmirror.replication.outcomes import AppendOutcome, PartitionError
@@ -43,7 +43,14 @@ class PartitionLog(Protocol):
     def update_high_watermark(self, offset: int) -> int: ...
 
     def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int | None = None, *,
-                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo | AppendError: ...
+                         origin: AppendOrigin = AppendOrigin.CLIENT,
+                         verification_guard: VerificationGuard | None = None) -> LogAppendInfo | AppendError: ...
+
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int,
+                                             now_ms: int | None = None) -> VerificationGuard | AppendError:
+        """KIP-890 part 1: the guard a verified transactional append must carry (`SENTINEL`
+        when the producer's transaction is already open here)."""
+        ...
 
     def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo | AppendError: ...
 

@@ -19,6 +19,8 @@ from typing import Generic, TypeVar
 from uuid import UUID
 
 from kmirror.log.append_analysis import AppendOrigin
+from kmirror.log.outcomes import AppendError
+from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.epoch_assignment import below_log_epochs
 from kmirror.replication.isr_changes import IsrChanges
@@ -252,9 +254,22 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
 
     # -- produce ------------------------------------------------------------------------
 
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int,
+                                             now_ms: int) -> VerificationGuard | PartitionError:
+        """Kafka `Partition.maybeStartTransactionVerification` (KIP-890 part 1), on the leader:
+        the guard the verified append must carry (`Log.maybe_start_transaction_verification`)."""
+        if not self.is_leader:
+            return PartitionError(ErrorCode.not_leader_or_follower)
+        guard = self.log.maybe_start_transaction_verification(producer_id, sequence, epoch, now_ms)
+        if isinstance(guard, AppendError):
+            return PartitionError(guard.error_code, guard.message)
+        return guard
+
     def append_records_to_leader(
-        self, records: bytes | memoryview, required_acks: int, now_ms: int
+        self, records: bytes | memoryview, required_acks: int, now_ms: int,
+        verification_guard: VerificationGuard | None = None,
     ) -> AppendOutcome | PartitionError:
+        """`verification_guard`: see `Log.append_as_leader` (None: transactions not verified)."""
         if not self.is_leader:
             return PartitionError(ErrorCode.not_leader_or_follower)
         # Kafka `Partition.appendRecordsToLeader`: acks=all needs min.insync.replicas in the ISR.
@@ -264,7 +279,8 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
                 f"The size of the current ISR {len(self._state.isr)} is insufficient to satisfy "
                 f"the min.isr requirement of {self.min_insync_replicas} for partition {self.topic_partition}",
             )
-        result = append_outcome(self.log.append_as_leader(records, self._state.leader_epoch, now_ms=now_ms))
+        result = append_outcome(self.log.append_as_leader(records, self._state.leader_epoch, now_ms=now_ms,
+                                                          verification_guard=verification_guard))
         if isinstance(result, AppendOutcome):
             self.maybe_increment_high_watermark()
         return result

@@ -24,6 +24,7 @@ from uuid import UUID
 
 from kmirror.config.server import ServerConfig
 from kmirror.log.config import LogConfig
+from kmirror.log.producer_state import VerificationGuard
 from kmirror.metadata.image import MetadataImage
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
@@ -145,13 +146,29 @@ class ReplicaManager(PartitionHosting):
 
     # -- produce ------------------------------------------------------------------------
 
+    def maybe_start_transaction_verification(self, tp: TopicPartition, producer_id: int, sequence: int,
+                                             producer_epoch: int) -> VerificationGuard | PartitionError:
+        """Kafka `ReplicaManager.maybeStartTransactionVerificationForPartition` (KIP-890 part 1):
+        before the coordinator is asked about a producer's transactional batch, the guard its
+        append must carry; `SENTINEL` when the producer's transaction is already open on the
+        partition (no verification needed); an error when this node cannot append there."""
+        partition = self.leader_partition(tp)
+        if isinstance(partition, PartitionError):
+            return partition
+        return partition.maybe_start_transaction_verification(producer_id, sequence, producer_epoch,
+                                                              self.clock.now_ms())
+
     def append_records(
         self,
         entries: Mapping[TopicPartition, bytes | memoryview],
         required_acks: int,
         internal_topics_allowed: bool = False,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> dict[TopicPartition, PartitionAppendResult]:
-        """Append each partition's records as leader (Kafka `ReplicaManager.appendRecords`)."""
+        """Append each partition's records as leader (Kafka `ReplicaManager.appendRecords`).
+        `verification_guards` (KIP-890 part 1): given when the caller verified transactional
+        batches with the coordinator; a partition missing from it appends with `SENTINEL`, so
+        a batch there that would start a transaction is refused. None: not verified."""
         if required_acks not in (-1, 0, 1):
             return {tp: PartitionError(ErrorCode.invalid_required_acks) for tp in entries}
         now_ms = self.clock.now_ms()
@@ -170,7 +187,8 @@ class ReplicaManager(PartitionHosting):
             if isinstance(partition, PartitionError):
                 results[tp] = partition
                 continue
-            result = partition.append_records_to_leader(records, required_acks, now_ms)
+            guard = None if verification_guards is None else verification_guards.get(tp, VerificationGuard.SENTINEL)
+            result = partition.append_records_to_leader(records, required_acks, now_ms, guard)
             results[tp] = result
             if isinstance(result, AppendOutcome) and not result.duplicate:
                 self._notify_append(tp)

@@ -290,6 +290,8 @@ class Node:
         self._tasks.append(loop.create_task(self._every_async(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS,
                                                               self._checkpoint)))
         self._tasks.append(loop.create_task(self._every(1000, self._flush)))
+        # Kafka's producer.id.expiration.check.interval.ms default: stale verification entries
+        self._tasks.append(loop.create_task(self._every(600_000, self._expire_verification_states)))
         self.log_manager.defer_removal = True  # deleted logs' directories go on a worker thread
         self._tasks.append(loop.create_task(self._every_async(1000, self._remove_deleted_dirs)))
 
@@ -354,6 +356,9 @@ class Node:
         self._checkpoint_write = asyncio.ensure_future(asyncio.to_thread(self.log_manager.write_checkpoints,
                                                                          snapshot))
         await asyncio.shield(self._checkpoint_write)
+
+    def _expire_verification_states(self) -> None:
+        self.log_manager.remove_expired_verification_states(self.clock.now_ms())
 
     def _flush(self) -> None:
         self.log_manager.flush_dirty(self.clock.now_ms())

@@ -22,7 +22,7 @@ from kmirror.log.outcomes import (
     Ok,
     TimestampAndOffset,
 )
-from kmirror.log.producer_state import ProducerStateEntry
+from kmirror.log.producer_state import ProducerStateEntry, VerificationGuard
 from kmirror.metadata.image import (
     BrokerRegistration,
     ConfigResource,
@@ -73,8 +73,12 @@ class FakeLog:
         self.last_stable_offset = offset
         return offset
 
-    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int | None = None
-                         ) -> LogAppendInfo | AppendError:
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int,
+                                             now_ms: int | None = None) -> VerificationGuard | AppendError:
+        return VerificationGuard.SENTINEL  # keeps no producer state: nothing to verify
+
+    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int, now_ms: int | None = None, *,
+                         verification_guard: VerificationGuard | None = None) -> LogAppendInfo | AppendError:
         if self.fail_with is not None:
             return self.fail_with
         base = self.log_end_offset

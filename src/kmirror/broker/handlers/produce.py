@@ -45,10 +45,11 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                 entries[tp] = p.records
 
     # KIP-890 part 1: a producer's first transactional batch on a partition must be in its
-    # ongoing transaction (`kmirror.broker.txn_verification`)
-    await verify_transactional_batches(services, getattr(request, "transactional_id", None), entries, errors)
+    # ongoing transaction (`kmirror.broker.txn_verification`); the append carries the guards
+    guards = await verify_transactional_batches(services, getattr(request, "transactional_id", None),
+                                                entries, errors)
     results: dict[TopicPartition, Any] = dict(errors)
-    results.update(rm.append_records(entries, int(request.acks)))
+    results.update(rm.append_records(entries, int(request.acks), verification_guards=guards))
 
     if request.acks == 0:
         return None
