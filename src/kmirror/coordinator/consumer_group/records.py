@@ -164,8 +164,8 @@ def member_metadata_record(group_id: str, m: ConsumerGroupMember) -> Record:
     w.string(m.client_host)
     w.strings(m.subscribed_topic_names)
     w.string(m.subscribed_topic_regex)
-    w.string(m.server_assignor)
     w.i32(m.rebalance_timeout_ms)
+    w.string(m.server_assignor)
     return _key(MEMBER_METADATA, group_id, m.member_id), w.done()
 
 
@@ -174,7 +174,7 @@ def decode_member_metadata(member_id: str, buf: bytes) -> ConsumerGroupMember:
     return ConsumerGroupMember(
         member_id, instance_id=r.string(), rack_id=r.string(), client_id=r.string() or "",
         client_host=r.string() or "", subscribed_topic_names=r.strings(), subscribed_topic_regex=r.string(),
-        server_assignor=r.string(), rebalance_timeout_ms=r.fixed(">i"),
+        rebalance_timeout_ms=r.fixed(">i"), server_assignor=r.string(),
     )
 
 
@@ -237,8 +237,8 @@ def value_fields(key: ConsumerGroupKey, value: bytes) -> dict[str, object]:
         m = decode_member_metadata(member_id, value)
         return {"instanceId": m.instance_id, "rackId": m.rack_id, "clientId": m.client_id,
                 "clientHost": m.client_host, "subscribedTopicNames": list(m.subscribed_topic_names),
-                "subscribedTopicRegex": m.subscribed_topic_regex, "serverAssignor": m.server_assignor,
-                "rebalanceTimeoutMs": m.rebalance_timeout_ms}
+                "subscribedTopicRegex": m.subscribed_topic_regex, "rebalanceTimeoutMs": m.rebalance_timeout_ms,
+                "serverAssignor": m.server_assignor}
     m = apply_current_assignment(ConsumerGroupMember(member_id), value)
     return {"memberEpoch": m.member_epoch, "previousMemberEpoch": m.previous_member_epoch, "state": m.state.value,
             "assignedPartitions": _tps_fields(m.assigned),

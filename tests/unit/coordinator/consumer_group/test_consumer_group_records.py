@@ -36,6 +36,21 @@ def test_member_metadata_round_trips(group, member_id, instance, topics, regex, 
     assert records.decode_member_metadata(member_id, value) == m
 
 
+def test_member_metadata_value_has_kafkas_field_order():
+    """ConsumerGroupMemberMetadataValue v0: ..., SubscribedTopicRegex, RebalanceTimeoutMs, ServerAssignor."""
+    m = ConsumerGroupMember("m", client_id="c", client_host="h", subscribed_topic_names=("t",),
+                            server_assignor="range", rebalance_timeout_ms=30_000)
+    _, value = records.member_metadata_record("g", m)
+    assert value == (b"\x00\x00"  # version 0
+                     b"\x00\x00"  # InstanceId, RackId: null
+                     b"\x02c\x02h"  # ClientId, ClientHost
+                     b"\x02\x02t"  # SubscribedTopicNames
+                     b"\x00"  # SubscribedTopicRegex: null
+                     b"\x00\x00\x75\x30"  # RebalanceTimeoutMs
+                     b"\x06range"  # ServerAssignor
+                     b"\x00")  # no tagged fields
+
+
 @given(tps, tps, st.integers(-2, 1000), st.sampled_from(list(MemberState)[:3]))
 def test_current_assignment_round_trips(assigned, revoking, epoch, state):
     m = ConsumerGroupMember("m", member_epoch=epoch, previous_member_epoch=epoch - 1, state=state,
