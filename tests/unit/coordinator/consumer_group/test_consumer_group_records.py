@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 from kmirror.cli.common import kafka_uuid
 from kmirror.cli.dump_log import decode_offsets_record
 from kmirror.coordinator.consumer_group import records
-from kmirror.coordinator.consumer_group.member import ConsumerGroupMember
+from kmirror.coordinator.consumer_group.member import ClassicMemberMetadata, ConsumerGroupMember
 from kmirror.coordinator.consumer_group.state import MemberState
 from kmirror.coordinator.group.coordinator import GroupCoordinator
+from kmirror.coordinator.group.member import Protocol
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.consumer_groups import ConsumerGroups, T
 from kmirror.testing.groups import ManualClock
@@ -132,3 +133,34 @@ def test_dump_log_offsets_decoder_prints_consumer_group_records_as_kafka_json():
     current = dict(lines)['{"type":"8","data":{"groupId":"g","memberId":"a"}}']
     assert '"memberEpoch":1' in current and '"state":0' in current
     assert decode_offsets_record(records.tombstone(records.MEMBER_METADATA, "g", "a")[0], None)[1] == "<DELETE>"
+
+
+protocols = st.lists(st.tuples(names, st.binary(max_size=20)), max_size=3)
+
+
+@given(names, st.integers(0, 2**31 - 1), protocols)
+def test_member_metadata_of_a_classic_member_round_trips(member_id, session_timeout, offered):
+    m = ConsumerGroupMember(member_id, client_id="c", client_host="/h", subscribed_topic_names=("t",),
+                            rebalance_timeout_ms=30_000,
+                            classic=ClassicMemberMetadata(session_timeout, tuple(Protocol(n, b) for n, b in offered)))
+    _, value = records.member_metadata_record("g", m)
+    assert value is not None
+    assert records.decode_member_metadata(member_id, value) == m
+
+
+def test_classic_member_metadata_is_tagged_field_zero():
+    m = ConsumerGroupMember("m", client_id="c", client_host="h", subscribed_topic_names=("t",),
+                            rebalance_timeout_ms=30_000, classic=ClassicMemberMetadata(45_000, (Protocol("range", b"x"),)))
+    _, value = records.member_metadata_record("g", m)
+    assert value is not None
+    assert value.endswith(b"\x01"  # one tagged field
+                          b"\x00\x0f"  # tag 0, 15 bytes
+                          b"\x00\x00\xaf\xc8"  # SessionTimeoutMs 45000
+                          b"\x02"  # SupportedProtocols: one
+                          b"\x06range\x02x\x00"  # Name, Metadata, no tagged fields
+                          b"\x00")  # ClassicMemberMetadata's own tagged fields
+    key = records.decode_key(records.member_metadata_record("g", m)[0])
+    assert key is not None
+    fields = records.value_fields(key, value)
+    assert fields["classicMemberMetadata"] == {
+        "sessionTimeoutMs": 45_000, "supportedProtocols": [{"name": "range", "metadata": "eA=="}]}
