@@ -25,6 +25,7 @@ from kmirror.coordinator.consumer_group.member import (
 )
 from kmirror.coordinator.consumer_group.ports import GroupsCore, TopicsView
 from kmirror.coordinator.consumer_group.reconciliation import next_assignment
+from kmirror.coordinator.consumer_group.state import ConsumerGroupState
 from kmirror.coordinator.consumer_group.target import update_member
 from kmirror.coordinator.group.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
@@ -100,9 +101,11 @@ def join(core: GroupsCore, request_id: int, group: ConsumerGroup, req: ClassicJo
 
     out = GroupOutput()
     # Kafka `validateOnlineDowngradeWithReplacedMember`: it replaced the last member of the
-    # consumer protocol; a rebalance follows only if the subscription changed
+    # consumer protocol; a rebalance follows if the subscription changed, or (kmirror) if the
+    # group had not finished reconciling, for the classic group to assign what is still moving
     if replaced is not None and not replaced.uses_classic_protocol and migration.can_downgrade(core, group, ()):
-        out_records.extend(migration.downgrade(core, group, (), out, rebalance=group.group_epoch != epoch_before))
+        rebalance = group.group_epoch != epoch_before or group.state is not ConsumerGroupState.STABLE
+        out_records.extend(migration.downgrade(core, group, (), out, rebalance=rebalance))
         classic = core.groups[group.group_id]
         result = JoinResult(E.none, classic.generation_id, CONSUMER_PROTOCOL_TYPE, classic.protocol_name, "",
                             reconciled.member_id)

@@ -4,14 +4,22 @@
 
 - **Upgrade.** The first ConsumerGroupHeartbeat (epoch 0) for a classic group with members
   turns it into a consumer group. Each classic member becomes a member at the group's
-  generation, Stable, with the partitions of its last SyncGroup as its assignment and its
-  target, keeping its JoinGroup session timeout and protocols (`ClassicMemberMetadata`). The
-  classic group's waiting JoinGroup/SyncGroup requests are answered REBALANCE_IN_PROGRESS; its
-  members go on through JoinGroup, SyncGroup and Heartbeat against the consumer group
-  (`classic_join`, `classic_members`) until they restart with the consumer protocol.
+  generation with the partitions of its last SyncGroup as its assignment and its target,
+  keeping its JoinGroup session timeout and protocols (`ClassicMemberMetadata`). The classic
+  group's waiting JoinGroup/SyncGroup requests are answered REBALANCE_IN_PROGRESS; its members
+  go on through JoinGroup, SyncGroup and Heartbeat against the consumer group (`classic_join`,
+  `classic_members`) until they restart with the consumer protocol.
 - **Downgrade.** When members leave or are fenced and every member left uses the classic
   protocol, the consumer group turns back into a classic group at its group epoch, each member
-  holding its target assignment, and a rebalance starts (the classic protocol takes over).
+  holding the partitions it may own, and a rebalance starts (the classic protocol takes over).
+
+Two choices differ from Kafka, both so that no partition is ever owned by two members when a
+group converts while members have not caught up (found by
+tests/property/test_consumer_group_migration.py): the upgrade keeps, pending revocation, the
+partitions a cooperative member reported owning at its last JoinGroup and was not given again
+(its SyncGroup answer may not be applied yet: the cooperative protocol would not hand them to
+anyone before it rejoins); the downgrade stores each member's current assignment and pending
+revocations rather than its target (which may name partitions another member still owns).
 
 `group.consumer.migration.policy` (`bidirectional`, `upgrade`, `downgrade`, `disabled`) says which
 directions are allowed; conversions of empty groups are not governed by it
@@ -22,7 +30,7 @@ downgrade leaves a consumer group of classic members, which works on.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
 from kmirror.coordinator.consumer_group import records
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
@@ -88,13 +96,27 @@ def upgrade(
         return (f"Cannot upgrade classic group {gid} to consumer group because the group size exceeds "
                 f"the consumer group maximum size.")
     group = ConsumerGroup(gid, group_epoch=classic.generation_id, assignment_epoch=classic.generation_id)
+    members = []
     for classic_member in classic.members.values():
         member = _from_classic_member(classic, classic_member, topics)
         if isinstance(member, str):
             return member
-        if any(group.owner_of(t, p) is not None for t, p in member.owned()):
-            return (f"Cannot upgrade classic group {gid} to consumer group because its members' "
-                    f"assignments overlap.")
+        members.append(member)
+    assigned = [(t, p) for m in members for t, ps in m.assigned.items() for p in ps]
+    if len(assigned) != len(set(assigned)):
+        return f"Cannot upgrade classic group {gid} to consumer group because its members' assignments overlap."
+    taken = set(assigned)
+    for member in members:
+        # what it reported owning at its last JoinGroup and was not given again stays its own,
+        # pending revocation, until it rejoins without it (unless another member was given it)
+        pending: dict[uuid.UUID, frozenset[int]] = {}
+        for t, ps in member.pending_revocation.items():
+            free = frozenset(p for p in ps if (t, p) not in taken)
+            taken |= {(t, p) for p in free}
+            if free:
+                pending[t] = free
+        member = member.with_changes(
+            pending_revocation=pending, state=MemberState.UNREVOKED_PARTITIONS if pending else MemberState.STABLE)
         group.target[member.member_id] = dict(member.assigned)
         group.update_member(member)
     group.subscribed_metadata = subscription_metadata(group, topics)
@@ -132,26 +154,33 @@ def _from_classic_member(
         assignment = decode_assignment(member.assignment) if member.assignment else None
     except ConsumerProtocolError:
         return malformed
-    assigned: dict[uuid.UUID, set[int]] = {}
-    if assignment is not None:
-        if assignment.user_data:
-            return (f"Cannot upgrade classic group {gid} to consumer group because an unsupported custom "
-                    f"assignor is in use. Please refer to the documentation or switch to a default assignor "
-                    f"before re-attempting the upgrade.")
-        for topic, partitions in assignment.partitions:
-            info = topics.get(topic)
-            if info is not None:  # partitions of topics gone from the cluster are dropped
-                assigned.setdefault(info.topic_id, set()).update(partitions)
-    tps: TopicPartitions = {t: frozenset(ps) for t, ps in assigned.items() if ps}
+    if assignment is not None and assignment.user_data:
+        return (f"Cannot upgrade classic group {gid} to consumer group because an unsupported custom "
+                f"assignor is in use. Please refer to the documentation or switch to a default assignor "
+                f"before re-attempting the upgrade.")
+    tps = _by_topic_id(assignment.partitions if assignment is not None else (), topics)
+    owned = _by_topic_id(subscription.owned_partitions, topics)
+    pending = {t: ps - tps.get(t, frozenset()) for t, ps in owned.items() if ps - tps.get(t, frozenset())}
     return ConsumerGroupMember(
         member.member_id, instance_id=member.group_instance_id, rack_id=subscription.rack_id,
         client_id=member.client_id, client_host=member.client_host,
         subscribed_topic_names=tuple(sorted(set(subscription.topics))),
         rebalance_timeout_ms=member.rebalance_timeout_ms,
         member_epoch=classic.generation_id, previous_member_epoch=classic.generation_id,
-        state=MemberState.STABLE, assigned=tps,
+        state=MemberState.STABLE, assigned=tps, pending_revocation=pending,
         classic=ClassicMemberMetadata(member.session_timeout_ms, member.protocols),
     )
+
+
+def _by_topic_id(partitions: Iterable[tuple[str, Iterable[int]]], topics: TopicsView) -> TopicPartitions:
+    """Partitions by topic name to partitions by topic id; topics the cluster no longer has are
+    left out (Kafka `toTopicPartitionMap`)."""
+    out: dict[uuid.UUID, set[int]] = {}
+    for topic, ps in partitions:
+        info = topics.get(topic)
+        if info is not None:
+            out.setdefault(info.topic_id, set()).update(ps)
+    return {t: frozenset(ps) for t, ps in out.items() if ps}
 
 
 # ---- downgrade: consumer -> classic -------------------------------------------------------
@@ -185,7 +214,7 @@ def downgrade(
     """Replace `group` by a classic group of the members not `leaving` (the caller checked
     `can_downgrade`): the records tombstone every consumer-group record of the group and store
     the classic group; a rebalance starts when `rebalance` (a member left, or a static member's
-    replacement changed the subscription)."""
+    replacement changed the subscription or came before the group was reconciled)."""
     gid = group.group_id
     recs = [records.tombstone(records.CURRENT_ASSIGNMENT, gid, m) for m in group.members]
     recs.extend(records.tombstone(records.TARGET_MEMBER, gid, m) for m in group.members)
@@ -206,13 +235,18 @@ def downgrade(
     classic.protocol_name = classic.select_protocol()
     names = topic_names(core.topics())
     for cm in classic.members.values():
-        target = group.target.get(cm.member_id, {})
+        # what the member may own now, not its target (Kafka's choice): until it rejoins it may
+        # still hold partitions pending revocation, and a target may name partitions another
+        # member has not released yet
+        may_own: dict[str, set[int]] = {}
+        for t, p in group.members[cm.member_id].owned():
+            if t in names:
+                may_own.setdefault(names[t], set()).add(p)
         try:
             version = protocol_version(cm.metadata_for(classic.protocol_name))
         except ConsumerProtocolError:
             version = 0
-        cm.assignment = encode_assignment(
-            {names[t]: ps for t, ps in target.items() if t in names}, version)
+        cm.assignment = encode_assignment(may_own, version)
     classic.offsets.update(group.offsets)
     recs.append(classic_records.group_metadata_record(classic))
 
