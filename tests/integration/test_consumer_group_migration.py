@@ -4,7 +4,7 @@ rolling restart would: one member at a time restarts with the other `group.proto
 producer writes. No partition is ever assigned to two members (sampled every 50 ms), every
 acknowledged record is consumed and committed exactly once (counted), the group's type follows
 its members, and static members keep their partitions across protocols without the others'
-moving."""
+moving. kafka-python (the Java client's classic protocol) takes part as a classic member."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient
+from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 
 from kmirror.testing.group_consumers import PARTITIONS, Group, GroupConsumer, Load, wait_for
 from kmirror.testing.kafka_clients import create_topic
@@ -155,3 +156,58 @@ def test_a_restart_in_the_middle_of_a_migration_reloads_the_mixed_group(cluster:
     finally:
         for name in list(group.members):
             group.remove(name)
+
+
+class _KafkaPythonMember(ConsumerRebalanceListener):
+    """A kafka-python consumer (the classic protocol, as the Java client runs it) polled in a
+    thread; its rebalance listener records what it is assigned."""
+
+    def __init__(self, bootstrap: str, group_id: str, topic: str, lock: threading.Lock) -> None:
+        self.assigned: set[int] = set()
+        self._lock, self._stop = lock, threading.Event()
+        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group_id, heartbeat_interval_ms=1000,
+                                       enable_auto_commit=False, auto_offset_reset="earliest")
+        self._consumer.subscribe([topic], listener=self)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        with self._lock:
+            self.assigned -= {tp.partition for tp in revoked}
+
+    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        with self._lock:
+            self.assigned |= {tp.partition for tp in assigned}
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._consumer.poll(timeout_ms=200)
+        self._consumer.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def test_a_kafka_python_classic_member_joins_a_consumer_group_and_stays_through_the_downgrade(cluster: LocalCluster):
+    create_topic(cluster.bootstrap, "mixed", partitions=PARTITIONS)
+    lock = threading.Lock()
+    n1 = GroupConsumer("n1", {"bootstrap.servers": cluster.bootstrap, "group.id": "mixed",
+                              "group.protocol": "consumer"}, "mixed", [], lock).start()
+    wait_for("the consumer member alone", lambda: len(n1.assigned) == PARTITIONS)
+    classic = _KafkaPythonMember(cluster.bootstrap, "mixed", "mixed", lock)
+
+    def no_overlap() -> None:
+        with lock:
+            assert not n1.assigned & classic.assigned, (n1.assigned, classic.assigned)
+
+    try:
+        wait_for("the partitions shared", lambda: len(n1.assigned) == 3 and len(classic.assigned) == 3, no_overlap)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        assert group_type(admin, "mixed") == ConsumerGroupType.CONSUMER
+        n1.stop()
+        wait_for("the classic member alone", lambda: len(classic.assigned) == PARTITIONS, no_overlap)
+        assert group_type(admin, "mixed") == ConsumerGroupType.CLASSIC
+    finally:
+        n1.stop()
+        classic.stop()
