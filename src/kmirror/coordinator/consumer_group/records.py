@@ -226,12 +226,35 @@ def _decode_classic_metadata(buf: bytes) -> ClassicMemberMetadata:
 
 
 def decode_member_metadata(member_id: str, buf: bytes) -> ConsumerGroupMember:
+    """Kafka's layout. A value that does not read as it, to its last byte, is read as kmirror
+    wrote it before it followed Kafka's field order (ServerAssignor before RebalanceTimeoutMs,
+    no tagged fields), so that an older data directory still loads."""
+    try:
+        return _decode_member_metadata(member_id, buf, kafka_order=True)
+    except (RecordFormatError, UnicodeDecodeError) as error:
+        try:
+            return _decode_member_metadata(member_id, buf, kafka_order=False)
+        except (RecordFormatError, UnicodeDecodeError):
+            raise error from None
+
+
+def _decode_member_metadata(member_id: str, buf: bytes, *, kafka_order: bool) -> ConsumerGroupMember:
     r = _Reader(buf[2:])
-    return ConsumerGroupMember(
+    m = ConsumerGroupMember(
         member_id, instance_id=r.string(), rack_id=r.string(), client_id=r.string() or "",
         client_host=r.string() or "", subscribed_topic_names=r.strings(), subscribed_topic_regex=r.string(),
-        rebalance_timeout_ms=r.fixed(">i"), server_assignor=r.string(), classic=_classic_from_tags(r.tagged()),
     )
+    if kafka_order:
+        timeout, assignor = r.fixed(">i"), r.string()
+        m = m.with_changes(rebalance_timeout_ms=timeout, server_assignor=assignor,
+                           classic=_classic_from_tags(r.tagged()))
+    else:
+        assignor, timeout = r.string(), r.fixed(">i")
+        r.skip_tagged()
+        m = m.with_changes(rebalance_timeout_ms=timeout, server_assignor=assignor)
+    if r.pos != len(r.buf):
+        raise RecordFormatError("trailing bytes after a ConsumerGroupMemberMetadataValue")
+    return m
 
 
 def _classic_from_tags(tagged: dict[int, bytes]) -> ClassicMemberMetadata | None:

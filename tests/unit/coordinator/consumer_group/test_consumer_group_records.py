@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -50,6 +51,13 @@ def test_member_metadata_value_has_kafkas_field_order():
                      b"\x00\x00\x75\x30"  # RebalanceTimeoutMs
                      b"\x06range"  # ServerAssignor
                      b"\x00")  # no tagged fields
+
+
+@pytest.mark.parametrize("assignor", [b"\x06range", b"\x00"], ids=["range", "none"])
+def test_member_metadata_written_in_kmirrors_earlier_field_order_still_loads(assignor):
+    value = b"\x00\x00\x00\x00\x02c\x02h\x02\x02t\x00" + assignor + b"\x00\x00\x75\x30\x00"
+    m = records.decode_member_metadata("m", value)
+    assert (m.rebalance_timeout_ms, m.server_assignor, m.client_id) == (30_000, assignor[1:].decode() or None, "c")
 
 
 @given(tps, tps, st.integers(-2, 1000), st.sampled_from(list(MemberState)[:3]))
