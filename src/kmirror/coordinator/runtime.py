@@ -297,11 +297,14 @@ class GroupCoordinatorService(KeyValueCoordinatorRuntime):
 
     core: GroupCoordinator
 
-    def __init__(self, node_id: int, config: object, log: CoordinatorLog, clock: Clock) -> None:
+    def __init__(self, node_id: int, config: object, log: CoordinatorLog, clock: Clock,
+                 topics: Callable[[], TopicsView] = dict) -> None:
+        """`topics`: the cluster's topics now (the broker's metadata image), which the classic
+        members of consumer groups need (their assignments name topics, the group topic ids)."""
         self.node_id = node_id
         self.config = config
         self.core_config = config if isinstance(config, CoordinatorConfig) else CoordinatorConfig.from_server_config(config)
-        super().__init__(GroupCoordinator(self.core_config, clock, lambda: str(uuid.uuid4())), log, clock,
+        super().__init__(GroupCoordinator(self.core_config, clock, lambda: str(uuid.uuid4()), topics), log, clock,
                          "__consumer_offsets")
 
     def partition_for(self, group_id: str) -> int:

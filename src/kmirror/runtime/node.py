@@ -37,6 +37,7 @@ from kmirror.client.tls import TlsSetupError, server_context
 from kmirror.config.mirror import MIRROR_STATE_TOPIC, state_topic_configs
 from kmirror.config.server import ServerConfig
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, topic_default
+from kmirror.coordinator.consumer_group.ports import topics_of
 from kmirror.coordinator.runtime import GroupCoordinatorService
 from kmirror.coordinator.transaction.config import TRANSACTION_STATE_TOPIC, TransactionConfig
 from kmirror.coordinator.transaction.service import TransactionCoordinatorService
@@ -160,7 +161,8 @@ class Node:
         self.log_manager.load_logs()
         self.replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())
         self.group_coordinator = GroupCoordinatorService(
-            cfg.node_id, cfg, ReplicatedCoordinatorLog(self.replica_manager, CONSUMER_OFFSETS), self.clock
+            cfg.node_id, cfg, ReplicatedCoordinatorLog(self.replica_manager, CONSUMER_OFFSETS), self.clock,
+            topics=lambda: topics_of(self.metadata.image),
         )
         await self.group_coordinator.start()
         # KIP-98 transaction coordinator: state in __transaction_state, markers to leaders

@@ -100,8 +100,11 @@ class Group:
         self.members: dict[str, GroupConsumer] = {}
         self.errors: list[str] = []
 
-    def add(self, name: str) -> GroupConsumer:
-        config = {"bootstrap.servers": self.bootstrap, "group.id": self.group_id, "group.protocol": self.protocol}
+    def add(self, name: str, **overrides: Any) -> GroupConsumer:
+        """A member with the group's protocol; `overrides` are librdkafka configs of this member
+        (keys with dots spelled with underscores: `group_protocol="consumer"`)."""
+        config = {"bootstrap.servers": self.bootstrap, "group.id": self.group_id, "group.protocol": self.protocol,
+                  **{k.replace("_", "."): v for k, v in overrides.items()}}
         self.members[name] = GroupConsumer(name, config, self.topic, self.consumed, self.lock).start()
         return self.members[name]
 

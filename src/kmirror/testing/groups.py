@@ -7,6 +7,7 @@ import itertools
 from typing import Any
 
 from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.consumer_group.ports import TopicInfo
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.member import Protocol
 from kmirror.coordinator.results import GroupOutput
@@ -57,7 +58,9 @@ class CoreHarness:
         self.config = CoordinatorConfig(**defaults)
         self.clock = ManualClock()
         ids = itertools.count(1)
-        self.core = GroupCoordinator(self.config, self.clock, lambda: f"uuid{next(ids)}")
+        # the cluster's topics, as the broker's metadata image gives them to the core
+        self.topics: dict[str, TopicInfo] = {}
+        self.core = GroupCoordinator(self.config, self.clock, lambda: f"uuid{next(ids)}", lambda: self.topics)
         self.log = MemoryCoordinatorLog()
         self.responses: dict[int, Any] = {}
         self._request_ids = itertools.count(1)

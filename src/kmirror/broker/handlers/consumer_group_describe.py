@@ -1,5 +1,6 @@
 """ConsumerGroupDescribe (key 69, v0-v1; KIP-848). A classic group, or one that does not
-exist, is GROUP_ID_NOT_FOUND (clients then fall back to DescribeGroups, as with Kafka)."""
+exist, is GROUP_ID_NOT_FOUND (clients then fall back to DescribeGroups, as with Kafka). v1's
+MemberType tells the classic members of a group being migrated online (0) from the others (1)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,6 @@ from kmirror.broker.handlers.describe_groups import AUTHORIZED_OPERATIONS_OMITTE
 from kmirror.broker.services import BrokerServices
 from kmirror.coordinator.consumer_group.member import TopicPartitions
 from kmirror.protocol.entities import build, nested
-
-CONSUMER_MEMBER_TYPE = 1  # MemberType (v1): 0 classic member, 1 consumer member
 
 
 @api(69, "ConsumerGroupDescribe", 0, 1)
@@ -50,7 +49,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                       subscribed_topic_names=m.subscribed_topic_names,
                       subscribed_topic_regex=m.subscribed_topic_regex,
                       assignment=assignment(m.assignment), target_assignment=assignment(m.target_assignment),
-                      member_type=CONSUMER_MEMBER_TYPE)
+                      member_type=m.member_type)
                 for m in d.members
             ),
             authorized_operations=ops,

@@ -11,16 +11,13 @@ from kmirror.broker.api import RequestContext, api
 from kmirror.broker.handlers.join_group import client_host, millis
 from kmirror.broker.services import BrokerServices
 from kmirror.coordinator.consumer_group.messages import HeartbeatRequest
-from kmirror.coordinator.consumer_group.ports import GroupConfig, TopicInfo, TopicsView
+from kmirror.coordinator.consumer_group.ports import GroupConfig, TopicsView, topics_of
 from kmirror.metadata.image import ConfigResource, ConfigResourceType
 from kmirror.protocol.entities import build, nested
 
 
 def topics_view(services: BrokerServices) -> TopicsView:
-    image = getattr(services.metadata, "image", None)
-    if image is None:
-        return {}
-    return {name: TopicInfo(t.topic_id, len(t.partitions)) for name, t in image.topics.items()}
+    return topics_of(getattr(services.metadata, "image", None))
 
 
 def group_config(services: BrokerServices, group_id: str) -> GroupConfig:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from kmirror.coordinator.consumer_group import records
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
-from kmirror.coordinator.consumer_group.member import TopicPartitions
+from kmirror.coordinator.consumer_group.member import ConsumerGroupMember, TopicPartitions
 from kmirror.coordinator.consumer_group.ports import GroupsCore
 from kmirror.coordinator.offsets import replay as classic_records
 from kmirror.coordinator.results import ListedGroup
@@ -16,6 +16,7 @@ from kmirror.protocol.errors import ErrorCode
 
 E = ErrorCode
 CONSUMER_PROTOCOL_TYPE = "consumer"
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,8 @@ class DescribedConsumerMember:
     subscribed_topic_regex: str | None
     assignment: TopicPartitions
     target_assignment: TopicPartitions
+    # ConsumerGroupDescribe v1 MemberType: 0 a classic member (online migration), 1 a consumer member
+    member_type: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,7 @@ def describe(core: GroupsCore, group_id: str) -> DescribedConsumerGroup:
         DescribedConsumerMember(
             m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
             m.subscribed_topic_names, m.subscribed_topic_regex, m.assigned, group.target.get(m.member_id, {}),
+            CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else CONSUMER_MEMBER_TYPE,
         )
         for m in group.members.values()
     )
@@ -83,15 +87,14 @@ def delete(core: GroupsCore, group_id: str) -> tuple[ErrorCode, list[records.Rec
 
 def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int) -> ErrorCode:
     """Kafka `ConsumerGroup.validateOffsetCommit`: an admin commit (epoch < 0) only while the
-    group is empty; a member's commit must carry its current member epoch."""
+    group is empty; a member's commit must carry its current member epoch (a classic member's
+    generation is its member epoch)."""
     if member_epoch < 0 and group.is_empty:
         return E.none
     member = group.members.get(member_id)
     if member is None:
         return E.unknown_member_id
-    if member_epoch != member.member_epoch:
-        return E.stale_member_epoch
-    return E.none
+    return _validate_member_epoch(member, member_epoch)
 
 
 def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode:
@@ -102,7 +105,14 @@ def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_ep
     member = group.members.get(member_id or "")
     if member is None:
         return E.unknown_member_id
-    return E.none if member_epoch == member.member_epoch else E.stale_member_epoch
+    return _validate_member_epoch(member, member_epoch)
+
+
+def _validate_member_epoch(member: ConsumerGroupMember, epoch: int) -> ErrorCode:
+    """Kafka `validateMemberEpoch`: ILLEGAL_GENERATION for a classic member, else STALE_MEMBER_EPOCH."""
+    if epoch == member.member_epoch:
+        return E.none
+    return E.illegal_generation if member.uses_classic_protocol else E.stale_member_epoch
 
 
 def validate_txn_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int) -> ErrorCode:

@@ -3,9 +3,10 @@
 - a group id is either a classic group or a consumer group;
 - JoinGroup for an empty consumer group downgrades it: its consumer-group records are
   tombstoned and a classic group takes its place with its offsets;
-- JoinGroup for a consumer group with members is INCONSISTENT_GROUP_PROTOCOL (online
-  migration of members between protocols is not served);
 - a first ConsumerGroupHeartbeat for an empty classic group upgrades it (see `heartbeat`);
+- groups with members migrate online (`migration`): a ConsumerGroupHeartbeat upgrades a classic
+  group, whose classic members then JoinGroup into the consumer group (`classic_join`), and the
+  last member of the consumer protocol leaving downgrades it;
 - after a load, a group id with both kinds of records is the consumer group when its classic
   part is only offsets (the upgrade tombstoned the classic metadata), and offsets follow it.
 
@@ -20,25 +21,20 @@ from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.consumer_group.ports import GroupsCore
 from kmirror.coordinator.group.group import ClassicGroup
 from kmirror.coordinator.results import GroupOutput
-from kmirror.protocol.errors import ErrorCode
-
-E = ErrorCode
 
 
-def before_classic_join(core: GroupsCore, group_id: str, out: GroupOutput) -> ErrorCode | None:
-    """INCONSISTENT_GROUP_PROTOCOL for a consumer group with members; an empty one is
-    replaced by an (empty) classic group holding its offsets. None: go on with the join."""
+def before_classic_join(core: GroupsCore, group_id: str, out: GroupOutput) -> None:
+    """An empty consumer group of that id is replaced by an (empty) classic group holding its
+    offsets, which the JoinGroup then joins (a consumer group with members takes the JoinGroup
+    itself: `classic_join`)."""
     group = core.consumer_groups.get(group_id)
-    if group is None:
-        return None
-    if not group.is_empty:
-        return E.inconsistent_group_protocol
+    if group is None or not group.is_empty:
+        return
     del core.consumer_groups[group_id]
     classic = ClassicGroup(group_id, state_timestamp_ms=core.clock.now_ms())
     classic.offsets.update(group.offsets)
     core.groups[group_id] = classic
     out.extend(core.append(group_id, records.group_tombstones(group_id), GroupOutput, lambda _e: GroupOutput()))
-    return None
 
 
 def merge_loaded(classic: dict[str, ClassicGroup], consumer: dict[str, ConsumerGroup]) -> None:

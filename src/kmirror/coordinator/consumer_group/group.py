@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from kmirror.coordinator.consumer_group.assignors import Assignment
 from kmirror.coordinator.consumer_group.member import ConsumerGroupMember
 from kmirror.coordinator.consumer_group.state import ConsumerGroupState, MemberState
+from kmirror.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from kmirror.coordinator.group.group import OffsetAndMetadata
 from kmirror.types import TopicPartition
 
@@ -37,6 +38,11 @@ class ConsumerGroup:
     # member id -> monotonic deadline of its session, and of its revocation (rebalance timeout)
     session_deadline_ms: dict[str, int] = field(default_factory=dict)
     revocation_deadline_ms: dict[str, int] = field(default_factory=dict)
+    # classic members (online migration): the JoinGroup expected after REBALANCE_IN_PROGRESS and
+    # the SyncGroup expected after a JoinGroup, each within the rebalance timeout (Kafka's
+    # consumer group join and sync timers)
+    join_deadline_ms: dict[str, int] = field(default_factory=dict)
+    sync_deadline_ms: dict[str, int] = field(default_factory=dict)
     # the assignor of the last target assignment (ConsumerGroupDescribe's AssignorName)
     assignor_name: str = ""
 
@@ -73,8 +79,8 @@ class ConsumerGroup:
 
     def remove_member(self, member_id: str) -> ConsumerGroupMember | None:
         member = self.members.pop(member_id, None)
-        self.session_deadline_ms.pop(member_id, None)
-        self.revocation_deadline_ms.pop(member_id, None)
+        for deadlines in self.deadlines():
+            deadlines.pop(member_id, None)
         self.target.pop(member_id, None)
         if member is None:
             return None
@@ -84,6 +90,34 @@ class ConsumerGroup:
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]
         return member
+
+    def deadlines(self) -> tuple[dict[str, int], ...]:
+        """Every per-member timer; a member whose deadline passes is fenced."""
+        return self.session_deadline_ms, self.revocation_deadline_ms, self.join_deadline_ms, self.sync_deadline_ms
+
+    def classic_members(self) -> list[ConsumerGroupMember]:
+        return [m for m in self.members.values() if m.uses_classic_protocol]
+
+    def supports_classic_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        """Kafka `ConsumerGroup.supportsClassicProtocols`: a classic member may join when it uses
+        the `consumer` protocol type and offers a protocol every classic member supports."""
+        if protocol_type != CONSUMER_PROTOCOL_TYPE or not names:
+            return False
+        for member in self.classic_members():
+            assert member.classic is not None
+            names = names & member.classic.protocol_names()
+        return bool(names)
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """Kafka `waitingOnUnreleasedPartition`: the member waits for a partition of its target
+        that another member still owns."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, partitions in self.target.get(member.member_id, {}).items():
+            for p in partitions - member.assigned.get(topic_id, frozenset()):
+                if self.owners.get((topic_id, p)) not in (None, member.member_id):
+                    return True
+        return False
 
     def target_covers(self, metadata: dict[uuid.UUID, int]) -> bool:
         """The target assignment hands out exactly the partitions of `metadata`'s topics."""

@@ -2,7 +2,8 @@
 `GroupMetadataManager.consumerGroupHeartbeat`).
 
 One heartbeat, in order: validate the request; leave if the epoch is -1 / -2; find or create
-the group (an empty classic group is upgraded); find or create the member and check its
+the group (a classic group is upgraded, online when it has members); find or create the
+member (a static member takes over its instance's place) and check its
 epoch (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); apply its subscription changes, bumping the
 group epoch when a subscription or the subscribed topics' metadata changed; run the assignor
 when the group epoch is ahead of the target assignment epoch; reconcile the member one step;
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from kmirror.coordinator.consumer_group import membership, records
+from kmirror.coordinator.consumer_group import membership, migration, records
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.consumer_group.member import ConsumerGroupMember, TopicPartitions
 from kmirror.coordinator.consumer_group.messages import (
@@ -25,7 +26,7 @@ from kmirror.coordinator.consumer_group.messages import (
 from kmirror.coordinator.consumer_group.ports import BROKER_DEFAULTS, GroupConfig, GroupsCore, TopicsView
 from kmirror.coordinator.consumer_group.reconciliation import next_assignment
 from kmirror.coordinator.consumer_group.state import MemberState
-from kmirror.coordinator.consumer_group.target import subscription_metadata, update_target
+from kmirror.coordinator.consumer_group.target import update_member
 from kmirror.coordinator.offsets import replay as classic_records
 from kmirror.coordinator.results import GroupOutput
 from kmirror.protocol.errors import ErrorCode
@@ -76,13 +77,17 @@ def heartbeat(
     if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
         return membership.leave(core, request_id, req.group_id, req.member_id, req.member_epoch, req.instance_id)
 
+    out = GroupOutput()
     out_records: list[records.Record] = []
-    group = _group_for(core, req, out_records)
+    group = _group_for(core, req, topics, out_records, out)
     if isinstance(group, HeartbeatResult):
         return reply(group)
-    member = _member_for(core, group, req, out_records)
-    if isinstance(member, HeartbeatResult):
-        return reply(member)
+    found = _member_for(core, group, req, out_records)
+    if isinstance(found, HeartbeatResult):
+        if out_records:  # the group was created or converted in memory: store it all the same
+            return out.extend(core.append(group.group_id, out_records, lambda: reply(found), lambda _e: reply(found)))
+        return out.extend(reply(found))
+    member, joined = found
     now = core.clock.monotonic_ms()
     created = member.member_id not in group.members
 
@@ -96,22 +101,9 @@ def heartbeat(
                                 if req.subscribed_topic_regex is not None else member.subscribed_topic_regex),
         server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
         client_id=req.client_id, client_host=req.client_host,
+        classic=None,  # a member heartbeating uses the consumer protocol (a classic one restarted)
     )
-    bump = created or updated.subscription_key() != member.subscription_key()
-    if created or updated != member:
-        out_records.append(records.member_metadata_record(group.group_id, updated))
-    group.update_member(updated)
-    metadata = subscription_metadata(group, topics)
-    if group.subscribed_metadata is None and group.target_covers(metadata):
-        group.subscribed_metadata = metadata  # after a load: the stored target already matches
-    if metadata != group.subscribed_metadata:
-        group.subscribed_metadata = metadata
-        bump = True
-    if bump:
-        group.group_epoch += 1
-        out_records.append(records.epoch_record(records.GROUP_METADATA, group.group_id, group.group_epoch))
-    if group.group_epoch > group.assignment_epoch:
-        out_records.extend(update_target(group, topics, core.config))
+    out_records.extend(update_member(group, member, updated, joined=joined, topics=topics, config=core.config))
 
     reconciled = next_assignment(
         updated, group.assignment_epoch, group.target.get(updated.member_id, {}), group.owner_of, req.owned
@@ -134,16 +126,18 @@ def heartbeat(
         assignment=dict(reconciled.assigned) if send_assignment else None,
     )
     if not out_records:
-        return reply(result)
-    return core.append(
+        return out.extend(reply(result))
+    return out.extend(core.append(
         group.group_id, out_records, lambda: reply(result),
         lambda e: reply(HeartbeatResult(membership.append_error(e))),
-    )
+    ))
 
 
-def _group_for(core: GroupsCore, req: HeartbeatRequest, out: list[records.Record]) -> ConsumerGroup | HeartbeatResult:
+def _group_for(
+    core: GroupsCore, req: HeartbeatRequest, topics: TopicsView, out_records: list[records.Record], out: GroupOutput
+) -> ConsumerGroup | HeartbeatResult:
     """Kafka `getOrMaybeCreateConsumerGroup`: an empty classic group of that id is replaced by a
-    consumer group keeping its offsets; a classic group with members is not a consumer group."""
+    consumer group keeping its offsets; one with members is upgraded online (`migration`)."""
     group = core.consumer_groups.get(req.group_id)
     if group is not None:
         return group
@@ -151,29 +145,37 @@ def _group_for(core: GroupsCore, req: HeartbeatRequest, out: list[records.Record
     if req.member_epoch != 0:
         return HeartbeatResult(E.unknown_member_id, f"Consumer group {req.group_id} not found.")
     if classic is not None and not classic.is_empty:
-        return HeartbeatResult(E.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
+        upgraded = migration.upgrade(core, classic, topics, out)
+        if isinstance(upgraded, str):
+            return HeartbeatResult(E.group_id_not_found, upgraded)
+        group, recs = upgraded
+        out_records.extend(recs)
+        return group
     group = ConsumerGroup(req.group_id)
     if classic is not None:
         group.offsets.update(classic.offsets)
         del core.groups[req.group_id]
-        out.append(classic_records.group_tombstone(req.group_id))
+        out_records.append(classic_records.group_tombstone(req.group_id))
     core.consumer_groups[req.group_id] = group
     return group
 
 
 def _member_for(
     core: GroupsCore, group: ConsumerGroup, req: HeartbeatRequest, out: list[records.Record]
-) -> ConsumerGroupMember | HeartbeatResult:
+) -> tuple[ConsumerGroupMember, bool] | HeartbeatResult:
+    """The member the heartbeat is for, and whether it joins the group now (a new member; a
+    static member taking over its instance's place does not count as joining)."""
     if req.member_epoch == 0:
         if req.instance_id is not None and req.instance_id in group.static_members:
-            return membership.replace_static_member(group, req.instance_id, req.member_id or core.new_uuid(), out)
+            replaced = membership.replace_static_member(group, req.instance_id, req.member_id or core.new_uuid(), out)
+            return replaced if isinstance(replaced, HeartbeatResult) else (replaced, False)
         existing = group.members.get(req.member_id) if req.member_id else None
         if existing is not None:
-            return existing
+            return existing, False
         if len(group.members) >= core.config.group_consumer_max_size:
             return HeartbeatResult(E.group_max_size_reached, f"The consumer group has reached its maximum capacity of "
                                    f"{core.config.group_consumer_max_size} members.")
-        return ConsumerGroupMember(req.member_id or core.new_uuid())
+        return ConsumerGroupMember(req.member_id or core.new_uuid()), True
     member = group.members.get(req.member_id)
     if member is None:
         return HeartbeatResult(E.unknown_member_id, f"Member {req.member_id} is not a member of group {group.group_id}.")
@@ -186,7 +188,7 @@ def _member_for(
         # Kafka accepts the previous epoch only when the member owns nothing new (a lost response).
         return HeartbeatResult(E.fenced_member_epoch, f"The consumer group member has a smaller member epoch "
                                f"({req.member_epoch}) than the one known by the group coordinator ({member.member_epoch}).")
-    return member
+    return member, False
 
 
 def _subset(owned: TopicPartitions | None, assigned: TopicPartitions) -> bool:

@@ -1,5 +1,9 @@
 """A member of a KIP-848 consumer group (Kafka `ConsumerGroupMember`): its subscription,
-its epochs and its current assignment. A value the group core replaces, never shares."""
+its epochs and its current assignment. A value the group core replaces, never shares.
+
+A member that joined through JoinGroup (a classic consumer in a consumer group, online
+migration) carries `classic`: its session timeout and the protocols it offered, as Kafka's
+`ConsumerGroupMemberMetadataValue.ClassicMemberMetadata`."""
 
 from __future__ import annotations
 
@@ -7,9 +11,30 @@ import uuid
 from dataclasses import dataclass, field, replace
 
 from kmirror.coordinator.consumer_group.state import MemberState
+from kmirror.coordinator.group.member import Protocol
 
 # topic id -> partitions
 TopicPartitions = dict[uuid.UUID, frozenset[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    session_timeout_ms: int
+    # the JoinGroup protocols in the member's order of preference; all carry the same
+    # `consumer` subscription (Kafka reads the first)
+    supported_protocols: tuple[Protocol, ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The name a classic member's JoinGroup and SyncGroup answers carry (Kafka: its first)."""
+        return self.supported_protocols[0].name if self.supported_protocols else ""
+
+    @property
+    def metadata(self) -> bytes:
+        return self.supported_protocols[0].metadata if self.supported_protocols else b""
+
+    def protocol_names(self) -> set[str]:
+        return {p.name for p in self.supported_protocols}
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +53,12 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: TopicPartitions = field(default_factory=dict)
     pending_revocation: TopicPartitions = field(default_factory=dict)
+    # None for a member of the consumer protocol (ConsumerGroupHeartbeat)
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def with_changes(self, **changes: object) -> ConsumerGroupMember:
         return replace(self, **changes)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.group.group import ClassicGroup
 from kmirror.coordinator.results import GroupOutput
+from kmirror.metadata.image import MetadataImage
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 
@@ -24,6 +25,17 @@ class TopicInfo:
 
 # The cluster's topics as the coordinator sees them at a heartbeat: name -> id, partitions.
 TopicsView = Mapping[str, TopicInfo]
+
+
+def topics_of(image: MetadataImage | None) -> TopicsView:
+    """The topics of a metadata image as the group coordinator uses them."""
+    if image is None:
+        return {}
+    return {name: TopicInfo(t.topic_id, len(t.partitions)) for name, t in image.topics.items()}
+
+
+def topic_names(topics: TopicsView) -> dict[uuid.UUID, str]:
+    return {info.topic_id: name for name, info in topics.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +63,16 @@ class GroupsCore(Protocol):
     def coordinator_error(self, group_id: str) -> ErrorCode | None: ...
 
     def new_uuid(self) -> str: ...
+
+    def topics(self) -> TopicsView:
+        """The cluster's topics now (Kafka `GroupMetadataManager`'s metadata image)."""
+        ...
+
+    def fail_classic_waiters(self, group: ClassicGroup, error: ErrorCode) -> GroupOutput:
+        """Answer the classic group's waiting JoinGroup and SyncGroup requests with `error`."""
+        ...
+
+    def prepare_rebalance(self, group: ClassicGroup, out: GroupOutput, new_member: bool = False) -> None: ...
 
     def append(
         self,

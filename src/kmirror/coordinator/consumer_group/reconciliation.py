@@ -28,18 +28,19 @@ def next_assignment(
     """The member after this heartbeat's reconciliation step. `owned_in_request` is the
     request's TopicPartitions (None when the member did not send them)."""
     if member.state is MemberState.UNREVOKED_PARTITIONS:
-        if owned_in_request is None or _intersects(owned_in_request, member.pending_revocation):
+        if _owns_any(owned_in_request, member.pending_revocation):
             return member  # still revoking: nothing new until it has let go
-        return _compute(member, target_epoch, target, owner_of)
+        return _compute(member, target_epoch, target, owner_of, owned_in_request)
     if member.state is MemberState.UNRELEASED_PARTITIONS:
-        return _compute(member, target_epoch, target, owner_of)
+        return _compute(member, target_epoch, target, owner_of, owned_in_request)
     if member.member_epoch != target_epoch:
-        return _compute(member, target_epoch, target, owner_of)
+        return _compute(member, target_epoch, target, owner_of, owned_in_request)
     return member
 
 
 def _compute(
-    member: ConsumerGroupMember, target_epoch: int, target: TopicPartitions, owner_of: OwnerOf
+    member: ConsumerGroupMember, target_epoch: int, target: TopicPartitions, owner_of: OwnerOf,
+    owned_in_request: TopicPartitions | None,
 ) -> ConsumerGroupMember:
     kept: dict[uuid.UUID, set[int]] = {}
     revoking: dict[uuid.UUID, set[int]] = {}
@@ -58,8 +59,11 @@ def _compute(
                 newly.setdefault(topic_id, set()).add(p)
             else:
                 unreleased = True
-    if revoking:
+    revoking_tps = {t: frozenset(ps) for t, ps in revoking.items()}
+    if revoking and _owns_any(owned_in_request, revoking_tps):
         return _moved(member, MemberState.UNREVOKED_PARTITIONS, member.member_epoch, kept, revoking)
+    # Partitions to revoke that the member says it no longer owns are released at once (Kafka
+    # `ownsRevokedPartitions`): an eager classic member revokes everything before it rejoins.
     assigned = {t: kept.get(t, set()) | newly.get(t, set()) for t in set(kept) | set(newly)}
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
     return _moved(member, state, target_epoch, assigned, {})
@@ -81,5 +85,9 @@ def _moved(
     )
 
 
-def _intersects(a: TopicPartitions, b: TopicPartitions) -> bool:
-    return any(a.get(t, frozenset()) & ps for t, ps in b.items())
+def _owns_any(owned_in_request: TopicPartitions | None, partitions: TopicPartitions) -> bool:
+    """Whether the member may still own some of `partitions`: it does unless its request says
+    what it owns (Kafka `CurrentAssignmentBuilder.ownsRevokedPartitions`)."""
+    if owned_in_request is None:
+        return True
+    return any(owned_in_request.get(t, frozenset()) & ps for t, ps in partitions.items())

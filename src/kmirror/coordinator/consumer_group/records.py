@@ -8,22 +8,31 @@
   8  ConsumerGroupCurrentMemberAssignment   key (group, member)  value epochs, state, partitions
 
 Keys are an int16 record type then int16-length strings; a null value is a tombstone.
+A classic member of a consumer group (online migration) has its JoinGroup session timeout and
+protocols in type 5's tagged field 0, ClassicMemberMetadata.
 Kafka's type 4 (ConsumerGroupPartitionMetadata) is not written: the subscribed topics'
 metadata is taken from the cluster's at the first heartbeat after a load.
 """
 
 from __future__ import annotations
 
+import base64
 import struct
 import uuid
 from dataclasses import dataclass
 
-from kmirror.coordinator.consumer_group.member import ConsumerGroupMember, TopicPartitions
+from kmirror.coordinator.consumer_group.member import (
+    ClassicMemberMetadata,
+    ConsumerGroupMember,
+    TopicPartitions,
+)
 from kmirror.coordinator.consumer_group.state import MemberState
+from kmirror.coordinator.group.member import Protocol
 from kmirror.coordinator.offsets.records import RecordFormatError
 
 GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 3, 5, 6, 7, 8
 RECORD_TYPES = frozenset({GROUP_METADATA, MEMBER_METADATA, TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT})
+CLASSIC_MEMBER_METADATA_TAG = 0
 
 Record = tuple[bytes, bytes | None]
 
@@ -36,8 +45,9 @@ class ConsumerGroupKey:
 
 
 class _Writer:
-    def __init__(self, version: int) -> None:
-        self.parts = [struct.pack(">h", version)]
+    def __init__(self, version: int | None) -> None:
+        """`version` None: a nested struct (a tagged field's value), which has none."""
+        self.parts = [struct.pack(">h", version)] if version is not None else []
 
     def i8(self, v: int) -> None:
         self.parts.append(struct.pack(">b", v))
@@ -64,6 +74,10 @@ class _Writer:
         for v in vs:
             self.string(v)
 
+    def bytes_(self, v: bytes) -> None:
+        self.uvarint(len(v) + 1)
+        self.parts.append(v)
+
     def topic_partitions(self, tps: TopicPartitions) -> None:
         self.uvarint(len(tps) + 1)
         for topic_id, parts in sorted(tps.items(), key=lambda kv: str(kv[0])):
@@ -73,8 +87,14 @@ class _Writer:
                 self.i32(p)
             self.uvarint(0)  # tagged fields
 
-    def done(self) -> bytes:
-        self.uvarint(0)  # tagged fields
+    def done(self, tagged: dict[int, bytes] | None = None) -> bytes:
+        """The value, closed by its tagged fields (tag -> encoded value), in tag order."""
+        tagged = tagged or {}
+        self.uvarint(len(tagged))
+        for tag in sorted(tagged):
+            self.uvarint(tag)
+            self.uvarint(len(tagged[tag]))
+            self.parts.append(tagged[tag])
         return b"".join(self.parts)
 
 
@@ -109,6 +129,18 @@ class _Reader:
     def strings(self) -> tuple[str, ...]:
         n = self.uvarint()
         return tuple(self.string() or "" for _ in range(max(0, n - 1)))
+
+    def bytes_(self) -> bytes:
+        return self._take(max(0, self.uvarint() - 1))
+
+    def tagged(self) -> dict[int, bytes]:
+        out: dict[int, bytes] = {}
+        if self.pos >= len(self.buf):
+            return out
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            out[tag] = self._take(self.uvarint())
+        return out
 
     def topic_partitions(self) -> TopicPartitions:
         out: TopicPartitions = {}
@@ -164,18 +196,70 @@ def member_metadata_record(group_id: str, m: ConsumerGroupMember) -> Record:
     w.string(m.client_host)
     w.strings(m.subscribed_topic_names)
     w.string(m.subscribed_topic_regex)
-    w.string(m.server_assignor)
     w.i32(m.rebalance_timeout_ms)
-    return _key(MEMBER_METADATA, group_id, m.member_id), w.done()
+    w.string(m.server_assignor)
+    tagged = {CLASSIC_MEMBER_METADATA_TAG: _classic_metadata(m.classic)} if m.classic is not None else None
+    return _key(MEMBER_METADATA, group_id, m.member_id), w.done(tagged)
+
+
+def _classic_metadata(c: ClassicMemberMetadata) -> bytes:
+    """ClassicMemberMetadata: SessionTimeoutMs, SupportedProtocols [Name, Metadata]."""
+    w = _Writer(None)
+    w.i32(c.session_timeout_ms)
+    w.uvarint(len(c.supported_protocols) + 1)
+    for p in c.supported_protocols:
+        w.string(p.name)
+        w.bytes_(p.metadata)
+        w.uvarint(0)  # tagged fields
+    return w.done()
+
+
+def _decode_classic_metadata(buf: bytes) -> ClassicMemberMetadata:
+    r = _Reader(buf)
+    session_timeout_ms = r.fixed(">i")
+    protocols = []
+    for _ in range(max(0, r.uvarint() - 1)):
+        name = r.string() or ""
+        protocols.append(Protocol(name, r.bytes_()))
+        r.skip_tagged()
+    return ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
 
 
 def decode_member_metadata(member_id: str, buf: bytes) -> ConsumerGroupMember:
+    """Kafka's layout. A value that does not read as it, to its last byte, is read as kmirror
+    wrote it before it followed Kafka's field order (ServerAssignor before RebalanceTimeoutMs,
+    no tagged fields), so that an older data directory still loads."""
+    try:
+        return _decode_member_metadata(member_id, buf, kafka_order=True)
+    except (RecordFormatError, UnicodeDecodeError) as error:
+        try:
+            return _decode_member_metadata(member_id, buf, kafka_order=False)
+        except (RecordFormatError, UnicodeDecodeError):
+            raise error from None
+
+
+def _decode_member_metadata(member_id: str, buf: bytes, *, kafka_order: bool) -> ConsumerGroupMember:
     r = _Reader(buf[2:])
-    return ConsumerGroupMember(
+    m = ConsumerGroupMember(
         member_id, instance_id=r.string(), rack_id=r.string(), client_id=r.string() or "",
         client_host=r.string() or "", subscribed_topic_names=r.strings(), subscribed_topic_regex=r.string(),
-        server_assignor=r.string(), rebalance_timeout_ms=r.fixed(">i"),
     )
+    if kafka_order:
+        timeout, assignor = r.fixed(">i"), r.string()
+        m = m.with_changes(rebalance_timeout_ms=timeout, server_assignor=assignor,
+                           classic=_classic_from_tags(r.tagged()))
+    else:
+        assignor, timeout = r.string(), r.fixed(">i")
+        r.skip_tagged()
+        m = m.with_changes(rebalance_timeout_ms=timeout, server_assignor=assignor)
+    if r.pos != len(r.buf):
+        raise RecordFormatError("trailing bytes after a ConsumerGroupMemberMetadataValue")
+    return m
+
+
+def _classic_from_tags(tagged: dict[int, bytes]) -> ClassicMemberMetadata | None:
+    raw = tagged.get(CLASSIC_MEMBER_METADATA_TAG)
+    return _decode_classic_metadata(raw) if raw is not None else None
 
 
 def target_member_record(group_id: str, member_id: str, tps: TopicPartitions) -> Record:
@@ -237,8 +321,12 @@ def value_fields(key: ConsumerGroupKey, value: bytes) -> dict[str, object]:
         m = decode_member_metadata(member_id, value)
         return {"instanceId": m.instance_id, "rackId": m.rack_id, "clientId": m.client_id,
                 "clientHost": m.client_host, "subscribedTopicNames": list(m.subscribed_topic_names),
-                "subscribedTopicRegex": m.subscribed_topic_regex, "serverAssignor": m.server_assignor,
-                "rebalanceTimeoutMs": m.rebalance_timeout_ms}
+                "subscribedTopicRegex": m.subscribed_topic_regex, "rebalanceTimeoutMs": m.rebalance_timeout_ms,
+                "serverAssignor": m.server_assignor,
+                **({"classicMemberMetadata": {
+                    "sessionTimeoutMs": m.classic.session_timeout_ms,
+                    "supportedProtocols": [{"name": p.name, "metadata": base64.b64encode(p.metadata).decode()}
+                                           for p in m.classic.supported_protocols]}} if m.classic else {})}
     m = apply_current_assignment(ConsumerGroupMember(member_id), value)
     return {"memberEpoch": m.member_epoch, "previousMemberEpoch": m.previous_member_epoch, "state": m.state.value,
             "assignedPartitions": _tps_fields(m.assigned),

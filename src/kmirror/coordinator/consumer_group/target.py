@@ -54,6 +54,34 @@ def choose_assignor(group: ConsumerGroup, config: CoordinatorConfig) -> str:
     return config.group_consumer_assignors[0] if config.group_consumer_assignors else "uniform"
 
 
+def update_member(
+    group: ConsumerGroup, before: ConsumerGroupMember, after: ConsumerGroupMember, *, joined: bool,
+    topics: TopicsView, config: CoordinatorConfig,
+) -> list[records.Record]:
+    """Put `after` in the group in place of `before` (Kafka `hasMemberSubscriptionChanged`,
+    `updateSubscriptionMetadata`, `updateTargetAssignment`): the group epoch is bumped when a
+    member `joined` (a new member, not a static member taking over its instance's place) or
+    changed its subscription, or when the subscribed topics' partition counts changed; the
+    target assignment is recomputed while the group epoch is ahead of it. The records of it."""
+    out: list[records.Record] = []
+    bump = joined or after.subscription_key() != before.subscription_key()
+    if after.member_id not in group.members or after != before:
+        out.append(records.member_metadata_record(group.group_id, after))
+    group.update_member(after)
+    metadata = subscription_metadata(group, topics)
+    if group.subscribed_metadata is None and group.target_covers(metadata):
+        group.subscribed_metadata = metadata  # after a load: the stored target already matches
+    if metadata != group.subscribed_metadata:
+        group.subscribed_metadata = metadata
+        bump = True
+    if bump:
+        group.group_epoch += 1
+        out.append(records.epoch_record(records.GROUP_METADATA, group.group_id, group.group_epoch))
+    if group.group_epoch > group.assignment_epoch:
+        out.extend(update_target(group, topics, config))
+    return out
+
+
 def update_target(group: ConsumerGroup, topics: TopicsView, config: CoordinatorConfig) -> list[records.Record]:
     """Recompute the target assignment at the group epoch; the records of what changed."""
     name = choose_assignor(group, config)

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kmirror.coordinator.config import CoordinatorConfig
-from kmirror.coordinator.consumer_group import coexistence, membership
+from kmirror.coordinator.consumer_group import classic_join, classic_members, coexistence, membership
 from kmirror.coordinator.consumer_group import replay as consumer_replay
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
+from kmirror.coordinator.consumer_group.ports import TopicsView
 from kmirror.coordinator.group import expiry, static_members, sync_group
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.member import MemberMetadata, Protocol
@@ -66,10 +67,12 @@ class CoreState:
 
 
 class GroupCoordinator:
-    def __init__(self, config: CoordinatorConfig, clock: Clock, new_uuid: Callable[[], str]) -> None:
+    def __init__(self, config: CoordinatorConfig, clock: Clock, new_uuid: Callable[[], str],
+                 topics: Callable[[], TopicsView] = dict) -> None:
         self.config = config
         self.clock = clock
         self._new_uuid = new_uuid
+        self._topics = topics
         self.state = CoreState()
         self._waiting: dict[int, _Waiting] = {}
         self._next_ticket = 0
@@ -86,6 +89,13 @@ class GroupCoordinator:
 
     def new_uuid(self) -> str:
         return self._new_uuid()
+
+    def topics(self) -> TopicsView:
+        """The cluster's topics now, from the `topics` port (the broker's metadata image)."""
+        return self._topics()
+
+    def fail_classic_waiters(self, group: ClassicGroup, error: ErrorCode) -> GroupOutput:
+        return sync_group.fail_waiters(self, group, error)
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
@@ -160,15 +170,19 @@ class GroupCoordinator:
             return reply(JoinResult(err, member_id=member_id))
         if not group_id:
             return reply(JoinResult(E.invalid_group_id, member_id=member_id))
-        err = coexistence.before_classic_join(self, group_id, out)
-        if err is not None:
-            return reply(JoinResult(err, member_id=member_id))
         if not (
             self.config.group_min_session_timeout_ms
             <= session_timeout_ms
             <= self.config.group_max_session_timeout_ms
         ):
             return reply(JoinResult(E.invalid_session_timeout, member_id=member_id))
+        consumer_group = self.state.consumer_groups.get(group_id)
+        if consumer_group is not None and not consumer_group.is_empty:
+            # a classic consumer joining a consumer group (online migration)
+            return classic_join.join(self, request_id, consumer_group, classic_join.ClassicJoin(
+                member_id, group_instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
+                protocol_type, protocols, require_known_member_id))
+        coexistence.before_classic_join(self, group_id, out)
         group = self.state.groups.get(group_id)
         if group is None:
             if member_id:
@@ -331,6 +345,10 @@ class GroupCoordinator:
         err = self.coordinator_error(group_id)
         if err is not None:
             return err
+        consumer_group = self.state.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return classic_members.heartbeat(self, consumer_group, member_id=member_id, instance_id=group_instance_id,
+                                             generation_id=generation_id)
         group = self.state.groups.get(group_id)
         if group is None:
             return E.unknown_member_id
@@ -353,6 +371,9 @@ class GroupCoordinator:
         """LeaveGroup of (member_id, group_instance_id) pairs (v3+ batches; v0-2 one member)."""
         out = GroupOutput()
         err = self.coordinator_error(group_id)
+        consumer_group = self.state.consumer_groups.get(group_id)
+        if err is None and consumer_group is not None:
+            return classic_members.leave(self, request_id, consumer_group, members)
         group = self.state.groups.get(group_id)
         if err is None and group is not None and group.is_in(GroupState.DEAD):
             err = E.coordinator_not_available

@@ -1,11 +1,13 @@
 """SyncGroup of classic groups (Kafka `GroupMetadataManager.classicGroupSync`): the leader's
 assignment is stored, then every member waiting in CompletingRebalance gets its share; the
-waiters of a group that rebalances again or moves away are failed here too."""
+waiters of a group that rebalances again or moves away are failed here too. A consumer group's
+classic members (online migration) are answered by `consumer_group.classic_members`."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kmirror.coordinator.consumer_group import classic_members
 from kmirror.coordinator.group import static_members
 from kmirror.coordinator.group.group import ClassicGroup
 from kmirror.coordinator.group.member import MemberMetadata
@@ -40,6 +42,13 @@ def sync(
     err = core.coordinator_error(group_id)
     if err is not None:
         return reply(err)
+    consumer_group = core.state.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        if consumer_group.is_empty:
+            return reply(E.unknown_member_id)
+        return classic_members.sync(core, request_id, consumer_group, member_id=member_id,
+                                    instance_id=group_instance_id, generation_id=generation_id,
+                                    protocol_type=protocol_type, protocol_name=protocol_name)
     group = core.state.groups.get(group_id)
     if group is None:
         return reply(E.unknown_member_id)

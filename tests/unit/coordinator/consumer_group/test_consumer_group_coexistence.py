@@ -1,6 +1,7 @@
 """Classic and consumer groups in one coordinator: ListGroups types, DescribeGroups and
 ConsumerGroupDescribe on the other kind, JoinGroup to a consumer group, upgrade and
-downgrade of empty groups with their offsets, member-epoch validation of offset commits."""
+downgrade of empty groups with their offsets, member-epoch validation of offset commits
+(groups with members: test_consumer_group_migration.py)."""
 
 from __future__ import annotations
 
@@ -61,10 +62,10 @@ def test_describe_of_the_other_kind_answers_as_kafka():
     assert described.members[0].assignment == {T: frozenset(range(6))}
 
 
-def test_join_group_to_a_consumer_group_with_members_is_inconsistent_group_protocol():
+def test_join_group_of_another_protocol_type_to_a_consumer_group_is_inconsistent_group_protocol():
     cg = ConsumerGroups()
     cg.join("a")
-    rid = cg.h.join(group="g", require_known=False)
+    rid = cg.h.join(group="g", require_known=False, protocol_type="connect")
     assert cg.h.responses[rid].error == E.inconsistent_group_protocol
     assert "g" in cg.core.consumer_groups
 
@@ -89,11 +90,13 @@ def test_an_empty_classic_group_is_upgraded_by_a_heartbeat_keeping_its_offsets()
     assert fetched(cg) == 17
 
 
-def test_a_classic_group_with_members_is_not_a_consumer_group():
-    cg = ConsumerGroups()
+def test_a_classic_group_with_members_is_not_upgraded_when_online_migration_is_disabled():
+    cg = ConsumerGroups(group_consumer_migration_policy="disabled")
     cg.h.new_member(group="classic")
     result = cg.join("a", group="classic")
-    assert (result.error, result.error_message) == (E.group_id_not_found, "Group classic is not a consumer group.")
+    assert (result.error, result.error_message) == (
+        E.group_id_not_found, "Cannot upgrade classic group classic to consumer group because online upgrade is disabled.")
+    assert "classic" in cg.core.groups  # online migration: test_consumer_group_migration.py
 
 
 def test_delete_groups_of_an_empty_consumer_group_removes_it_and_its_offsets():

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kmirror.cli.common import kafka_uuid
 from kmirror.cli.dump_log import decode_offsets_record
 from kmirror.coordinator.consumer_group import records
-from kmirror.coordinator.consumer_group.member import ConsumerGroupMember
+from kmirror.coordinator.consumer_group.member import ClassicMemberMetadata, ConsumerGroupMember
 from kmirror.coordinator.consumer_group.state import MemberState
 from kmirror.coordinator.group.coordinator import GroupCoordinator
+from kmirror.coordinator.group.member import Protocol
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.consumer_groups import ConsumerGroups, T
 from kmirror.testing.groups import ManualClock
@@ -34,6 +36,28 @@ def test_member_metadata_round_trips(group, member_id, instance, topics, regex, 
     assert records.decode_key(key) == records.ConsumerGroupKey(records.MEMBER_METADATA, group, member_id)
     assert value is not None
     assert records.decode_member_metadata(member_id, value) == m
+
+
+def test_member_metadata_value_has_kafkas_field_order():
+    """ConsumerGroupMemberMetadataValue v0: ..., SubscribedTopicRegex, RebalanceTimeoutMs, ServerAssignor."""
+    m = ConsumerGroupMember("m", client_id="c", client_host="h", subscribed_topic_names=("t",),
+                            server_assignor="range", rebalance_timeout_ms=30_000)
+    _, value = records.member_metadata_record("g", m)
+    assert value == (b"\x00\x00"  # version 0
+                     b"\x00\x00"  # InstanceId, RackId: null
+                     b"\x02c\x02h"  # ClientId, ClientHost
+                     b"\x02\x02t"  # SubscribedTopicNames
+                     b"\x00"  # SubscribedTopicRegex: null
+                     b"\x00\x00\x75\x30"  # RebalanceTimeoutMs
+                     b"\x06range"  # ServerAssignor
+                     b"\x00")  # no tagged fields
+
+
+@pytest.mark.parametrize("assignor", [b"\x06range", b"\x00"], ids=["range", "none"])
+def test_member_metadata_written_in_kmirrors_earlier_field_order_still_loads(assignor):
+    value = b"\x00\x00\x00\x00\x02c\x02h\x02\x02t\x00" + assignor + b"\x00\x00\x75\x30\x00"
+    m = records.decode_member_metadata("m", value)
+    assert (m.rebalance_timeout_ms, m.server_assignor, m.client_id) == (30_000, assignor[1:].decode() or None, "c")
 
 
 @given(tps, tps, st.integers(-2, 1000), st.sampled_from(list(MemberState)[:3]))
@@ -117,3 +141,34 @@ def test_dump_log_offsets_decoder_prints_consumer_group_records_as_kafka_json():
     current = dict(lines)['{"type":"8","data":{"groupId":"g","memberId":"a"}}']
     assert '"memberEpoch":1' in current and '"state":0' in current
     assert decode_offsets_record(records.tombstone(records.MEMBER_METADATA, "g", "a")[0], None)[1] == "<DELETE>"
+
+
+protocols = st.lists(st.tuples(names, st.binary(max_size=20)), max_size=3)
+
+
+@given(names, st.integers(0, 2**31 - 1), protocols)
+def test_member_metadata_of_a_classic_member_round_trips(member_id, session_timeout, offered):
+    m = ConsumerGroupMember(member_id, client_id="c", client_host="/h", subscribed_topic_names=("t",),
+                            rebalance_timeout_ms=30_000,
+                            classic=ClassicMemberMetadata(session_timeout, tuple(Protocol(n, b) for n, b in offered)))
+    _, value = records.member_metadata_record("g", m)
+    assert value is not None
+    assert records.decode_member_metadata(member_id, value) == m
+
+
+def test_classic_member_metadata_is_tagged_field_zero():
+    m = ConsumerGroupMember("m", client_id="c", client_host="h", subscribed_topic_names=("t",),
+                            rebalance_timeout_ms=30_000, classic=ClassicMemberMetadata(45_000, (Protocol("range", b"x"),)))
+    _, value = records.member_metadata_record("g", m)
+    assert value is not None
+    assert value.endswith(b"\x01"  # one tagged field
+                          b"\x00\x0f"  # tag 0, 15 bytes
+                          b"\x00\x00\xaf\xc8"  # SessionTimeoutMs 45000
+                          b"\x02"  # SupportedProtocols: one
+                          b"\x06range\x02x\x00"  # Name, Metadata, no tagged fields
+                          b"\x00")  # ClassicMemberMetadata's own tagged fields
+    key = records.decode_key(records.member_metadata_record("g", m)[0])
+    assert key is not None
+    fields = records.value_fields(key, value)
+    assert fields["classicMemberMetadata"] == {
+        "sessionTimeoutMs": 45_000, "supportedProtocols": [{"name": "range", "metadata": "eA=="}]}
