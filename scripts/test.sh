@@ -15,6 +15,6 @@ bash scripts/bootstrap.sh
 (cd src && ../.venv/bin/lint-imports ../pyproject.toml)
 workers=${KMIRROR_TEST_WORKERS:-3}
 if [ "$workers" = 0 ]; then
-  exec .venv/bin/python -m pytest -q "$@"
+  exec .venv/bin/python -m pytest -q --durations=25 "$@"
 fi
-exec .venv/bin/python -m pytest -q -n "$workers" --dist loadfile "$@"
+exec .venv/bin/python -m pytest -q --durations=25 -n "$workers" --dist loadfile "$@"

@@ -208,6 +208,7 @@ class MirrorDataPlane:
         """No I/O: `start` runs it."""
         self.metadata = metadata
         self.replica_manager = replica_manager
+        self.clock = clock
         self.refresh_interval_ms = (DEFAULT_REFRESH_INTERVAL_MS if config is None
                                     else int(config.get("mirror.metadata.refresh.interval.ms")))
         self.sync_errors = MirrorSyncErrors()
@@ -319,19 +320,19 @@ class MirrorDataPlane:
         """A full pass on every image and every refresh interval; between them, a pass over
         only the partitions whose followers progressed (`MirrorManager.on_replica_progress`).
         Everything runs on this one task, so partition plans never interleave."""
-        loop = asyncio.get_running_loop()
-        next_full = loop.time() + self.refresh_interval_ms / 1000
+        clock = self.clock
+        next_full_ms = clock.monotonic_ms() + self.refresh_interval_ms
         while True:
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, next_full - loop.time())):
+                async with asyncio.timeout(max(0, next_full_ms - clock.monotonic_ms()) / 1000):
                     await self._wake.wait()
             self._wake.clear()
             progressed, self._progressed = self._progressed, set()
             try:
-                if self._latest is None and progressed and loop.time() < next_full:
+                if self._latest is None and progressed and clock.monotonic_ms() < next_full_ms:
                     await self.manager.on_replica_progress(progressed)
                 else:
-                    next_full = loop.time() + self.refresh_interval_ms / 1000
+                    next_full_ms = clock.monotonic_ms() + self.refresh_interval_ms
                     await self.run_once()
             except Exception:
                 log.exception("mirror data plane pass failed")
