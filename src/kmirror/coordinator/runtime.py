@@ -287,7 +287,7 @@ class KeyValueCoordinatorRuntime(CoordinatorRuntime[Append]):
         """Append one `Append` of (key, value) bytes durably (raises if it cannot)."""
         if append.producer_id >= 0:
             await self._log.append(append.partition, append.records, producer_id=append.producer_id,
-                                   producer_epoch=append.producer_epoch)
+                                   producer_epoch=append.producer_epoch, verification_guard=append.verification_guard)
         else:
             await self._log.append(append.partition, append.records)
 
@@ -379,14 +379,22 @@ class GroupCoordinatorService(KeyValueCoordinatorRuntime):
         return txn_commits.with_pending_marked_unstable(self.core, result) if require_stable else result
 
     async def txn_commit_offsets(
-        self, *, group_id: str, producer_id: int, producer_epoch: int, generation_id: int, member_id: str,
-        group_instance_id: str | None, offsets: list[OffsetToCommit],
+        self, *, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+        member_id: str, group_instance_id: str | None, offsets: list[OffsetToCommit],
     ) -> CommitResult:
+        """Kafka `CoordinatorRuntime.scheduleTransactionalWriteOperation`: the group's partition
+        is verified with the transaction coordinator first (KIP-890 part 1), then the core
+        runs the commit, whose append carries the verification guard."""
+        verification = None
+        if self.core.coordinator_error(group_id) is None:
+            verification = await self._log.maybe_start_transaction_verification(
+                self.core.partition_for(group_id), transactional_id=transactional_id, producer_id=producer_id,
+                producer_epoch=producer_epoch)
         rid, future = self._new_waiter()
         out = txn_commits.txn_commit_offsets(
             self.core, rid, group_id=group_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            generation_id=generation_id,
-            member_id=member_id, group_instance_id=group_instance_id, offsets=offsets,
+            generation_id=generation_id, member_id=member_id, group_instance_id=group_instance_id, offsets=offsets,
+            verification=verification,
         )
         return await self._answer_as(CommitResult, rid, future, out)
 

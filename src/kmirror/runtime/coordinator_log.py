@@ -17,6 +17,7 @@ from typing import Any
 from kmirror.broker.handlers.produce import await_high_watermark
 from kmirror.broker.txn_markers import MARKER_TIMEOUT_MS
 from kmirror.coordinator.offsets.log_adapter import CoordinatorAppendError, ReplicaManagerCoordinatorLog
+from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.outcomes import AppendOutcome, PartitionError
 from kmirror.types import TopicPartition
@@ -27,13 +28,13 @@ COORDINATOR_APPEND_TIMEOUT_MS = MARKER_TIMEOUT_MS
 
 class ReplicatedCoordinatorLog(ReplicaManagerCoordinatorLog):
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
-                     producer_epoch: int = -1) -> int:
+                     producer_epoch: int = -1, verification_guard: VerificationGuard | None = None) -> int:
         tp = TopicPartition(self.topic, partition)
         leader = self.replica_manager.get_partition(tp)
         if leader is not None and len(leader.isr) < leader.min_insync_replicas:
             raise CoordinatorAppendError(ErrorCode.not_enough_replicas)
         last_offset = await super().append(partition, records, producer_id=producer_id,
-                                           producer_epoch=producer_epoch)
+                                           producer_epoch=producer_epoch, verification_guard=verification_guard)
         results: dict[TopicPartition, Any] = {tp: AppendOutcome(last_offset, last_offset, -1, -1)}
         await await_high_watermark(self.replica_manager, results, COORDINATOR_APPEND_TIMEOUT_MS)
         if isinstance(results[tp], PartitionError):

@@ -148,7 +148,7 @@ def test_txn_offsets_are_pending_until_the_commit_marker_and_survive_a_reload() 
 
         async def txn_commit(offset: int) -> None:
             result = await groups.txn_commit_offsets(
-                group_id="g", producer_id=9, producer_epoch=0, generation_id=-1, member_id="",
+                transactional_id="tx", group_id="g", producer_id=9, producer_epoch=0, generation_id=-1, member_id="",
                 group_instance_id=None, offsets=[OffsetToCommit("t", 0, offset, -1, "")])
             assert [p.error for p in result.partitions] == [E.none]
 
