@@ -3,9 +3,9 @@ producer to the group coordinator (`kmirror.coordinator.offsets.txn_commits`): w
 transactional batch of the producer, pending until the transaction's marker; v3+ carries the consumer's member and generation (KIP-447).
 The group's `__consumer_offsets` partition must be in the producer's ongoing transaction
 (AddOffsetsToTxn), verified with the transaction coordinator (KIP-890 part 1): else
-INVALID_TXN_STATE, or INVALID_PRODUCER_EPOCH for a fenced producer.
-Commits for unknown topics are UNKNOWN_TOPIC_OR_PARTITION. Before v3 PRODUCER_FENCED is
-INVALID_PRODUCER_EPOCH."""
+INVALID_TXN_STATE, or INVALID_PRODUCER_EPOCH for a fenced producer at every version (Kafka's
+verification spells the coordinator's PRODUCER_FENCED so). Commits for unknown topics are
+UNKNOWN_TOPIC_OR_PARTITION."""
 
 from __future__ import annotations
 
