@@ -22,6 +22,14 @@ class CoordinatorLog(Protocol):
         None: not checked."""
         ...
 
+    def append_end_transaction_marker(self, partition: int, *, producer_id: int, producer_epoch: int,
+                                      coordinator_epoch: int, committed: bool) -> Awaitable[int]:
+        """Append the COMMIT (`committed`) or ABORT marker of `producer_id`'s transaction
+        durably (Kafka `PartitionWriter.append` of `MemoryRecords.withEndTransactionMarker`,
+        WriteTxnMarkers for a coordinator's partition); resolves to its offset. Raises if this
+        node cannot append it (not leader, below `min.insync.replicas`, a fenced epoch...)."""
+        ...
+
     def maybe_start_transaction_verification(self, partition: int, *, transactional_id: str, producer_id: int,
                                              producer_epoch: int) -> Awaitable[VerificationGuard | ErrorCode | None]:
         """KIP-890 part 1, before a transactional batch of the producer is appended to

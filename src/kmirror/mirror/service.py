@@ -159,6 +159,10 @@ class _MemoryStateLog:
                                                    producer_epoch: int) -> VerificationGuard | ErrorCode | None:
         return None
 
+    async def append_end_transaction_marker(self, partition: int, *, producer_id: int, producer_epoch: int,
+                                            coordinator_epoch: int, committed: bool) -> int:
+        return -1
+
     def read_all(self, partition: int) -> list[tuple[bytes, bytes | None]]:
         return []
 

@@ -47,6 +47,13 @@ class MemoryCoordinatorLog:
         log.extend(records)
         return len(log) - 1
 
+    async def append_end_transaction_marker(self, partition: int, *, producer_id: int, producer_epoch: int,
+                                            coordinator_epoch: int, committed: bool) -> int:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.end_transaction(partition, producer_id, committed)
+        return len(self.partitions.get(partition, [])) - 1
+
     def end_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
         """A marker: the producer's transactional records join the log at a COMMIT."""
         held = self.transactional.get(partition, {}).pop(producer_id, [])

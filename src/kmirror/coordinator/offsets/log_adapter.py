@@ -14,7 +14,7 @@ from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import NO_SEQUENCE, iter_batches
 from kmirror.records.builder import build_batch
-from kmirror.records.control import ControlType, read_control_type
+from kmirror.records.control import ControlType, build_control_batch, read_control_type
 from kmirror.records.record import decode_records
 from kmirror.replication.outcomes import PartitionError
 from kmirror.replication.replica_manager import ReplicaManager
@@ -64,13 +64,27 @@ class ReplicaManagerCoordinatorLog:
         tp = TopicPartition(self.topic, partition)
         if producer_id >= 0:
             # a transactional batch without a sequence (Kafka's NO_SEQUENCE), written as the
-            # coordinator's own: its COMMIT/ABORT marker comes through WriteTxnMarkers
+            # coordinator's own: its COMMIT/ABORT marker comes through WriteTxnMarkers, which
+            # the runtime writes with `append_end_transaction_marker`
             batch = build_batch([(key, value, (), -1) for key, value in records], now_ms=now_ms,
                                 producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True)
             result = self.replica_manager.append_coordinator_batches(tp, batch, verification_guard)
         else:
             batch = build_batch([(key, value, (), -1) for key, value in records], now_ms=now_ms)
             result = self.replica_manager.append_to_local_log(tp, batch)
+        if isinstance(result, PartitionError):
+            raise CoordinatorAppendError(result.code, result.message)
+        return int(result.last_offset)
+
+    async def append_end_transaction_marker(self, partition: int, *, producer_id: int, producer_epoch: int,
+                                            coordinator_epoch: int, committed: bool) -> int:
+        """A one-record COMMIT/ABORT control batch, origin COORDINATOR (as WriteTxnMarkers
+        writes one on any partition)."""
+        tp = TopicPartition(self.topic, partition)
+        batch = build_control_batch(ControlType.COMMIT if committed else ControlType.ABORT, producer_id,
+                                    producer_epoch, self.replica_manager.clock.now_ms(),
+                                    coordinator_epoch=coordinator_epoch)
+        result = self.replica_manager.append_coordinator_batches(tp, batch)
         if isinstance(result, PartitionError):
             raise CoordinatorAppendError(result.code, result.message)
         return int(result.last_offset)

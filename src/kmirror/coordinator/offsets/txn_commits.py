@@ -12,8 +12,8 @@ A transactional commit is written to the group's `__consumer_offsets` partition 
 transactional batch of the producer (answered once written), and is pending: OffsetFetch does
 not return it, and with `require_stable` a partition with a pending commit answers
 UNSTABLE_OFFSET_COMMIT, until the transaction's marker reaches that partition. The COMMIT
-marker (written by WriteTxnMarkers, acks=all) makes the offsets committed, an ABORT drops them;
-loading the partition replays the same (`ReplicaManagerCoordinatorLog.read_all`), and offsets of
+marker (WriteTxnMarkers, written by the runtime in turn with the partition's other appends,
+acks=all) makes the offsets committed, an ABORT drops them; loading the partition replays the same (`ReplicaManagerCoordinatorLog.read_all`), and offsets of
 transactions still open at the log end come back pending (`restore_pending`).
 """
 
@@ -133,10 +133,12 @@ def txn_commit_offsets(core: GroupCoordinator, request_id: int, *, group_id: str
     return out
 
 
-def complete_transaction(core: GroupCoordinator, request_id: int, *, producer_id: int, committed: bool,
-                         partition: int) -> Output:
-    """The marker of `producer_id`'s transaction was written to `partition`: its pending
-    offsets of the groups there become committed, or are dropped."""
+def replay_end_transaction_marker(core: GroupCoordinator, partition: int, *, producer_id: int,
+                                  committed: bool) -> None:
+    """Kafka `OffsetMetadataManager.replayEndTransactionMarker`: the marker of `producer_id`'s
+    transaction is in `partition`'s log, after every transactional commit of the producer
+    the core has applied (the runtime applies both in log order): its pending offsets of the
+    groups there become committed, or are dropped."""
     for group_id in [g for g in core.state.pending_txn_offsets if core.partition_for(g) == partition]:
         by_producer = core.state.pending_txn_offsets[group_id]
         offsets = by_producer.pop(producer_id, None)
@@ -151,7 +153,6 @@ def complete_transaction(core: GroupCoordinator, request_id: int, *, producer_id
             if group is None:
                 group = core.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=core.clock.now_ms())
             group.offsets.update(offsets)
-    return Output(responses=[(request_id, E.none)])
 
 
 def restore_pending(core: GroupCoordinator, partition: int,
