@@ -19,8 +19,10 @@ refused with INVALID_TXN_STATE (`kmirror.log.producer_state`).
 A transactional batch in a Produce request without a transactional id is refused with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka does. Answers to the producer: the coordinator's
 retriable errors (not coordinator, not available,
-loading, concurrent transactions) become NOT_ENOUGH_REPLICAS, which every producer retries,
-as Kafka does; PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH; anything else INVALID_TXN_STATE.
+loading, concurrent transactions, unreachable) become NOT_ENOUGH_REPLICAS, which every producer
+retries, as Kafka does; PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH; anything else
+INVALID_TXN_STATE. The verification itself is shared with the group coordinator's
+TxnOffsetCommit (`kmirror.coordinator.transaction.verification`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from kmirror.broker.services import BrokerServices
+from kmirror.coordinator.transaction.verification import verify_transaction
 from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import BatchHeader, CorruptRecordError, read_header
@@ -35,7 +38,8 @@ from kmirror.replication.outcomes import PartitionError
 from kmirror.types import TopicPartition
 
 _RETRIABLE = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
-                        ErrorCode.coordinator_load_in_progress, ErrorCode.concurrent_transactions})
+                        ErrorCode.coordinator_load_in_progress, ErrorCode.concurrent_transactions,
+                        ErrorCode.network_exception})
 
 
 def _transactional_header(records: Any) -> BatchHeader | None:
@@ -50,10 +54,11 @@ def _transactional_header(records: Any) -> BatchHeader | None:
 
 
 def produce_error(error: ErrorCode) -> ErrorCode:
+    """The coordinator's answer (`verify_transaction`) as Produce answers it."""
     if error in _RETRIABLE:
         return ErrorCode.not_enough_replicas
-    if error == ErrorCode.producer_fenced:
-        return ErrorCode.invalid_producer_epoch
+    if error == ErrorCode.invalid_producer_epoch:
+        return error
     return ErrorCode.invalid_txn_state
 
 
@@ -67,40 +72,30 @@ async def verify_transactional_batches(services: BrokerServices, transactional_i
     coordinator = services.transaction_coordinator
     if coordinator is None:
         return None
-    rm = services.replica_manager
     guards: dict[TopicPartition, VerificationGuard] = {}
-    by_producer: dict[tuple[int, int], list[tuple[TopicPartition, int]]] = {}  # -> [(tp, base sequence)]
+    by_producer: dict[tuple[int, int], dict[TopicPartition, int]] = {}  # -> {tp: base sequence}
     for tp, records in entries.items():
         header = _transactional_header(records)
         if header is not None:
-            by_producer.setdefault((header.producer_id, header.producer_epoch), []).append(
-                (tp, header.base_sequence))
-    for (producer_id, producer_epoch), batches in by_producer.items():
+            by_producer.setdefault((header.producer_id, header.producer_epoch), {})[tp] = header.base_sequence
+    for (producer_id, producer_epoch), sequences in by_producer.items():
         if not transactional_id:
             # Kafka `handleProduceRequest`: transactional records need a transactional id
-            for tp, _ in batches:
+            for tp in sequences:
                 entries.pop(tp, None)
                 errors[tp] = PartitionError(ErrorCode.transactional_id_authorization_failed,
                                             "transactional records without a transactional id")
             continue
-        to_verify: list[TopicPartition] = []
-        for tp, base_sequence in batches:
-            guard = rm.maybe_start_transaction_verification(tp, producer_id, base_sequence, producer_epoch)
-            if isinstance(guard, PartitionError):
-                entries.pop(tp, None)
-                errors[tp] = guard
-            elif guard is not VerificationGuard.SENTINEL:  # else its transaction is open here already
-                guards[tp] = guard
-                to_verify.append(tp)
-        if not to_verify:
-            continue
-        answers = await coordinator.verify_partitions(transactional_id=transactional_id, producer_id=producer_id,
-                                                      producer_epoch=producer_epoch, partitions=to_verify)
-        for tp in to_verify:
-            error = answers.get(tp, ErrorCode.coordinator_not_available)
-            if error != ErrorCode.none:
-                entries.pop(tp, None)
-                errors[tp] = PartitionError(produce_error(error),
-                                            f"transactional batch of producer {producer_id} not verified: "
-                                            f"{error.name} from the transaction coordinator")
+        verification = await verify_transaction(services.replica_manager, coordinator,
+                                                transactional_id=transactional_id, producer_id=producer_id,
+                                                producer_epoch=producer_epoch, sequences=sequences)
+        guards.update(verification.guards)
+        for tp, leader_error in verification.leader_errors.items():
+            entries.pop(tp, None)
+            errors[tp] = leader_error
+        for tp, error in verification.coordinator_errors.items():
+            entries.pop(tp, None)
+            errors[tp] = PartitionError(produce_error(error),
+                                        f"transactional batch of producer {producer_id} not verified: "
+                                        f"{error.name} from the transaction coordinator")
     return guards

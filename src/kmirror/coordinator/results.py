@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode
 
 
@@ -25,6 +26,9 @@ class Append:
     # commit or abort these records; -1 for the coordinator's own records
     producer_id: int = -1
     producer_epoch: int = -1
+    # KIP-890 part 1: the guard of the transactional write's verification, which the partition
+    # checks at the append (None: not verified)
+    verification_guard: VerificationGuard | None = None
 
 
 A = TypeVar("A")

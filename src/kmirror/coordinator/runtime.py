@@ -250,6 +250,30 @@ class CoordinatorRuntime(Generic[A]):
         """Append one of the core's appends durably (raises if it cannot)."""
         raise NotImplementedError
 
+    async def schedule_transaction_completion(self, partition: int, *, producer_id: int, producer_epoch: int,
+                                              coordinator_epoch: int, committed: bool,
+                                              replay: Callable[[], None]) -> ErrorCode:
+        """Kafka `CoordinatorRuntime.scheduleTransactionCompletion`: the COMMIT/ABORT marker
+        of `producer_id`'s transaction (WriteTxnMarkers for `partition`) is written in turn
+        with the partition's other appends (under its append lock), and `replay` applies it
+        to the core once the ISR has it, before the partition's next append completes: the
+        core sees the partition's writes in log order (a transactional write of the producer
+        still awaiting its ISR is completed first). A partition not loaded here gets the
+        marker written only: its load replays the log, marker included."""
+        lock = self._append_locks.setdefault(partition, asyncio.Lock())
+        async with lock:
+            try:
+                await self._log.append_end_transaction_marker(
+                    partition, producer_id=producer_id, producer_epoch=producer_epoch,
+                    coordinator_epoch=coordinator_epoch, committed=committed)
+            except Exception as exc:
+                log.warning("marker on %s-%d failed: %s", self.topic, partition, exc)
+                return ErrorCode(getattr(exc, "code", ErrorCode.coordinator_not_available))
+            if self.core.state.partitions.get(partition) is PartitionStatus.LOADED:
+                replay()
+        self._rearm()
+        return ErrorCode.none
+
     def _rearm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -287,7 +311,7 @@ class KeyValueCoordinatorRuntime(CoordinatorRuntime[Append]):
         """Append one `Append` of (key, value) bytes durably (raises if it cannot)."""
         if append.producer_id >= 0:
             await self._log.append(append.partition, append.records, producer_id=append.producer_id,
-                                   producer_epoch=append.producer_epoch)
+                                   producer_epoch=append.producer_epoch, verification_guard=append.verification_guard)
         else:
             await self._log.append(append.partition, append.records)
 
@@ -379,23 +403,34 @@ class GroupCoordinatorService(KeyValueCoordinatorRuntime):
         return txn_commits.with_pending_marked_unstable(self.core, result) if require_stable else result
 
     async def txn_commit_offsets(
-        self, *, group_id: str, producer_id: int, producer_epoch: int, generation_id: int, member_id: str,
-        group_instance_id: str | None, offsets: list[OffsetToCommit],
+        self, *, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+        member_id: str, group_instance_id: str | None, offsets: list[OffsetToCommit],
     ) -> CommitResult:
+        """Kafka `CoordinatorRuntime.scheduleTransactionalWriteOperation`: the group's partition
+        is verified with the transaction coordinator first (KIP-890 part 1), then the core
+        runs the commit, whose append carries the verification guard."""
+        verification = None
+        if self.core.coordinator_error(group_id) is None:
+            verification = await self._log.maybe_start_transaction_verification(
+                self.core.partition_for(group_id), transactional_id=transactional_id, producer_id=producer_id,
+                producer_epoch=producer_epoch)
         rid, future = self._new_waiter()
         out = txn_commits.txn_commit_offsets(
             self.core, rid, group_id=group_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            generation_id=generation_id,
-            member_id=member_id, group_instance_id=group_instance_id, offsets=offsets,
+            generation_id=generation_id, member_id=member_id, group_instance_id=group_instance_id, offsets=offsets,
+            verification=verification,
         )
         return await self._answer_as(CommitResult, rid, future, out)
 
-    async def complete_transaction(self, *, producer_id: int, committed: bool, partition: int) -> ErrorCode:
-        """A transaction marker was written to `__consumer_offsets-<partition>`."""
-        rid, future = self._new_waiter()
-        out = txn_commits.complete_transaction(self.core, rid, producer_id=producer_id, committed=committed,
-                                               partition=partition)
-        return await self._answer_as(ErrorCode, rid, future, out)
+    async def complete_transaction(self, partition: int, *, producer_id: int, producer_epoch: int,
+                                   coordinator_epoch: int, committed: bool) -> ErrorCode:
+        """Kafka `GroupCoordinatorService.completeTransaction`: WriteTxnMarkers for
+        `__consumer_offsets-<partition>`, whose marker settles the producer's pending
+        transactional offsets there (`txn_commits.replay_end_transaction_marker`)."""
+        return await self.schedule_transaction_completion(
+            partition, producer_id=producer_id, producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
+            committed=committed, replay=lambda: txn_commits.replay_end_transaction_marker(
+                self.core, partition, producer_id=producer_id, committed=committed))
 
     async def delete_offsets(self, *, group_id: str, partitions: list[tuple[str, int]]) -> OffsetDeleteResult:
         group = self.core.groups.get(group_id)

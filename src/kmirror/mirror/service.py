@@ -42,6 +42,7 @@ from kmirror.config.topic import ConfigSource
 from kmirror.coordinator.ports import CoordinatorLog
 from kmirror.coordinator.runtime import CoordinatorRuntime
 from kmirror.kip1279.state import MirrorPartitionState
+from kmirror.log.producer_state import VerificationGuard
 from kmirror.metadata.image import MetadataImage, TopicImage
 from kmirror.mirror.coordinator import codec
 from kmirror.mirror.coordinator.coordinator import (
@@ -150,7 +151,16 @@ class _MemoryStateLog:
     """No `__mirror_state` log: states live in memory only, every append acknowledged."""
 
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
-                     producer_epoch: int = -1) -> int:
+                     producer_epoch: int = -1, verification_guard: VerificationGuard | None = None) -> int:
+        return -1
+
+    async def maybe_start_transaction_verification(self, partition: int, *, transactional_id: str,
+                                                   producer_id: int,
+                                                   producer_epoch: int) -> VerificationGuard | ErrorCode | None:
+        return None
+
+    async def append_end_transaction_marker(self, partition: int, *, producer_id: int, producer_epoch: int,
+                                            coordinator_epoch: int, committed: bool) -> int:
         return -1
 
     def read_all(self, partition: int) -> list[tuple[bytes, bytes | None]]:

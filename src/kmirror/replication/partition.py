@@ -285,16 +285,20 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
             self.maybe_increment_high_watermark()
         return result
 
-    def append_coordinator_batches_to_leader(self, records: bytes | memoryview, now_ms: int) -> AppendOutcome | PartitionError:
+    def append_coordinator_batches_to_leader(self, records: bytes | memoryview, now_ms: int,
+                                             verification_guard: VerificationGuard | None = None
+                                             ) -> AppendOutcome | PartitionError:
         """Batches the broker writes for a coordinator, kept as built (origin COORDINATOR, Kafka
         `AppendOrigin.COORDINATOR`): transaction markers (WriteTxnMarkers) and transactional
-        offset commits. Refused below `min.insync.replicas`; the caller awaits the HW."""
+        offset commits, the latter under their `verification_guard` (`Log.append_as_leader`).
+        Refused below `min.insync.replicas`; the caller awaits the HW."""
         if not self.is_leader:
             return PartitionError(ErrorCode.not_leader_or_follower)
         if len(self._state.isr) < self.min_insync_replicas:
             return PartitionError(ErrorCode.not_enough_replicas)
         result = append_outcome(self.log.append_as_leader(records, self._state.leader_epoch, now_ms=now_ms,
-                                                          origin=AppendOrigin.COORDINATOR))
+                                                          origin=AppendOrigin.COORDINATOR,
+                                                          verification_guard=verification_guard))
         if isinstance(result, AppendOutcome):
             self.maybe_increment_high_watermark()
         return result

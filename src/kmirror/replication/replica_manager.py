@@ -198,16 +198,18 @@ class ReplicaManager(PartitionHosting):
         """The coordinators' write path (`__consumer_offsets`): acks=1 on the local leader."""
         return self.append_records({tp: records}, required_acks=1, internal_topics_allowed=True)[tp]
 
-    def append_coordinator_batches(self, tp: TopicPartition, records: bytes | memoryview) -> PartitionAppendResult:
+    def append_coordinator_batches(self, tp: TopicPartition, records: bytes | memoryview,
+                                   verification_guard: VerificationGuard | None = None) -> PartitionAppendResult:
         """Coordinator-origin batches on this leader (internal topics too): COMMIT/ABORT
         markers of WriteTxnMarkers, transactional offset commits in `__consumer_offsets`.
         Refused on a read-only partition (a KIP-1279 mirror partition): its records, markers
         included, come only from the mirror's source, and a local marker would take offsets
-        the source's records own."""
+        the source's records own. `verification_guard`: a transactional offset commit's, from
+        `maybe_start_transaction_verification` (see `Log.append_as_leader`; None: markers)."""
         partition = self._write_refusal(tp) or self.leader_partition(tp)
         if isinstance(partition, PartitionError):
             return partition
-        result = partition.append_coordinator_batches_to_leader(records, self.clock.now_ms())
+        result = partition.append_coordinator_batches_to_leader(records, self.clock.now_ms(), verification_guard)
         if isinstance(result, AppendOutcome):
             self._notify_append(tp)
         return result

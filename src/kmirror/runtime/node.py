@@ -160,11 +160,6 @@ class Node:
         self.log_manager = LogManager(OsFileSystem(int(cfg.get("log.max.open.files"))), cfg.log_dirs, self.clock, _broker_log_defaults(cfg))
         self.log_manager.load_logs()
         self.replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())
-        self.group_coordinator = GroupCoordinatorService(
-            cfg.node_id, cfg, ReplicatedCoordinatorLog(self.replica_manager, CONSUMER_OFFSETS), self.clock,
-            topics=lambda: topics_of(self.metadata.image),
-        )
-        await self.group_coordinator.start()
         # KIP-98 transaction coordinator: state in __transaction_state, markers to leaders
         self.transaction_coordinator = TransactionCoordinatorService(
             cfg.node_id, TransactionConfig.from_server_config(cfg),
@@ -177,6 +172,13 @@ class Node:
             verify_remote=TxnVerifier(ListenerBrokerSender(
                 self.metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-txn-verification")),
         )
+        # TxnOffsetCommit's partition is verified with the transaction coordinator (KIP-890 part 1)
+        self.group_coordinator = GroupCoordinatorService(
+            cfg.node_id, cfg,
+            ReplicatedCoordinatorLog(self.replica_manager, CONSUMER_OFFSETS, verifier=self.transaction_coordinator),
+            self.clock, topics=lambda: topics_of(self.metadata.image),
+        )
+        await self.group_coordinator.start()
         await self.transaction_coordinator.start()
         # KIP-1279 MirrorCoordinator: states persisted in __mirror_state, loaded on leadership
         self.mirror_coordinator = MirrorCoordinatorService(

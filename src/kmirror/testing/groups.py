@@ -11,29 +11,48 @@ from kmirror.coordinator.consumer_group.ports import TopicInfo
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.member import Protocol
 from kmirror.coordinator.results import GroupOutput
+from kmirror.log.producer_state import VerificationGuard
 from kmirror.ports import ManualClock
 from kmirror.protocol.errors import ErrorCode
 
 
 class MemoryCoordinatorLog:
-    """`CoordinatorLog` kept in memory; `fail_with` makes the next appends raise."""
+    """`CoordinatorLog` kept in memory; `fail_with` makes the next appends raise. It verifies
+    no transaction (`maybe_start_transaction_verification` answers None) unless told the
+    answer (`verification`); `guards` are those the transactional appends carried."""
 
     def __init__(self) -> None:
         self.partitions: dict[int, list[tuple[bytes, bytes | None]]] = {}
         # partition -> producer id -> records of its open transaction
         self.transactional: dict[int, dict[int, list[tuple[bytes, bytes | None]]]] = {}
         self.fail_with: Exception | None = None
+        self.verification: VerificationGuard | ErrorCode | None = None
+        self.guards: list[VerificationGuard | None] = []
+
+    async def maybe_start_transaction_verification(self, partition: int, *, transactional_id: str,
+                                                   producer_id: int,
+                                                   producer_epoch: int) -> VerificationGuard | ErrorCode | None:
+        return self.verification
 
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
-                     producer_epoch: int = -1) -> int:
+                     producer_epoch: int = -1, verification_guard: VerificationGuard | None = None) -> int:
         if self.fail_with is not None:
             raise self.fail_with
+        if producer_id >= 0:
+            self.guards.append(verification_guard)
         if producer_id >= 0:
             self.transactional.setdefault(partition, {}).setdefault(producer_id, []).extend(records)
             return len(self.partitions.get(partition, [])) - 1
         log = self.partitions.setdefault(partition, [])
         log.extend(records)
         return len(log) - 1
+
+    async def append_end_transaction_marker(self, partition: int, *, producer_id: int, producer_epoch: int,
+                                            coordinator_epoch: int, committed: bool) -> int:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.end_transaction(partition, producer_id, committed)
+        return len(self.partitions.get(partition, [])) - 1
 
     def end_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
         """A marker: the producer's transactional records join the log at a COMMIT."""

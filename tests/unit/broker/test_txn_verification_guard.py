@@ -168,3 +168,16 @@ def test_produce_refusal_by_the_coordinator_leaves_a_guard_the_retry_reuses() ->
     assert produce(s, txn_batch(0)) == ErrorCode.none
     assert log.producer_state.verification_state_entry(PID) is None
     assert coordinator.calls == [[TP], [TP]]
+
+
+def test_produce_spells_the_coordinators_answers_as_kafka_does() -> None:
+    """The answers of the verification shared with TxnOffsetCommit, as Produce gives them."""
+    spelled = {}
+    for answer in (ErrorCode.network_exception, ErrorCode.concurrent_transactions, ErrorCode.producer_fenced,
+                   ErrorCode.invalid_producer_id_mapping, ErrorCode.invalid_txn_state):
+        spelled[answer] = produce(services(StubCoordinator(answer)), txn_batch(0))
+    assert spelled == {ErrorCode.network_exception: ErrorCode.not_enough_replicas,  # unreachable: retried
+                       ErrorCode.concurrent_transactions: ErrorCode.not_enough_replicas,
+                       ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+                       ErrorCode.invalid_producer_id_mapping: ErrorCode.invalid_txn_state,
+                       ErrorCode.invalid_txn_state: ErrorCode.invalid_txn_state}

@@ -51,3 +51,29 @@ def test_an_append_below_min_insync_replicas_is_refused_before_it_is_written() -
         asyncio.run(ReplicatedCoordinatorLog(rm, OFFSETS).append(0, [(b"k", b"v")]))
     assert refused.value.code == ErrorCode.not_enough_replicas
     assert rm.get_partition(TP).log.log_end_offset == 0
+
+
+def test_a_transaction_marker_is_acknowledged_only_once_the_follower_has_it() -> None:
+    rm = leader_of_two()
+    log = ReplicatedCoordinatorLog(rm, OFFSETS)
+
+    async def main() -> None:
+        write = asyncio.ensure_future(log.append_end_transaction_marker(
+            0, producer_id=7, producer_epoch=0, coordinator_epoch=0, committed=True))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not write.done()
+        rm.fetch([FetchPartitionRequest(TP, 1, 1 << 20)], 1 << 20, 0, replica_id=2)
+        assert await asyncio.wait_for(write, 5) == 0
+
+    asyncio.run(main())
+    assert rm.get_partition(TP).log.high_watermark == 1
+
+
+def test_a_transaction_marker_below_min_insync_replicas_is_refused_before_it_is_written() -> None:
+    rm = leader_of_two({"min.insync.replicas": "3"})
+    with pytest.raises(CoordinatorAppendError) as refused:
+        asyncio.run(ReplicatedCoordinatorLog(rm, OFFSETS).append_end_transaction_marker(
+            0, producer_id=7, producer_epoch=0, coordinator_epoch=0, committed=False))
+    assert refused.value.code == ErrorCode.not_enough_replicas
+    assert rm.get_partition(TP).log.log_end_offset == 0

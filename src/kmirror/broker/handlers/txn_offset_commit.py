@@ -1,8 +1,11 @@
 """TxnOffsetCommit (key 28), v0-v4: offsets committed inside a transaction, sent by the
 producer to the group coordinator (`kmirror.coordinator.offsets.txn_commits`): written as a
 transactional batch of the producer, pending until the transaction's marker; v3+ carries the consumer's member and generation (KIP-447).
-Commits for unknown topics are UNKNOWN_TOPIC_OR_PARTITION. Before v3 PRODUCER_FENCED is
-INVALID_PRODUCER_EPOCH."""
+The group's `__consumer_offsets` partition must be in the producer's ongoing transaction
+(AddOffsetsToTxn), verified with the transaction coordinator (KIP-890 part 1): else
+INVALID_TXN_STATE, or INVALID_PRODUCER_EPOCH for a fenced producer at every version (Kafka's
+verification spells the coordinator's PRODUCER_FENCED so). Commits for unknown topics are
+UNKNOWN_TOPIC_OR_PARTITION."""
 
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                               p.committed_metadata)
                for t in request.topics if known(t.name) for p in t.partitions]
     result = await services.groups.txn_commit_offsets(
-        group_id=request.group_id, producer_id=int(request.producer_id), producer_epoch=int(request.producer_epoch),
+        transactional_id=request.transactional_id, group_id=request.group_id, producer_id=int(request.producer_id), producer_epoch=int(request.producer_epoch),
         generation_id=int(getattr(request, "generation_id", -1)), member_id=getattr(request, "member_id", "") or "",
         group_instance_id=getattr(request, "group_instance_id", None), offsets=offsets)
     rt = ctx.response_type

@@ -1,16 +1,20 @@
 """`CoordinatorLog` on the node's ReplicaManager: a coordinator's records go through the
 internal append path of its topic (`__consumer_offsets` for groups, `__mirror_state` for
 the MirrorCoordinator; Kafka `CoordinatorPartitionWriter`) and are read back from the
-partition's local log when it is loaded."""
+partition's local log when it is loaded. A transactional batch (TxnOffsetCommit) is verified
+with the transaction coordinator first and appended under its verification guard (KIP-890
+part 1, `maybe_start_transaction_verification`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from kmirror.coordinator.transaction.verification import TransactionVerifier, verify_transaction
+from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode
-from kmirror.records.batch import iter_batches
+from kmirror.records.batch import NO_SEQUENCE, iter_batches
 from kmirror.records.builder import build_batch
-from kmirror.records.control import ControlType, read_control_type
+from kmirror.records.control import ControlType, build_control_batch, read_control_type
 from kmirror.records.record import decode_records
 from kmirror.replication.outcomes import PartitionError
 from kmirror.replication.replica_manager import ReplicaManager
@@ -28,25 +32,59 @@ class CoordinatorAppendError(Exception):
 
 
 class ReplicaManagerCoordinatorLog:
-    def __init__(self, replica_manager: ReplicaManager, topic: str = "__consumer_offsets") -> None:
+    """`verifier`: the transaction coordinator, which KIP-890 part 1 verification asks about a
+    transactional batch before it is appended (None: nothing is verified)."""
+
+    def __init__(self, replica_manager: ReplicaManager, topic: str = "__consumer_offsets",
+                 verifier: TransactionVerifier | None = None) -> None:
         self.replica_manager = replica_manager
         self.topic = topic
+        self._verifier = verifier
         self._open: dict[int, dict[int, list[tuple[bytes, bytes | None]]]] = {}
 
+    async def maybe_start_transaction_verification(self, partition: int, *, transactional_id: str,
+                                                   producer_id: int,
+                                                   producer_epoch: int) -> VerificationGuard | ErrorCode | None:
+        """The batch a coordinator writes has no sequence (Kafka's NO_SEQUENCE)."""
+        if self._verifier is None:
+            return None
+        tp = TopicPartition(self.topic, partition)
+        verification = await verify_transaction(self.replica_manager, self._verifier,
+                                                transactional_id=transactional_id, producer_id=producer_id,
+                                                producer_epoch=producer_epoch, sequences={tp: NO_SEQUENCE})
+        error = verification.error_for(tp)
+        if error is not None:
+            return error
+        return verification.guards.get(tp, VerificationGuard.SENTINEL)
+
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
-                     producer_epoch: int = -1) -> int:
+                     producer_epoch: int = -1, verification_guard: VerificationGuard | None = None) -> int:
 
         now_ms = self.replica_manager.clock.now_ms()
         tp = TopicPartition(self.topic, partition)
         if producer_id >= 0:
             # a transactional batch without a sequence (Kafka's NO_SEQUENCE), written as the
-            # coordinator's own: its COMMIT/ABORT marker comes through WriteTxnMarkers
+            # coordinator's own: its COMMIT/ABORT marker comes through WriteTxnMarkers, which
+            # the runtime writes with `append_end_transaction_marker`
             batch = build_batch([(key, value, (), -1) for key, value in records], now_ms=now_ms,
                                 producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True)
-            result = self.replica_manager.append_coordinator_batches(tp, batch)
+            result = self.replica_manager.append_coordinator_batches(tp, batch, verification_guard)
         else:
             batch = build_batch([(key, value, (), -1) for key, value in records], now_ms=now_ms)
             result = self.replica_manager.append_to_local_log(tp, batch)
+        if isinstance(result, PartitionError):
+            raise CoordinatorAppendError(result.code, result.message)
+        return int(result.last_offset)
+
+    async def append_end_transaction_marker(self, partition: int, *, producer_id: int, producer_epoch: int,
+                                            coordinator_epoch: int, committed: bool) -> int:
+        """A one-record COMMIT/ABORT control batch, origin COORDINATOR (as WriteTxnMarkers
+        writes one on any partition)."""
+        tp = TopicPartition(self.topic, partition)
+        batch = build_control_batch(ControlType.COMMIT if committed else ControlType.ABORT, producer_id,
+                                    producer_epoch, self.replica_manager.clock.now_ms(),
+                                    coordinator_epoch=coordinator_epoch)
+        result = self.replica_manager.append_coordinator_batches(tp, batch)
         if isinstance(result, PartitionError):
             raise CoordinatorAppendError(result.code, result.message)
         return int(result.last_offset)

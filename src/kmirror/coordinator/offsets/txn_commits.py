@@ -1,12 +1,19 @@
 """Offsets committed inside a transaction (TxnOffsetCommit, KIP-98; Kafka
 `OffsetMetadataManager.replayTransactionalOffsetCommit` / `replayEndTransactionMarker`).
 
+Before it is written, the group's `__consumer_offsets` partition is verified with the
+transaction coordinator (KIP-890 part 1; the runtime asks `CoordinatorLog`'s
+`maybe_start_transaction_verification`): a commit of a producer whose ongoing transaction
+does not hold that partition (AddOffsetsToTxn never sent, or its transaction already ended:
+a late retry, a zombie) is refused, and the append carries the verification guard, so it
+cannot open a transaction on `__consumer_offsets` that no marker will close.
+
 A transactional commit is written to the group's `__consumer_offsets` partition as a
 transactional batch of the producer (answered once written), and is pending: OffsetFetch does
 not return it, and with `require_stable` a partition with a pending commit answers
 UNSTABLE_OFFSET_COMMIT, until the transaction's marker reaches that partition. The COMMIT
-marker (written by WriteTxnMarkers, acks=all) makes the offsets committed, an ABORT drops them;
-loading the partition replays the same (`ReplicaManagerCoordinatorLog.read_all`), and offsets of
+marker (WriteTxnMarkers, written by the runtime in turn with the partition's other appends,
+acks=all) makes the offsets committed, an ABORT drops them; loading the partition replays the same (`ReplicaManagerCoordinatorLog.read_all`), and offsets of
 transactions still open at the log end come back pending (`restore_pending`).
 """
 
@@ -20,7 +27,7 @@ from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.group.static_members import validate_member
 from kmirror.coordinator.offsets import replay
-from kmirror.coordinator.offsets.commits import OffsetToCommit, _append_error
+from kmirror.coordinator.offsets.commits import OffsetToCommit
 from kmirror.coordinator.offsets.records import OffsetCommitKey, decode_key, decode_offset_commit_value
 from kmirror.coordinator.results import (
     CommitResult,
@@ -29,6 +36,7 @@ from kmirror.coordinator.results import (
     Output,
     PartitionResult,
 )
+from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
 
@@ -52,9 +60,34 @@ def validate_txn_offset_commit(group: ClassicGroup | None, generation_id: int, m
     return E.none
 
 
+def txn_commit_error(error: ErrorCode) -> ErrorCode:
+    """A failed verification or append as TxnOffsetCommit answers it (Kafka
+    `CoordinatorOperationExceptionHelper.handleOperationException`): errors of the partition
+    or its replicas become the coordinator errors the producer retries on; the transaction
+    coordinator's answers (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, CONCURRENT_TRANSACTIONS,
+    ...) and the log's refusals reach the producer as they are."""
+    if error == E.network_exception:
+        # the transaction coordinator could not be reached: retried without a new lookup
+        return E.coordinator_load_in_progress
+    if error in (E.unknown_topic_or_partition, E.not_enough_replicas, E.not_enough_replicas_after_append,
+                 E.request_timed_out):
+        return E.coordinator_not_available
+    if error in (E.not_leader_or_follower, E.kafka_storage_error):
+        return E.not_coordinator
+    if error in (E.message_too_large, E.record_list_too_large, E.invalid_fetch_size):
+        return E.invalid_commit_offset_size
+    return error
+
+
 def txn_commit_offsets(core: GroupCoordinator, request_id: int, *, group_id: str, producer_id: int,
                        producer_epoch: int, generation_id: int, member_id: str, group_instance_id: str | None,
-                       offsets: list[OffsetToCommit]) -> Output:
+                       offsets: list[OffsetToCommit],
+                       verification: VerificationGuard | ErrorCode | None = None) -> Output:
+    """`verification`: what `CoordinatorLog.maybe_start_transaction_verification` answered for
+    the group's partition (KIP-890 part 1): an error refuses the commit before anything else
+    is checked, as Kafka verifies before it runs the write; a guard goes with the append;
+    None: not verified."""
+
     def reply(error_of: dict[tuple[str, int], ErrorCode], default: ErrorCode) -> Output:
         parts = tuple(PartitionResult(o.topic, o.partition, error_of.get((o.topic, o.partition), default))
                       for o in offsets)
@@ -63,6 +96,8 @@ def txn_commit_offsets(core: GroupCoordinator, request_id: int, *, group_id: str
     err = core.coordinator_error(group_id)
     if err is not None:
         return reply({}, err)
+    if isinstance(verification, ErrorCode):
+        return reply({}, txn_commit_error(verification))
     consumer_group = core.consumer_groups.get(group_id)
     if consumer_group is not None:
         err = consumer_admin.validate_txn_offset_commit(consumer_group, member_id, generation_id)
@@ -89,18 +124,21 @@ def txn_commit_offsets(core: GroupCoordinator, request_id: int, *, group_id: str
         return reply(errors, E.none)
 
     def failed(error: ErrorCode) -> Output:
-        return reply(errors, _append_error(error))
+        return reply(errors, txn_commit_error(error))
 
     records = [replay.offset_commit_record(group_id, tp, v) for tp, v in accepted.items()]
     out = core.append(group_id, records, written, failed)
-    out.appends[:] = [replace(a, producer_id=producer_id, producer_epoch=producer_epoch) for a in out.appends]
+    out.appends[:] = [replace(a, producer_id=producer_id, producer_epoch=producer_epoch, verification_guard=verification)
+                      for a in out.appends]
     return out
 
 
-def complete_transaction(core: GroupCoordinator, request_id: int, *, producer_id: int, committed: bool,
-                         partition: int) -> Output:
-    """The marker of `producer_id`'s transaction was written to `partition`: its pending
-    offsets of the groups there become committed, or are dropped."""
+def replay_end_transaction_marker(core: GroupCoordinator, partition: int, *, producer_id: int,
+                                  committed: bool) -> None:
+    """Kafka `OffsetMetadataManager.replayEndTransactionMarker`: the marker of `producer_id`'s
+    transaction is in `partition`'s log, after every transactional commit of the producer
+    the core has applied (the runtime applies both in log order): its pending offsets of the
+    groups there become committed, or are dropped."""
     for group_id in [g for g in core.state.pending_txn_offsets if core.partition_for(g) == partition]:
         by_producer = core.state.pending_txn_offsets[group_id]
         offsets = by_producer.pop(producer_id, None)
@@ -115,7 +153,6 @@ def complete_transaction(core: GroupCoordinator, request_id: int, *, producer_id
             if group is None:
                 group = core.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=core.clock.now_ms())
             group.offsets.update(offsets)
-    return Output(responses=[(request_id, E.none)])
 
 
 def restore_pending(core: GroupCoordinator, partition: int,

@@ -119,7 +119,8 @@ class TransactionCoordinatorService(KeyValueCoordinatorRuntime):
                                 partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         """KIP-890 part 1, from a partition leader: asks the id's coordinator (this node, or
         another broker through `verify_remote`) whether `partitions` are in the producer's
-        ongoing transaction. A coordinator that cannot answer yet answers its error."""
+        ongoing transaction. A coordinator that cannot answer yet answers its error; one
+        that cannot be reached is NETWORK_EXCEPTION (Kafka `AddPartitionsToTxnManager`)."""
         core = self.txn_core
         node = self._leader_of(TopicPartition(TRANSACTION_STATE_TOPIC, core.partition_for(transactional_id)))
         if node == self.node_id or self._verify_remote is None:
@@ -131,7 +132,7 @@ class TransactionCoordinatorService(KeyValueCoordinatorRuntime):
             return await self._verify_remote(node, transactional_id, producer_id, producer_epoch, partitions)
         except Exception as exc:  # the coordinator is unreachable: the producer retries
             log.info("verifying %s with broker %d failed: %s", transactional_id, node, exc)
-            return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
+            return dict.fromkeys(partitions, ErrorCode.network_exception)
 
     def verify_local(self, *, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:

@@ -142,7 +142,6 @@ def test_transactional_offsets_of_a_consumer_group_are_checked_and_land_in_it():
 
     assert txn_commit("a", 0) == E.stale_member_epoch
     assert txn_commit("a", 1) == E.none
-    rid = cg.h.next_request_id()
-    cg.h.run(txn_commits.complete_transaction(cg.core, rid, producer_id=7, committed=True, partition=0))
+    txn_commits.replay_end_transaction_marker(cg.core, 0, producer_id=7, committed=True)
     assert "g" not in cg.core.groups
     assert fetched(cg) == 33

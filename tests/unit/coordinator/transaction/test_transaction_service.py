@@ -141,6 +141,12 @@ def offset_of(groups: GroupCoordinatorService) -> tuple[int, E]:
     return fetched.offset, fetched.error
 
 
+async def marker(groups: GroupCoordinatorService, producer_id: int, *, committed: bool) -> E:
+    """WriteTxnMarkers for `__consumer_offsets-0`, which the group coordinator writes."""
+    return await groups.complete_transaction(0, producer_id=producer_id, producer_epoch=0, coordinator_epoch=0,
+                                             committed=committed)
+
+
 def test_txn_offsets_are_pending_until_the_commit_marker_and_survive_a_reload() -> None:
     async def main() -> None:
         log = MemoryCoordinatorLog()
@@ -148,7 +154,7 @@ def test_txn_offsets_are_pending_until_the_commit_marker_and_survive_a_reload() 
 
         async def txn_commit(offset: int) -> None:
             result = await groups.txn_commit_offsets(
-                group_id="g", producer_id=9, producer_epoch=0, generation_id=-1, member_id="",
+                transactional_id="tx", group_id="g", producer_id=9, producer_epoch=0, generation_id=-1, member_id="",
                 group_instance_id=None, offsets=[OffsetToCommit("t", 0, offset, -1, "")])
             assert [p.error for p in result.partitions] == [E.none]
 
@@ -161,14 +167,12 @@ def test_txn_offsets_are_pending_until_the_commit_marker_and_survive_a_reload() 
         groups = await group_service(log)
         assert offset_of(groups) == (-1, E.unstable_offset_commit)
         # an abort marker of another producer changes nothing; this producer's commit commits
-        assert await groups.complete_transaction(producer_id=8, committed=False, partition=0) == E.none
-        log.end_transaction(0, 9, committed=True)
-        assert await groups.complete_transaction(producer_id=9, committed=True, partition=0) == E.none
+        assert await marker(groups, 8, committed=False) == E.none
+        assert await marker(groups, 9, committed=True) == E.none
         assert offset_of(groups) == (42, E.none)
         # an aborted transaction's offsets never show, before or after a reload
         await txn_commit(99)
-        log.end_transaction(0, 9, committed=False)
-        assert await groups.complete_transaction(producer_id=9, committed=False, partition=0) == E.none
+        assert await marker(groups, 9, committed=False) == E.none
         assert offset_of(groups) == (42, E.none)
         await groups.stop()
         groups = await group_service(log)
