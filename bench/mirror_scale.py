@@ -18,16 +18,16 @@ Two kmirror clusters (`LocalCluster`, the test helpers): a one-node source and a
    includes the source's produce path, the mirror and the destination's consumer path). Reported:
    the rates achieved, p50 / p99 / max lag, and the records not arrived within 30 s after the
    producer stopped;
-5. **failover to writable**: from `kmirror mirrors --remove` until `--describe` shows every
-   partition STOPPED and an idempotent producer has one record acknowledged on every partition,
+5. **failover to writable**: from the start of `kmirror mirrors --remove` until DescribeMirrors
+   (one Admin connection, asked every 0.25 s) shows every partition STOPPED and an idempotent producer has one record acknowledged on every partition,
    at offset source end + 1 (the MIRROR_PID_RESET control record took the source end offset).
 
 `--sessionless` runs each N a second time with a source that keeps no fetch session
 (`max.incremental.fetch.session.cache.slots=0`): every mirror Fetch lists every partition and
 is answered with every partition, the same-run baseline for the idle cost.
 
-Timings include the CLI's process start (one `--describe` per poll, polled every 0.25 s), as an
-operator would see them. `--plot FILE.png` draws idle CPU per partition and failover time
+Add-to-caught-up timings include the CLI's process start (one `--describe` per poll, polled
+every 0.25 s), as an operator would see them; the failover includes the `--remove` CLI's. `--plot FILE.png` draws idle CPU per partition and failover time
 against N.
 
     .venv/bin/python bench/mirror_scale.py [--partitions 100,1000] [--records 3] [--idle-s 30]
@@ -194,6 +194,20 @@ def states(bootstrap: str, topic: str) -> dict[int, tuple[int, int, int, str]]:
     return {p: row for (_, t, p), row in described.items() if t == topic}
 
 
+async def wait_stopped(bootstrap: str, topic: str, n: int, interval_s: float = 0.25) -> None:
+    """Until DescribeMirrors shows the topic's `n` partitions STOPPED, asked every `interval_s`
+    on one Admin connection (a CLI process per poll would cost the nodes' cores ~0.5 CPU-s each
+    and make the poll itself the resolution)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    async with await Admin.connect(bootstrap) as admin:
+        while time.monotonic() < deadline:
+            rows = await admin.describe_mirrors(topics=[topic])
+            if len(rows) == n and all(d.state == "STOPPED" for d in rows):
+                return
+            await asyncio.sleep(interval_s)
+    raise SystemExit(f"{n} partitions not STOPPED within {TIMEOUT_S} s")
+
+
 def timed_describe(bootstrap: str, *extra: str) -> float:
     t0 = time.monotonic()
     out = kmirror("mirrors", "--bootstrap-server", bootstrap, "--describe", *extra)
@@ -263,13 +277,9 @@ def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessio
             ends = end_offsets(source.bootstrap, topic, n)
             wait_until(caught_up, f"{n} partitions caught up after the load", timeout_s=TIMEOUT_S)
 
-        def stopped() -> bool:
-            rows = states(dest.bootstrap, topic)
-            return len(rows) == n and all(row[3] == "STOPPED" for row in rows.values())
-
         cpu0, t0 = cluster_cpu_s(dest), time.monotonic()
         kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", topic)
-        wait_until(stopped, f"{n} partitions STOPPED", timeout_s=TIMEOUT_S)
+        asyncio.run(wait_stopped(dest.bootstrap, topic, n))
         stopped_s = time.monotonic() - t0
         print(f"{n} partitions: STOPPED after {stopped_s:.1f} s", flush=True)
         delivered = produce_delivered({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True}, topic,
