@@ -18,6 +18,7 @@ from uuid import uuid4
 from kmirror.broker.txn_markers import MarkerEntry, write_txn_markers
 from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.offsets.commits import OffsetToCommit
+from kmirror.coordinator.offsets.log_adapter import CoordinatorAppendError, ReplicaManagerCoordinatorLog
 from kmirror.coordinator.runtime import GroupCoordinatorService
 from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode as E
@@ -52,12 +53,29 @@ class HeldAcksLog(ReplicatedCoordinatorLog):
         return last_offset
 
 
+class UnreplicatedLog(ReplicatedCoordinatorLog):
+    """The offsets log, whose transactional appends are written but never acknowledged by the
+    ISR in time (REQUEST_TIMED_OUT after the write)."""
+
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        super().__init__(replica_manager, OFFSETS.topic)
+
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
+                     producer_epoch: int = -1, verification_guard: VerificationGuard | None = None) -> int:
+        last_offset = await ReplicaManagerCoordinatorLog.append(
+            self, partition, records, producer_id=producer_id, producer_epoch=producer_epoch,
+            verification_guard=verification_guard)
+        if producer_id >= 0:
+            raise CoordinatorAppendError(E.request_timed_out)
+        return last_offset
+
+
 class Node:
-    def __init__(self) -> None:
+    def __init__(self, log_type: type[HeldAcksLog] | type[UnreplicatedLog]) -> None:
         base = data_services(single_node_image(1, {OFFSETS.topic: (uuid4(), 1), "t": (uuid4(), 1)}))
         self.rm = base.replica_manager
         self.clock = base.clock
-        self.log = HeldAcksLog(self.rm)
+        self.log = log_type(self.rm)
         self.groups = self._group_coordinator(self.log)
         self.services = dataclasses.replace(base, group_coordinator=self.groups)
 
@@ -102,9 +120,10 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-def run(test: Callable[[Node], Awaitable[None]]) -> None:
+def run(test: Callable[[Node], Awaitable[None]], log_type: type[HeldAcksLog] | type[UnreplicatedLog] = HeldAcksLog
+        ) -> None:
     async def main() -> None:
-        node = Node()
+        node = Node(log_type)
         await node.start()
         try:
             await test(node)
@@ -151,3 +170,14 @@ def test_a_marker_on_a_partition_not_loaded_here_is_written_and_its_load_replays
         assert node.stable_offset() == (8, E.none)
 
     run(test)
+
+
+def test_a_commit_written_but_not_replicated_in_time_is_pending_so_its_marker_commits_it() -> None:
+    async def test(node: Node) -> None:
+        assert await node.commit_offset(9) == E.coordinator_not_available  # the producer retries
+        assert node.stable_offset() == (-1, E.unstable_offset_commit)  # as the log says: pending
+        assert await node.marker(committed=True) == {OFFSETS: E.none}
+        assert node.stable_offset() == (9, E.none)
+        assert await node.reloaded_stable_offset() == (9, E.none)
+
+    run(test, UnreplicatedLog)

@@ -60,6 +60,10 @@ def validate_txn_offset_commit(group: ClassicGroup | None, generation_id: int, m
     return E.none
 
 
+WRITTEN_NOT_REPLICATED = frozenset({E.not_enough_replicas_after_append, E.request_timed_out})
+"""Append errors raised after the leader wrote the batch: the ISR did not take it in time."""
+
+
 def txn_commit_error(error: ErrorCode) -> ErrorCode:
     """A failed verification or append as TxnOffsetCommit answers it (Kafka
     `CoordinatorOperationExceptionHelper.handleOperationException`): errors of the partition
@@ -119,11 +123,14 @@ def txn_commit_offsets(core: GroupCoordinator, request_id: int, *, group_id: str
         return reply(errors, E.none)
 
     def written() -> Output:
-        pending = core.state.pending_txn_offsets.setdefault(group_id, {}).setdefault(producer_id, {})
-        pending.update(accepted)
+        core.state.pending_txn_offsets.setdefault(group_id, {}).setdefault(producer_id, {}).update(accepted)
         return reply(errors, E.none)
 
     def failed(error: ErrorCode) -> Output:
+        if error in WRITTEN_NOT_REPLICATED:
+            # the batch is in the leader's log, so the transaction's marker must find it pending
+            # (Kafka applies a coordinator's records once appended, whatever the replicas do)
+            written()
         return reply(errors, txn_commit_error(error))
 
     records = [replay.offset_commit_record(group_id, tp, v) for tp, v in accepted.items()]
