@@ -18,6 +18,7 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
+from kmirror.protocol import item_cache
 from kmirror.protocol.length_guard import check_lengths
 from kmirror.protocol.registry import ApiRegistry, ApiSpec
 from kmirror.protocol.request_validation import null_field
@@ -100,7 +101,7 @@ def encode_response(spec: ApiSpec, api_version: int, correlation_id: int, respon
         entity_writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=i32(correlation_id)))
     else:
         entity_writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=i32(correlation_id)))
-    entity_writer(response_type)(buf, response)
+    (item_cache.writer_for(response_type) or entity_writer(response_type))(buf, response)
     view = buf.getbuffer()
     _SIZE.pack_into(view, 0, len(view) - 4)
     return view

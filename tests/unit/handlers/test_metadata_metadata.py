@@ -1,4 +1,5 @@
 import asyncio
+import io
 import uuid
 
 import pytest
@@ -112,3 +113,45 @@ def test_brokers_listed_for_the_request_listener_only() -> None:
     resp = call(services, 3, 12, {"topics": None, "include_topic_authorized_operations": False, "include_cluster_authorized_operations": False}, listener="OTHER")
     # a listener the broker does not have falls back to its first endpoint
     assert [b.node_id for b in resp.brokers] == [1]
+
+
+@pytest.mark.parametrize("version", range(0, 14))
+def test_encoding_with_kept_topic_entries_is_kio_s_byte_for_byte(version: int) -> None:
+    """The Metadata writer that keeps each topic entry's bytes (`protocol.item_cache`) writes
+    what kio's generic writer writes, on a first answer and on a repeated one."""
+    from kio.serial import entity_writer
+
+    from kmirror.protocol import item_cache
+
+    services = _services()
+    asyncio.run(services.metadata.create_topics([CreatableTopic("alpha", 2, 1)]))
+    fields = {"topics": () if version == 0 else None, "include_topic_authorized_operations": version >= 8,
+              "include_cluster_authorized_operations": False}
+    for _ in range(2):
+        resp = call(services, 3, version, fields)
+        expected, cached = io.BytesIO(), io.BytesIO()
+        entity_writer(type(resp))(expected, resp)
+        writer = item_cache.writer_for(type(resp))
+        assert writer is not None
+        writer(cached, resp)
+        assert cached.getvalue() == expected.getvalue()
+        assert [t.name for t in resp.topics] == ["alpha", "orders"]
+
+
+def test_topic_entries_are_built_once_per_image() -> None:
+    from kio.index import load_response_schema
+
+    from kmirror.broker.handlers.metadata import _topic
+
+    services = _services()
+    rt = load_response_schema(3, 12)
+
+    def entry() -> object:
+        image = services.metadata.image
+        return _topic(rt, image, image.topics["orders"], False)
+
+    first = entry()
+    assert entry() is first  # the same image: the entry (and so its bytes) reused
+    asyncio.run(services.metadata.create_topics([CreatableTopic("other", 1, 1)]))  # a new image
+    rebuilt = entry()
+    assert rebuilt is not first and rebuilt == first

@@ -199,7 +199,24 @@ def _requested_topic(
     return _topic(rt, image, topic, include_ops)
 
 
+_built: dict[tuple[type, bool, str], Any] = {}
+_built_for: list[MetadataImage | None] = [None]
+
+
 def _topic(rt: type, image: MetadataImage, topic: TopicImage, include_ops: bool) -> Any:
+    """The topic's entry, built once per metadata image, response version and
+    `include_ops` (its encoding is kept with it: `kmirror.protocol.item_cache`)."""
+    if _built_for[0] is not image:
+        _built.clear()
+        _built_for[0] = image
+    key = (rt, include_ops, topic.name)
+    entry = _built.get(key)
+    if entry is None:
+        entry = _built[key] = _build_topic(rt, image, topic, include_ops)
+    return entry
+
+
+def _build_topic(rt: type, image: MetadataImage, topic: TopicImage, include_ops: bool) -> Any:
     topic_cls = nested(rt, "MetadataResponseTopic")
     partition_cls = nested(rt, "MetadataResponsePartition")
     live = {b.broker_id for b in image.live_brokers()}
