@@ -19,7 +19,7 @@ from typing import Any
 from kmirror.broker.handlers.produce import await_high_watermark
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.errors import ErrorCode
-from kmirror.records.control import ControlType, build_control_batch
+from kmirror.records.control import build_end_txn_marker
 from kmirror.replication.outcomes import AppendOutcome
 from kmirror.types import TopicPartition
 
@@ -60,9 +60,8 @@ def _append_markers(services: BrokerServices, marker: MarkerEntry,
     now_ms = replica_manager.clock.now_ms()
     results: dict[TopicPartition, Any] = {}
     for tp in partitions:
-        batch = build_control_batch(ControlType.COMMIT if marker.commit else ControlType.ABORT,
-                                    marker.producer_id, marker.producer_epoch, now_ms,
-                                    coordinator_epoch=marker.coordinator_epoch)
+        batch = build_end_txn_marker(marker.commit, marker.producer_id, marker.producer_epoch, now_ms,
+                                     marker.coordinator_epoch)
         results[tp] = replica_manager.append_coordinator_batches(tp, batch)
     return results
 

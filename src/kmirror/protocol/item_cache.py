@@ -9,7 +9,9 @@ Metadata alone. With the entries reused and their bytes kept, a repeated answer 
 brokers list and a join. The bytes are those kio writes for the same entity (a test compares
 them for every version).
 
-Items are keyed by identity and held with their bytes, so an id is never taken for another
+It writes each field with kio's own field writers (`kio.serial._serialize.get_field_writer`,
+not public API: kio is pinned in pyproject.toml, and the byte comparison fails on a kio whose
+layout changes). Items are keyed by identity and held with their bytes, so an id is never taken for another
 object's; the table is emptied when it passes `MAX_ITEMS`.
 """
 

@@ -66,6 +66,14 @@ def build_control_batch(control_type: ControlType, producer_id: int, producer_ep
         is_control=True)
 
 
+def build_end_txn_marker(committed: bool, producer_id: int, producer_epoch: int, timestamp_ms: int,
+                         coordinator_epoch: int) -> bytes:
+    """The COMMIT (`committed`) or ABORT marker of a producer's transaction, as WriteTxnMarkers
+    writes it on each partition of the transaction."""
+    return build_control_batch(ControlType.COMMIT if committed else ControlType.ABORT, producer_id, producer_epoch,
+                               timestamp_ms, coordinator_epoch=coordinator_epoch)
+
+
 def parse_control_key(key: bytes | None) -> ControlType:
     if key is None or len(key) < CONTROL_KEY.size:
         raise InvalidRecordError("control record key is too short")

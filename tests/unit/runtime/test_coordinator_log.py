@@ -2,6 +2,7 @@
 (Kafka's coordinators append with acks=all), and refused below `min.insync.replicas`."""
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from uuid import uuid4
 
 import pytest
@@ -29,22 +30,6 @@ def leader_of_two(configs: dict[str, str] | None = None) -> ReplicaManager:
     return rm
 
 
-def test_an_append_is_acknowledged_only_once_the_follower_has_it() -> None:
-    rm = leader_of_two()
-    log = ReplicatedCoordinatorLog(rm, OFFSETS)
-
-    async def main() -> None:
-        write = asyncio.ensure_future(log.append(0, [(b"k", b"v")]))
-        for _ in range(20):
-            await asyncio.sleep(0)
-        assert not write.done()  # only the leader has it: a kill -9 now must not lose an answer
-        rm.fetch([FetchPartitionRequest(TP, 1, 1 << 20)], 1 << 20, 0, replica_id=2)  # the follower is at 1
-        assert await asyncio.wait_for(write, 5) == 0
-
-    asyncio.run(main())
-    assert rm.get_partition(TP).log.high_watermark == 1
-
-
 def test_an_append_below_min_insync_replicas_is_refused_before_it_is_written() -> None:
     rm = leader_of_two({"min.insync.replicas": "3"})
     with pytest.raises(CoordinatorAppendError) as refused:
@@ -53,18 +38,27 @@ def test_an_append_below_min_insync_replicas_is_refused_before_it_is_written() -
     assert rm.get_partition(TP).log.log_end_offset == 0
 
 
-def test_a_transaction_marker_is_acknowledged_only_once_the_follower_has_it() -> None:
+def _records(log: ReplicatedCoordinatorLog) -> Awaitable[int]:
+    return log.append(0, [(b"k", b"v")])
+
+
+def _marker(log: ReplicatedCoordinatorLog) -> Awaitable[int]:
+    return log.append_end_transaction_marker(0, producer_id=7, producer_epoch=0, coordinator_epoch=0, committed=True)
+
+
+@pytest.mark.parametrize("write", [_records, _marker], ids=["records", "transaction marker"])
+def test_a_write_is_acknowledged_only_once_the_follower_has_it(
+        write: Callable[[ReplicatedCoordinatorLog], Awaitable[int]]) -> None:
     rm = leader_of_two()
     log = ReplicatedCoordinatorLog(rm, OFFSETS)
 
     async def main() -> None:
-        write = asyncio.ensure_future(log.append_end_transaction_marker(
-            0, producer_id=7, producer_epoch=0, coordinator_epoch=0, committed=True))
+        written = asyncio.ensure_future(write(log))
         for _ in range(20):
             await asyncio.sleep(0)
-        assert not write.done()
-        rm.fetch([FetchPartitionRequest(TP, 1, 1 << 20)], 1 << 20, 0, replica_id=2)
-        assert await asyncio.wait_for(write, 5) == 0
+        assert not written.done()  # only the leader has it: a kill -9 now must not lose an answer
+        rm.fetch([FetchPartitionRequest(TP, 1, 1 << 20)], 1 << 20, 0, replica_id=2)  # the follower is at 1
+        assert await asyncio.wait_for(written, 5) == 0
 
     asyncio.run(main())
     assert rm.get_partition(TP).log.high_watermark == 1

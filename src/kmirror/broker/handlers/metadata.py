@@ -199,21 +199,26 @@ def _requested_topic(
     return _topic(rt, image, topic, include_ops)
 
 
-_built: dict[tuple[type, bool, str], Any] = {}
-_built_for: list[MetadataImage | None] = [None]
+class _TopicEntries:
+    """Topic entries of the current metadata image, per response version and `include_ops`:
+    an image is immutable, so an entry is built once for it (and its encoding kept with it:
+    `kmirror.protocol.item_cache`)."""
+
+    def __init__(self) -> None:
+        self.image: MetadataImage | None = None
+        self.entries: dict[tuple[type, bool, str], Any] = {}
+
+    def get(self, rt: type, image: MetadataImage, topic: TopicImage, include_ops: bool) -> Any:
+        if self.image is not image:
+            self.image, self.entries = image, {}
+        key = (rt, include_ops, topic.name)
+        entry = self.entries.get(key)
+        if entry is None:
+            entry = self.entries[key] = _build_topic(rt, image, topic, include_ops)
+        return entry
 
 
-def _topic(rt: type, image: MetadataImage, topic: TopicImage, include_ops: bool) -> Any:
-    """The topic's entry, built once per metadata image, response version and
-    `include_ops` (its encoding is kept with it: `kmirror.protocol.item_cache`)."""
-    if _built_for[0] is not image:
-        _built.clear()
-        _built_for[0] = image
-    key = (rt, include_ops, topic.name)
-    entry = _built.get(key)
-    if entry is None:
-        entry = _built[key] = _build_topic(rt, image, topic, include_ops)
-    return entry
+_topic = _TopicEntries().get
 
 
 def _build_topic(rt: type, image: MetadataImage, topic: TopicImage, include_ops: bool) -> Any:

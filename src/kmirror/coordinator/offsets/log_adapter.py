@@ -14,7 +14,7 @@ from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import NO_SEQUENCE, iter_batches
 from kmirror.records.builder import build_batch
-from kmirror.records.control import ControlType, build_control_batch, read_control_type
+from kmirror.records.control import ControlType, build_end_txn_marker, read_control_type
 from kmirror.records.record import decode_records
 from kmirror.replication.outcomes import PartitionError
 from kmirror.replication.replica_manager import ReplicaManager
@@ -81,9 +81,8 @@ class ReplicaManagerCoordinatorLog:
         """A one-record COMMIT/ABORT control batch, origin COORDINATOR (as WriteTxnMarkers
         writes one on any partition)."""
         tp = TopicPartition(self.topic, partition)
-        batch = build_control_batch(ControlType.COMMIT if committed else ControlType.ABORT, producer_id,
-                                    producer_epoch, self.replica_manager.clock.now_ms(),
-                                    coordinator_epoch=coordinator_epoch)
+        batch = build_end_txn_marker(committed, producer_id, producer_epoch, self.replica_manager.clock.now_ms(),
+                                     coordinator_epoch)
         result = self.replica_manager.append_coordinator_batches(tp, batch)
         if isinstance(result, PartitionError):
             raise CoordinatorAppendError(result.code, result.message)

@@ -25,7 +25,7 @@ from kmirror.coordinator.consumer_group import admin as consumer_admin
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.state import GroupState
-from kmirror.coordinator.group.static_members import validate_member
+from kmirror.coordinator.group.static_members import group_metadata_append_error, validate_member
 from kmirror.coordinator.offsets import replay
 from kmirror.coordinator.offsets.commits import OffsetToCommit
 from kmirror.coordinator.offsets.records import OffsetCommitKey, decode_key, decode_offset_commit_value
@@ -73,14 +73,11 @@ def txn_commit_error(error: ErrorCode) -> ErrorCode:
     if error == E.network_exception:
         # the transaction coordinator could not be reached: retried without a new lookup
         return E.coordinator_load_in_progress
-    if error in (E.unknown_topic_or_partition, E.not_enough_replicas, E.not_enough_replicas_after_append,
-                 E.request_timed_out):
+    if error == E.not_enough_replicas_after_append:
         return E.coordinator_not_available
-    if error in (E.not_leader_or_follower, E.kafka_storage_error):
-        return E.not_coordinator
     if error in (E.message_too_large, E.record_list_too_large, E.invalid_fetch_size):
         return E.invalid_commit_offset_size
-    return error
+    return group_metadata_append_error(error)
 
 
 def txn_commit_offsets(core: GroupCoordinator, request_id: int, *, group_id: str, producer_id: int,

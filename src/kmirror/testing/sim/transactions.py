@@ -31,7 +31,7 @@ from kmirror.coordinator.transaction.coordinator import TransactionCoordinator
 from kmirror.coordinator.transaction.results import TxnMarker
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.builder import build_batch
-from kmirror.records.control import ControlType, build_control_batch
+from kmirror.records.control import build_end_txn_marker
 from kmirror.replication.outcomes import PartitionError
 from kmirror.types import TopicPartition
 
@@ -135,9 +135,8 @@ class SimTransactions:
         if c.rm.get_partition(tp) is None:  # the topic is gone: the marker is not owed any more
             line = f"txn {kind} marker of pid {marker.producer_id} on {tp}: topic gone"
         else:
-            control = build_control_batch(ControlType.COMMIT if marker.commit else ControlType.ABORT,
-                                          marker.producer_id, marker.producer_epoch, c.clock.now_ms(),
-                                          coordinator_epoch=marker.coordinator_epoch)
+            control = build_end_txn_marker(marker.commit, marker.producer_id, marker.producer_epoch,
+                                           c.clock.now_ms(), marker.coordinator_epoch)
             result = c.rm.append_coordinator_batches(tp, control)
             if isinstance(result, PartitionError):
                 self.in_flight.append((marker, tp))  # retried
