@@ -19,16 +19,17 @@ Two kmirror clusters (`LocalCluster`, the test helpers): a one-node source and a
    the rates achieved, p50 / p99 / max lag, and the records not arrived within 30 s after the
    producer stopped;
 5. **failover to writable**: from the start of `kmirror mirrors --remove` until DescribeMirrors
-   (one Admin connection, asked every 0.25 s) shows every partition STOPPED and an idempotent producer has one record acknowledged on every partition,
-   at offset source end + 1 (the MIRROR_PID_RESET control record took the source end offset).
+   (one Admin connection, asked every 0.25 s) shows every partition STOPPED and an idempotent
+   producer has one record acknowledged on every partition, at offset source end + 1 (the
+   MIRROR_PID_RESET control record took the source end offset).
 
 `--sessionless` runs each N a second time with a source that keeps no fetch session
 (`max.incremental.fetch.session.cache.slots=0`): every mirror Fetch lists every partition and
 is answered with every partition, the same-run baseline for the idle cost.
 
 Add-to-caught-up timings include the CLI's process start (one `--describe` per poll, polled
-every 0.25 s), as an operator would see them; the failover includes the `--remove` CLI's. `--plot FILE.png` draws idle CPU per partition and failover time
-against N.
+every 0.25 s), as an operator would see them; the failover includes the `--remove` CLI's.
+`--plot FILE.png` draws idle CPU per partition and failover time against N.
 
     .venv/bin/python bench/mirror_scale.py [--partitions 100,1000] [--records 3] [--idle-s 30]
         [--dest-nodes 1] [--sessionless] [--out docs/benchmarks.md] [--plot docs/mirror_scale.png]
