@@ -50,7 +50,7 @@ class CrashingFileSystem:
     """Delegates to a MemoryFileSystem and raises after `budget` mutating calls: the
     machine stops in the middle of whatever the cleaner was doing."""
 
-    _MUTATING = {"append", "write_file", "truncate", "fsync", "mkdirs", "rename", "delete"}
+    _MUTATING = {"append", "write_file", "truncate", "fsync", "mkdirs", "sync_dir", "rename", "delete"}
 
     def __init__(self, inner: MemoryFileSystem, budget: int) -> None:
         self._inner = inner
@@ -61,11 +61,11 @@ class CrashingFileSystem:
         if name not in self._MUTATING:
             return target
 
-        def call(*args: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
             if self.budget <= 0:
                 raise SimulatedCrash(name)
             self.budget -= 1
-            return target(*args)
+            return target(*args, **kwargs)
         return call
 
 

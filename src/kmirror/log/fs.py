@@ -7,7 +7,9 @@ Durability contract (what `kmirror.testing.memory_fs.MemoryFileSystem.crash` mod
 - bytes written by `append`/`write_file` survive a process kill (page cache) but may be
   lost on a crash of the machine until `fsync(path)` returns;
 - `rename`, `delete`, `mkdirs` and file creation are durable once they return (a real
-  implementation fsyncs the parent directory).
+  implementation fsyncs the parent directory), except `mkdirs(path, durable=False)`: a new
+  partition directory is durable once `sync_dir` of its parent returns, as Kafka's log
+  directories become durable at their first flush.
 """
 
 from __future__ import annotations
@@ -57,8 +59,13 @@ class FileSystem(Protocol):
         """Names (not paths) of the entries of a directory, sorted."""
         ...
 
-    def mkdirs(self, path: str) -> None:
-        """Create a directory and its parents; no error if it exists."""
+    def mkdirs(self, path: str, durable: bool = True) -> None:
+        """Create a directory and its parents; no error if it exists. With `durable=False`
+        the parent directory is not synced (see `sync_dir`)."""
+        ...
+
+    def sync_dir(self, path: str) -> None:
+        """Make the entries of directory `path` durable (no error if it is gone)."""
         ...
 
     def rename(self, source: str, destination: str) -> None:

@@ -26,7 +26,6 @@ from kmirror.log.checkpoint import LeaderEpochCheckpoint, write_atomically
 from kmirror.log.cleaner.swap_recovery import complete_swaps
 from kmirror.log.epoch_cache import EpochCache
 from kmirror.log.fs import join
-from kmirror.log.partition_metadata import PartitionMetadataFile
 from kmirror.log.producer_state import (
     BatchMetadata,
     ProducerState,
@@ -70,8 +69,12 @@ def _base_of(name: str, suffix: str) -> int | None:
 
 def load(log: Log, *, recovery_point: int, log_start_offset: int) -> None:
     fs, directory = log.fs, log.directory
-    fs.mkdirs(directory)
-    _check_topic_id(log)
+    new_dir = not fs.exists(directory)
+    fs.mkdirs(directory, durable=False)  # durable at `PartitionMetadataFile.maybe_flush`
+    _check_topic_id(log, new_dir)
+    if new_dir:  # nothing to recover, no file to look for: one empty segment
+        _start_empty(log, log_start_offset)
+        return
     complete_swaps(fs, directory)  # a cleaner swap a crash interrupted
     names = fs.listdir(directory)
     bases = sorted(b for b in (_base_of(n, LOG_SUFFIX) for n in names) if b is not None)
@@ -128,6 +131,13 @@ def load(log: Log, *, recovery_point: int, log_start_offset: int) -> None:
     _delete_snapshots(log)
 
 
+def _start_empty(log: Log, start: int) -> None:
+    segment = new_segment(log, start)
+    segment.create()
+    log.segments = [segment]
+    log._log_start_offset = log._log_end_offset = log.recovery_point = start
+
+
 def _assign_epochs(cache: EpochCache, headers: Iterable[BatchHeader]) -> None:
     for header in headers:
         # Kafka LogSegment.recover: only epochs above the cached latest are added.
@@ -136,12 +146,12 @@ def _assign_epochs(cache: EpochCache, headers: Iterable[BatchHeader]) -> None:
             cache.assign(header.partition_leader_epoch, header.base_offset)
 
 
-def _check_topic_id(log: Log) -> None:
-    metadata = PartitionMetadataFile(log.fs, log.directory)
-    stored = metadata.read()
+def _check_topic_id(log: Log, new_dir: bool) -> None:
+    metadata = log.partition_metadata
+    stored = None if new_dir else metadata.read()
     if stored is None:
-        if log.topic_id is not None:
-            metadata.write(log.topic_id)
+        if log.topic_id is not None or new_dir:
+            metadata.write_unsynced(log.topic_id, new_dir)
     elif log.topic_id is None:
         log.topic_id = stored
     elif stored != log.topic_id:

@@ -31,6 +31,7 @@ from kmirror.log.outcomes import (
     OffsetOutOfRange,
     TimestampAndOffset,
 )
+from kmirror.log.partition_metadata import PartitionMetadataFile
 from kmirror.log.producer_state import (
     BatchMetadata,
     ProducerState,
@@ -80,6 +81,7 @@ class Log(LogTruncation):
         self._unflushed_messages = 0
         self._last_flush_ms = clock.monotonic_ms()
         self._epoch_checkpoint = LeaderEpochCheckpoint(fs, directory)
+        self.partition_metadata = PartitionMetadataFile(fs, directory)
         self.on_log_start_offset_change: Callable[[Log], None] | None = None
         self.closed = False
 
@@ -328,7 +330,9 @@ class Log(LogTruncation):
         return segment
 
     def flush(self) -> None:
-        """fsync everything appended so far; the recovery point becomes the LEO."""
+        """fsync everything appended so far; the recovery point becomes the LEO. A new log's
+        topic id and directory entry first (Kafka `maybeFlushMetadataFile`)."""
+        self.partition_metadata.maybe_flush()
         for segment in self.segments:
             if segment.next_offset() > self.recovery_point or segment is self.active_segment:
                 segment.flush()
@@ -423,10 +427,12 @@ class Log(LogTruncation):
         loader.write_producer_snapshot(self)
         for segment in self.segments:
             segment.close()
+        self.partition_metadata.close()
         self.closed = True
 
     def delete(self) -> None:
         """Remove the whole partition directory."""
+        self.partition_metadata.close()
         for segment in self.segments:
             segment.delete()
         self.segments = []

@@ -13,6 +13,7 @@ After a machine crash the checkpointed recovery point bounds the rescan done by 
 
 from __future__ import annotations
 
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from uuid import UUID
 
@@ -54,6 +55,10 @@ class LogManager:
         self._delete_counter = 0
         self.defer_removal = False
         self._to_remove: list[str] = []
+        self._per_dir: Counter[str] = Counter()
+        # logs whose topic id or directory is not durable yet (`flush_new_logs`); a deque, as
+        # the loop appends while a worker thread takes
+        self._new_logs: deque[Log] = deque()
 
     # -- load -------------------------------------------------------------------------------
 
@@ -82,6 +87,30 @@ class LogManager:
         log.on_log_start_offset_change = self._on_log_start_offset_change
         self.logs[log.topic_partition] = log
         self._dir_of[log.topic_partition] = log_dir
+        self._per_dir[log_dir] += 1
+        if log.partition_metadata.dirty:
+            self._new_logs.append(log)
+
+    def flush_new_logs(self, stop: Callable[[], bool] = lambda: False) -> int:
+        """Make new logs' topic ids and directories durable (`PartitionMetadataFile.maybe_flush`);
+        safe on a worker thread. Returns how many logs were flushed; stops early once `stop()`
+        is true (`close` flushes the rest)."""
+        flushed = 0
+        parents: set[str] = set()
+        try:
+            while self._new_logs and not stop():
+                parent = self._new_logs.popleft().partition_metadata.maybe_flush(sync_parent=False)
+                if parent is not None:
+                    parents.add(parent)
+                flushed += 1
+        finally:
+            for parent in parents:
+                self.fs.sync_dir(parent)
+        return flushed
+
+    @property
+    def has_new_logs(self) -> bool:
+        return bool(self._new_logs)
 
     # -- partitions -------------------------------------------------------------------------
 
@@ -105,10 +134,7 @@ class LogManager:
 
     def _next_log_dir(self) -> str:
         """Kafka places a new log in the dir holding the fewest partitions."""
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] = counts.get(d, 0) + 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+        return min(self.log_dirs, key=lambda d: self._per_dir[d])
 
     def log_dir_of(self, tp: TopicPartition) -> str | None:
         return self._dir_of.get(tp)
@@ -135,6 +161,8 @@ class LogManager:
             log_dir = self._dir_of.pop(tp, None)
             if log is None or log_dir is None:
                 continue
+            self._per_dir[log_dir] -= 1
+            log.partition_metadata.close()
             for segment in log.segments:
                 for path in (segment.log_path, segment.offset_index.path, segment.time_index.path):
                     self.fs.close(path)

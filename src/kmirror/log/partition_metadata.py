@@ -2,15 +2,24 @@
 
 Exact text: `version: 0\\ntopic_id: <topic id>\\n`, the id in Kafka's `Uuid.toString`
 form: URL-safe base64 of the 16 bytes without padding (22 characters).
+
+A new log's file is written without an fsync and made durable later (`write_unsynced`, then
+`maybe_flush`), as Kafka's `PartitionMetadataFile` defers its flush: creating a topic of
+thousands of partitions then costs no fsync per partition. The flush runs on a worker thread
+soon after the creation (`LogManager.flush_new_logs`) and always before the log's first flush,
+so no durable record can outlive the topic id of its log. A process kill keeps the unsynced
+file (page cache); a machine crash before the flush may leave it missing or empty, read as
+absent (nothing in that directory was durable either), and the next start writes the topic
+id of the metadata. The same flush syncs the new directory's entry in its log dir.
 """
 
 from __future__ import annotations
 
 import base64
+import threading
 import uuid
 
-from kmirror.log.checkpoint import write_atomically
-from kmirror.log.fs import FileSystem, join
+from kmirror.log.fs import FileSystem, dirname, join
 
 PARTITION_METADATA_FILE = "partition.metadata"
 
@@ -33,14 +42,55 @@ def topic_id_from_string(text: str) -> uuid.UUID:
 class PartitionMetadataFile:
     def __init__(self, fs: FileSystem, partition_dir: str) -> None:
         self.fs = fs
+        self.partition_dir = partition_dir
         self.path = join(partition_dir, PARTITION_METADATA_FILE)
+        self._lock = threading.Lock()  # the loop's `Log.flush` and a worker's `maybe_flush`
+        self._dirty: uuid.UUID | None = None
+        self._new_dir = False
+        self._closed = False
 
-    def write(self, topic_id: uuid.UUID) -> None:
-        text = f"version: 0\ntopic_id: {topic_id_to_string(topic_id)}\n"
-        write_atomically(self.fs, self.path, text.encode())
+    def write_unsynced(self, topic_id: uuid.UUID | None, new_dir: bool) -> None:
+        """Write `topic_id` (if any) with no fsync, and remember what `maybe_flush` must make
+        durable: that file and, with `new_dir`, the partition directory's entry in its parent."""
+        with self._lock:
+            if topic_id is not None:
+                self.fs.write_file(self.path, _text(topic_id))
+            self._dirty = topic_id
+            self._new_dir = new_dir
+
+    @property
+    def dirty(self) -> bool:
+        return self._dirty is not None or self._new_dir
+
+    def maybe_flush(self, sync_parent: bool = True) -> str | None:
+        """Make the unsynced file and the new directory durable: an fsync of the file (written
+        whole at creation, one sector), of the partition directory, and with `sync_parent` of
+        its parent; without it, returns the parent to sync (a caller flushing many logs syncs
+        each log dir once). Nothing once `close`d (the directory may have been renamed for
+        deletion)."""
+        with self._lock:
+            if self._closed or not self.dirty:
+                return None
+            if self._dirty is not None:
+                self.fs.fsync(self.path)
+                self.fs.close(self.path)
+            self.fs.sync_dir(self.partition_dir)
+            parent = dirname(self.partition_dir) if self._new_dir else None
+            self._dirty = None
+            self._new_dir = False
+        if parent is not None and sync_parent:
+            self.fs.sync_dir(parent)
+            return None
+        return parent
+
+    def close(self) -> None:
+        """No write after this returns (a deletion renames the directory next)."""
+        with self._lock:
+            self._closed = True
 
     def read(self) -> uuid.UUID | None:
-        if not self.fs.exists(self.path):
+        """The stored topic id; None when the file is missing or empty (see the module docstring)."""
+        if not self.fs.exists(self.path) or self.fs.size(self.path) == 0:
             return None
         text = self.fs.read(self.path, 0, self.fs.size(self.path)).decode("utf-8", errors="replace")
         fields: dict[str, str] = {}
@@ -54,3 +104,7 @@ class PartitionMetadataFile:
             return topic_id_from_string(fields["topic_id"])
         except ValueError as exc:
             raise CorruptPartitionMetadataError(f"{self.path}: {exc}") from None
+
+
+def _text(topic_id: uuid.UUID) -> bytes:
+    return f"version: 0\ntopic_id: {topic_id_to_string(topic_id)}\n".encode()

@@ -121,9 +121,41 @@ def _may_hold_entities(annotation: Any) -> bool:
 
 def error_counts(response: Any) -> dict[int, int]:
     """Error code -> how many times the response carries it (every `error_code` field of the
-    entity and of its nested entities)."""
+    entity and of its nested entities).
+
+    Entities are immutable, and a handler may answer with the same large item again (a
+    Metadata topic entry of ten thousand partitions, built once per metadata image): the
+    counts of an item of the response's top-level arrays with many entries are kept for
+    that object (`_item_counts`)."""
     counts: dict[int, int] = {}
-    _count(response, counts)
+    has_error, nested = _plans.get(type(response)) or _plan(type(response))
+    if has_error:
+        code = int(getattr(response, _ERROR_FIELD))
+        counts[code] = 1
+    for name in nested:
+        value = getattr(response, name)
+        for item in value if type(value) is tuple else () if value is None else (value,):
+            for code, n in _item_counts(item).items():
+                counts[code] = counts.get(code, 0) + n
+    return counts
+
+
+_MEMO_MIN_ENTRIES = 64
+_MEMO_MAX_ITEMS = 10_000
+# id(item) -> (item, its counts): the item is held so that its id is not reused meanwhile
+_memo: dict[int, tuple[object, dict[int, int]]] = {}
+
+
+def _item_counts(item: Any) -> dict[int, int]:
+    kept = _memo.get(id(item))
+    if kept is not None and kept[0] is item:
+        return kept[1]
+    counts: dict[int, int] = {}
+    _count(item, counts)
+    if sum(counts.values()) >= _MEMO_MIN_ENTRIES:
+        if len(_memo) >= _MEMO_MAX_ITEMS:
+            _memo.clear()
+        _memo[id(item)] = (item, counts)
     return counts
 
 

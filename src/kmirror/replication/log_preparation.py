@@ -1,11 +1,12 @@
 """Creating the logs of a large partition creation ahead of `ReplicaManager.apply_image`.
 
-A partition's log costs several fsync'd files (segment and index files, `partition.metadata`,
-and for a leader `leader-epoch-checkpoint`): about a millisecond each, so a topic of
-thousands of partitions is seconds of file-system work. `prepare_logs` does exactly the
-file-system work `apply_image` would do for partitions that have no log yet, so that the
-runtime can run it on a worker thread and then publish the image to the replica manager,
-which finds the logs in place and writes nothing more for them.
+A partition's log costs a directory and several files (segment and index files,
+`partition.metadata`, and for a leader `leader-epoch-checkpoint`), 0.3-0.6 ms, so a topic of
+thousands of partitions is seconds of file-system work (their fsyncs come later,
+`LogManager.flush_new_logs`). `prepare_logs` does exactly the file-system work `apply_image`
+would do for partitions that have no log yet, one log per step, so that the runtime can run
+it in bounded steps and then publish the image to the replica manager, which finds the logs
+in place and writes nothing more for them.
 
 Contract: `prepare_logs` only creates logs missing from the log manager and assigns the
 first leader epoch of those this node leads (what `Partition.update_state` assigns on
@@ -58,8 +59,10 @@ def _unprepared(image: MetadataImage, node_id: int, log_manager: ReplicaLogManag
                 yield UnpreparedPartition(tp, topic.topic_id, int(registration.leader), int(registration.leader_epoch))
 
 
-def prepare_logs(replica_manager: ReplicaManager, image: MetadataImage, partitions: Sequence[UnpreparedPartition]) -> None:
-    """Create the logs of `partitions` (see the module docstring)."""
+def prepare_logs(replica_manager: ReplicaManager, image: MetadataImage,
+                 partitions: Sequence[UnpreparedPartition]) -> Iterator[None]:
+    """Create the logs of `partitions` (see the module docstring), one per step: the caller
+    bounds how long each run of steps holds its thread."""
     configs: dict[str, tuple[LogConfig, bool]] = {}
     node_id = replica_manager.node_id
     for p in partitions:
@@ -71,3 +74,4 @@ def prepare_logs(replica_manager: ReplicaManager, image: MetadataImage, partitio
         log = replica_manager.log_manager.get_or_create_log(p.topic_partition, p.topic_id, log_config)
         if p.leader == node_id and assigns_epoch and log.log_end_offset == 0 and p.leader_epoch >= 0:
             log.assign_epoch_start_offset(p.leader_epoch, 0)
+        yield

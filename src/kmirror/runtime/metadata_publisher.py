@@ -2,10 +2,12 @@
 
 Every image goes to one publish step (replica manager, replication, coordinators, mirror data
 plane), in order. When an image adds more than `threshold` partitions hosted here that have
-no log yet (a large CreateTopics or CreatePartitions), their logs are first created on a
-worker thread (`kmirror.replication.log_preparation`), and the image is published once they
-exist: the seconds of fsync'd file creation of a 10,000-partition topic then never run on the
-event loop, and every connection keeps being served. That image is then published in bounded
+no log yet (a large CreateTopics or CreatePartitions), their logs are first created in
+bounded steps (`kmirror.replication.log_preparation`, at most `PREPARATION_STEP_S` between two
+turns of the event loop), and the image is published once they exist, so every connection
+keeps being served meanwhile. The creation stays on the loop: on a worker thread, each of a
+log's dozen file-system calls gives up the interpreter lock and waits for it again behind a
+loop busy answering clients, and 10,000 logs took 80-107 s instead of 3-6 s. That image is then published in bounded
 steps (`ReplicaManager.apply_image_steps`), yielding to the event loop between them, since
 building ten thousand partitions' state at once is itself a stall of a second or so on a
 loaded machine. Images arriving meanwhile are
@@ -15,6 +17,11 @@ apply metadata after the controller has answered.
 
 Nothing else creates or deletes logs while a preparation runs: `apply_image` is the only
 other writer and it only runs from `_publish`.
+
+New logs are created without an fsync per file (`PartitionMetadataFile`): after each
+publication their topic ids and directories are made durable on a worker thread
+(`LogManager.flush_new_logs`), one flush at a time, as Kafka schedules its
+`flush-metadata-file` task.
 
 The interpreter's full (generation-2) garbage collections hold every thread for a scan of
 the whole heap, and a creation that grows the heap by ten thousand partitions' objects
@@ -39,6 +46,7 @@ from kmirror.replication.log_preparation import prepare_logs, unprepared_partiti
 log = logging.getLogger(__name__)
 
 LARGE_CREATION_PARTITIONS = 16
+PREPARATION_STEP_S = 0.02  # the longest the loop is held between two turns while logs are created
 
 
 class MetadataPublisher:
@@ -50,6 +58,8 @@ class MetadataPublisher:
         self._published: Any = None
         self._latest: Any = None
         self._task: asyncio.Task[None] | None = None
+        self._flush: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def on_change(self, old_image: Any, new_image: Any) -> None:
         """The metadata listener."""
@@ -63,10 +73,19 @@ class MetadataPublisher:
             return
         self._task = asyncio.get_running_loop().create_task(self._prepare_and_publish())
 
+    async def wait_published(self) -> None:
+        """Until the newest image is published (a running preparation done)."""
+        while self._task is not None:
+            await asyncio.shield(self._task)
+
     async def stop(self) -> None:
-        """Wait for a running preparation (a worker thread cannot be interrupted)."""
+        """Stop a running preparation at its next log (its image is not published) and wait
+        for a running flush of new logs, which stops at its next log too."""
+        self._stopping = True
         if self._task is not None:
             await asyncio.shield(self._task)
+        if self._flush is not None:
+            await asyncio.shield(self._flush)
 
     def _unprepared(self, image: Any, limit: int | None = None) -> list[Any]:
         """Partitions without a log among the topics changed since the published image."""
@@ -78,6 +97,8 @@ class MetadataPublisher:
         try:
             while True:  # until no newer image arrived while preparing or publishing
                 await self._prepare_latest()
+                if self._stopping:
+                    return
                 started = time.monotonic()
                 image = self._latest
                 for _ in self._publish(image):
@@ -94,26 +115,44 @@ class MetadataPublisher:
         while True:  # until no newer image arrived while preparing
             image = self._latest
             started = time.monotonic()
+            missing = self._unprepared(image)
             try:
-                created = await asyncio.to_thread(self._prepare, image)
-            except OSError as exc:  # publishing retries on the loop and reports the disk error
+                step_ends = time.monotonic() + PREPARATION_STEP_S
+                for _ in prepare_logs(self._replica_manager, image, missing):
+                    if self._stopping:
+                        return
+                    if time.monotonic() >= step_ends:
+                        await asyncio.sleep(0)  # other connections are served between steps
+                        step_ends = time.monotonic() + PREPARATION_STEP_S
+            except OSError as exc:  # publishing retries and reports the disk error
                 log.error("creating partition logs failed: %s", exc)
                 return
             except Exception:  # a bug must not leave the image unpublished
                 log.exception("creating partition logs failed")
                 return
-            if created:
-                log.info("created %d partition logs off the event loop in %.1f s", created, time.monotonic() - started)
+            if missing:
+                log.info("created %d partition logs in %.1f s", len(missing), time.monotonic() - started)
             if image is self._latest:
                 return
 
-    def _prepare(self, image: Any) -> int:
-        """On the worker thread: create the logs `image` adds here (listing them is a scan of
-        the new topics' partitions, kept off the loop too)."""
-        missing = self._unprepared(image)
-        prepare_logs(self._replica_manager, image, missing)
-        return len(missing)
-
     def _publish(self, image: Any) -> Iterator[None]:
         old, self._published = self._published, image
-        return self._publish_steps(old, image)
+        yield from self._publish_steps(old, image)
+        self._flush_new_logs()
+
+    def _flush_new_logs(self) -> None:
+        if self._flush is None and self._replica_manager.log_manager.has_new_logs and not self._stopping:
+            self._flush = asyncio.get_running_loop().create_task(self._flush_in_background())
+
+    async def _flush_in_background(self) -> None:
+        log_manager = self._replica_manager.log_manager
+        try:
+            while log_manager.has_new_logs:
+                started = time.monotonic()
+                flushed = await asyncio.to_thread(log_manager.flush_new_logs, lambda: self._stopping)
+                if flushed > LARGE_CREATION_PARTITIONS:
+                    log.info("made %d new partition logs durable in %.1f s", flushed, time.monotonic() - started)
+        except OSError as exc:  # Log.flush retries it before any data is made durable
+            log.error("making new partition logs durable failed: %s", exc)
+        finally:
+            self._flush = None

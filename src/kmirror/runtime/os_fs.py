@@ -127,10 +127,14 @@ class OsFileSystem:
     def listdir(self, path: str) -> list[str]:
         return sorted(os.listdir(path))
 
-    def mkdirs(self, path: str) -> None:
+    def mkdirs(self, path: str, durable: bool = True) -> None:
         if not os.path.isdir(path):
             os.makedirs(path, exist_ok=True)
-            self._fsync_dir(os.path.dirname(path.rstrip("/")) or ".")
+            if durable:
+                self._fsync_dir(os.path.dirname(path.rstrip("/")) or ".")
+
+    def sync_dir(self, path: str) -> None:
+        self._fsync_dir(path)
 
     def rename(self, source: str, destination: str) -> None:
         self._close_under(source)

@@ -73,13 +73,17 @@ class MemoryFileSystem:
                  for p in (*self._files, *self._dirs) if p.startswith(prefix) and p != prefix}
         return sorted(names)
 
-    def mkdirs(self, path: str) -> None:
+    def mkdirs(self, path: str, durable: bool = True) -> None:
+        del durable  # directory operations are durable at once here
         path = _norm(path)
         while path not in self._dirs:
             if path in self._files:
                 raise FileExistsError(path)
             self._dirs.add(path)
             path = dirname(path)
+
+    def sync_dir(self, path: str) -> None:
+        self.fsync_count += 1
 
     def rename_all(self, moves: Sequence[tuple[str, str]]) -> None:
         for source, destination in moves:

@@ -57,6 +57,9 @@ def test_partition_metadata_file():
     assert topic_id_from_string(text) == topic_id
     pm = PartitionMetadataFile(fs, "/logs/t-0")
     assert pm.read() is None
-    pm.write(topic_id)
+    pm.write_unsynced(topic_id, new_dir=True)
+    assert pm.dirty and fs.unflushed_bytes(pm.path) > 0
+    pm.maybe_flush()
+    assert not pm.dirty and fs.unflushed_bytes(pm.path) == 0
     assert fs.read(pm.path, 0, 100) == f"version: 0\ntopic_id: {text}\n".encode()
     assert pm.read() == topic_id

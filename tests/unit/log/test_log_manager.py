@@ -112,3 +112,48 @@ def test_log_config_from_server_config():
     assert c.retention_ms == 3_600_000
     assert c.log_append_time
     assert c.max_message_bytes == 1048588
+
+
+def test_a_new_logs_topic_id_is_written_unsynced_and_made_durable_by_flush_new_logs():
+    fs = MemoryFileSystem()
+    m = _manager(fs, dirs=("/d1",))
+    tid = uuid.UUID(int=5)
+    before = fs.fsync_count
+    m.get_or_create_log(A0, tid)
+    assert fs.fsync_count == before  # creation costs no fsync (Kafka defers its metadata flush)
+    assert m.has_new_logs
+    assert fs.read("/d1/a-0/partition.metadata", 0, 100).startswith(b"version: 0")  # survives a process kill
+    fs.crash()  # a machine crash before the flush: the file is empty, read as absent
+    assert LogManager(fs, ["/d1"], ManualClock(NOW), LogConfig()).get_or_create_log(A0).topic_id is None
+
+    fs = MemoryFileSystem()
+    m = _manager(fs, dirs=("/d1",))
+    m.get_or_create_log(A0, tid)
+    assert m.flush_new_logs() == 1 and not m.has_new_logs
+    fs.crash()
+    fresh = _manager(fs, dirs=("/d1",))
+    assert fresh.get_log(A0) is not None and fresh.get_log(A0).topic_id == tid
+
+
+def test_a_logs_first_flush_makes_its_topic_id_durable_before_its_records():
+    fs = MemoryFileSystem()
+    m = _manager(fs, dirs=("/d1",))
+    tid = uuid.UUID(int=6)
+    log = m.get_or_create_log(A0, tid)
+    log.append_as_leader(_batch(2), 0)
+    log.flush()
+    fs.crash()
+    reloaded = _manager(fs, dirs=("/d1",)).get_log(A0)
+    assert reloaded is not None and reloaded.topic_id == tid and reloaded.log_end_offset == 2
+
+
+def test_a_log_deleted_before_its_flush_gets_no_late_topic_id_file():
+    fs = MemoryFileSystem()
+    m = _manager(fs, dirs=("/d1",))
+    m.get_or_create_log(A0, uuid.UUID(int=7))
+    m.delete_log(A0)
+    new = m.get_or_create_log(A0, uuid.UUID(int=8))  # the topic created again under the same name
+    m.flush_new_logs()
+    fs.crash()
+    assert new.partition_metadata.read() == uuid.UUID(int=8)
+    assert [n for n in fs.files() if n.endswith("partition.metadata")] == ["/d1/a-0/partition.metadata"]

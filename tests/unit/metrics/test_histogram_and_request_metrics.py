@@ -6,7 +6,7 @@ from kmirror.kip1279.errors import error_name
 from kmirror.metrics.histogram import Histogram, quantile
 from kmirror.metrics.prometheus import render
 from kmirror.metrics.registry import MetricsRegistry, metric_name
-from kmirror.metrics.request_metrics import RequestChannelMetrics, error_counts
+from kmirror.metrics.request_metrics import RequestChannelMetrics, _item_counts, error_counts
 from kmirror.ports import ManualClock
 
 
@@ -55,6 +55,16 @@ def test_error_counts_walks_every_nested_error_code() -> None:
                         ("x", "y"))
     assert error_counts(response) == {0: 2, 135: 2}
     assert error_counts(Topic("empty", ())) == {}
+
+
+def test_a_large_item_reused_by_the_next_response_is_counted_once_and_the_same() -> None:
+    wide = Topic("wide", tuple(Partition(i, 5 if i % 10 == 0 else 0) for i in range(1000)))
+    first = error_counts(Response(0, (wide, Topic("b", (Partition(0, 3),))), ()))
+    assert first == {0: 901, 5: 100, 3: 1}
+    assert _item_counts(wide) is _item_counts(wide)  # kept for that object
+    assert error_counts(Response(0, (wide,), ())) == {0: 901, 5: 100}
+    other = Topic("wide", tuple(Partition(i, 7) for i in range(1000)))  # an equal name is not the same item
+    assert error_counts(Response(0, (other,), ())) == {0: 1, 7: 1000}
 
 
 def test_request_metrics_by_request_version_and_error() -> None:

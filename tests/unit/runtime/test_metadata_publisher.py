@@ -1,10 +1,10 @@
 """MetadataPublisher: small images are published at once, large creations after their logs
-were made off the event loop, and images arriving meanwhile are coalesced."""
+were made in bounded steps of the event loop, and images arriving meanwhile are coalesced."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
+import time
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -13,15 +13,19 @@ from kmirror.runtime.metadata_publisher import MetadataPublisher
 
 
 class FakeLogs:
-    def __init__(self) -> None:
+    has_new_logs = False
+
+    def __init__(self, seconds_per_log: float = 0.0, events: list[str] | None = None) -> None:
         self.logs: dict[object, SimpleNamespace] = {}
-        self.threads: set[str] = set()
+        self.seconds_per_log = seconds_per_log
+        self.events = events if events is not None else []
 
     def get_log(self, tp: object) -> object:
         return self.logs.get(tp)
 
     def get_or_create_log(self, tp: object, topic_id: object, config: object) -> SimpleNamespace:
-        self.threads.add(threading.current_thread().name)
+        time.sleep(self.seconds_per_log)
+        self.events.append("log")
         log = self.logs[tp] = SimpleNamespace(log_end_offset=1)
         return log
 
@@ -40,24 +44,47 @@ def _recording(published: list[int]) -> Callable[[Any, Any], Iterator[None]]:
     return steps
 
 
-def test_large_creations_are_prepared_off_the_loop_and_images_coalesced() -> None:
-    logs = FakeLogs()
+def test_large_creations_are_prepared_in_steps_that_let_the_loop_serve_others_and_images_coalesce() -> None:
+    events: list[str] = []
+    logs = FakeLogs(seconds_per_log=0.01, events=events)  # 12 logs: 120 ms, several 20 ms steps
+    published: list[int] = []
+    rm = SimpleNamespace(node_id=1, log_manager=logs, log_config=lambda image, topic: None,
+                         assigns_leader_epoch=lambda image, topic: False)
+
+    async def other_client() -> None:
+        while len(published) < 2:
+            events.append("served")
+            await asyncio.sleep(0)
+
+    async def main() -> None:
+        publisher = MetadataPublisher(rm, _recording(published), threshold=4)
+        publisher.on_change(None, _image(1, 3))  # small: at once
+        assert published == [1] and not logs.logs
+        publisher.on_change(None, _image(2, 10))  # large: prepared in steps
+        publisher.on_change(None, _image(3, 12))  # coalesced with the one being prepared
+        assert published == [1]
+        await asyncio.gather(other_client(), publisher.wait_published())
+        assert published == [1, 3] and len(logs.logs) == 12
+
+    asyncio.run(main())
+    made = [i for i, e in enumerate(events) if e == "log"]
+    assert "served" in events[made[0]:made[-1]]  # the loop turned while the logs were made
+
+
+def test_stop_ends_a_preparation_at_its_next_step_and_publishes_nothing_more() -> None:
+    logs = FakeLogs(seconds_per_log=0.01)
     published: list[int] = []
     rm = SimpleNamespace(node_id=1, log_manager=logs, log_config=lambda image, topic: None,
                          assigns_leader_epoch=lambda image, topic: False)
 
     async def main() -> None:
         publisher = MetadataPublisher(rm, _recording(published), threshold=4)
-        publisher.on_change(None, _image(1, 3))  # small: at once
-        assert published == [1] and not logs.logs
-        publisher.on_change(None, _image(2, 10))  # large: prepared on a worker thread
-        publisher.on_change(None, _image(3, 12))  # coalesced with the one being prepared
-        assert published == [1]
+        publisher.on_change(None, _image(1, 200))  # 2 s of logs
+        await asyncio.sleep(0.05)
         await publisher.stop()
-        assert published == [1, 3]
-        assert len(logs.logs) == 12 and threading.current_thread().name not in logs.threads
 
     asyncio.run(main())
+    assert published == [] and 0 < len(logs.logs) < 200  # stopped early, the image left unpublished
 
 
 def test_an_image_is_published_even_when_preparing_its_logs_fails() -> None:
@@ -73,7 +100,7 @@ def test_an_image_is_published_even_when_preparing_its_logs_fails() -> None:
     async def main() -> None:
         publisher = MetadataPublisher(rm, _recording(published), threshold=4)
         publisher.on_change(None, _image(5, 10))
-        await publisher.stop()
+        await publisher.wait_published()
         assert published == [5]
 
     asyncio.run(main())
@@ -98,7 +125,7 @@ def test_a_large_image_is_published_in_steps_between_which_the_loop_serves_other
     async def main() -> None:
         publisher = MetadataPublisher(rm, steps, threshold=4)
         publisher.on_change(None, _image(1, 10))
-        await asyncio.gather(other_client(), publisher.stop())
+        await asyncio.gather(other_client(), publisher.wait_published())
 
     asyncio.run(main())
     steps_at = [i for i, e in enumerate(events) if e.startswith("step")]
@@ -122,7 +149,7 @@ def test_an_image_arriving_while_a_large_one_is_published_in_steps_is_published_
     async def main() -> None:
         holder.append(MetadataPublisher(rm, steps, threshold=4))
         holder[0].on_change(None, _image(1, 10))
-        await holder[0].stop()
+        await holder[0].wait_published()
 
     asyncio.run(main())
     assert published == [1, 2] and len(rm.log_manager.logs) == 12
