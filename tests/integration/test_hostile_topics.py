@@ -10,6 +10,7 @@ import os
 import time
 
 import pytest
+from confluent_kafka import Producer
 from kio.schema.create_partitions.v3 import request as cp
 from kio.schema.create_topics.v7 import request as ct
 from kio.schema.errors import ErrorCode
@@ -162,3 +163,27 @@ def test_api_versions_answered_while_10000_partitions_are_created(measured: tupl
     # held it for minutes)
     assert loop["LagMaxMs"] < 2000, loop
     assert peak < RSS_BOUND_MB
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_a_producer_writing_to_10000_partitions_right_after_their_creation_has_every_record_acked(
+        cluster: LocalCluster) -> None:
+    """The producer meets NOT_LEADER_OR_FOLLOWER until the logs exist and refreshes the
+    metadata of a 10,000-partition topic meanwhile: its records must all be acknowledged
+    (its requests were once left unanswered for 40-60 s and its records expired)."""
+    assert _create_topics(cluster.port, ("wide", 10_000)) == [(ErrorCode.none, None)]
+    started = time.monotonic()
+    failed: list[str] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5,
+                         "message.timeout.ms": 300_000})
+    for partition in range(10_000):
+        producer.produce("wide", value=b"v" * 100, partition=partition,
+                         on_delivery=lambda err, msg: failed.append(str(err)) if err else None)
+        producer.poll(0)
+    assert producer.flush(600) == 0
+    took = time.monotonic() - started
+    assert not failed, failed[:5]
+    assert all(_list_offsets_error(cluster.port, "wide", p) == ErrorCode.none for p in (0, 4_999, 9_999))
+    print(f"10,000 records, one per new partition, acknowledged {took:.1f} s after the creation; "
+          f"load average {os.getloadavg()}")

@@ -3,11 +3,11 @@
 Every image goes to one publish step (replica manager, replication, coordinators, mirror data
 plane), in order. When an image adds more than `threshold` partitions hosted here that have
 no log yet (a large CreateTopics or CreatePartitions), their logs are first created in
-bounded steps (`kmirror.replication.log_preparation`, at most `PREPARATION_STEP_S` between two
-turns of the event loop), and the image is published once they exist, so every connection
+bounded steps (`kmirror.replication.log_preparation`; a step takes as long as the loop spent on
+everything else since the last one, 5-50 ms), and the image is published once they exist, so every connection
 keeps being served meanwhile. The creation stays on the loop: on a worker thread, each of a
 log's dozen file-system calls gives up the interpreter lock and waits for it again behind a
-loop busy answering clients, and 10,000 logs took 80-107 s instead of 3-6 s. That image is then published in bounded
+loop busy answering clients, and 10,000 logs took 80-107 s instead of 3-6 s alone. That image is then published in bounded
 steps (`ReplicaManager.apply_image_steps`), yielding to the event loop between them, since
 building ten thousand partitions' state at once is itself a stall of a second or so on a
 loaded machine. Images arriving meanwhile are
@@ -46,7 +46,11 @@ from kmirror.replication.log_preparation import prepare_logs, unprepared_partiti
 log = logging.getLogger(__name__)
 
 LARGE_CREATION_PARTITIONS = 16
-PREPARATION_STEP_S = 0.02  # the longest the loop is held between two turns while logs are created
+# how long a step of log creation holds the loop: at least PREPARATION_STEP_S, and as long as
+# the loop took for everything else since the last step (a fair half of a busy loop), at most
+# MAX_PREPARATION_STEP_S
+PREPARATION_STEP_S = 0.005
+MAX_PREPARATION_STEP_S = 0.05
 
 
 class MetadataPublisher:
@@ -122,8 +126,7 @@ class MetadataPublisher:
                     if self._stopping:
                         return
                     if time.monotonic() >= step_ends:
-                        await asyncio.sleep(0)  # other connections are served between steps
-                        step_ends = time.monotonic() + PREPARATION_STEP_S
+                        step_ends = await _turn()
             except OSError as exc:  # publishing retries and reports the disk error
                 log.error("creating partition logs failed: %s", exc)
                 return
@@ -156,3 +159,11 @@ class MetadataPublisher:
             log.error("making new partition logs durable failed: %s", exc)
         finally:
             self._flush = None
+
+
+async def _turn() -> float:
+    """Let the loop serve everything else once; the end of the next creation step."""
+    yielded = time.monotonic()
+    await asyncio.sleep(0)
+    now = time.monotonic()
+    return now + min(max(PREPARATION_STEP_S, now - yielded), MAX_PREPARATION_STEP_S)
