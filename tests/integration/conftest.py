@@ -71,6 +71,19 @@ def clusters(tmp_path: Path, cluster_overrides: dict[str, str], source_overrides
 
 
 @pytest.fixture(scope="module")
+def module_cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """`cluster3` shared by a module's tests: each uses its own topics, and a test that kills
+    brokers starts them again or comes last in its module."""
+    c = LocalCluster(dir=tmp_path_factory.mktemp("cluster3"), port=free_port_block(3), nodes=3,
+                     overrides=dict(FAST_FAILURE_DETECTION))
+    c.up()
+    try:
+        yield c
+    finally:
+        c.down()
+
+
+@pytest.fixture(scope="module")
 def module_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """One single-node cluster shared by a module's tests (each uses its own topics)."""
     c = LocalCluster(dir=tmp_path_factory.mktemp("node"), port=free_port_block())

@@ -20,8 +20,16 @@ from confluent_kafka.admin import (
 )
 
 from kmirror.testing.kafka_clients import create_topic, group_consume, produce_acked
+from kmirror.testing.processes import LocalCluster
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cluster(module_node: LocalCluster) -> LocalCluster:
+    """The module's tests share one node, each with its own topics; only one of them makes
+    ACLs, only the other groups."""
+    return module_node
 
 
 def test_configs_acls_partitions_offsets_and_deletion(cluster):

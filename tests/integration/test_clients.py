@@ -73,9 +73,15 @@ def test_kafka_python_produce_and_consume(cluster):
     sent = [producer.send("kp", key=b"k%d" % i, value=b"v%d" % i, partition=i % 2).get(timeout=30) for i in range(50)]
     producer.close()
     assert sorted((m.partition, m.offset) for m in sent) == sorted((i % 2, i // 2) for i in range(50))
-    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, consumer_timeout_ms=5000, auto_offset_reset="earliest")
-    consumer.assign([KTP("kp", 0), KTP("kp", 1)])
-    got = {(m.partition, m.offset): (m.key, m.value) for m in consumer}
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, consumer_timeout_ms=30_000, auto_offset_reset="earliest")
+    partitions = [KTP("kp", 0), KTP("kp", 1)]
+    consumer.assign(partitions)
+    ends = consumer.end_offsets(partitions)
+    got = {}
+    for m in consumer:  # until the position of each partition is its end offset: nothing more to read
+        got[(m.partition, m.offset)] = (m.key, m.value)
+        if all(consumer.position(tp) >= end for tp, end in ends.items()):
+            break
     consumer.close()
     assert got == {(i % 2, i // 2): (b"k%d" % i, b"v%d" % i) for i in range(50)}
 

@@ -7,10 +7,8 @@ static member's restart, and a restart of the broker reloads the group from `__c
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType
@@ -23,10 +21,12 @@ from kmirror.testing.processes import LocalCluster, free_port_block
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One node shared by the module's tests, each with its own topics and groups; the test
+    that restarts it comes last."""
     # a 1 s heartbeat interval makes reconciliation steps quick (Kafka's default is 5 s)
-    c = LocalCluster(dir=tmp_path / "cluster", port=free_port_block(),
+    c = LocalCluster(dir=tmp_path_factory.mktemp("groups") / "cluster", port=free_port_block(),
                      overrides={"group.consumer.heartbeat.interval.ms": "1000"})
     c.up()
     try:
@@ -79,7 +79,8 @@ def test_three_members_leave_and_join_with_every_record_consumed_once(cluster: L
         group.add("c4")  # a new member gets some
         wait_for("the new member's partitions", lambda: group.covers_all() and sizes(group) == [2, 2, 2],
                  group.no_overlap)
-        time.sleep(1)
+        wait_for("the new member consuming", lambda: any(name == "c4" for name, _, _ in list(group.consumed)),
+                 group.no_overlap)
     finally:
         load.stop()
     try:
@@ -93,34 +94,6 @@ def test_three_members_leave_and_join_with_every_record_consumed_once(cluster: L
     assert not duplicates, f"records consumed and committed twice: {sorted(duplicates)[:10]}; {group.errors[:5]}"
     assert set(counts) == load.acked
     assert {name for name, _, _ in group.consumed} == {"c1", "c2", "c3", "c4"}
-
-
-def test_a_restart_reloads_the_group_and_its_offsets(cluster: LocalCluster):
-    create_topic(cluster.bootstrap, "events", partitions=PARTITIONS)
-    load = Load(cluster.bootstrap, "events")
-    time.sleep(1)
-    load.stop()
-    group = Group(cluster.bootstrap, "reloaded", "consumer", "events")
-    for name in ("r1", "r2"):
-        group.add(name)
-    wait_for("two members covering every partition", group.covers_all, group.no_overlap)
-    wait_for("everything consumed", lambda: len(group.consumed) >= len(load.acked))
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    before = admin.describe_consumer_groups(["reloaded"])["reloaded"].result(30)
-    for name in list(group.members):
-        group.remove(name)
-
-    cluster.kill9()
-    cluster.up()
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    after = admin.describe_consumer_groups(["reloaded"])["reloaded"].result(60)
-    # reloaded as a consumer group (an offsets-only group would come back as a classic one)
-    assert before.type == after.type == ConsumerGroupType.CONSUMER
-    assert after.state == ConsumerGroupState.EMPTY
-    committed = admin.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions("reloaded")])["reloaded"].result(30)
-    ends = Counter(p for p, _ in load.acked)
-    assert {tp.partition: tp.offset for tp in committed.topic_partitions} == dict(ends)
 
 
 def test_a_regex_subscription_gets_the_matching_topics(cluster: LocalCluster):
@@ -165,3 +138,31 @@ def test_a_static_member_restarting_gets_its_partitions_back_and_the_others_keep
     finally:
         again.stop()
         b.stop()
+
+
+def test_a_restart_reloads_the_group_and_its_offsets(cluster: LocalCluster):
+    create_topic(cluster.bootstrap, "events", partitions=PARTITIONS)
+    load = Load(cluster.bootstrap, "events")
+    wait_for("records on every partition", lambda: {p for p, _ in list(load.acked)} == set(range(PARTITIONS)))
+    load.stop()
+    group = Group(cluster.bootstrap, "reloaded", "consumer", "events")
+    for name in ("r1", "r2"):
+        group.add(name)
+    wait_for("two members covering every partition", group.covers_all, group.no_overlap)
+    wait_for("everything consumed", lambda: len(group.consumed) >= len(load.acked))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    before = admin.describe_consumer_groups(["reloaded"])["reloaded"].result(30)
+    for name in list(group.members):
+        group.remove(name)
+
+    cluster.kill9()
+    cluster.up()
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    after = admin.describe_consumer_groups(["reloaded"])["reloaded"].result(60)
+    # reloaded as a consumer group (an offsets-only group would come back as a classic one)
+    assert before.type == after.type == ConsumerGroupType.CONSUMER
+    assert after.state == ConsumerGroupState.EMPTY
+    committed = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions("reloaded")])["reloaded"].result(30)
+    ends = Counter(p for p, _ in load.acked)
+    assert {tp.partition: tp.offset for tp in committed.topic_partitions} == dict(ends)

@@ -12,8 +12,16 @@ from kmirror.testing.kafka_clients import (
     group_consume,
     produce_acked,
 )
+from kmirror.testing.processes import LocalCluster
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cluster(module_node: LocalCluster) -> LocalCluster:
+    """The module's tests share one node, each with its own topic and group; the one that
+    restarts it comes last."""
+    return module_node
 
 
 def test_group_consumes_commits_and_resumes(cluster):

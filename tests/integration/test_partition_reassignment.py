@@ -34,11 +34,14 @@ THROTTLE_WINDOW = {  # a short quota window and small follower fetches keep the 
 }
 
 
-@pytest.fixture
-def cluster4(tmp_path: Path) -> Iterator[LocalCluster]:
+@pytest.fixture(scope="module")
+def cluster4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Shared by the module's tests, each with its own topics; the throttle test clears the
+    throttles it sets, the test that kills a broker starts it again and comes last."""
     overrides = {"broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "3000",
                  "replica.lag.time.max.ms": "3000", **THROTTLE_WINDOW}
-    c = LocalCluster(dir=tmp_path / "cluster4", port=free_port_block(4), nodes=4, overrides=overrides)
+    c = LocalCluster(dir=tmp_path_factory.mktemp("reassignment") / "cluster4", port=free_port_block(4), nodes=4,
+                     overrides=overrides)
     c.up()
     try:
         yield c
@@ -46,7 +49,7 @@ def cluster4(tmp_path: Path) -> Iterator[LocalCluster]:
         c.down()
 
 
-def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.25):
+def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.1):
     deadline = time.monotonic() + timeout_s
     last = None
     while time.monotonic() < deadline:

@@ -11,9 +11,16 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, NewTopic
 
-from kmirror.testing.processes import kmirror
+from kmirror.testing.processes import LocalCluster, kmirror
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cluster3(module_cluster3: LocalCluster) -> LocalCluster:
+    """The module's tests share the three brokers, each with its own topic: the first starts
+    every broker it kills again, the last leaves one down."""
+    return module_cluster3
 
 
 def partition_state(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, list[int], list[int]]:
@@ -22,7 +29,7 @@ def partition_state(bootstrap: str, topic: str, partition: int = 0) -> tuple[int
     return p.leader, list(p.replicas), list(p.isrs)
 
 
-def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.25):
+def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.1):
     deadline = time.monotonic() + timeout_s
     last = None
     while time.monotonic() < deadline:

@@ -5,7 +5,7 @@ client write."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 from uuid import UUID
@@ -57,6 +57,15 @@ class ReplicaLogManager(Protocol):
         ...
 
     def log_dir_of(self, tp: TopicPartition) -> str | None: ...
+
+    @property
+    def has_new_logs(self) -> bool:
+        """Logs created since the last `flush_new_logs` whose topic id is not durable yet."""
+        ...
+
+    def flush_new_logs(self, stop: Callable[[], bool] = ...) -> int:
+        """Make new logs durable (a worker thread may call it); returns how many."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -18,8 +18,10 @@ from kmirror.config.server import ServerConfig
 from kmirror.metadata.broker_lifecycle import BrokerLifecycle, BrokerState
 from kmirror.metadata.controller.brokers import HeartbeatReply
 from kmirror.metadata.controller.result import ApiError
+from kmirror.metadata.controller_service import MetadataService
 from kmirror.metadata.records import BrokerEndpoint
 from kmirror.protocol.entities import build, nested
+from kmirror.runtime.controller_channel import ControllerChannel
 
 log = logging.getLogger("kmirror.broker_lifecycle")
 
@@ -35,28 +37,25 @@ class ControllerPort(Protocol):
 class LocalController:
     """A combined node: the controller is in this process."""
 
-    def __init__(self, config: ServerConfig, controller: Any) -> None:
+    def __init__(self, config: ServerConfig, controller: MetadataService) -> None:
         self._config = config
         self._controller = controller
 
     async def register(self, cluster_id: str, incarnation_id: uuid.UUID) -> int | ApiError:
         endpoints = tuple(BrokerEndpoint(x.name, x.host, x.port, 0) for x in self._config.advertised_listeners)
-        result: int | ApiError = await self._controller.register_broker(
+        return await self._controller.register_broker(
             self._config.node_id, incarnation_id, endpoints, self._config.broker_rack, cluster_id
         )
-        return result
 
     async def heartbeat(self, broker_epoch: int, offset: int, want_shut_down: bool) -> HeartbeatReply:
-        reply: HeartbeatReply = await self._controller.broker_heartbeat(
-            self._config.node_id, broker_epoch, offset, False, want_shut_down
-        )
-        return reply
+        return await self._controller.broker_heartbeat(self._config.node_id, broker_epoch, offset, False,
+                                                       want_shut_down)
 
 
 class RemoteController:
     """A broker-only node: BrokerRegistration / BrokerHeartbeat over the ControllerChannel."""
 
-    def __init__(self, config: ServerConfig, channel: Any) -> None:
+    def __init__(self, config: ServerConfig, channel: ControllerChannel) -> None:
         self._config = config
         self._channel = channel
 

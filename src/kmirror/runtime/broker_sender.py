@@ -9,11 +9,18 @@ coordinator its WriteTxnMarkers and verification requests.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import overload
+
+from kio.schema.add_partitions_to_txn.v4 import request as add_partitions_to_txn_request
+from kio.schema.add_partitions_to_txn.v4 import response as add_partitions_to_txn_response
+from kio.schema.write_txn_markers.v1 import request as write_txn_markers_request
+from kio.schema.write_txn_markers.v1 import response as write_txn_markers_response
 
 from kmirror.client.connection import BrokerConnection
 from kmirror.metadata.broker_service import BrokerMetadataService
 from kmirror.metadata.controller_service import MetadataService
+from kmirror.protocol.mirror import read_mirror_states as rms
+from kmirror.protocol.mirror import write_mirror_states as wms
 
 
 class ListenerBrokerSender:
@@ -27,7 +34,22 @@ class ListenerBrokerSender:
         self.client_id = client_id
         self._connections: dict[int, BrokerConnection] = {}
 
-    async def __call__(self, node_id: int, request: Any) -> Any:
+    # The requests brokers send each other this way, each with the response of its version.
+    @overload
+    async def __call__(self, node_id: int, request: rms.ReadMirrorStatesRequest) -> rms.ReadMirrorStatesResponse: ...
+
+    @overload
+    async def __call__(self, node_id: int, request: wms.WriteMirrorStatesRequest) -> wms.WriteMirrorStatesResponse: ...
+
+    @overload
+    async def __call__(self, node_id: int, request: write_txn_markers_request.WriteTxnMarkersRequest,
+                       ) -> write_txn_markers_response.WriteTxnMarkersResponse: ...
+
+    @overload
+    async def __call__(self, node_id: int, request: add_partitions_to_txn_request.AddPartitionsToTxnRequest,
+                       ) -> add_partitions_to_txn_response.AddPartitionsToTxnResponse: ...
+
+    async def __call__(self, node_id: int, request: object) -> object:
         conn = self._connections.get(node_id)
         if conn is None or not conn.connected:
             broker = self.metadata.image.brokers.get(node_id)

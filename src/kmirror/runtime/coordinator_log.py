@@ -13,8 +13,6 @@ acknowledged PrepareCommit. The transaction markers the group coordinator writes
 
 from __future__ import annotations
 
-from typing import Any
-
 from kmirror.broker.handlers.produce import await_high_watermark
 from kmirror.broker.txn_markers import MARKER_TIMEOUT_MS
 from kmirror.coordinator.offsets.log_adapter import CoordinatorAppendError, ReplicaManagerCoordinatorLog
@@ -50,7 +48,9 @@ class ReplicatedCoordinatorLog(ReplicaManagerCoordinatorLog):
         return offset
 
     async def _await_replicated(self, tp: TopicPartition, last_offset: int) -> None:
-        results: dict[TopicPartition, Any] = {tp: AppendOutcome(last_offset, last_offset, -1, -1)}
+        results: dict[TopicPartition, AppendOutcome | PartitionError] = {
+            tp: AppendOutcome(last_offset, last_offset, -1, -1)}
         await await_high_watermark(self.replica_manager, results, COORDINATOR_APPEND_TIMEOUT_MS)
-        if isinstance(results[tp], PartitionError):
-            raise CoordinatorAppendError(results[tp].code)
+        outcome = results[tp]
+        if isinstance(outcome, PartitionError):
+            raise CoordinatorAppendError(outcome.code)

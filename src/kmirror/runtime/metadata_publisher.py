@@ -39,9 +39,18 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
-from kmirror.replication.log_preparation import prepare_logs, unprepared_partitions
+from kmirror.broker.txn_markers import CONSUMER_OFFSETS
+from kmirror.config.mirror import MIRROR_STATE_TOPIC
+from kmirror.coordinator.runtime import GroupCoordinatorService
+from kmirror.coordinator.transaction.config import TRANSACTION_STATE_TOPIC
+from kmirror.coordinator.transaction.service import TransactionCoordinatorService
+from kmirror.metadata.image import MetadataImage
+from kmirror.mirror.service import MirrorCoordinatorService
+from kmirror.mirror.wiring import MirrorDataPlane
+from kmirror.replication.log_preparation import UnpreparedPartition, prepare_logs, unprepared_partitions
+from kmirror.replication.replica_manager import ReplicaManager
+from kmirror.replication.service import ReplicationService
 
 log = logging.getLogger(__name__)
 
@@ -53,19 +62,52 @@ PREPARATION_STEP_S = 0.005
 MAX_PREPARATION_STEP_S = 0.05
 
 
+PublishSteps = Callable[[MetadataImage | None, MetadataImage], Iterator[None]]
+
+
+class BrokerPublishSteps:
+    """The broker components an image is published to, in order: the replica manager (in
+    bounded steps), replication, the group, transaction and mirror coordinators (the
+    partitions of their state topics this node leads), the mirror data plane."""
+
+    def __init__(self, replica_manager: ReplicaManager, groups: GroupCoordinatorService,
+                 transactions: TransactionCoordinatorService, mirrors: MirrorCoordinatorService,
+                 mirror_data_plane: MirrorDataPlane) -> None:
+        self.replica_manager = replica_manager
+        self.groups = groups
+        self.transactions = transactions
+        self.mirrors = mirrors
+        self.mirror_data_plane = mirror_data_plane
+        # set once the node starts replication, after the first image is published
+        self.replication: ReplicationService | None = None
+
+    def __call__(self, old_image: MetadataImage | None, new_image: MetadataImage) -> Iterator[None]:
+        rm = self.replica_manager
+        yield from rm.apply_image_steps(old_image, new_image)
+        yield
+        if self.replication is not None:
+            self.replication.on_metadata_change(old_image, new_image)
+            yield
+        self.groups.on_partitions_led(rm.leader_partitions(CONSUMER_OFFSETS))
+        self.transactions.on_partitions_led(rm.leader_partitions(TRANSACTION_STATE_TOPIC))
+        self.mirrors.on_partitions_led(rm.leader_partitions(MIRROR_STATE_TOPIC))
+        yield
+        self.mirror_data_plane.on_metadata_change(new_image)
+
+
 class MetadataPublisher:
-    def __init__(self, replica_manager: Any, publish_steps: Callable[[Any, Any], Iterator[None]],
+    def __init__(self, replica_manager: ReplicaManager, publish_steps: PublishSteps,
                  threshold: int = LARGE_CREATION_PARTITIONS) -> None:
         self._replica_manager = replica_manager
         self._publish_steps = publish_steps
         self._threshold = threshold
-        self._published: Any = None
-        self._latest: Any = None
+        self._published: MetadataImage | None = None
+        self._latest: MetadataImage | None = None  # set by `on_change` before a preparation starts
         self._task: asyncio.Task[None] | None = None
         self._flush: asyncio.Task[None] | None = None
         self._stopping = False
 
-    def on_change(self, old_image: Any, new_image: Any) -> None:
+    def on_change(self, old_image: MetadataImage | None, new_image: MetadataImage) -> None:
         """The metadata listener."""
         del old_image
         self._latest = new_image
@@ -91,7 +133,7 @@ class MetadataPublisher:
         if self._flush is not None:
             await asyncio.shield(self._flush)
 
-    def _unprepared(self, image: Any, limit: int | None = None) -> list[Any]:
+    def _unprepared(self, image: MetadataImage, limit: int | None = None) -> list[UnpreparedPartition]:
         """Partitions without a log among the topics changed since the published image."""
         rm = self._replica_manager
         return unprepared_partitions(image, rm.node_id, rm.log_manager, since=self._published, limit=limit)
@@ -104,11 +146,10 @@ class MetadataPublisher:
                 if self._stopping:
                     return
                 started = time.monotonic()
-                image = self._latest
+                image = self._newest()
                 for _ in self._publish(image):
                     await asyncio.sleep(0)  # other connections are served between steps
-                log.info("published metadata offset %s in %.3f s", getattr(image, "offset", "?"),
-                         time.monotonic() - started)
+                log.info("published metadata offset %s in %.3f s", image.offset, time.monotonic() - started)
                 if self._latest is image:
                     break
         finally:
@@ -117,7 +158,7 @@ class MetadataPublisher:
 
     async def _prepare_latest(self) -> None:
         while True:  # until no newer image arrived while preparing
-            image = self._latest
+            image = self._newest()
             started = time.monotonic()
             missing = self._unprepared(image)
             try:
@@ -138,7 +179,11 @@ class MetadataPublisher:
             if image is self._latest:
                 return
 
-    def _publish(self, image: Any) -> Iterator[None]:
+    def _newest(self) -> MetadataImage:
+        assert self._latest is not None, "a preparation runs after on_change"
+        return self._latest
+
+    def _publish(self, image: MetadataImage) -> Iterator[None]:
         old, self._published = self._published, image
         yield from self._publish_steps(old, image)
         self._flush_new_logs()

@@ -26,8 +26,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from kmirror.broker.api import build_registry
 from kmirror.broker.handlers.fetch import fetch_session_cache
@@ -57,6 +56,7 @@ from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
 from kmirror.mirror.read_only import MirrorWriteGuard
 from kmirror.mirror.service import MirrorCoordinatorService
 from kmirror.mirror.wiring import MirrorDataPlane
+from kmirror.protocol.registry import ApiRegistry
 from kmirror.replication.producer_id_source import producer_id_source
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.replication.service import ReplicationService
@@ -67,7 +67,7 @@ from kmirror.runtime.coordinator_log import ReplicatedCoordinatorLog
 from kmirror.runtime.log_cleaner import LogCleanerService
 from kmirror.runtime.loop_lag import LoopLagMonitor
 from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError
-from kmirror.runtime.metadata_publisher import MetadataPublisher
+from kmirror.runtime.metadata_publisher import BrokerPublishSteps, MetadataPublisher
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.runtime.server import KafkaServer, ListenerLimits
@@ -77,6 +77,7 @@ from kmirror.runtime.transaction_wiring import (
     coordinator_epoch_lookup,
     leader_lookup,
 )
+from kmirror.types import TopicPartition
 
 log = logging.getLogger("kmirror.node")
 
@@ -113,146 +114,178 @@ class Node:
         self._servers: list[KafkaServer] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.ports: dict[str, int] = {}
-        self.metadata: Any = None
-        self.log_manager: Any = None
-        self.replica_manager: Any = None
-        self.group_coordinator: Any = None
-        self.transaction_coordinator: TransactionCoordinatorService | None = None
-        self._broker_services: BrokerServices | None = None
-        self.mirror_coordinator: Any = None
-        self.mirror_data_plane: MirrorDataPlane | None = None
         self.metrics = MetricsRegistry(self.clock)
         self.request_metrics = RequestChannelMetrics(self.metrics, error_name)
-        self.metrics_server: MetricsServer | None = None
-        self._checkpoint_write: asyncio.Future[None] | None = None
         self.loop_lag = LoopLagMonitor(self.metrics, int(config.get("event.loop.stall.log.ms")))
+        self.quotas = QuotaManagers.from_config(config.get)
+        # Built by `start`. The metadata log: the controller's on a node with the controller
+        # role, else the broker's replica of it, reached through the two channels.
+        self.controller: MetadataService | None = None
+        self.broker_metadata: BrokerMetadataService | None = None
+        self._metadata_fetch_channel: ControllerChannel | None = None
+        self._controller_channel: ControllerChannel | None = None  # writes: registration, heartbeats, ISR
+        # The broker role's components, in the order `start` builds them (None on a controller-only node).
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.transaction_coordinator: TransactionCoordinatorService | None = None
+        self.group_coordinator: GroupCoordinatorService | None = None
+        self.mirror_coordinator: MirrorCoordinatorService | None = None
+        self.mirror_data_plane: MirrorDataPlane | None = None
+        self.publisher: MetadataPublisher | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self.replication: ReplicationService | None = None
-        self.publisher: MetadataPublisher | None = None
-        self._channels: list[ControllerChannel] = []
+        self._broker_services: BrokerServices | None = None  # the broker plane's, once the listeners open
         self.log_cleaner: LogCleanerService | None = None
-        self.quotas = QuotaManagers.from_config(config.get)
+        self.metrics_server: MetricsServer | None = None  # with `metrics.port`
+        self._checkpoint_write: asyncio.Future[None] | None = None
+
+    @property
+    def metadata(self) -> MetadataService | BrokerMetadataService:
+        """The node's metadata service (once `start` has built it)."""
+        if self.controller is not None:
+            return self.controller
+        if self.broker_metadata is not None:
+            return self.broker_metadata
+        raise RuntimeError(f"node {self.config.node_id} has not started")
 
     async def start(self) -> None:
         cfg = self.config
         registries = {plane: build_registry(plane=plane) for plane in ("broker", "controller")}
-        if cfg.is_controller:
-            self.metadata = MetadataService(cfg, FileMetadataLogStore(cfg.log_dirs[0]), self.clock, random.Random())
-            await self.metadata.start()
-        else:
-            voters = [(v.node_id, v.host, v.port) for v in cfg.controller_quorum_voters] or [
-                (-1, host, port) for host, port in cfg.controller_quorum_bootstrap_servers
-            ]
-            fetch_channel = ControllerChannel(voters, client_id=f"broker-{cfg.node_id}-metadata-fetch")
-            write_channel = ControllerChannel(voters, client_id=f"broker-{cfg.node_id}-to-controller")
-            self._channels = [fetch_channel, write_channel]
-            self.metadata = BrokerMetadataService(
-                cfg, FileMetadataLogStore(cfg.log_dirs[0]), fetch_channel, write_channel, self.clock
-            )
-            await self.metadata.start()
-        self.metadata.subscribe(lambda _old, new: self.quotas.update_quotas(new.client_quotas))
-        self.quotas.update_quotas(self.metadata.image.client_quotas)
-        if not cfg.is_broker:
-            await self._open_listeners(registries)
-            self._start_controller_tasks()
-            return
+        metadata = await self._start_metadata()
+        metadata.subscribe(lambda _old, new: self.quotas.update_quotas(new.client_quotas))
+        self.quotas.update_quotas(metadata.image.client_quotas)
+        if cfg.is_broker:
+            await self._start_broker(metadata)
+        await self._open_listeners(registries)
+        if self.controller is not None:
+            self._start_controller_tasks(self.controller)
 
-        self.log_manager = LogManager(OsFileSystem(int(cfg.get("log.max.open.files"))), cfg.log_dirs, self.clock, _broker_log_defaults(cfg))
+    async def _start_metadata(self) -> MetadataService | BrokerMetadataService:
+        cfg = self.config
+        if cfg.is_controller:
+            self.controller = MetadataService(cfg, FileMetadataLogStore(cfg.log_dirs[0]), self.clock, random.Random())
+            await self.controller.start()
+            return self.controller
+        voters = [(v.node_id, v.host, v.port) for v in cfg.controller_quorum_voters] or [
+            (-1, host, port) for host, port in cfg.controller_quorum_bootstrap_servers
+        ]
+        fetch_channel = ControllerChannel(voters, client_id=f"broker-{cfg.node_id}-metadata-fetch")
+        write_channel = ControllerChannel(voters, client_id=f"broker-{cfg.node_id}-to-controller")
+        self._metadata_fetch_channel, self._controller_channel = fetch_channel, write_channel
+        self.broker_metadata = BrokerMetadataService(
+            cfg, FileMetadataLogStore(cfg.log_dirs[0]), fetch_channel, write_channel, self.clock
+        )
+        await self.broker_metadata.start()
+        return self.broker_metadata
+
+    async def _start_broker(self, metadata: MetadataService | BrokerMetadataService) -> None:
+        cfg = self.config
+        self.log_manager = LogManager(OsFileSystem(int(cfg.get("log.max.open.files"))), cfg.log_dirs, self.clock,
+                                      _broker_log_defaults(cfg))
         self.log_manager.load_logs()
-        self.replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())
+        replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())
+        self.replica_manager = replica_manager
         # KIP-98 transaction coordinator: state in __transaction_state, markers to leaders
-        self.transaction_coordinator = TransactionCoordinatorService(
+        transactions = TransactionCoordinatorService(
             cfg.node_id, TransactionConfig.from_server_config(cfg),
-            ReplicatedCoordinatorLog(self.replica_manager, TRANSACTION_STATE_TOPIC), self.clock,
-            producer_ids=producer_id_source(self.metadata, cfg.node_id),
+            ReplicatedCoordinatorLog(replica_manager, TRANSACTION_STATE_TOPIC), self.clock,
+            producer_ids=producer_id_source(metadata, cfg.node_id),
             write_markers=TxnMarkerWriter(cfg.node_id, lambda: self._broker_services, ListenerBrokerSender(
-                self.metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-txn-marker-sender")),
-            leader_of=leader_lookup(self.metadata),
-            coordinator_epoch_of=coordinator_epoch_lookup(self.replica_manager, TRANSACTION_STATE_TOPIC),
+                metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-txn-marker-sender")),
+            leader_of=leader_lookup(metadata),
+            coordinator_epoch_of=coordinator_epoch_lookup(replica_manager, TRANSACTION_STATE_TOPIC),
             verify_remote=TxnVerifier(ListenerBrokerSender(
-                self.metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-txn-verification")),
+                metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-txn-verification")),
         )
+        self.transaction_coordinator = transactions
         # TxnOffsetCommit's partition is verified with the transaction coordinator (KIP-890 part 1)
-        self.group_coordinator = GroupCoordinatorService(
-            cfg.node_id, cfg,
-            ReplicatedCoordinatorLog(self.replica_manager, CONSUMER_OFFSETS, verifier=self.transaction_coordinator),
-            self.clock, topics=lambda: topics_of(self.metadata.image),
+        groups = GroupCoordinatorService(
+            cfg.node_id, cfg, ReplicatedCoordinatorLog(replica_manager, CONSUMER_OFFSETS, verifier=transactions),
+            self.clock, topics=lambda: topics_of(metadata.image),
         )
-        await self.group_coordinator.start()
-        await self.transaction_coordinator.start()
+        self.group_coordinator = groups
+        await groups.start()
+        await transactions.start()
         # KIP-1279 MirrorCoordinator: states persisted in __mirror_state, loaded on leadership
-        self.mirror_coordinator = MirrorCoordinatorService(
+        mirrors = MirrorCoordinatorService(
             MirrorCoordinator(int(cfg.values.get("mirror.topic.num.partitions", 50))),
-            log=ReplicatedCoordinatorLog(self.replica_manager, MIRROR_STATE_TOPIC),
+            log=ReplicatedCoordinatorLog(replica_manager, MIRROR_STATE_TOPIC),
             node_id=cfg.node_id,
-            metadata=self.metadata,
-            send=ListenerBrokerSender(
-                self.metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-mirror-coordinator"
-            ),
+            metadata=metadata,
+            send=ListenerBrokerSender(metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-mirror-coordinator"),
             replication_factor=int(cfg.values.get("mirror.topic.replication.factor", 3)),
             state_topic_configs=state_topic_configs(cfg.values),
             clock=self.clock,
         )
-        await self.mirror_coordinator.start()
+        self.mirror_coordinator = mirrors
+        await mirrors.start()
         # KIP-1279 data plane: mirror fetchers and the partition lifecycle on mirror leaders
-        self.mirror_data_plane = MirrorDataPlane(
-            cfg.node_id, cfg, self.clock, self.replica_manager, self.metadata, self.mirror_coordinator
-        )
-        self.replica_manager.write_guard = MirrorWriteGuard(
-            lambda: self.metadata.image, self.mirror_coordinator, self.mirror_data_plane.manager)
-        self.publisher = MetadataPublisher(self.replica_manager, self._metadata_change_steps)
-        self.metadata.subscribe(self.publisher.on_change)
-        self.publisher.on_change(None, self.metadata.image)
+        data_plane = MirrorDataPlane(cfg.node_id, cfg, self.clock, replica_manager, metadata, mirrors)
+        self.mirror_data_plane = data_plane
+        replica_manager.write_guard = MirrorWriteGuard(lambda: metadata.image, mirrors, data_plane.manager)
+        steps = BrokerPublishSteps(replica_manager, groups, transactions, mirrors, data_plane)
+        self.publisher = MetadataPublisher(replica_manager, steps)
+        metadata.subscribe(self.publisher.on_change)
+        self.publisher.on_change(None, metadata.image)
 
-        incarnation = uuid.uuid4()
-        if cfg.is_controller:
-            self.lifecycle = BrokerLifecycleManager(
-                cfg, LocalController(cfg, self.metadata), lambda: self.metadata.image.cluster_id or "",
-                lambda: self.metadata.image.offset, incarnation,
-            )
-            self.lifecycle.lifecycle.on_registered(self.metadata.broker_epoch)
-        else:
-            self.lifecycle = BrokerLifecycleManager(
-                cfg, RemoteController(cfg, self._channels[1]), lambda: self.metadata.image.cluster_id or "",
-                lambda: self.metadata.image.offset, incarnation,
-            )
-            self.metadata.broker_epoch = await self.lifecycle.register()
+        self.lifecycle = await self._register_broker(metadata)
         if not await self.lifecycle.wait_unfenced():
             log.warning("broker %d not unfenced by the controller yet; serving anyway", cfg.node_id)
         self.lifecycle.start()
         # followers fetch from their leaders; leaders send ISR changes to the controller
         self.replication = ReplicationService(
             cfg,
-            self.replica_manager,
-            None if cfg.is_controller else self._channels[1],
+            replica_manager,
+            self._controller_channel,
             self.clock,
-            broker_epoch=lambda: int(self.metadata.broker_epoch),
-            local_controller=self.metadata if cfg.is_controller else None,
+            broker_epoch=lambda: int(metadata.broker_epoch),
+            local_controller=self.controller,
         )
+        steps.replication = self.replication
         self.replication.start()
-        self.mirror_data_plane.start()
-        await self._open_listeners(registries)
-        if cfg.is_controller:
-            self._start_controller_tasks()
+        data_plane.start()
 
-    async def _open_listeners(self, registries: dict[str, Any]) -> None:
+    async def _register_broker(self, metadata: MetadataService | BrokerMetadataService) -> BrokerLifecycleManager:
+        """A combined node's broker is registered by its controller's `start`; a broker-only
+        node registers with the active controller."""
         cfg = self.config
-        services = {
-            plane: BrokerServices(
-                node_id=cfg.node_id,
-                config=cfg,
-                registry=registry,
-                clock=self.clock,
-                metadata=self.metadata,
-                replica_manager=self.replica_manager,
-                group_coordinator=self.group_coordinator,
-                transaction_coordinator=self.transaction_coordinator,
-                mirror_coordinator=self.mirror_coordinator,
-                mirror_manager=None if self.mirror_data_plane is None else self.mirror_data_plane.manager,
-                quotas=self.quotas if plane == "broker" else None,
+        incarnation = uuid.uuid4()
+        if self.controller is not None:
+            lifecycle = BrokerLifecycleManager(
+                cfg, LocalController(cfg, self.controller), lambda: metadata.image.cluster_id or "",
+                lambda: metadata.image.offset, incarnation,
             )
-            for plane, registry in registries.items()
-        }
+            lifecycle.lifecycle.on_registered(self.controller.broker_epoch)
+            return lifecycle
+        assert self.broker_metadata is not None and self._controller_channel is not None
+        lifecycle = BrokerLifecycleManager(
+            cfg, RemoteController(cfg, self._controller_channel), lambda: metadata.image.cluster_id or "",
+            lambda: metadata.image.offset, incarnation,
+        )
+        self.broker_metadata.broker_epoch = await lifecycle.register()
+        return lifecycle
+
+    def _services(self, plane: str, registry: ApiRegistry) -> BrokerServices:
+        cfg = self.config
+        services = BrokerServices(
+            node_id=cfg.node_id,
+            config=cfg,
+            registry=registry,
+            clock=self.clock,
+            metadata=self.metadata,
+            group_coordinator=self.group_coordinator,
+            transaction_coordinator=self.transaction_coordinator,
+            mirror_coordinator=self.mirror_coordinator,
+            mirror_manager=None if self.mirror_data_plane is None else self.mirror_data_plane.manager,
+            quotas=self.quotas if plane == "broker" else None,
+        )
+        if self.replica_manager is not None:  # a controller-only node's handlers never use one
+            services.replica_manager = self.replica_manager
+        return services
+
+    async def _open_listeners(self, registries: dict[str, ApiRegistry]) -> None:
+        cfg = self.config
+        services = {plane: self._services(plane, registry) for plane, registry in registries.items()}
         self._broker_services = services["broker"]
         limits = ListenerLimits(
             max_request_bytes=cfg.socket_request_max_bytes,
@@ -272,8 +305,8 @@ class Node:
             self._servers.append(server)
         log.info("node %d serving %s", cfg.node_id, ", ".join(f"{k}={v}" for k, v in self.ports.items()))
         self.loop_lag.start()
-        if not cfg.is_broker:
-            return
+        if self.replica_manager is None or self.log_manager is None:
+            return  # a controller-only node
         register_node_metrics(self.metrics, node_id=cfg.node_id, metadata=self.metadata,
                               replica_manager=self.replica_manager,
                               default_min_insync_replicas=cfg.min_insync_replicas)
@@ -285,87 +318,69 @@ class Node:
         if cfg.metrics_port:
             self.metrics_server = MetricsServer(self.metrics, "127.0.0.1", cfg.metrics_port)
             self.ports["metrics"] = await self.metrics_server.start()
-        loop = asyncio.get_running_loop()
-        self.log_cleaner = LogCleanerService(CleanerConfig.from_values(cfg.values), self.log_manager, self.clock,
-                                             self._may_clean)
+        self._start_log_tasks(self.log_manager, self.replica_manager)
+
+    def _start_log_tasks(self, log_manager: LogManager, replica_manager: ReplicaManager) -> None:
+        cfg = self.config
+        clock = self.clock
+
+        def may_clean(tp: TopicPartition) -> bool:
+            """A mirror partition that is still read-only is not cleaned here: it stays a
+            byte-identical copy of its source (docs/design/storage.md)."""
+            guard = replica_manager.write_guard
+            return guard is None or guard.write_refusal(tp) is None
+
+        async def checkpoint() -> None:
+            """The offsets are read on the loop, the files (one line per partition, fsync'd) are
+            written on a worker thread; `stop` waits for a write in flight before the last one."""
+            snapshot = log_manager.checkpoint_snapshot()
+            self._checkpoint_write = asyncio.ensure_future(asyncio.to_thread(log_manager.write_checkpoints, snapshot))
+            await asyncio.shield(self._checkpoint_write)
+
+        async def remove_deleted_dirs() -> None:
+            await asyncio.to_thread(log_manager.remove_deleted_dirs)
+
+        self.log_cleaner = LogCleanerService(CleanerConfig.from_values(cfg.values), log_manager, clock, may_clean)
         self.log_cleaner.start()
         register_cleaner_metrics(self.metrics, self.log_cleaner.cleaner_metrics)
-        self._tasks.append(loop.create_task(self._every(cfg.log_retention_check_interval_ms, self._retention)))
-        self._tasks.append(loop.create_task(self._every_async(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS,
-                                                              self._checkpoint)))
-        self._tasks.append(loop.create_task(self._every(1000, self._flush)))
+        self._every(cfg.log_retention_check_interval_ms, "log retention",
+                    lambda: log_manager.run_retention(clock.now_ms()))
+        self._every_async(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, "recovery point checkpoint", checkpoint)
+        self._every(1000, "log flush", lambda: log_manager.flush_dirty(clock.now_ms()))
         # Kafka's producer.id.expiration.check.interval.ms default: stale verification entries
-        self._tasks.append(loop.create_task(self._every(600_000, self._expire_verification_states)))
-        self.log_manager.defer_removal = True  # deleted logs' directories go on a worker thread
-        self._tasks.append(loop.create_task(self._every_async(1000, self._remove_deleted_dirs)))
+        self._every(600_000, "producer verification expiration",
+                    lambda: log_manager.remove_expired_verification_states(clock.now_ms()))
+        log_manager.defer_removal = True  # deleted logs' directories go on a worker thread
+        self._every_async(1000, "deleted log removal", remove_deleted_dirs)
 
-    def _start_controller_tasks(self) -> None:
+    def _start_controller_tasks(self, controller: MetadataService) -> None:
         cfg = self.config
-        loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._every_async(CONTROLLER_SESSION_CHECK_MS, self.metadata.check_broker_sessions)))
+        self._every_async(CONTROLLER_SESSION_CHECK_MS, "broker session check", controller.check_broker_sessions)
         if cfg.auto_leader_rebalance_enable:
             interval_ms = cfg.leader_imbalance_check_interval_seconds * 1000
-            self._tasks.append(loop.create_task(self._every_async(interval_ms, self.metadata.rebalance_leaders)))
+            self._every_async(interval_ms, "leader rebalance", controller.rebalance_leaders)
 
-    async def _every_async(self, interval_ms: int, action: Any) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                await action()
-            except Exception:
-                log.exception("controller task %s failed", getattr(action, "__name__", action))
+    def _every_async(self, interval_ms: int, name: str, action: Callable[[], Awaitable[object]]) -> None:
+        async def run() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    await action()
+                except Exception:
+                    log.exception("controller task %s failed", name)
 
-    def _metadata_change_steps(self, old_image: Any, new_image: Any) -> Iterator[None]:
-        """Publish an image to the broker components; yields between bounded steps of the
-        replica manager's application (`MetadataPublisher` runs the steps)."""
-        yield from self.replica_manager.apply_image_steps(old_image, new_image)
-        yield
-        if self.replication is not None:
-            self.replication.on_metadata_change(old_image, new_image)
-            yield
-        led = self.replica_manager.leader_partitions(CONSUMER_OFFSETS)
-        self.group_coordinator.on_partitions_led(led)
-        if self.transaction_coordinator is not None:
-            self.transaction_coordinator.on_partitions_led(
-                self.replica_manager.leader_partitions(TRANSACTION_STATE_TOPIC))
-        self.mirror_coordinator.on_partitions_led(self.replica_manager.leader_partitions(MIRROR_STATE_TOPIC))
-        yield
-        if self.mirror_data_plane is not None:
-            self.mirror_data_plane.on_metadata_change(new_image)
+        self._tasks.append(asyncio.get_running_loop().create_task(run(), name=name))
 
-    async def _every(self, interval_ms: int, action: Any) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                action()
-            except Exception:
-                log.exception("background task %s failed", getattr(action, "__name__", action))
+    def _every(self, interval_ms: int, name: str, action: Callable[[], object]) -> None:
+        async def run() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    action()
+                except Exception:
+                    log.exception("background task %s failed", name)
 
-    def _may_clean(self, tp: Any) -> bool:
-        """A mirror partition that is still read-only is not cleaned here: it stays a
-        byte-identical copy of its source (docs/design/storage.md)."""
-        guard = self.replica_manager.write_guard
-        return guard is None or guard.write_refusal(tp) is None
-
-    def _retention(self) -> None:
-        self.log_manager.run_retention(self.clock.now_ms())
-
-    async def _remove_deleted_dirs(self) -> None:
-        await asyncio.to_thread(self.log_manager.remove_deleted_dirs)
-
-    async def _checkpoint(self) -> None:
-        """The offsets are read on the loop, the files (one line per partition, fsync'd) are
-        written on a worker thread; `stop` waits for a write in flight before the last one."""
-        snapshot = self.log_manager.checkpoint_snapshot()
-        self._checkpoint_write = asyncio.ensure_future(asyncio.to_thread(self.log_manager.write_checkpoints,
-                                                                         snapshot))
-        await asyncio.shield(self._checkpoint_write)
-
-    def _expire_verification_states(self) -> None:
-        self.log_manager.remove_expired_verification_states(self.clock.now_ms())
-
-    def _flush(self) -> None:
-        self.log_manager.flush_dirty(self.clock.now_ms())
+        self._tasks.append(asyncio.get_running_loop().create_task(run(), name=name))
 
     async def stop(self) -> None:
         # a combined node's controller stops with it: nobody else could take its leaderships
@@ -395,10 +410,11 @@ class Node:
             await self.transaction_coordinator.stop()
         if self.mirror_coordinator is not None:
             await self.mirror_coordinator.stop()
-        if isinstance(self.metadata, BrokerMetadataService):
-            await self.metadata.stop()
-        for channel in self._channels:
-            await channel.close()
+        if self.broker_metadata is not None:
+            await self.broker_metadata.stop()
+        for channel in (self._metadata_fetch_channel, self._controller_channel):
+            if channel is not None:
+                await channel.close()
         if self.publisher is not None:
             await self.publisher.stop()
         if self._checkpoint_write is not None:

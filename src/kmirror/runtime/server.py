@@ -51,13 +51,13 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from kmirror.broker.api import RequestContext
 from kmirror.broker.handlers.api_versions import unsupported_version_response
 from kmirror.broker.quotas.client_quota_manager import ANONYMOUS
 from kmirror.broker.quotas.managers import QuotaManagers, client_throttles
 from kmirror.broker.quotas.request_time import CURRENT_REQUEST_TIMER
+from kmirror.broker.services import BrokerServices
 from kmirror.metrics.request_metrics import RequestChannelMetrics
 from kmirror.protocol.codec import (
     DecodedRequest,
@@ -304,7 +304,7 @@ class KafkaConnection(asyncio.Protocol):
 
     async def _dispatch(
         self, req: DecodedRequest, metrics: RequestChannelMetrics | None = None, size: int = 0
-    ) -> tuple[memoryview | None, Any]:
+    ) -> tuple[memoryview | None, object]:
         """(encoded response or None, the response entity or None)."""
         spec = req.spec
         version = req.header.api_version
@@ -312,7 +312,7 @@ class KafkaConnection(asyncio.Protocol):
         timer = _HandlerTimer()
         token = CURRENT_REQUEST_TIMER.set(timer)
         try:
-            result: Any = spec.handler(self._server.services, ctx, req.body)
+            result: object = spec.handler(self._server.services, ctx, req.body)
             if inspect.isawaitable(result):
                 result = await result
         except asyncio.CancelledError:
@@ -325,15 +325,15 @@ class KafkaConnection(asyncio.Protocol):
             return None, None
         finally:
             CURRENT_REQUEST_TIMER.reset(token)
-        quotas = getattr(self._server.services, "quotas", None)
+        quotas = self._server.services.quotas
         if quotas is not None:
             result = await self._throttle(quotas, req, result, size, timer.elapsed_ns())
         if result is None:  # e.g. Produce with acks=0
             return None, None
         return encode_response(spec, version, req.header.correlation_id, result), result
 
-    async def _throttle(self, quotas: QuotaManagers, req: DecodedRequest, result: Any, size: int,
-                        handler_ns: int) -> Any:
+    async def _throttle(self, quotas: QuotaManagers, req: DecodedRequest, result: object, size: int,
+                        handler_ns: int) -> object:
         """Record the request in the client quotas; mute the channel (or delay the response of
         a client that does not throttle itself) for the throttle time."""
         header = req.header
@@ -383,7 +383,7 @@ class _HandlerTimer:
         return max(0, time.perf_counter_ns() - self._started_ns - self._paused_ns)
 
 
-def _sasl_response(req: DecodedRequest, decision: SaslDecision) -> Any:
+def _sasl_response(req: DecodedRequest, decision: SaslDecision) -> object:
     rt = req.spec.response_type(req.header.api_version)
     if req.header.api_key == SASL_HANDSHAKE:
         return build(rt, error_code=decision.error, mechanisms=decision.mechanisms)
@@ -391,7 +391,7 @@ def _sasl_response(req: DecodedRequest, decision: SaslDecision) -> Any:
                  auth_bytes=decision.auth_bytes, session_lifetime=datetime.timedelta(0))
 
 
-def _from_follower(body: Any) -> bool:
+def _from_follower(body: object) -> bool:
     """A Fetch from a replica (`replica_id` >= 0; v15+ carries it in `replica_state`)."""
     state = getattr(body, "replica_state", None)
     replica_id = state.replica_id if state is not None else getattr(body, "replica_id", -1)
@@ -404,7 +404,7 @@ def _scram_nonce() -> str:
 
 
 class KafkaServer:
-    def __init__(self, registry: ApiRegistry, services: Any, max_request_bytes: int = 100 * 1024 * 1024,
+    def __init__(self, registry: ApiRegistry, services: BrokerServices, max_request_bytes: int = 100 * 1024 * 1024,
                  request_metrics: RequestChannelMetrics | None = None, *,
                  listener: str = "PLAINTEXT", sasl: SaslServerSettings | None = None,
                  limits: ListenerLimits | None = None) -> None:
@@ -432,7 +432,7 @@ class KafkaServer:
         limit = self.limits.per_ip(host)
         if count >= limit:
             return f"max.connections.per.ip={limit} reached for {host}"
-        quotas = getattr(self.services, "quotas", None)
+        quotas = self.services.quotas
         if quotas is not None and not quotas.connection_rate.admit(host, self.services.clock.monotonic_ms()):
             return f"connection_creation_rate quota of {host} exceeded"
         self.per_ip[host] = count + 1

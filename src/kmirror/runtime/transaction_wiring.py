@@ -11,22 +11,47 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 from kio.schema.add_partitions_to_txn.v4 import request as add_partitions_to_txn_v4
+from kio.schema.add_partitions_to_txn.v4 import response as add_partitions_to_txn_v4_response
 from kio.schema.write_txn_markers.v1 import request as write_txn_markers_v1
+from kio.schema.write_txn_markers.v1 import response as write_txn_markers_v1_response
 
 from kmirror.broker.services import BrokerServices
 from kmirror.broker.txn_markers import MarkerEntry, write_txn_markers
 from kmirror.coordinator.transaction.results import TxnMarker
 from kmirror.coordinator.transaction.service import TOPIC_DELETED
+from kmirror.metadata.image import MetadataImage
 from kmirror.protocol.entities import build
 from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.types import TopicPartition
 
 
+class MarkerSender(Protocol):
+    """WriteTxnMarkers to broker `node_id` (`runtime.broker_sender.ListenerBrokerSender`)."""
+
+    async def __call__(self, node_id: int, request: write_txn_markers_v1.WriteTxnMarkersRequest,
+                       ) -> write_txn_markers_v1_response.WriteTxnMarkersResponse: ...
+
+
+class VerificationSender(Protocol):
+    """AddPartitionsToTxn to broker `node_id` (`runtime.broker_sender.ListenerBrokerSender`)."""
+
+    async def __call__(self, node_id: int, request: add_partitions_to_txn_v4.AddPartitionsToTxnRequest,
+                       ) -> add_partitions_to_txn_v4_response.AddPartitionsToTxnResponse: ...
+
+
+class MetadataView(Protocol):
+    """The node's metadata service, as the marker channel reads it."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+
 class TxnMarkerWriter:
-    def __init__(self, node_id: int, services: Callable[[], BrokerServices | None], send: Any) -> None:
+    def __init__(self, node_id: int, services: Callable[[], BrokerServices | None], send: MarkerSender) -> None:
         self.node_id = node_id
         self._services = services
         self._send = send
@@ -62,7 +87,7 @@ class TxnMarkerWriter:
 class TxnVerifier:
     """The `RemoteVerifier` port: AddPartitionsToTxn v4 `verify_only` to the coordinator."""
 
-    def __init__(self, send: Any) -> None:
+    def __init__(self, send: VerificationSender) -> None:
         self._send = send
 
     async def __call__(self, node_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -86,7 +111,7 @@ class TxnVerifier:
         return answers
 
 
-def leader_lookup(metadata: Any) -> Callable[[TopicPartition], int | None]:
+def leader_lookup(metadata: MetadataView) -> Callable[[TopicPartition], int | None]:
     def leader_of(tp: TopicPartition) -> int | None:
         topic = metadata.image.topics.get(tp.topic)
         registration = None if topic is None else topic.partitions.get(tp.partition)
@@ -97,7 +122,7 @@ def leader_lookup(metadata: Any) -> Callable[[TopicPartition], int | None]:
     return leader_of
 
 
-def coordinator_epoch_lookup(replica_manager: Any, topic: str) -> Callable[[int], int]:
+def coordinator_epoch_lookup(replica_manager: ReplicaManager, topic: str) -> Callable[[int], int]:
     def epoch_of(partition: int) -> int:
         _leader, leader_epoch = replica_manager.current_leader(TopicPartition(topic, partition))
         return int(leader_epoch)

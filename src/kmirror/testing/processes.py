@@ -81,6 +81,13 @@ def kmirror(*args: str, check: bool = True, timeout: float = 120, input: str | N
     return proc
 
 
+# Broker configs every test cluster starts with (a cluster's `overrides` win): as Kafka's own
+# config/server.properties for development and tests, a new classic group's first rebalance
+# is not held back for `group.initial.rebalance.delay.ms` (3 s by default) waiting for more
+# members; each group a test starts would otherwise wait that long for its first assignment.
+TEST_BROKER_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
+
+
 @dataclass
 class LocalCluster:
     dir: Path
@@ -95,7 +102,7 @@ class LocalCluster:
 
     def up(self) -> None:
         args = ["cluster", "up", "--nodes", str(self.nodes), "--dir", str(self.dir), "--port", str(self.port)]
-        for k, v in self.overrides.items():
+        for k, v in {**TEST_BROKER_DEFAULTS, **self.overrides}.items():
             args += ["--override", f"{k}={v}"]
         if self.racks:
             args += ["--racks", ",".join(self.racks)]

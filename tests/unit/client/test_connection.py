@@ -14,7 +14,7 @@ from kmirror.testing.fake_broker import api_versions_v0_answer, read_frame, writ
 
 async def _server() -> tuple[KafkaServer, int]:
     registry = build_registry()
-    server = KafkaServer(registry, types.SimpleNamespace(registry=registry, metadata=None))
+    server = KafkaServer(registry, types.SimpleNamespace(registry=registry, metadata=None, quotas=None))
     return server, await server.start("127.0.0.1", 0)
 
 

@@ -50,7 +50,7 @@ def test_create_and_list_mirrors_over_the_wire() -> None:
         for key, handler in ((94, create_mirror_handler), (98, list_mirrors_handler)):
             name, low, high = MIRROR_APIS[key]
             registry.register(ApiSpec(key, name, low, high, handler, schemas(key)))
-        services = types.SimpleNamespace(registry=registry, metadata=None, created=[])
+        services = types.SimpleNamespace(registry=registry, metadata=None, quotas=None, created=[])
         server = KafkaServer(registry, services)
         port = await server.start("127.0.0.1", 0)
         try:
