@@ -16,7 +16,6 @@ id of the metadata. The same flush syncs the new directory's entry in its log di
 from __future__ import annotations
 
 import base64
-import threading
 import uuid
 
 from kmirror.log.fs import FileSystem, dirname, join
@@ -40,53 +39,54 @@ def topic_id_from_string(text: str) -> uuid.UUID:
 
 
 class PartitionMetadataFile:
+    """The file of one partition directory. `maybe_flush` may run on a worker thread while the
+    loop flushes or deletes the log: it only syncs (an fsync twice is harmless, and one of a
+    file whose directory was renamed away meanwhile finds nothing), so it needs no lock."""
+
     def __init__(self, fs: FileSystem, partition_dir: str) -> None:
         self.fs = fs
         self.partition_dir = partition_dir
         self.path = join(partition_dir, PARTITION_METADATA_FILE)
-        self._lock = threading.Lock()  # the loop's `Log.flush` and a worker's `maybe_flush`
-        self._dirty: uuid.UUID | None = None
+        self._unsynced_file = False
         self._new_dir = False
         self._closed = False
 
     def write_unsynced(self, topic_id: uuid.UUID | None, new_dir: bool) -> None:
         """Write `topic_id` (if any) with no fsync, and remember what `maybe_flush` must make
         durable: that file and, with `new_dir`, the partition directory's entry in its parent."""
-        with self._lock:
-            if topic_id is not None:
-                self.fs.write_file(self.path, _text(topic_id))
-            self._dirty = topic_id
-            self._new_dir = new_dir
+        if topic_id is not None:
+            self.fs.write_file(self.path, _text(topic_id))
+        self._unsynced_file = topic_id is not None
+        self._new_dir = new_dir
 
     @property
     def dirty(self) -> bool:
-        return self._dirty is not None or self._new_dir
+        return self._unsynced_file or self._new_dir
 
     def maybe_flush(self, sync_parent: bool = True) -> str | None:
         """Make the unsynced file and the new directory durable: an fsync of the file (written
         whole at creation, one sector), of the partition directory, and with `sync_parent` of
         its parent; without it, returns the parent to sync (a caller flushing many logs syncs
-        each log dir once). Nothing once `close`d (the directory may have been renamed for
-        deletion)."""
-        with self._lock:
-            if self._closed or not self.dirty:
-                return None
-            if self._dirty is not None:
+        each log dir once). Nothing once `close`d or once the directory is gone (deleted)."""
+        if self._closed or not self.dirty:
+            return None
+        parent = dirname(self.partition_dir) if self._new_dir else None
+        try:
+            if self._unsynced_file:
                 self.fs.fsync(self.path)
                 self.fs.close(self.path)
             self.fs.sync_dir(self.partition_dir)
-            parent = dirname(self.partition_dir) if self._new_dir else None
-            self._dirty = None
-            self._new_dir = False
+        except FileNotFoundError:
+            return None  # deleted meanwhile (renamed away)
+        self._unsynced_file = self._new_dir = False
         if parent is not None and sync_parent:
             self.fs.sync_dir(parent)
             return None
         return parent
 
     def close(self) -> None:
-        """No write after this returns (a deletion renames the directory next)."""
-        with self._lock:
-            self._closed = True
+        """Nothing more to sync (a deletion renames the directory next)."""
+        self._closed = True
 
     def read(self) -> uuid.UUID | None:
         """The stored topic id; None when the file is missing or empty (see the module docstring)."""

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kmirror.runtime import local_cluster
 from kmirror.runtime.local_cluster import api_versions_ok, pid_path
 
 KMIRROR = [sys.executable, "-m", "kmirror"]
@@ -101,15 +102,17 @@ class LocalCluster:
         return ",".join(f"127.0.0.1:{self.port + i}" for i in range(self.nodes))
 
     def up(self) -> None:
-        args = ["cluster", "up", "--nodes", str(self.nodes), "--dir", str(self.dir), "--port", str(self.port)]
-        for k, v in {**TEST_BROKER_DEFAULTS, **self.overrides}.items():
-            args += ["--override", f"{k}={v}"]
-        if self.racks:
-            args += ["--racks", ",".join(self.racks)]
-        kmirror(*args)
+        """What `kmirror cluster up` does (its own tests drive the command), called in this
+        process: a test suite starts clusters hundreds of times, and each CLI process costs
+        more than half a CPU-second of interpreter start and imports."""
+        try:
+            local_cluster.up(self.dir, self.nodes, self.port, {**TEST_BROKER_DEFAULTS, **self.overrides}, self.racks)
+        except local_cluster.ClusterError as exc:
+            raise AssertionError(f"cluster up in {self.dir} failed: {exc}") from None
 
     def down(self) -> None:
-        kmirror("cluster", "down", "--dir", str(self.dir))
+        """What `kmirror cluster down` does, in this process."""
+        local_cluster.down(self.dir)
 
     def pid(self, node_id: int = 1) -> int:
         return int(pid_path(self.dir, node_id).read_text().strip())
