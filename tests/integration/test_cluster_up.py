@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from kmirror.runtime.local_cluster import NodeLayout, _is_own_node
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
@@ -59,3 +60,22 @@ def test_another_cluster_on_the_port_is_not_taken_for_the_new_node(tmp_path: Pat
         assert _is_own_node(theirs)
     finally:
         other.down()
+
+
+def test_overrides_and_racks_reach_every_broker(tmp_path: Path) -> None:
+    port = free_port_block(2)
+    proc = kmirror("cluster", "up", "--nodes", "2", "--dir", str(tmp_path / "c"), "--port", str(port),
+                   "--racks", "rack-a,rack-b", "--override", "log.retention.ms=1234567")
+    try:
+        assert "node 2 serving" in proc.stdout, proc.stdout
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        brokers = admin.describe_cluster().result(timeout=30).nodes
+        assert sorted((b.id, b.rack) for b in brokers) == [(1, "rack-a"), (2, "rack-b")]
+        for broker_id in (1, 2):
+            resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
+            configs = admin.describe_configs([resource])[resource].result(timeout=30)
+            assert configs["log.retention.ms"].value == "1234567"
+        assert kmirror("cluster", "up", "--dir", str(tmp_path / "d"), "--port", str(free_port_block()),
+                       "--override", "no-equals-sign", check=False).returncode == 1
+    finally:
+        kmirror("cluster", "down", "--dir", str(tmp_path / "c"))
