@@ -39,6 +39,7 @@ from kmirror.log.cleaner.record_filter import (
     filter_chunk,
     write_kept,
 )
+from kmirror.log.cleaner.record_memo import RecordMemo
 from kmirror.log.cleaner.segment_reader import Chunk, iter_chunks
 from kmirror.log.cleaner.swap import CleaningAborted, new_cleaned_segment, replace_segments
 from kmirror.log.cleaner.transactions import CleanedTransactionMetadata
@@ -101,12 +102,15 @@ class LogCleaning:
         self.latest_delete_horizon_ms: int | None = None
         self.done = False
         self._scratch = _Scratch()
+        self.memo = RecordMemo(offset_map.capacity_bytes // 4)
 
     # -- the round --------------------------------------------------------------------------
 
     def run(self) -> Generator[int, None, None]:
         self.map.clear()
+        self.memo.clear()
         yield from self._build_offset_map()
+        self.memo.cursor[0] = 0
         if self.map.latest_offset < self.first_dirty_offset < self.first_uncleanable_offset:
             raise DedupeBufferTooSmall(
                 f"{self.log.topic_partition}: the key map ({self.map.capacity_bytes} bytes) cannot hold the keys "
@@ -149,11 +153,15 @@ class LogCleaning:
     def _map_plain_chunk(self, chunk: Chunk, start: int, end: int) -> bool:
         """The whole chunk in one compiled call; False when the map is full."""
         offset_map = self.map
-        offset_map.reserve(chunk.records)
+        records_in_chunk = chunk.records
+        offset_map.reserve(records_in_chunk)
+        memo = self.memo
+        memo.reserve(chunk.n, records_in_chunk)
         latest = np.array([offset_map.latest_offset], dtype=np.int64)
         outcome, records, error = map_chunk(
             chunk.buf, chunk.headers, chunk.n, start, end, self._scratch.fields_for(chunk.max_records),
-            offset_map.slots, offset_map.arena, offset_map.meta, offset_map.undo, latest)
+            offset_map.slots, offset_map.arena, offset_map.offsets, offset_map.meta, offset_map.undo,
+            offset_map.codes, latest, memo.batches, memo.records, memo.used)
         if error:
             raise InvalidRecordError(f"{self.log.topic_partition}: {ERRORS[error]}")
         offset_map.update_latest_offset(int(latest[0]))
@@ -264,8 +272,9 @@ class LogCleaning:
         written = scratch.written_for(chunk.n)
         end, n_crc, n_written = filter_chunk(
             chunk.buf, chunk.headers, chunk.n, upper_bound, self.now_ms, self.map.latest_offset, horizon,
-            self.map.slots, self.map.arena, producers[0], producers[1], scratch.fields_for(chunk.max_records),
-            scratch.keep_for(chunk.max_records), out, crc_positions, written, stats)
+            self.map.slots, self.map.arena, self.map.offsets, producers[0], producers[1],
+            scratch.fields_for(chunk.max_records), scratch.keep_for(chunk.max_records), out, crc_positions, written,
+            stats, self.memo.batches, self.memo.records, self.memo.used, self.memo.cursor)
         if stats[ERROR]:
             raise InvalidRecordError(f"{self.log.topic_partition}: {ERRORS[int(stats[ERROR])]}")
         self.stats.messages_read += int(stats[READ])
@@ -304,7 +313,8 @@ class LogCleaning:
         fields, keep = scratch.fields_for(count), scratch.keep_for(count)
         keep_deletes = not header.has_delete_horizon or now < header.base_timestamp
         kept, invalid, tombstones = decide(buf, fields, 0, count, header.base_offset, self.map.latest_offset,
-                                           keep_deletes, header.is_control, self.map.slots, self.map.arena, keep)
+                                           keep_deletes, header.is_control, self.map.slots, self.map.arena,
+                                           self.map.offsets, keep)
         self.stats.invalid_messages += invalid
         if not kept:
             return empty_batch(header) if retain_empty else None
