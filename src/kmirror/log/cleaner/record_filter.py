@@ -269,15 +269,15 @@ def decide_noted(buf: np.ndarray, pos: int, count: int, base_offset: int, memo_r
     kept = invalid = tombstones = 0
     start = pos + BATCH_OVERHEAD
     for r in range(count):
-        end = pos + np.int64(memo_records[M_END, first + r])
+        end = pos + int(memo_records[M_END, first + r])
         fields[RECORD_END, r] = end
-        code = np.int64(memo_records[M_CODE, first + r])
+        code = int(memo_records[M_CODE, first + r])
         if code < 0:
             invalid += 1
             keep[r] = False
         else:
             tombstone = (code & 1) == 1
-            k = (base_offset + np.int64(memo_records[M_DELTA, first + r]) >= offsets[code >> 1]
+            k = (base_offset + int(memo_records[M_DELTA, first + r]) >= offsets[code >> 1]
                  and (keep_deletes or not tombstone))
             keep[r] = k
             if k:

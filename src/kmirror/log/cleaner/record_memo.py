@@ -56,15 +56,14 @@ class RecordMemo:
                 new_b, new_r = want_b, want_r
                 if new_b * BYTES_PER_BATCH + new_r * BYTES_PER_RECORD > self.limit_bytes:
                     return
-            self.batches = _grown(self.batches, new_b, int(self.used[BATCHES_USED]))
-            self.records = _grown(self.records, new_r, int(self.used[RECORDS_USED]))
+            grown_b = np.empty((4, new_b), dtype=np.int64)
+            grown_r = np.empty((3, new_r), dtype=np.int32)
+            used_b, used_r = int(self.used[BATCHES_USED]), int(self.used[RECORDS_USED])
+            grown_b[:, :used_b] = self.batches[:, :used_b]
+            grown_r[:, :used_r] = self.records[:, :used_r]
+            self.batches, self.records = grown_b, grown_r
 
     @property
     def size_bytes(self) -> int:
         return self.batches.shape[1] * BYTES_PER_BATCH + self.records.shape[1] * BYTES_PER_RECORD
 
-
-def _grown(array: np.ndarray, columns: int, used: int) -> np.ndarray:
-    out = np.empty((array.shape[0], columns), dtype=array.dtype)
-    out[:, :used] = array[:, :used]
-    return out
