@@ -89,7 +89,7 @@ class LastRecord:
 class LogCleaning:
     def __init__(self, log: Log, first_dirty_offset: int, first_uncleanable_offset: int, now_ms: int,
                  offset_map: OffsetMap, *, io_buffer_size: int = 512 * 1024,
-                 step_bytes: int = DEFAULT_STEP_BYTES) -> None:
+                 step_bytes: int = DEFAULT_STEP_BYTES, memo_bytes: int | None = None) -> None:
         self.log = log
         self.first_dirty_offset = first_dirty_offset
         self.first_uncleanable_offset = first_uncleanable_offset
@@ -102,7 +102,8 @@ class LogCleaning:
         self.latest_delete_horizon_ms: int | None = None
         self.done = False
         self._scratch = _Scratch()
-        self.memo = RecordMemo(offset_map.capacity_bytes // 4)
+        # What the key-map pass notes for the filter pass: a quarter of the map's budget by default
+        self.memo = RecordMemo(offset_map.capacity_bytes // 4 if memo_bytes is None else memo_bytes)
 
     # -- the round --------------------------------------------------------------------------
 

@@ -35,8 +35,8 @@ BYTES_PER_BATCH = 32
 class RecordMemo:
     def __init__(self, limit_bytes: int) -> None:
         self.limit_bytes = limit_bytes
-        self.batches = np.empty((4, 64), dtype=np.int64)
-        self.records = np.empty((3, 1024), dtype=np.int32)
+        self.batches = np.empty((4, 0), dtype=np.int64)
+        self.records = np.empty((3, 0), dtype=np.int32)
         self.used = np.zeros(2, dtype=np.int64)
         self.cursor = np.zeros(1, dtype=np.int64)
 
