@@ -244,6 +244,21 @@ def _empty_slots(size: int) -> np.ndarray:
     return slots
 
 
+@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+def _touch_slots(slots: np.ndarray, buf: np.ndarray, fields: np.ndarray, count: int) -> int:
+    """Load the first slot each key of the batch hashes to, before `put_records` probes
+    them one after another: the loads are independent here, so their cache misses overlap
+    (a 20,000-key table is larger than a core's L2; probing record after record waits for
+    each miss in turn)."""
+    mask = np.uint64(slots.shape[0] - 1)
+    total = 0
+    for r in range(count):
+        length = fields[KEY_LEN, r]
+        if length >= 0:
+            total += slots[np.int64(key_hash(buf, fields[KEY_START, r], length) & mask), KPOS]
+    return total
+
+
 # map_chunk's outcomes
 MAPPED, MAP_FULL, REACHED_END = range(3)
 
@@ -270,6 +285,7 @@ def map_chunk(buf: np.ndarray, headers: np.ndarray, n_batches: int, start_offset
         error, _ = scan_section(buf, pos + BATCH_OVERHEAD, pos + size, count, fields, 0)
         if error != 0:
             return MAPPED, records, error
+        undo[1, undo.shape[1] - 1] = _touch_slots(slots, buf, fields, count)
         nb = memo_used[BATCHES_USED]
         nr = memo_used[RECORDS_USED]
         noted = base >= start_offset and nb < memo_batches.shape[1] and nr + count <= memo_records.shape[1]
