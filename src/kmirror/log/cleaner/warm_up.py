@@ -14,6 +14,7 @@ import numpy as np
 from kmirror.log.cleaner.offset_map import OffsetMap, map_chunk
 from kmirror.log.cleaner.record_filter import STATS, decide, filter_chunk, write_kept
 from kmirror.log.cleaner.record_memo import RecordMemo
+from kmirror.log.cleaner.segment_reader import summarize
 from kmirror.records.builder import build_batch
 from kmirror.records.record_scan import BATCH_FIELDS, BATCH_OVERHEAD, FIELDS, scan_section, walk_batches
 
@@ -23,6 +24,7 @@ def warm_up() -> None:
     buf = np.frombuffer(raw, dtype=np.uint8)  # read-only, as a chunk read from a segment
     headers = np.empty((BATCH_FIELDS, 4), dtype=np.int64)
     n, _ = walk_batches(buf, 0, len(raw), headers)
+    summarize(headers, n)
     fields = np.empty((FIELDS, 4), dtype=np.int64)
     keep = np.empty(4, dtype=np.bool_)
     offset_map = OffsetMap(1 << 16)
