@@ -89,7 +89,8 @@ class LastRecord:
 class LogCleaning:
     def __init__(self, log: Log, first_dirty_offset: int, first_uncleanable_offset: int, now_ms: int,
                  offset_map: OffsetMap, *, io_buffer_size: int = 512 * 1024,
-                 step_bytes: int = DEFAULT_STEP_BYTES, memo_bytes: int | None = None) -> None:
+                 step_bytes: int = DEFAULT_STEP_BYTES, memo_bytes: int | None = None,
+                 defer_deletes: bool = False) -> None:
         self.log = log
         self.first_dirty_offset = first_dirty_offset
         self.first_uncleanable_offset = first_uncleanable_offset
@@ -101,6 +102,10 @@ class LogCleaning:
         self.stats = CleanerStats()
         self.latest_delete_horizon_ms: int | None = None
         self.done = False
+        # With `defer_deletes`, the replaced segments, renamed `.deleted`, for the caller to
+        # delete after `file.delete.delay.ms` (Kafka `LocalLog.replaceSegments`'s async delete)
+        self.defer_deletes = defer_deletes
+        self.replaced: list[LogSegment] = []
         self._scratch = _Scratch()
         # What the key-map pass notes for the filter pass: a quarter of the map's budget by default
         self.memo = RecordMemo(offset_map.capacity_bytes // 4 if memo_bytes is None else memo_bytes)
@@ -253,8 +258,10 @@ class LogCleaning:
                 cleaned.txn_index.append(txn)
             if pending:
                 yield pending
-            replace_segments(log, cleaned, group, sizes)
+            replace_segments(log, cleaned, group, sizes, defer_deletes=self.defer_deletes)
             swapped = True
+            if self.defer_deletes:
+                self.replaced.extend(group)
             self.stats.segments_swapped += len(group)
             self.stats.groups.append((group[0].base_offset, len(group)))
         finally:
