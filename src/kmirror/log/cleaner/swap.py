@@ -54,10 +54,12 @@ def replace_segments(log: Log, cleaned: LogSegment, old: list[LogSegment], old_s
     cleaned.on_become_inactive()
     cleaned.flush()
     cleaned.change_file_suffix(SWAP_SUFFIX)
-    for segment in old:
-        if defer_deletes:
-            segment.change_file_suffix(DELETED_SUFFIX)
-        else:
+    if defer_deletes:  # one rename_all: a .deleted file is a stray to recovery whichever were renamed
+        log.fs.rename_all([move for segment in old for move in segment.file_suffix_moves(DELETED_SUFFIX)])
+        for segment in old:
+            segment.set_file_suffix(DELETED_SUFFIX)
+    else:
+        for segment in old:
             segment.delete()
     cleaned.change_file_suffix("")
     cleaned.rolling_based_timestamp = None
