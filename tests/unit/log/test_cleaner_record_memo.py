@@ -73,7 +73,8 @@ def test_a_batch_that_changed_since_it_was_noted_is_walked_again() -> None:
     offset_map.reserve(2)
     memo.reserve(1, 2)
     map_chunk(buf, headers, n, 0, 10, np.empty((FIELDS, 2), dtype=np.int64), offset_map.slots, offset_map.arena,
-              offset_map.offsets, offset_map.meta, offset_map.undo, offset_map.codes, np.array([-1]),
+              offset_map.offsets, offset_map.meta, offset_map.undo, offset_map.codes, offset_map.hashes,
+              np.array([-1]),
               memo.batches, memo.records, memo.used)
     assert int(memo.used[BATCHES_USED]) == 1
     assert _noted(memo.batches, memo.used, memo.cursor, buf, 0, 0, len(raw), 2) == 0

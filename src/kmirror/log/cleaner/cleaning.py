@@ -167,7 +167,7 @@ class LogCleaning:
         outcome, records, error = map_chunk(
             chunk.buf, chunk.headers, chunk.n, start, end, self._scratch.fields_for(chunk.max_records),
             offset_map.slots, offset_map.arena, offset_map.offsets, offset_map.meta, offset_map.undo,
-            offset_map.codes, latest, memo.batches, memo.records, memo.used)
+            offset_map.codes, offset_map.hashes, latest, memo.batches, memo.records, memo.used)
         if error:
             raise InvalidRecordError(f"{self.log.topic_partition}: {ERRORS[error]}")
         offset_map.update_latest_offset(int(latest[0]))

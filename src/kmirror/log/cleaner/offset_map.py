@@ -108,12 +108,12 @@ def lookup(slots: np.ndarray, arena: np.ndarray, offsets: np.ndarray, buf: np.nd
 @njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
 def put_records(slots: np.ndarray, arena: np.ndarray, offsets: np.ndarray, meta: np.ndarray, undo: np.ndarray,
                 buf: np.ndarray, fields: np.ndarray, first: int, count: int, base_offset: int, start_offset: int,
-                codes: np.ndarray, code_at: int) -> bool:
+                codes: np.ndarray, code_at: int, hashes: np.ndarray, hashed: bool) -> bool:
     """Put the keys of records fields[:, first:first+count] of one batch (those at
     `start_offset` or above; a later record of a key wins). False, and the table as before,
     when the batch's new keys overrun the budget. The table has room for `count` more keys.
     codes[code_at + i] takes record first+i's `record_memo` code (its entry, or NO_KEY /
-    NOT_MAPPED)."""
+    NOT_MAPPED). With `hashed`, hashes[r] holds each key's `key_hash` already."""
     logged = 0
     arena_before = meta[ARENA_USED]
     used_before = meta[USED_BYTES]
@@ -125,7 +125,7 @@ def put_records(slots: np.ndarray, arena: np.ndarray, offsets: np.ndarray, meta:
             codes[code_at + r - first] = NO_KEY if length < 0 else NOT_MAPPED
             continue
         pos = fields[KEY_START, r]
-        h = key_hash(buf, pos, length)
+        h = np.uint64(hashes[r]) if hashed else key_hash(buf, pos, length)
         i = find_slot(slots, arena, buf, pos, length, h)
         undo[0, logged] = i
         if slots[i, KPOS] == _EMPTY:
@@ -186,6 +186,7 @@ class OffsetMap:
         self.slots = _empty_slots(_MIN_SLOTS)
         self.offsets = np.empty(_MIN_SLOTS, dtype=np.int64)
         self.codes = np.empty(256, dtype=np.int32)
+        self.hashes = np.empty(256, dtype=np.int64)
         self.undo = np.empty((2, 256), dtype=np.int64)
         self.latest_offset = -1
 
@@ -213,13 +214,14 @@ class OffsetMap:
         if more_keys > self.undo.shape[1]:
             self.undo = np.empty((2, more_keys), dtype=np.int64)
             self.codes = np.empty(more_keys, dtype=np.int32)
+            self.hashes = np.empty(more_keys, dtype=np.int64)
 
     def put_records(self, buf: np.ndarray, fields: np.ndarray, first: int, count: int, base_offset: int,
                     start_offset: int) -> bool:
         """One batch's records as located by `record_scan.scan_section` (see `put_records`)."""
         self.reserve(count)
         return bool(put_records(self.slots, self.arena, self.offsets, self.meta, self.undo, buf, fields, first,
-                                count, base_offset, start_offset, self.codes, 0))
+                                count, base_offset, start_offset, self.codes, 0, self.hashes, False))
 
     def get(self, key: bytes) -> int:
         """The latest offset of `key`, -1 when absent (Kafka's contract)."""
@@ -245,17 +247,19 @@ def _empty_slots(size: int) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
-def _touch_slots(slots: np.ndarray, buf: np.ndarray, fields: np.ndarray, count: int) -> int:
+def _touch_slots(slots: np.ndarray, buf: np.ndarray, fields: np.ndarray, count: int, hashes: np.ndarray) -> int:
     """Load the first slot each key of the batch hashes to, before `put_records` probes
     them one after another: the loads are independent here, so their cache misses overlap
     (a 20,000-key table is larger than a core's L2; probing record after record waits for
-    each miss in turn)."""
+    each miss in turn). Each key's hash is kept in `hashes` for `put_records`."""
     mask = np.uint64(slots.shape[0] - 1)
     total = 0
     for r in range(count):
         length = fields[KEY_LEN, r]
         if length >= 0:
-            total += slots[np.int64(key_hash(buf, fields[KEY_START, r], length) & mask), KPOS]
+            h = key_hash(buf, fields[KEY_START, r], length)
+            hashes[r] = np.int64(h)
+            total += slots[np.int64(h & mask), KPOS]
     return total
 
 
@@ -266,7 +270,7 @@ MAPPED, MAP_FULL, REACHED_END = range(3)
 @njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
 def map_chunk(buf: np.ndarray, headers: np.ndarray, n_batches: int, start_offset: int, end_offset: int,
               fields: np.ndarray, slots: np.ndarray, arena: np.ndarray, offsets: np.ndarray, meta: np.ndarray,
-              undo: np.ndarray, codes: np.ndarray, latest: np.ndarray, memo_batches: np.ndarray,
+              undo: np.ndarray, codes: np.ndarray, hashes: np.ndarray, latest: np.ndarray, memo_batches: np.ndarray,
               memo_records: np.ndarray, memo_used: np.ndarray) -> tuple[int, int, int]:
     """Put the keys of `n_batches` plain data batches (no control or transactional flag,
     uncompressed) of one chunk, batch after batch, `latest[0]` following each mapped batch's
@@ -285,16 +289,16 @@ def map_chunk(buf: np.ndarray, headers: np.ndarray, n_batches: int, start_offset
         error, _ = scan_section(buf, pos + BATCH_OVERHEAD, pos + size, count, fields, 0)
         if error != 0:
             return MAPPED, records, error
-        undo[1, undo.shape[1] - 1] = _touch_slots(slots, buf, fields, count)
+        undo[1, undo.shape[1] - 1] = _touch_slots(slots, buf, fields, count, hashes)
         nb = memo_used[BATCHES_USED]
         nr = memo_used[RECORDS_USED]
         noted = base >= start_offset and nb < memo_batches.shape[1] and nr + count <= memo_records.shape[1]
         if noted:
             ok = put_records(slots, arena, offsets, meta, undo, buf, fields, 0, count, base, start_offset,
-                             memo_records[M_CODE], nr)
+                             memo_records[M_CODE], nr, hashes, True)
         else:
             ok = put_records(slots, arena, offsets, meta, undo, buf, fields, 0, count, base, start_offset,
-                             codes, 0)
+                             codes, 0, hashes, True)
         if not ok:
             return MAP_FULL, records, 0
         if noted:

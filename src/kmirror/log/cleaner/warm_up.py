@@ -33,7 +33,7 @@ def warm_up() -> None:
     memo = RecordMemo(1 << 16)
     memo.reserve(n, 3)
     map_chunk(buf, headers, n, 0, 10, fields, offset_map.slots, offset_map.arena, offset_map.offsets, offset_map.meta,
-              offset_map.undo, offset_map.codes, latest, memo.batches, memo.records, memo.used)
+              offset_map.undo, offset_map.codes, offset_map.hashes, latest, memo.batches, memo.records, memo.used)
     offset_map.latest_offset = int(latest[0])
     scan_section(buf, BATCH_OVERHEAD, len(raw), 3, fields, 0)
     offset_map.put_records(buf, fields, 0, 3, 0, 0)
