@@ -27,7 +27,7 @@ import numpy as np
 from crc32c import crc32c
 
 from kmirror.log.cleaner.batch_rewrite import empty_batch, rebuild_batch, records_of
-from kmirror.log.cleaner.offset_map import MAP_FULL, REACHED_END, OffsetMap, map_chunk
+from kmirror.log.cleaner.offset_map import MAP_FULL, REACHED_END, OffsetMap, map_chunk, put_batch
 from kmirror.log.cleaner.record_filter import (
     ERROR,
     HORIZON_SET,
@@ -36,7 +36,9 @@ from kmirror.log.cleaner.record_filter import (
     STATS,
     WRITTEN,
     decide,
+    decide_noted,
     filter_chunk,
+    noted,
     write_kept,
 )
 from kmirror.log.cleaner.record_memo import RecordMemo
@@ -194,20 +196,21 @@ class LogCleaning:
         """Put the batch's keys; False when the map is full (the round ends before it). A
         batch is mapped whole or not at all (Kafka stops before the batch that does not fit)."""
         buf, section_start, section_end = self._section(chunk, pos, header)
-        fields = self._scratch.fields_for(header.records_count)
-        if not self.map.put_records(buf, fields, 0, header.records_count, header.base_offset, start):
+        count = header.records_count
+        fields = self._scratch.fields_for(count)
+        m, memo = self.map, self.memo
+        m.reserve(count)
+        memo.reserve(1, count)
+        if not put_batch(m.slots, m.arena, m.offsets, m.meta, m.undo, m.codes, m.hashes, buf, fields, count,
+                         header.base_offset, start, section_start, header.size, _signed_crc(header), memo.batches,
+                         memo.records, memo.used):
             return False
-        self.stats.map_messages_read += header.records_count
+        self.stats.map_messages_read += count
         return True
 
     def _section(self, chunk: bytes, pos: int, header: BatchHeader) -> tuple[np.ndarray, int, int]:
         """The batch's records section, scanned into the scratch fields: (buffer, start, end)."""
-        if header.compression == 0:
-            buf = np.frombuffer(chunk, dtype=np.uint8)
-            section_start, section_end = pos + RECORD_BATCH_OVERHEAD, pos + header.size
-        else:
-            buf = np.frombuffer(records_of(chunk, pos, header), dtype=np.uint8)
-            section_start, section_end = 0, len(buf)
+        buf, section_start, section_end = _records_section(chunk, pos, header)
         fields = self._scratch.fields_for(header.records_count)
         error, _ = scan_section(buf, section_start, section_end, header.records_count, fields, 0)
         if error:
@@ -316,13 +319,21 @@ class LogCleaning:
         self.stats.messages_read += count
         if discard_records:
             return empty_batch(header) if retain_empty else None
-        buf, section_start, section_end = self._section(chunk, pos, header)
         scratch = self._scratch
         fields, keep = scratch.fields_for(count), scratch.keep_for(count)
         keep_deletes = not header.has_delete_horizon or now < header.base_timestamp
-        kept, invalid, tombstones = decide(buf, fields, 0, count, header.base_offset, self.map.latest_offset,
-                                           keep_deletes, header.is_control, self.map.slots, self.map.arena,
-                                           self.map.offsets, keep)
+        memo = self.memo
+        first = -1 if header.is_control or header.last_offset > self.map.latest_offset else int(noted(
+            memo.batches, memo.used, memo.cursor, _signed_crc(header), header.base_offset, header.size, count))
+        if first >= 0:  # the key-map pass noted it: no walk, no hashing
+            buf, section_start, section_end = _records_section(chunk, pos, header)
+            kept, invalid, tombstones = decide_noted(buf, section_start, count, header.base_offset, memo.records,
+                                                     first, self.map.offsets, keep_deletes, fields, keep)
+        else:
+            buf, section_start, section_end = self._section(chunk, pos, header)
+            kept, invalid, tombstones = decide(buf, fields, 0, count, header.base_offset, self.map.latest_offset,
+                                               keep_deletes, header.is_control, self.map.slots, self.map.arena,
+                                               self.map.offsets, keep)
         self.stats.invalid_messages += invalid
         if not kept:
             return empty_batch(header) if retain_empty else None
@@ -354,6 +365,19 @@ class LogCleaning:
             last_data = entry.batches[-1].last_offset if entry.batches else None
             out[pid] = LastRecord(last_data, entry.producer_epoch)
         return out
+
+
+def _records_section(chunk: bytes, pos: int, header: BatchHeader) -> tuple[np.ndarray, int, int]:
+    """The batch's records section (decompressed when compressed): (buffer, start, end)."""
+    if header.compression == 0:
+        return np.frombuffer(chunk, dtype=np.uint8), pos + RECORD_BATCH_OVERHEAD, pos + header.size
+    buf = np.frombuffer(records_of(chunk, pos, header), dtype=np.uint8)
+    return buf, 0, len(buf)
+
+
+def _signed_crc(header: BatchHeader) -> int:
+    """The CRC as the compiled walk reads it (a signed 32-bit field), for `record_memo`."""
+    return header.crc - (1 << 32) if header.crc >= 1 << 31 else header.crc
 
 
 def _control_type(chunk: bytes, pos: int, header: BatchHeader) -> ControlType:

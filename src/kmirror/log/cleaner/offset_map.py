@@ -263,6 +263,38 @@ def _touch_slots(slots: np.ndarray, buf: np.ndarray, fields: np.ndarray, count: 
     return total
 
 
+@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+def put_batch(slots: np.ndarray, arena: np.ndarray, offsets: np.ndarray, meta: np.ndarray, undo: np.ndarray,
+              codes: np.ndarray, hashes: np.ndarray, buf: np.ndarray, fields: np.ndarray, count: int, base_offset: int,
+              start_offset: int, section_start: int, size: int, crc: int, memo_batches: np.ndarray,
+              memo_records: np.ndarray, memo_used: np.ndarray) -> bool:
+    """`put_records` of one batch's records (fields[:, :count], scanned from the records
+    section at buf[section_start:]), noting the batch (base offset, size, CRC) in the memo
+    when it fits and lies wholly at or above `start_offset`; False when the map is full.
+    The table has room for `count` more keys; `codes` and `hashes` hold `count` values."""
+    undo[1, undo.shape[1] - 1] = _touch_slots(slots, buf, fields, count, hashes)
+    nb = memo_used[BATCHES_USED]
+    nr = memo_used[RECORDS_USED]
+    noted = base_offset >= start_offset and nb < memo_batches.shape[1] and nr + count <= memo_records.shape[1]
+    if noted:
+        ok = put_records(slots, arena, offsets, meta, undo, buf, fields, 0, count, base_offset, start_offset,
+                         memo_records[M_CODE], nr, hashes, True)
+    else:
+        ok = put_records(slots, arena, offsets, meta, undo, buf, fields, 0, count, base_offset, start_offset,
+                         codes, 0, hashes, True)
+    if ok and noted:
+        memo_batches[M_BASE_OFFSET, nb] = base_offset
+        memo_batches[M_FIRST, nb] = nr
+        memo_batches[M_SIZE, nb] = size
+        memo_batches[M_CRC, nb] = crc
+        for r in range(count):
+            memo_records[M_END, nr + r] = fields[RECORD_END, r] - section_start
+            memo_records[M_DELTA, nr + r] = fields[OFFSET_DELTA, r]
+        memo_used[BATCHES_USED] = nb + 1
+        memo_used[RECORDS_USED] = nr + count
+    return ok  # type: ignore[no-any-return]
+
+
 # map_chunk's outcomes
 MAPPED, MAP_FULL, REACHED_END = range(3)
 
@@ -289,28 +321,10 @@ def map_chunk(buf: np.ndarray, headers: np.ndarray, n_batches: int, start_offset
         error, _ = scan_section(buf, pos + BATCH_OVERHEAD, pos + size, count, fields, 0)
         if error != 0:
             return MAPPED, records, error
-        undo[1, undo.shape[1] - 1] = _touch_slots(slots, buf, fields, count, hashes)
-        nb = memo_used[BATCHES_USED]
-        nr = memo_used[RECORDS_USED]
-        noted = base >= start_offset and nb < memo_batches.shape[1] and nr + count <= memo_records.shape[1]
-        if noted:
-            ok = put_records(slots, arena, offsets, meta, undo, buf, fields, 0, count, base, start_offset,
-                             memo_records[M_CODE], nr, hashes, True)
-        else:
-            ok = put_records(slots, arena, offsets, meta, undo, buf, fields, 0, count, base, start_offset,
-                             codes, 0, hashes, True)
-        if not ok:
+        if not put_batch(slots, arena, offsets, meta, undo, codes, hashes, buf, fields, count, base, start_offset,
+                         pos + BATCH_OVERHEAD, size, read_be(buf, pos + 17, 4), memo_batches, memo_records,
+                         memo_used):
             return MAP_FULL, records, 0
-        if noted:
-            memo_batches[M_BASE_OFFSET, nb] = base
-            memo_batches[M_FIRST, nb] = nr
-            memo_batches[M_SIZE, nb] = size
-            memo_batches[M_CRC, nb] = read_be(buf, pos + 17, 4)
-            for r in range(count):
-                memo_records[M_END, nr + r] = fields[RECORD_END, r] - pos
-                memo_records[M_DELTA, nr + r] = fields[OFFSET_DELTA, r]
-            memo_used[BATCHES_USED] = nb + 1
-            memo_used[RECORDS_USED] = nr + count
         records += count
         last_offset = base + headers[B_LAST_OFFSET_DELTA, b]
         if last_offset >= start_offset:

@@ -178,9 +178,9 @@ def filter_chunk(buf: np.ndarray, headers: np.ndarray, n_batches: int, upper_bou
         stats[READ] += count
         has_horizon = (attributes & DELETE_HORIZON_FLAG) != 0
         keep_deletes = not has_horizon or now_ms < base_ts
-        first = _noted(memo_batches, memo_used, memo_cursor, buf, pos, base, size, count)
+        first = noted(memo_batches, memo_used, memo_cursor, read_be(buf, pos + 17, 4), base, size, count)
         if first >= 0 and last_offset <= latest_offset:
-            kept, invalid, tombstones = decide_noted(buf, pos, count, base, memo_records, first, offsets,
+            kept, invalid, tombstones = decide_noted(buf, pos + BATCH_OVERHEAD, count, base, memo_records, first, offsets,
                                                      keep_deletes, fields, keep)
         else:
             error, _ = scan_section(buf, pos + BATCH_OVERHEAD, pos + size, count, fields, 0)
@@ -241,8 +241,8 @@ def _written(written: np.ndarray, n: int, base_offset: int, last_offset: int, ma
 
 
 @njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
-def _noted(memo_batches: np.ndarray, memo_used: np.ndarray, memo_cursor: np.ndarray, buf: np.ndarray, pos: int,
-           base: int, size: int, count: int) -> int:
+def noted(memo_batches: np.ndarray, memo_used: np.ndarray, memo_cursor: np.ndarray, crc: int, base: int, size: int,
+          count: int) -> int:
     """The index of the batch's first noted record, -1 when the key-map pass did not note
     this batch as it is now (same base offset, size, CRC and record count)."""
     c = memo_cursor[0]
@@ -254,22 +254,23 @@ def _noted(memo_batches: np.ndarray, memo_used: np.ndarray, memo_cursor: np.ndar
         return -1
     first = memo_batches[M_FIRST, c]
     after = memo_batches[M_FIRST, c + 1] if c + 1 < used else memo_used[RECORDS_USED]
-    if after - first != count or memo_batches[M_CRC, c] != read_be(buf, pos + 17, 4):
+    if after - first != count or memo_batches[M_CRC, c] != crc:
         return -1
     memo_cursor[0] = c + 1
     return first  # type: ignore[no-any-return]
 
 
 @njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
-def decide_noted(buf: np.ndarray, pos: int, count: int, base_offset: int, memo_records: np.ndarray, first: int,
+def decide_noted(buf: np.ndarray, section_start: int, count: int, base_offset: int, memo_records: np.ndarray, first: int,
                  offsets: np.ndarray, keep_deletes: bool, fields: np.ndarray,
                  keep: np.ndarray) -> tuple[int, int, int]:
-    """`decide` for a noted data batch at `pos`, every record within the map's coverage:
+    """`decide` for a noted data batch whose records section starts at buf[section_start]
+    (in the segment's bytes, or decompressed), every record within the map's coverage:
     keep[r] and, for `write_kept`, fields[RECORD_END, r] (and TS_DELTA of the kept)."""
     kept = invalid = tombstones = 0
-    start = pos + BATCH_OVERHEAD
+    start = section_start
     for r in range(count):
-        end = pos + int(memo_records[M_END, first + r])
+        end = section_start + int(memo_records[M_END, first + r])
         fields[RECORD_END, r] = end
         code = int(memo_records[M_CODE, first + r])
         if code < 0:
