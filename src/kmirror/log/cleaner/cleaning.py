@@ -3,12 +3,15 @@
 1. Offset map: the dirty section [first dirty offset, first uncleanable offset) is read
    and each key's latest offset recorded (aborted transactional data and control batches
    skipped), until the map's memory budget is spent; the round then ends at the last batch
-   mapped (`end_offset`).
+   mapped (`end_offset`). What the pass learnt of each mapped batch (record ends, offset
+   deltas, key map entries) is kept, bounded, for step 2 (`record_memo`).
 2. Every segment from the log start up to `end_offset` is rewritten, in groups no larger
    than one segment (`segment.bytes`, `segment.index.bytes`), into a cleaned segment
-   (`batch_rewrite` says how each batch is kept) carrying the group's first base offset.
+   (`batch_rewrite` says how each batch is kept) carrying the group's first base offset; a
+   batch noted in step 1 is decided from its notes, without walking or hashing it again.
 3. Each group is swapped in (`swap`); the caller then checkpoints `end_offset` as the
-   next first dirty offset.
+   next first dirty offset, and, with `defer_deletes`, deletes the replaced segments
+   (`replaced`, renamed `.deleted`) after `file.delete.delay.ms`.
 
 `run()` yields the bytes processed after each step of at most `step_bytes`, so a shell can
 interleave other work, throttle I/O, or stop (closing the generator removes the partial

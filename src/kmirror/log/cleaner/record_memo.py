@@ -2,13 +2,15 @@
 
 Kafka's cleaner reads the dirty section twice: once to build the key map, once to filter;
 the second read walks every record and hashes every key again. The key-map pass here notes,
-for each plain batch it maps whole (uncompressed, no control or transactional flag, every
-record at or above the first dirty offset), the batch's base offset, size and CRC and, per
-record, where it ends (from the batch start), its offset delta and a code: its key map entry
-times two plus one for a tombstone, or NO_KEY. The filter pass then takes such a batch's
-records from the memo instead of walking them, and decides each with one read of
-`OffsetMap.offsets` (`record_filter.filter_chunk`). A batch whose base offset, size or CRC
-differ from the noted ones (the log changed between the passes) is walked as before.
+for each data batch it maps (every record at or above the first dirty offset), the batch's
+base offset, size and CRC and, per record, where it ends (from the start of its records
+section, decompressed when the batch is compressed), its offset delta and a code: its key
+map entry times two plus one for a tombstone, or NO_KEY. The filter pass then takes such a
+batch's records from the memo instead of walking them, and decides each with one read of
+`OffsetMap.offsets` (`record_filter.filter_chunk` for chunks of plain batches,
+`record_filter.decide_noted` for the others, after decompressing). A batch whose base
+offset, size, CRC or record count differ from the noted ones (the log changed between the
+passes) is walked as before.
 
 The memo is bounded: `limit_bytes` (a quarter of the key map's budget, i.e. of
 `log.cleaner.dedupe.buffer.size` times the load factor) at 12 bytes a record and 32 a
