@@ -327,16 +327,28 @@ class LogSegment:
         """Rename every file of the segment to end in `new_suffix` instead of its current
         suffix (Kafka `LogSegment.changeFileSuffixes`): the indexes first, the `.log` last,
         so the `.log` name marks a complete rename."""
+        for source, target in self.file_suffix_moves(new_suffix):
+            self.fs.rename(source, target)
+        self.set_file_suffix(new_suffix)
+
+    def file_suffix_moves(self, new_suffix: str) -> list[tuple[str, str]]:
+        """The (path, new path) renames of `change_file_suffix`, in its order, for a caller
+        that renames the files of several segments at once (`FileSystem.rename_all`); then
+        `set_file_suffix`."""
         prefix = join(self.directory, filename_prefix(self.base_offset))
-        for index, suffix in ((self.offset_index, INDEX_SUFFIX), (self.time_index, TIME_INDEX_SUFFIX),
-                              (self.txn_index, TXN_INDEX_SUFFIX)):
-            target = prefix + suffix + new_suffix
-            if self.fs.exists(index.path):
-                self.fs.rename(index.path, target)
-            index.path = target
-        target = prefix + LOG_SUFFIX + new_suffix
-        self.fs.rename(self.log_path, target)
-        self.log_path = target
+        moves = [(index.path, prefix + suffix + new_suffix)
+                 for index, suffix in ((self.offset_index, INDEX_SUFFIX), (self.time_index, TIME_INDEX_SUFFIX),
+                                       (self.txn_index, TXN_INDEX_SUFFIX))
+                 if self.fs.exists(index.path)]
+        moves.append((self.log_path, prefix + LOG_SUFFIX + new_suffix))
+        return moves
+
+    def set_file_suffix(self, new_suffix: str) -> None:
+        prefix = join(self.directory, filename_prefix(self.base_offset))
+        self.offset_index.path = prefix + INDEX_SUFFIX + new_suffix
+        self.time_index.path = prefix + TIME_INDEX_SUFFIX + new_suffix
+        self.txn_index.path = prefix + TXN_INDEX_SUFFIX + new_suffix
+        self.log_path = prefix + LOG_SUFFIX + new_suffix
         self.file_suffix = new_suffix
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:

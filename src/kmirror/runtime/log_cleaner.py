@@ -30,6 +30,7 @@ from kmirror.types import TopicPartition
 
 if TYPE_CHECKING:
     from kmirror.log.cleaner.offset_map import OffsetMap
+    from kmirror.log.segment import LogSegment
 
 log = logging.getLogger("kmirror.log_cleaner")
 
@@ -113,7 +114,8 @@ class LogCleanerService:
             return False
         tp = target.log.topic_partition
         cleaning = LogCleaning(target.log, target.first_dirty_offset, target.first_uncleanable_offset, now, offset_map,
-                               io_buffer_size=self.config.io_buffer_size, step_bytes=STEP_BYTES)
+                               io_buffer_size=self.config.io_buffer_size, step_bytes=STEP_BYTES,
+                               defer_deletes=True)
         steps = cleaning.run()
         try:
             for step_bytes in steps:
@@ -135,6 +137,9 @@ class LogCleanerService:
             return True
         finally:
             steps.close()  # a stopped round removes its partial .cleaned files
+            if cleaning.replaced:  # Kafka deletes replaced segments after file.delete.delay.ms
+                asyncio.get_running_loop().call_later(
+                    target.log.config.file_delete_delay_ms / 1000, _delete_segments, list(cleaning.replaced))
         log_dir = manager.log_dir_of(tp)
         if log_dir is not None:
             live = [tp2 for tp2 in manager.logs if manager.log_dir_of(tp2) == log_dir]
@@ -155,6 +160,14 @@ class LogCleanerService:
                  "%d segments swapped", tp, cleaning.end_offset, stats.bytes_read, stats.messages_read,
                  stats.bytes_written, stats.messages_written, stats.segments_swapped)
         return True
+
+
+def _delete_segments(segments: list[LogSegment]) -> None:
+    for segment in segments:
+        try:
+            segment.delete()
+        except OSError:
+            log.exception("deleting %s failed (the log's next load removes it)", segment.log_path)
 
 
 def _load_compiled_cleaner() -> None:

@@ -177,7 +177,13 @@ class OsFileSystem:
         return len(self._fds)
 
     def _close_under(self, path: str) -> None:
-        self._close_under_all([path])
+        """Close the open files at or below `path` (a segment's deletion: one prefix test per
+        open file rather than a walk up each one's directories)."""
+        root = path.rstrip("/")
+        below = root + "/"
+        with self._lock:
+            for p in [p for p in self._fds if p == root or p.startswith(below)]:
+                self.close(p)
 
     def _close_under_all(self, paths: Sequence[str]) -> None:
         """Close the open files at or below any of `paths`: one pass over the open files

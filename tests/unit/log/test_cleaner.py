@@ -340,3 +340,23 @@ def test_offset_map_keeps_exact_keys_through_growth_and_undo():
     assert not put(small, 2, [b"bb", b"cc", b"dd", b"aa"], start_offset=0)  # two new keys, room for one
     assert (small.get(b"aa"), small.get(b"bb"), small.get(b"cc"), small.get(b"dd"), len(small)) == (0, 1, -1, -1, 2)
     assert put(small, 6, [b"cc", b"aa"], start_offset=0) and (small.get(b"cc"), small.get(b"aa")) == (6, 7)
+
+
+def test_deferred_deletes_leave_the_replaced_segments_as_deleted_files_until_deleted() -> None:
+    fs, clock = MemoryFileSystem(), ManualClock(NOW)
+    log = open_log(fs, clock)
+    for i in range(12):
+        produce(log, f"k{i % 2}".encode(), f"v{i}".encode())
+    log.roll()
+    produce(log, b"z", b"z")
+    target = log_to_clean(log, None, NOW)
+    cleaning = LogCleaning(log, target.first_dirty_offset, target.first_uncleanable_offset, NOW, OffsetMap(1 << 20),
+                           defer_deletes=True)
+    for _ in cleaning.run():
+        pass
+    kept = records(log)
+    deleted = sorted(name for name in fs.listdir(DIR) if name.endswith(".deleted"))
+    assert cleaning.replaced and len(deleted) >= len(cleaning.replaced)
+    assert all(s.log_path.endswith(".log.deleted") for s in cleaning.replaced)
+    assert records(open_log(fs, clock)) == kept  # a load drops what a crash left behind
+    assert not any(name.endswith(".deleted") for name in fs.listdir(DIR))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from numba.core.dispatcher import Dispatcher
 
-from kmirror.log.cleaner import offset_map, record_filter
+from kmirror.log.cleaner import offset_map, record_filter, segment_reader
 from kmirror.log.cleaner.cleanable import log_to_clean
 from kmirror.log.cleaner.cleaning import LogCleaning
 from kmirror.log.cleaner.offset_map import OffsetMap
@@ -26,7 +26,7 @@ NOW = 1_700_000_000_000
 
 def signatures() -> dict[str, int]:
     return {f"{m.__name__}.{name}": len(value.signatures)
-            for m in (record_scan, offset_map, record_filter) for name, value in vars(m).items()
+            for m in (record_scan, offset_map, record_filter, segment_reader) for name, value in vars(m).items()
             if isinstance(value, Dispatcher) and value.py_func.__module__ == m.__name__}
 
 

@@ -3,12 +3,15 @@
 1. Offset map: the dirty section [first dirty offset, first uncleanable offset) is read
    and each key's latest offset recorded (aborted transactional data and control batches
    skipped), until the map's memory budget is spent; the round then ends at the last batch
-   mapped (`end_offset`).
+   mapped (`end_offset`). What the pass learnt of each mapped batch (record ends, offset
+   deltas, key map entries) is kept, bounded, for step 2 (`record_memo`).
 2. Every segment from the log start up to `end_offset` is rewritten, in groups no larger
    than one segment (`segment.bytes`, `segment.index.bytes`), into a cleaned segment
-   (`batch_rewrite` says how each batch is kept) carrying the group's first base offset.
+   (`batch_rewrite` says how each batch is kept) carrying the group's first base offset; a
+   batch noted in step 1 is decided from its notes, without walking or hashing it again.
 3. Each group is swapped in (`swap`); the caller then checkpoints `end_offset` as the
-   next first dirty offset.
+   next first dirty offset, and, with `defer_deletes`, deletes the replaced segments
+   (`replaced`, renamed `.deleted`) after `file.delete.delay.ms`.
 
 `run()` yields the bytes processed after each step of at most `step_bytes`, so a shell can
 interleave other work, throttle I/O, or stop (closing the generator removes the partial
@@ -27,7 +30,7 @@ import numpy as np
 from crc32c import crc32c
 
 from kmirror.log.cleaner.batch_rewrite import empty_batch, rebuild_batch, records_of
-from kmirror.log.cleaner.offset_map import MAP_FULL, REACHED_END, OffsetMap, map_chunk
+from kmirror.log.cleaner.offset_map import MAP_FULL, REACHED_END, OffsetMap, map_chunk, put_batch
 from kmirror.log.cleaner.record_filter import (
     ERROR,
     HORIZON_SET,
@@ -36,9 +39,12 @@ from kmirror.log.cleaner.record_filter import (
     STATS,
     WRITTEN,
     decide,
+    decide_noted,
     filter_chunk,
+    noted,
     write_kept,
 )
+from kmirror.log.cleaner.record_memo import RecordMemo
 from kmirror.log.cleaner.segment_reader import Chunk, iter_chunks
 from kmirror.log.cleaner.swap import CleaningAborted, new_cleaned_segment, replace_segments
 from kmirror.log.cleaner.transactions import CleanedTransactionMetadata
@@ -88,7 +94,8 @@ class LastRecord:
 class LogCleaning:
     def __init__(self, log: Log, first_dirty_offset: int, first_uncleanable_offset: int, now_ms: int,
                  offset_map: OffsetMap, *, io_buffer_size: int = 512 * 1024,
-                 step_bytes: int = DEFAULT_STEP_BYTES) -> None:
+                 step_bytes: int = DEFAULT_STEP_BYTES, memo_bytes: int | None = None,
+                 defer_deletes: bool = False) -> None:
         self.log = log
         self.first_dirty_offset = first_dirty_offset
         self.first_uncleanable_offset = first_uncleanable_offset
@@ -100,13 +107,21 @@ class LogCleaning:
         self.stats = CleanerStats()
         self.latest_delete_horizon_ms: int | None = None
         self.done = False
+        # With `defer_deletes`, the replaced segments, renamed `.deleted`, for the caller to
+        # delete after `file.delete.delay.ms` (Kafka `LocalLog.replaceSegments`'s async delete)
+        self.defer_deletes = defer_deletes
+        self.replaced: list[LogSegment] = []
         self._scratch = _Scratch()
+        # What the key-map pass notes for the filter pass: a quarter of the map's budget by default
+        self.memo = RecordMemo(offset_map.capacity_bytes // 4 if memo_bytes is None else memo_bytes)
 
     # -- the round --------------------------------------------------------------------------
 
     def run(self) -> Generator[int, None, None]:
         self.map.clear()
+        self.memo.clear()
         yield from self._build_offset_map()
+        self.memo.cursor[0] = 0
         if self.map.latest_offset < self.first_dirty_offset < self.first_uncleanable_offset:
             raise DedupeBufferTooSmall(
                 f"{self.log.topic_partition}: the key map ({self.map.capacity_bytes} bytes) cannot hold the keys "
@@ -149,11 +164,15 @@ class LogCleaning:
     def _map_plain_chunk(self, chunk: Chunk, start: int, end: int) -> bool:
         """The whole chunk in one compiled call; False when the map is full."""
         offset_map = self.map
-        offset_map.reserve(chunk.records)
+        records_in_chunk = chunk.records
+        offset_map.reserve(records_in_chunk)
+        memo = self.memo
+        memo.reserve(chunk.n, records_in_chunk)
         latest = np.array([offset_map.latest_offset], dtype=np.int64)
         outcome, records, error = map_chunk(
             chunk.buf, chunk.headers, chunk.n, start, end, self._scratch.fields_for(chunk.max_records),
-            offset_map.slots, offset_map.arena, offset_map.meta, offset_map.undo, latest)
+            offset_map.slots, offset_map.arena, offset_map.offsets, offset_map.meta, offset_map.undo,
+            offset_map.codes, offset_map.hashes, latest, memo.batches, memo.records, memo.used)
         if error:
             raise InvalidRecordError(f"{self.log.topic_partition}: {ERRORS[error]}")
         offset_map.update_latest_offset(int(latest[0]))
@@ -180,20 +199,21 @@ class LogCleaning:
         """Put the batch's keys; False when the map is full (the round ends before it). A
         batch is mapped whole or not at all (Kafka stops before the batch that does not fit)."""
         buf, section_start, section_end = self._section(chunk, pos, header)
-        fields = self._scratch.fields_for(header.records_count)
-        if not self.map.put_records(buf, fields, 0, header.records_count, header.base_offset, start):
+        count = header.records_count
+        fields = self._scratch.fields_for(count)
+        m, memo = self.map, self.memo
+        m.reserve(count)
+        memo.reserve(1, count)
+        if not put_batch(m.slots, m.arena, m.offsets, m.meta, m.undo, m.codes, m.hashes, buf, fields, count,
+                         header.base_offset, start, section_start, header.size, _signed_crc(header), memo.batches,
+                         memo.records, memo.used):
             return False
-        self.stats.map_messages_read += header.records_count
+        self.stats.map_messages_read += count
         return True
 
     def _section(self, chunk: bytes, pos: int, header: BatchHeader) -> tuple[np.ndarray, int, int]:
         """The batch's records section, scanned into the scratch fields: (buffer, start, end)."""
-        if header.compression == 0:
-            buf = np.frombuffer(chunk, dtype=np.uint8)
-            section_start, section_end = pos + RECORD_BATCH_OVERHEAD, pos + header.size
-        else:
-            buf = np.frombuffer(records_of(chunk, pos, header), dtype=np.uint8)
-            section_start, section_end = 0, len(buf)
+        buf, section_start, section_end = _records_section(chunk, pos, header)
         fields = self._scratch.fields_for(header.records_count)
         error, _ = scan_section(buf, section_start, section_end, header.records_count, fields, 0)
         if error:
@@ -244,8 +264,10 @@ class LogCleaning:
                 cleaned.txn_index.append(txn)
             if pending:
                 yield pending
-            replace_segments(log, cleaned, group, sizes)
+            replace_segments(log, cleaned, group, sizes, defer_deletes=self.defer_deletes)
             swapped = True
+            if self.defer_deletes:
+                self.replaced.extend(group)
             self.stats.segments_swapped += len(group)
             self.stats.groups.append((group[0].base_offset, len(group)))
         finally:
@@ -264,8 +286,9 @@ class LogCleaning:
         written = scratch.written_for(chunk.n)
         end, n_crc, n_written = filter_chunk(
             chunk.buf, chunk.headers, chunk.n, upper_bound, self.now_ms, self.map.latest_offset, horizon,
-            self.map.slots, self.map.arena, producers[0], producers[1], scratch.fields_for(chunk.max_records),
-            scratch.keep_for(chunk.max_records), out, crc_positions, written, stats)
+            self.map.slots, self.map.arena, self.map.offsets, producers[0], producers[1],
+            scratch.fields_for(chunk.max_records), scratch.keep_for(chunk.max_records), out, crc_positions, written,
+            stats, self.memo.batches, self.memo.records, self.memo.used, self.memo.cursor)
         if stats[ERROR]:
             raise InvalidRecordError(f"{self.log.topic_partition}: {ERRORS[int(stats[ERROR])]}")
         self.stats.messages_read += int(stats[READ])
@@ -299,12 +322,21 @@ class LogCleaning:
         self.stats.messages_read += count
         if discard_records:
             return empty_batch(header) if retain_empty else None
-        buf, section_start, section_end = self._section(chunk, pos, header)
         scratch = self._scratch
         fields, keep = scratch.fields_for(count), scratch.keep_for(count)
         keep_deletes = not header.has_delete_horizon or now < header.base_timestamp
-        kept, invalid, tombstones = decide(buf, fields, 0, count, header.base_offset, self.map.latest_offset,
-                                           keep_deletes, header.is_control, self.map.slots, self.map.arena, keep)
+        memo = self.memo
+        first = -1 if header.is_control or header.last_offset > self.map.latest_offset else int(noted(
+            memo.batches, memo.used, memo.cursor, _signed_crc(header), header.base_offset, header.size, count))
+        if first >= 0:  # the key-map pass noted it: no walk, no hashing
+            buf, section_start, section_end = _records_section(chunk, pos, header)
+            kept, invalid, tombstones = decide_noted(buf, section_start, count, header.base_offset, memo.records,
+                                                     first, self.map.offsets, keep_deletes, fields, keep)
+        else:
+            buf, section_start, section_end = self._section(chunk, pos, header)
+            kept, invalid, tombstones = decide(buf, fields, 0, count, header.base_offset, self.map.latest_offset,
+                                               keep_deletes, header.is_control, self.map.slots, self.map.arena,
+                                               self.map.offsets, keep)
         self.stats.invalid_messages += invalid
         if not kept:
             return empty_batch(header) if retain_empty else None
@@ -336,6 +368,19 @@ class LogCleaning:
             last_data = entry.batches[-1].last_offset if entry.batches else None
             out[pid] = LastRecord(last_data, entry.producer_epoch)
         return out
+
+
+def _records_section(chunk: bytes, pos: int, header: BatchHeader) -> tuple[np.ndarray, int, int]:
+    """The batch's records section (decompressed when compressed): (buffer, start, end)."""
+    if header.compression == 0:
+        return np.frombuffer(chunk, dtype=np.uint8), pos + RECORD_BATCH_OVERHEAD, pos + header.size
+    buf = np.frombuffer(records_of(chunk, pos, header), dtype=np.uint8)
+    return buf, 0, len(buf)
+
+
+def _signed_crc(header: BatchHeader) -> int:
+    """The CRC as the compiled walk reads it (a signed 32-bit field), for `record_memo`."""
+    return header.crc - (1 << 32) if header.crc >= 1 << 31 else header.crc
 
 
 def _control_type(chunk: bytes, pos: int, header: BatchHeader) -> ControlType:

@@ -21,6 +21,17 @@ import numpy as np
 from numba import njit  # type: ignore[import-untyped]
 
 from kmirror.log.cleaner.offset_map import lookup
+from kmirror.log.cleaner.record_memo import (
+    BATCHES_USED,
+    M_BASE_OFFSET,
+    M_CODE,
+    M_CRC,
+    M_DELTA,
+    M_END,
+    M_FIRST,
+    M_SIZE,
+    RECORDS_USED,
+)
 from kmirror.records.record_scan import (
     B_ATTRIBUTES,
     B_BASE_OFFSET,
@@ -39,6 +50,7 @@ from kmirror.records.record_scan import (
     TS_DELTA,
     VALUE_LEN,
     copy_bytes,
+    read_be,
     scan_section,
     varint,
     write_be,
@@ -58,7 +70,7 @@ W_BASE_OFFSET, W_LAST_OFFSET, W_MAX_TS, W_SIZE = range(4)
 
 @njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
 def decide(buf: np.ndarray, fields: np.ndarray, first: int, count: int, base_offset: int, latest_offset: int,
-           keep_deletes: bool, is_control: bool, slots: np.ndarray, arena: np.ndarray,
+           keep_deletes: bool, is_control: bool, slots: np.ndarray, arena: np.ndarray, offsets: np.ndarray,
            keep: np.ndarray) -> tuple[int, int, int]:
     """Fill keep[first:first+count]; returns (kept, invalid, tombstones kept)."""
     kept = invalid = tombstones = 0
@@ -71,7 +83,7 @@ def decide(buf: np.ndarray, fields: np.ndarray, first: int, count: int, base_off
                 invalid += 1
                 k = False
             else:
-                k = (offset >= lookup(slots, arena, buf, fields[KEY_START, r], key_len)
+                k = (offset >= lookup(slots, arena, offsets, buf, fields[KEY_START, r], key_len)
                      and (fields[VALUE_LEN, r] >= 0 or keep_deletes))
         keep[r] = k
         if k:
@@ -140,14 +152,17 @@ def _last_data_offset(pids: np.ndarray, last: np.ndarray, producer_id: int) -> i
 
 @njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
 def filter_chunk(buf: np.ndarray, headers: np.ndarray, n_batches: int, upper_bound: int, now_ms: int,
-                 latest_offset: int, horizon_ms: int, slots: np.ndarray, arena: np.ndarray, pids: np.ndarray,
-                 pid_last: np.ndarray, fields: np.ndarray, keep: np.ndarray, out: np.ndarray,
-                 crc_positions: np.ndarray, written: np.ndarray, stats: np.ndarray) -> tuple[int, int, int]:
+                 latest_offset: int, horizon_ms: int, slots: np.ndarray, arena: np.ndarray, offsets: np.ndarray,
+                 pids: np.ndarray, pid_last: np.ndarray, fields: np.ndarray, keep: np.ndarray, out: np.ndarray,
+                 crc_positions: np.ndarray, written: np.ndarray, stats: np.ndarray, memo_batches: np.ndarray,
+                 memo_records: np.ndarray, memo_used: np.ndarray, memo_cursor: np.ndarray) -> tuple[int, int, int]:
     """Clean `n_batches` plain batches (see the module doc) into `out`; returns (bytes
     written, batches whose CRC the caller must compute: their positions in `crc_positions`,
     batches written: `written[W_FIELD, i]` locates each for the segment's indexes).
-    `pids`/`pid_last`: the active producers' ids, sorted, and their last data offsets. On a
-    malformed batch, stats[ERROR] holds `scan_section`'s error code."""
+    `pids`/`pid_last`: the active producers' ids, sorted, and their last data offsets. A batch
+    the key-map pass noted (`record_memo`; `memo_cursor[0]` is the next noted batch to look
+    for) is decided from its notes, others are walked. On a malformed batch, stats[ERROR]
+    holds `scan_section`'s error code."""
     o = 0
     n_crc = 0
     n_out = 0
@@ -161,14 +176,19 @@ def filter_chunk(buf: np.ndarray, headers: np.ndarray, n_batches: int, upper_bou
         max_ts = headers[B_MAX_TS, b]
         last_offset = base + headers[B_LAST_OFFSET_DELTA, b]
         stats[READ] += count
-        error, _ = scan_section(buf, pos + BATCH_OVERHEAD, pos + size, count, fields, 0)
-        if error != 0:
-            stats[ERROR] = error
-            return o, n_crc, n_out
         has_horizon = (attributes & DELETE_HORIZON_FLAG) != 0
         keep_deletes = not has_horizon or now_ms < base_ts
-        kept, invalid, tombstones = decide(buf, fields, 0, count, base, latest_offset, keep_deletes, False,
-                                           slots, arena, keep)
+        first = noted(memo_batches, memo_used, memo_cursor, read_be(buf, pos + 17, 4), base, size, count)
+        if first >= 0 and last_offset <= latest_offset:
+            kept, invalid, tombstones = decide_noted(buf, pos + BATCH_OVERHEAD, count, base, memo_records, first, offsets,
+                                                     keep_deletes, fields, keep)
+        else:
+            error, _ = scan_section(buf, pos + BATCH_OVERHEAD, pos + size, count, fields, 0)
+            if error != 0:
+                stats[ERROR] = error
+                return o, n_crc, n_out
+            kept, invalid, tombstones = decide(buf, fields, 0, count, base, latest_offset, keep_deletes, False,
+                                               slots, arena, offsets, keep)
         stats[INVALID] += invalid
         stats[WRITTEN] += kept
         if kept == 0:
@@ -218,3 +238,55 @@ def _written(written: np.ndarray, n: int, base_offset: int, last_offset: int, ma
     written[W_MAX_TS, n] = max_ts
     written[W_SIZE, n] = size
     return n + 1
+
+
+@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+def noted(memo_batches: np.ndarray, memo_used: np.ndarray, memo_cursor: np.ndarray, crc: int, base: int, size: int,
+          count: int) -> int:
+    """The index of the batch's first noted record, -1 when the key-map pass did not note
+    this batch as it is now (same base offset, size, CRC and record count)."""
+    c = memo_cursor[0]
+    used = memo_used[BATCHES_USED]
+    while c < used and memo_batches[M_BASE_OFFSET, c] < base:
+        c += 1
+    memo_cursor[0] = c
+    if c == used or memo_batches[M_BASE_OFFSET, c] != base or memo_batches[M_SIZE, c] != size:
+        return -1
+    first = memo_batches[M_FIRST, c]
+    after = memo_batches[M_FIRST, c + 1] if c + 1 < used else memo_used[RECORDS_USED]
+    if after - first != count or memo_batches[M_CRC, c] != crc:
+        return -1
+    memo_cursor[0] = c + 1
+    return first  # type: ignore[no-any-return]
+
+
+@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+def decide_noted(buf: np.ndarray, section_start: int, count: int, base_offset: int, memo_records: np.ndarray, first: int,
+                 offsets: np.ndarray, keep_deletes: bool, fields: np.ndarray,
+                 keep: np.ndarray) -> tuple[int, int, int]:
+    """`decide` for a noted data batch whose records section starts at buf[section_start]
+    (in the segment's bytes, or decompressed), every record within the map's coverage:
+    keep[r] and, for `write_kept`, fields[RECORD_END, r] (and TS_DELTA of the kept)."""
+    kept = invalid = tombstones = 0
+    start = section_start
+    for r in range(count):
+        end = section_start + int(memo_records[M_END, first + r])
+        fields[RECORD_END, r] = end
+        code = int(memo_records[M_CODE, first + r])
+        if code < 0:
+            invalid += 1
+            keep[r] = False
+        else:
+            tombstone = (code & 1) == 1
+            k = (base_offset + int(memo_records[M_DELTA, first + r]) >= offsets[code >> 1]
+                 and (keep_deletes or not tombstone))
+            keep[r] = k
+            if k:
+                kept += 1
+                if tombstone:
+                    tombstones += 1
+                _, p = varint(buf, start, end)  # the length; the attributes byte follows
+                ts_delta, _ = varint(buf, p + 1, end)
+                fields[TS_DELTA, r] = ts_delta
+        start = end
+    return kept, invalid, tombstones

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit  # type: ignore[import-untyped]
 
 from kmirror.log.segment import LogSegment
 from kmirror.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader, CorruptRecordError, read_header
@@ -28,19 +29,9 @@ class Chunk:
     buf: np.ndarray
     headers: np.ndarray
     n: int
-
-    @property
-    def all_plain(self) -> bool:
-        """No batch compressed, transactional or control: the compiled paths take it whole."""
-        return not bool(np.any(self.headers[B_ATTRIBUTES, :self.n] & _NOT_PLAIN))
-
-    @property
-    def records(self) -> int:
-        return int(self.headers[B_COUNT, :self.n].sum())
-
-    @property
-    def max_records(self) -> int:
-        return int(self.headers[B_COUNT, :self.n].max()) if self.n else 0
+    all_plain: bool  # no batch compressed, transactional or control: the compiled paths take it whole
+    records: int
+    max_records: int
 
     def batches(self) -> list[tuple[int, BatchHeader]]:
         """(position, parsed header) of each batch, for the per-batch paths."""
@@ -71,5 +62,21 @@ def iter_chunks(segment: LogSegment, start_position: int, chunk_size: int, check
             n, offset = walk_batches(buf, 0, len(chunk), headers)
             if n != 1:
                 raise CorruptRecordError(f"{path}: malformed batch at {position}")
-        yield Chunk(chunk, int(offset), buf, headers, int(n))
+        all_plain, records, max_records = summarize(headers, n)
+        yield Chunk(chunk, int(offset), buf, headers, int(n), bool(all_plain), int(records), int(max_records))
         position += offset
+
+
+@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+def summarize(headers: np.ndarray, n: int) -> tuple[bool, int, int]:
+    """(no batch compressed, transactional or control; records; most records in one batch)
+    of the `n` batches of `headers`, in one call per chunk."""
+    plain = True
+    records = most = 0
+    for b in range(n):
+        count = headers[B_COUNT, b]
+        records += count
+        most = max(most, count)
+        if headers[B_ATTRIBUTES, b] & _NOT_PLAIN:
+            plain = False
+    return plain, records, most

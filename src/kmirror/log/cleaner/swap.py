@@ -4,7 +4,9 @@ Crash-safe order, every step durable before the next:
 1. the cleaned segment is written as `<base>.log.cleaned` (+ `.index.cleaned`, ...) and fsynced;
 2. its files are renamed to `.swap`, the `.log` last: a `<base>.log.swap` is a complete
    cleaned segment;
-3. the replaced segments' files are deleted;
+3. the replaced segments' files are deleted, or, with `defer_deletes` (as Kafka's
+   `asyncDeleteSegment`), renamed to `.deleted` for the caller to delete after
+   `file.delete.delay.ms` (the load removes `.deleted` files left by a crash);
 4. the `.swap` files are renamed to their final names, the `.log` last.
 A crash before 2 leaves `.cleaned` files that recovery deletes (the old segments are whole).
 A crash after 2 is completed by recovery (`swap_recovery.complete_swaps`). The cleaned
@@ -19,6 +21,7 @@ from kmirror.log.segment import LogSegment
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
 
 
 class CleaningAborted(Exception):
@@ -36,7 +39,8 @@ def new_cleaned_segment(log: Log, base_offset: int) -> LogSegment:
     return segment
 
 
-def replace_segments(log: Log, cleaned: LogSegment, old: list[LogSegment], old_sizes: list[int]) -> None:
+def replace_segments(log: Log, cleaned: LogSegment, old: list[LogSegment], old_sizes: list[int], *,
+                     defer_deletes: bool = False) -> None:
     """Swap `cleaned` in for `old` (consecutive segments of `log`), or raise
     `CleaningAborted` when `old` is no longer what the round read."""
     segments = log.segments
@@ -50,8 +54,13 @@ def replace_segments(log: Log, cleaned: LogSegment, old: list[LogSegment], old_s
     cleaned.on_become_inactive()
     cleaned.flush()
     cleaned.change_file_suffix(SWAP_SUFFIX)
-    for segment in old:
-        segment.delete()
+    if defer_deletes:  # one rename_all: a .deleted file is a stray to recovery whichever were renamed
+        log.fs.rename_all([move for segment in old for move in segment.file_suffix_moves(DELETED_SUFFIX)])
+        for segment in old:
+            segment.set_file_suffix(DELETED_SUFFIX)
+    else:
+        for segment in old:
+            segment.delete()
     cleaned.change_file_suffix("")
     cleaned.rolling_based_timestamp = None
     segments[start:start + len(old)] = [cleaned]
