@@ -195,7 +195,7 @@ class MetadataPublisher:
     async def _flush_in_background(self) -> None:
         log_manager = self._replica_manager.log_manager
         try:
-            while log_manager.has_new_logs:
+            while log_manager.has_new_logs and not self._stopping:  # `close` syncs the rest
                 started = time.monotonic()
                 flushed = await asyncio.to_thread(log_manager.flush_new_logs, lambda: self._stopping)
                 if flushed > LARGE_CREATION_PARTITIONS:

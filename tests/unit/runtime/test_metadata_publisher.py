@@ -153,3 +153,35 @@ def test_an_image_arriving_while_a_large_one_is_published_in_steps_is_published_
 
     asyncio.run(main())
     assert published == [1, 2] and len(rm.log_manager.logs) == 12
+
+
+def test_stop_ends_the_sync_of_new_logs_which_leaves_the_rest_to_the_log_managers_close() -> None:
+    class SlowToSync(FakeLogs):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pending = 100
+
+        @property
+        def has_new_logs(self) -> bool:  # type: ignore[override]
+            return self.pending > 0
+
+        def flush_new_logs(self, stop: Callable[[], bool] = lambda: False) -> int:
+            flushed = 0
+            while self.pending and not stop():
+                time.sleep(0.01)
+                self.pending -= 1
+                flushed += 1
+            return flushed
+
+    logs = SlowToSync()
+    rm = SimpleNamespace(node_id=1, log_manager=logs, log_config=lambda image, topic: None,
+                         assigns_leader_epoch=lambda image, topic: False)
+
+    async def main() -> None:
+        publisher = MetadataPublisher(rm, _recording([]), threshold=4)
+        publisher.on_change(None, _image(1, 3))  # published at once; the sync of new logs starts
+        await asyncio.sleep(0.05)
+        await asyncio.wait_for(publisher.stop(), timeout=30)
+
+    asyncio.run(main())
+    assert 0 < logs.pending < 100  # stopped early; `LogManager.close` syncs the rest
