@@ -51,7 +51,7 @@ from kmirror.replication.fetch_session import (
 )
 from kmirror.replication.fetcher.truncation import leader_mirror_leader_epoch
 from kmirror.replication.outcomes import READ_COMMITTED, ReadOutcome
-from kmirror.replication.replica_manager import FetchPartitionRequest
+from kmirror.replication.replica_manager import FetchPartitionRequest, ReplicaManager
 from kmirror.types import TopicPartition
 
 _LEADER_HINT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
@@ -93,12 +93,6 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     if context.error is not None:
         return build(rt, throttle_time=_zero(), error_code=context.error, session_id=INVALID_SESSION_ID, responses=())
 
-    reads = [
-        FetchPartitionRequest(
-            tp, s.fetch_offset, s.partition_max_bytes, s.current_leader_epoch, *follower_fields.get(tp, (-1, -1))
-        )
-        for tp, s in context.partitions
-    ]
     max_bytes = int(request.max_bytes)
     if replica_id < 0:  # Kafka bounds consumer fetches by the broker's fetch.max.bytes
         max_bytes = min(max_bytes, int(services.config.get("fetch.max.bytes")))
@@ -110,6 +104,15 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     client_rack = str(getattr(request, "rack_id", "") or "") if version >= 11 and replica_id < 0 else None
 
     def read() -> dict[TopicPartition, Any]:
+        partitions = context.partitions
+        if context.incremental and replica_id < 0:
+            # An incremental answer leaves out the partitions with nothing to say: those are
+            # not read at all (`_idle`), and stay out of `results`.
+            partitions = [(tp, s) for tp, s in partitions
+                          if not _idle(rm, tp, s, isolation_level, client_rack)]
+        reads = [FetchPartitionRequest(tp, s.fetch_offset, s.partition_max_bytes, s.current_leader_epoch,
+                                       *follower_fields.get(tp, (-1, -1)))
+                 for tp, s in partitions]
         return rm.fetch(reads, max_bytes, isolation_level, replica_id, client_rack=client_rack, replica_epoch=replica_epoch)
 
     results = read()
@@ -124,7 +127,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             done_bytes, done_error = _progress(latest[0])
             return done_error or done_bytes >= min_bytes
 
-        await purgatory_for(rm).wait([r.topic_partition for r in reads], try_complete, max_wait_ms, checked=True)
+        await purgatory_for(rm).wait([tp for tp, _ in context.partitions], try_complete, max_wait_ms, checked=True)
         # Whatever changes a read (an append, a moved high watermark) re-ran `try_complete`,
         # so the last read is current when the wait expires: an idle fetch of thousands of
         # partitions reads them once, not twice. (Leadership and log start moves are seen by
@@ -159,6 +162,13 @@ def _forgotten(rm: Any, request: Any, by_topic_id: bool) -> list[TopicPartition]
         if name is not None:
             out.extend(TopicPartition(name, int(p)) for p in topic.partitions)
     return out
+
+
+def _idle(rm: ReplicaManager, tp: TopicPartition, state: SessionPartition, isolation_level: int, client_rack: str | None) -> bool:
+    """A session partition whose read would hold no records, no error, and the offsets the
+    session last told the client: an incremental answer leaves it out (`should_answer`)."""
+    told = rm.idle_consumer_read(tp, state.fetch_offset, isolation_level, state.current_leader_epoch, client_rack)
+    return told is not None and told == (state.high_watermark, state.last_stable_offset, state.log_start_offset)
 
 
 def _replica_id(request: Any) -> int:
@@ -205,7 +215,9 @@ def _response(
     topics: dict[Any, list[Any]] = {}
     with_records: list[TopicPartition] = []
     for tp, state in context.partitions:
-        result = results[tp]
+        result = results.get(tp)
+        if result is None:  # idle in an incremental session: not read, not answered
+            continue
         key = state.topic_id if by_topic_id else tp.topic
         if isinstance(result, ReadOutcome):
             if not context.should_answer(
