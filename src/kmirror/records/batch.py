@@ -203,13 +203,13 @@ def cut_within_first_batch(buf: Buffer) -> bool:
         return False
     if len(buf) <= MAGIC_OFFSET:
         return True
-    try:
-        header = read_header(buf)
-    except UnsupportedMagicError:
+    if buf[MAGIC_OFFSET] != MAGIC_V2:
         return False
-    except CorruptRecordError:
-        return len(buf) < RECORD_BATCH_OVERHEAD
-    return header.size > len(buf)
+    if len(buf) < RECORD_BATCH_OVERHEAD:
+        return True
+    # The batch length alone (no header object: this runs for every partition of a Fetch answer).
+    size = _INT32.unpack_from(buf, LENGTH_OFFSET)[0] + LOG_OVERHEAD
+    return RECORD_BATCH_OVERHEAD <= size and size > len(buf)
 
 
 def valid_prefix(buf: Buffer) -> tuple[int, list[BatchHeader]]:
