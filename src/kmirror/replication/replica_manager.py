@@ -33,6 +33,7 @@ from kmirror.replication.log_dirs import DiskUsage, describe_log_dirs
 from kmirror.replication.metrics import replication_metrics
 from kmirror.replication.outcomes import (
     READ_COMMITTED,
+    UNKNOWN_EPOCH,
     AlterPartitionItem,
     AppendOutcome,
     EpochEndOffset,
@@ -284,15 +285,19 @@ class ReplicaManager(PartitionHosting):
         a partition only when these moved, so the thousands of idle partitions of a session
         are passed over without building a read for each."""
         partition = self._partitions.get(tp)
-        if (partition is None or not partition.is_leader
-                or partition.check_leader_epoch(current_leader_epoch) is not None
-                or (client_rack and may_prefer_another_replica(self.config))):
+        if partition is None or (client_rack and may_prefer_another_replica(self.config)):
+            return None
+        # `Partition.read`'s checks, on the fields directly: this runs for every partition of
+        # a session on every read of it.
+        state = partition.state
+        if state.leader != partition.local_broker_id or (
+                current_leader_epoch != UNKNOWN_EPOCH and current_leader_epoch != state.leader_epoch):
             return None
         log = partition.log
-        log_start, high_watermark = log.log_start_offset, log.high_watermark
+        log_start = log.log_start_offset
         if fetch_offset < log_start or fetch_offset > log.log_end_offset:
             return None  # OFFSET_OUT_OF_RANGE
-        last_stable = log.last_stable_offset
+        high_watermark, last_stable = log.high_watermark, log.last_stable_offset
         if fetch_offset < (last_stable if isolation_level == READ_COMMITTED else high_watermark):
             return None  # records to read
         return high_watermark, last_stable, log_start

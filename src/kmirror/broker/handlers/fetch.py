@@ -51,7 +51,7 @@ from kmirror.replication.fetch_session import (
 )
 from kmirror.replication.fetcher.truncation import leader_mirror_leader_epoch
 from kmirror.replication.outcomes import READ_COMMITTED, ReadOutcome
-from kmirror.replication.replica_manager import FetchPartitionRequest, ReplicaManager
+from kmirror.replication.replica_manager import FetchPartitionRequest
 from kmirror.types import TopicPartition
 
 _LEADER_HINT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
@@ -106,10 +106,13 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     def read() -> dict[TopicPartition, Any]:
         partitions = context.partitions
         if context.incremental and replica_id < 0:
-            # An incremental answer leaves out the partitions with nothing to say: those are
-            # not read at all (`_idle`), and stay out of `results`.
+            # An incremental answer leaves out the partitions with nothing to say: a partition
+            # whose read would hold only the offsets the session last told is not read at all
+            # (it stays out of `results`).
+            idle = rm.idle_consumer_read
             partitions = [(tp, s) for tp, s in partitions
-                          if not _idle(rm, tp, s, isolation_level, client_rack)]
+                          if idle(tp, s.fetch_offset, isolation_level, s.current_leader_epoch, client_rack)
+                          != (s.high_watermark, s.last_stable_offset, s.log_start_offset)]
         reads = [FetchPartitionRequest(tp, s.fetch_offset, s.partition_max_bytes, s.current_leader_epoch,
                                        *follower_fields.get(tp, (-1, -1)))
                  for tp, s in partitions]
@@ -162,13 +165,6 @@ def _forgotten(rm: Any, request: Any, by_topic_id: bool) -> list[TopicPartition]
         if name is not None:
             out.extend(TopicPartition(name, int(p)) for p in topic.partitions)
     return out
-
-
-def _idle(rm: ReplicaManager, tp: TopicPartition, state: SessionPartition, isolation_level: int, client_rack: str | None) -> bool:
-    """A session partition whose read would hold no records, no error, and the offsets the
-    session last told the client: an incremental answer leaves it out (`should_answer`)."""
-    told = rm.idle_consumer_read(tp, state.fetch_offset, isolation_level, state.current_leader_epoch, client_rack)
-    return told is not None and told == (state.high_watermark, state.last_stable_offset, state.log_start_offset)
 
 
 def _replica_id(request: Any) -> int:
