@@ -104,7 +104,7 @@ def lag_consumer(bootstrap: str, topic: str, partitions: list[int]) -> Consumer:
 
 
 def produce(bootstrap: str, topic: str, n: int, rate: float, seconds: float, record_bytes: int,
-            sent: list[int]) -> None:
+            sent: list[int], flush_s: float = 300) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5,
                          "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 2_000_000})
     padding = b"x" * max(0, record_bytes - 8)
@@ -119,7 +119,7 @@ def produce(bootstrap: str, topic: str, n: int, rate: float, seconds: float, rec
             owed -= 1
         producer.poll(0)
         time.sleep(max(0.0, 0.01 - (time.monotonic() - now)))
-    if producer.flush(120) != 0:
+    if producer.flush(flush_s) != 0:
         raise SystemExit("producer: records not delivered")
 
 
@@ -147,8 +147,10 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, float]:
                 "--partitions", str(n), "--replication-factor", "1")
         # One record per partition first: the first batch of a partition writes its epoch
         # checkpoint on both sides, a one-off the steady state does not pay.
+        # (A node creates a wide topic's logs off its event loop after CreateTopics answers:
+        # the first records wait for them.)
         produce(source.bootstrap, topic, n, rate=max(1000.0, n), seconds=n / max(1000.0, n), record_bytes=16,
-                sent=[0])
+                sent=[0], flush_s=TIMEOUT_S)
         create_mirror(dest, source, MIRROR, topic, base / "mirror.properties")
         wait_until(lambda: mirroring(dest.bootstrap, topic, n), f"{n} partitions MIRRORING", timeout_s=TIMEOUT_S)
         target = end_offset_sum(source.bootstrap, topic, n)
