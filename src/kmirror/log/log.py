@@ -272,7 +272,8 @@ class Log(LogTruncation):
             self.active_segment.update_txn_index(txn, last_stable_offset)
 
     def _append_to_segment(self, buf: Buffer, headers: list[BatchHeader]) -> None:
-        self.active_segment.append(buf)
+        """`headers`: every batch of `buf`, in order (read once by the append's analysis)."""
+        self.active_segment.append(buf, [(h.base_offset, h.last_offset, h.max_timestamp, h.size) for h in headers])
         self._log_end_offset = headers[-1].next_offset
         self._unflushed_messages += sum(h.records_count for h in headers)
         if self._unflushed_messages >= self.config.flush_messages:

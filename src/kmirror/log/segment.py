@@ -7,6 +7,8 @@ segment's base offset, and offsets fit the indexes' int32 relative form.
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -30,6 +32,8 @@ TXN_INDEX_SUFFIX = ".txnindex"
 _INT32_MAX = 2**31 - 1
 # Headers are read in chunks this large while scanning (a whole batch is never read to scan).
 _SCAN_CHUNK = 64 * 1024
+# How many of the last appended batches a segment remembers the position of.
+_TAIL_BATCHES = 16
 
 
 def filename_prefix(offset: int) -> str:
@@ -66,10 +70,17 @@ class LogSegment:
         self.offset_of_max_timestamp_so_far = base_offset
         self.rolling_based_timestamp: int | None = None
         self._bytes_since_last_index_entry = 0
+        # The base offsets and positions of the last batches appended (at most 2 *
+        # _TAIL_BATCHES), contiguous up to the end of the file: a read at the tail (a consumer
+        # or a mirror that keeps up) starts at its batch instead of scanning headers from
+        # the index entry below it. Forgotten whenever the file changes otherwise.
+        self._tail_offsets = array("q")
+        self._tail_positions = array("q")
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def create(self) -> None:
+        self._forget_tail()
         self.fs.write_file(self.log_path, b"")
         self.offset_index.reset()
         self.time_index.reset()
@@ -79,6 +90,7 @@ class LogSegment:
     def load(self) -> bool:
         """Open an existing segment trusting its indexes; False if an index needs a rebuild
         (then call `recover`)."""
+        self._forget_tail()
         self.size = self.fs.size(self.log_path)
         ok = self.offset_index.load() & self.time_index.load() & self.txn_index.load()
         if ok and len(self.offset_index) and self.offset_index.entries()[-1][1] >= max(self.size, 1):
@@ -93,6 +105,7 @@ class LogSegment:
         both indexes (Kafka `LogSegment.recover`). Returns (valid headers, truncated bytes).
         The transaction index is emptied: rebuilding it needs the producer state at the
         segment's start, which the loader has (`update_txn_index`)."""
+        self._forget_tail()
         self.size = self.fs.size(self.log_path)
         self.offset_index.reset()
         self.time_index.reset()
@@ -141,13 +154,19 @@ class LogSegment:
             raise RuntimeError(f"{self.log_path}: appended at {position}, expected {self.size}")
         self.offset_index.hold_writes()
         self.time_index.hold_writes()
+        tail_offsets, tail_positions = self._tail_offsets, self._tail_positions
         try:
-            for _, last_offset, max_timestamp, size in located:
+            for base_offset, last_offset, max_timestamp, size in located:
                 self._index_batch(last_offset, max_timestamp, size, position)
+                tail_offsets.append(base_offset)
+                tail_positions.append(position)
                 position += size
         finally:
             self.offset_index.release_writes()
             self.time_index.release_writes()
+        if len(tail_offsets) > 2 * _TAIL_BATCHES:
+            del tail_offsets[:-_TAIL_BATCHES]
+            del tail_positions[:-_TAIL_BATCHES]
         self.size = position
         self._next_offset = located[-1][1] + 1
         return position
@@ -194,9 +213,16 @@ class LogSegment:
 
     def find_batch(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= `offset` (the one containing it, or the
-        next one after a gap), scanning from the index's floor entry."""
-        _, index_position = self.offset_index.lookup(offset)
-        for position, header in self.batches(max(index_position, start_position)):
+        next one after a gap), scanning from the last remembered batch that starts at or
+        below `offset`, else from the index's floor entry."""
+        tail = self._tail_offsets
+        if tail and tail[0] <= offset:
+            # Every batch before it ends below `offset`, and it is at or past the index floor
+            # (the remembered batches run to the end of the file).
+            start = self._tail_positions[bisect_right(tail, offset) - 1]
+        else:
+            _, start = self.offset_index.lookup(offset)
+        for position, header in self.batches(max(start, start_position)):
             if header.last_offset >= offset:
                 return position, header
         return None
@@ -272,6 +298,7 @@ class LogSegment:
         if found is None:
             return min(offset, old_next)
         position, header = found
+        self._forget_tail()
         self.offset_index.truncate_to(header.base_offset)
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to(header.base_offset)
@@ -297,9 +324,15 @@ class LogSegment:
         self._next_offset = next_offset
         self._bytes_since_last_index_entry = 0
 
+    def _forget_tail(self) -> None:
+        del self._tail_offsets[:]
+        del self._tail_positions[:]
+
     def on_become_inactive(self) -> None:
         """At roll (and close) the time index gets a final entry for the max timestamp, so a
-        reopened segment knows its largest timestamp without a scan (Kafka does the same)."""
+        reopened segment knows its largest timestamp without a scan (Kafka does the same).
+        The positions of its last batches are forgotten: they serve readers of the tail."""
+        self._forget_tail()
         if self.max_timestamp_so_far != NO_TIMESTAMP:
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
 
@@ -319,6 +352,7 @@ class LogSegment:
             self.fs.close(path)
 
     def delete(self) -> None:
+        self._forget_tail()
         for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             self.fs.close(path)
             self.fs.delete(path)

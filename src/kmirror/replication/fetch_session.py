@@ -62,7 +62,10 @@ class SessionPartition:
 class FetchSession:
     session_id: int
     next_epoch: int
-    partitions: OrderedDict[TopicPartition, SessionPartition]
+    # In the session's order (a dict keeps insertion order; `rotate` re-inserts). Not an
+    # OrderedDict: iterating one looks every key up again, a hash of each of thousands of
+    # partitions per request.
+    partitions: dict[TopicPartition, SessionPartition]
     last_used_ms: int
 
 
@@ -113,8 +116,9 @@ class FetchContext:
             return
         partitions = self.session.partitions
         for tp in answered_with_records:
-            if tp in partitions:
-                partitions.move_to_end(tp)
+            state = partitions.pop(tp, None)
+            if state is not None:
+                partitions[tp] = state
 
 
 class FetchSessionCache:
@@ -179,7 +183,7 @@ class FetchSessionCache:
         self._last_id = self._last_id + 1 if self._last_id < 2**31 - 1 else 1
         while self._last_id in self._sessions:
             self._last_id += 1
-        session = FetchSession(self._last_id, 1, OrderedDict(requested), now_ms)
+        session = FetchSession(self._last_id, 1, dict(requested), now_ms)
         self._sessions[session.session_id] = session
         return session
 

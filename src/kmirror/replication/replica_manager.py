@@ -32,6 +32,8 @@ from kmirror.replication.hosting import PartitionHosting, RoleListener
 from kmirror.replication.log_dirs import DiskUsage, describe_log_dirs
 from kmirror.replication.metrics import replication_metrics
 from kmirror.replication.outcomes import (
+    READ_COMMITTED,
+    UNKNOWN_EPOCH,
     AlterPartitionItem,
     AppendOutcome,
     EpochEndOffset,
@@ -49,7 +51,7 @@ from kmirror.replication.replica_ports import (
     ReplicaLogManager,
     WriteGuard,
 )
-from kmirror.replication.replica_selector import preferred_read_replica
+from kmirror.replication.replica_selector import may_prefer_another_replica, preferred_read_replica
 from kmirror.replication.replication_quota import ReplicationQuotaManager
 from kmirror.types import TopicPartition
 
@@ -273,6 +275,32 @@ class ReplicaManager(PartitionHosting):
                 min_one_message = False
                 remaining = max(0, remaining - read.size)
         return results
+
+    def idle_consumer_read(self, tp: TopicPartition, fetch_offset: int, isolation_level: int,
+                           current_leader_epoch: int, client_rack: str | None) -> tuple[int, int, int] | None:
+        """(high watermark, last stable offset, log start offset) of the answer `fetch` gives
+        a consumer (`replica_id` -1) reading `tp` at `fetch_offset` when that answer holds no
+        records, no error and no preferred read replica; None when it may hold any of them
+        (the caller then reads). A few comparisons instead of a read: a fetch session answers
+        a partition only when these moved, so the thousands of idle partitions of a session
+        are passed over without building a read for each."""
+        partition = self._partitions.get(tp)
+        if partition is None or (client_rack and may_prefer_another_replica(self.config)):
+            return None
+        # `Partition.read`'s checks, on the fields directly: this runs for every partition of
+        # a session on every read of it.
+        state = partition.state
+        if state.leader != partition.local_broker_id or (
+                current_leader_epoch != UNKNOWN_EPOCH and current_leader_epoch != state.leader_epoch):
+            return None
+        log = partition.log
+        log_start = log.log_start_offset
+        if fetch_offset < log_start or fetch_offset > log.log_end_offset:
+            return None  # OFFSET_OUT_OF_RANGE
+        high_watermark, last_stable = log.high_watermark, log.last_stable_offset
+        if fetch_offset < (last_stable if isolation_level == READ_COMMITTED else high_watermark):
+            return None  # records to read
+        return high_watermark, last_stable, log_start
 
     def _leader_throttles(self, partition: Partition[HostedLog], replica_id: int) -> bool:
         """Kafka `shouldLeaderThrottle` (before the quota check): a throttled partition and a

@@ -67,6 +67,12 @@ def preferred_read_replica(
     )
 
 
+def may_prefer_another_replica(config: ServerConfig) -> bool:
+    """Whether `preferred_read_replica` can name another replica than the leader for a
+    consumer with a rack (only with the rack-aware selector; an empty rack never)."""
+    return _rack_aware_selector(config)
+
+
 def _rack_aware_selector(config: ServerConfig) -> bool:
     selector = config.values.get("replica.selector.class")
     return selector is not None and str(selector).rsplit(".", 1)[-1] == "RackAwareReplicaSelector"

@@ -1,7 +1,8 @@
 """The Kafka listener: an asyncio Protocol per connection.
 
 Requests on one connection are handled one at a time and answered in order (Kafka mutes a
-channel while a request is in flight). A frame that cannot be parsed, an unknown API key or
+channel while a request is in flight); the responses to requests handled without waiting in
+between share one socket write. A frame that cannot be parsed, an unknown API key or
 an unsupported version of anything but ApiVersions closes that connection only; every
 other connection keeps being served.
 
@@ -88,6 +89,8 @@ log = logging.getLogger(__name__)
 API_VERSIONS = 18
 FETCH = 1
 _MAX_QUEUED_FRAMES = 64
+# Responses waiting to be written together are written at once past this size.
+_COALESCE_MAX_BYTES = 64 * 1024
 _ids = itertools.count(1)
 UNLIMITED = 2**31 - 1
 
@@ -120,6 +123,8 @@ class KafkaConnection(asyncio.Protocol):
         self._paused = False
         self._closed = False
         self._muted_until = 0.0  # loop time until which a throttled channel stays muted
+        self._unsent: list[memoryview | bytes] = []  # responses awaiting `_flush`, in order
+        self._unsent_bytes = 0
         self.connection_id = next(_ids)
         self.peer = "?"
         self._sasl = None if server.sasl is None else SaslServer(server.sasl.enabled_mechanisms,
@@ -192,9 +197,26 @@ class KafkaConnection(asyncio.Protocol):
         self._server.resume_paused()
 
     def close(self) -> None:
+        self._flush()
         self._closed = True
         if self._transport is not None:
             self._transport.close()
+
+    def _send(self, payload: memoryview | bytes) -> None:
+        """Responses of requests answered without the task yielding in between go out in one
+        socket write when the event loop next runs (`_flush`), in order; past
+        `_COALESCE_MAX_BYTES` at once, so backpressure still stops the next request."""
+        self._unsent.append(payload)
+        self._unsent_bytes += len(payload)
+        if self._unsent_bytes > _COALESCE_MAX_BYTES:
+            self._flush()
+        elif len(self._unsent) == 1:
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        unsent, self._unsent, self._unsent_bytes = self._unsent, [], 0
+        if unsent and self._transport is not None and not self._closed:
+            self._transport.write(unsent[0] if len(unsent) == 1 else b"".join(unsent))
 
     # request loop
     async def _serve(self) -> None:
@@ -220,7 +242,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._server.resume_paused()
                 payload = await self._handle(raw)
                 if payload is not None and self._transport is not None and not self._closed:
-                    self._transport.write(payload)
+                    self._send(payload)
         except asyncio.CancelledError:
             pass
 
@@ -278,6 +300,7 @@ class KafkaConnection(asyncio.Protocol):
         payload = encode_response(req.spec, req.header.api_version, req.header.correlation_id,
                                   _sasl_response(req, decision))
         if decision.close_after_response and self._transport is not None:
+            self._flush()
             self._transport.write(payload)
             self.close()
             return None

@@ -89,7 +89,7 @@ class PartitionVerification:
 
 
 def header_dict(header: BatchHeader) -> dict[str, Any]:
-    out = asdict(header)
+    out: dict[str, Any] = header._asdict()
     out.update(last_offset=header.last_offset, compression=header.compression,
                is_transactional=header.is_transactional, is_control=header.is_control)
     return out

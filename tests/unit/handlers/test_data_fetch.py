@@ -196,6 +196,20 @@ def test_incremental_fetch_session_answers_only_changed_partitions() -> None:
     assert gone.error_code == ErrorCode.fetch_session_id_not_found
 
 
+def test_incremental_fetch_session_answers_offsets_that_moved_without_records() -> None:
+    services = services_with_data()
+    rm = services.replica_manager
+    opening = call_handler(handle, services, 1, 12, fetch_request(12, {"t": [(0, 2), (1, 0)]}, session_epoch=0))
+    sid = opening.session_id
+    rm.delete_records({T0: 1})  # t-0's log start moves; no record to read anywhere
+    moved = call_handler(handle, services, 1, 12, fetch_request(12, {}, session_id=sid, session_epoch=1))
+    parts = partitions_of(moved)
+    assert list(parts) == [0] and parts[0].records in (b"", None)
+    assert (parts[0].log_start_offset, parts[0].high_watermark) == (1, 2)
+    again = call_handler(handle, services, 1, 12, fetch_request(12, {}, session_id=sid, session_epoch=2))
+    assert again.responses == ()
+
+
 def test_incremental_fetch_session_by_topic_id() -> None:
     services = services_with_data()
     opening = call_handler(handle, services, 1, 16, fetch_request(16, {T_ID: [(0, 0)]}, session_epoch=0))

@@ -109,3 +109,30 @@ def test_scanning_large_batches_reads_headers_only_and_finds_every_batch():
         assert read is not None and read.records == batches[offset // 2]
     headers, truncated = _segment(fs, interval=4096).recover()
     assert len(headers) == 12 and truncated == 0
+
+
+def _found_everywhere(seg, upto):
+    return [(o, seg.find_batch(o)) for o in range(-1, upto + 2)]
+
+
+def test_reads_at_the_tail_find_the_same_batches_as_a_scan_from_the_index():
+    """The positions of the last appended batches (kept for readers of the tail) give the
+    answers a segment without them (reopened) gives, through gaps, multi-batch appends,
+    more batches than it remembers and truncations."""
+    fs = MemoryFileSystem()
+    seg = _segment(fs, interval=300)
+    seg.create()
+    offset = 0
+    for i in range(60):
+        if i % 7 == 3:
+            offset += 5  # a gap (a compacted source)
+        value = b"v" * (20 + i)  # batch sizes all differ: a stale position is no batch start
+        batches = ([_batch(offset, n=2, value=value), _batch(offset + 2, n=1, value=value)] if i % 5 == 0
+                   else [_batch(offset, n=3, value=value)])
+        seg.append(b"".join(batches))
+        offset = offset + 3
+        if i in (25, 41):
+            offset = seg.truncate_to(offset - 4)
+        reopened = _segment(fs, interval=300)
+        assert reopened.load()
+        assert _found_everywhere(seg, offset) == _found_everywhere(reopened, offset), i

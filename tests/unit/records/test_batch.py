@@ -165,3 +165,27 @@ def test_cut_within_first_batch_tells_a_cut_batch_from_whole_or_malformed_bytes(
     short = bytearray(whole)
     short[8:12] = (10).to_bytes(4, "big")  # a batch length below the header size
     assert not cut_within_first_batch(bytes(short[:80]))
+
+
+def test_cut_within_first_batch_agrees_with_the_parsed_header_on_every_prefix_and_length():
+    from kmirror.records.batch import cut_within_first_batch, read_header
+    from kmirror.records.builder import build_batch
+
+    def by_header(buf: bytes) -> bool:
+        if len(buf) <= 16:
+            return len(buf) > 0
+        try:
+            return read_header(buf).size > len(buf)
+        except UnsupportedMagicError:
+            return False
+        except CorruptRecordError:
+            return len(buf) < RECORD_BATCH_OVERHEAD
+
+    whole = build_batch([(b"k", b"v" * 100, (), 1)] * 2)
+    for magic in (0, 1, 2, 3, 0xFE):
+        for length in (-5, 0, 10, 48, 49, 50, len(whole) - 12, len(whole), 1 << 30):
+            buf = bytearray(whole)
+            buf[16] = magic
+            buf[8:12] = length.to_bytes(4, "big", signed=True)
+            for n in range(len(buf) + 1):
+                assert cut_within_first_batch(bytes(buf[:n])) == by_header(bytes(buf[:n])), (magic, length, n)

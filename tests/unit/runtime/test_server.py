@@ -172,3 +172,61 @@ def test_queued_max_requests_pauses_reading_until_the_queue_drains():
         await server.stop()
 
     asyncio.run(main())
+
+
+class _RecordingTransport(asyncio.Transport):
+    """The transport side of a connection, recording each socket write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+
+    def get_extra_info(self, name, default=None):
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def write(self, data) -> None:
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def _frames(data: bytes) -> list[int]:
+    """Correlation ids of the size-prefixed response frames in `data`."""
+    ids, pos = [], 0
+    while pos < len(data):
+        (size,) = struct.unpack_from(">i", data, pos)
+        ids.append(struct.unpack_from(">i", data, pos + 4)[0])
+        pos += 4 + size
+    return ids
+
+
+def test_responses_to_pipelined_requests_leave_in_one_write_in_order():
+    from kmirror.runtime.server import KafkaConnection
+
+    async def main():
+        server, _ = await _started({})
+        conn = KafkaConnection(server)
+        transport = _RecordingTransport()
+        conn.connection_made(transport)
+        conn.data_received(b"".join(_api_versions(3, cid) for cid in (1, 2, 3)))
+        while sum(len(_frames(w)) for w in transport.writes) < 3:
+            await asyncio.sleep(0.01)
+        assert [_frames(w) for w in transport.writes] == [[1, 2, 3]]
+        conn.data_received(_api_versions(3, 4))  # a lone request: its own write, at once
+        while len(transport.writes) < 2:
+            await asyncio.sleep(0.01)
+        assert _frames(transport.writes[1]) == [4]
+        conn.connection_lost(None)
+        await server.stop()
+
+    asyncio.run(main())

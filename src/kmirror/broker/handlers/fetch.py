@@ -93,12 +93,6 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     if context.error is not None:
         return build(rt, throttle_time=_zero(), error_code=context.error, session_id=INVALID_SESSION_ID, responses=())
 
-    reads = [
-        FetchPartitionRequest(
-            tp, s.fetch_offset, s.partition_max_bytes, s.current_leader_epoch, *follower_fields.get(tp, (-1, -1))
-        )
-        for tp, s in context.partitions
-    ]
     max_bytes = int(request.max_bytes)
     if replica_id < 0:  # Kafka bounds consumer fetches by the broker's fetch.max.bytes
         max_bytes = min(max_bytes, int(services.config.get("fetch.max.bytes")))
@@ -110,6 +104,18 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     client_rack = str(getattr(request, "rack_id", "") or "") if version >= 11 and replica_id < 0 else None
 
     def read() -> dict[TopicPartition, Any]:
+        partitions = context.partitions
+        if context.incremental and replica_id < 0:
+            # An incremental answer leaves out the partitions with nothing to say: a partition
+            # whose read would hold only the offsets the session last told is not read at all
+            # (it stays out of `results`).
+            idle = rm.idle_consumer_read
+            partitions = [(tp, s) for tp, s in partitions
+                          if idle(tp, s.fetch_offset, isolation_level, s.current_leader_epoch, client_rack)
+                          != (s.high_watermark, s.last_stable_offset, s.log_start_offset)]
+        reads = [FetchPartitionRequest(tp, s.fetch_offset, s.partition_max_bytes, s.current_leader_epoch,
+                                       *follower_fields.get(tp, (-1, -1)))
+                 for tp, s in partitions]
         return rm.fetch(reads, max_bytes, isolation_level, replica_id, client_rack=client_rack, replica_epoch=replica_epoch)
 
     results = read()
@@ -124,7 +130,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             done_bytes, done_error = _progress(latest[0])
             return done_error or done_bytes >= min_bytes
 
-        await purgatory_for(rm).wait([r.topic_partition for r in reads], try_complete, max_wait_ms, checked=True)
+        await purgatory_for(rm).wait([tp for tp, _ in context.partitions], try_complete, max_wait_ms, checked=True)
         # Whatever changes a read (an append, a moved high watermark) re-ran `try_complete`,
         # so the last read is current when the wait expires: an idle fetch of thousands of
         # partitions reads them once, not twice. (Leadership and log start moves are seen by
@@ -205,7 +211,9 @@ def _response(
     topics: dict[Any, list[Any]] = {}
     with_records: list[TopicPartition] = []
     for tp, state in context.partitions:
-        result = results[tp]
+        result = results.get(tp)
+        if result is None:  # idle in an incremental session: not read, not answered
+            continue
         key = state.topic_id if by_topic_id else tp.topic
         if isinstance(result, ReadOutcome):
             if not context.should_answer(

@@ -88,11 +88,17 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
         self.idle_fetcher_of: dict[TopicPartition, FetcherKey] = {}
         self.sync_errors = sync_errors if sync_errors is not None else MirrorSyncErrors()
         self._running = False
+        self._settled_source: dict[str, SourceCluster] = {}
+        """Per mirror: the source every one of its partitions was last seen on, so that
+        `replace_source` (asked for each partition of every pass) is not a walk over all
+        partitions each time. Dropped when a partition is added on another source."""
 
     async def add_partition(self, tp: TopicPartition, mirror_name: str, source: SourceCluster, topic_id: UUID) -> None:
         """Start mirroring `tp` from the local log end offset (the engine first resolves
         divergence with the source through OffsetsForLeaderEpoch)."""
         self.remove_partition(tp)
+        if self._settled_source.get(mirror_name) is not source:
+            self._settled_source.pop(mirror_name, None)
         self.partitions[tp] = MirroredPartition(mirror_name, source, topic_id)
         self.local.admit(tp)
         self.pending.add(tp)
@@ -102,6 +108,9 @@ class MirrorFetcherManager(FetcherPool[FetcherKey]):
         """The mirror's source connection changed (bootstrap or security configs): its
         fetchers stop and its partitions continue, from the local log end offset, through
         connections of the new `source`."""
+        if self._settled_source.get(mirror_name) is source:
+            return
+        self._settled_source[mirror_name] = source
         moved = [tp for tp, mp in self.partitions.items() if mp.mirror_name == mirror_name and mp.source is not source]
         if not moved:
             return

@@ -3,7 +3,10 @@
 `SourceClusterEndPoint` is `RemoteLeaderEndPoint` speaking to ONE source broker as a
 consumer: Fetch with replica id -1 and READ_COMMITTED (the mirror policy) in an incremental
 fetch session (KIP-227) when the source keeps one, so an idle partition is not re-listed in
-every request nor in every answer; OffsetsForLeaderEpoch
+every request nor in every answer, and in the newest version both sides speak (up to v18,
+v19 when the source serves KIP-1279): from v13 on the mirror's topic is named by its id, so
+an answer cannot come from another topic under the name and needs no Metadata check
+afterwards (older versions get one per answer with records); OffsetsForLeaderEpoch
 (when the source has it) and ListOffsets with replica id -1. Partitions whose answer says this broker no longer leads
 them (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
 UNKNOWN_TOPIC_ID), and every partition of a request that failed (the broker is unreachable:
@@ -47,6 +50,7 @@ from .policy import CONSUMER_REPLICA_ID
 log = logging.getLogger(__name__)
 
 DESCRIBE_MIRRORS = 99
+SOURCE_FETCH_MAX_VERSION = 18  # kio's newest Fetch; v19 is taken whenever the source advertises it
 UNDEFINED_EPOCH_END_OFFSET = EpochEndOffset(-1, -1)
 
 LEADER_MOVED_ERRORS: frozenset[ErrorCode] = frozenset({
@@ -104,13 +108,13 @@ class SourceClusterEndPoint(RemoteLeaderEndPoint):
                  on_leader_change: Callable[[set[TopicPartition]], None] | None = None,
                  request_timeout_ms: int = 30_000, security: ClientSecurity = PLAINTEXT) -> None:
         super().__init__(host, port, CONSUMER_REPLICA_ID, client_id=client_id, request_timeout_ms=request_timeout_ms,
-                         security=security, fetch_sessions=True)
+                         security=security, fetch_sessions=True, max_fetch_version=SOURCE_FETCH_MAX_VERSION)
         self.on_leader_change = on_leader_change
 
     async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
         try:
             results = await super().fetch(plan)
-            if results and not fetches_by_topic_id(await self._connection()):
+            if results and not fetches_by_topic_id(self.fetch_request_type(await self._connection())):
                 expected = {p.topic_partition: p.topic_id for p in plan.partitions if p.topic_partition in results}
                 other = await self._answered_by_another_topic(expected)
                 results = {tp: FetchedPartition(ErrorCode.unknown_topic_id) if tp in other else r

@@ -304,7 +304,7 @@ class FetchEngine:
                 changed.add(tp)
                 continue
             bound = max_batch_epoch(asked.current_leader_epoch, result.mirror_leader_epoch)
-            if len(result.records) > 0 and not _epochs_within(result.records, bound):
+            if bound >= 0 and len(result.records) > 0 and not _epochs_within(result.records, bound):
                 self._on_error(tp, st, ErrorCode.corrupt_message, now_ms)
                 continue
             if len(result.records) > 0 and not (tp != first_with_records and cut_within_first_batch(result.records)):
@@ -348,8 +348,8 @@ class FetchEngine:
 
 
 def _epochs_within(records: bytes | memoryview, bound: int) -> bool:
-    """Every whole batch's partition leader epoch is within `bound`. Unreadable bytes pass:
-    the append reports them."""
+    """Every whole batch's partition leader epoch is within `bound` (any is when `bound` is
+    negative: the caller skips the walk). Unreadable bytes pass: the append reports them."""
     try:
         return all(accepts_batch(h.partition_leader_epoch, bound)
                    for _, h in iter_batches(records, allow_truncated_tail=True))

@@ -1,7 +1,8 @@
 """The leader broker over the Kafka protocol (Kafka `RemoteLeaderEndPoint`).
 
 Fetch v12+ (replica_id = this broker; `replica_state` from v15) with `last_fetched_epoch`,
-and v19's `mirror_leader_epoch` when the leader serves it,
+and v19's `mirror_leader_epoch` when the leader serves it (else the client's negotiated
+version, or the newest up to `max_fetch_version` when the endpoint is made with one),
 OffsetsForLeaderEpoch with `replica_id`, ListOffsets with `replica_id` (the leader answers
 its raw log start / log end). Fetches are sessionless unless the endpoint is made with
 `fetch_sessions=True` (the mirror's source fetches): then an incremental fetch session
@@ -22,6 +23,7 @@ from typing import Any
 
 from kmirror.client.connection import BrokerConnection
 from kmirror.client.errors import KafkaConnectionError
+from kmirror.client.protocol import CLIENT_MAX_VERSIONS, choose_version, request_schema
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.mirror import fetch as fetch_v19
@@ -35,26 +37,33 @@ from kmirror.types import TopicPartition
 FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
 
 
-def fetch_request_type(conn: BrokerConnection) -> type[Any]:
+def fetch_request_type(conn: BrokerConnection, max_version: int | None = None) -> type[Any]:
     """Fetch v19 (KIP-1279 MirrorLeaderEpoch) when the leader advertises it, else the
-    negotiated version: a follower of a mirror partition needs the leader's answer to bound
-    the source epochs it appends."""
+    negotiated version (at most `max_version` when given, else the client's cap): a
+    follower of a mirror partition needs the leader's answer to bound the source epochs it
+    appends."""
     low, high = conn.api_versions.get(FETCH, (0, -1))
     if low <= fetch_v19.VERSION <= high:
         return fetch_v19.FetchRequest
-    return conn.request_type(FETCH)
+    if max_version is None:
+        return conn.request_type(FETCH)
+    version = choose_version(FETCH, conn.api_versions, {**CLIENT_MAX_VERSIONS, FETCH: max_version})
+    if version is None:
+        return conn.request_type(FETCH)  # raises: no version both speak
+    return request_schema(FETCH, version)
 
 
-def fetches_by_topic_id(conn: BrokerConnection) -> bool:
-    """Fetch v13+ names topics by id only: the leader answers UNKNOWN_TOPIC_ID for an id it
-    does not have, so an answer never comes from another topic under the same name."""
-    rt = fetch_request_type(conn)
+def fetches_by_topic_id(rt: type[Any]) -> bool:
+    """Fetch v13+ (request type `rt`) names topics by id only: the leader answers
+    UNKNOWN_TOPIC_ID for an id it does not have, so an answer never comes from another
+    topic under the same name."""
     return has_field(nested(rt, "FetchTopic"), "topic_id") and not has_field(nested(rt, "FetchTopic"), "topic")
 
 
 class RemoteLeaderEndPoint:
     def __init__(self, host: str, port: int, replica_id: int, *, client_id: str, request_timeout_ms: int = 30_000,
-                 security: ClientSecurity = PLAINTEXT, fetch_sessions: bool = False) -> None:
+                 security: ClientSecurity = PLAINTEXT, fetch_sessions: bool = False,
+                 max_fetch_version: int | None = None) -> None:
         self.host = host
         self.security = security
         self.port = port
@@ -64,6 +73,7 @@ class RemoteLeaderEndPoint:
         self._conn: BrokerConnection | None = None
         self._closed = False
         self.fetch_sessions = fetch_sessions
+        self.max_fetch_version = max_fetch_version
         self.session = FetchSessionHandler()
 
     async def _connection(self) -> BrokerConnection:
@@ -80,10 +90,13 @@ class RemoteLeaderEndPoint:
             self._conn = conn
         return self._conn
 
+    def fetch_request_type(self, conn: BrokerConnection) -> type[Any]:
+        return fetch_request_type(conn, self.max_fetch_version)
+
     async def fetch(self, plan: FetchPlan) -> dict[TopicPartition, FetchedPartition]:
         conn = await self._connection()
-        rt = fetch_request_type(conn)
-        by_id = fetches_by_topic_id(conn)
+        rt = self.fetch_request_type(conn)
+        by_id = fetches_by_topic_id(rt)
         ids = {p.topic_partition.topic: p.topic_id for p in plan.partitions}
         sent = self.session.build(plan, sessions=self.fetch_sessions and has_field(rt, "session_epoch"))
         policy = plan.policy

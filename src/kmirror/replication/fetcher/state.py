@@ -53,7 +53,14 @@ class PartitionFetchState:
     def to(self, phase: FetchPhase, **changes: object) -> PartitionFetchState:
         if phase not in VALID_TRANSITIONS[self.phase]:
             raise IllegalFetchTransition(f"{self.topic_partition}: {self.phase.value} -> {phase.value}")
-        return replace(self, phase=phase, **changes)  # type: ignore[arg-type]
+        # `dataclasses.replace` without its per-call field introspection: this runs for every
+        # batch a fetcher appends.
+        values = {"topic_partition": self.topic_partition, "topic_id": self.topic_id,
+                  "fetch_offset": self.fetch_offset, "current_leader_epoch": self.current_leader_epoch,
+                  "last_fetched_epoch": self.last_fetched_epoch, "phase": phase,
+                  "delay_until_ms": self.delay_until_ms, "mirror_leader_epoch": self.mirror_leader_epoch}
+        values.update(changes)
+        return PartitionFetchState(**values)  # type: ignore[arg-type]
 
     def delayed(self, until_ms: int) -> PartitionFetchState:
         return replace(self, delay_until_ms=until_ms)

@@ -248,6 +248,23 @@ def test_a_replaced_source_takes_over_the_mirrors_partitions_from_the_local_log_
     assert dst.rm.get_partition(TP).log.log_end_offset == 26
 
 
+def test_a_partition_added_on_an_older_source_is_moved_by_the_next_replace():
+    src = make_broker(1)
+    dst = make_broker(7)
+    old = InProcessSourceCluster({1: src.rm}, 1)
+    new = InProcessSourceCluster({1: src.rm}, 1)
+    mgr = make_mirror(dst)
+
+    async def go():
+        await mgr.add_partition(TP, "m", new, TOPIC_ID)
+        await mgr.replace_source("m", new)  # every partition on `new`: remembered
+        await mgr.add_partition(TP1, "m", old, TOPIC_ID)  # a plan that read the source before
+        await mgr.replace_source("m", new)
+        assert {tp: mp.source for tp, mp in mgr.partitions.items()} == {TP: new, TP1: new}
+
+    run(go())
+
+
 def test_an_unreachable_source_broker_sends_its_partitions_back_to_a_metadata_lookup():
     """A source leader that was killed answers nothing: every partition of the failed request
     is reported as moved (as a consumer refreshes metadata after a connection failure)."""

@@ -46,11 +46,23 @@ def source_broker():
     return clock, rm, img
 
 
-def answers(topic_id: UUID, max_fetch_version: int = 19) -> tuple[object, object, object, set]:
+def answers(topic_id: UUID, max_fetch_version: int = 19,
+            fetch_metadata: list[int] | None = None) -> tuple[object, object, object, set]:
     """(OffsetsForLeaderEpoch, ListOffsets, Fetch) answers for `t` asked with `topic_id`, and
-    the partitions reported moved (metadata looked up again)."""
+    the partitions reported moved (metadata looked up again). `fetch_metadata` gets the
+    number of Metadata requests the Fetch answer cost."""
     clock, rm, img = source_broker()
-    defs = [dataclasses.replace(d, max_version=max_fetch_version) if d.api_key == 1 else d for d in load_handlers()]
+    metadata_requests: list[int] = []
+
+    def counted(handler):
+        def handle(services, ctx, request):
+            metadata_requests.append(1)
+            return handler(services, ctx, request)
+        return handle
+
+    defs = [dataclasses.replace(d, max_version=max_fetch_version) if d.api_key == 1
+            else dataclasses.replace(d, handler=counted(d.handler)) if d.api_key == 3 else d
+            for d in load_handlers()]
     services = BrokerServices(node_id=1, config=server_config(1), registry=build_registry(defs), clock=clock,
                               metadata=Metadata(img), replica_manager=rm)
     moved: set = set()
@@ -64,7 +76,10 @@ def answers(topic_id: UUID, max_fetch_version: int = 19) -> tuple[object, object
             offsets = await endpoint.fetch_log_offsets(EpochQuery(TP, topic_id, -1, -1))
             plan = FetchPlan((FetchPartitionPlan(TP, topic_id, 0, -1, -1, 0, 1 << 20),),
                              dataclasses.replace(mirror_fetch_policy(), max_wait_ms=0))
+            before = len(metadata_requests)
             fetched = await endpoint.fetch(plan)
+            if fetch_metadata is not None:
+                fetch_metadata.append(len(metadata_requests) - before)
             return epochs[TP], offsets, fetched[TP]
         finally:
             await endpoint.close()
@@ -90,10 +105,24 @@ def test_a_source_fetching_by_name_is_checked_against_the_topic_id_too():
     assert moved == {TP}
 
 
+def test_a_source_without_kip_1279_is_fetched_by_topic_id():
+    # Fetch up to v18 (a Kafka 3.x-4.x source): by id, refused for another topic, and no
+    # Metadata request is needed to trust an answer.
+    metadata: list[int] = []
+    epochs, offsets, fetched, moved = answers(MIRRORED_ID, max_fetch_version=18, fetch_metadata=metadata)
+    assert fetched.error == ErrorCode.unknown_topic_id and len(fetched.records) == 0
+    assert moved == {TP}
+    epochs, offsets, fetched, moved = answers(NEW_ID, max_fetch_version=18, fetch_metadata=metadata)
+    assert fetched.error == ErrorCode.none and len(fetched.records) > 0
+    assert metadata == [0, 0]
+
+
 def test_the_same_topic_id_is_answered():
-    for version in (12, 19):
-        epochs, offsets, fetched, moved = answers(NEW_ID, max_fetch_version=version)
+    for version in (12, 18, 19):
+        metadata: list[int] = []
+        epochs, offsets, fetched, moved = answers(NEW_ID, max_fetch_version=version, fetch_metadata=metadata)
         assert epochs == EpochEndOffset(0, 6)
         assert offsets == (0, 6)
         assert fetched.error == ErrorCode.none and len(fetched.records) > 0
         assert moved == set()
+        assert metadata == [1 if version <= 12 else 0]  # a name-keyed answer is checked
