@@ -47,26 +47,17 @@ from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
 from kmirror.client.admin import LATEST_TIMESTAMP, Admin
 from kmirror.records.batch import iter_batches
+from kmirror.testing.hostile import percentile
 from kmirror.testing.metrics_scrape import mirror_fetch_requests, request_count
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.types import TopicPartition as TP
 
-TICKS = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(Path(__file__).parent))
+from mirror_scale import cpu_s  # noqa: E402  (the same /proc reading as the scale benchmark)
+
 MIRROR = "perbatch"
 TIMEOUT_S = 600
-
-
-def cpu_s(pid: int) -> float:
-    """utime + stime of a process, all its threads (fields 14 and 15 of /proc/<pid>/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def log_batches(cluster: LocalCluster, topic: str) -> int:

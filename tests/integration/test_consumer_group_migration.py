@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import ConsumerGroupType
@@ -30,11 +31,9 @@ EAGER = {"partition_assignment_strategy": "range", "heartbeat_interval_ms": 1000
 CONSUMER = {"group_protocol": "consumer"}
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """One node shared by the module's tests, each with its own topic and group; the test that
-    restarts it comes last."""
-    c = LocalCluster(dir=tmp_path_factory.mktemp("migration") / "cluster", port=free_port_block(),
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    c = LocalCluster(dir=tmp_path / "cluster", port=free_port_block(),
                      overrides={"group.consumer.heartbeat.interval.ms": "1000"})
     c.up()
     try:
@@ -131,6 +130,34 @@ def test_static_members_restarting_with_the_consumer_protocol_keep_their_partiti
             m.stop()
 
 
+def test_a_restart_in_the_middle_of_a_migration_reloads_the_mixed_group(cluster: LocalCluster):
+    create_topic(cluster.bootstrap, "halfway", partitions=PARTITIONS)
+    group = Group(cluster.bootstrap, "halfway", "classic", "halfway")
+    try:
+        for name in ("c1", "c2"):
+            group.add(name, **COOPERATIVE)
+        group.add("n1", **CONSUMER)
+        wait_for("two classic members and one of the consumer protocol", lambda: balanced(group), group.no_overlap)
+
+        cluster.kill9()  # the classic members' protocols are read back from ClassicMemberMetadata
+        cluster.up()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        assert group_type(admin, "halfway") == ConsumerGroupType.CONSUMER
+        group.add("n2", **CONSUMER)
+        wait_for("four members after the restart",
+                 lambda: group.covers_all() and sorted(len(p) for p in group.assignments().values()) == [1, 1, 2, 2],
+                 group.no_overlap)
+
+        group.remove("n1")
+        group.remove("n2")  # the last member of the consumer protocol: back to a classic group
+        wait_for("the classic members alone", lambda: group.covers_all() and sorted(
+            len(p) for p in group.assignments().values()) == [3, 3], group.no_overlap)
+        assert group_type(admin, "halfway") == ConsumerGroupType.CLASSIC
+    finally:
+        for name in list(group.members):
+            group.remove(name)
+
+
 class _KafkaPythonMember(ConsumerRebalanceListener):
     """A kafka-python consumer (the classic protocol, as the Java client runs it) polled in a
     thread; its rebalance listener records what it is assigned."""
@@ -184,31 +211,3 @@ def test_a_kafka_python_classic_member_joins_a_consumer_group_and_stays_through_
     finally:
         n1.stop()
         classic.stop()
-
-
-def test_a_restart_in_the_middle_of_a_migration_reloads_the_mixed_group(cluster: LocalCluster):
-    create_topic(cluster.bootstrap, "halfway", partitions=PARTITIONS)
-    group = Group(cluster.bootstrap, "halfway", "classic", "halfway")
-    try:
-        for name in ("c1", "c2"):
-            group.add(name, **COOPERATIVE)
-        group.add("n1", **CONSUMER)
-        wait_for("two classic members and one of the consumer protocol", lambda: balanced(group), group.no_overlap)
-
-        cluster.kill9()  # the classic members' protocols are read back from ClassicMemberMetadata
-        cluster.up()
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        assert group_type(admin, "halfway") == ConsumerGroupType.CONSUMER
-        group.add("n2", **CONSUMER)
-        wait_for("four members after the restart",
-                 lambda: group.covers_all() and sorted(len(p) for p in group.assignments().values()) == [1, 1, 2, 2],
-                 group.no_overlap)
-
-        group.remove("n1")
-        group.remove("n2")  # the last member of the consumer protocol: back to a classic group
-        wait_for("the classic members alone", lambda: group.covers_all() and sorted(
-            len(p) for p in group.assignments().values()) == [3, 3], group.no_overlap)
-        assert group_type(admin, "halfway") == ConsumerGroupType.CLASSIC
-    finally:
-        for name in list(group.members):
-            group.remove(name)
