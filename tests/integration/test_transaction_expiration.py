@@ -23,7 +23,9 @@ from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 pytestmark = pytest.mark.integration
 
-EXPIRATION_MS = 3000
+# long enough for the CLI describing the committed id (a process start, seconds on a loaded
+# machine) to see it before it expires
+EXPIRATION_MS = 8000
 OVERRIDES = {
     "transactional.id.expiration.ms": str(EXPIRATION_MS),
     "transaction.remove.expired.transaction.cleanup.interval.ms": "500",
