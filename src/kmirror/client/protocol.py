@@ -34,6 +34,7 @@ from kio.static.primitive import i16, i32
 
 from kmirror.client.errors import KafkaProtocolError
 from kmirror.protocol import describe_transactions
+from kmirror.protocol.fast_writer import fast_writer
 from kmirror.protocol.framing import FrameDecoder, frame
 from kmirror.protocol.length_guard import check_lengths
 from kmirror.protocol.mirror import fetch as fetch_v19
@@ -161,8 +162,9 @@ def encode_request(request: Any, correlation_id: int, client_id: str | None) -> 
         header_fields["client_id"] = client_id
     buf = io.BytesIO()
     entity_writer(header_type)(buf, header_type(**header_fields))
-    entity_writer(request_type)(buf, request)
-    return buf.getvalue()
+    out = bytearray(buf.getvalue())
+    fast_writer(request_type)(out, request)  # kio's bytes (see kmirror.protocol.fast_writer)
+    return bytes(out)
 
 
 def _decode_body(frame: bytes, api_key: int, response_type: type[Any], *, exact: bool = True) -> Any:

@@ -82,3 +82,26 @@ def test_response_header_v1_for_flexible_versions():
     assert int.from_bytes(out[:4], "big") == len(out) - 4  # size prefix
     assert out[4:8] == (99).to_bytes(4, "big")
     assert out[8] == 0  # empty tagged fields of response header v1
+
+
+@pytest.mark.parametrize("version,header_v0", [(9, False), (7, True)])
+def test_a_response_frame_is_the_size_kios_header_and_kios_body(version, header_v0):
+    import datetime
+
+    from kio.index import load_response_schema
+    from kio.schema.response_header.v0.header import ResponseHeader as V0
+    from kio.schema.response_header.v1.header import ResponseHeader as V1
+
+    from kmirror.protocol.entities import build, nested
+
+    rt = load_response_schema(0, version)
+    part = build(nested(rt, "PartitionProduceResponse"), index=i32(3), error_code=__import__(
+        "kio.schema.errors", fromlist=["ErrorCode"]).ErrorCode.none, base_offset=7, log_append_time=None,
+                 log_start_offset=0, record_errors=(), error_message=None)
+    resp = build(rt, responses=(build(nested(rt, "TopicProduceResponse"), name="t", partition_responses=(part,)),),
+                 throttle_time=datetime.timedelta(milliseconds=5))
+    spec = build_registry([HandlerDef(0, "Produce", 3, 13, lambda *a: None, None, False, True)]).get(0)
+    buf = io.BytesIO()
+    entity_writer(V0 if header_v0 else V1)(buf, (V0 if header_v0 else V1)(correlation_id=i32(-2)))
+    entity_writer(rt)(buf, resp)
+    assert bytes(encode_response(spec, version, -2, resp)) == len(buf.getvalue()).to_bytes(4, "big") + buf.getvalue()
