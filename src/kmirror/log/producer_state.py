@@ -357,10 +357,14 @@ class ProducerState:
 
     @property
     def first_unstable_offset(self) -> int | None:
-        """The first offset of the oldest ongoing transaction (bounds the LSO)."""
-        offsets = [e.current_txn_first_offset for e in self.producers.values()
-                   if e.current_txn_first_offset is not None]
-        return min(offsets) if offsets else None
+        """The first offset of the oldest ongoing transaction (bounds the LSO). Asked for every
+        partition of every consumer fetch: a plain loop, no list."""
+        first: int | None = None
+        for entry in self.producers.values():
+            offset = entry.current_txn_first_offset
+            if offset is not None and (first is None or offset < first):
+                first = offset
+        return first
 
     def expire_all(self, reset_offset: int) -> None:
         """Forget every producer (MIRROR_PID_RESET at `reset_offset`), ongoing transactions

@@ -27,6 +27,7 @@ from typing import Any
 from kmirror.metrics.histogram import Histogram
 from kmirror.metrics.meter import Meter
 from kmirror.metrics.registry import MetricsRegistry, metric_name
+from kmirror.protocol.fast_writer import Encoded
 
 DOMAIN, TYPE = "kafka.network", "RequestMetrics"
 FETCH = "Fetch"
@@ -93,12 +94,15 @@ class RequestChannelMetrics:
 
 _ERROR_FIELD = "error_code"
 _NOT_AN_ENTITY: tuple[bool, tuple[str, ...]] = (False, ())
+_ENCODED: tuple[bool, tuple[str, ...]] = (True, ())  # an item written once, kept with its error code
 _plans: dict[type, tuple[bool, tuple[str, ...]]] = {}
 
 
 def _plan(cls: type) -> tuple[bool, tuple[str, ...]]:
     """(has an `error_code` field, fields that may hold nested entities), once per type."""
-    if not dataclasses.is_dataclass(cls):
+    if cls is Encoded:
+        plan = _ENCODED
+    elif not dataclasses.is_dataclass(cls):
         plan = _NOT_AN_ENTITY
     else:
         fields = dataclasses.fields(cls)

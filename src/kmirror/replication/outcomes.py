@@ -8,6 +8,7 @@ of range...), never an exception. Exceptions are left for broken invariants and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from uuid import UUID
 
 from kmirror.protocol.errors import ErrorCode
@@ -48,6 +49,15 @@ class AppendOutcome:
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     duplicate: bool = False  # an idempotent retry answered with the original offsets
+
+
+class IdleRead(NamedTuple):
+    """A consumer read that holds no records, no error and no preferred read replica: the
+    offsets its answer carries (`ReplicaManager.idle_consumer_read`)."""
+
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from kmirror.replication.outcomes import (
     AlterPartitionItem,
     AppendOutcome,
     EpochEndOffset,
+    IdleRead,
     LogDirDescription,
     PartitionError,
     ReadOutcome,
@@ -277,13 +278,13 @@ class ReplicaManager(PartitionHosting):
         return results
 
     def idle_consumer_read(self, tp: TopicPartition, fetch_offset: int, isolation_level: int,
-                           current_leader_epoch: int, client_rack: str | None) -> tuple[int, int, int] | None:
-        """(high watermark, last stable offset, log start offset) of the answer `fetch` gives
-        a consumer (`replica_id` -1) reading `tp` at `fetch_offset` when that answer holds no
-        records, no error and no preferred read replica; None when it may hold any of them
-        (the caller then reads). A few comparisons instead of a read: a fetch session answers
-        a partition only when these moved, so the thousands of idle partitions of a session
-        are passed over without building a read for each."""
+                           current_leader_epoch: int, client_rack: str | None) -> IdleRead | None:
+        """The offsets of the answer `fetch` gives a consumer (`replica_id` -1) reading `tp` at
+        `fetch_offset` when that answer holds no records, no error and no preferred read
+        replica; None when it may hold any of them (the caller then reads). A few comparisons
+        instead of a read: the thousands of idle partitions of a wide consumer's fetch are
+        answered without building a read for each, and a fetch session passes over those
+        whose offsets did not move."""
         partition = self._partitions.get(tp)
         if partition is None or (client_rack and may_prefer_another_replica(self.config)):
             return None
@@ -300,7 +301,7 @@ class ReplicaManager(PartitionHosting):
         high_watermark, last_stable = log.high_watermark, log.last_stable_offset
         if fetch_offset < (last_stable if isolation_level == READ_COMMITTED else high_watermark):
             return None  # records to read
-        return high_watermark, last_stable, log_start
+        return IdleRead(high_watermark, last_stable, log_start)
 
     def _leader_throttles(self, partition: Partition[HostedLog], replica_id: int) -> bool:
         """Kafka `shouldLeaderThrottle` (before the quota check): a throttled partition and a

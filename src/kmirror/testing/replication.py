@@ -3,10 +3,15 @@ manager over it, and metadata images shaped like `kmirror.metadata`'s."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader
 
 from kmirror.broker.api import RequestContext, build_registry
 from kmirror.broker.services import BrokerServices
@@ -33,6 +38,7 @@ from kmirror.metadata.image import (
 )
 from kmirror.ports import ManualClock
 from kmirror.protocol.codec import RequestHeaderView
+from kmirror.protocol.fast_writer import encode
 from kmirror.records.batch import read_header
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.testing.memory_fs import MemoryFileSystem
@@ -238,22 +244,14 @@ def server_config(node_id: int = 1, **overrides: str) -> ServerConfig:
 
 
 def request_type(api_key: int, version: int) -> type[Any]:
-    from kio.index import load_request_schema
-
     cls: type[Any] = load_request_schema(api_key, version)
     return cls
 
 
 def call_handler(handler: Any, services: Any, api_key: int, version: int, request: Any) -> Any:
-    """Run `handler` for `request` and return the response after a kio encode/decode round
-    trip (so a response the wire cannot carry fails the test). None stays None (acks=0)."""
-    import asyncio
-    import inspect
-    import io
-
-    from kio.index import load_response_schema
-    from kio.serial import entity_reader, entity_writer
-
+    """Run `handler` for `request` and return the response after an encode/decode round
+    trip, the node's encoder and kio's decoder (so a response the wire cannot carry fails
+    the test). None stays None (acks=0)."""
 
     response_type = load_response_schema(api_key, version)
     ctx = RequestContext(RequestHeaderView(api_key, version, 1, "test"), response_type, "127.0.0.1", 1)
@@ -266,10 +264,9 @@ def call_handler(handler: Any, services: Any, api_key: int, version: int, reques
         result = asyncio.run(wait())
     if result is None:
         return None
-    buf = io.BytesIO()
-    entity_writer(response_type)(buf, result)
-    decoded, size = entity_reader(response_type)(buf.getvalue(), 0)
-    assert size == len(buf.getvalue())
+    encoded = bytes(encode(result))
+    decoded, size = entity_reader(response_type)(encoded, 0)
+    assert size == len(encoded)
     return decoded
 
 

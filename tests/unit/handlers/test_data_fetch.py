@@ -9,6 +9,7 @@ from kmirror.broker.api import RequestContext
 from kmirror.broker.handlers.fetch import handle
 from kmirror.broker.purgatory import purgatory_for
 from kmirror.metadata.image import PartitionRegistration
+from kmirror.metrics.request_metrics import error_counts
 from kmirror.protocol.codec import RequestHeaderView
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
@@ -224,6 +225,28 @@ def test_read_committed_answers_empty_aborted_transactions() -> None:
     services = services_with_data()
     response = call_handler(handle, services, 1, 11, fetch_request(11, {"t": [(0, 0)]}, isolation_level=1))
     assert partitions_of(response)[0].aborted_transactions == ()
+
+
+@pytest.mark.parametrize("version", [5, 11, 12, 16])
+@pytest.mark.parametrize("isolation_level", [0, 1])
+def test_idle_partitions_of_a_sessionless_fetch_answer_as_an_empty_read(version: int, isolation_level: int) -> None:
+    """A consumer's partition with nothing to read is answered from its offsets, written once
+    (`IdleRead`, `Encoded`): the same fields as a read, and counted by the request metrics."""
+    services = services_with_data()
+    key: str | UUID = T_ID if version >= 13 else "t"
+    request = fetch_request(version, {key: [(0, 0), (1, 0)]}, isolation_level=isolation_level)
+    for _ in range(2):  # the second answer reuses the idle partition's bytes
+        parts = partitions_of(call_handler(handle, services, 1, version, request))
+        assert bytes(parts[0].records) == stored(b"one", 0, 3) + stored(b"two", 1, 3)
+        idle = parts[1]
+        assert (idle.error_code, idle.high_watermark, idle.last_stable_offset, idle.log_start_offset) == (
+            ErrorCode.none, 0, 0, 0)
+        assert not idle.records and getattr(idle, "preferred_read_replica", -1) == -1  # v11+
+        assert idle.aborted_transactions == (() if isolation_level == 1 else None)
+    rt = __import__("kio.index", fromlist=["load_response_schema"]).load_response_schema(1, version)
+    ctx = RequestContext(RequestHeaderView(1, version, 1, "test"), rt, "127.0.0.1", 1)
+    # both partitions, and the response's own error code from v7
+    assert error_counts(asyncio.run(handle(services, ctx, request))) == {0: 3 if version >= 7 else 2}
 
 
 def test_delayed_fetch_completes_when_data_arrives() -> None:

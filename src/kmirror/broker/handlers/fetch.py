@@ -40,6 +40,7 @@ from kmirror.broker.quotas.fetch_quota import fetch_quota_for
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
+from kmirror.protocol.fast_writer import Encoded, encode_item
 from kmirror.protocol.mirror import fetch as fetch_v19
 from kmirror.replication.fetch_session import (
     FINAL_EPOCH,
@@ -50,10 +51,12 @@ from kmirror.replication.fetch_session import (
     SessionPartition,
 )
 from kmirror.replication.fetcher.truncation import leader_mirror_leader_epoch
-from kmirror.replication.outcomes import READ_COMMITTED, ReadOutcome
+from kmirror.replication.outcomes import READ_COMMITTED, IdleRead, ReadOutcome
 from kmirror.replication.replica_manager import FetchPartitionRequest
 from kmirror.types import TopicPartition
 
+# (last fetched epoch, log start offset) of a consumer's partition (only followers send them)
+_NOT_A_FOLLOWER = (-1, -1)
 _LEADER_HINT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 
 
@@ -75,15 +78,13 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             if name is None:
                 unknown_ids.append((topic.topic_id, int(p.partition)))
                 continue
-            state = SessionPartition(
-                fetch_offset=int(p.fetch_offset),
-                partition_max_bytes=int(p.partition_max_bytes),
-                current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
-                topic_id=topic_id,
-            )
             tp = TopicPartition(name, int(p.partition))
-            requested.append((tp, state))
-            follower_fields[tp] = (int(getattr(p, "last_fetched_epoch", -1)), int(getattr(p, "log_start_offset", -1)))
+            # (fetch offset, partition max bytes, current leader epoch, topic id)
+            requested.append((tp, SessionPartition(int(p.fetch_offset), int(p.partition_max_bytes),
+                                                   int(getattr(p, "current_leader_epoch", -1)), topic_id)))
+            fetched = (int(getattr(p, "last_fetched_epoch", -1)), int(getattr(p, "log_start_offset", -1)))
+            if fetched != _NOT_A_FOLLOWER:
+                follower_fields[tp] = fetched
 
     session_id = int(getattr(request, "session_id", INVALID_SESSION_ID))
     session_epoch = int(getattr(request, "session_epoch", FINAL_EPOCH))
@@ -105,18 +106,29 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
 
     def read() -> dict[TopicPartition, Any]:
         partitions = context.partitions
-        if context.incremental and replica_id < 0:
-            # An incremental answer leaves out the partitions with nothing to say: a partition
-            # whose read would hold only the offsets the session last told is not read at all
-            # (it stays out of `results`).
+        idle_answers: dict[TopicPartition, IdleRead] = {}
+        if replica_id < 0:
+            # A consumer's partition with nothing to read is answered with its offsets, not
+            # read (`IdleRead`). An incremental answer leaves out the partitions with nothing
+            # to say: an idle partition whose offsets the session last told stays out of
+            # `results`.
             idle = rm.idle_consumer_read
-            partitions = [(tp, s) for tp, s in partitions
-                          if idle(tp, s.fetch_offset, isolation_level, s.current_leader_epoch, client_rack)
-                          != (s.high_watermark, s.last_stable_offset, s.log_start_offset)]
+            incremental = context.incremental
+            to_read = []
+            for tp, s in partitions:
+                answer = idle(tp, s.fetch_offset, isolation_level, s.current_leader_epoch, client_rack)
+                if answer is None:
+                    to_read.append((tp, s))
+                elif not incremental or answer != (s.high_watermark, s.last_stable_offset, s.log_start_offset):
+                    idle_answers[tp] = answer
+            partitions = to_read
         reads = [FetchPartitionRequest(tp, s.fetch_offset, s.partition_max_bytes, s.current_leader_epoch,
-                                       *follower_fields.get(tp, (-1, -1)))
+                                       *follower_fields.get(tp, _NOT_A_FOLLOWER))
                  for tp, s in partitions]
-        return rm.fetch(reads, max_bytes, isolation_level, replica_id, client_rack=client_rack, replica_epoch=replica_epoch)
+        results: dict[TopicPartition, Any] = rm.fetch(
+            reads, max_bytes, isolation_level, replica_id, client_rack=client_rack, replica_epoch=replica_epoch)
+        results.update(idle_answers)
+        return results
 
     results = read()
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
@@ -183,7 +195,7 @@ def _progress(results: dict[TopicPartition, Any]) -> tuple[int, bool]:
             # Kafka answers at once with a diverging epoch or a preferred read replica.
             if result.diverging_epoch is not None or result.preferred_read_replica >= 0:
                 errored = True
-        else:
+        elif not isinstance(result, IdleRead):
             errored = True
     return total, errored
 
@@ -207,7 +219,6 @@ def _response(
 ) -> Any:
     PartitionData = nested(rt, "PartitionData")
     TopicResponse = nested(rt, "FetchableTopicResponse")
-    AbortedTransaction = nested(rt, "AbortedTransaction")
     topics: dict[Any, list[Any]] = {}
     with_records: list[TopicPartition] = []
     for tp, state in context.partitions:
@@ -215,6 +226,10 @@ def _response(
         if result is None:  # idle in an incremental session: not read, not answered
             continue
         key = state.topic_id if by_topic_id else tp.topic
+        if isinstance(result, IdleRead):
+            if context.should_answer(state, False, None, *result):
+                topics.setdefault(key, []).append(_idle_data(services, rt, tp, result, isolation_level))
+            continue
         if isinstance(result, ReadOutcome):
             if not context.should_answer(
                 state, result.size > 0, None, result.high_watermark, result.last_stable_offset, result.log_start_offset
@@ -222,25 +237,7 @@ def _response(
                 continue
             if result.size > 0:
                 with_records.append(tp)
-            fields: dict[str, Any] = {}
-            if has_field(PartitionData, "mirror_leader_epoch"):  # v19, KIP-1279
-                fields["mirror_leader_epoch"] = leader_mirror_leader_epoch(services.replica_manager, tp)
-            if result.diverging_epoch is not None and has_field(PartitionData, "diverging_epoch"):
-                fields["diverging_epoch"] = nested(rt, "EpochEndOffset")(
-                    epoch=result.diverging_epoch.leader_epoch, end_offset=result.diverging_epoch.end_offset
-                )
-            data = build(
-                PartitionData,
-                partition_index=tp.partition,
-                error_code=ErrorCode.none,
-                high_watermark=result.high_watermark,
-                last_stable_offset=result.last_stable_offset,
-                log_start_offset=result.log_start_offset,
-                aborted_transactions=_aborted(AbortedTransaction, result, isolation_level),
-                preferred_read_replica=result.preferred_read_replica,
-                records=result.records,
-                **fields,
-            )
+            data = _read_data(rt, tp, result, isolation_level, _mirror_epoch(services, PartitionData, tp))
         else:
             context.should_answer(state, False, result.code, -1, -1, -1)
             data = _error_data(services, rt, PartitionData, tp.partition, result.code, tp)
@@ -258,6 +255,57 @@ def _response(
         for key, parts in topics.items()
     )
     return build(rt, throttle_time=_zero(), error_code=ErrorCode.none, session_id=context.session_id, responses=responses)
+
+
+def _mirror_epoch(services: BrokerServices, cls: type, tp: TopicPartition) -> int | None:
+    """v19 (KIP-1279): the latest epoch of the leader's log; None before."""
+    if has_field(cls, "mirror_leader_epoch"):
+        return leader_mirror_leader_epoch(services.replica_manager, tp)
+    return None
+
+
+def _read_data(rt: type, tp: TopicPartition, result: ReadOutcome, isolation_level: int,
+               mirror_epoch: int | None) -> Any:
+    PartitionData = nested(rt, "PartitionData")
+    fields: dict[str, Any] = {}
+    if mirror_epoch is not None:
+        fields["mirror_leader_epoch"] = mirror_epoch
+    if result.diverging_epoch is not None and has_field(PartitionData, "diverging_epoch"):
+        fields["diverging_epoch"] = nested(rt, "EpochEndOffset")(
+            epoch=result.diverging_epoch.leader_epoch, end_offset=result.diverging_epoch.end_offset
+        )
+    return build(
+        PartitionData,
+        partition_index=tp.partition,
+        error_code=ErrorCode.none,
+        high_watermark=result.high_watermark,
+        last_stable_offset=result.last_stable_offset,
+        log_start_offset=result.log_start_offset,
+        aborted_transactions=_aborted(nested(rt, "AbortedTransaction"), result, isolation_level),
+        preferred_read_replica=result.preferred_read_replica,
+        records=result.records,
+        **fields,
+    )
+
+
+# (response type, partition, offsets, mirror leader epoch, isolation level) -> the answer's bytes
+_IDLE_ANSWERS: dict[tuple[type, int, IdleRead, int | None, int], Encoded] = {}
+MAX_IDLE_ANSWERS = 200_000
+
+
+def _idle_data(services: BrokerServices, rt: type, tp: TopicPartition, idle: IdleRead, isolation_level: int) -> Encoded:
+    """The answer of a partition with nothing to read (that of an empty read), encoded once:
+    a consumer of a wide topic without a fetch session (librdkafka) asks for every
+    partition in every request, and most of them answer the same as last time."""
+    mirror_epoch = _mirror_epoch(services, nested(rt, "PartitionData"), tp)
+    key = (rt, tp.partition, idle, mirror_epoch, isolation_level)
+    encoded = _IDLE_ANSWERS.get(key)
+    if encoded is None:
+        if len(_IDLE_ANSWERS) >= MAX_IDLE_ANSWERS:
+            _IDLE_ANSWERS.clear()
+        empty = ReadOutcome(b"", idle.high_watermark, idle.last_stable_offset, idle.log_start_offset, -1)
+        encoded = _IDLE_ANSWERS[key] = encode_item(_read_data(rt, tp, empty, isolation_level, mirror_epoch))
+    return encoded
 
 
 def _error_data(
