@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import struct
 import tempfile
@@ -47,6 +48,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
@@ -130,37 +132,49 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def load(source: LocalCluster, dest: LocalCluster, topic: str, n: int, mb_s: float, seconds: float,
-         record_bytes: int) -> dict[str, float]:
+         record_bytes: int, linger_ms: int = 5, lag_every: int = 1) -> dict[str, float]:
     """Produce `mb_s` MB/s round robin over `n` partitions of the source; the lag of each record
     at a consumer of the destination (see the module docstring)."""
     consumer = Consumer({"bootstrap.servers": dest.bootstrap, "group.id": "mirror-lag", "enable.auto.commit": False,
                          "fetch.wait.max.ms": 50, "auto.offset.reset": "latest"})
-    consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(n)])
+    sampled = range(0, n, lag_every)
+    consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in sampled])
     deadline = time.monotonic() + 120
     while not consumer.assignment() and time.monotonic() < deadline:
         consumer.poll(0.1)
     for _ in range(20):  # let the consumer resolve its end offsets before the first record
         consumer.poll(0.1)
     padding = b"x" * max(0, record_bytes - 8)
+
+    def expected(sent: int) -> int:
+        """How many of the first `sent` round-robin records went to a sampled partition."""
+        return sum(1 for p in sampled if p < sent % n) + (sent // n) * len(sampled)
+
     per_tick = mb_s * 1e6 / record_bytes / 100  # records per 10 ms
     sent = [0]
+    acked: list[float] = []  # the source's acknowledgement latency of each record (acks=1)
+
+    def on_delivery(err: object, msg: Any) -> None:
+        if err is None:
+            acked.append(time.time() - struct.unpack(">d", msg.value()[:8])[0])
 
     def produce() -> None:
-        producer = Producer({"bootstrap.servers": source.bootstrap, "acks": "1", "linger.ms": 5,
+        producer = Producer({"bootstrap.servers": source.bootstrap, "acks": "1", "linger.ms": linger_ms,
                              "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 2_000_000})
         start = time.monotonic()
         owed = 0.0
         while (now := time.monotonic()) - start < seconds:
             owed += per_tick
             while owed >= 1:
-                producer.produce(topic, value=struct.pack(">d", time.time()) + padding, partition=sent[0] % n)
+                producer.produce(topic, value=struct.pack(">d", time.time()) + padding, partition=sent[0] % n,
+                                 on_delivery=on_delivery)
                 sent[0] += 1
                 owed -= 1
             producer.poll(0)
             time.sleep(max(0.0, 0.01 - (time.monotonic() - now)))
         producer.flush(120)
 
-    source_cpu0, dest_cpu0 = cpu_s(source.pid()), cluster_cpu_s(dest)
+    source_cpu0, dest_cpu0, clients_cpu0 = cpu_s(source.pid()), cluster_cpu_s(dest), time.process_time()
     producer = threading.Thread(target=produce, daemon=True)
     t0 = time.monotonic()
     producer.start()
@@ -173,15 +187,20 @@ def load(source: LocalCluster, dest: LocalCluster, topic: str, n: int, mb_s: flo
                     for m in messages if m.error() is None and len(m.value()) >= 8)
         if not producer.is_alive():
             done_at = done_at or time.monotonic()
-            if len(lags) >= sent[0] or time.monotonic() - done_at > 30:
+            if len(lags) >= expected(sent[0]) or time.monotonic() - done_at > 30:
                 break
     elapsed = time.monotonic() - t0
     source_cpu, dest_cpu = cpu_s(source.pid()) - source_cpu0, cluster_cpu_s(dest) - dest_cpu0
+    clients_cpu = time.process_time() - clients_cpu0  # this process: the producer and the lag consumer
     consumer.close()
     return {"target_mb_s": mb_s, "record_bytes": record_bytes, "seconds": seconds,
             "produced_mb_s": sent[0] * record_bytes / 1e6 / seconds, "produced": sent[0], "arrived": len(lags),
             "lag_p50_s": percentile(lags, 0.5), "lag_p99_s": percentile(lags, 0.99), "lag_max_s": max(lags, default=0),
-            "elapsed_s": elapsed, "source_cpu_s": source_cpu, "dest_cpu_s": dest_cpu}
+            # a record that never arrived counts as an infinite lag
+            "lag_p99_all_s": percentile(lags + [math.inf] * max(0, expected(sent[0]) - len(lags)), 0.99),
+            "linger_ms": linger_ms, "lag_partitions": len(sampled),
+            "ack_p50_s": percentile(acked, 0.5), "ack_p99_s": percentile(acked, 0.99),
+            "elapsed_s": elapsed, "source_cpu_s": source_cpu, "dest_cpu_s": dest_cpu, "clients_cpu_s": clients_cpu}
 
 
 def states(bootstrap: str, topic: str) -> dict[int, tuple[int, int, int, str]]:
@@ -231,7 +250,7 @@ def describe_rpc_s(bootstrap: str) -> float:
 
 
 def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessions: bool,
-        load_args: tuple[float, float, int] | None = None) -> Row:
+        load_args: tuple[float, float, int, int, int] | None = None) -> Row:
     source = LocalCluster(dir=base / "source", port=free_port_block(),
                           overrides={} if sessions else {"max.incremental.fetch.session.cache.slots": "0"})
     dest = LocalCluster(dir=base / "destination", port=free_port_block(), nodes=dest_nodes)
@@ -356,6 +375,9 @@ def main() -> int:
     ap.add_argument("--load-mb-s", type=float, default=0, help="after idle: produce this many MB/s (0: no load)")
     ap.add_argument("--load-s", type=float, default=30, help="seconds of load")
     ap.add_argument("--record-bytes", type=int, default=1000, help="record size of the load")
+    ap.add_argument("--linger-ms", type=int, default=5, help="the load producer's linger.ms")
+    ap.add_argument("--lag-every", type=int, default=1,
+                    help="the lag consumer reads every K-th partition (1: all of them)")
     ap.add_argument("--json", type=Path, default=None, help="append each row as a JSON line")
     ap.add_argument("--plot", type=Path, default=None, help="draw the rows of --json (or this run) as a PNG")
     ap.add_argument("--out", type=Path, default=None)
@@ -364,7 +386,8 @@ def main() -> int:
     for n in (int(x) for x in args.partitions.split(",") if x):
         for sessions in (True, False) if args.sessionless else (True,):
             with tempfile.TemporaryDirectory() as d:
-                load_args = (args.load_mb_s, args.load_s, args.record_bytes) if args.load_mb_s else None
+                load_args = ((args.load_mb_s, args.load_s, args.record_bytes, args.linger_ms, args.lag_every)
+                             if args.load_mb_s else None)
                 rows.append(run(n, args.records, Path(d), args.idle_s, args.dest_nodes, sessions, load_args))
             print(rows[-1], flush=True)
             if args.json:

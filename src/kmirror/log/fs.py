@@ -21,8 +21,9 @@ Buffer = bytes | bytearray | memoryview
 
 
 class FileSystem(Protocol):
-    def append(self, path: str, data: Buffer) -> int:
-        """Append `data` at the end of `path` (created if missing); returns the position it starts at."""
+    def append(self, path: str, data: Buffer, *, keep_open: bool = True) -> int:
+        """Append `data` at the end of `path` (created if missing); returns the position it starts at.
+        `keep_open` False: a file written now and then (an index), whose handle is not kept."""
         ...
 
     def read(self, path: str, position: int, size: int) -> bytes:

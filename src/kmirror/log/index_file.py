@@ -90,7 +90,7 @@ class IndexFile:
         if self._held is not None:
             self._held += self._encode(key, value)
         else:
-            self.fs.append(self.path, self._encode(key, value))
+            self.fs.append(self.path, self._encode(key, value), keep_open=False)
         self._keys.append(key)
         self._values.append(value)
 
@@ -102,7 +102,7 @@ class IndexFile:
     def release_writes(self) -> None:
         held, self._held = self._held, None
         if held:
-            self.fs.append(self.path, bytes(held))
+            self.fs.append(self.path, bytes(held), keep_open=False)
 
     def _floor(self, key: int) -> int:
         """Index of the largest entry whose key is <= `key`, or -1."""

@@ -25,12 +25,15 @@ from collections.abc import Sequence
 
 from kmirror.log.fs import Buffer
 
+# descriptors left, at least, for connections, checkpoints and the metadata log
+RESERVED_FDS = 4096
+
 
 def default_max_open_files() -> int:
-    """`log.max.open.files` -1: half of the process's file descriptor limit (the other half
-    for connections, checkpoints and the metadata log)."""
+    """`log.max.open.files` -1: the process's file descriptor limit less `RESERVED_FDS`, and
+    at least half of it (the other half for connections, checkpoints and the metadata log)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return 1 << 20 if soft == resource.RLIM_INFINITY else max(16, soft // 2)
+    return 1 << 20 if soft == resource.RLIM_INFINITY else max(16, soft // 2, soft - RESERVED_FDS)
 
 
 class OsFileSystem:
@@ -49,13 +52,7 @@ class OsFileSystem:
         if fd is not None:
             self._fds.move_to_end(path)
             return fd, False
-        created = False
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND)
-        except FileNotFoundError:
-            if not create:
-                raise
-            fd, created = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644), True
+        fd, created = self._open(path, create)
         self._fds[path] = fd
         while len(self._fds) > self.max_open_files:
             _, old_fd = self._fds.popitem(last=False)
@@ -63,14 +60,26 @@ class OsFileSystem:
             os.close(old_fd)
         return fd, created
 
-    def append(self, path: str, data: Buffer) -> int:
+    @staticmethod
+    def _open(path: str, create: bool) -> tuple[int, bool]:
+        try:
+            return os.open(path, os.O_RDWR | os.O_APPEND), False
+        except FileNotFoundError:
+            if not create:
+                raise
+            return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644), True
+
+    def append(self, path: str, data: Buffer, *, keep_open: bool = True) -> int:
         with self._lock:
-            fd, created = self._fd(path, create=True)
-            position = os.fstat(fd).st_size
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            if keep_open or path in self._fds:
+                fd, created = self._fd(path, create=True)
+                position = _write_all(fd, data)
+            else:
+                fd, created = self._open(path, create=True)
+                try:
+                    position = _write_all(fd, data)
+                finally:
+                    os.close(fd)
         if created:
             self._fsync_dir(os.path.dirname(path) or ".")
         return position
@@ -214,3 +223,13 @@ def _under(path: str, roots: set[str]) -> bool:
             return False
         path = parent
     return bool(path)
+
+
+def _write_all(fd: int, data: Buffer) -> int:
+    """Append all of `data` through `fd` (O_APPEND); the position it starts at."""
+    position = os.fstat(fd).st_size
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+    return position

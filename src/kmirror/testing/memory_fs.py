@@ -28,7 +28,7 @@ class MemoryFileSystem:
 
     # -- FileSystem -------------------------------------------------------------------------
 
-    def append(self, path: str, data: Buffer) -> int:
+    def append(self, path: str, data: Buffer, *, keep_open: bool = True) -> int:
         f = self._file(path, create=True)
         position = len(f.data)
         f.data += data

@@ -3,7 +3,7 @@ import resource
 
 import pytest
 
-from kmirror.runtime.os_fs import OsFileSystem
+from kmirror.runtime.os_fs import RESERVED_FDS, OsFileSystem
 from kmirror.testing.memory_fs import MemoryFileSystem
 
 
@@ -118,10 +118,22 @@ def test_the_most_recently_used_handles_stay_open(tmp_path):
     assert fs.evictions == evictions + 1
 
 
-def test_the_default_bound_is_half_the_descriptor_limit():
+def test_the_default_bound_leaves_a_reserve_of_the_descriptor_limit():
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY:
-        assert OsFileSystem().max_open_files == max(16, soft // 2)
+        assert OsFileSystem().max_open_files == max(16, soft // 2, soft - RESERVED_FDS)
+
+
+def test_a_file_appended_without_keep_open_holds_no_handle(tmp_path):
+    fs = OsFileSystem(max_open_files=2)
+    index, log = str(tmp_path / "0.index"), str(tmp_path / "0.log")
+    assert fs.append(index, b"ab", keep_open=False) == 0
+    assert fs.append(index, b"cd", keep_open=False) == 2
+    fs.append(log, b"records")
+    assert list(fs._fds) == [log]  # only the log's handle is kept
+    assert fs.read(index, 0, 4) == b"abcd"
+    assert fs.append(index, b"ef", keep_open=False) == 4  # an open handle is used when there is one
+    assert fs.read(index, 0, 6) == b"abcdef" and fs.evictions == 0
 
 
 def test_rename_all_closes_only_the_files_under_the_moved_directories(tmp_path):
