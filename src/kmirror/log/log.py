@@ -371,10 +371,10 @@ class Log(LogTruncation):
             segment = self.segments[index]
             max_position: int | None = None
             if bound < segment.next_offset():
-                found = segment.find_batch(bound)
+                found = segment.locate(bound)
                 max_position = found[0] if found is not None else None
-                if found is not None and found[1].base_offset < bound <= found[1].last_offset:
-                    max_position = found[0] + found[1].size
+                if found is not None and found[1] < bound <= found[2]:
+                    max_position = found[0] + found[3]
             result = segment.read(fetch_offset, max_bytes, max_position, min_one_message)
             if result is not None:
                 return FetchDataInfo(result.records, fetch_offset)

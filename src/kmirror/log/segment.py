@@ -45,7 +45,6 @@ def filename_prefix(offset: int) -> str:
 class SegmentRead:
     records: bytes
     position: int
-    first_batch: BatchHeader
 
 
 class LogSegment:
@@ -76,6 +75,8 @@ class LogSegment:
         # the index entry below it. Forgotten whenever the file changes otherwise.
         self._tail_offsets = array("q")
         self._tail_positions = array("q")
+        self._tail_lasts = array("q")  # ... and their last offsets and sizes
+        self._tail_sizes = array("q")
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -155,18 +156,21 @@ class LogSegment:
         self.offset_index.hold_writes()
         self.time_index.hold_writes()
         tail_offsets, tail_positions = self._tail_offsets, self._tail_positions
+        tail_lasts, tail_sizes = self._tail_lasts, self._tail_sizes
         try:
             for base_offset, last_offset, max_timestamp, size in located:
                 self._index_batch(last_offset, max_timestamp, size, position)
                 tail_offsets.append(base_offset)
                 tail_positions.append(position)
+                tail_lasts.append(last_offset)
+                tail_sizes.append(size)
                 position += size
         finally:
             self.offset_index.release_writes()
             self.time_index.release_writes()
         if len(tail_offsets) > 2 * _TAIL_BATCHES:
-            del tail_offsets[:-_TAIL_BATCHES]
-            del tail_positions[:-_TAIL_BATCHES]
+            for remembered in (tail_offsets, tail_positions, tail_lasts, tail_sizes):
+                del remembered[:-_TAIL_BATCHES]
         self.size = position
         self._next_offset = located[-1][1] + 1
         return position
@@ -227,24 +231,43 @@ class LogSegment:
                 return position, header
         return None
 
+    def locate(self, offset: int) -> tuple[int, int, int, int] | None:
+        """(position, base offset, last offset, size) of the first batch whose last offset is
+        >= `offset`, as `find_batch`; from memory when the remembered tail batches cover
+        `offset` (a consumer or a mirror that keeps up reads there), without reading a header."""
+        tail = self._tail_offsets
+        if tail and tail[0] <= offset:
+            # The remembered batches run to the end of the file: past the last one, none.
+            i = bisect_right(tail, offset) - 1
+            if self._tail_lasts[i] < offset:
+                i += 1  # `offset` is in a gap: the next batch
+            if i == len(tail):
+                return None
+            return self._tail_positions[i], tail[i], self._tail_lasts[i], self._tail_sizes[i]
+        found = self.find_batch(offset)
+        if found is None:
+            return None
+        position, header = found
+        return position, header.base_offset, header.last_offset, header.size
+
     def read(self, start_offset: int, max_bytes: int, max_position: int | None = None,
              min_one_message: bool = True) -> SegmentRead | None:
         """Bytes from the batch containing `start_offset` (Kafka returns the whole batch for
         a mid-batch fetch offset), at most `max_bytes` unless `min_one_message` lets the first
         batch exceed it; never past `max_position`. The result may end in a partial batch, as
         Kafka's does; None when no batch at or after `start_offset` exists."""
-        found = self.find_batch(start_offset)
+        found = self.locate(start_offset)
         if found is None:
             return None
-        position, header = found
+        position, _, _, batch_size = found
         limit = self.size if max_position is None else min(max_position, self.size)
         if position >= limit:
             return None
-        size = max(max_bytes, header.size) if min_one_message else max_bytes
+        size = max(max_bytes, batch_size) if min_one_message else max_bytes
         size = min(size, limit - position)
         if size <= 0:
-            return SegmentRead(b"", position, header)
-        return SegmentRead(self.fs.read_range(self.log_path, position, size), position, header)
+            return SegmentRead(b"", position)
+        return SegmentRead(self.fs.read_range(self.log_path, position, size), position)
 
     def read_header_at(self, position: int) -> BatchHeader | None:
         return self._header_at(position)
@@ -325,8 +348,8 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
 
     def _forget_tail(self) -> None:
-        del self._tail_offsets[:]
-        del self._tail_positions[:]
+        for remembered in (self._tail_offsets, self._tail_positions, self._tail_lasts, self._tail_sizes):
+            del remembered[:]
 
     def on_become_inactive(self) -> None:
         """At roll (and close) the time index gets a final entry for the max timestamp, so a

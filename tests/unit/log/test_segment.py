@@ -115,9 +115,13 @@ def _found_everywhere(seg, upto):
     return [(o, seg.find_batch(o)) for o in range(-1, upto + 2)]
 
 
+def _located_everywhere(seg, upto):
+    return [(o, seg.locate(o)) for o in range(-1, upto + 2)]
+
+
 def test_reads_at_the_tail_find_the_same_batches_as_a_scan_from_the_index():
-    """The positions of the last appended batches (kept for readers of the tail) give the
-    answers a segment without them (reopened) gives, through gaps, multi-batch appends,
+    """The positions (and last offsets and sizes) of the last appended batches, kept for
+    readers of the tail, give the answers a segment without them (reopened) gives, through gaps, multi-batch appends,
     more batches than it remembers and truncations."""
     fs = MemoryFileSystem()
     seg = _segment(fs, interval=300)
@@ -136,3 +140,5 @@ def test_reads_at_the_tail_find_the_same_batches_as_a_scan_from_the_index():
         reopened = _segment(fs, interval=300)
         assert reopened.load()
         assert _found_everywhere(seg, offset) == _found_everywhere(reopened, offset), i
+        # ... and so does `locate`, from the remembered tail batches alone where they cover
+        assert _located_everywhere(seg, offset) == _located_everywhere(reopened, offset), i
