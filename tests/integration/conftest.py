@@ -8,9 +8,14 @@ from typing import Any
 
 import pytest
 
+from kmirror.cli.main import main as cli_main
 from kmirror.testing.mirror_clusters import clusters_up
-from kmirror.testing.processes import LocalCluster, free_port_block
+from kmirror.testing.processes import LocalCluster, free_port_block, use_cli_main
 from kmirror.testing.spark import spark_session
+
+# The read-only commands tests poll (`mirrors --describe`, `topics --describe` through
+# kmirror.testing.mirror_clusters) run in the test process: see `kmirror_in_process`.
+use_cli_main(cli_main)
 
 
 @pytest.fixture
