@@ -5,6 +5,9 @@ Spark's Python workers). Where PYTHONDONTWRITEBYTECODE is set none of them write
 bytecode it compiles, and each compiles the sources again: about 0.4 CPU-second of a node's
 1.3 to start. So the run first compiles src/ (into its __pycache__ directories, ignored by
 git; an up-to-date file is only checked), the way `pip install` compiles an installed package.
+The test processes themselves write bytecode too: pytest keeps each test module's rewritten
+assertions in such a cache, and without it every worker rewrites all test modules again at
+every run (about 10 CPU-seconds per worker before its first test).
 
 `scripts/test.sh` runs modules on pytest-xdist workers with `--dist loadfile`: each worker is
 handed whole modules from a queue in collection order, and the run ends when the last worker
@@ -22,11 +25,15 @@ few tests last; that reordering is turned off so that the order above is the one
 from __future__ import annotations
 
 import compileall
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Before any test module is collected (this conftest is loaded first, in every process).
+sys.dont_write_bytecode = False
 TABLE = Path(__file__).resolve().parent / "module_durations.txt"
 
 
