@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kmirror.testing.metrics_scrape import mirror_fetch_requests
-from kmirror.testing.processes import LocalCluster, kmirror
+from kmirror.testing.processes import LocalCluster, kmirror, kmirror_in_process
 
 T = TypeVar("T")
 
@@ -72,8 +72,9 @@ def clusters_up(*clusters: LocalCluster) -> Iterator[tuple[LocalCluster, ...]]:
 
 def describe(bootstrap: str, *extra: str) -> dict[tuple[str, str, int], tuple[int, int, int, str]]:
     """`kmirror mirrors --describe` as {(mirror, topic, partition): (source offset, destination
-    offset, lag, state)}; -1 for an unknown offset."""
-    out = kmirror("mirrors", "--bootstrap-server", bootstrap, "--describe", *extra).stdout
+    offset, lag, state)}; -1 for an unknown offset. Tests poll this: the command runs in this
+    process (`kmirror_in_process`)."""
+    out = kmirror_in_process("mirrors", "--bootstrap-server", bootstrap, "--describe", *extra).stdout
     lines = [line.split() for line in out.splitlines() if line.strip()]
     assert lines[0] == DESCRIBE_HEADERS, out
     return {(m, t, int(p)): (_offset(src), _offset(dst), _offset(lag), state)
@@ -91,8 +92,8 @@ def partition_states(bootstrap: str, topic: str) -> dict[int, str]:
 
 def topic_summary(bootstrap: str, topic: str) -> dict[str, str]:
     """The summary line of `kmirror topics --describe`: Topic, TopicId, PartitionCount,
-    ReplicationFactor, Configs."""
-    first = kmirror("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic).stdout.splitlines()[0]
+    ReplicationFactor, Configs. The command runs in this process (`kmirror_in_process`)."""
+    first = kmirror_in_process("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic).stdout.splitlines()[0]
     return dict(field.split(": ", 1) for field in first.split("\t"))
 
 
