@@ -59,14 +59,14 @@ def test_a_live_group_is_upgraded_then_downgraded_one_member_at_a_time(cluster: 
     try:
         for name in ("c1", "c2", "c3"):
             group.add(name, **COOPERATIVE)
-        wait_for("three classic members", lambda: balanced(group), group.no_overlap)
+        wait_for("three classic members", lambda: balanced(group), group.no_overlap, seen=group.assignments)
         assert group_type(admin, "rolling") == ConsumerGroupType.CLASSIC
 
         for old, new in (("c1", "n1"), ("c2", "n2"), ("c3", "n3")):
             group.remove(old)  # the rolling restart: the member stops (LeaveGroup), then starts again
             group.add(new, **CONSUMER)
             wait_for(f"{new} in the upgraded group", lambda new=new: balanced(group) and bool(group.members[new].assigned),
-                     group.no_overlap)
+                     group.no_overlap, seen=lambda: (group.assignments(), group.errors[-5:]))
             assert group_type(admin, "rolling") == ConsumerGroupType.CONSUMER
         described = admin.describe_consumer_groups(["rolling"])["rolling"].result(30)
         assert described.type == ConsumerGroupType.CONSUMER
@@ -77,7 +77,7 @@ def test_a_live_group_is_upgraded_then_downgraded_one_member_at_a_time(cluster: 
             group.remove(old)
             group.add(new, **EAGER)
             wait_for(f"{new} in the group", lambda new=new: balanced(group) and bool(group.members[new].assigned),
-                     group.no_overlap)
+                     group.no_overlap, seen=lambda: (group.assignments(), group.errors[-5:]))
         # the last member of the consumer protocol left: a classic group again
         assert group_type(admin, "rolling") == ConsumerGroupType.CLASSIC
     finally:

@@ -82,12 +82,14 @@ class GroupConsumer:
 
 
 def wait_for(what: str, condition: Callable[[], bool], check: Callable[[], None] = lambda: None,
-             timeout_s: float = 90) -> None:
+             timeout_s: float = 90, seen: Callable[[], object] | None = None) -> None:
+    """Poll `condition` (running `check` each time) until it holds; on timeout the message
+    includes what `seen` returns then (the members' assignments, say)."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         check()
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}" + ("" if seen is None else f"; seen: {seen()}"))
         time.sleep(0.05)
     check()
 
