@@ -69,7 +69,7 @@ _DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("log.max.open.files", INT, "-1",
               "Most segment, index and checkpoint file handles a broker keeps open; the least recently "
               "used one is closed beyond it and reopened on its next use (-1: the process's file "
-              "descriptor limit less 4096, and at least half of it).", at_least(-1)),
+              "descriptor limit less 4096, or half of a limit below 8192).", at_least(-1)),
     ConfigDef("log.segment.delete.delay.ms", L, "60000", "Delay before deleting a segment file.", at_least(0)),
     ConfigDef("log.cleanup.policy", LI, "delete", "Default cleanup policy.", each_of(*CLEANUP_POLICIES, allow_empty=True)),
     ConfigDef("log.cleaner.delete.retention.ms", L, "86400000", "Tombstone retention.", at_least(0)),

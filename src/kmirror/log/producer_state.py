@@ -357,8 +357,9 @@ class ProducerState:
 
     @property
     def first_unstable_offset(self) -> int | None:
-        """The first offset of the oldest ongoing transaction (bounds the LSO). Asked for every
-        partition of every consumer fetch: a plain loop, no list."""
+        """The first offset of the oldest ongoing transaction (bounds the LSO, Kafka
+        `ProducerStateManager.firstUnstableOffset`); None when no transaction is open. Asked
+        for every partition of every consumer Fetch."""
         first: int | None = None
         for entry in self.producers.values():
             offset = entry.current_txn_first_offset

@@ -25,13 +25,14 @@ from collections.abc import Sequence
 
 from kmirror.log.fs import Buffer
 
-# descriptors left, at least, for connections, checkpoints and the metadata log
+# descriptors left for connections, checkpoints and the metadata log
 RESERVED_FDS = 4096
 
 
 def default_max_open_files() -> int:
-    """`log.max.open.files` -1: the process's file descriptor limit less `RESERVED_FDS`, and
-    at least half of it (the other half for connections, checkpoints and the metadata log)."""
+    """`log.max.open.files` -1: the process's file descriptor limit less `RESERVED_FDS`, or
+    half of a limit below twice that (the rest for connections, checkpoints and the
+    metadata log)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return 1 << 20 if soft == resource.RLIM_INFINITY else max(16, soft // 2, soft - RESERVED_FDS)
 
