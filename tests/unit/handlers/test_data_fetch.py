@@ -4,6 +4,7 @@ import datetime
 from uuid import UUID, uuid4
 
 import pytest
+from kio.index import load_response_schema
 
 from kmirror.broker.api import RequestContext
 from kmirror.broker.handlers.fetch import handle
@@ -243,7 +244,7 @@ def test_idle_partitions_of_a_sessionless_fetch_answer_as_an_empty_read(version:
             ErrorCode.none, 0, 0, 0)
         assert not idle.records and getattr(idle, "preferred_read_replica", -1) == -1  # v11+
         assert idle.aborted_transactions == (() if isolation_level == 1 else None)
-    rt = __import__("kio.index", fromlist=["load_response_schema"]).load_response_schema(1, version)
+    rt = load_response_schema(1, version)
     ctx = RequestContext(RequestHeaderView(1, version, 1, "test"), rt, "127.0.0.1", 1)
     # both partitions, and the response's own error code from v7
     assert error_counts(asyncio.run(handle(services, ctx, request))) == {0: 3 if version >= 7 else 2}
@@ -253,7 +254,7 @@ def test_delayed_fetch_completes_when_data_arrives() -> None:
     services = data_services(single_node_image(1, {"t": (T_ID, 1)}))
     rm = services.replica_manager
     version = 12
-    rt_response = __import__("kio.index", fromlist=["load_response_schema"]).load_response_schema(1, version)
+    rt_response = load_response_schema(1, version)
     ctx = RequestContext(RequestHeaderView(1, version, 1, "test"), rt_response, "127.0.0.1", 1)
     request = fetch_request(version, {"t": [(0, 0)]}, max_wait_ms=60_000, min_bytes=1)
 
