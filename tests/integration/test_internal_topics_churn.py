@@ -28,6 +28,7 @@ from kmirror.client.admin import Admin
 from kmirror.testing.kafka_clients import create_topic, end_offsets, produce_acked, watermarks
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, partition_states, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block
+from kmirror.testing.segments import log_size
 
 pytestmark = pytest.mark.integration
 
@@ -54,16 +55,6 @@ def churn_clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]
     dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block(), overrides=DEST_OVERRIDES)
     with clusters_up(source, dest):
         yield source, dest
-
-
-def log_bytes(cluster: LocalCluster, topic: str) -> int:
-    total = 0
-    for segment in (cluster.dir / "node-1").rglob(f"{topic}-0/*.log"):
-        try:
-            total += segment.stat().st_size
-        except FileNotFoundError:  # the cleaner or retention deleted it since the listing
-            pass
-    return total
 
 
 def committed(bootstrap: str) -> list[int]:
@@ -124,7 +115,7 @@ async def pause_resume_churn(bootstrap: str, seconds: float, sample: list[tuple[
             for call, state in ((admin.pause_mirror_topics, "PAUSED"), (admin.resume_mirror_topics, "MIRRORING")):
                 assert set((await call("m", [TOPIC])).values()) == {None}
                 await asyncio.wait_for(wait_state(admin, state), 60)
-                sample.append((log_bytes(dest, "__mirror_state"), log_bytes(dest, "__consumer_offsets")))
+                sample.append((log_size(dest, "__mirror_state", 0), log_size(dest, "__consumer_offsets", 0)))
             cycles += 1
     return cycles
 

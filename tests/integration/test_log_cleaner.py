@@ -16,7 +16,7 @@ from kmirror.testing.kafka_clients import create_topic, watermarks
 from kmirror.testing.metrics_scrape import scrape
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block
-from kmirror.testing.segments import segment_files
+from kmirror.testing.segments import log_size, segment_files
 
 pytestmark = pytest.mark.integration
 
@@ -177,10 +177,6 @@ def test_segment_ms_rolls_the_active_segment_on_append(node: LocalCluster) -> No
     assert time.monotonic() - start >= 1.4  # not before segment.ms
 
 
-def _offsets_log_bytes(node: LocalCluster) -> int:
-    return sum(f.stat().st_size for f in (node.dir / "node-1").rglob("__consumer_offsets-0/*.log"))
-
-
 def churn_commits(node: LocalCluster, seconds: float) -> int:
     """Commit offsets of a 4-partition topic as fast as one consumer can for `seconds`."""
     b = node.bootstrap
@@ -209,7 +205,7 @@ def _assert_offsets_bounded(node: LocalCluster, seconds: float) -> None:
     commits = churn_commits(node, seconds)
     assert commits > 200
     # each commit appends ~4 records; 16 KiB segments compact down to a few records per key
-    wait_until(lambda: _offsets_log_bytes(node) < 4 * 16384, "__consumer_offsets compacted", timeout_s=60)
+    wait_until(lambda: log_size(node, "__consumer_offsets", 0) < 4 * 16384, "__consumer_offsets compacted", timeout_s=60)
     assert _committed(node.bootstrap) == [commits] * 4
     node.kill9()
     node.start_node(1)

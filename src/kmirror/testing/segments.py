@@ -33,6 +33,18 @@ def segment_files(cluster: LocalCluster, topic: str, partition: int, node_id: in
         return []
 
 
+def log_size(cluster: LocalCluster, topic: str, partition: int, node_id: int = 1) -> int:
+    """Bytes in the replica's `.log` files; a file the cleaner or retention deletes while it is
+    counted counts as empty."""
+    total = 0
+    for segment in segment_files(cluster, topic, partition, node_id):
+        try:
+            total += segment.stat().st_size
+        except FileNotFoundError:
+            pass
+    return total
+
+
 def log_batches(cluster: LocalCluster, topic: str, partition: int, node_id: int = 1) -> list[tuple[int, bytes]]:
     """(base offset, bytes) of every batch of every segment of the replica on `node_id`; none
     while the partition does not exist there, or while a full truncation (copy from scratch)
