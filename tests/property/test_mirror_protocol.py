@@ -1,74 +1,19 @@
 """Round-trips of every KIP-1279 entity through kio's writer and native reader, with values
 drawn from the entity's own dataclass fields (kafka_type -> value range)."""
 
-import dataclasses
-import datetime
 import io
-import types
-from typing import Any, Union, get_args, get_origin
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from kmirror.kip1279 import state_records
 from kmirror.protocol.mirror import create_topics, fetch
 from kmirror.protocol.mirror.registry import MIRROR_APIS, entity_types
 from kmirror.records import mirror_pid_reset as pid_reset
-
-_INTS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
-
-
-def _ints(bits: int) -> st.SearchStrategy[int]:
-    return st.integers(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-
-
-def _primitive(kafka_type: str) -> st.SearchStrategy[Any]:
-    if kafka_type in _INTS:
-        return _ints(_INTS[kafka_type])
-    if kafka_type == "string":
-        return st.text(max_size=12)
-    if kafka_type == "bool":
-        return st.booleans()
-    if kafka_type == "uuid":
-        return st.uuids().filter(lambda u: u.int != 0)
-    if kafka_type == "timedelta_i32":
-        return st.integers(0, 2**31 - 1).map(lambda ms: datetime.timedelta(milliseconds=ms))
-    if kafka_type == "error_code":
-        return st.sampled_from(list(ErrorCode))
-    if kafka_type == "records":
-        return st.binary(max_size=16)
-    raise AssertionError(f"no strategy for {kafka_type}")
-
-
-def _optional(tp: Any) -> tuple[Any, bool]:
-    if get_origin(tp) in (types.UnionType, Union):
-        args = [a for a in get_args(tp) if a is not type(None)]
-        return args[0], True
-    return tp, False
-
-
-def _for_field(f: dataclasses.Field[Any]) -> st.SearchStrategy[Any]:
-    inner, nullable = _optional(f.type)
-    tagged = "tag" in f.metadata
-    if get_origin(inner) is tuple:
-        (elem,) = get_args(inner)[:1]
-        item = entities(elem) if dataclasses.is_dataclass(elem) else _primitive(f.metadata["kafka_type"])
-        s: st.SearchStrategy[Any] = st.lists(item, max_size=3).map(tuple)
-    elif dataclasses.is_dataclass(inner):
-        s = entities(inner)
-    else:
-        s = _primitive(f.metadata["kafka_type"])
-    if nullable and not tagged:
-        s = st.none() | s
-    return s
-
-
-def entities(cls: Any) -> st.SearchStrategy[Any]:
-    """A strategy for any value of a kio-style entity class, built from its fields."""
-    return st.deferred(lambda: st.builds(cls, **{f.name: _for_field(f) for f in dataclasses.fields(cls)}))
+from kmirror.testing.entity_strategies import entities
 
 
 def _round_trip(cls: Any, value: Any) -> None:

@@ -17,26 +17,34 @@ from collections.abc import Sequence
 from kmirror.cli.errors import CommandError
 from kmirror.client.errors import KafkaClientError
 
-COMMAND_MODULES = (
-    "kmirror.cli.topics",
-    "kmirror.cli.leader_election",
-    "kmirror.cli.reassign_partitions",
-    "kmirror.cli.configs",
-    "kmirror.cli.mirrors",
-    "kmirror.cli.features",
-    "kmirror.cli.console_producer",
-    "kmirror.cli.console_consumer",
-    "kmirror.cli.dump_log",
-    "kmirror.cli.transactions",
-    "kmirror.cli.verify",
-    "kmirror.cli.server",  # node and local clusters; may not exist in every build
-)
+COMMANDS: dict[str, str] = {
+    "topics": "kmirror.cli.topics",
+    "leader-election": "kmirror.cli.leader_election",
+    "reassign-partitions": "kmirror.cli.reassign_partitions",
+    "configs": "kmirror.cli.configs",
+    "mirrors": "kmirror.cli.mirrors",
+    "features": "kmirror.cli.features",
+    "console-producer": "kmirror.cli.console_producer",
+    "console-consumer": "kmirror.cli.console_consumer",
+    "dump-log": "kmirror.cli.dump_log",
+    "transactions": "kmirror.cli.transactions",
+    "verify": "kmirror.cli.verify",
+    # node and local clusters; may not exist in every build
+    "server": "kmirror.cli.server",
+    "cluster": "kmirror.cli.server",
+    "demo": "kmirror.cli.server",
+}
+"""Each command and the module whose `add_parser` defines it."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command or, given a known command's name, of the commands of its
+    module only: a command imports no other command's module (a node's start imports no client
+    tool, a tool no other tool)."""
     parser = argparse.ArgumentParser(prog="kmirror", description="kmirror: a Kafka-compatible broker and its tools")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
+    modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for name in modules:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -48,8 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:
         result = args.func(args)
         if inspect.iscoroutine(result):

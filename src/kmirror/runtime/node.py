@@ -65,7 +65,7 @@ from kmirror.runtime.broker_sender import ListenerBrokerSender
 from kmirror.runtime.controller_channel import ControllerChannel
 from kmirror.runtime.coordinator_log import ReplicatedCoordinatorLog
 from kmirror.runtime.log_cleaner import LogCleanerService
-from kmirror.runtime.loop_lag import LoopLagMonitor
+from kmirror.runtime.loop_lag import LoopLagMonitor, TimedEventLoop
 from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError
 from kmirror.runtime.metadata_publisher import BrokerPublishSteps, MetadataPublisher
 from kmirror.runtime.metrics_http import MetricsServer
@@ -438,7 +438,8 @@ async def serve(config: ServerConfig) -> None:
 def run(config: ServerConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     try:
-        asyncio.run(serve(config))
+        with asyncio.Runner(loop_factory=TimedEventLoop) as runner:
+            runner.run(serve(config))
     except (MetaPropertiesError, OSError, TlsSetupError) as exc:
         # a start-up refusal (wrong meta.properties, port in use, unreadable log dir or PEM): one line
         print(f"Error: {exc}", file=sys.stderr)

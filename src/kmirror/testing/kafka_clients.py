@@ -127,9 +127,10 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
 
 
 # A broker learns of a new topic's partitions after the controller has answered CreateTopics
-# (Kafka's brokers apply metadata asynchronously): ListOffsets may answer these for a moment.
+# (Kafka's brokers apply metadata asynchronously): ListOffsets may answer these for a moment, and
+# a newly elected leader answers OFFSET_NOT_AVAILABLE until its high watermark has caught up.
 _TRANSIENT = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.NOT_LEADER_FOR_PARTITION,
-                        KafkaError.LEADER_NOT_AVAILABLE})
+                        KafkaError.LEADER_NOT_AVAILABLE, KafkaError.OFFSET_NOT_AVAILABLE})
 
 
 def _watermark_offsets(consumer: Consumer, tp: TopicPartition, timeout_s: float = 30) -> tuple[int, int]:

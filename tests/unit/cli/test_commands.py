@@ -8,7 +8,7 @@ from kmirror.cli.configs import alter_ops, format_describe
 from kmirror.cli.console_consumer import RecordFormatter, start_offsets
 from kmirror.cli.console_producer import LineParser, chunks
 from kmirror.cli.errors import CommandError
-from kmirror.cli.main import build_parser, main
+from kmirror.cli.main import COMMANDS, build_parser, main
 from kmirror.cli.topics import format_description, validate
 from kmirror.client.admin import AlterConfigOp, ConfigEntry, ConfigResourceType, TopicDescription
 from kmirror.client.consumer import ConsumerRecord
@@ -136,3 +136,15 @@ def test_console_consumer_start_offsets() -> None:
         start_offsets(parse(*base, "--partition", "3"), [0])
     with pytest.raises(CommandError):
         start_offsets(parse(*base, "--partition", "0", "--offset", "x"), [0])
+
+
+def _commands(parser: argparse.ArgumentParser) -> set[str]:
+    return {name for action in parser._subparsers._group_actions for name in action.choices}  # type: ignore[union-attr]
+
+
+def test_each_command_is_defined_by_the_module_the_table_names() -> None:
+    assert _commands(build_parser()) == set(COMMANDS)
+    for command, module in COMMANDS.items():
+        assert command in _commands(build_parser(command)), (command, module)
+    assert _commands(build_parser("topics")) == {"topics"}
+    assert _commands(build_parser("--help")) == set(COMMANDS)

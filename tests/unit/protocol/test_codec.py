@@ -105,3 +105,11 @@ def test_a_response_frame_is_the_size_kios_header_and_kios_body(version, header_
     entity_writer(V0 if header_v0 else V1)(buf, (V0 if header_v0 else V1)(correlation_id=i32(-2)))
     entity_writer(rt)(buf, resp)
     assert bytes(encode_response(spec, version, -2, resp)) == len(buf.getvalue()).to_bytes(4, "big") + buf.getvalue()
+
+
+@pytest.mark.parametrize("plane", ["broker", "controller"])
+def test_every_version_a_node_serves_has_its_schemas(plane: str) -> None:
+    for spec in build_registry(plane=plane):
+        for version in range(spec.min_version, spec.max_version + 1):
+            assert spec.request_type(version) is not None and spec.response_type(version) is not None, (spec.name,
+                                                                                                         version)
