@@ -25,7 +25,9 @@ from kmirror.testing.processes import LocalCluster, free_port_block
 pytestmark = pytest.mark.integration
 
 # classic members heartbeat every second, so that they learn of a rebalance as quickly as the
-# consumer protocol's members (the cluster's group.consumer.heartbeat.interval.ms)
+# consumer protocol's members (the cluster's group.consumer.heartbeat.interval.ms). librdkafka's
+# cooperative-sticky leader copies each member's sticky user data into its assignment, which no
+# upgrade may lose: once such a group has rebalanced, an upgrade is refused (as by Kafka, last test).
 COOPERATIVE = {"partition_assignment_strategy": "cooperative-sticky", "heartbeat_interval_ms": 1000}
 EAGER = {"partition_assignment_strategy": "range", "heartbeat_interval_ms": 1000}
 CONSUMER = {"group_protocol": "consumer"}
@@ -58,7 +60,7 @@ def test_a_live_group_is_upgraded_then_downgraded_one_member_at_a_time(cluster: 
     group = Group(cluster.bootstrap, "rolling", "classic", "rolling")
     try:
         for name in ("c1", "c2", "c3"):
-            group.add(name, **COOPERATIVE)
+            group.add(name, **EAGER)
         wait_for("three classic members", lambda: balanced(group), group.no_overlap, seen=group.assignments)
         assert group_type(admin, "rolling") == ConsumerGroupType.CLASSIC
 
@@ -136,7 +138,7 @@ def test_a_restart_in_the_middle_of_a_migration_reloads_the_mixed_group(cluster:
     group = Group(cluster.bootstrap, "halfway", "classic", "halfway")
     try:
         for name in ("c1", "c2"):
-            group.add(name, **COOPERATIVE)
+            group.add(name, **EAGER)
         group.add("n1", **CONSUMER)
         wait_for("two classic members and one of the consumer protocol", lambda: balanced(group), group.no_overlap)
 
@@ -212,3 +214,25 @@ def test_a_kafka_python_classic_member_joins_a_consumer_group_and_stays_through_
     finally:
         n1.stop()
         classic.stop()
+
+
+def test_a_cooperative_sticky_group_of_librdkafka_is_not_upgraded_once_it_rebalanced(cluster: LocalCluster):
+    create_topic(cluster.bootstrap, "sticky", partitions=PARTITIONS)
+    group = Group(cluster.bootstrap, "sticky", "classic", "sticky")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    try:
+        group.add("c1", **COOPERATIVE)
+        wait_for("c1 alone", lambda: group.covers_all(), group.no_overlap)
+        group.add("c2", **COOPERATIVE)  # a rebalance: assignments now carry the members' user data
+        wait_for("two classic members", lambda: sorted(len(p) for p in group.assignments().values()) == [3, 3],
+                 group.no_overlap)
+        group.add("n1", **CONSUMER)
+        n1 = group.members["n1"]
+        wait_for("the upgrade refused", lambda: bool(n1.errors), timeout_s=30, seen=group.assignments)
+        # GROUP_ID_NOT_FOUND ("... an unsupported custom assignor is in use ..."), fatal to librdkafka
+        assert "The group id does not exist" in n1.errors[0], n1.errors
+        assert group_type(admin, "sticky") == ConsumerGroupType.CLASSIC
+        assert sorted(len(p) for name, p in group.assignments().items() if name != "n1") == [3, 3]
+    finally:
+        for name in list(group.members):
+            group.remove(name)
