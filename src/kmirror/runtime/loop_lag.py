@@ -5,9 +5,8 @@ for 500 ms delays every client by up to 500 ms whatever the machine's load. The 
 `TimedEventLoop`: its selector notes when each step begins (the wait for ready events returns)
 and ends (the loop waits again), so every step is measured and a loop with nothing to do costs
 nothing (a timer task would wake it a hundred times a second). A step longer than `STALL_MS` is
-a stall. Like a probe client's latency, a step's time also counts the time the process waited
-for a core; unlike it, only steps of the node's own code are counted, so tests can bound stalls on
-a loaded machine.
+a stall. A step's time is wall time: on a loaded machine it includes the time the process waited
+for a core (the watchdog's line below tells the two apart by the process's CPU time).
 
 Metrics (`kmirror.server:type=EventLoop`): `LagMaxMs` (the longest step since start),
 `StallCount` (steps longer than `STALL_MS`), `StallTimeMs` (their summed time), and the
@@ -79,6 +78,7 @@ class LoopLagMonitor:
         self._stall_trace_ms = stall_trace_ms
         self._steps: StepTimer | None = None
         self._last_step = (0.0, 0.0)  # (start, ms) of the last step that ended
+        self._first_step = 0.0
         self._watchdog: threading.Thread | None = None
         self._stopped = threading.Event()
         if registry is not None:
@@ -95,6 +95,7 @@ class LoopLagMonitor:
         if not isinstance(loop, TimedEventLoop):
             raise TypeError(f"the loop must be a TimedEventLoop to be timed, not {type(loop).__name__}")
         self._steps = loop.steps
+        self._first_step = loop.steps.step_started  # the step running now is timed from its start: not counted
         self._steps.on_step = self._on_step
         gc.callbacks.append(self._on_gc)
         if self._stall_trace_ms > 0:
@@ -132,7 +133,8 @@ class LoopLagMonitor:
 
     def _on_step(self, started: float, ms: float) -> None:
         self._last_step = (started, ms)
-        self.record(ms)
+        if started != self._first_step:
+            self.record(ms)
 
     def _watch(self, loop_thread: int, steps: StepTimer) -> None:
         """The watchdog: samples the loop thread's stack once a step passes the trace bound, and
@@ -153,7 +155,7 @@ class LoopLagMonitor:
                 log.warning("event loop held for %.0f ms (process CPU %.0f ms), in %s",
                             held_ms, (time.process_time() - cpu_started) * 1000, where)
                 stalled = 0.0
-            if stalled or not started or now - started < bound_s:
+            if stalled or not started or started == self._first_step or now - started < bound_s:
                 continue
             frame = sys._current_frames().get(loop_thread)  # the loop thread's current frame
             if frame is None:
