@@ -148,7 +148,7 @@ def state_log(bootstrap: str, state_partition: int) -> list[tuple[int, int, Mirr
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "state-probe", "enable.auto.commit": False})
     try:
         tp = TopicPartition(MIRROR_STATE_TOPIC, state_partition, 0)
-        end = consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+        end = kafka_clients.watermarks(bootstrap, MIRROR_STATE_TOPIC, state_partition)[1]
         consumer.assign([tp])
         out: list[tuple[int, int, MirrorPartitionKey, MirrorPartitionStateValue | None]] = []
         deadline = time.monotonic() + 30
@@ -310,12 +310,7 @@ def test_3_kill9_mirror_coordinator_mid_copy(clusters: tuple[LocalCluster, Local
 
 
 def end_of_state_log(bootstrap: str, state_partition: int) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "state-probe", "enable.auto.commit": False})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(MIRROR_STATE_TOPIC, state_partition), timeout=10,
-                                              cached=False)[1]
-    finally:
-        consumer.close()
+    return kafka_clients.watermarks(bootstrap, MIRROR_STATE_TOPIC, state_partition)[1]
 
 
 def test_4_pause_resume_with_the_moved_coordinator(
