@@ -33,20 +33,18 @@ Limits, with Kafka's names (`ListenerLimits`, from the broker config):
   takes its host past the quota is closed at once (`QuotaManagers.connection_rate`).
 
 A listener may speak TLS (an `ssl.SSLContext` given to `start`) and SASL: its connections
-then run a `SaslServer` (kmirror.security.sasl_server) that answers SaslHandshake and
-SaslAuthenticate and lets nothing but ApiVersions through before authentication (requests
-of the SASL exchange are not recorded in the request metrics). A TLS handshake that fails
+then run a `SaslServer` (kmirror.security.sasl_server; its mechanisms: `sasl_listener`) that
+answers SaslHandshake and SaslAuthenticate and lets nothing but ApiVersions through before
+authentication (requests of the SASL exchange are not recorded in the request metrics). A TLS handshake that fails
 (e.g. a plaintext client on an SSL port) closes that connection only.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
 import inspect
 import itertools
 import logging
-import secrets
 import ssl
 import time
 from collections import deque
@@ -67,22 +65,14 @@ from kmirror.protocol.codec import (
     decode_request,
     encode_response,
 )
-from kmirror.protocol.entities import build
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.framing import FrameDecoder, FrameTooLarge
 from kmirror.protocol.registry import ApiRegistry
+from kmirror.runtime.sasl_listener import mechanism_server, sasl_response
 from kmirror.security.listener_config import SaslServerSettings
-from kmirror.security.plain import PLAIN, PlainServer
 from kmirror.security.sasl_mechanism import MechanismServer
-from kmirror.security.sasl_server import (
-    SASL_AUTHENTICATE,
-    SASL_HANDSHAKE,
-    Action,
-    SaslDecision,
-    SaslServer,
-)
+from kmirror.security.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE, Action, SaslServer
 from kmirror.security.scram import ScramCredential, ScramMechanism
-from kmirror.security.scram_server import ScramServer
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +288,7 @@ class KafkaConnection(asyncio.Protocol):
             log.info("connection %s from %s on listener %s authenticated as User:%s",
                      self.connection_id, self.peer, self._server.listener, self._sasl.principal)
         payload = encode_response(req.spec, req.header.api_version, req.header.correlation_id,
-                                  _sasl_response(req, decision))
+                                  sasl_response(req, decision))
         if decision.close_after_response and self._transport is not None:
             self._flush()
             self._transport.write(payload)
@@ -406,24 +396,11 @@ class _HandlerTimer:
         return max(0, time.perf_counter_ns() - self._started_ns - self._paused_ns)
 
 
-def _sasl_response(req: DecodedRequest, decision: SaslDecision) -> object:
-    rt = req.spec.response_type(req.header.api_version)
-    if req.header.api_key == SASL_HANDSHAKE:
-        return build(rt, error_code=decision.error, mechanisms=decision.mechanisms)
-    return build(rt, error_code=decision.error, error_message=decision.message,
-                 auth_bytes=decision.auth_bytes, session_lifetime=datetime.timedelta(0))
-
-
 def _from_follower(body: object) -> bool:
     """A Fetch from a replica (`replica_id` >= 0; v15+ carries it in `replica_state`)."""
     state = getattr(body, "replica_state", None)
     replica_id = state.replica_id if state is not None else getattr(body, "replica_id", -1)
     return int(replica_id) >= 0
-
-
-def _scram_nonce() -> str:
-    """RFC 5802 server nonce part: printable, no ','; token_urlsafe never yields one."""
-    return secrets.token_urlsafe(24)
 
 
 class KafkaServer:
@@ -479,11 +456,7 @@ class KafkaServer:
 
     def mechanism_server(self, mechanism: str) -> MechanismServer:
         assert self.sasl is not None
-        if mechanism == PLAIN:
-            return PlainServer(self.sasl.plain_users)
-        scram = ScramMechanism.from_mechanism_name(mechanism)
-        assert scram is not None, mechanism
-        return ScramServer(scram, self._scram_credential, _scram_nonce)
+        return mechanism_server(self.sasl, mechanism, self._scram_credential)
 
     def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
         """The credential in this node's current metadata image (KIP-554: the metadata log)."""

@@ -1,0 +1,43 @@
+"""The SASL side of a listener (`runtime/server.py`): the mechanism servers its connections'
+`SaslServer`s run, with SCRAM credentials read from the node's current metadata image
+(KIP-554: they live in the metadata log), and the SaslHandshake / SaslAuthenticate responses
+built from a `SaslDecision`."""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+from collections.abc import Callable
+
+from kmirror.protocol.codec import DecodedRequest
+from kmirror.protocol.entities import build
+from kmirror.security.listener_config import SaslServerSettings
+from kmirror.security.plain import PLAIN, PlainServer
+from kmirror.security.sasl_mechanism import MechanismServer
+from kmirror.security.sasl_server import SASL_HANDSHAKE, SaslDecision
+from kmirror.security.scram import ScramCredential, ScramMechanism
+from kmirror.security.scram_server import ScramServer
+
+CredentialLookup = Callable[[str, ScramMechanism], ScramCredential | None]
+
+
+def mechanism_server(settings: SaslServerSettings, mechanism: str, credentials: CredentialLookup) -> MechanismServer:
+    """The server side of one authentication with `mechanism` (one of the listener's enabled ones)."""
+    if mechanism == PLAIN:
+        return PlainServer(settings.plain_users)
+    scram = ScramMechanism.from_mechanism_name(mechanism)
+    assert scram is not None, mechanism
+    return ScramServer(scram, credentials, _scram_nonce)
+
+
+def sasl_response(req: DecodedRequest, decision: SaslDecision) -> object:
+    rt = req.spec.response_type(req.header.api_version)
+    if req.header.api_key == SASL_HANDSHAKE:
+        return build(rt, error_code=decision.error, mechanisms=decision.mechanisms)
+    return build(rt, error_code=decision.error, error_message=decision.message,
+                 auth_bytes=decision.auth_bytes, session_lifetime=datetime.timedelta(0))
+
+
+def _scram_nonce() -> str:
+    """RFC 5802 server nonce part: printable, no ','; token_urlsafe never yields one."""
+    return secrets.token_urlsafe(24)
