@@ -185,14 +185,20 @@ async def run(args: argparse.Namespace, source_dir: str, destination_dir: str) -
             "destination_us": destination_cpu_s / batches * 1e6}
 
 
-def main() -> int:
+def in_process_options(partitions: int, record_bytes: int) -> argparse.ArgumentParser:
+    """The options every in-process bench on `Node` takes; the caller adds its own."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--partitions", type=int, default=2000)
+    ap.add_argument("--partitions", type=int, default=partitions)
+    ap.add_argument("--fs", choices=("disk", "memory"), default="disk")
+    ap.add_argument("--record-bytes", type=int, default=record_bytes)
+    ap.add_argument("--label", default="run", help="the name the result line starts with")
+    return ap
+
+
+def main() -> int:
+    ap = in_process_options(partitions=2000, record_bytes=200)
     ap.add_argument("--batches-per-round", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=40)
-    ap.add_argument("--fs", choices=("disk", "memory"), default="disk")
-    ap.add_argument("--record-bytes", type=int, default=200)
-    ap.add_argument("--label", default="run")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as source_dir, tempfile.TemporaryDirectory() as destination_dir:
         out = asyncio.run(run(args, source_dir, destination_dir))

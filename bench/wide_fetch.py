@@ -26,7 +26,7 @@ import tempfile
 import time
 from typing import Any
 
-from mirror_batch_path import TOPIC_ID, Node
+from mirror_batch_path import TOPIC_ID, Node, in_process_options
 
 from kmirror.client.protocol import encode_request, request_schema
 from kmirror.ports import ManualClock
@@ -84,15 +84,11 @@ async def run(args: argparse.Namespace, directory: str) -> dict[str, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--partitions", type=int, default=10_000)
+    ap = in_process_options(partitions=10_000, record_bytes=1000)
     ap.add_argument("--active", type=int, default=100, help="partitions with a new batch per request")
     ap.add_argument("--version", type=int, default=16, help="Fetch version (confluent-kafka 2.16 sends 16)")
     ap.add_argument("--requests", type=int, default=20)
     ap.add_argument("--isolation-level", type=int, default=0, choices=(0, 1))
-    ap.add_argument("--fs", choices=("disk", "memory"), default="disk")
-    ap.add_argument("--record-bytes", type=int, default=1000)
-    ap.add_argument("--label", default="run")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         out = asyncio.run(run(args, directory))

@@ -25,7 +25,7 @@ import tempfile
 import time
 from typing import Any
 
-from mirror_batch_path import Node
+from mirror_batch_path import Node, in_process_options
 
 from kmirror.client.protocol import encode_request, request_schema
 from kmirror.ports import ManualClock
@@ -72,15 +72,11 @@ async def run(args: argparse.Namespace, directory: str) -> dict[str, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--partitions", type=int, default=10_000)
+    ap = in_process_options(partitions=10_000, record_bytes=1000)
     ap.add_argument("--per-request", type=int, default=500, help="partitions (one batch each) per request")
     ap.add_argument("--version", type=int, default=10, help="Produce version (confluent-kafka 2.16 sends 10)")
     ap.add_argument("--requests", type=int, default=40)
-    ap.add_argument("--fs", choices=("disk", "memory"), default="disk")
-    ap.add_argument("--record-bytes", type=int, default=1000)
     ap.add_argument("--idempotent", action="store_true", help="batches of an idempotent producer")
-    ap.add_argument("--label", default="run")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         out = asyncio.run(run(args, directory))
