@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NewType
+from typing import NamedTuple, NewType
 
 Offset = NewType("Offset", int)
 LeaderEpoch = NewType("LeaderEpoch", int)
@@ -15,8 +14,11 @@ NO_LEADER_EPOCH = LeaderEpoch(-1)
 NO_PRODUCER_ID = ProducerId(-1)
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
+class TopicPartition(NamedTuple):
+    """A partition's name. A named tuple rather than a dataclass: it is the key of every
+    per-partition table, looked up several times per batch on the hot paths, and a tuple
+    is built, hashed and compared in C (about 3x faster than a frozen dataclass)."""
+
     topic: str
     partition: int
 

@@ -83,6 +83,9 @@ class Log(LogTruncation):
         self._epoch_checkpoint = LeaderEpochCheckpoint(fs, directory)
         self.partition_metadata = PartitionMetadataFile(fs, directory)
         self.on_log_start_offset_change: Callable[[Log], None] | None = None
+        # Told the partition whenever the log end, high watermark or log start moves (the
+        # replica manager's change journal: fetch sessions check only what changed).
+        self.on_change: Callable[[TopicPartition], None] | None = None
         self.closed = False
 
     @classmethod
@@ -112,8 +115,11 @@ class Log(LogTruncation):
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the HW, clamped to [log_start_offset, log_end_offset]; returns the value set."""
-        self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
-        return self._high_watermark
+        high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+        if high_watermark != self._high_watermark:
+            self._high_watermark = high_watermark
+            self._changed()
+        return high_watermark
 
     @property
     def last_stable_offset(self) -> int:
@@ -275,6 +281,7 @@ class Log(LogTruncation):
         """`headers`: every batch of `buf`, in order (read once by the append's analysis)."""
         self.active_segment.append(buf, [(h.base_offset, h.last_offset, h.max_timestamp, h.size) for h in headers])
         self._log_end_offset = headers[-1].next_offset
+        self._changed()
         self._unflushed_messages += sum(h.records_count for h in headers)
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush()
@@ -415,6 +422,11 @@ class Log(LogTruncation):
     def _notify_log_start(self) -> None:
         if self.on_log_start_offset_change is not None:
             self.on_log_start_offset_change(self)
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self.topic_partition)
 
     # -- lifecycle --------------------------------------------------------------------------
 

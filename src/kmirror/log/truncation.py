@@ -48,6 +48,9 @@ class LogTruncation:
     def _notify_log_start(self) -> None:
         raise NotImplementedError
 
+    def _changed(self) -> None:
+        raise NotImplementedError
+
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at and after `offset` (follower truncation); True if removed.
         The cut is fsynced so a crash cannot resurrect truncated records. At or above the
@@ -95,6 +98,7 @@ class LogTruncation:
         self._high_watermark = min(max(self._high_watermark, self._log_start_offset), self._log_end_offset)
         if self.producer_state.affected_by_truncation(self._log_end_offset):
             self._rebuild_producer_state()
+        self._changed()
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> Ok | OffsetOutOfRange:
         """DeleteRecords: move the log start (never past the HW); segments wholly below it

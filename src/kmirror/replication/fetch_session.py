@@ -50,6 +50,8 @@ class SessionPartition:
     high_watermark: int | None = None
     last_stable_offset: int | None = None
     log_start_offset: int | None = None
+    order: int = 0
+    """The partition's place in its session's order (`FetchContext.rotate` moves it last)."""
 
     def take_request(self, other: SessionPartition) -> None:
         self.fetch_offset = other.fetch_offset
@@ -67,6 +69,16 @@ class FetchSession:
     # partitions per request.
     partitions: dict[TopicPartition, SessionPartition]
     last_used_ms: int
+    next_order: int = 0
+    changes_seen: int = -1
+    """The change journal's position at the last check of the partitions (-1: none yet)."""
+    unsettled: set[TopicPartition] = field(default_factory=set)
+    """Partitions to check at the next read whatever the journal says: new or changed by the
+    client, or last found with something to say (records, an error, offsets not yet told)."""
+
+    def place_last(self, state: SessionPartition) -> None:
+        state.order = self.next_order
+        self.next_order += 1
 
 
 @dataclass(slots=True)
@@ -107,6 +119,20 @@ class FetchContext:
             return True
         return has_records or error is not None or changed
 
+    def partitions_to_check(self, changed: list[TopicPartition] | None) -> list[tuple[TopicPartition, SessionPartition]]:
+        """The partitions a consumer's read must look at, in the session's order: for an
+        incremental request of a session with the partitions `changed` since its last check
+        (the change journal; None when unknown), those plus its unsettled ones; otherwise all.
+        A partition left out has nothing new to say: its log did not move, and it was found
+        idle with its offsets told at a check since its last request."""
+        session = self.session
+        if not self.incremental or session is None or changed is None:
+            return self.partitions
+        partitions = session.partitions
+        candidates = set(session.unsettled)
+        candidates.update(tp for tp in changed if tp in partitions)
+        return sorted(((tp, partitions[tp]) for tp in candidates), key=_by_order)
+
 
     def rotate(self, answered_with_records: Iterable[TopicPartition]) -> None:
         """Kafka's fairness rule for sessions: partitions that returned records go to the end
@@ -119,6 +145,7 @@ class FetchContext:
             state = partitions.pop(tp, None)
             if state is not None:
                 partitions[tp] = state
+                self.session.place_last(state)
 
 
 class FetchSessionCache:
@@ -168,10 +195,13 @@ class FetchSessionCache:
             current = found.partitions.get(tp)
             if current is None:
                 found.partitions[tp] = wanted
+                found.place_last(wanted)
             else:
                 current.take_request(wanted)
+            found.unsettled.add(tp)
         for tp in forgotten:
             found.partitions.pop(tp, None)
+            found.unsettled.discard(tp)
         found.next_epoch = _next_epoch(found.next_epoch)
         found.last_used_ms = now_ms
         self._sessions.move_to_end(session_id)
@@ -184,6 +214,8 @@ class FetchSessionCache:
         while self._last_id in self._sessions:
             self._last_id += 1
         session = FetchSession(self._last_id, 1, dict(requested), now_ms)
+        for _, state in requested:
+            session.place_last(state)
         self._sessions[session.session_id] = session
         return session
 
@@ -194,6 +226,10 @@ class FetchSessionCache:
                 return True
             break  # least recently used first: if it is not idle enough, none is
         return False
+
+
+def _by_order(entry: tuple[TopicPartition, SessionPartition]) -> int:
+    return entry[1].order
 
 
 def _next_epoch(epoch: int) -> int:

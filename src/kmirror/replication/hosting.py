@@ -18,6 +18,7 @@ from kmirror.log.config import LogConfig
 from kmirror.metadata.config_description import effective_topic_config
 from kmirror.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from kmirror.ports import Clock
+from kmirror.replication.change_journal import ChangeJournal
 from kmirror.replication.partition import Partition, hosted_here, partition_state_from
 from kmirror.replication.replica_ports import FollowedPartition, HostedLog, ReplicaLogManager
 from kmirror.types import TopicPartition
@@ -40,6 +41,7 @@ class PartitionHosting:
     _log_configs: dict[str, LogConfig]
     _followed: set[TopicPartition]
     _role_listeners: list[RoleListener]
+    changes: ChangeJournal
 
     def _notify_append(self, tp: TopicPartition) -> None:
         raise NotImplementedError
@@ -121,6 +123,7 @@ class PartitionHosting:
                 partition.replica_lag_time_max_ms = lag_max_ms
                 if self._log_configs.get(tp.topic) != log_config:
                     partition.log.config = log_config
+            partition.log.on_change = self.changes.record
             was_leader = existing is not None and existing.is_leader
             partition.assigns_leader_epoch = self.assigns_leader_epoch(new_image, tp.topic)
             change = partition.update_state(state, now_ms)
@@ -131,10 +134,11 @@ class PartitionHosting:
             if change.became_leader or change.follow_leader or change.isr_changed:
                 self._notify_append(tp)  # parked acks=all / fetches re-check (leadership, HW)
         self._log_configs = log_configs
+        self.changes.reset()  # leadership and epochs moved, partitions came and went: sessions check all
         removed = [tp for tp in self._followed if tp not in self._partitions or self._partitions[tp].is_leader]
         for tp in removed:
             self._followed.discard(tp)
-        unfollow = sorted(set(unfollow) | set(removed), key=_partition_order)
+        unfollow = sorted(set(unfollow) | set(removed))
         self._followed.update(f.topic_partition for f in follow)
         if follow or unfollow:
             for role_listener in list(self._role_listeners):
@@ -179,9 +183,3 @@ def _keeps_source_epochs(image: MetadataImage, topic: str) -> bool:
     records are the source's, with the source's leader epochs."""
     value = image.topic_config(topic).get(MIRROR_NAME_CONFIG)
     return bool(value) and not str(value).endswith(".removed")
-
-
-def _partition_order(tp: TopicPartition) -> tuple[str, int]:
-    """TopicPartition's order as a plain tuple (sorting ten thousand dataclasses by their
-    generated `__lt__` costs a noticeable stall)."""
-    return tp.topic, tp.partition

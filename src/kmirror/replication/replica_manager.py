@@ -28,6 +28,7 @@ from kmirror.log.producer_state import VerificationGuard
 from kmirror.metadata.image import MetadataImage
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.change_journal import ChangeJournal
 from kmirror.replication.hosting import PartitionHosting, RoleListener
 from kmirror.replication.log_dirs import DiskUsage, describe_log_dirs
 from kmirror.replication.metrics import replication_metrics
@@ -88,6 +89,8 @@ class ReplicaManager(PartitionHosting):
         self._followed: set[TopicPartition] = set()
         self._submitted: dict[TopicPartition, AlterPartitionItem] = {}
         self._hw_seen: dict[TopicPartition, int] = {}
+        self.changes = ChangeJournal()
+        """Partitions whose logs moved, for fetch sessions (every hosted log reports here)."""
         self.write_guard: WriteGuard | None = None
         self.leader_quota: ReplicationQuotaManager | None = None
         """`leader.replication.throttled.rate` (set by the replication service)."""

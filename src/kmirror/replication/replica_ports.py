@@ -24,6 +24,8 @@ class HostedLog(PartitionLog, Protocol):
     (the KIP-1279 mirror lifecycle: last mirrored epoch, LME truncation)."""
 
     config: LogConfig
+    on_change: Callable[[TopicPartition], None] | None
+    """Told the partition when the log end, high watermark or log start moves."""
 
     @property
     def topic_partition(self) -> TopicPartition: ...

@@ -113,3 +113,127 @@ def test_a_broker_without_session_slots_is_fetched_in_full_every_time() -> None:
         await server.stop()
 
     asyncio.run(run())
+
+
+class CountingReads:
+    """Counts the partitions the broker checks for a consumer (`idle_consumer_read`)."""
+
+    def __init__(self, rm: ReplicaManager) -> None:
+        self.count = 0
+        check = rm.idle_consumer_read
+
+        def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+            self.count += 1
+            return check(*args, **kwargs)
+
+        rm.idle_consumer_read = counted  # type: ignore[method-assign]
+
+    def take(self) -> int:
+        count, self.count = self.count, 0
+        return count
+
+
+def test_a_session_checks_only_what_moved_and_misses_no_kind_of_move() -> None:
+    clock = ManualClock()
+    rm = leader(clock)
+    _, server = serve(rm, clock)
+    checks = CountingReads(rm)
+
+    async def run() -> None:
+        port = await server.start("127.0.0.1", 0)
+        endpoint = RemoteLeaderEndPoint("127.0.0.1", port, -1, client_id="mirror", fetch_sessions=True)
+        offsets = dict.fromkeys(range(PARTITIONS), 0)
+        assert len(await endpoint.fetch(plan(offsets))) == PARTITIONS
+        await endpoint.fetch(plan(offsets))  # every partition is settled once its offsets were told
+        checks.take()
+        assert await endpoint.fetch(plan(offsets)) == {}
+        assert checks.take() == 0  # idle: nothing moved, nothing checked
+
+        # an append: its partition only
+        rm.append_records({TopicPartition("t", 2): batch(2)}, -1)
+        answered = await endpoint.fetch(plan(offsets))
+        assert list(answered) == [TopicPartition("t", 2)] and answered[TopicPartition("t", 2)].high_watermark == 2
+        assert checks.take() == 1
+        offsets[2] = 2
+        assert await endpoint.fetch(plan(offsets)) == {}
+
+        # the log start moved (DeleteRecords), with no append
+        rm.append_records({TopicPartition("t", 3): batch(4)}, -1)
+        offsets[3] = 4
+        await endpoint.fetch(plan(offsets))
+        assert await endpoint.fetch(plan(offsets)) == {}
+        rm.delete_records({TopicPartition("t", 3): 3})
+        answered = await endpoint.fetch(plan(offsets))
+        assert list(answered) == [TopicPartition("t", 3)] and answered[TopicPartition("t", 3)].log_start_offset == 3
+
+        # a new metadata image (here: partition 5 moved to another broker) is not seen by the
+        # logs: every partition is checked again, once
+        parts = {p: PartitionRegistration((1,), (1,), 1, 1, 0) for p in range(PARTITIONS)}
+        parts[5] = PartitionRegistration((2,), (2,), 2, 2, 1)
+        rm.apply_image(None, image_with({"t": (T_ID, parts)}))
+        checks.take()
+        answered = await endpoint.fetch(plan(offsets))
+        assert list(answered) == [TopicPartition("t", 5)] and answered[TopicPartition("t", 5)].error != 0
+        assert checks.take() == PARTITIONS
+        await endpoint.close()
+        await server.stop()
+
+    asyncio.run(run())
+
+
+def test_records_left_out_of_a_full_answer_come_in_the_next_one_with_nothing_new_appended() -> None:
+    clock = ManualClock()
+    rm = leader(clock)
+    _, server = serve(rm, clock)
+    small = FetchPolicy(replica_id=-1, max_wait_ms=5, isolation_level=1, max_bytes=1)
+
+    async def run() -> None:
+        port = await server.start("127.0.0.1", 0)
+        endpoint = RemoteLeaderEndPoint("127.0.0.1", port, -1, client_id="mirror", fetch_sessions=True)
+        offsets = dict.fromkeys(range(PARTITIONS), 0)
+        await endpoint.fetch(FetchPlan(plan(offsets).partitions, small))
+        await endpoint.fetch(FetchPlan(plan(offsets).partitions, small))
+        rm.append_records({TopicPartition("t", 1): batch(1), TopicPartition("t", 4): batch(1)}, -1)
+        got: dict[int, int] = {}
+        for _ in range(4):  # one batch per answer (max_bytes 1: KIP-74's first batch only)
+            answered = await endpoint.fetch(FetchPlan(plan(offsets).partitions, small))
+            for tp, fetched in answered.items():
+                if len(fetched.records) > 0:
+                    got[tp.partition] = offsets[tp.partition] = 1
+        assert got == {1: 1, 4: 1}
+        await endpoint.close()
+        await server.stop()
+
+    asyncio.run(run())
+
+
+def test_a_parked_fetch_completed_by_a_produce_answers_every_partition_of_it() -> None:
+    """Kafka's `DelayedFetch.onComplete` reads at completion: the first append of a Produce
+    request completes the parked Fetch, and its answer carries the whole request."""
+    clock = ManualClock()
+    rm = leader(clock)
+    _, server = serve(rm, clock)
+    waiting = FetchPolicy(replica_id=-1, max_wait_ms=10_000, isolation_level=1)
+
+    async def run() -> None:
+        port = await server.start("127.0.0.1", 0)
+        endpoint = RemoteLeaderEndPoint("127.0.0.1", port, -1, client_id="mirror", fetch_sessions=True)
+        offsets = dict.fromkeys(range(PARTITIONS), 0)
+        await endpoint.fetch(plan(offsets))
+        await endpoint.fetch(plan(offsets))
+        parked = asyncio.ensure_future(endpoint.fetch(FetchPlan(plan(offsets).partitions, waiting)))
+        while not any(rm.get_partition(TopicPartition("t", p)) and _watched(rm, p) for p in range(PARTITIONS)):
+            await asyncio.sleep(0.001)
+        rm.append_records({TopicPartition("t", p): batch(1) for p in (0, 2, 5)}, -1)
+        answered = await asyncio.wait_for(parked, 5)
+        assert sorted(tp.partition for tp, f in answered.items() if len(f.records) > 0) == [0, 2, 5]
+        await endpoint.close()
+        await server.stop()
+
+    asyncio.run(run())
+
+
+def _watched(rm: ReplicaManager, p: int) -> bool:
+    from kmirror.broker.purgatory import purgatory_for
+
+    return purgatory_for(rm).watched(TopicPartition("t", p)) > 0

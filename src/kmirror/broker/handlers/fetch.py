@@ -112,15 +112,30 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             # read (`IdleRead`). An incremental answer leaves out the partitions with nothing
             # to say: an idle partition whose offsets the session last told stays out of
             # `results`.
+            # A session checks only the partitions whose logs moved since its last check
+            # (`rm.changes`) and those not settled then (`FetchContext.partitions_to_check`).
             idle = rm.idle_consumer_read
             incremental = context.incremental
+            session = context.session
+            unsettled: set[TopicPartition] = set()
+            if session is not None:
+                position = rm.changes.position
+                partitions = context.partitions_to_check(rm.changes.since(session.changes_seen))
+                session.changes_seen = position
+                unsettled = session.unsettled
             to_read = []
             for tp, s in partitions:
                 answer = idle(tp, s.fetch_offset, isolation_level, s.current_leader_epoch, client_rack)
                 if answer is None:
                     to_read.append((tp, s))
-                elif not incremental or answer != (s.high_watermark, s.last_stable_offset, s.log_start_offset):
+                    unsettled.add(tp)
+                elif answer != (s.high_watermark, s.last_stable_offset, s.log_start_offset):
                     idle_answers[tp] = answer
+                    unsettled.add(tp)  # settled once the answer told these offsets
+                else:
+                    unsettled.discard(tp)
+                    if not incremental:
+                        idle_answers[tp] = answer
             partitions = to_read
         reads = [FetchPartitionRequest(tp, s.fetch_offset, s.partition_max_bytes, s.current_leader_epoch,
                                        *follower_fields.get(tp, _NOT_A_FOLLOWER))
@@ -142,12 +157,16 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             done_bytes, done_error = _progress(latest[0])
             return done_error or done_bytes >= min_bytes
 
-        await purgatory_for(rm).wait([tp for tp, _ in context.partitions], try_complete, max_wait_ms, checked=True)
-        # Whatever changes a read (an append, a moved high watermark) re-ran `try_complete`,
-        # so the last read is current when the wait expires: an idle fetch of thousands of
-        # partitions reads them once, not twice. (Leadership and log start moves are seen by
-        # the client's next fetch.)
-        results = latest[0]
+        completed = await purgatory_for(rm).wait([tp for tp, _ in context.partitions], try_complete, max_wait_ms,
+                                                 checked=True)
+        # Completed: read again now, as Kafka's `DelayedFetch.onComplete` does. The check ran
+        # at the first append that made the fetch complete, in the middle of that Produce
+        # request; by now the whole request is appended and the answer carries all of it,
+        # not only its first partition. Expired: whatever changes a read (an append, a moved
+        # high watermark) re-ran `try_complete`, so the last read is current: an idle fetch
+        # of thousands of partitions reads them once, not twice. (Leadership and log start
+        # moves are seen by the client's next fetch.)
+        results = read() if completed else latest[0]
     if fetch_quota is not None:
         throttle_ms = fetch_quota.record(_progress(results)[0], services.clock.monotonic_ms())
         if throttle_ms > 0:  # Kafka answers a throttled fetch empty; the client waits out the throttle
