@@ -5,6 +5,13 @@ it on close. Here an index file is written append-only through the FileSystem po
 mirrored in memory, so it never holds a zero-filled tail and needs no trim; the on-disk
 entry format is Kafka's byte for byte. An index is derived data: a file that fails the
 sanity check is rebuilt from the segment (Kafka `LogSegment.recover`).
+
+Entries reach the file in groups, as Kafka's mapped pages reach the disk: at a flush (which
+moves the log's recovery point, and the loader rebuilds the indexes of every segment past
+it), at close, before a rename or truncation of the file, and once `WRITE_BEHIND_BYTES`
+are waiting. An index file keeps no open handle (a node of thousands of partitions keeps
+its descriptors for the `.log` files), so one write per entry cost an open, a write and a
+close for every few batches appended.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ import bisect
 import struct
 
 from kmirror.log.fs import FileSystem
+
+WRITE_BEHIND_BYTES = 4096
 
 
 class IndexFile:
@@ -27,7 +36,7 @@ class IndexFile:
         self.max_entries = max(1, max_index_size // self.ENTRY.size)
         self._keys: list[int] = []
         self._values: list[int] = []
-        self._held: bytearray | None = None  # entries appended while writes are held
+        self._unwritten = bytearray()  # the last entries, not in the file yet
 
     # -- entry encoding (subclasses) --------------------------------------------------------
 
@@ -43,6 +52,7 @@ class IndexFile:
         """Read the file; False (and no entries) when it is missing or fails the sanity check
         (size not a whole number of entries, keys or values not increasing)."""
         self._keys, self._values = [], []
+        self._unwritten.clear()
         if not self.fs.exists(self.path):
             self.fs.write_file(self.path, b"")
             return False
@@ -64,13 +74,26 @@ class IndexFile:
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
         self._keys, self._values = [], []
+        self._unwritten.clear()
         self.fs.write_file(self.path, b"")
 
+    def write_out(self) -> None:
+        """Write the entries not in the file yet (before anything reads, moves or syncs it)."""
+        if self._unwritten:
+            self.fs.append(self.path, bytes(self._unwritten), keep_open=False)
+            self._unwritten.clear()
+
+    def discard_unwritten(self) -> None:
+        """The file is being deleted: its last entries need not be written."""
+        self._unwritten.clear()
+
     def flush(self) -> None:
+        self.write_out()
         if self.fs.exists(self.path):
             self.fs.fsync(self.path)
 
     def close(self) -> None:
+        self.write_out()
         self.fs.close(self.path)
 
     # -- entries ----------------------------------------------------------------------------
@@ -87,22 +110,11 @@ class IndexFile:
             raise ValueError(f"index {self.path}: key {key} not above last {self._keys[-1]}")
         if self.is_full:
             raise ValueError(f"index {self.path} is full")
-        if self._held is not None:
-            self._held += self._encode(key, value)
-        else:
-            self.fs.append(self.path, self._encode(key, value), keep_open=False)
+        self._unwritten += self._encode(key, value)
+        if len(self._unwritten) >= WRITE_BEHIND_BYTES:
+            self.write_out()
         self._keys.append(key)
         self._values.append(value)
-
-    def hold_writes(self) -> None:
-        """Until `release_writes`, appended entries are kept and then written at once (one
-        segment append of many batches writes its index entries in one write)."""
-        self._held = bytearray()
-
-    def release_writes(self) -> None:
-        held, self._held = self._held, None
-        if held:
-            self.fs.append(self.path, bytes(held), keep_open=False)
 
     def _floor(self, key: int) -> int:
         """Index of the largest entry whose key is <= `key`, or -1."""
@@ -110,6 +122,7 @@ class IndexFile:
 
     def _truncate_entries(self, count: int) -> None:
         if count < len(self._keys):
+            self.write_out()
             del self._keys[count:]
             del self._values[count:]
             self.fs.truncate(self.path, count * self.ENTRY.size)

@@ -153,21 +153,15 @@ class LogSegment:
         position = self.fs.append(self.log_path, records)
         if position != self.size:
             raise RuntimeError(f"{self.log_path}: appended at {position}, expected {self.size}")
-        self.offset_index.hold_writes()
-        self.time_index.hold_writes()
         tail_offsets, tail_positions = self._tail_offsets, self._tail_positions
         tail_lasts, tail_sizes = self._tail_lasts, self._tail_sizes
-        try:
-            for base_offset, last_offset, max_timestamp, size in located:
-                self._index_batch(last_offset, max_timestamp, size, position)
-                tail_offsets.append(base_offset)
-                tail_positions.append(position)
-                tail_lasts.append(last_offset)
-                tail_sizes.append(size)
-                position += size
-        finally:
-            self.offset_index.release_writes()
-            self.time_index.release_writes()
+        for base_offset, last_offset, max_timestamp, size in located:
+            self._index_batch(last_offset, max_timestamp, size, position)
+            tail_offsets.append(base_offset)
+            tail_positions.append(position)
+            tail_lasts.append(last_offset)
+            tail_sizes.append(size)
+            position += size
         if len(tail_offsets) > 2 * _TAIL_BATCHES:
             for remembered in (tail_offsets, tail_positions, tail_lasts, tail_sizes):
                 del remembered[:-_TAIL_BATCHES]
@@ -371,11 +365,15 @@ class LogSegment:
 
     def close(self) -> None:
         self.on_become_inactive()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
+        self.offset_index.close()
+        self.time_index.close()
+        for path in (self.log_path, self.txn_index.path):
             self.fs.close(path)
 
     def delete(self) -> None:
         self._forget_tail()
+        self.offset_index.discard_unwritten()
+        self.time_index.discard_unwritten()
         for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             self.fs.close(path)
             self.fs.delete(path)
@@ -392,6 +390,8 @@ class LogSegment:
         """The (path, new path) renames of `change_file_suffix`, in its order, for a caller
         that renames the files of several segments at once (`FileSystem.rename_all`); then
         `set_file_suffix`."""
+        self.offset_index.write_out()
+        self.time_index.write_out()
         prefix = join(self.directory, filename_prefix(self.base_offset))
         moves = [(index.path, prefix + suffix + new_suffix)
                  for index, suffix in ((self.offset_index, INDEX_SUFFIX), (self.time_index, TIME_INDEX_SUFFIX),

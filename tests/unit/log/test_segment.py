@@ -142,3 +142,20 @@ def test_reads_at_the_tail_find_the_same_batches_as_a_scan_from_the_index():
         assert _found_everywhere(seg, offset) == _found_everywhere(reopened, offset), i
         # ... and so does `locate`, from the remembered tail batches alone where they cover
         assert _located_everywhere(seg, offset) == _located_everywhere(reopened, offset), i
+
+
+def test_index_entries_written_behind_move_with_a_renamed_segment():
+    """The cleaner's swap renames a segment's files: entries not yet written go with them."""
+    fs = MemoryFileSystem()
+    seg = _segment(fs)
+    seg.create()
+    for i in range(10):
+        seg.append(_batch(i * 3, n=3, ts=1000 + i * 10))
+    entries = seg.offset_index.entries()
+    assert entries and fs.size(seg.offset_index.path) == 0
+    seg.change_file_suffix(".swap")
+    assert fs.size(seg.offset_index.path) == 8 * len(entries)
+    seg.change_file_suffix("")
+    reopened = LogSegment(fs, "/p", 0, index_interval_bytes=100, max_index_size=1024, created_ms=0)
+    reopened.load()
+    assert reopened.offset_index.entries() == entries
