@@ -136,9 +136,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def load(source: LocalCluster, dest: LocalCluster, topic: str, n: int, mb_s: float, seconds: float,
-         record_bytes: int, linger_ms: int = 5, lag_every: int = 1) -> dict[str, float]:
+         record_bytes: int, linger_ms: int = 5, lag_every: int = 1,
+         series: list[tuple[float, float, float]] | None = None) -> dict[str, float]:
     """Produce `mb_s` MB/s round robin over `n` partitions of the source; the lag of each record
-    at a consumer of the destination (see the module docstring)."""
+    at a consumer of the destination (see the module docstring). `series` gets each sampled
+    record's (arrival s since the load started, mirror lag s, end-to-end lag s)."""
     consumer = Consumer({"bootstrap.servers": dest.bootstrap, "group.id": "mirror-lag", "enable.auto.commit": False,
                          "fetch.wait.max.ms": 50, "auto.offset.reset": "latest"})
     sampled = range(0, n, lag_every)
@@ -183,7 +185,7 @@ def load(source: LocalCluster, dest: LocalCluster, topic: str, n: int, mb_s: flo
 
     source_cpu0, dest_cpu0, clients_cpu0 = cpu_s(source.pid()), cluster_cpu_s(dest), time.process_time()
     producer = threading.Thread(target=produce, daemon=True)
-    t0 = time.monotonic()
+    t0, t0_wall = time.monotonic(), time.time()
     producer.start()
     lags: list[float] = []
     mirror_lags: list[float] = []
@@ -192,11 +194,14 @@ def load(source: LocalCluster, dest: LocalCluster, topic: str, n: int, mb_s: flo
         messages = consumer.consume(num_messages=10_000, timeout=0.05)
         arrived = time.time()
         for m in messages:
-            if m.error() is None and len(m.value()) >= 8:
-                lags.append(arrived - struct.unpack(">d", m.value()[:8])[0])
+            value = m.value()
+            if m.error() is None and value is not None and len(value) >= 8:
+                lags.append(arrived - struct.unpack(">d", value[:8])[0])
                 kind, appended_ms = m.timestamp()
                 if kind == TIMESTAMP_LOG_APPEND_TIME:
                     mirror_lags.append(arrived - appended_ms / 1000)
+                    if series is not None:
+                        series.append((arrived - t0_wall, mirror_lags[-1], lags[-1]))
         if not producer.is_alive():
             done_at = done_at or time.monotonic()
             if len(lags) >= expected(sent[0]) or time.monotonic() - done_at > 30:
@@ -264,7 +269,8 @@ def describe_rpc_s(bootstrap: str) -> float:
 
 
 def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessions: bool,
-        load_args: tuple[float, float, int, int, int] | None = None) -> Row:
+        load_args: tuple[float, float, int, int, int] | None = None,
+        lag_series: list[tuple[float, float, float]] | None = None) -> Row:
     source = LocalCluster(dir=base / "source", port=free_port_block(),
                           overrides={} if sessions else {"max.incremental.fetch.session.cache.slots": "0"})
     dest = LocalCluster(dir=base / "destination", port=free_port_block(), nodes=dest_nodes)
@@ -305,7 +311,7 @@ def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessio
               f"DescribeMirrors {rpc_s:.2f} s", flush=True)
         loaded: dict[str, float] = {}
         if load_args is not None:
-            loaded = load(source, dest, topic, n, *load_args)
+            loaded = load(source, dest, topic, n, *load_args, series=lag_series)
             print(f"load {n}: {loaded}", flush=True)
             fds.append(open_fds(dest))
             ends = end_offsets(source.bootstrap, topic, n)
@@ -378,6 +384,36 @@ def plot(rows: list[Row], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def lag_plot(series: list[tuple[float, float, float]], row: Row, path: Path) -> None:
+    """Per second of arrival: p50 and p99 of the mirror lag and of the end-to-end lag."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seconds: dict[int, tuple[list[float], list[float]]] = {}
+    for arrived, mirror, end_to_end in series:
+        mirror_lags, end_to_end_lags = seconds.setdefault(int(arrived), ([], []))
+        mirror_lags.append(mirror)
+        end_to_end_lags.append(end_to_end)
+    xs = sorted(seconds)
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    for index, label, style in ((0, "mirror lag (from the source's append)", "-"), (1, "end-to-end lag (from send)", "--")):
+        for q, width in ((0.5, 1.0), (0.99, 2.0)):
+            ax.plot(xs, [percentile(seconds[x][index], q) for x in xs], style, linewidth=width,
+                    label=f"{label}, p{round(q * 100)}")
+    load = row.load
+    ax.axvline(load["seconds"], color="grey", linestyle=":", label="producer stops and flushes its backlog")
+    ax.axhline(1.0, color="red", alpha=0.4, label="goal: p99 < 1 s")
+    ax.set(xlabel="seconds since the load started (arrival at the destination consumer)", ylabel="lag, s",
+           title=f"{row.partitions:,} mirrored partitions, {load['produced_mb_s']:.1f} MB/s produced "
+                 f"({int(load['record_bytes'])}-byte records)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--partitions", default="100,1000", help="comma-separated partition counts")
@@ -394,6 +430,8 @@ def main() -> int:
                     help="the lag consumer reads every K-th partition (1: all of them)")
     ap.add_argument("--json", type=Path, default=None, help="append each row as a JSON line")
     ap.add_argument("--plot", type=Path, default=None, help="draw the rows of --json (or this run) as a PNG")
+    ap.add_argument("--lag-plot", type=Path, default=None,
+                    help="with --load-mb-s: draw the lag over the load of the last partition count as a PNG")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     rows: list[Row] = []
@@ -402,7 +440,8 @@ def main() -> int:
             with tempfile.TemporaryDirectory() as d:
                 load_args = ((args.load_mb_s, args.load_s, args.record_bytes, args.linger_ms, args.lag_every)
                              if args.load_mb_s else None)
-                rows.append(run(n, args.records, Path(d), args.idle_s, args.dest_nodes, sessions, load_args))
+                series: list[tuple[float, float, float]] = []
+                rows.append(run(n, args.records, Path(d), args.idle_s, args.dest_nodes, sessions, load_args, series))
             print(rows[-1], flush=True)
             if args.json:
                 with open(args.json, "a") as f:
@@ -410,6 +449,8 @@ def main() -> int:
     if args.json and args.json.exists():
         rows = [Row(**json.loads(line)) for line in args.json.read_text().splitlines() if line.strip()]
     print(table(rows))
+    if args.lag_plot and rows[-1].load:
+        lag_plot(series, rows[-1], args.lag_plot)
     if args.plot:
         plot(rows, args.plot)
     if args.out:
