@@ -107,6 +107,8 @@ def test_index_lookup_is_floor_and_survives_reload(gaps, target):
     for o, p, t in zip(offsets, positions, timestamps, strict=True):
         index.append(o, p)
         time_index.maybe_append(t, o)
+    index.flush()  # entries are written behind; a reload follows a flush or a close
+    time_index.flush()
     for idx, tidx in ((index, time_index), (OffsetIndex(fs, "/p/0.index", 0, 10**6),
                                              TimeIndex(fs, "/p/0.timeindex", 0, 10**6))):
         idx.load()
