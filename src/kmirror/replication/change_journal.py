@@ -30,9 +30,9 @@ class ChangeJournal:
         self._base = 0  # the position of `_entries[0]`
         self._taken = 0  # entries before the last position a reader took
 
-    @property
-    def position(self) -> int:
-        """The position after the last entry: what a reader takes before it checks."""
+    def take_position(self) -> int:
+        """The position after the last entry, taken by a reader about to check: what is
+        recorded from now on is news to it, even a repeat of the last entry."""
         self._taken = len(self._entries)
         return self._base + self._taken
 

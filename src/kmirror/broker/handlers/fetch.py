@@ -119,7 +119,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             session = context.session
             unsettled: set[TopicPartition] = set()
             if session is not None:
-                position = rm.changes.position
+                position = rm.changes.take_position()
                 partitions = context.partitions_to_check(rm.changes.since(session.changes_seen))
                 session.changes_seen = position
                 unsettled = session.unsettled
