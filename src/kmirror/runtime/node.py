@@ -19,6 +19,7 @@ Start order (each step durable before the next is visible to clients):
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import random
 import shutil
@@ -435,8 +436,18 @@ async def serve(config: ServerConfig) -> None:
     await node.stop()
 
 
+# The interpreter's collector thresholds for a node (CPython's defaults: 700, 10, 10). The node
+# freezes its heap after each metadata publication (`metadata_publisher`), and frozen objects
+# do not count as long-lived, so with the defaults a full (generation-2) collection ran after
+# every ten generation-1 ones: one or two a second under load, 20-110 ms each, collecting
+# nothing (a 10,000-partition mirror at 9 MB/s, both nodes). Objects are freed by reference
+# counting; the collector is for cycles, and rarer passes find the same ones.
+GC_THRESHOLDS = (50_000, 20, 20)
+
+
 def run(config: ServerConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
         with asyncio.Runner(loop_factory=TimedEventLoop) as runner:
             runner.run(serve(config))
