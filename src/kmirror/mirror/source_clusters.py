@@ -97,9 +97,21 @@ class ImageSourceClusters:
         """mirror -> (its source connection configs, the source connected with them)."""
         self.retired: list[SourceCluster] = []
         self._invalid: dict[str, str] = {}
+        self._answered: dict[str, tuple[MetadataImage | None, SourceCluster | None]] = {}
+        """mirror -> (the image last asked about, the answer): a mirror's manager asks once per
+        partition per pass, and the answer depends on the image's configs alone."""
 
     def __call__(self, mirror_name: str) -> SourceCluster | None:
-        configs = mirror_source_configs(self.image(), mirror_name)
+        image = self.image()
+        answered = self._answered.get(mirror_name)
+        if answered is not None and answered[0] is image:
+            return answered[1]
+        source = self._source(image, mirror_name)
+        self._answered[mirror_name] = (image, source)
+        return source
+
+    def _source(self, image: MetadataImage | None, mirror_name: str) -> SourceCluster | None:
+        configs = mirror_source_configs(image, mirror_name)
         parsed = parse_mirror_config(configs) if configs is not None else None
         if parsed is None or isinstance(parsed, InvalidMirrorConfig):
             if isinstance(parsed, InvalidMirrorConfig) and self._invalid.get(mirror_name) != parsed.message:
@@ -135,7 +147,7 @@ class ImageSourceClusters:
 
     async def close(self) -> None:
         sources = [s for _, s in self.sources.values()] + self.retired
-        self.sources, self.retired = {}, []
+        self.sources, self.retired, self._answered = {}, [], {}
         for source in sources:
             with contextlib.suppress(Exception):
                 await source.close()
