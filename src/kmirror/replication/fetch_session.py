@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.change_journal import ChangeJournal
 from kmirror.types import TopicPartition
 
 INVALID_SESSION_ID = 0
@@ -119,19 +120,34 @@ class FetchContext:
             return True
         return has_records or error is not None or changed
 
-    def partitions_to_check(self, changed: list[TopicPartition] | None) -> list[tuple[TopicPartition, SessionPartition]]:
+    def partitions_to_check(self, journal: ChangeJournal) -> list[tuple[TopicPartition, SessionPartition]]:
         """The partitions a consumer's read must look at, in the session's order: for an
-        incremental request of a session with the partitions `changed` since its last check
-        (the change journal; None when unknown), those plus its unsettled ones; otherwise all.
-        A partition left out has nothing new to say: its log did not move, and it was found
-        idle with its offsets told at a check since its last request."""
+        incremental request of a session, those whose logs moved since its last check (the
+        replica manager's change journal) and its unsettled ones; otherwise all. A partition
+        left out has nothing new to say: its log did not move, and it was found idle with
+        its offsets told since its last request. Report each check with `settle`."""
         session = self.session
-        if not self.incremental or session is None or changed is None:
+        if session is None:
+            return self.partitions
+        position = journal.take_position()
+        changed = journal.since(session.changes_seen)
+        session.changes_seen = position
+        if not self.incremental or changed is None:
             return self.partitions
         partitions = session.partitions
         candidates = set(session.unsettled)
         candidates.update(tp for tp in changed if tp in partitions)
         return sorted(((tp, partitions[tp]) for tp in candidates), key=_by_order)
+
+    def settle(self, tp: TopicPartition, settled: bool) -> None:
+        """A checked partition is settled when it is idle with the offsets the client was
+        last told; otherwise (records, an error, offsets to tell) the next read checks it again."""
+        if self.session is None:
+            return
+        if settled:
+            self.session.unsettled.discard(tp)
+        else:
+            self.session.unsettled.add(tp)
 
 
     def rotate(self, answered_with_records: Iterable[TopicPartition]) -> None:

@@ -115,6 +115,17 @@ def test_a_broker_without_session_slots_is_fetched_in_full_every_time() -> None:
     asyncio.run(run())
 
 
+async def settled_session(server: KafkaServer, policy: FetchPolicy) -> tuple[RemoteLeaderEndPoint, dict[int, int]]:
+    """A mirror's session endpoint on `server`, every partition at offset 0, fetched twice:
+    the full answer tells every partition's offsets, the next request settles them."""
+    port = await server.start("127.0.0.1", 0)
+    endpoint = RemoteLeaderEndPoint("127.0.0.1", port, -1, client_id="mirror", fetch_sessions=True)
+    offsets = dict.fromkeys(range(PARTITIONS), 0)
+    assert len(await endpoint.fetch(FetchPlan(plan(offsets).partitions, policy))) == PARTITIONS
+    await endpoint.fetch(FetchPlan(plan(offsets).partitions, policy))
+    return endpoint, offsets
+
+
 class CountingReads:
     """Counts the partitions the broker checks for a consumer (`idle_consumer_read`)."""
 
@@ -140,11 +151,7 @@ def test_a_session_checks_only_what_moved_and_misses_no_kind_of_move() -> None:
     checks = CountingReads(rm)
 
     async def run() -> None:
-        port = await server.start("127.0.0.1", 0)
-        endpoint = RemoteLeaderEndPoint("127.0.0.1", port, -1, client_id="mirror", fetch_sessions=True)
-        offsets = dict.fromkeys(range(PARTITIONS), 0)
-        assert len(await endpoint.fetch(plan(offsets))) == PARTITIONS
-        await endpoint.fetch(plan(offsets))  # every partition is settled once its offsets were told
+        endpoint, offsets = await settled_session(server, POLICY)
         checks.take()
         assert await endpoint.fetch(plan(offsets)) == {}
         assert checks.take() == 0  # idle: nothing moved, nothing checked
@@ -188,11 +195,7 @@ def test_records_left_out_of_a_full_answer_come_in_the_next_one_with_nothing_new
     small = FetchPolicy(replica_id=-1, max_wait_ms=5, isolation_level=1, max_bytes=1)
 
     async def run() -> None:
-        port = await server.start("127.0.0.1", 0)
-        endpoint = RemoteLeaderEndPoint("127.0.0.1", port, -1, client_id="mirror", fetch_sessions=True)
-        offsets = dict.fromkeys(range(PARTITIONS), 0)
-        await endpoint.fetch(FetchPlan(plan(offsets).partitions, small))
-        await endpoint.fetch(FetchPlan(plan(offsets).partitions, small))
+        endpoint, offsets = await settled_session(server, small)
         rm.append_records({TopicPartition("t", 1): batch(1), TopicPartition("t", 4): batch(1)}, -1)
         got: dict[int, int] = {}
         for _ in range(4):  # one batch per answer (max_bytes 1: KIP-74's first batch only)
@@ -216,11 +219,7 @@ def test_a_parked_fetch_completed_by_a_produce_answers_every_partition_of_it() -
     waiting = FetchPolicy(replica_id=-1, max_wait_ms=10_000, isolation_level=1)
 
     async def run() -> None:
-        port = await server.start("127.0.0.1", 0)
-        endpoint = RemoteLeaderEndPoint("127.0.0.1", port, -1, client_id="mirror", fetch_sessions=True)
-        offsets = dict.fromkeys(range(PARTITIONS), 0)
-        await endpoint.fetch(plan(offsets))
-        await endpoint.fetch(plan(offsets))
+        endpoint, offsets = await settled_session(server, POLICY)
         parked = asyncio.ensure_future(endpoint.fetch(FetchPlan(plan(offsets).partitions, waiting)))
         while not any(rm.get_partition(TopicPartition("t", p)) and _watched(rm, p) for p in range(PARTITIONS)):
             await asyncio.sleep(0.001)

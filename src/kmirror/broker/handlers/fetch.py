@@ -112,28 +112,20 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             # read (`IdleRead`). An incremental answer leaves out the partitions with nothing
             # to say: an idle partition whose offsets the session last told stays out of
             # `results`.
-            # A session checks only the partitions whose logs moved since its last check
-            # (`rm.changes`) and those not settled then (`FetchContext.partitions_to_check`).
+            # A session checks only what moved since its last check (`partitions_to_check`).
             idle = rm.idle_consumer_read
             incremental = context.incremental
-            session = context.session
-            unsettled: set[TopicPartition] = set()
-            if session is not None:
-                position = rm.changes.take_position()
-                partitions = context.partitions_to_check(rm.changes.since(session.changes_seen))
-                session.changes_seen = position
-                unsettled = session.unsettled
             to_read = []
-            for tp, s in partitions:
+            for tp, s in context.partitions_to_check(rm.changes):
                 answer = idle(tp, s.fetch_offset, isolation_level, s.current_leader_epoch, client_rack)
                 if answer is None:
                     to_read.append((tp, s))
-                    unsettled.add(tp)
+                    context.settle(tp, False)
                 elif answer != (s.high_watermark, s.last_stable_offset, s.log_start_offset):
                     idle_answers[tp] = answer
-                    unsettled.add(tp)  # settled once the answer told these offsets
+                    context.settle(tp, False)  # settled once the answer told these offsets
                 else:
-                    unsettled.discard(tp)
+                    context.settle(tp, True)
                     if not incremental:
                         idle_answers[tp] = answer
             partitions = to_read
