@@ -96,6 +96,8 @@ class MirrorManager:
         self._pass_views: dict[tuple[str, str, UUID], tuple[SourceTopicCheck | None, str]] | None = None
         """Within one `on_metadata_change` pass: the source's view of each mirrored topic,
         asked once per topic and not once per partition."""
+        self._led_in: MetadataImage | None = None
+        self._led: dict[TopicPartition, tuple[str, UUID]] = {}
         self.awaiting_replicas: set[TopicPartition] = set()
         """Partitions whose plan waits on their followers (replicas truncated, MIRROR_PID_RESET
         committed): `on_replica_progress` resumes them when their high watermark moves."""
@@ -107,7 +109,12 @@ class MirrorManager:
 
     def mirrored_partitions(self, image: MetadataImage) -> dict[TopicPartition, tuple[str, UUID]]:
         """Partitions this broker leads whose topic carries `mirror.name`: its value and the
-        topic id."""
+        topic id (worked out once per image; the caller must not change the answer)."""
+        if self._led_in is not image:
+            self._led_in, self._led = image, self._mirrored_partitions(image)
+        return self._led
+
+    def _mirrored_partitions(self, image: MetadataImage) -> dict[TopicPartition, tuple[str, UUID]]:
         out: dict[TopicPartition, tuple[str, UUID]] = {}
         for name, topic in image.topics.items():
             value = image.topic_config(name).get(MIRROR_NAME_CONFIG)
@@ -174,7 +181,7 @@ class MirrorManager:
         source connection, and ask the source about each mirrored topic (the answers every
         partition of the topic then plans with)."""
         seen: set[str] = set()
-        for tp, (value, topic_id) in led.items():
+        for topic, value, topic_id in dict.fromkeys((tp.topic, value, topic_id) for tp, (value, topic_id) in led.items()):
             membership = parse_mirror_name_config(value)
             if membership is None:
                 continue
@@ -182,7 +189,7 @@ class MirrorManager:
             if source is not None and membership.mirror_name not in seen:
                 seen.add(membership.mirror_name)
                 await self.fetchers.replace_source(membership.mirror_name, source)
-            await self._pass_source_view(source, membership.mirror_name, tp.topic, topic_id)
+            await self._pass_source_view(source, membership.mirror_name, topic, topic_id)
 
     # -- the lifecycle --------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from uuid import UUID
 from kio.static.primitive import i8, i32
 
 from kmirror.client.admin import Admin, ConfigResourceType
+from kmirror.client.cluster import Cluster
 from kmirror.client.errors import KafkaError
 from kmirror.config.mirror import MIRROR_STATE_TOPIC, STATE_TOPIC_CONFIGS, MirrorConfig
 from kmirror.config.topic import ConfigSource
@@ -83,8 +84,9 @@ SourceLookup = Callable[[MirrorConfig, Sequence[str]], Awaitable[SourceDescripti
 
 async def admin_source_lookup(config: MirrorConfig, names: Sequence[str]) -> SourceDescription:
     """Describe topics at the source with the Admin client (Metadata with topic ids,
-    DescribeConfigs), connecting with the mirror's source connection configs."""
-    admin = await Admin.connect(",".join(config.bootstrap_servers), security=config.source_security)
+    DescribeConfigs), connecting with the mirror's source connection configs. No Metadata of
+    every topic up front: a source's topics may number thousands of partitions each."""
+    admin = Admin(Cluster(",".join(config.bootstrap_servers), security=config.source_security))
     try:
         cluster = await admin.describe_cluster()
         topics = {name: await describe_source_topic(admin, name) for name in names}

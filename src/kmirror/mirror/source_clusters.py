@@ -53,8 +53,8 @@ class CoalescingSourceCluster:
     async def topic_id(self, topic: str) -> UUID | None:
         return await self.topic_ids.submit(topic)
 
-    async def cluster_id(self) -> str:
-        return await self.inner.cluster_id()
+    async def cluster_id(self, refresh: bool = False) -> str:
+        return await self.inner.cluster_id(refresh)
 
     async def partition_leader(self, tp: TopicPartition, refresh: bool = False) -> SourceLeader | None:
         return await self.inner.partition_leader(tp, refresh)

@@ -259,12 +259,8 @@ class MirrorDataPlane:
         return "" if info is None else info.source_cluster_id
 
     async def _halt_mismatched_sources(self, image: MetadataImage) -> None:
-        led: dict[TopicPartition, str] = {}
-        for tp, (value, _) in self.manager.mirrored_partitions(image).items():
-            membership = parse_mirror_name_config(value)
-            if membership is not None:
-                led[tp] = membership.mirror_name
-        await self.cluster_ids.check(led)
+        values = {value for value, _ in self.manager.mirrored_partitions(image).values()}
+        await self.cluster_ids.check({m.mirror_name for m in map(parse_mirror_name_config, values) if m is not None})
         for tp, mp in list(self.manager.fetchers.partitions.items()):
             if self.cluster_ids.is_halted(mp.mirror_name):
                 self.manager.fetchers.remove_partition(tp)

@@ -63,7 +63,7 @@ class InProcessSourceCluster:
         self.deleted_topics: set[str] = set()
         self.closed = False
 
-    async def cluster_id(self) -> str:
+    async def cluster_id(self, refresh: bool = False) -> str:
         return self._cluster_id
 
     async def partition_leader(self, tp: TopicPartition, refresh: bool = False) -> SourceLeader | None:

@@ -302,11 +302,11 @@ class UnreachableSource(InProcessSourceCluster):
     down = False
     asked = 0
 
-    async def cluster_id(self):
+    async def cluster_id(self, refresh=False):
         self.asked += 1
         if self.down:
             raise ConnectionError("source unreachable")
-        return await super().cluster_id()
+        return await super().cluster_id(refresh)
 
     async def topic_id(self, topic):
         self.asked += 1

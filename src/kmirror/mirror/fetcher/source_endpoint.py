@@ -22,8 +22,9 @@ None when the source lacks the API, i.e. UNSUPPORTED_VERSION).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 from uuid import UUID
@@ -74,7 +75,9 @@ class SourceLeader:
 class SourceCluster(Protocol):
     """What the mirror fetcher and manager need of one mirror's source cluster."""
 
-    async def cluster_id(self) -> str: ...
+    async def cluster_id(self, refresh: bool = False) -> str:
+        """The cluster id the source reports; `refresh`: from a fresh answer."""
+        ...
 
     async def partition_leader(self, tp: TopicPartition, refresh: bool = False) -> SourceLeader | None: ...
 
@@ -183,24 +186,46 @@ class ClientSourceCluster:
                                security=security)
         self.request_timeout_ms = request_timeout_ms
         self._loaded = False
+        self._loading: asyncio.Future[ClusterMetadata] | None = None
         self._auth_failure: str | None = None
 
     async def _metadata(self, refresh: bool) -> None:
-        if refresh or not self._loaded:
-            try:
-                await self.cluster.refresh()
-            except KafkaAuthenticationError as exc:
-                if str(exc) != self._auth_failure:  # once per distinct refusal; retried every refresh
-                    log.warning("mirror source %s refused authentication: %s", self.cluster.client_id, exc)
-                    self._auth_failure = str(exc)
-                raise
-            if self._auth_failure is not None:
-                log.info("mirror source %s: authenticated again", self.cluster.client_id)
-                self._auth_failure = None
+        """Metadata of every topic: fresh, or loaded once. A pass that starts thousands of
+        partitions asks for their leaders together: the first loads, the others wait for it."""
+        if refresh:
+            await self._refreshed(self.cluster.refresh())
             self._loaded = True
+            return
+        if self._loaded:
+            return
+        if self._loading is None:  # the first asker loads; the others share its answer or error
+            self._loading = asyncio.ensure_future(self._refreshed(self.cluster.refresh()))
+            self._loading.add_done_callback(self._loaded_by)
+        await asyncio.shield(self._loading)
 
-    async def cluster_id(self) -> str:
-        await self._metadata(False)
+    def _loaded_by(self, loading: asyncio.Future[ClusterMetadata]) -> None:
+        self._loading = None
+        self._loaded = self._loaded or (not loading.cancelled() and loading.exception() is None)
+
+    async def _refreshed(self, refreshing: Awaitable[ClusterMetadata]) -> ClusterMetadata:
+        """A Metadata answer, with an authentication refusal logged once per distinct message."""
+        try:
+            fresh = await refreshing
+        except KafkaAuthenticationError as exc:
+            if str(exc) != self._auth_failure:  # once per distinct refusal; retried every refresh
+                log.warning("mirror source %s refused authentication: %s", self.cluster.client_id, exc)
+                self._auth_failure = str(exc)
+            raise
+        if self._auth_failure is not None:
+            log.info("mirror source %s: authenticated again", self.cluster.client_id)
+            self._auth_failure = None
+        return fresh
+
+    async def cluster_id(self, refresh: bool = False) -> str:
+        if refresh:  # brokers and cluster id only: no topic is listed
+            await self._refreshed(self.cluster.refresh([]))
+        else:
+            await self._metadata(False)
         return self.cluster.metadata.cluster_id or ""
 
     async def partition_leader(self, tp: TopicPartition, refresh: bool = False) -> SourceLeader | None:
@@ -216,8 +241,9 @@ class ClientSourceCluster:
         return SourceLeader(broker.node_id, broker.host, broker.port, topic.topic_id)
 
     async def topic_id(self, topic: str) -> UUID | None:
-        await self._metadata(True)
-        return listed_topic_id(self.cluster.metadata.topics.get(topic))
+        """From a Metadata request naming `topic` alone (a source's other topics may be wide)."""
+        fresh = await self._refreshed(self.cluster.refresh([topic]))
+        return listed_topic_id(fresh.topics.get(topic))
 
     def endpoint(self, leader: SourceLeader, client_id: str,
                  on_leader_change: Callable[[set[TopicPartition]], None]) -> LeaderEndPoint:

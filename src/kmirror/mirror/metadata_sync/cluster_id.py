@@ -14,11 +14,10 @@ cannot be reached keeps the mirror's previous decision.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection
 
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
 from kmirror.mirror.metadata_sync.topics_plan import cluster_id_mismatch
-from kmirror.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -34,21 +33,17 @@ class SourceClusterIdGuard:
     def is_halted(self, mirror_name: str) -> bool:
         return mirror_name in self.halted
 
-    async def check(self, led: Mapping[TopicPartition, str]) -> None:
-        """`led`: the mirror partitions this broker leads, with their mirror's name."""
-        by_mirror: dict[str, TopicPartition] = {}
-        for tp, mirror_name in sorted(led.items(), key=lambda item: (item[0].topic, item[0].partition)):
-            by_mirror.setdefault(mirror_name, tp)
+    async def check(self, led: Collection[str]) -> None:
+        """`led`: the mirrors this broker leads partitions of."""
         for mirror_name in list(self.halted):
-            if mirror_name not in by_mirror:
+            if mirror_name not in led:
                 del self.halted[mirror_name]
-        for mirror_name, tp in by_mirror.items():
+        for mirror_name in sorted(led):
             source = self.source_for(mirror_name)
             if source is None:
                 continue
             try:
-                await source.partition_leader(tp, refresh=True)  # a fresh Metadata answer
-                observed = await source.cluster_id()
+                observed = await source.cluster_id(refresh=True)
             except Exception as exc:
                 log.debug("mirror %s: source cluster id unknown: %r", mirror_name, exc)
                 continue

@@ -128,7 +128,7 @@ class SimSourceCluster:
         if not self.source.alive:
             raise ConnectionError(f"{what}: connection refused")
 
-    async def cluster_id(self) -> str:
+    async def cluster_id(self, refresh: bool = False) -> str:
         self._reachable("Metadata")
         return self.source.cluster_id
 
