@@ -45,10 +45,10 @@ import argparse
 import asyncio
 import json
 import math
+import multiprocessing
 import os
 import struct
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -135,6 +135,39 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+def produce(bootstrap: str, topic: str, n: int, mb_s: float, seconds: float, record_bytes: int, linger_ms: int,
+            lag_every: int, results: multiprocessing.Queue[tuple[int, list[float], float]]) -> None:
+    """The load's producer, in a process of its own (the lag consumer's process would share its
+    interpreter lock): `mb_s` MB/s round robin over the `n` partitions for `seconds`, each value
+    starting with its send time. Puts (records sent, acknowledgement latencies of the lag
+    consumer's partitions, this process's CPU seconds) on `results` once all are delivered."""
+    per_s = mb_s * 1e6 / record_bytes
+    padding = b"x" * max(0, record_bytes - 8)
+    acked: list[float] = []  # the source's acknowledgement latency of the sampled records (acks=1)
+
+    def on_delivery(err: object, msg: Any) -> None:
+        if err is None:
+            acked.append(time.time() - struct.unpack(">d", msg.value()[:8])[0])
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": linger_ms,
+                         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 2_000_000})
+    start = time.monotonic()
+    sent = 0
+    while (now := time.monotonic()) - start < seconds:
+        # paced by the clock, every 10 ms: a late wake-up sends more, not fewer in all
+        while sent < (now - start) * per_s:
+            partition = sent % n
+            # acknowledgement latency on the lag consumer's sample: a Python callback per
+            # record would cost the producing process more than the records themselves
+            producer.produce(topic, value=struct.pack(">d", time.time()) + padding, partition=partition,
+                             on_delivery=on_delivery if partition % lag_every == 0 else None)
+            sent += 1
+        producer.poll(0)
+        time.sleep(max(0.0, 0.01 - (time.monotonic() - now)))
+    producer.flush(120)
+    results.put((sent, acked, time.process_time()))
+
+
 def load(source: LocalCluster, dest: LocalCluster, topic: str, n: int, mb_s: float, seconds: float,
          record_bytes: int, linger_ms: int = 5, lag_every: int = 1,
          series: list[tuple[float, float, float]] | None = None) -> dict[str, float]:
@@ -150,43 +183,22 @@ def load(source: LocalCluster, dest: LocalCluster, topic: str, n: int, mb_s: flo
         consumer.poll(0.1)
     for _ in range(20):  # let the consumer resolve its end offsets before the first record
         consumer.poll(0.1)
-    padding = b"x" * max(0, record_bytes - 8)
 
     def expected(sent: int) -> int:
         """How many of the first `sent` round-robin records went to a sampled partition."""
         return sum(1 for p in sampled if p < sent % n) + (sent // n) * len(sampled)
 
-    per_tick = mb_s * 1e6 / record_bytes / 100  # records per 10 ms
-    sent = [0]
-    acked: list[float] = []  # the source's acknowledgement latency of the sampled records (acks=1)
-
-    def on_delivery(err: object, msg: Any) -> None:
-        if err is None:
-            acked.append(time.time() - struct.unpack(">d", msg.value()[:8])[0])
-
-    def produce() -> None:
-        producer = Producer({"bootstrap.servers": source.bootstrap, "acks": "1", "linger.ms": linger_ms,
-                             "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 2_000_000})
-        start = time.monotonic()
-        owed = 0.0
-        while (now := time.monotonic()) - start < seconds:
-            owed += per_tick
-            while owed >= 1:
-                partition = sent[0] % n
-                # acknowledgement latency on the lag consumer's sample: a Python callback per
-                # record would cost the measuring process more than the records themselves
-                producer.produce(topic, value=struct.pack(">d", time.time()) + padding, partition=partition,
-                                 on_delivery=on_delivery if partition % lag_every == 0 else None)
-                sent[0] += 1
-                owed -= 1
-            producer.poll(0)
-            time.sleep(max(0.0, 0.01 - (time.monotonic() - now)))
-        producer.flush(120)
-
+    spawn = multiprocessing.get_context("spawn")  # this process runs librdkafka threads: no fork
+    results: multiprocessing.Queue[tuple[int, list[float], float]] = spawn.Queue()
+    producer = spawn.Process(
+        target=produce, args=(source.bootstrap, topic, n, mb_s, seconds, record_bytes, linger_ms, lag_every, results),
+        daemon=True)
     source_cpu0, dest_cpu0, clients_cpu0 = cpu_s(source.pid()), cluster_cpu_s(dest), time.process_time()
-    producer = threading.Thread(target=produce, daemon=True)
     t0, t0_wall = time.monotonic(), time.time()
     producer.start()
+    producer_cpu = 0.0
+    sent = [0]
+    acked: list[float] = []
     lags: list[float] = []
     mirror_lags: list[float] = []
     done_at: float | None = None
@@ -202,14 +214,18 @@ def load(source: LocalCluster, dest: LocalCluster, topic: str, n: int, mb_s: flo
                     mirror_lags.append(arrived - appended_ms / 1000)
                     if series is not None:
                         series.append((arrived - t0_wall, mirror_lags[-1], lags[-1]))
-        if not producer.is_alive():
-            done_at = done_at or time.monotonic()
-            if len(lags) >= expected(sent[0]) or time.monotonic() - done_at > 30:
-                break
+        if done_at is None and not results.empty():
+            sent[0], acked, producer_cpu = results.get()
+            done_at = time.monotonic()
+        elif done_at is None and producer.exitcode not in (None, 0):
+            raise SystemExit(f"the load's producer failed (exit code {producer.exitcode})")
+        if done_at is not None and (len(lags) >= expected(sent[0]) or time.monotonic() - done_at > 30):
+            break
     elapsed = time.monotonic() - t0
     source_cpu, dest_cpu = cpu_s(source.pid()) - source_cpu0, cluster_cpu_s(dest) - dest_cpu0
-    clients_cpu = time.process_time() - clients_cpu0  # this process: the producer and the lag consumer
+    clients_cpu = time.process_time() - clients_cpu0 + producer_cpu  # the lag consumer's process and the producer's
     consumer.close()
+    producer.join()
     return {"target_mb_s": mb_s, "record_bytes": record_bytes, "seconds": seconds,
             "produced_mb_s": sent[0] * record_bytes / 1e6 / seconds, "produced": sent[0], "arrived": len(lags),
             "lag_p50_s": percentile(lags, 0.5), "lag_p99_s": percentile(lags, 0.99), "lag_max_s": max(lags, default=0),
