@@ -53,6 +53,9 @@ class Cluster:
         self._connections: dict[int, BrokerConnection] = {}
         self._bootstrap_connection: BrokerConnection | None = None
         self._lock = asyncio.Lock()
+        self.loaded = False
+        """Metadata of every topic was answered once (`refresh()` or `load()`)."""
+        self._loading: asyncio.Future[ClusterMetadata] | None = None
 
     def _new_connection(self, host: str, port: int) -> BrokerConnection:
         return BrokerConnection(
@@ -116,11 +119,28 @@ class Cluster:
         fresh = ClusterMetadata.from_response(response)
         if topics is None:
             self.metadata = fresh
+            self.loaded = True
         else:
             merged = dict(self.metadata.topics)
             merged.update(fresh.topics)
             self.metadata = ClusterMetadata(fresh.cluster_id, fresh.controller_id, fresh.brokers, merged)
         return fresh
+
+    async def load(self) -> None:
+        """Metadata of every topic, once: callers that find none loaded share one request
+        (thousands of partitions looking their leader up together), and its error; the next
+        call after an error asks again."""
+        if self.loaded:
+            return
+        if self._loading is None:
+            self._loading = asyncio.ensure_future(self.refresh())
+            self._loading.add_done_callback(self._loaded)
+        await asyncio.shield(self._loading)
+
+    def _loaded(self, loading: asyncio.Future[ClusterMetadata]) -> None:
+        self._loading = None
+        if not loading.cancelled():
+            loading.exception()  # retrieved here: every waiter has it raised
 
     @staticmethod
     def metadata_request(conn: BrokerConnection, topics: list[str] | None) -> Any:

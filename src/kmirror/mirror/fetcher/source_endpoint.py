@@ -22,11 +22,10 @@ None when the source lacks the API, i.e. UNSUPPORTED_VERSION).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 from uuid import UUID
 
 from kmirror.client.admin import LATEST_TIMESTAMP, Admin
@@ -48,6 +47,7 @@ from kmirror.types import TopicPartition
 
 from .policy import CONSUMER_REPLICA_ID
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 DESCRIBE_MIRRORS = 99
@@ -185,29 +185,14 @@ class ClientSourceCluster:
         self.cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
                                security=security)
         self.request_timeout_ms = request_timeout_ms
-        self._loaded = False
-        self._loading: asyncio.Future[ClusterMetadata] | None = None
         self._auth_failure: str | None = None
 
     async def _metadata(self, refresh: bool) -> None:
-        """Metadata of every topic: fresh, or loaded once. A pass that starts thousands of
-        partitions asks for their leaders together: the first loads, the others wait for it."""
-        if refresh:
-            await self._refreshed(self.cluster.refresh())
-            self._loaded = True
-            return
-        if self._loaded:
-            return
-        if self._loading is None:  # the first asker loads; the others share its answer or error
-            self._loading = asyncio.ensure_future(self._refreshed(self.cluster.refresh()))
-            self._loading.add_done_callback(self._loaded_by)
-        await asyncio.shield(self._loading)
+        """Metadata of every topic: fresh, or loaded once (a pass that starts thousands of
+        partitions asks for their leaders together: they share the first load)."""
+        await self._refreshed(self.cluster.refresh() if refresh else self.cluster.load())
 
-    def _loaded_by(self, loading: asyncio.Future[ClusterMetadata]) -> None:
-        self._loading = None
-        self._loaded = self._loaded or (not loading.cancelled() and loading.exception() is None)
-
-    async def _refreshed(self, refreshing: Awaitable[ClusterMetadata]) -> ClusterMetadata:
+    async def _refreshed(self, refreshing: Awaitable[T]) -> T:
         """A Metadata answer, with an authentication refusal logged once per distinct message."""
         try:
             fresh = await refreshing

@@ -1,6 +1,6 @@
 """`ClientSourceCluster`'s Metadata requests: what each lookup asks the source for, and how
-many requests a pass of thousands of partitions makes (the Cluster's refresh is counted; the
-answers come from a `ClusterMetadata` built here)."""
+many requests a pass of thousands of partitions makes (`Cluster.refresh` is counted and
+answered with a `ClusterMetadata` built here; `Cluster.load` is the real one)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from kmirror.client.cluster import Cluster
 from kmirror.client.metadata import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata
 from kmirror.mirror.fetcher.source_endpoint import ClientSourceCluster
 from kmirror.types import TopicPartition
@@ -25,10 +26,13 @@ def answer(topics: list[str] | None) -> ClusterMetadata:
         for name, count in listed.items()})
 
 
-class CountingCluster:
+class CountingCluster(Cluster):
+    """A real `Cluster` (its `load` and its caching) whose Metadata requests are counted and
+    answered by `answer`."""
+
     def __init__(self, fail: bool = False) -> None:
+        super().__init__("h:9092")
         self.asked: list[list[str] | None] = []
-        self.metadata = ClusterMetadata(None, -1, {})
         self.fail = fail
 
     async def refresh(self, topics: list[str] | None = None) -> ClusterMetadata:
@@ -37,14 +41,17 @@ class CountingCluster:
         if self.fail:
             raise ConnectionError("refused")
         fresh = answer(topics)
-        self.metadata = fresh if topics is None else ClusterMetadata(
-            fresh.cluster_id, fresh.controller_id, fresh.brokers, {**self.metadata.topics, **fresh.topics})
+        if topics is None:
+            self.metadata, self.loaded = fresh, True
+        else:
+            self.metadata = ClusterMetadata(fresh.cluster_id, fresh.controller_id, fresh.brokers,
+                                            {**self.metadata.topics, **fresh.topics})
         return fresh
 
 
 def source(cluster: CountingCluster) -> ClientSourceCluster:
     s = ClientSourceCluster("h:9092", client_id="mirror")
-    s.cluster = cluster  # type: ignore[assignment]
+    s.cluster = cluster
     return s
 
 
