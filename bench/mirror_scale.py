@@ -47,6 +47,7 @@ import json
 import math
 import multiprocessing
 import os
+import shutil
 import struct
 import tempfile
 import time
@@ -286,10 +287,11 @@ def describe_rpc_s(bootstrap: str) -> float:
 
 def run(n: int, records: int, base: Path, idle_s: float, dest_nodes: int, sessions: bool,
         load_args: tuple[float, float, int, int, int] | None = None,
-        lag_series: list[tuple[float, float, float]] | None = None) -> Row:
+        lag_series: list[tuple[float, float, float]] | None = None, dest_config: dict[str, str] | None = None) -> Row:
     source = LocalCluster(dir=base / "source", port=free_port_block(),
                           overrides={} if sessions else {"max.incremental.fetch.session.cache.slots": "0"})
-    dest = LocalCluster(dir=base / "destination", port=free_port_block(), nodes=dest_nodes)
+    dest = LocalCluster(dir=base / "destination", port=free_port_block(), nodes=dest_nodes,
+                        overrides=dest_config or {})
     topic = f"wide-{n}"
     load0 = load_average()
     fds: list[int] = []
@@ -448,8 +450,13 @@ def main() -> int:
     ap.add_argument("--plot", type=Path, default=None, help="draw the rows of --json (or this run) as a PNG")
     ap.add_argument("--lag-plot", type=Path, default=None,
                     help="with --load-mb-s: draw the lag over the load of the last partition count as a PNG")
+    ap.add_argument("--dest-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a destination broker config (repeatable), e.g. event.loop.stall.log.ms=50")
+    ap.add_argument("--dest-log", type=Path, default=None,
+                    help="copy the last run's destination node-1 server.log here")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    dest_config = dict(kv.split("=", 1) for kv in args.dest_config)
     rows: list[Row] = []
     for n in (int(x) for x in args.partitions.split(",") if x):
         for sessions in (True, False) if args.sessionless else (True,):
@@ -457,7 +464,10 @@ def main() -> int:
                 load_args = ((args.load_mb_s, args.load_s, args.record_bytes, args.linger_ms, args.lag_every)
                              if args.load_mb_s else None)
                 series: list[tuple[float, float, float]] = []
-                rows.append(run(n, args.records, Path(d), args.idle_s, args.dest_nodes, sessions, load_args, series))
+                rows.append(run(n, args.records, Path(d), args.idle_s, args.dest_nodes, sessions, load_args, series,
+                                dest_config))
+                if args.dest_log:
+                    shutil.copyfile(Path(d) / "destination" / "node-1" / "server.log", args.dest_log)
             print(rows[-1], flush=True)
             if args.json:
                 with open(args.json, "a") as f:
