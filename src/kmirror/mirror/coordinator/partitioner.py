@@ -12,6 +12,7 @@ Metadata synchronization is coordinated per mirror, "based on the mirror name al
 
 from __future__ import annotations
 
+import functools
 from uuid import UUID
 
 from kmirror.coordinator.offsets.partitioner import java_string_hashcode, java_utils_abs
@@ -29,12 +30,17 @@ def kafka_uuid_hashcode(topic_id: UUID) -> int:
     return _int32((h >> 32) ^ h)
 
 
+@functools.lru_cache(maxsize=4096)
+def _topic_hash(mirror_name: str, topic_id: UUID) -> int:
+    """`Objects.hash` over the first two elements: the same for every partition of a topic
+    (a describe or a pass of a 10,000-partition topic asks for every partition)."""
+    return _int32(31 * _int32(31 + java_string_hashcode(mirror_name)) + kafka_uuid_hashcode(topic_id))
+
+
 def java_objects_hash(mirror_name: str, topic_id: UUID, partition: int) -> int:
-    """Java `Objects.hash(mirrorName, topicId, partition)`."""
-    result = 1
-    for element_hash in (java_string_hashcode(mirror_name), kafka_uuid_hashcode(topic_id), _int32(partition)):
-        result = _int32(31 * result + element_hash)
-    return result
+    """Java `Objects.hash(mirrorName, topicId, partition)`: `31 * (31 * (31 + h(name)) + h(id)) + partition`
+    in 32-bit arithmetic."""
+    return _int32(31 * _topic_hash(mirror_name, topic_id) + _int32(partition))
 
 
 def partition_for(mirror_name: str, topic_id: UUID, partition: int, num_partitions: int) -> int:
