@@ -8,11 +8,33 @@ one manager pass that reach the same step together cost one request, not one eac
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+class Gate:
+    """Closed while a manager pass is still starting its partitions (it starts them a chunk
+    per loop iteration, `wiring.STAGGER`): the coalescers given the gate flush only once it
+    is open again, so the partitions of the pass still share one request per step."""
+
+    def __init__(self) -> None:
+        self._open = asyncio.Event()
+        self._open.set()
+
+    @contextlib.contextmanager
+    def closed(self) -> Iterator[None]:
+        self._open.clear()
+        try:
+            yield
+        finally:
+            self._open.set()
+
+    async def opened(self) -> None:
+        await self._open.wait()
 
 
 class Coalescer(Generic[T, R]):
@@ -23,8 +45,9 @@ class Coalescer(Generic[T, R]):
     in flight form the next one. Each caller still awaits its own answer before its
     next step, so one partition never has two requests in flight."""
 
-    def __init__(self, flush: Callable[[list[T]], Awaitable[Sequence[R]]]) -> None:
+    def __init__(self, flush: Callable[[list[T]], Awaitable[Sequence[R]]], gate: Gate | None = None) -> None:
         self._flush = flush
+        self._gate = gate
         self._queue: list[tuple[T, asyncio.Future[R]]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self.requests = 0
@@ -42,6 +65,8 @@ class Coalescer(Generic[T, R]):
 
     async def _run(self) -> None:
         await asyncio.sleep(0)  # the other partitions of the pass reach this step meanwhile
+        if self._gate is not None:
+            await self._gate.opened()  # and those the pass has not started yet
         batch, self._queue = self._queue, []
         self.requests += 1
         try:

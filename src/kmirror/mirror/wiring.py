@@ -47,7 +47,7 @@ from kmirror.metadata.controller.mirrors import EpochBump
 from kmirror.metadata.controller_service import MetadataService
 from kmirror.metadata.image import MetadataImage
 from kmirror.metadata.mirrors import mirror as mirror_info
-from kmirror.mirror.coalescer import Coalescer
+from kmirror.mirror.coalescer import Coalescer, Gate
 from kmirror.mirror.coordinator.coordinator import PartitionStateResult, StatesResult, StateWrite
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
 from kmirror.mirror.fetcher.local_replica import MirrorLocalReplica
@@ -56,7 +56,7 @@ from kmirror.mirror.fetcher.policy import mirror_fetch_policy
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
 from kmirror.mirror.fetcher.throttle import mirror_replication_quota, update_mirror_replication_quota
 from kmirror.mirror.lifecycle_ports import InMemoryMirrorStateStore, PartitionKey, StepPending
-from kmirror.mirror.manager import MirrorManager
+from kmirror.mirror.manager import Concurrently, MirrorManager
 from kmirror.mirror.metadata_sync import MetadataSync
 from kmirror.mirror.metadata_sync.acls import AclSync, ManagedAclStore
 from kmirror.mirror.metadata_sync.admins import SyncAdmins
@@ -101,13 +101,13 @@ class CoordinatorStateStore:
     in memory."""
 
     def __init__(self, service: MirrorStatesService | None, topic_name_of: Callable[[UUID], str | None],
-                 state_topic_exists: Callable[[], bool] = lambda: True) -> None:
+                 state_topic_exists: Callable[[], bool] = lambda: True, gate: Gate | None = None) -> None:
         self.service = service
         self.topic_name_of = topic_name_of
         self.state_topic_exists = state_topic_exists
         self.local = InMemoryMirrorStateStore()
-        self.reads: Coalescer[MirrorPartitionKey, PartitionStateResult] = Coalescer(self._read_batch)
-        self.writes: Coalescer[StateWrite, PartitionStateResult] = Coalescer(self._write_batch)
+        self.reads: Coalescer[MirrorPartitionKey, PartitionStateResult] = Coalescer(self._read_batch, gate)
+        self.writes: Coalescer[StateWrite, PartitionStateResult] = Coalescer(self._write_batch, gate)
 
     def _service(self) -> MirrorStatesService:
         if self.service is None:  # without a service, states are kept in `local`
@@ -152,9 +152,9 @@ class ControllerEpochBumper:
     """`LeaderEpochBumper`: BumpLeaderEpochs to the controller. The new epoch arrives with a
     later metadata image; failures are logged and the manager's step stays pending."""
 
-    def __init__(self, metadata: MetadataService | BrokerMetadataService) -> None:
+    def __init__(self, metadata: MetadataService | BrokerMetadataService, gate: Gate | None = None) -> None:
         self.metadata = metadata
-        self.bumps: Coalescer[tuple[TopicPartition, EpochBump, int], None] = Coalescer(self._bump_batch)
+        self.bumps: Coalescer[tuple[TopicPartition, EpochBump, int], None] = Coalescer(self._bump_batch, gate)
 
     async def bump(self, tp: TopicPartition, topic_id: UUID, min_leader_epoch: int, min_producer_id: int = -1) -> None:
         """Partitions bumping together share one BumpLeaderEpochs (one controller batch of
@@ -199,17 +199,21 @@ def bump_leader_epochs_request(bumps: Sequence[EpochBump], min_producer_id: int 
 STAGGER = 500
 """A pass starts its partitions' reconciles this many at a time, one loop iteration apart: run
 all at once, a pass over 10,000 caught-up partitions held the event loop for 150-250 ms in one
-step, with nothing fetched or served meanwhile. The partitions still proceed together (the
-state store's and the bumper's batches are a few chunks each instead of one)."""
+step, with nothing fetched or served meanwhile. The state store's and the bumper's coalescers
+wait for the last chunk (`Gate`), so the pass's partitions still share one request per step."""
 
 
-async def _gather(awaitables: Sequence[Awaitable[T]]) -> Sequence[T | BaseException]:
-    started: list[asyncio.Future[T]] = []
-    for i, awaitable in enumerate(awaitables, 1):
-        started.append(asyncio.ensure_future(awaitable))
-        if i % STAGGER == 0:
-            await asyncio.sleep(0)
-    return await asyncio.gather(*started, return_exceptions=True)
+def staggered(gate: Gate) -> Concurrently:
+    async def gather(awaitables: Sequence[Awaitable[T]]) -> Sequence[T | BaseException]:
+        started: list[asyncio.Future[T]] = []
+        with gate.closed():
+            for i, awaitable in enumerate(awaitables, 1):
+                started.append(asyncio.ensure_future(awaitable))
+                if i % STAGGER == 0:
+                    await asyncio.sleep(0)
+            await asyncio.sleep(0)  # the last chunk's first steps, behind the gate too
+        return await asyncio.gather(*started, return_exceptions=True)
+    return gather
 
 
 class MirrorDataPlane:
@@ -230,14 +234,15 @@ class MirrorDataPlane:
             broker_id, MirrorLocalReplica(replica_manager), mirror_fetch_policy(config), clock,
             num_fetchers=1 if config is None else int(config.get("mirror.num.replica.fetchers")), sync_errors=self.sync_errors,
             quota=self.replication_quota)
+        gate = Gate()
         self.sources = ImageSourceClusters(broker_id, lambda: self.manager.image or metadata.image, source_factory)
         self.manager = MirrorManager(
             broker_id, replica_manager, fetchers,
-            CoordinatorStateStore(coordinator_service, self._topic_name_of, self._state_topic_exists),
-            ControllerEpochBumper(metadata), self._source_for, clock,
+            CoordinatorStateStore(coordinator_service, self._topic_name_of, self._state_topic_exists, gate),
+            ControllerEpochBumper(metadata, gate), self._source_for, clock,
             support_unclean_leader_election=config is not None and str(config.values.get(
                 "mirror.support.unclean.leader.election", "false")).lower() == "true",
-            concurrently=_gather,
+            concurrently=staggered(gate),
         )
         self.cluster_ids = SourceClusterIdGuard(self._recorded_cluster_id, self.sources)
         lookup = admin_source_lookup if coordinator_service is None else coordinator_service.describe_source_topics
