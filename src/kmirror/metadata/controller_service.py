@@ -342,7 +342,8 @@ class MetadataService(ClusterControl):
         self, bumps: Sequence[mirror_ops.EpochBump], min_producer_id: int = -1
     ) -> list[mirror_ops.EpochBumpResult]:
         result: list[mirror_ops.EpochBumpResult] = await self._run(
-            lambda image: mirror_ops.bump_leader_epochs(image, bumps, min_producer_id)
+            lambda image: mirror_ops.bump_leader_epochs(image, bumps, min_producer_id),
+            large=len(bumps) > LARGE_OPERATION_PARTITIONS,  # a failover of thousands of partitions
         )
         return result
 
