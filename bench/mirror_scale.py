@@ -11,8 +11,9 @@ Two kmirror clusters (`LocalCluster`, the test helpers): a one-node source and a
 3. **describe**: `kmirror mirrors --describe` of all N partitions, and with `--state FAILED`
    (no row matches), wall time of the CLI process as an operator runs it (best of 3), and the
    DescribeMirrors round trip alone through the Admin client (best of 3);
-4. **load** (with `--load-mb-s R`): a producer writes R MB/s of `--record-bytes` records round
-   robin over the N source partitions for `--load-s` seconds, each record carrying its send time;
+4. **load** (with `--load-mb-s R`): a producer (a process of its own, paced by the clock) writes
+   R MB/s of `--record-bytes` records round robin over the N source partitions for `--load-s`
+   seconds, each record carrying its send time;
    a consumer of all N destination partitions (confluent-kafka, from their end) takes each
    mirrored record's arrival time: the **end-to-end lag** of a record is arrival minus send (it
    includes the source's produce path, the mirror and the destination's consumer path). The
@@ -37,6 +38,8 @@ every 0.25 s), as an operator would see them; the failover includes the `--remov
 
     .venv/bin/python bench/mirror_scale.py [--partitions 100,1000] [--records 3] [--idle-s 30]
         [--dest-nodes 1] [--sessionless] [--out docs/benchmarks.md] [--plot docs/mirror_scale.png]
+        [--load-mb-s 10 --load-s 30 --linger-ms 50 --lag-every 10 --lag-plot docs/mirror_lag_10000.png]
+        [--dest-config event.loop.stall.log.ms=100 --dest-log dest.log]
 """
 
 from __future__ import annotations
