@@ -7,9 +7,9 @@ import pytest
 
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.builder import build_batch
-from kmirror.replication.fetcher.engine import FetchedPartition, FetchEngine
+from kmirror.replication.fetcher.engine import FetchedPartition, FetchEngine, FetchStates
 from kmirror.replication.fetcher.policy import FetchPolicy
-from kmirror.replication.fetcher.state import FetchPhase, IllegalFetchTransition
+from kmirror.replication.fetcher.state import FetchPhase, IllegalFetchTransition, PartitionFetchState
 from kmirror.replication.outcomes import EpochEndOffset
 from kmirror.types import TopicPartition
 
@@ -214,3 +214,18 @@ def test_the_first_partition_with_records_cut_inside_its_batch_is_malformed() ->
     e.handle_fetch_response(e.fetch_plan(0), {TP: FetchedPartition(ErrorCode.none, build_batch(
         [(b"k", b"v" * 200, (), 1)])[:100])}, 0)
     assert e.fetch_plan(50) is None and e.next_ready_ms() == 100  # reported and backed off
+
+
+def test_fetch_states_keep_the_truncating_and_resetting_partitions_aside() -> None:
+    states = FetchStates()
+    tps = [TopicPartition("t", p) for p in range(3)]
+    topic_id = uuid4()
+    for tp in tps:
+        states[tp] = PartitionFetchState(tp, topic_id, 0, 0, -1, FetchPhase.TRUNCATING)
+    assert states.truncating == set(tps) and not states.resetting
+    states[tps[0]] = states[tps[0]].to(FetchPhase.FETCHING)
+    states[tps[1]] = states[tps[1]].to(FetchPhase.RESETTING)
+    assert states.truncating == {tps[2]} and states.resetting == {tps[1]}
+    states.pop(tps[2], None)
+    del states[tps[1]]
+    assert not states.truncating and not states.resetting and list(states) == [tps[0]]

@@ -117,13 +117,46 @@ def truncation_for_leader_epoch_end(leader: EpochEndOffset, log_end_offset: int,
     return min(local_epoch_end[1], leader.end_offset), local_epoch_end[0] == leader.leader_epoch
 
 
+class FetchStates(dict[TopicPartition, PartitionFetchState]):
+    """The engine's fetch state per partition, counting those in the phases a round looks
+    for (TRUNCATING, RESETTING): a round of a fetcher holding 10,000 fetching partitions does
+    not walk them all to find that none needs an OffsetsForLeaderEpoch or a ListOffsets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.truncating: set[TopicPartition] = set()
+        self.resetting: set[TopicPartition] = set()
+
+    def __setitem__(self, tp: TopicPartition, st: PartitionFetchState) -> None:
+        super().__setitem__(tp, st)
+        phase = st.phase
+        if phase is FetchPhase.TRUNCATING:
+            self.truncating.add(tp)
+        elif self.truncating:
+            self.truncating.discard(tp)
+        if phase is FetchPhase.RESETTING:
+            self.resetting.add(tp)
+        elif self.resetting:
+            self.resetting.discard(tp)
+
+    def __delitem__(self, tp: TopicPartition) -> None:
+        super().__delitem__(tp)
+        self.truncating.discard(tp)
+        self.resetting.discard(tp)
+
+    def pop(self, tp: TopicPartition, *default: PartitionFetchState | None) -> PartitionFetchState | None:  # type: ignore[override]
+        self.truncating.discard(tp)
+        self.resetting.discard(tp)
+        return super().pop(tp, *default)
+
+
 class FetchEngine:
     def __init__(self, local: LocalReplica, policy: FetchPolicy, quota: ReplicaQuota | None = None) -> None:
         self.local = local
         self.policy = policy
         self.quota = quota
         """A replication throttle: throttled partitions sit out a Fetch while it is exceeded."""
-        self.states: dict[TopicPartition, PartitionFetchState] = {}
+        self.states = FetchStates()
         # The last plan entry built for each partition, with the state and log start it was
         # built from: an idle partition's entry is reused round after round (and a fetch
         # session sees it unchanged by identity).
@@ -155,6 +188,8 @@ class FetchEngine:
         """OffsetsForLeaderEpoch to send for TRUNCATING partitions that know an epoch;
         those without one truncate to their HW right here."""
         queries: list[EpochQuery] = []
+        if not self.states.truncating:
+            return queries
         for tp, st in list(self.states.items()):
             if st.phase is not FetchPhase.TRUNCATING or not st.is_ready(now_ms):
                 continue
@@ -207,6 +242,8 @@ class FetchEngine:
     def reset_queries(self, now_ms: int) -> list[EpochQuery]:
         """Partitions whose fetch offset the leader rejected: ask its log start/end offsets
         (`leader_epoch` in the query is unused)."""
+        if not self.states.resetting:
+            return []
         return [
             EpochQuery(tp, st.topic_id, st.current_leader_epoch, -1)
             for tp, st in self.states.items()
