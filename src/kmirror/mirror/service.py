@@ -239,11 +239,20 @@ class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
     def coordinator_node(self, key: MirrorPartitionKey) -> int | None:
         """The broker coordinating `key` (leader of its `__mirror_state` partition); this
         broker when there is no metadata to route by; None while it has no leader."""
+        return self._coordinators()(key)
+
+    def _coordinators(self) -> Callable[[MirrorPartitionKey], int | None]:
+        """`coordinator_node`, with the `__mirror_state` leaders read from the image once."""
         if self.metadata is None:
-            return self.node_id
+            return lambda key: self.node_id
         topic = self.metadata.image.topics.get(MIRROR_STATE_TOPIC)
-        reg = None if topic is None else topic.partitions.get(self.coordinator.partition_for(key))
-        return None if reg is None or reg.leader < 0 else int(reg.leader)
+        registrations = {} if topic is None else topic.partitions
+        partition_for = self.coordinator.partition_for
+
+        def node(key: MirrorPartitionKey) -> int | None:
+            reg = registrations.get(partition_for(key))
+            return None if reg is None or reg.leader < 0 else int(reg.leader)
+        return node
 
     # ---- source clusters ----------------------------------------------------------------
 
@@ -294,9 +303,10 @@ class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
         return StatesResult(tuple(results[w.key] for w in writes))
 
     def _by_coordinator(self, keys: Iterable[MirrorPartitionKey]) -> dict[int | None, list[MirrorPartitionKey]]:
+        node_of = self._coordinators()
         groups: dict[int | None, list[MirrorPartitionKey]] = {}
         for key in keys:
-            groups.setdefault(self.coordinator_node(key), []).append(key)
+            groups.setdefault(node_of(key), []).append(key)
         return groups
 
     # ---- this broker's coordinator (the RPC handlers) --------------------------------

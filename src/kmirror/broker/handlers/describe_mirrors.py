@@ -49,8 +49,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             continue
         topics = []
         for topic_name, rows in (await _partitions(services, name)).items():
-            details = tuple(build(part_cls, partition_index=p, source_offset=src, destination_offset=dest, lag=lag,
-                                  state=state.name, last_mirror_epoch=lme, state_reason=reason)
+            # one version: every field is the schema's (no `build`, thousands of rows per mirror)
+            details = tuple(part_cls(partition_index=p, source_offset=src, destination_offset=dest, lag=lag,
+                                     state=state.name, last_mirror_epoch=lme, state_reason=reason)
                             for p, src, dest, lag, state, lme, reason in rows)
             if details:
                 topics.append(build(topic_cls, topic_name=topic_name, partitions=details))
