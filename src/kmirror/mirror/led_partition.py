@@ -1,12 +1,16 @@
-"""What a destination leader keeps about each mirrored partition it leads (the cached
+"""Which mirrored partitions a destination broker leads, what it keeps about each (the cached
 persisted state and why it stopped or failed), and what DescribeMirrors reports of it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from uuid import UUID
 
+from kmirror.kip1279.membership import MIRROR_NAME_CONFIG, parse_mirror_name_config
 from kmirror.kip1279.state import MirrorPartitionState
+from kmirror.metadata.image import MetadataImage
 from kmirror.mirror.lifecycle_ports import PartitionKey
+from kmirror.types import TopicPartition
 
 S = MirrorPartitionState
 
@@ -34,3 +38,17 @@ class PartitionDescription:
     state: MirrorPartitionState
     last_mirror_epoch: int
     reason: str | None = None
+
+
+def led_mirror_partitions(image: MetadataImage, broker_id: int) -> dict[TopicPartition, tuple[str, UUID]]:
+    """The partitions `broker_id` leads whose topic carries a valid `mirror.name`: its value
+    and the topic id."""
+    out: dict[TopicPartition, tuple[str, UUID]] = {}
+    for name, topic in image.topics.items():
+        value = image.topic_config(name).get(MIRROR_NAME_CONFIG)
+        if value is None or parse_mirror_name_config(value) is None:
+            continue
+        for p, reg in topic.partitions.items():
+            if reg.leader == broker_id:
+                out[TopicPartition(name, p)] = (value, topic.topic_id)
+    return out

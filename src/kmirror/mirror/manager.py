@@ -37,7 +37,7 @@ from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetcher_client_id, mirror_fetcher_id
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
 from kmirror.mirror.leader_log import assign_bumped_epoch, empty_at, pid_reset_offset
-from kmirror.mirror.led_partition import MirroredPartitionState, PartitionDescription
+from kmirror.mirror.led_partition import MirroredPartitionState, PartitionDescription, led_mirror_partitions
 from kmirror.mirror.lifecycle_ports import LeaderEpochBumper, MirrorStateStore, PartitionKey, StepPending
 from kmirror.mirror.source_topic import SourceTopicCheck, SourceTopicStatus, check_source_topic
 from kmirror.ports import Clock
@@ -96,8 +96,7 @@ class MirrorManager:
         self._pass_views: dict[tuple[str, str, UUID], tuple[SourceTopicCheck | None, str]] | None = None
         """Within one `on_metadata_change` pass: the source's view of each mirrored topic,
         asked once per topic and not once per partition."""
-        self._led_in: MetadataImage | None = None
-        self._led: dict[TopicPartition, tuple[str, UUID]] = {}
+        self._led: tuple[MetadataImage | None, dict[TopicPartition, tuple[str, UUID]]] = (None, {})
         self.awaiting_replicas: set[TopicPartition] = set()
         """Partitions whose plan waits on their followers (replicas truncated, MIRROR_PID_RESET
         committed): `on_replica_progress` resumes them when their high watermark moves."""
@@ -108,22 +107,11 @@ class MirrorManager:
         self._failed[tp] = message
 
     def mirrored_partitions(self, image: MetadataImage) -> dict[TopicPartition, tuple[str, UUID]]:
-        """Partitions this broker leads whose topic carries `mirror.name`: its value and the
-        topic id (worked out once per image; the caller must not change the answer)."""
-        if self._led_in is not image:
-            self._led_in, self._led = image, self._mirrored_partitions(image)
-        return self._led
-
-    def _mirrored_partitions(self, image: MetadataImage) -> dict[TopicPartition, tuple[str, UUID]]:
-        out: dict[TopicPartition, tuple[str, UUID]] = {}
-        for name, topic in image.topics.items():
-            value = image.topic_config(name).get(MIRROR_NAME_CONFIG)
-            if value is None or parse_mirror_name_config(value) is None:
-                continue
-            for p, reg in topic.partitions.items():
-                if reg.leader == self.broker_id:
-                    out[TopicPartition(name, p)] = (value, topic.topic_id)
-        return out
+        """`led_mirror_partitions` of this broker, worked out once per image (callers must not
+        change the answer)."""
+        if self._led[0] is not image:
+            self._led = (image, led_mirror_partitions(image, self.broker_id))
+        return self._led[1]
 
     async def on_metadata_change(self, image: MetadataImage) -> None:
         self.image = image

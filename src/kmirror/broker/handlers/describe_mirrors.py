@@ -49,7 +49,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             continue
         topics = []
         for topic_name, rows in (await _partitions(services, name)).items():
-            # one version: every field is the schema's (no `build`, thousands of rows per mirror)
+            # DescribeMirrors has one version (v0): each row takes the schema's fields as they are
             details = tuple(part_cls(partition_index=p, source_offset=src, destination_offset=dest, lag=lag,
                                      state=state.name, last_mirror_epoch=lme, state_reason=reason)
                             for p, src, dest, lag, state, lme, reason in rows)

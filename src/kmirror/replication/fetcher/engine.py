@@ -118,9 +118,9 @@ def truncation_for_leader_epoch_end(leader: EpochEndOffset, log_end_offset: int,
 
 
 class FetchStates(dict[TopicPartition, PartitionFetchState]):
-    """The engine's fetch state per partition, counting those in the phases a round looks
-    for (TRUNCATING, RESETTING): a round of a fetcher holding 10,000 fetching partitions does
-    not walk them all to find that none needs an OffsetsForLeaderEpoch or a ListOffsets."""
+    """The engine's fetch state per partition, with the partitions in the phases a round asks
+    the leader about kept aside (TRUNCATING: OffsetsForLeaderEpoch, RESETTING: ListOffsets):
+    a round in which every partition fetches sends neither, without looking at each one."""
 
     def __init__(self) -> None:
         super().__init__()
