@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import kmirror.log.cleaner.cleaning as cleaning_module
 from kmirror.log.cleaner.cleanable import log_to_clean
 from kmirror.log.cleaner.cleaning import LogCleaning
 from kmirror.log.cleaner.offset_map import OffsetMap, map_chunk
@@ -14,8 +15,10 @@ from kmirror.log.cleaner.record_memo import BATCHES_USED, RecordMemo
 from kmirror.log.config import LogConfig
 from kmirror.log.log import Log
 from kmirror.ports import ManualClock
+from kmirror.records.batch import BatchHeader, iter_batches
 from kmirror.records.builder import build_batch
 from kmirror.records.compression import CompressionType
+from kmirror.records.record import decode_records
 from kmirror.records.record_scan import BATCH_FIELDS, FIELDS, walk_batches
 from kmirror.testing.memory_fs import MemoryFileSystem
 from kmirror.types import TopicPartition
@@ -66,6 +69,37 @@ def test_a_round_from_the_notes_writes_what_a_round_without_them_writes(codec: s
     assert int(plain.memo.used[BATCHES_USED]) == 0
     assert with_notes == without
     assert with_notes[0] != with_notes[1]
+
+
+def test_the_filter_decompresses_only_the_batches_that_lose_some_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    fs, clock = MemoryFileSystem(), ManualClock(NOW)
+    log = Log.open(fs, "/data/t-0", TopicPartition("t", 0), CONFIG, clock)
+    lz4 = CompressionType.from_name("lz4")
+    batches = [[b"a", b"b"],  # overwritten whole: dropped
+               [b"a", b"c"],  # loses "a": rebuilt
+               [b"a", b"b"]]  # every key's latest: kept as it is
+    for keys in batches:
+        log.append_as_leader(build_batch([(k, b"v", (), NOW) for k in keys], compression=lz4), leader_epoch=0,
+                             now_ms=NOW)
+    log.roll()
+    log.append_as_leader(build_batch([(b"tail", b"t", (), NOW)]), leader_epoch=0, now_ms=NOW)
+    log.update_high_watermark(log.log_end_offset)
+    decompressed: list[int] = []
+    real = cleaning_module._records_section
+
+    def counted(chunk: bytes, pos: int, header: BatchHeader) -> tuple[np.ndarray, int, int]:
+        decompressed.append(header.base_offset)
+        return real(chunk, pos, header)
+
+    monkeypatch.setattr(cleaning_module, "_records_section", counted)
+    target = log_to_clean(log, None, NOW)
+    for _ in LogCleaning(log, target.first_dirty_offset, target.first_uncleanable_offset, NOW,
+                         OffsetMap(1 << 20)).run():
+        pass
+    assert decompressed == [0, 2, 4, 2]  # the key-map pass reads all three, the filter only the one rebuilt
+    stored = b"".join(fs.read(s.log_path, 0, s.size) for s in log.segments)
+    kept = [(r.offset, r.key) for pos, _ in iter_batches(stored) for r in decode_records(stored, pos)]
+    assert kept == [(3, b"c"), (4, b"a"), (5, b"b"), (6, b"tail")]
 
 
 def test_a_batch_that_changed_since_it_was_noted_is_walked_again() -> None:

@@ -40,6 +40,7 @@ from kmirror.log.cleaner.record_filter import (
     WRITTEN,
     decide,
     decide_noted,
+    noted_fields,
     filter_chunk,
     noted,
     write_kept,
@@ -328,10 +329,9 @@ class LogCleaning:
         memo = self.memo
         first = -1 if header.is_control or header.last_offset > self.map.latest_offset else int(noted(
             memo.batches, memo.used, memo.cursor, _signed_crc(header), header.base_offset, header.size, count))
-        if first >= 0:  # the key-map pass noted it: no walk, no hashing
-            buf, section_start, section_end = _records_section(chunk, pos, header)
-            kept, invalid, tombstones = decide_noted(buf, section_start, count, header.base_offset, memo.records,
-                                                     first, self.map.offsets, keep_deletes, fields, keep)
+        if first >= 0:  # the key-map pass noted it: no walk, no hashing, no decompression yet
+            kept, invalid, tombstones = decide_noted(count, header.base_offset, memo.records, first, self.map.offsets,
+                                                     keep_deletes, keep)
         else:
             buf, section_start, section_end = self._section(chunk, pos, header)
             kept, invalid, tombstones = decide(buf, fields, 0, count, header.base_offset, self.map.latest_offset,
@@ -350,6 +350,9 @@ class LogCleaning:
             horizon = now + self.log.config.delete_retention_ms
             if self.latest_delete_horizon_ms is None or horizon > self.latest_delete_horizon_ms:
                 self.latest_delete_horizon_ms = horizon
+        if first >= 0:
+            buf, section_start, section_end = _records_section(chunk, pos, header)
+            noted_fields(buf, section_start, count, memo.records, first, keep, fields)
         out = scratch.out_for(section_end - section_start + 6 * count)
         end, max_delta = write_kept(buf, fields, 0, count, section_start, keep, horizon is not None,
                                     horizon or 0, header.base_timestamp, header.max_timestamp,

@@ -180,8 +180,7 @@ def filter_chunk(buf: np.ndarray, headers: np.ndarray, n_batches: int, upper_bou
         keep_deletes = not has_horizon or now_ms < base_ts
         first = noted(memo_batches, memo_used, memo_cursor, read_be(buf, pos + 17, 4), base, size, count)
         if first >= 0 and last_offset <= latest_offset:
-            kept, invalid, tombstones = decide_noted(buf, pos + BATCH_OVERHEAD, count, base, memo_records, first, offsets,
-                                                     keep_deletes, fields, keep)
+            kept, invalid, tombstones = decide_noted(count, base, memo_records, first, offsets, keep_deletes, keep)
         else:
             error, _ = scan_section(buf, pos + BATCH_OVERHEAD, pos + size, count, fields, 0)
             if error != 0:
@@ -211,6 +210,8 @@ def filter_chunk(buf: np.ndarray, headers: np.ndarray, n_batches: int, upper_bou
             n_out = _written(written, n_out, base, last_offset, max_ts, size)
             o += size
             continue
+        if first >= 0 and last_offset <= latest_offset:
+            noted_fields(buf, pos + BATCH_OVERHEAD, count, memo_records, first, keep, fields)
         log_append_time = (attributes & TIMESTAMP_TYPE_MASK) != 0
         end, max_delta = write_kept(buf, fields, 0, count, pos + BATCH_OVERHEAD, keep, rebase, horizon_ms,
                                     base_ts, max_ts, log_append_time, out, o + BATCH_OVERHEAD)
@@ -261,17 +262,14 @@ def noted(memo_batches: np.ndarray, memo_used: np.ndarray, memo_cursor: np.ndarr
 
 
 @njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
-def decide_noted(buf: np.ndarray, section_start: int, count: int, base_offset: int, memo_records: np.ndarray, first: int,
-                 offsets: np.ndarray, keep_deletes: bool, fields: np.ndarray,
-                 keep: np.ndarray) -> tuple[int, int, int]:
-    """`decide` for a noted data batch whose records section starts at buf[section_start]
-    (in the segment's bytes, or decompressed), every record within the map's coverage:
-    keep[r] and, for `write_kept`, fields[RECORD_END, r] (and TS_DELTA of the kept)."""
+def decide_noted(count: int, base_offset: int, memo_records: np.ndarray, first: int, offsets: np.ndarray,
+                 keep_deletes: bool, keep: np.ndarray) -> tuple[int, int, int]:
+    """`decide` for a noted data batch, every record within the map's coverage, from its
+    notes alone (no byte of the batch is read: a compressed batch that keeps all or none of
+    its records is never decompressed): fills keep[:count]; returns (kept, invalid,
+    tombstones kept)."""
     kept = invalid = tombstones = 0
-    start = section_start
     for r in range(count):
-        end = section_start + int(memo_records[M_END, first + r])
-        fields[RECORD_END, r] = end
         code = int(memo_records[M_CODE, first + r])
         if code < 0:
             invalid += 1
@@ -285,8 +283,21 @@ def decide_noted(buf: np.ndarray, section_start: int, count: int, base_offset: i
                 kept += 1
                 if tombstone:
                     tombstones += 1
-                _, p = varint(buf, start, end)  # the length; the attributes byte follows
-                ts_delta, _ = varint(buf, p + 1, end)
-                fields[TS_DELTA, r] = ts_delta
-        start = end
     return kept, invalid, tombstones
+
+
+@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+def noted_fields(buf: np.ndarray, section_start: int, count: int, memo_records: np.ndarray, first: int,
+                 keep: np.ndarray, fields: np.ndarray) -> None:
+    """What `write_kept` needs of a noted batch being rebuilt, its records section at
+    buf[section_start] (in the segment's bytes, or decompressed): fields[RECORD_END, r] of
+    every record and fields[TS_DELTA, r] of the kept."""
+    start = section_start
+    for r in range(count):
+        end = section_start + int(memo_records[M_END, first + r])
+        fields[RECORD_END, r] = end
+        if keep[r]:
+            _, p = varint(buf, start, end)  # the length; the attributes byte follows
+            ts_delta, _ = varint(buf, p + 1, end)
+            fields[TS_DELTA, r] = ts_delta
+        start = end

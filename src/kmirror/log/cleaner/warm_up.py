@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from kmirror.log.cleaner.offset_map import OffsetMap, map_chunk, put_batch
-from kmirror.log.cleaner.record_filter import STATS, decide, decide_noted, filter_chunk, noted, write_kept
+from kmirror.log.cleaner.record_filter import STATS, decide, decide_noted, filter_chunk, noted, noted_fields, write_kept
 from kmirror.log.cleaner.record_memo import RecordMemo
 from kmirror.log.cleaner.segment_reader import summarize
 from kmirror.records.builder import build_batch
@@ -42,7 +42,8 @@ def warm_up() -> None:
     put_batch(offset_map.slots, offset_map.arena, offset_map.offsets, offset_map.meta, offset_map.undo, offset_map.codes,
               offset_map.hashes, buf, fields, 3, 0, 0, BATCH_OVERHEAD, len(raw), 0, memo.batches, memo.records, memo.used)
     first = noted(memo.batches, memo.used, memo.cursor, 0, 0, len(raw), 3)
-    decide_noted(buf, BATCH_OVERHEAD, 3, 0, memo.records, max(first, 0), offset_map.offsets, True, fields, keep)
+    decide_noted(3, 0, memo.records, max(first, 0), offset_map.offsets, True, keep)
+    noted_fields(buf, BATCH_OVERHEAD, 3, memo.records, max(first, 0), keep, fields)
     memo.clear()
     out = np.empty(2 * len(raw) + 64, dtype=np.uint8)
     crc_positions = np.empty(4, dtype=np.int64)
