@@ -8,7 +8,8 @@ section, decompressed when the batch is compressed), its offset delta and a code
 map entry times two plus one for a tombstone, or NO_KEY. The filter pass then takes such a
 batch's records from the memo instead of walking them, and decides each with one read of
 `OffsetMap.offsets` (`record_filter.filter_chunk` for chunks of plain batches,
-`record_filter.decide_noted` for the others, after decompressing). A batch whose base
+`record_filter.decide_noted` for the others, before decompressing: a compressed batch that
+keeps all or none of its records is copied or dropped without being decompressed again). A batch whose base
 offset, size, CRC or record count differ from the noted ones (the log changed between the
 passes) is walked as before.
 
