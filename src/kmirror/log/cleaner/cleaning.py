@@ -40,9 +40,9 @@ from kmirror.log.cleaner.record_filter import (
     WRITTEN,
     decide,
     decide_noted,
-    noted_fields,
     filter_chunk,
     noted,
+    noted_fields,
     write_kept,
 )
 from kmirror.log.cleaner.record_memo import RecordMemo

@@ -12,7 +12,15 @@ from __future__ import annotations
 import numpy as np
 
 from kmirror.log.cleaner.offset_map import OffsetMap, map_chunk, put_batch
-from kmirror.log.cleaner.record_filter import STATS, decide, decide_noted, filter_chunk, noted, noted_fields, write_kept
+from kmirror.log.cleaner.record_filter import (
+    STATS,
+    decide,
+    decide_noted,
+    filter_chunk,
+    noted,
+    noted_fields,
+    write_kept,
+)
 from kmirror.log.cleaner.record_memo import RecordMemo
 from kmirror.log.cleaner.segment_reader import summarize
 from kmirror.records.builder import build_batch
