@@ -7,6 +7,7 @@ import io
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+import kmirror.broker.handlers.describe_mirrors as describe_mirrors_handler
 from kmirror.broker.api import RequestContext, load_handlers
 from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
 from kmirror.config.mirror import MIRROR_BROKER_CONFIG_DEFS, MIRROR_TOPIC_CONFIG_DEFS
@@ -131,6 +132,38 @@ def test_describe_mirrors_reports_led_partitions_with_their_coordinator_state() 
                 for p in m1.topics[0].partitions] == [(0, "PREPARING", 2, -1, -1), (1, "UNKNOWN", -1, -1, -1)]
         everything = await mirror_call(services, 99, describe_mirrors.DescribeMirrorsRequest())
         assert [m.mirror_name for m in everything.mirrors] == ["m1"]
+
+    asyncio.run(run())
+
+
+def test_a_wide_describe_lists_every_partition_in_order_and_lets_other_work_run_between_chunks() -> None:
+    services = mirror_services()
+    partitions = 2 * describe_mirrors_handler.CHUNK + 500
+
+    async def run():
+        await with_topic_in_mirror(services, partitions=partitions)
+        await mirror_call(services, 101, write_request((0, int(S.PREPARING), 2), (partitions - 1, int(S.PREPARING), 5)))
+        turns = 0
+        done = asyncio.Event()
+
+        async def other_work():
+            nonlocal turns
+            while not done.is_set():
+                turns += 1
+                await asyncio.sleep(0)
+
+        other = asyncio.create_task(other_work())
+        await asyncio.sleep(0)
+        started = turns
+        resp = await mirror_call(services, 99, describe_mirrors.DescribeMirrorsRequest(mirror_names=("m1",)))
+        during = turns - started
+        done.set()
+        await other
+        rows = [(p.partition_index, p.state, p.last_mirror_epoch) for p in resp.mirrors[0].topics[0].partitions]
+        assert [r[0] for r in rows] == list(range(partitions))
+        assert rows[0] == (0, "PREPARING", 2) and rows[-1] == (partitions - 1, "PREPARING", 5)
+        assert {r[1] for r in rows[1:-1]} == {"UNKNOWN"}
+        assert during >= 2  # the loop ran other work between the three chunks
 
     asyncio.run(run())
 

@@ -10,7 +10,9 @@ from this cluster (KIP "Log Convergence")."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import itertools
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
@@ -31,12 +33,15 @@ from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.mirror.registry import schemas
 from kmirror.types import TopicPartition
 
+# Partitions described per step: a describe of 10,000 partitions gives the event loop back to
+# other requests between chunks instead of holding it for the whole answer.
+CHUNK = 1_000
+
 
 @api(99, "DescribeMirrors", 0, 0, schemas=schemas(99))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
-    mirror_cls, topic_cls, part_cls = (nested(rt, "DescribedMirror"), nested(rt, "TopicPartitions"),
-                                       nested(rt, "PartitionDetail"))
+    mirror_cls, topic_cls = nested(rt, "DescribedMirror"), nested(rt, "TopicPartitions")
     image = services.metadata.image
     if not mirroring_enabled(image):
         return build(rt, throttle_time=datetime.timedelta(0), error_code=UNSUPPORTED_VERSION_CODE,
@@ -47,55 +52,57 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         if mirror(image, name) is None:
             described.append(build(mirror_cls, error_code=int(MirrorError.UNKNOWN_MIRROR), mirror_name=name, topics=()))
             continue
-        topics = []
-        for topic_name, rows in (await _partitions(services, name)).items():
-            # DescribeMirrors has one version (v0): each row takes the schema's fields as they are
-            details = tuple(part_cls(partition_index=p, source_offset=src, destination_offset=dest, lag=lag,
-                                     state=state.name, last_mirror_epoch=lme, state_reason=reason)
-                            for p, src, dest, lag, state, lme, reason in rows)
-            if details:
-                topics.append(build(topic_cls, topic_name=topic_name, partitions=details))
-        described.append(build(mirror_cls, error_code=0, mirror_name=name, topics=tuple(topics)))
+        topics = tuple(build(topic_cls, topic_name=topic_name, partitions=tuple(details))
+                       for topic_name, details in (await _partitions(services, name, nested(rt, "PartitionDetail"))).items())
+        described.append(build(mirror_cls, error_code=0, mirror_name=name, topics=topics))
     return build(rt, throttle_time=datetime.timedelta(0), error_code=0, mirrors=tuple(described))
 
 
-Row = tuple[int, int, int, int, MirrorPartitionState, int, str | None]
+Key = tuple[str, int, bool, MirrorPartitionKey]  # topic, partition, led here, state key
 
 
-async def _partitions(services: BrokerServices, name: str) -> dict[str, list[Row]]:
+async def _partitions(services: BrokerServices, name: str, part_cls: Any) -> dict[str, list[Any]]:
+    """Each listed partition's PartitionDetail, by topic, a chunk of partitions per step."""
     image = services.metadata.image
-    keys: list[tuple[str, int, bool, MirrorPartitionKey]] = []
+    keys: list[Key] = []
     for topic_name in mirror_topics(image, name, include_removed=True):
         topic = image.topics[topic_name]
         for p, reg in sorted(topic.partitions.items()):
             keys.append((topic_name, p, reg.leader == services.node_id,
                          MirrorPartitionKey(name, topic.topic_id, p)))
+    out: dict[str, list[Any]] = {}
+    for start in range(0, len(keys), CHUNK):
+        if start:
+            await asyncio.sleep(0)
+        await _describe(services, keys[start:start + CHUNK], part_cls, out)
+    return out
+
+
+async def _describe(services: BrokerServices, keys: list[Key], part_cls: Any, out: dict[str, list[Any]]) -> None:
     service = services.mirror_coordinator
-    states = {} if service is None else {
-        r.key: r for r in (await service.read_state_results([k for *_, k in keys])).partitions}
+    stored_states = (itertools.repeat(None) if service is None
+                     else (await service.read_state_results([k for *_, k in keys])).partitions)  # in key order
     manager = getattr(services, "mirror_manager", None)
     led_tps = [TopicPartition(t, p) for t, p, led, _ in keys if led]
     data_plane = {} if manager is None or not led_tps else manager.describe(led_tps)
-    out: dict[str, list[Row]] = {}
-    for topic_name, p, led, key in keys:
-        stored = states.get(key)
+    for (topic_name, p, led, _), stored in zip(keys, stored_states, strict=False):
         known = stored is not None and stored.error is ErrorCode.none
         state = stored.state if known and stored is not None else MirrorPartitionState.UNKNOWN
         lme = stored.last_mirrored_epoch if known and stored is not None else NO_LAST_MIRRORED_EPOCH
+        src = dest = lag = -1
+        reason = None
         if not led:
-            if known and state is not MirrorPartitionState.UNKNOWN:
-                out.setdefault(topic_name, []).append((p, -1, -1, -1, state, lme, None))
-            continue
-        tp = TopicPartition(topic_name, p)
-        desc = data_plane.get(tp)
-        if desc is not None:
+            if not known or state is MirrorPartitionState.UNKNOWN:
+                continue
+        elif (desc := data_plane.get(TopicPartition(topic_name, p))) is not None:
             state = desc.state if state is MirrorPartitionState.UNKNOWN else state
             lme = max(lme, desc.last_mirror_epoch)
             reason = desc.reason if state is desc.state else None
-            row: Row = (p, desc.source_offset, desc.destination_offset, desc.lag, state, lme, reason)
-        else:
-            local = services.replica_manager.get_partition(tp) if services.replica_manager is not None else None
+            src, dest, lag = desc.source_offset, desc.destination_offset, desc.lag
+        elif services.replica_manager is not None:
+            local = services.replica_manager.get_partition(TopicPartition(topic_name, p))
             dest = -1 if local is None else int(local.log.log_end_offset)
-            row = (p, -1, dest, -1, state, lme, None)
-        out.setdefault(topic_name, []).append(row)
-    return out
+        # DescribeMirrors has one version (v0): each row takes the schema's fields as they are
+        out.setdefault(topic_name, []).append(part_cls(
+            partition_index=p, source_offset=src, destination_offset=dest, lag=lag, state=state.name,
+            last_mirror_epoch=lme, state_reason=reason))
