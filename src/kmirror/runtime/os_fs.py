@@ -102,9 +102,21 @@ class OsFileSystem:
         return self.read(path, position, size)
 
     def write_file(self, path: str, data: Buffer) -> None:
+        # Overwritten in place, cut only when the old content was longer: opening with O_TRUNC
+        # makes ext4 wait for the pages still being written back and open a journal
+        # transaction for the truncation, which held the loop for seconds while thousands of
+        # new logs kept the disk busy (a leader epoch checkpoint grows by one line per epoch).
         self.close(path)
-        with open(path, "wb") as f:
-            f.write(data)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(data)
+            position = 0
+            while position < len(view):
+                position += os.pwrite(fd, view[position:], position)
+            if os.fstat(fd).st_size > position:
+                os.ftruncate(fd, position)
+        finally:
+            os.close(fd)
 
     def truncate(self, path: str, size: int) -> None:
         with self._lock:

@@ -43,6 +43,15 @@ def test_append_read_truncate_rename_delete(fs_root):
     fs.delete(f"{root}/missing")
 
 
+def test_write_file_replaces_the_content_whether_longer_shorter_or_empty(fs_root):
+    fs, root = fs_root
+    path = f"{root}/leader-epoch-checkpoint"
+    for data in (b"0\n1\n0 0\n", b"0\n2\n0 0\n3 100\n", b"0\n1\n5 7\n", b""):
+        fs.write_file(path, data)
+        assert fs.size(path) == len(data)
+        assert fs.read(path, 0, 100) == data
+
+
 def test_rename_directory_moves_contents(fs_root):
     fs, root = fs_root
     fs.mkdirs(f"{root}/t-0")

@@ -216,6 +216,22 @@ def test_the_first_partition_with_records_cut_inside_its_batch_is_malformed() ->
     assert e.fetch_plan(50) is None and e.next_ready_ms() == 100  # reported and backed off
 
 
+def test_a_wide_answer_is_applied_a_step_at_a_time_and_rechecks_each_partition_when_its_turn_comes() -> None:
+    local = FakeLocal([1])
+    e = engine(local)
+    tps = [TP] + [TopicPartition("t", p) for p in range(1, 450)]
+    for tp in tps[1:]:
+        e.add_partition(tp, uuid4(), leader_epoch=5)
+    plan = e.fetch_plan(0)
+    batch = build_batch([(b"k", b"v", (), 1)], partition_leader_epoch=5)  # whole: none is cut (KIP-74)
+    answer = {tp: FetchedPartition(ErrorCode.none, batch) for tp in tps}
+    steps = e.fetch_response_steps(plan, answer, 0, partitions_per_step=200)
+    assert next(steps) == set(tps[:200]) and len(local.appended) == 200  # nothing beyond the step yet
+    e.add_partition(tps[-1], uuid4(), leader_epoch=6)  # between steps: a new leader for the last partition
+    assert list(steps) == [set(tps[200:400]), set(tps[400:449])]  # its answer is stale: ignored
+    assert len(local.appended) == 449
+
+
 def test_fetch_states_keep_the_truncating_and_resetting_partitions_aside() -> None:
     states = FetchStates()
     tps = [TopicPartition("t", p) for p in range(3)]

@@ -23,7 +23,7 @@ in the next request.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 from uuid import UUID
@@ -36,6 +36,11 @@ from kmirror.replication.fetcher.truncation import accepts_batch, max_batch_epoc
 from kmirror.replication.outcomes import EpochEndOffset
 from kmirror.replication.replication_quota import ReplicaQuota
 from kmirror.types import TopicPartition
+
+# Partitions of a Fetch answer applied per step (`FetchEngine.fetch_response_steps`): the first
+# answer for thousands of partitions, where each append may create files, gives the event loop
+# back between steps instead of holding it for seconds.
+RESPONSE_STEP_PARTITIONS = 200
 
 
 class LocalReplica(Protocol):
@@ -302,65 +307,87 @@ class FetchEngine:
     def handle_fetch_response(
         self, plan: FetchPlan, results: Mapping[TopicPartition, FetchedPartition], now_ms: int
     ) -> set[TopicPartition]:
-        """Apply a Fetch answer; returns the partitions whose log or HW changed.
+        """Apply a Fetch answer at once; returns the partitions whose log or HW changed."""
+        changed: set[TopicPartition] = set()
+        for step in self.fetch_response_steps(plan, results, now_ms):
+            changed |= step
+        return changed
+
+    def fetch_response_steps(
+        self, plan: FetchPlan, results: Mapping[TopicPartition, FetchedPartition], now_ms: int,
+        partitions_per_step: int = RESPONSE_STEP_PARTITIONS,
+    ) -> Iterator[set[TopicPartition]]:
+        """Apply a Fetch answer `partitions_per_step` partitions at a time, yielding after each
+        step the partitions whose log or HW changed in it. The caller may run other work
+        between steps: a partition is checked against its fetch state when its turn comes, and
+        an answer to a state that changed meanwhile is ignored, as Kafka ignores any stale
+        answer.
 
         Only the first partition with records in the answer may exceed the size limits by
         one batch (Kafka KIP-74); a later one gets what is left of the response's max bytes,
         which can end inside its first batch. Such a cut batch is not appended and is
         fetched again from the same offset. The first partition's records hold at least one
         whole batch, else they are malformed and the append reports it."""
-        changed: set[TopicPartition] = set()
         if not results:
-            return changed
+            return
         first_with_records = next(
             (tp for tp, r in results.items() if r.error == ErrorCode.none and len(r.records) > 0), None)
         # An answer in a fetch session lists only partitions with news: walk the answer, not the plan.
         asked_for = {p.topic_partition: p for p in plan.partitions} if len(results) < len(plan.partitions) else None
         order = plan.partitions if asked_for is None else [asked_for[tp] for tp in results if tp in asked_for]
-        for asked in order:
-            tp = asked.topic_partition
-            st = self.states.get(tp)
-            result = results.get(tp)
-            # Kafka: ignore answers to a fetch state that changed meanwhile.
-            if (
-                st is None
-                or result is None
-                or st.phase is not FetchPhase.FETCHING
-                or st.fetch_offset != asked.fetch_offset
-                or st.current_leader_epoch != asked.current_leader_epoch
-            ):
-                continue
-            if result.mirror_leader_epoch != st.mirror_leader_epoch:
-                st = self.states[tp] = st.to(FetchPhase.FETCHING, mirror_leader_epoch=result.mirror_leader_epoch)
-            if result.error != ErrorCode.none:
-                self._on_error(tp, st, result.error, now_ms)
-                continue
-            if result.diverging_epoch is not None:
-                self._truncate(tp, result.diverging_epoch)
-                self._fetch_from_log_end(tp, st)
+        changed: set[TopicPartition] = set()
+        for done, asked in enumerate(order, 1):
+            result = results.get(asked.topic_partition)
+            if result is not None:
+                self._apply(asked, result, asked.topic_partition == first_with_records, now_ms, changed)
+            if done % partitions_per_step == 0 and done < len(order):
+                yield changed
+                changed = set()
+        yield changed
+
+    def _apply(self, asked: FetchPartitionPlan, result: FetchedPartition, first_with_records: bool, now_ms: int,
+               changed: set[TopicPartition]) -> None:
+        """One partition of a Fetch answer."""
+        tp = asked.topic_partition
+        st = self.states.get(tp)
+        # Kafka: ignore answers to a fetch state that changed meanwhile.
+        if (
+            st is None
+            or st.phase is not FetchPhase.FETCHING
+            or st.fetch_offset != asked.fetch_offset
+            or st.current_leader_epoch != asked.current_leader_epoch
+        ):
+            return
+        if result.mirror_leader_epoch != st.mirror_leader_epoch:
+            st = self.states[tp] = st.to(FetchPhase.FETCHING, mirror_leader_epoch=result.mirror_leader_epoch)
+        if result.error != ErrorCode.none:
+            self._on_error(tp, st, result.error, now_ms)
+            return
+        if result.diverging_epoch is not None:
+            self._truncate(tp, result.diverging_epoch)
+            self._fetch_from_log_end(tp, st)
+            changed.add(tp)
+            return
+        bound = max_batch_epoch(asked.current_leader_epoch, result.mirror_leader_epoch)
+        if bound >= 0 and len(result.records) > 0 and not _epochs_within(result.records, bound):
+            self._on_error(tp, st, ErrorCode.corrupt_message, now_ms)
+            return
+        if len(result.records) > 0 and not (not first_with_records and cut_within_first_batch(result.records)):
+            error = self.local.append(tp, result.records)
+            if error != ErrorCode.none:
+                self._on_error(tp, st, error, now_ms)
+                return
+            if self.quota is not None and self.quota.is_throttled(tp):
+                self.quota.record(len(result.records), now_ms)
+            self._fetch_from_log_end(tp, st)
+            changed.add(tp)
+        if result.high_watermark >= 0:
+            before = self.local.high_watermark(tp)
+            self.local.update_high_watermark(tp, result.high_watermark)
+            if self.local.high_watermark(tp) != before:
                 changed.add(tp)
-                continue
-            bound = max_batch_epoch(asked.current_leader_epoch, result.mirror_leader_epoch)
-            if bound >= 0 and len(result.records) > 0 and not _epochs_within(result.records, bound):
-                self._on_error(tp, st, ErrorCode.corrupt_message, now_ms)
-                continue
-            if len(result.records) > 0 and not (tp != first_with_records and cut_within_first_batch(result.records)):
-                error = self.local.append(tp, result.records)
-                if error != ErrorCode.none:
-                    self._on_error(tp, st, error, now_ms)
-                    continue
-                if self.quota is not None and self.quota.is_throttled(tp):
-                    self.quota.record(len(result.records), now_ms)
-                self._fetch_from_log_end(tp, st)
-                changed.add(tp)
-            if result.high_watermark >= 0:
-                before = self.local.high_watermark(tp)
-                self.local.update_high_watermark(tp, result.high_watermark)
-                if self.local.high_watermark(tp) != before:
-                    changed.add(tp)
-            if result.log_start_offset >= 0:
-                self.local.maybe_increment_log_start_offset(tp, result.log_start_offset)
-        return changed
+        if result.log_start_offset >= 0:
+            self.local.maybe_increment_log_start_offset(tp, result.log_start_offset)
 
     def handle_failure(self, tps: Iterable[TopicPartition], now_ms: int) -> None:
         """The request failed as a whole (connection lost, timeout): back off."""

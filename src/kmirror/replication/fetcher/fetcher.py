@@ -106,9 +106,10 @@ class Fetcher:
                 self._failed(exc, [p.topic_partition for p in plan.partitions])
             else:
                 self.fetched_bytes_total += sum(len(r.records) for r in fetched.values())
-                changed = engine.handle_fetch_response(plan, fetched, self.clock.monotonic_ms())
-                if changed and self.on_progress is not None:
-                    self.on_progress(changed)
+                for changed in engine.fetch_response_steps(plan, fetched, self.clock.monotonic_ms()):
+                    if changed and self.on_progress is not None:
+                        self.on_progress(changed)
+                    await asyncio.sleep(0)  # the node serves others between steps of a wide answer
         return did
 
     def _failed(self, exc: Exception, tps: list[TopicPartition]) -> None:
