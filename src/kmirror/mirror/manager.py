@@ -480,10 +480,9 @@ class MirrorManager:
 
     def describe(self, tps: list[TopicPartition] | None = None) -> Mapping[TopicPartition, PartitionDescription]:
         out: dict[TopicPartition, PartitionDescription] = {}
-        wanted = None if tps is None else set(tps)
-        for tp, mp in self.partitions.items():
-            if wanted is not None and tp not in wanted:
-                continue
+        led = self.partitions
+        for tp in led if tps is None else (tp for tp in tps if tp in led):
+            mp = led[tp]
             p = self.replica_manager.get_partition(tp)
             dest = -1 if p is None else p.log.log_end_offset
             src = self.fetchers.local.source.get(tp)

@@ -40,7 +40,7 @@ from kmirror.types import TopicPartition
 # Partitions of a Fetch answer applied per step (`FetchEngine.fetch_response_steps`): the first
 # answer for thousands of partitions, where each append may create files, gives the event loop
 # back between steps instead of holding it for seconds.
-RESPONSE_STEP_PARTITIONS = 200
+RESPONSE_STEP_PARTITIONS = 100
 
 
 class LocalReplica(Protocol):
