@@ -35,7 +35,7 @@ from kmirror.types import TopicPartition
 
 # Partitions described per step: a describe of 10,000 partitions gives the event loop back to
 # other requests between chunks instead of holding it for the whole answer.
-CHUNK = 1_000
+CHUNK = 500
 
 
 @api(99, "DescribeMirrors", 0, 0, schemas=schemas(99))
