@@ -42,7 +42,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield c
 
 
-
 # ---- bad input ----------------------------------------------------------------------------
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, overload, runtime_checkable
 from uuid import UUID
@@ -286,6 +286,16 @@ class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
             else:
                 results.update(await self._remote_read(node, group))
         return StatesResult(tuple(results[k] for k in keys))
+
+    async def read_state_results_in_steps(self, keys: Sequence[MirrorPartitionKey], per_step: int
+                                          ) -> AsyncIterator[tuple[int, StatesResult]]:
+        """`read_state_results` of `per_step` keys at a time, as (index of the step's first key,
+        its answer), giving the event loop back between steps: a reader of thousands of keys
+        (DescribeMirrors) does its own work on each step's answer in between."""
+        for start in range(0, len(keys), per_step):
+            if start:
+                await asyncio.sleep(0)
+            yield start, await self.read_state_results(keys[start:start + per_step])
 
     async def write_states(self, writes: Sequence[StateWrite]) -> StatesResult:
         """Persist each write through its key's coordinator; answered once appended."""

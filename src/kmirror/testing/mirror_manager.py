@@ -12,11 +12,10 @@ from kmirror.mirror.fetcher.policy import mirror_fetch_policy
 from kmirror.mirror.lifecycle_ports import InMemoryMirrorStateStore
 from kmirror.mirror.manager import MirrorManager
 from kmirror.ports import ManualClock
-from kmirror.records.batch import iter_batches
 from kmirror.records.builder import build_batch
 from kmirror.testing.mirror_fetcher import InProcessSourceCluster
 from kmirror.testing.replication import image_with
-from kmirror.testing.replication_harness import Broker
+from kmirror.testing.replication_harness import Broker, log_batches
 from kmirror.types import TopicPartition
 
 TOPIC_ID = UUID(int=0xBEEF)
@@ -31,19 +30,7 @@ def image(broker_id: int, epoch: int, mirror_name: str | None) -> MetadataImage:
 
 
 def batches(b: Broker) -> list[tuple[int, int, bytes]]:
-    partition = b.rm.get_partition(TP)
-    assert partition is not None
-    log = partition.log
-    out: list[tuple[int, int, bytes]] = []
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:  # one segment per read, as Kafka's
-        buf = bytes(getattr(log.read(offset, 1 << 30, log.log_end_offset, True), "records", b""))
-        if not buf:
-            break
-        for pos, h in iter_batches(buf):
-            out.append((h.base_offset, h.partition_leader_epoch, buf[pos:pos + h.size]))
-            offset = h.next_offset
-    return out
+    return log_batches(b, TP)
 
 
 class Bumper:

@@ -264,6 +264,23 @@ class ReplicationHarness:
         return out
 
 
+def log_batches(broker: Broker, tp: TopicPartition) -> list[tuple[int, int, bytes]]:
+    """Every batch of `tp`'s log on `broker`: (base offset, partition leader epoch, bytes)."""
+    partition = broker.rm.get_partition(tp)
+    assert partition is not None
+    log = partition.log
+    out: list[tuple[int, int, bytes]] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:  # one segment per read, as Kafka's
+        buf = bytes(getattr(log.read(offset, 1 << 30, log.log_end_offset, True), "records", b""))
+        if not buf:
+            break
+        for pos, h in iter_batches(buf):
+            out.append((h.base_offset, h.partition_leader_epoch, buf[pos:pos + h.size]))
+            offset = h.next_offset
+    return out
+
+
 def fetch_round(engine: FetchEngine, leader: ReplicaManager, now: int) -> dict[TopicPartition, FetchedPartition] | None:
     """One round of a follower's fetcher against `leader`, in process: its epoch and offset
     queries, then its Fetch (None when it has nothing to fetch), as the fetcher thread runs them."""

@@ -10,9 +10,9 @@ from this cluster (KIP "Log Convergence")."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import itertools
+from collections.abc import Iterable
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
@@ -27,6 +27,7 @@ from kmirror.metadata.mirrors import (
     mirroring_enabled,
     mirrors,
 )
+from kmirror.mirror.coordinator.coordinator import PartitionStateResult
 from kmirror.mirror.coordinator.records import NO_LAST_MIRRORED_EPOCH, MirrorPartitionKey
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
@@ -71,17 +72,18 @@ async def _partitions(services: BrokerServices, name: str, part_cls: Any) -> dic
             keys.append((topic_name, p, reg.leader == services.node_id,
                          MirrorPartitionKey(name, topic.topic_id, p)))
     out: dict[str, list[Any]] = {}
-    for start in range(0, len(keys), CHUNK):
-        if start:
-            await asyncio.sleep(0)
-        await _describe(services, keys[start:start + CHUNK], part_cls, out)
+    service = services.mirror_coordinator
+    if service is None:
+        _describe(services, keys, itertools.repeat(None), part_cls, out)
+        return out
+    async for start, states in service.read_state_results_in_steps([k for *_, k in keys], CHUNK):
+        _describe(services, keys[start:start + len(states.partitions)], states.partitions, part_cls, out)
     return out
 
 
-async def _describe(services: BrokerServices, keys: list[Key], part_cls: Any, out: dict[str, list[Any]]) -> None:
-    service = services.mirror_coordinator
-    stored_states = (itertools.repeat(None) if service is None
-                     else (await service.read_state_results([k for *_, k in keys])).partitions)  # in key order
+def _describe(services: BrokerServices, keys: list[Key], stored_states: Iterable[PartitionStateResult | None],
+              part_cls: Any, out: dict[str, list[Any]]) -> None:
+    """The rows of `keys`, whose coordinator states are `stored_states` in key order."""
     manager = getattr(services, "mirror_manager", None)
     led_tps = [TopicPartition(t, p) for t, p, led, _ in keys if led]
     data_plane = {} if manager is None or not led_tps else manager.describe(led_tps)

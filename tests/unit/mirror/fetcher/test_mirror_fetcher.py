@@ -16,11 +16,10 @@ from kmirror.mirror.fetcher.policy import (
     mirror_fetcher_id,
 )
 from kmirror.ports import ManualClock
-from kmirror.records.batch import iter_batches
 from kmirror.records.builder import build_batch
 from kmirror.testing.mirror_fetcher import InProcessSourceCluster
 from kmirror.testing.replication import image_with
-from kmirror.testing.replication_harness import Broker
+from kmirror.testing.replication_harness import Broker, log_batches
 from kmirror.types import TopicPartition
 
 TOPIC_ID = UUID(int=0xBEEF)
@@ -33,20 +32,6 @@ def make_broker(broker_id: int, leader_epoch: int = 0, partitions: int = 2) -> B
     regs = {p: PartitionRegistration((broker_id,), (broker_id,), broker_id, leader_epoch, 0) for p in range(partitions)}
     b.rm.apply_image(None, image_with({"t": (TOPIC_ID, regs)}))
     return b
-
-
-def log_batches(broker: Broker, tp: TopicPartition) -> list[tuple[int, int, bytes]]:
-    log = broker.rm.get_partition(tp).log
-    out: list[tuple[int, int, bytes]] = []
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:  # one segment per read, as Kafka's
-        buf = bytes(getattr(log.read(offset, 1 << 30, log.log_end_offset, True), "records", b""))
-        if not buf:
-            break
-        for pos, h in iter_batches(buf):
-            out.append((h.base_offset, h.partition_leader_epoch, buf[pos:pos + h.size]))
-            offset = h.next_offset
-    return out
 
 
 def produce_all_compressions(src: Broker, tp: TopicPartition = TP) -> None:
