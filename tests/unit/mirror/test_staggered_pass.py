@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from kmirror.mirror import coalescer as coalescer_module
 from kmirror.mirror import wiring
 from kmirror.mirror.coalescer import Coalescer, Gate
 
@@ -62,3 +63,65 @@ def test_without_the_gate_the_chunks_would_go_out_as_several_requests() -> None:
 
     batches = asyncio.run(run())
     assert sum(batches) == partitions and len(batches) > 1
+
+
+def test_a_wide_batch_is_answered_a_step_at_a_time_and_the_next_step_still_shares_one_request() -> None:
+    partitions = 2 * coalescer_module.ANSWER_STEP + 7
+
+    async def run() -> tuple[list[int], list[int], list[int]]:
+        gate = Gate()
+        bumps: list[int] = []
+        writes: list[int] = []
+
+        async def bump(items: list[int]) -> list[None]:
+            bumps.append(len(items))
+            return [None] * len(items)
+
+        async def write(items: list[int]) -> list[int]:
+            writes.append(len(items))
+            return items
+
+        bumper: Coalescer[int, None] = Coalescer(bump, gate)
+        store: Coalescer[int, int] = Coalescer(write, gate)
+        woken_per_turn: list[int] = []
+        woken = 0
+
+        async def partition(i: int) -> int:
+            nonlocal woken
+            await bumper.submit(i)
+            woken += 1
+            return await store.submit(i)  # the step after the bump
+
+        async def count_turns() -> None:
+            nonlocal woken
+            while len(writes) == 0:
+                woken_per_turn.append(woken)
+                woken = 0
+                await asyncio.sleep(0)
+
+        counter = asyncio.ensure_future(count_turns())
+        results = await asyncio.gather(*(partition(i) for i in range(partitions)))
+        await counter
+        assert results == list(range(partitions))
+        return bumps, writes, woken_per_turn
+
+    bumps, writes, woken_per_turn = asyncio.run(run())
+    assert bumps == [partitions] and writes == [partitions]  # one request per step
+    assert max(woken_per_turn) <= coalescer_module.ANSWER_STEP  # never every caller in one turn
+    assert sum(woken_per_turn) == partitions
+
+
+def test_a_gate_stays_closed_until_every_closer_has_opened_it() -> None:
+    async def run() -> tuple[bool, bool]:
+        gate = Gate()
+        with gate.closed():
+            with gate.closed():  # e.g. a wide answer while a pass is still starting
+                pass
+            waiter = asyncio.ensure_future(gate.opened())
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            released_early = waiter.done()
+        await asyncio.wait_for(waiter, 1)
+        return released_early, waiter.done()
+
+    assert asyncio.run(run()) == (False, True)
