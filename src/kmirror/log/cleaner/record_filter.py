@@ -179,7 +179,8 @@ def filter_chunk(buf: np.ndarray, headers: np.ndarray, n_batches: int, upper_bou
         has_horizon = (attributes & DELETE_HORIZON_FLAG) != 0
         keep_deletes = not has_horizon or now_ms < base_ts
         first = noted(memo_batches, memo_used, memo_cursor, read_be(buf, pos + 17, 4), base, size, count)
-        if first >= 0 and last_offset <= latest_offset:
+        from_notes = first >= 0 and last_offset <= latest_offset
+        if from_notes:
             kept, invalid, tombstones = decide_noted(count, base, memo_records, first, offsets, keep_deletes, keep)
         else:
             error, _ = scan_section(buf, pos + BATCH_OVERHEAD, pos + size, count, fields, 0)
@@ -210,7 +211,7 @@ def filter_chunk(buf: np.ndarray, headers: np.ndarray, n_batches: int, upper_bou
             n_out = _written(written, n_out, base, last_offset, max_ts, size)
             o += size
             continue
-        if first >= 0 and last_offset <= latest_offset:
+        if from_notes:
             noted_fields(buf, pos + BATCH_OVERHEAD, count, memo_records, first, keep, fields)
         log_append_time = (attributes & TIMESTAMP_TYPE_MASK) != 0
         end, max_delta = write_kept(buf, fields, 0, count, pos + BATCH_OVERHEAD, keep, rebase, horizon_ms,

@@ -9,9 +9,9 @@ map entry times two plus one for a tombstone, or NO_KEY. The filter pass then ta
 batch's records from the memo instead of walking them, and decides each with one read of
 `OffsetMap.offsets` (`record_filter.filter_chunk` for chunks of plain batches,
 `record_filter.decide_noted` for the others, before decompressing: a compressed batch that
-keeps all or none of its records is copied or dropped without being decompressed again). A batch whose base
-offset, size, CRC or record count differ from the noted ones (the log changed between the
-passes) is walked as before.
+keeps all or none of its records is copied or dropped without being decompressed again).
+A batch whose base offset, size, CRC or record count differ from the noted ones (the log
+changed between the passes) is walked as before.
 
 The memo is bounded: `limit_bytes` (a quarter of the key map's budget, i.e. of
 `log.cleaner.dedupe.buffer.size` times the load factor) at 12 bytes a record and 32 a
