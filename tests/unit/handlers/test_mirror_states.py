@@ -138,7 +138,7 @@ def test_describe_mirrors_reports_led_partitions_with_their_coordinator_state() 
 
 def test_a_wide_describe_lists_every_partition_in_order_and_lets_other_work_run_between_chunks() -> None:
     services = mirror_services()
-    partitions = 2 * describe_mirrors_handler.CHUNK + 500
+    partitions = 2 * describe_mirrors_handler.PARTITIONS_PER_STEP + 500
 
     async def run():
         await with_topic_in_mirror(services, partitions=partitions)

@@ -36,7 +36,7 @@ from kmirror.types import TopicPartition
 
 # Partitions described per step: a describe of 10,000 partitions gives the event loop back to
 # other requests between chunks instead of holding it for the whole answer.
-CHUNK = 500
+PARTITIONS_PER_STEP = 500
 
 
 @api(99, "DescribeMirrors", 0, 0, schemas=schemas(99))
@@ -76,7 +76,7 @@ async def _partitions(services: BrokerServices, name: str, part_cls: Any) -> dic
     if service is None:
         _describe(services, keys, itertools.repeat(None), part_cls, out)
         return out
-    async for start, states in service.read_state_results_in_steps([k for *_, k in keys], CHUNK):
+    async for start, states in service.read_state_results_in_steps([k for *_, k in keys], PARTITIONS_PER_STEP):
         _describe(services, keys[start:start + len(states.partitions)], states.partitions, part_cls, out)
     return out
 
