@@ -1,6 +1,7 @@
-"""`kmirror transactions`: kafka-transactions.sh's `list` and `describe` (KIP-664), as
-`--list` (filters `--state`, `--producer-id`, `--duration-filter`) and
-`--describe --transactional-id ID`, with kafka-transactions.sh's columns."""
+"""`kmirror transactions`: kafka-transactions.sh's `list`, `describe` and `describe-producers`
+(KIP-664), as `--list` (filters `--state`, `--producer-id`, `--duration-filter`),
+`--describe --transactional-id ID` and `--describe-producers --topic T --partition P`, with
+kafka-transactions.sh's columns."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 from kmirror.cli.common import add_bootstrap_argument
 from kmirror.cli.errors import CommandError
 from kmirror.client.admin import Admin
+from kmirror.types import TopicPartition
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,7 +20,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true")
     action.add_argument("--describe", action="store_true")
+    action.add_argument("--describe-producers", action="store_true",
+                        help="the producers a partition keeps state for (with --topic and --partition)")
     p.add_argument("--transactional-id")
+    p.add_argument("--topic")
+    p.add_argument("--partition", type=int)
     p.add_argument("--state", action="append", metavar="STATE",
                    help="only transactions in this state, e.g. Ongoing (repeatable)")
     p.add_argument("--producer-id", action="append", type=int, help="only this producer id (repeatable)")
@@ -33,10 +39,25 @@ def _table(rows: list[list[str]]) -> None:
         print("\t".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
 
 
+def _or_none(value: int) -> str:
+    return "None" if value < 0 else str(value)
+
+
 async def run(args: argparse.Namespace) -> int:
     if args.describe and not args.transactional_id:
         raise CommandError("--describe needs --transactional-id")
+    if args.describe_producers and (args.topic is None or args.partition is None):
+        raise CommandError("--describe-producers needs --topic and --partition")
     async with await Admin.connect(args.bootstrap_server, request_timeout_ms=args.command_timeout_ms) as admin:
+        if args.describe_producers:
+            producers = await admin.describe_producers(TopicPartition(args.topic, args.partition))
+            rows = [["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
+                     "CurrentTransactionStartOffset"]]
+            rows += [[str(p.producer_id), str(p.producer_epoch), _or_none(p.coordinator_epoch),
+                      str(p.last_sequence), str(p.last_timestamp), _or_none(p.current_transaction_start_offset)]
+                     for p in producers]
+            _table(rows)
+            return 0
         if args.list:
             listed = await admin.list_transactions(args.state, args.producer_id, args.duration_filter)
             rows = [["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]]

@@ -1,7 +1,8 @@
 """Admin methods for transactions (Kafka Admin `listTransactions`, `describeTransactions`,
-KIP-664). `TransactionAdmin` is mixed into `kmirror.client.admin.Admin`. ListTransactions goes
-to every broker (each lists the transactional ids it coordinates) and the answers are merged;
-DescribeTransactions goes to the id's coordinator (FindCoordinator with key type 1)."""
+`describeProducers`, KIP-664). `TransactionAdmin` is mixed into `kmirror.client.admin.Admin`.
+ListTransactions goes to every broker (each lists the transactional ids it coordinates) and the
+answers are merged; DescribeTransactions goes to the id's coordinator (FindCoordinator with key
+type 1); DescribeProducers to the partition's leader."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from dataclasses import dataclass
 
 from kmirror.client.errors import check
 from kmirror.client.groups import GroupAdmin
+from kmirror.protocol.entities import build, nested
 from kmirror.types import TopicPartition
 
-LIST_TRANSACTIONS, DESCRIBE_TRANSACTIONS = 66, 65
+LIST_TRANSACTIONS, DESCRIBE_TRANSACTIONS, DESCRIBE_PRODUCERS = 66, 65, 61
 TRANSACTION_KEY_TYPE = 1
 
 
@@ -32,6 +34,18 @@ class TransactionDescription:
     transaction_timeout_ms: int
     transaction_start_time_ms: int  # -1 when no transaction is open
     partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerStateDescription:
+    """One producer a partition keeps state for (Kafka Admin `ProducerState`)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int  # of its last transaction marker, -1: none
+    current_transaction_start_offset: int  # -1: no open transaction
 
 
 class TransactionAdmin(GroupAdmin):
@@ -62,3 +76,16 @@ class TransactionAdmin(GroupAdmin):
             transactional_id, state.transaction_state, int(state.producer_id),
             int(state.producer_epoch), int(state.transaction_timeout.total_seconds() * 1000), start_ms,
             tuple(TopicPartition(t.topic, int(p)) for t in state.topics for p in t.partitions))
+
+    async def describe_producers(self, tp: TopicPartition) -> list[ProducerStateDescription]:
+        """The producers `tp`'s leader keeps state for, by producer id."""
+        conn = await self.cluster.leader_connection(tp)
+        rt = conn.request_type(DESCRIBE_PRODUCERS)
+        response = await conn.send(build(rt, topics=(
+            build(nested(rt, "TopicRequest"), name=tp.topic, partition_indexes=(tp.partition,)),)))
+        (partition,) = response.topics[0].partitions
+        check(partition.error_code, partition.error_message, f"DescribeProducers {tp}")
+        return sorted((ProducerStateDescription(
+            int(p.producer_id), int(p.producer_epoch), int(p.last_sequence), int(p.last_timestamp),
+            int(p.coordinator_epoch), int(p.current_txn_start_offset)) for p in partition.active_producers),
+            key=lambda p: p.producer_id)

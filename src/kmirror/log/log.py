@@ -33,6 +33,7 @@ from kmirror.log.outcomes import (
 )
 from kmirror.log.partition_metadata import PartitionMetadataFile
 from kmirror.log.producer_state import (
+    PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
     ProducerState,
     ProducerStateEntry,
@@ -74,6 +75,7 @@ class Log(LogTruncation):
         self.segments: list[LogSegment] = []
         self.epoch_cache = EpochCache()
         self.producer_state = ProducerState()
+        self.producer_id_expiration_ms = PRODUCER_ID_EXPIRATION_MS
         self.recovery_point = 0
         self._log_start_offset = 0
         self._log_end_offset = 0
@@ -168,11 +170,14 @@ class Log(LogTruncation):
         return self.producer_state.maybe_create_verification_state_entry(producer_id, sequence, epoch,
                                                                          now).verification_guard
 
-    def remove_expired_verification_states(self, now_ms: int | None = None) -> int:
-        """Verification entries that never led to an append go after Kafka's
-        `producer.id.expiration.ms` default (`ProducerStateManager.removeExpiredProducers`)."""
-        return self.producer_state.remove_expired_verification_states(
-            self.clock.now_ms() if now_ms is None else now_ms)
+    def remove_expired_producers(self, now_ms: int | None = None, expiration_ms: int | None = None) -> int:
+        """Forget the producers and verification entries past `producer.id.expiration.ms`
+        (`expiration_ms`, which then also applies to a state rebuilt after a truncation;
+        default: the last value given); returns how many producers went."""
+        if expiration_ms is not None:
+            self.producer_id_expiration_ms = expiration_ms
+        return self.producer_state.remove_expired_producers(self.clock.now_ms() if now_ms is None else now_ms,
+                                                            self.producer_id_expiration_ms)
 
     def append_as_leader(self, records: Buffer, leader_epoch: int, now_ms: int | None = None, *,
                          origin: AppendOrigin = AppendOrigin.CLIENT,
@@ -417,7 +422,10 @@ class Log(LogTruncation):
         return loader.new_segment(self, base_offset)
 
     def _rebuild_producer_state(self) -> None:
+        """After a truncation: the state of the batches left, without the producers that have
+        expired (Kafka `ProducerStateManager.truncateAndReload` skips them)."""
         loader.rebuild_producer_state(self)
+        self.remove_expired_producers()
 
     def _notify_log_start(self) -> None:
         if self.on_log_start_offset_change is not None:

@@ -26,6 +26,7 @@ from kmirror.log.checkpoint import (
 from kmirror.log.config import LogConfig
 from kmirror.log.fs import FileSystem, join
 from kmirror.log.log import Log
+from kmirror.log.producer_state import PRODUCER_ID_EXPIRATION_MS
 from kmirror.ports import Clock
 from kmirror.types import TopicPartition
 
@@ -51,6 +52,7 @@ class LogManager:
         self.default_config = default_config
         self._config_for = config_for
         self.logs: dict[TopicPartition, Log] = {}
+        self.producer_id_expiration_ms = PRODUCER_ID_EXPIRATION_MS  # the last value the node gave
         self._dir_of: dict[TopicPartition, str] = {}
         self._delete_counter = 0
         self.defer_removal = False
@@ -85,6 +87,7 @@ class LogManager:
 
     def _register(self, log: Log, log_dir: str) -> None:
         log.on_log_start_offset_change = self._on_log_start_offset_change
+        log.producer_id_expiration_ms = self.producer_id_expiration_ms
         self.logs[log.topic_partition] = log
         self._dir_of[log.topic_partition] = log_dir
         self._per_dir[log_dir] += 1
@@ -231,10 +234,11 @@ class LogManager:
         """Delete segments past retention in every log; returns how many were deleted."""
         return sum(log.delete_old_segments(now_ms) for log in list(self.logs.values()))
 
-    def remove_expired_verification_states(self, now_ms: int) -> int:
-        """KIP-890 part 1 verification entries that never led to an append, past their expiry
-        (Kafka's periodic `UnifiedLog.removeExpiredProducers`); returns how many went."""
-        return sum(log.remove_expired_verification_states(now_ms) for log in list(self.logs.values()))
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Kafka's periodic `UnifiedLog.removeExpiredProducers` on every log, with the current
+        `producer.id.expiration.ms`; returns how many producers went."""
+        self.producer_id_expiration_ms = expiration_ms
+        return sum(log.remove_expired_producers(now_ms, expiration_ms) for log in list(self.logs.values()))
 
     def flush_dirty(self, now_ms: int) -> int:
         """Flush logs whose flush.ms elapsed with unflushed data (flush.messages is applied

@@ -29,6 +29,11 @@ OUT_OF_ORDER_SEQUENCE_NUMBER until it is gone (Kafka `ProducerAppendInfo.checkSe
 a retried lower batch is never overtaken. Verification state lives in memory only: it is not
 part of the state rebuilt from the log, nor of equality.
 
+Expiry (KIP-854, `producer.id.expiration.ms`): a producer with no open transaction whose last
+batch's timestamp is that old is forgotten (`remove_expired_producers`, run periodically by the
+node and after a truncation rebuilds the state), so a partition that saw many short-lived
+producers does not keep them all, and a compacted log can clean their last batches.
+
 KIP-1279 MIRROR_PID_RESET: a control batch of type 7 (written by the destination leader when
 a mirror topic fails over) expires every producer entry, on append and when the state is
 rebuilt from the log, so producers of the source cluster are forgotten: their old sequences
@@ -52,9 +57,10 @@ from kmirror.records.record import InvalidRecordError, decode_records
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
 _INT32_MAX = 2**31 - 1
-# Kafka's `producer.id.expiration.ms` default: a verification entry older than this is dropped
-# (`ProducerStateManager.removeExpiredProducers`); a verification lasts one request, not a day.
-VERIFICATION_STATE_EXPIRATION_MS = 86_400_000
+# Kafka's `producer.id.expiration.ms` default (KIP-854): a producer with no open transaction and
+# no batch for this long, and a verification entry this old, are forgotten
+# (`ProducerStateManager.removeExpiredProducers`).
+PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
 
 class VerificationGuard:
@@ -209,12 +215,18 @@ class ProducerState:
     def clear_verification_state_entry(self, producer_id: int) -> None:
         self.verification_states.pop(producer_id, None)
 
-    def remove_expired_verification_states(self, now_ms: int,
-                                           expiration_ms: int = VERIFICATION_STATE_EXPIRATION_MS) -> int:
-        """Drop entries that began `expiration_ms` or more ago (verifications that never led to
-        an append); returns how many."""
-        expired = [pid for pid, e in self.verification_states.items() if now_ms - e.timestamp >= expiration_ms]
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> int:
+        """Kafka `ProducerStateManager.removeExpiredProducers`: forget every producer without an
+        open transaction whose last batch's timestamp is `expiration_ms` or more before
+        `now_ms`, and every verification entry that began that long ago (one that never led to
+        an append). Returns how many producers went. A forgotten producer's next batch is
+        checked as a new producer's (any sequence), and the cleaner no longer keeps its last
+        batch."""
+        expired = [pid for pid, e in self.producers.items()
+                   if e.current_txn_first_offset is None and now_ms - e.last_timestamp >= expiration_ms]
         for pid in expired:
+            del self.producers[pid]
+        for pid in [pid for pid, e in self.verification_states.items() if now_ms - e.timestamp >= expiration_ms]:
             del self.verification_states[pid]
         return len(expired)
 

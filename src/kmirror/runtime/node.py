@@ -46,6 +46,7 @@ from kmirror.log.cleaner.config import CleanerConfig
 from kmirror.log.config import LogConfig
 from kmirror.log.log_manager import LogManager
 from kmirror.metadata.broker_service import BrokerMetadataService
+from kmirror.metadata.config_description import broker_config_entry
 from kmirror.metadata.controller_service import MetadataService
 from kmirror.metrics.cleaner_metrics import register_cleaner_metrics
 from kmirror.metrics.mirror_metrics import register_mirror_metrics
@@ -348,9 +349,16 @@ class Node:
                     lambda: log_manager.run_retention(clock.now_ms()))
         self._every_async(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, "recovery point checkpoint", checkpoint)
         self._every(1000, "log flush", lambda: log_manager.flush_dirty(clock.now_ms()))
-        # Kafka's producer.id.expiration.check.interval.ms default: stale verification entries
-        self._every(600_000, "producer verification expiration",
-                    lambda: log_manager.remove_expired_verification_states(clock.now_ms()))
+
+        def remove_expired_producers() -> None:
+            """With the current `producer.id.expiration.ms` (a dynamic broker config); run once
+            on the loaded logs first, as Kafka skips expired producers when it loads a log."""
+            expiration = broker_config_entry(self.metadata.image, cfg, "producer.id.expiration.ms").value
+            log_manager.remove_expired_producers(clock.now_ms(), int(str(expiration)))
+
+        remove_expired_producers()
+        self._every(int(cfg.get("producer.id.expiration.check.interval.ms")), "producer id expiration",
+                    remove_expired_producers)
         log_manager.defer_removal = True  # deleted logs' directories go on a worker thread
         self._every_async(1000, "deleted log removal", remove_deleted_dirs)
 

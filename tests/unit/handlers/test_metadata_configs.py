@@ -206,3 +206,17 @@ def test_group_configs_are_described_and_altered_as_kafka_does() -> None:
     assert resp.responses[0].error_code == ErrorCode.none
     (entry,) = _describe(services, 4, [(GROUP, "g", ("consumer.session.timeout.ms",))]).results[0].configs
     assert (entry.value, entry.config_source) == ("45000", 5)
+
+
+def test_producer_id_expiration_is_a_dynamic_broker_config_of_at_least_one_ms() -> None:
+    services = _services()
+    name = "producer.id.expiration.ms"
+    for bad in ("0", "-5", "soon"):
+        resp = _incremental(services, 1, [(BROKER, "", [(name, 0, bad)])])
+        assert resp.responses[0].error_code == ErrorCode.invalid_config
+    resp = _incremental(services, 1, [(BROKER, "", [(name, 0, "60000")])])
+    assert resp.responses[0].error_code == ErrorCode.none
+    (entry,) = _describe(services, 4, [(BROKER, "1", (name,))]).results[0].configs
+    assert (entry.value, entry.config_source, entry.read_only) == ("60000", 3, False)  # DYNAMIC_DEFAULT_BROKER
+    resp = _incremental(services, 1, [(BROKER, "", [("producer.id.expiration.check.interval.ms", 0, "10")])])
+    assert resp.responses[0].error_code == ErrorCode.invalid_request  # static, as in Kafka

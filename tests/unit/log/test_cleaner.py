@@ -11,6 +11,7 @@ from kmirror.log.cleaner.cleaning import DedupeBufferTooSmall, LogCleaning
 from kmirror.log.cleaner.offset_map import ENTRY_OVERHEAD_BYTES, OffsetMap
 from kmirror.log.config import LogConfig
 from kmirror.log.log import Log
+from kmirror.log.producer_state import PRODUCER_ID_EXPIRATION_MS
 from kmirror.log.segment import LogSegment
 from kmirror.ports import ManualClock
 from kmirror.records.batch import RECORD_BATCH_OVERHEAD, iter_batches, read_header
@@ -145,6 +146,20 @@ def test_last_batch_of_an_active_producer_stays_as_an_empty_batch() -> None:
     assert records(log)[0] == (2, b"a", b"2")
     reopened = open_log(fs, clock)
     assert reopened.producer_state.producers[5].last_seq == 0
+
+
+def test_an_expired_producers_last_batch_is_cleaned_away() -> None:
+    fs, clock = MemoryFileSystem(), ManualClock(NOW)
+    log = open_log(fs, clock)
+    produce(log, b"a", b"1", producer_id=5, producer_epoch=0, base_sequence=0)
+    produce(log, b"a", b"2")
+    log.roll()
+    produce(log, b"c", b"3")
+    later = NOW + PRODUCER_ID_EXPIRATION_MS
+    assert log.remove_expired_producers(later) == 1  # producer.id.expiration.ms (KIP-854)
+    clean(log, later)
+    assert [h.producer_id for h in headers(log)] == [-1, -1]  # no empty batch kept for it
+    assert records(log) == [(1, b"a", b"2"), (2, b"c", b"3")]
 
 
 def test_aborted_transaction_data_goes_and_markers_go_after_the_horizon() -> None:

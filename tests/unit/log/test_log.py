@@ -296,6 +296,18 @@ def test_truncation_rewinds_producer_state():
     assert log.producer_state.producers == {}
 
 
+def test_a_truncation_rebuilds_the_producer_state_without_expired_producers():
+    clock = ManualClock(NOW)
+    log = _open(clock=clock)
+    log.append_as_leader(_batch(1, ts=NOW - 10_000, producer_id=8, producer_epoch=0, base_sequence=0), 0)
+    log.append_as_leader(_batch(1, producer_id=9, producer_epoch=0, base_sequence=0), 0)
+    log.append_as_leader(_batch(1, producer_id=7, producer_epoch=0, base_sequence=0), 0)
+    log.remove_expired_producers(expiration_ms=10_000)  # the node's producer.id.expiration.ms
+    assert set(log.producer_state.producers) == {7, 9}
+    log.truncate_to(2)  # producer 7's batch goes: rebuilt from the log, where producer 8's is
+    assert set(log.producer_state.producers) == {9}
+
+
 def test_marker_of_an_older_coordinator_epoch_is_fenced_also_after_reopen():
     fs = MemoryFileSystem()
     log = Log.open(fs, "/data/t-0", TP, LogConfig(), ManualClock(NOW))

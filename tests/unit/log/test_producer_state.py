@@ -1,5 +1,5 @@
 from kmirror.log.outcomes import AppendError
-from kmirror.log.producer_state import BatchMetadata, ProducerState
+from kmirror.log.producer_state import PRODUCER_ID_EXPIRATION_MS, BatchMetadata, ProducerState
 from kmirror.protocol.errors import ErrorCode
 from kmirror.records.batch import read_header
 from kmirror.records.builder import build_batch
@@ -48,3 +48,19 @@ def test_transactions_bound_first_unstable_offset():
     state.update(_header(7, pid=1, seq=-1, is_transactional=True, is_control=True))
     assert state.first_unstable_offset == 6
     assert state.affected_by_truncation(7) and not state.affected_by_truncation(8)
+
+
+def test_a_producer_expires_after_its_last_batch_unless_its_transaction_is_open():
+    state = ProducerState()  # every batch of _header is timestamped 1000
+    state.update(_header(0, pid=1, seq=0))
+    state.update(_header(1, pid=2, seq=0, is_transactional=True))
+    state.maybe_create_verification_state_entry(3, 0, 0, now_ms=1000)
+    assert state.remove_expired_producers(1000 + PRODUCER_ID_EXPIRATION_MS - 1) == 0
+    assert set(state.producers) == {1, 2} and state.verification_state_entry(3) is not None
+    assert state.remove_expired_producers(1000 + PRODUCER_ID_EXPIRATION_MS) == 1
+    assert set(state.producers) == {2}  # its transaction is open
+    assert state.verification_state_entry(3) is None
+    assert state.check_client_batch(_header(pid=1, seq=7)) is None  # a new producer to the partition
+    state.update(_header(2, pid=2, seq=-1, is_transactional=True, is_control=True))
+    assert state.remove_expired_producers(1000 + PRODUCER_ID_EXPIRATION_MS) == 1
+    assert state.producers == {}

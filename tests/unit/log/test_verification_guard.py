@@ -7,7 +7,7 @@ from kmirror.log.config import LogConfig
 from kmirror.log.log import Log
 from kmirror.log.outcomes import AppendError, LogAppendInfo
 from kmirror.log.producer_state import (
-    VERIFICATION_STATE_EXPIRATION_MS,
+    PRODUCER_ID_EXPIRATION_MS,
     ProducerState,
     VerificationGuard,
 )
@@ -176,10 +176,11 @@ def test_a_verification_entry_expires_and_its_guard_with_it() -> None:
     clock = ManualClock(NOW)
     log = _log(clock)
     guard = _start(log)
-    clock.advance(VERIFICATION_STATE_EXPIRATION_MS - 1)
-    assert log.remove_expired_verification_states() == 0
+    clock.advance(PRODUCER_ID_EXPIRATION_MS - 1)
+    log.remove_expired_producers()
+    assert log.producer_state.verification_state_entry(PID) is not None
     clock.advance(1)
-    assert log.remove_expired_verification_states() == 1
+    log.remove_expired_producers()
     assert log.producer_state.verification_state_entry(PID) is None
     assert _refused(log.append_as_leader(_txn(0), 0, verification_guard=guard), ErrorCode.invalid_txn_state)
 

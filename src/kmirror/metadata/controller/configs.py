@@ -54,6 +54,7 @@ DYNAMIC_BROKER_KEYS = frozenset(
         "num.io.threads",
         "num.network.threads",
         "num.recovery.threads.per.data.dir",
+        "producer.id.expiration.ms",  # KIP-854
         "mirror.replication.throttled.rate",  # KIP-1279: adjusted at runtime, as follower.replication.throttled.rate
     }
 )
