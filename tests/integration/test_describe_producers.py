@@ -5,12 +5,11 @@ with the open transaction's start offset, and Kafka's errors for partitions not 
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Producer
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KTP
 from kafka.errors import UnknownTopicOrPartitionError
 
-from kmirror.testing.kafka_clients import create_topic
+from kmirror.testing.kafka_clients import create_topic, idempotent_and_open_transaction
 
 pytestmark = pytest.mark.integration
 
@@ -18,16 +17,7 @@ pytestmark = pytest.mark.integration
 def test_describe_producers_shows_idempotent_and_transactional_producers(cluster):
     b = cluster.bootstrap
     create_topic(b, "pids", 1)
-    idempotent = Producer({"bootstrap.servers": b, "enable.idempotence": True})
-    for i in range(5):
-        idempotent.produce("pids", value=b"%d" % i, partition=0)
-    assert idempotent.flush(30) == 0
-    txn = Producer({"bootstrap.servers": b, "transactional.id": "describe-me"})
-    txn.init_transactions(30)
-    txn.begin_transaction()
-    for i in range(3):
-        txn.produce("pids", value=b"t%d" % i, partition=0)
-    assert txn.flush(30) == 0  # written, the transaction still open
+    _, txn = idempotent_and_open_transaction(b, "pids", "describe-me", 3)
 
     admin = KafkaAdminClient(bootstrap_servers=b)
     try:

@@ -11,11 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KTP
 
-from kmirror.testing.kafka_clients import create_topic, watermarks
+from kmirror.testing.kafka_clients import create_topic, idempotent_and_open_transaction, watermarks
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
@@ -44,15 +43,7 @@ def producers(admin: KafkaAdminClient) -> dict[int, tuple[int, int]]:
 def test_an_idle_producer_expires_and_a_producer_with_an_open_transaction_stays(node: LocalCluster) -> None:
     b = node.bootstrap
     create_topic(b, "pids", 1)
-    idle = Producer({"bootstrap.servers": b, "enable.idempotence": True})
-    for i in range(5):
-        idle.produce("pids", value=b"%d" % i, partition=0)
-    assert idle.flush(30) == 0
-    txn = Producer({"bootstrap.servers": b, "transactional.id": "stays-open"})
-    txn.init_transactions(30)
-    txn.begin_transaction()
-    txn.produce("pids", value=b"t", partition=0)
-    assert txn.flush(30) == 0  # written; the transaction stays open
+    idle, txn = idempotent_and_open_transaction(b, "pids", "stays-open", 1)
 
     admin = KafkaAdminClient(bootstrap_servers=b)
     try:

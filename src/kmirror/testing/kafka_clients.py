@@ -204,3 +204,21 @@ def consume_values(config: dict[str, str], topic: str, count: int, group: str) -
     finally:
         consumer.close()
     return out
+
+
+def idempotent_and_open_transaction(bootstrap: str, topic: str, transactional_id: str,
+                                    txn_records: int) -> tuple[Producer, Producer]:
+    """Partition 0 of `topic` gets 5 records from an idempotent producer (sequences 0-4), then
+    `txn_records` from a transactional producer whose transaction is left open; both
+    producers are returned."""
+    idempotent = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(5):
+        idempotent.produce(topic, value=b"%d" % i, partition=0)
+    assert idempotent.flush(30) == 0
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for i in range(txn_records):
+        txn.produce(topic, value=b"t%d" % i, partition=0)
+    assert txn.flush(30) == 0  # written; the transaction stays open
+    return idempotent, txn
