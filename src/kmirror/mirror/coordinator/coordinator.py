@@ -117,6 +117,9 @@ class MirrorCoordinator:
         self._states: dict[MirrorPartitionKey, MirrorPartitionStateValue] = {}
         self._managed_acls: dict[str, frozenset[AclEntry]] = {}
         self._in_flight: dict[int, tuple[int, list[StateRecord]]] = {}  # ticket -> (request, records)
+        # key -> (ticket, value) of its latest value being appended, which validation sees
+        self._in_flight_latest: dict[MirrorPartitionKey | ManagedAclsKey,
+                                     tuple[int, MirrorPartitionStateValue | ManagedAclsValue | None]] = {}
         self._requests: dict[int, _Pending] = {}
         self._next_ticket = 0
 
@@ -234,12 +237,12 @@ class MirrorCoordinator:
 
     def _effective(self, key: MirrorPartitionKey) -> MirrorPartitionStateValue | None:
         """The latest value including writes still being appended (validation sees them)."""
-        for _, records in reversed(list(self._in_flight.values())):
-            for record_key, value in reversed(records):
-                if record_key == key:
-                    assert not isinstance(value, ManagedAclsValue)
-                    return value
-        return self._states.get(key)
+        in_flight = self._in_flight_latest.get(key)
+        if in_flight is None:
+            return self._states.get(key)
+        value = in_flight[1]
+        assert not isinstance(value, ManagedAclsValue)
+        return value
 
     def write_states(self, request_id: int, writes: Sequence[StateWrite]) -> MirrorOutput:
         """WriteMirrorStates. Each partition's move must be legal in the transition table;
@@ -325,10 +328,24 @@ class MirrorCoordinator:
             ticket = self._next_ticket
             self._next_ticket += 1
             self._in_flight[ticket] = (request_id, partition_records)
+            for key, value in partition_records:
+                self._in_flight_latest[key] = (ticket, value)
             pending.tickets.add(ticket)
             out.appends.append(StateAppend(ticket, partition, partition_records))
         self._requests[request_id] = pending
         return out
+
+    def _forget_in_flight(self, ticket: int, records: list[StateRecord], appended: bool) -> None:
+        """An appended record stops being in flight unless a later append of its key is. After a
+        failed append, the latest values in flight are taken again from the appends left
+        (failures are rare: a resignation, a full ISR loss)."""
+        if appended:
+            for key, _ in records:
+                latest = self._in_flight_latest.get(key)
+                if latest is not None and latest[0] == ticket:
+                    del self._in_flight_latest[key]
+            return
+        self._in_flight_latest = {key: (t, value) for t, (_, recs) in self._in_flight.items() for key, value in recs}
 
     def on_append_completed(self, ticket: int, error: ErrorCode = E.none) -> MirrorOutput:
         """The shell reports an append. Success makes its records visible; failure drops
@@ -337,6 +354,7 @@ class MirrorCoordinator:
         if entry is None:
             return MirrorOutput()
         request_id, records = entry
+        self._forget_in_flight(ticket, records, error is E.none)
         pending = self._requests[request_id]
         pending.tickets.discard(ticket)
         if error is E.none:

@@ -112,6 +112,23 @@ def test_write_is_visible_only_once_persisted_and_validates_against_pending():
     assert read(c, key())[0].state is S.MIRRORING
 
 
+def test_validation_sees_the_latest_append_in_flight_and_falls_back_when_it_fails():
+    c = loaded(key())
+    first = c.write_states(1, [StateWrite(key(), "t", S.PREPARING)])
+    second = c.write_states(2, [StateWrite(key(), "t", S.MIRRORING)])
+    c.on_append_completed(first.appends[0].ticket)  # persisted; MIRRORING still in flight
+    illegal = c.write_states(3, [StateWrite(key(), "t", S.PAUSED)])  # MIRRORING -> PAUSED
+    assert illegal.response_for(3).partitions[0].state is S.MIRRORING
+    assert illegal.response_for(3).partitions[0].error is E.invalid_request
+    third = c.write_states(4, [StateWrite(key(), "t", S.STOPPING)])  # from MIRRORING, in flight
+    assert c.on_append_completed(third.appends[0].ticket, E.not_leader_or_follower).response_for(4)
+    # STOPPING failed: MIRRORING (still in flight) is what the next write is checked against
+    assert c.write_states(5, [StateWrite(key(), "t", S.STOPPED)]).response_for(5).partitions[0].error \
+        is E.invalid_request
+    assert c.on_append_completed(second.appends[0].ticket).response_for(2).partitions[0].error is E.none
+    assert read(c, key())[0].state is S.MIRRORING
+
+
 def test_failed_append_answers_its_error_and_is_forgotten():
     c = loaded(key())
     out = c.write_states(1, [StateWrite(key(), "t", S.PREPARING)])
