@@ -106,8 +106,9 @@ def test_partitions_and_configs(clusters: tuple[LocalCluster, LocalCluster], tmp
 
 
 def test_another_source_cluster_at_the_same_address_halts_fetching_and_sync(tmp_path: Path) -> None:
-    """The source is replaced by another cluster on the same port: nothing of it is copied
-    and the sync writes nothing; with the original source back, mirroring goes on."""
+    """The source is replaced by another cluster on the same port: nothing of it is copied,
+    the sync writes nothing and an --add of its topic is refused; with the original source
+    back, mirroring goes on."""
     port = free_port_block()
     source = LocalCluster(dir=tmp_path / "source", port=port)
     impostor = LocalCluster(dir=tmp_path / "impostor", port=port)
@@ -136,6 +137,15 @@ def test_another_source_cluster_at_the_same_address_halts_fetching_and_sync(tmp_
         assert "retention.ms" not in dynamic_configs(dest.bootstrap)
         assert dest.log_text().count("fetching halted") == 1
         assert dest.log_text().count("metadata sync halted") == 1
+        # an --add naming the other cluster's topic is refused: recording that cluster's id
+        # would lift the halt and bind the mirror's existing copies to it
+        kmirror("topics", "--bootstrap-server", impostor.bootstrap, "--create", "--topic", "elsewhere",
+                "--partitions", "1", "--replication-factor", "1")
+        added = kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", "m",
+                        "--topic", "elsewhere", check=False)
+        assert added.returncode != 0 and "INCONSISTENT_CLUSTER_ID" in added.stderr + added.stdout
+        assert "is not the mirror's" in added.stderr + added.stdout
+        assert "elsewhere" not in kmirror("topics", "--bootstrap-server", dest.bootstrap, "--list").stdout.split()
 
         impostor.down()
         source.start_node(1)

@@ -9,6 +9,10 @@ topic that exists here with the source's topic id (failback, restart) only gets
 `mirror.name` (`membership.add_topic`: partitions must be UNKNOWN or STOPPED). A topic here
 with another id than the source's is refused with INVALID_REQUEST: its offsets cannot be the
 source's. The source cluster id is recorded on the mirror at first contact (ListMirrors).
+A source that reports another cluster id than the recorded one, while the mirror still has
+active or paused topics, is refused with INCONSISTENT_CLUSTER_ID: those topics are copies of
+the recorded cluster, and recording the new id would lift the halt that protects them
+(`SourceClusterIdGuard`). A mirror whose topics were all removed records the new id.
 
 Split as the KIP's "Protocol Changes" > AddTopicsToMirror says: the broker validates the
 partition states of topics that exist here (it reaches the MirrorCoordinator), refuses the
@@ -38,6 +42,7 @@ from kmirror.metadata.mirrors import (
     MIRRORING_DISABLED_MESSAGE,
     UNSUPPORTED_VERSION_CODE,
     mirror,
+    mirror_topics,
     mirroring_enabled,
 )
 from kmirror.mirror.service import (
@@ -98,6 +103,15 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             code = int(e.error_code) if isinstance(e, KafkaAuthenticationError) else int(ErrorCode.network_exception)
             return answer(code, f"Cannot reach the source cluster: {e}", {t: results.get(t, code) for t in names})
         if source.cluster_id and source.cluster_id != info.source_cluster_id:
+            if info.source_cluster_id and mirror_topics(image, name):
+                code = int(ErrorCode.inconsistent_cluster_id)
+                log.warning("mirror %s: refused to add %s: the source at %s reports cluster id %s, but the "
+                          "mirror's topics come from cluster %s", name, ", ".join(to_lookup),
+                          ",".join(config.bootstrap_servers), source.cluster_id, info.source_cluster_id)
+                return answer(code, f"The source cluster id {source.cluster_id} is not the mirror's "
+                              f"{info.source_cluster_id}: its topics are mirrored from that cluster. "
+                              "Remove them first, or create another mirror for this source.",
+                              {t: results.get(t, code) for t in names})
             await services.metadata.set_mirror_source_cluster_id(name, source.cluster_id)
         creations: list[CreatableTopic] = []
         memberships = {}
