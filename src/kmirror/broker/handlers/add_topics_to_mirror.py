@@ -106,8 +106,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             if info.source_cluster_id and mirror_topics(image, name):
                 code = int(ErrorCode.inconsistent_cluster_id)
                 log.warning("mirror %s: refused to add %s: the source at %s reports cluster id %s, but the "
-                          "mirror's topics come from cluster %s", name, ", ".join(to_lookup),
-                          ",".join(config.bootstrap_servers), source.cluster_id, info.source_cluster_id)
+                            "mirror's topics come from cluster %s", name, ", ".join(to_lookup),
+                            ",".join(config.bootstrap_servers), source.cluster_id, info.source_cluster_id)
                 return answer(code, f"The source cluster id {source.cluster_id} is not the mirror's "
                               f"{info.source_cluster_id}: its topics are mirrored from that cluster. "
                               "Remove them first, or create another mirror for this source.",
