@@ -34,24 +34,31 @@ GROUP_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in (
               read_only=False),
 )}
 
-# Kafka's broker bounds (GroupCoordinatorConfig / ShareGroupConfig defaults): name -> (min, max, min key, max key).
-_BOUNDS: dict[str, tuple[int, int, str, str]] = {
-    "consumer.heartbeat.interval.ms": (5000, 15000, "group.consumer.min.heartbeat.interval.ms",
+# Kafka's broker bounds (GroupCoordinatorConfig / ShareGroupConfig): name -> (min key, max key).
+# The consumer ones are broker keys (`group.consumer.min.session.timeout.ms`...), read from the
+# controller's configuration; the share ones are not broker keys here and keep Kafka's defaults.
+_BOUNDS: dict[str, tuple[str, str]] = {
+    "consumer.heartbeat.interval.ms": ("group.consumer.min.heartbeat.interval.ms",
                                        "group.consumer.max.heartbeat.interval.ms"),
-    "consumer.session.timeout.ms": (45000, 60000, "group.consumer.min.session.timeout.ms",
-                                    "group.consumer.max.session.timeout.ms"),
-    "share.heartbeat.interval.ms": (5000, 15000, "group.share.min.heartbeat.interval.ms",
-                                    "group.share.max.heartbeat.interval.ms"),
-    "share.session.timeout.ms": (45000, 60000, "group.share.min.session.timeout.ms",
-                                 "group.share.max.session.timeout.ms"),
-    "share.record.lock.duration.ms": (15000, 60000, "group.share.min.record.lock.duration.ms",
+    "consumer.session.timeout.ms": ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
+    "share.heartbeat.interval.ms": ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
+    "share.session.timeout.ms": ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+    "share.record.lock.duration.ms": ("group.share.min.record.lock.duration.ms",
                                       "group.share.max.record.lock.duration.ms"),
+}
+DEFAULT_BOUNDS: dict[str, int] = {
+    "group.consumer.min.heartbeat.interval.ms": 5000, "group.consumer.max.heartbeat.interval.ms": 15000,
+    "group.consumer.min.session.timeout.ms": 45000, "group.consumer.max.session.timeout.ms": 60000,
+    "group.share.min.heartbeat.interval.ms": 5000, "group.share.max.heartbeat.interval.ms": 15000,
+    "group.share.min.session.timeout.ms": 45000, "group.share.max.session.timeout.ms": 60000,
+    "group.share.min.record.lock.duration.ms": 15000, "group.share.max.record.lock.duration.ms": 60000,
 }
 
 
-def validate_group_configs(configs: Mapping[str, str]) -> str | None:
+def validate_group_configs(configs: Mapping[str, str], bounds: Mapping[str, int] = DEFAULT_BOUNDS) -> str | None:
     """Why a group's configs (its overrides after the change) are invalid, or None (Kafka's
-    `GroupConfig.validate`: names, then typed values over the defaults, then the bounds)."""
+    `GroupConfig.validate`: names, then typed values over the defaults, then the bounds, by
+    bound key; a key `bounds` lacks keeps Kafka's default)."""
     for name in configs:
         if name not in GROUP_CONFIG_DEFS:
             return f"Unknown group config name: {name}"
@@ -61,7 +68,8 @@ def validate_group_configs(configs: Mapping[str, str]) -> str | None:
             values[name] = d.parse(configs.get(name, d.default))
     except ConfigError as error:
         return str(error)
-    for name, (low, high, low_key, high_key) in _BOUNDS.items():
+    for name, (low_key, high_key) in _BOUNDS.items():
+        low, high = bounds.get(low_key, DEFAULT_BOUNDS[low_key]), bounds.get(high_key, DEFAULT_BOUNDS[high_key])
         value = values[name]
         assert isinstance(value, int)
         if value < low:

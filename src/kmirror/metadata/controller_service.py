@@ -18,6 +18,7 @@ from typing import Literal, NamedTuple, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from kmirror.config.group import DEFAULT_BOUNDS
 from kmirror.config.server import ServerConfig
 from kmirror.kip1279.membership import Rejected, SetMirrorName
 from kmirror.kip1279.state import MirrorPartitionState
@@ -246,6 +247,10 @@ class MetadataService(ClusterControl):
     def describe_configs(self, resource: ConfigResource, keys: Sequence[str] | None = None) -> DescribeConfigsResult:
         return describe_configs(self._image, self._config, resource, keys)
 
+    def _group_bounds(self) -> dict[str, int]:
+        """This controller's `group.consumer.{min,max}.*` (GROUP configs must lie within them)."""
+        return {key: int(self._config.get(key)) for key in DEFAULT_BOUNDS if key in self._config.values}
+
     async def incremental_alter_configs(
         self,
         changes: Sequence[tuple[ConfigResource, Sequence[config_ops.AlterableConfig]]],
@@ -253,7 +258,8 @@ class MetadataService(ClusterControl):
         validate_only: bool = False,
     ) -> list[config_ops.AlterConfigsResult]:
         result: list[config_ops.AlterConfigsResult] = await self._run(
-            lambda image: config_ops.incremental_alter_configs(image, changes, validate_only=validate_only)
+            lambda image: config_ops.incremental_alter_configs(image, changes, validate_only=validate_only,
+                                                               group_bounds=self._group_bounds())
         )
         return result
 
@@ -264,7 +270,8 @@ class MetadataService(ClusterControl):
         validate_only: bool = False,
     ) -> list[config_ops.AlterConfigsResult]:
         result: list[config_ops.AlterConfigsResult] = await self._run(
-            lambda image: config_ops.alter_configs(image, changes, validate_only=validate_only)
+            lambda image: config_ops.alter_configs(image, changes, validate_only=validate_only,
+                                                   group_bounds=self._group_bounds())
         )
         return result
 

@@ -208,6 +208,17 @@ def test_group_configs_are_described_and_altered_as_kafka_does() -> None:
     assert (entry.value, entry.config_source) == ("45000", 5)
 
 
+def test_group_configs_are_bounded_by_the_controllers_group_consumer_bounds() -> None:
+    services = _services(**{"group.consumer.max.session.timeout.ms": "120000",
+                            "group.consumer.min.heartbeat.interval.ms": "1000"})
+    resp = _incremental(services, 1, [(GROUP, "g", [("consumer.session.timeout.ms", 0, "90000"),
+                                                    ("consumer.heartbeat.interval.ms", 0, "2000")])])
+    assert resp.responses[0].error_code == ErrorCode.none
+    response = _incremental(services, 1, [(GROUP, "g", [("consumer.session.timeout.ms", 0, "130000")])]).responses[0]
+    assert response.error_code == ErrorCode.invalid_config
+    assert "must be less than or equal to group.consumer.max.session.timeout.ms" in response.error_message
+
+
 def test_producer_id_expiration_is_a_dynamic_broker_config_of_at_least_one_ms() -> None:
     services = _services()
     name = "producer.id.expiration.ms"

@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
 from kmirror.config.definitions import ConfigError, ConfigType
-from kmirror.config.group import validate_group_configs
+from kmirror.config.group import DEFAULT_BOUNDS, validate_group_configs
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, validate_topic_config
 from kmirror.metadata.controller.config_ops import AlterableConfig as AlterableConfig
 from kmirror.metadata.controller.config_ops import AlterConfigOp as AlterConfigOp
@@ -128,11 +128,14 @@ def incremental_alter_configs(
     changes: Sequence[tuple[ConfigResource, Sequence[AlterableConfig]]],
     *,
     validate_only: bool = False,
+    group_bounds: Mapping[str, int] = DEFAULT_BOUNDS,
 ) -> ControllerResult[list[AlterConfigsResult]]:
+    """`group_bounds`: the controller's `group.consumer.{min,max}.*` values, which bound GROUP
+    configs."""
     records: list[Record] = []
     results: list[AlterConfigsResult] = []
     for resource, ops in changes:
-        outcome = _incremental_one(image, resource, ops)
+        outcome = _incremental_one(image, resource, ops, group_bounds)
         if isinstance(outcome, ApiError):
             results.append(AlterConfigsResult(resource, outcome))
             continue
@@ -143,7 +146,7 @@ def incremental_alter_configs(
 
 
 def _incremental_one(
-    image: MetadataImage, resource: ConfigResource, ops: Sequence[AlterableConfig]
+    image: MetadataImage, resource: ConfigResource, ops: Sequence[AlterableConfig], group_bounds: Mapping[str, int]
 ) -> list[Record] | ApiError:
     if resource.type == MIRROR_CONFIG_RESOURCE_TYPE:
         return alter_mirror_configs(image, resource.name, ops)
@@ -171,14 +174,15 @@ def _incremental_one(
         if err is not None:
             return err
         new[op.name] = value
-    err = _validate_resource(resource, new)
+    err = _validate_resource(resource, new, group_bounds)
     return err if err is not None else _diff(resource, current, new)
 
 
-def _validate_resource(resource: ConfigResource, configs: Mapping[str, str]) -> ApiError | None:
+def _validate_resource(resource: ConfigResource, configs: Mapping[str, str],
+                       group_bounds: Mapping[str, int]) -> ApiError | None:
     """Checks of a resource's configs as a whole (Kafka validates the merged map)."""
     if resource.type == ConfigResourceType.GROUP:
-        reason = validate_group_configs(configs)
+        reason = validate_group_configs(configs, group_bounds)
         return None if reason is None else ApiError(ErrorCode.invalid_config, reason)
     return None
 
@@ -194,6 +198,7 @@ def alter_configs(
     changes: Sequence[tuple[ConfigResource, Mapping[str, str | None]]],
     *,
     validate_only: bool = False,
+    group_bounds: Mapping[str, int] = DEFAULT_BOUNDS,
 ) -> ControllerResult[list[AlterConfigsResult]]:
     """Legacy AlterConfigs: the given set replaces every dynamic config of the resource."""
     records: list[Record] = []
@@ -210,7 +215,7 @@ def alter_configs(
                     break
         new = {k: v for k, v in values.items() if v is not None}
         if err is None:
-            err = _validate_resource(resource, new)
+            err = _validate_resource(resource, new, group_bounds)
         if err is not None:
             results.append(AlterConfigsResult(resource, err))
             continue
