@@ -2,9 +2,9 @@
 
 The source is a kmirror cluster. Neither foreign source can hold this data: the librdkafka
 mock cluster writes no COMMIT/ABORT markers and keeps no LSO (a read_committed consumer
-sees an open transaction), and Tansu keeps an LSO but writes no markers either; kmirror has
-no transaction coordinator. So the source partition is written offline, as a transaction
-coordinator and producers would have written it (data batches of committed, aborted,
+sees an open transaction), and Tansu keeps an LSO but writes no markers either. To control
+the exact layout (interleaved and open transactions at known offsets), the source partition
+is written offline, as a transaction coordinator and producers would have written it (data batches of committed, aborted,
 interleaved and open transactions, their control markers, plain records), between a
 kill -9 and a restart of the source broker, which then recovers it (and rebuilds its
 transaction index) and serves it to the mirror over Fetch with read_committed.

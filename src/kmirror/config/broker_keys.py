@@ -203,7 +203,7 @@ _SECURITY_DEFS = (
     ConfigDef("ssl.protocol", S, "TLSv1.3", "Accepted, ignored."),
     ConfigDef("ssl.cipher.suites", LI, "", "Accepted, ignored (Python's defaults)."),
     ConfigDef("ssl.endpoint.identification.algorithm", S, "https", "Accepted (inter-broker traffic is PLAINTEXT)."),
-    ConfigDef("sasl.enabled.mechanisms", LI, "GSSAPI", "SASL mechanisms of SASL listeners; kmirror supports PLAIN."),
+    ConfigDef("sasl.enabled.mechanisms", LI, "GSSAPI", "SASL mechanisms of SASL listeners; kmirror supports PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512."),
     ConfigDef("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "Accepted (inter-broker traffic is PLAINTEXT)."),
     ConfigDef("sasl.jaas.config", P, None, "JAAS login module config (listener-prefixed form preferred).",
               sensitive=True),

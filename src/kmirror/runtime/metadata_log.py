@@ -8,6 +8,7 @@ dir records the node's identity (Kafka's MetaProperties v1) and is checked on ev
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 import uuid
@@ -118,8 +119,6 @@ def ensure_meta_properties(log_dir: str | Path, cluster_id: str, node_id: int) -
 
 
 def _directory_id() -> str:
-    import base64
-
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import io
 import random
 import uuid
 from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
 
 from kmirror.broker.api import RequestContext, build_registry, load_handlers
 from kmirror.broker.services import BrokerServices
@@ -74,9 +80,6 @@ def seeded_rng(seed: int = 0) -> random.Random:
 
 def started_service(config: ServerConfig | None = None, seed: int = 0) -> Any:
     """A MetadataService on an in-memory store, already started (formatted, node registered)."""
-    import asyncio
-
-
     svc = MetadataService(config or server_config(), InMemoryMetadataLogStore(), ManualClock(), seeded_rng(seed))
     asyncio.run(svc.start())
     return svc
@@ -99,14 +102,6 @@ def call(services: Any, api_key: int, version: int, request_fields: dict[str, An
     """Build the kio request of `version` from `request_fields` (nested values as dicts are not
     supported: pass kio entities), run the registered handler the way the server does, and
     return the response after a kio encode/decode round trip."""
-    import asyncio
-    import inspect
-    import io
-
-    from kio.index import load_request_schema, load_response_schema
-    from kio.serial import entity_reader, entity_writer
-
-
     handler = {d.api_key: d for d in load_handlers()}[api_key].handler
     request = build(load_request_schema(api_key, version), **request_fields)
     response_type = load_response_schema(api_key, version)

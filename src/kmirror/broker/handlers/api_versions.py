@@ -4,6 +4,7 @@ as Kafka gates versions behind feature levels: until then the highest Fetch is K
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
@@ -77,6 +78,4 @@ def _finalized_features(services: BrokerServices) -> tuple[dict[str, int], int]:
 
 
 def _zero_ms() -> Any:
-    import datetime
-
     return datetime.timedelta(0)

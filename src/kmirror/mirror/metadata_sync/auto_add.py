@@ -18,7 +18,7 @@ Decisions:
   operator's `--add`;
 - a topic the source deletes and re-creates keeps its destination topic (STOPPED, see
   "Source topic deletion"), so the new one is not added either;
-- a refusal (e.g. INVALID_REPLICATION_FACTOR) counts one TopicConfigSyncError and is logged
+- a refusal (e.g. INVALID_REPLICATION_FACTOR) counts one TopicConfigMetadataSyncError and is logged
   once per topic and error, then retried quietly every refresh; a source that cannot be
   listed counts one MetadataRefreshError.
 """

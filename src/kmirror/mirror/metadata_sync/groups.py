@@ -2,7 +2,9 @@
 synchronizes consumer group offsets").
 
 For each mirror this broker coordinates, every refresh: ListGroups at the source, keep the
-classic groups (protocol type `consumer`, or none: offsets committed without membership)
+consumer groups (protocol type `consumer`: classic groups of the consumer protocol and KIP-848
+consumer groups, which ListGroups reports with that protocol type too; or none: offsets
+committed without membership)
 whose id full-matches one of `mirror.groups.include`, OffsetFetch their committed offsets,
 keep the partitions of the mirror's ACTIVE topics that exist at the destination and that the
 source still lists under the mirror's topic id (a re-created source topic's offsets are
@@ -39,7 +41,7 @@ from kmirror.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
-CLASSIC_CONSUMER_PROTOCOL_TYPES = frozenset({"consumer", ""})
+CONSUMER_PROTOCOL_TYPES = frozenset({"consumer", ""})
 GROUP_ACTIVE_ERRORS = frozenset({int(ErrorCode.unknown_member_id), int(ErrorCode.illegal_generation),
                                  int(ErrorCode.rebalance_in_progress)})
 
@@ -49,7 +51,7 @@ Offsets = Mapping[TopicPartition, OffsetAndMetadata]
 def groups_to_sync(config: MirrorConfig, listed: Iterable[ListedGroup]) -> list[str]:
     """The source groups whose offsets are mirrored, sorted."""
     return sorted(g.group_id for g in listed
-                  if g.protocol_type in CLASSIC_CONSUMER_PROTOCOL_TYPES and config.is_group_included(g.group_id))
+                  if g.protocol_type in CONSUMER_PROTOCOL_TYPES and config.is_group_included(g.group_id))
 
 
 def mirrored_offsets(source: Offsets, active_partitions: Mapping[str, int]) -> dict[TopicPartition, OffsetAndMetadata]:
