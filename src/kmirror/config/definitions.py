@@ -103,26 +103,48 @@ def _parse_typed(name: str, kind: ConfigType, raw: str) -> Any:
     return text
 
 
+@dataclass(frozen=True, slots=True)
+class DescribedValidator:
+    """A validator with its valid values in Kafka's notation (`[1,...]`, `[0,...,1]`,
+    `[delete, compact]`), as Kafka's generated config docs print them (docs/configs.md)."""
+
+    check: Validator
+    valid_values: str
+
+    def __call__(self, value: Any) -> str | None:
+        return self.check(value)
+
+
+def valid_values(validator: Validator | None) -> str | None:
+    """The valid values of `validator` in Kafka's notation, None when it cannot say."""
+    return validator.valid_values if isinstance(validator, DescribedValidator) else None
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
 def at_least(minimum: float) -> Validator:
     def check(value: Any) -> str | None:
         return None if value >= minimum else f"expected a value >= {minimum:g}"
 
-    return check
+    return DescribedValidator(check, f"[{_number(minimum)},...]")
 
 
 def between(lo: float, hi: float) -> Validator:
     def check(value: Any) -> str | None:
         return None if lo <= value <= hi else f"expected a value in [{lo:g}, {hi:g}]"
 
-    return check
+    return DescribedValidator(check, f"[{_number(lo)},...,{_number(hi)}]")
 
 
 def one_of(*choices: str, case_insensitive: bool = False) -> Validator:
     def check(value: Any) -> str | None:
-        v = value.lower() if case_insensitive else value
-        return None if v in choices else f"expected one of {', '.join(choices)}"
+        found = value.lower() in {c.lower() for c in choices} if case_insensitive else value in choices
+        return None if found else f"expected one of {', '.join(choices)}"
 
-    return check
+    text = f"[{', '.join(choices)}]"
+    return DescribedValidator(check, f"{text} (case-insensitive)" if case_insensitive else text)
 
 
 def each_of(*choices: str, allow_empty: bool = False) -> Validator:
@@ -134,4 +156,5 @@ def each_of(*choices: str, allow_empty: bool = False) -> Validator:
         bad = [v for v in value if v not in choices]
         return None if not bad else f"expected items among {', '.join(choices)}"
 
-    return check
+    kind = "a list of" if allow_empty else "a non-empty list of"
+    return DescribedValidator(check, f"{kind} [{', '.join(choices)}]")
