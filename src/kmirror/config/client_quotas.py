@@ -34,6 +34,13 @@ CLIENT_QUOTA_KEYS: Final[Mapping[str, ConfigType]] = {
     CONTROLLER_MUTATION_RATE: ConfigType.DOUBLE,
 }
 IP_QUOTA_KEYS: Final[Mapping[str, ConfigType]] = {CONNECTION_CREATION_RATE: ConfigType.INT}
+QUOTA_CONFIG_DOCS: Final[Mapping[str, str]] = {
+    PRODUCER_BYTE_RATE: "Bytes per second the entity may produce, per broker.",
+    CONSUMER_BYTE_RATE: "Bytes per second the entity may fetch, per broker.",
+    REQUEST_PERCENTAGE: "Percent of one request handler's time per second the entity may use, per broker.",
+    CONTROLLER_MUTATION_RATE: "Partitions the entity may create or delete per second (KIP-599).",
+    CONNECTION_CREATION_RATE: "Connections per second the address may open, per broker (KIP-612).",
+}
 
 ClientQuotaEntity = tuple[tuple[str, str | None], ...]
 """Sorted `(entity_type, entity_name)` pairs; a None name is the default entity."""

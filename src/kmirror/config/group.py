@@ -37,7 +37,7 @@ GROUP_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in (
 # Kafka's broker bounds (GroupCoordinatorConfig / ShareGroupConfig): name -> (min key, max key).
 # The consumer ones are broker keys (`group.consumer.min.session.timeout.ms`...), read from the
 # controller's configuration; the share ones are not broker keys here and keep Kafka's defaults.
-_BOUNDS: dict[str, tuple[str, str]] = {
+GROUP_CONFIG_BOUNDS: dict[str, tuple[str, str]] = {
     "consumer.heartbeat.interval.ms": ("group.consumer.min.heartbeat.interval.ms",
                                        "group.consumer.max.heartbeat.interval.ms"),
     "consumer.session.timeout.ms": ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
@@ -68,7 +68,7 @@ def validate_group_configs(configs: Mapping[str, str], bounds: Mapping[str, int]
             values[name] = d.parse(configs.get(name, d.default))
     except ConfigError as error:
         return str(error)
-    for name, (low_key, high_key) in _BOUNDS.items():
+    for name, (low_key, high_key) in GROUP_CONFIG_BOUNDS.items():
         low, high = bounds.get(low_key, DEFAULT_BOUNDS[low_key]), bounds.get(high_key, DEFAULT_BOUNDS[high_key])
         value = values[name]
         assert isinstance(value, int)

@@ -189,17 +189,69 @@ class MirrorConfig:
                    for rule in self.acl_include)
 
 
+# The mirror's own configs (MIRROR resource), with the KIP's defaults.
+MIRROR_CONFIG_DEFS: Final = (
+    ConfigDef(BOOTSTRAP_SERVERS, ConfigType.LIST, None,
+              "The source cluster's brokers, host:port (required).", read_only=False),
+    ConfigDef(TOPIC_PROPERTIES_EXCLUDE, ConfigType.LIST, ",".join(DEFAULT_TOPIC_PROPERTIES_EXCLUDE),
+              "Source topic configs a mirror topic does not take: full-match regexes, a plain name matching "
+              "itself; mirror.name is never copied whatever the value.", read_only=False),
+    ConfigDef(GROUPS_INCLUDE, ConfigType.LIST, ".*",
+              "Consumer groups whose committed offsets are copied from the source: full-match regexes.",
+              read_only=False),
+    ConfigDef(ACL_INCLUDE, ConfigType.LIST, "*",
+              "ACL bindings copied from the source: rules resourceType;resourceName;operation;permissionType;"
+              "principal, * or an omitted trailing field matching anything, resource name and principal "
+              "full-match regexes.", read_only=False),
+    ConfigDef(TOPICS_INCLUDE, ConfigType.LIST, "",
+              "kmirror: source topics that join the mirror by themselves at the next metadata refresh "
+              "(full-match regexes, as MirrorMaker 2's topics; never internal __ topics); empty: none.",
+              read_only=False),
+)
+
+# The source connection's client configs (Kafka client names) that kmirror.security.client_config
+# reads; other sasl.* / ssl.* keys are stored and not read. Defaults are what an unset key means.
+SOURCE_CONNECTION_CONFIG_DEFS: Final = (
+    ConfigDef(SECURITY_PROTOCOL, ConfigType.STRING, "PLAINTEXT",
+              "Protocol to the source: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.", read_only=False),
+    ConfigDef("sasl.mechanism", ConfigType.STRING, "GSSAPI",
+              "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; Kafka's default GSSAPI is not supported, so a SASL "
+              "protocol needs it set.", read_only=False),
+    ConfigDef("sasl.jaas.config", ConfigType.PASSWORD, None,
+              "PlainLoginModule (PLAIN) or ScramLoginModule (SCRAM) with username and password; required with SASL.",
+              read_only=False, sensitive=True),
+    ConfigDef("ssl.truststore.type", ConfigType.STRING, None, "PEM, the only format read.", read_only=False),
+    ConfigDef("ssl.truststore.location", ConfigType.STRING, None,
+              "PEM file of the CA certificates that verify the source's brokers (unset: the system CAs).",
+              read_only=False),
+    ConfigDef("ssl.truststore.certificates", ConfigType.STRING, None, "Inline PEM CA certificates.", read_only=False),
+    ConfigDef("ssl.truststore.password", ConfigType.PASSWORD, None, "Accepted, ignored (PEM truststores).",
+              read_only=False, sensitive=True),
+    ConfigDef("ssl.ca.location", ConfigType.STRING, None,
+              "librdkafka's name of ssl.truststore.location, read when that is unset.", read_only=False),
+    ConfigDef("ssl.endpoint.identification.algorithm", ConfigType.STRING, "https",
+              "https verifies the source brokers' host names; empty does not.", read_only=False),
+    ConfigDef("ssl.keystore.type", ConfigType.STRING, None, "PEM, the only format read.", read_only=False),
+    ConfigDef("ssl.keystore.location", ConfigType.STRING, None,
+              "PEM file with the client's private key and certificate chain (a source with "
+              "ssl.client.auth=required).", read_only=False),
+    ConfigDef("ssl.keystore.certificate.chain", ConfigType.STRING, None,
+              "Inline PEM certificate chain, with ssl.keystore.key.", read_only=False),
+    ConfigDef("ssl.keystore.key", ConfigType.PASSWORD, None,
+              "Inline PEM private key, with ssl.keystore.certificate.chain.", read_only=False, sensitive=True),
+    ConfigDef("ssl.keystore.password", ConfigType.PASSWORD, None,
+              "Accepted, ignored (ssl.key.password decrypts the key).", read_only=False, sensitive=True),
+    ConfigDef("ssl.key.password", ConfigType.PASSWORD, None, "Password of an encrypted private key.",
+              read_only=False, sensitive=True),
+    ConfigDef("ssl.protocol", ConfigType.STRING, None, "Accepted, ignored.", read_only=False),
+    ConfigDef("ssl.enabled.protocols", ConfigType.STRING, None, "Accepted, ignored.", read_only=False),
+)
+
 # Comma-separated lists: IncrementalAlterConfigs APPEND / SUBTRACT apply to these only.
-MIRROR_LIST_CONFIGS: Final = frozenset({BOOTSTRAP_SERVERS, TOPIC_PROPERTIES_EXCLUDE, GROUPS_INCLUDE, ACL_INCLUDE,
-                                        TOPICS_INCLUDE})
+MIRROR_LIST_CONFIGS: Final = frozenset(d.name for d in MIRROR_CONFIG_DEFS if d.type is ConfigType.LIST)
 
 # The KIP's defaults of the mirror configs that have one (DescribeConfigs DEFAULT_CONFIG).
-MIRROR_CONFIG_DEFAULTS: Final = {
-    TOPIC_PROPERTIES_EXCLUDE: ",".join(DEFAULT_TOPIC_PROPERTIES_EXCLUDE),
-    GROUPS_INCLUDE: ".*",
-    ACL_INCLUDE: "*",
-    TOPICS_INCLUDE: "",
-}
+MIRROR_CONFIG_DEFAULTS: Final = {d.name: d.default for d in MIRROR_CONFIG_DEFS if d.default is not None}
 
 # Source connection secrets (Kafka's PASSWORD type): described as null, never echoed.
 SENSITIVE_MIRROR_CONFIGS: Final = frozenset({
