@@ -64,12 +64,13 @@ MIRROR_BROKER_CONFIG_DEFS: Final = (
     ConfigDef("mirror.topic.num.partitions", ConfigType.INT, "50",
               "Number of partitions for the __mirror_state internal topic.", at_least(1)),
     ConfigDef("mirror.topic.replication.factor", ConfigType.SHORT, "3",
-              "Replication factor for the __mirror_state internal topic.", at_least(1)),
+              "Replication factor for the __mirror_state internal topic (at most the live brokers when it is "
+              "created).", at_least(1)),
     ConfigDef("mirror.topic.segment.bytes", ConfigType.INT, "104857600",
               "Segment size of the __mirror_state internal topic (as offsets.topic.segment.bytes): compaction "
               "cleans only rolled segments.", at_least(1)),
     ConfigDef("mirror.num.replica.fetchers", ConfigType.INT, "1",
-              "Number of fetcher threads per mirrored source broker.", at_least(1)),
+              "Number of fetchers per mirror and source broker.", at_least(1)),
     ConfigDef("mirror.metadata.refresh.interval.ms", ConfigType.LONG, "30000",
               "Interval at which the coordinator refreshes metadata from source clusters.", at_least(1)),
     ConfigDef("mirror.replication.throttled.rate", ConfigType.LONG, str(LONG_MAX),
