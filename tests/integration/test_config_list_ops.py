@@ -5,6 +5,8 @@ config kmirror does not act on is stored and described back."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from confluent_kafka.admin import (
     AdminClient,
@@ -16,7 +18,7 @@ from confluent_kafka.admin import (
 )
 
 from kmirror.testing.kafka_clients import create_topic, produce_acked
-from kmirror.testing.processes import LocalCluster
+from kmirror.testing.processes import LocalCluster, kmirror
 
 pytestmark = pytest.mark.integration
 
@@ -68,3 +70,18 @@ def test_group_configs_described_and_altered(cluster) -> None:
         ConfigEntry("consumer.session.timeout.ms", "90000", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(Exception, match="group.consumer.max.session.timeout.ms"):
         admin.incremental_alter_configs([too_long])[too_long].result(30)
+
+
+def test_group_configs_with_the_cli(cluster) -> None:
+    def configs(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return kmirror("configs", "--bootstrap-server", cluster.bootstrap, "--entity-type", "groups",
+                       "--entity-name", "cli-group", *args, check=check)
+
+    assert configs("--alter", "--add-config", "consumer.session.timeout.ms=50000").stdout.strip() == (
+        "Completed updating config for group cli-group.")
+    described = configs("--describe").stdout.splitlines()
+    assert described[0] == "Dynamic configs for group cli-group are:"
+    assert [line.split()[0] for line in described[1:]] == ["consumer.session.timeout.ms=50000"]
+    assert "consumer.heartbeat.interval.ms=5000" in configs("--describe", "--all").stdout
+    refused = configs("--alter", "--add-config", "consumer.session.timeout.ms=90000", check=False)
+    assert refused.returncode == 1 and "group.consumer.max.session.timeout.ms" in refused.stderr

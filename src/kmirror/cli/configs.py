@@ -1,5 +1,5 @@
-"""`kmirror configs`: kafka-configs.sh for topics, brokers, cluster mirrors and users' SCRAM
-credentials (describe, alter); client quotas (`--entity-type users|clients|ips`) are
+"""`kmirror configs`: kafka-configs.sh for topics, brokers, groups (KIP-848 group configs),
+cluster mirrors and users' SCRAM credentials (describe, alter); client quotas (`--entity-type users|clients|ips`) are
 `kmirror.cli.client_quotas`.
 
 `--entity-type mirrors` is KIP-1279's MIRROR config resource (type 64): a mirror's
@@ -20,13 +20,13 @@ from kmirror.cli.user_scram import run_users
 from kmirror.client.admin import Admin, AlterConfigOp, ConfigEntry, ConfigResourceType, ConfigSource
 
 ENTITY_TYPES = {"topics": ConfigResourceType.TOPIC, "brokers": ConfigResourceType.BROKER,
-                "mirrors": ConfigResourceType.MIRROR}
+                "groups": ConfigResourceType.GROUP, "mirrors": ConfigResourceType.MIRROR}
 _LABEL = {ConfigResourceType.TOPIC: "topic", ConfigResourceType.BROKER: "broker",
-          ConfigResourceType.MIRROR: "mirror"}
+          ConfigResourceType.GROUP: "group", ConfigResourceType.MIRROR: "mirror"}
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("configs", help="describe and alter topic, broker and mirror configs (kafka-configs.sh)")
+    p = subparsers.add_parser("configs", help="describe and alter topic, broker, group and mirror configs (kafka-configs.sh)")
     add_bootstrap_argument(p)
     p.add_argument("--entity-type", choices=sorted([*ENTITY_TYPES, *client_quotas.QUOTA_ENTITY_TYPES]))
     p.add_argument("--entity-name")
@@ -98,6 +98,7 @@ DYNAMIC_SOURCES = frozenset(
         ConfigSource.DYNAMIC_BROKER_CONFIG,
         ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
         ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+        ConfigSource.GROUP_CONFIG,
     }
 )
 

@@ -48,6 +48,7 @@ class ConfigResourceType(IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    GROUP = 32  # KIP-848 group configs
     MIRROR = 64  # KIP-1279 (kmirror.metadata.mirror_records.MIRROR_CONFIG_RESOURCE_TYPE)
 
 
