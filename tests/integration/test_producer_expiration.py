@@ -61,7 +61,7 @@ def test_an_idle_producer_expires_and_a_producer_with_an_open_transaction_stays(
                         "--topic", "pids", "--partition", "0").stdout.splitlines()
         assert table[0].split() == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
                                     "LastTimestamp", "CurrentTransactionStartOffset"]
-        assert [row.split()[:4] + row.split()[5:] for row in table[1:]] == [[str(txn_pid), "0", "None", "0", "5"]]
+        assert [row.split()[:4] + row.split()[5:] for row in table[1:]] == [[str(txn_pid), "0", "-1", "0", "5"]]
         missing = kmirror("transactions", "--bootstrap-server", b, "--describe-producers",
                           "--topic", "pids", "--partition", "3", check=False)
         assert missing.returncode == 1 and missing.stderr.strip() == "Error: pids-3: UNKNOWN_TOPIC_OR_PARTITION"

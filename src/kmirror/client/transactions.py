@@ -2,18 +2,21 @@
 `describeProducers`, KIP-664). `TransactionAdmin` is mixed into `kmirror.client.admin.Admin`.
 ListTransactions goes to every broker (each lists the transactional ids it coordinates) and the
 answers are merged; DescribeTransactions goes to the id's coordinator (FindCoordinator with key
-type 1); DescribeProducers to the partition's leader."""
+type 1); DescribeProducers to the partition's leader (or a given replica); abortTransaction's
+WriteTxnMarkers to the partition's leader."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from kmirror.client.errors import check
 from kmirror.client.groups import GroupAdmin
 from kmirror.protocol.entities import build, nested
 from kmirror.types import TopicPartition
 
-LIST_TRANSACTIONS, DESCRIBE_TRANSACTIONS, DESCRIBE_PRODUCERS = 66, 65, 61
+LIST_TRANSACTIONS, DESCRIBE_TRANSACTIONS, DESCRIBE_PRODUCERS, WRITE_TXN_MARKERS = 66, 65, 61, 27
 TRANSACTION_KEY_TYPE = 1
 
 
@@ -77,15 +80,50 @@ class TransactionAdmin(GroupAdmin):
             int(state.producer_epoch), int(state.transaction_timeout.total_seconds() * 1000), start_ms,
             tuple(TopicPartition(t.topic, int(p)) for t in state.topics for p in t.partitions))
 
-    async def describe_producers(self, tp: TopicPartition) -> list[ProducerStateDescription]:
-        """The producers `tp`'s leader keeps state for, by producer id."""
+    async def describe_producers(self, tp: TopicPartition, broker_id: int | None = None
+                                 ) -> list[ProducerStateDescription]:
+        """The producers `tp`'s leader (or replica `broker_id`) keeps state for, by producer id."""
+        return (await self.describe_producers_of([tp], broker_id))[tp]
+
+    async def describe_producers_of(self, tps: Iterable[TopicPartition], broker_id: int | None = None
+                                    ) -> dict[TopicPartition, list[ProducerStateDescription]]:
+        """`describe_producers` of many partitions: one request per leader (or to `broker_id`)."""
+        by_node: dict[int, tuple[Any, list[TopicPartition]]] = {}
+        for tp in tps:
+            conn = await (self.cluster.leader_connection(tp) if broker_id is None
+                          else self.cluster.connection(broker_id))
+            by_node.setdefault(id(conn), (conn, []))[1].append(tp)
+        out: dict[TopicPartition, list[ProducerStateDescription]] = {}
+        for conn, group in by_node.values():
+            rt = conn.request_type(DESCRIBE_PRODUCERS)
+            by_topic: dict[str, list[int]] = {}
+            for tp in group:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            response = await conn.send(build(rt, topics=tuple(
+                build(nested(rt, "TopicRequest"), name=topic, partition_indexes=tuple(parts))
+                for topic, parts in by_topic.items())))
+            for topic in response.topics:
+                for partition in topic.partitions:
+                    tp = TopicPartition(topic.name, int(partition.partition_index))
+                    check(partition.error_code, partition.error_message, f"DescribeProducers {tp}")
+                    out[tp] = sorted((ProducerStateDescription(
+                        int(p.producer_id), int(p.producer_epoch), int(p.last_sequence), int(p.last_timestamp),
+                        int(p.coordinator_epoch), int(p.current_txn_start_offset)) for p in partition.active_producers),
+                        key=lambda p: p.producer_id)
+        return out
+
+    async def abort_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                                coordinator_epoch: int) -> None:
+        """Kafka Admin `abortTransaction`: an ABORT marker for the producer's open transaction
+        on `tp`, written by its leader (WriteTxnMarkers, as a transaction coordinator would)."""
         conn = await self.cluster.leader_connection(tp)
-        rt = conn.request_type(DESCRIBE_PRODUCERS)
-        response = await conn.send(build(rt, topics=(
-            build(nested(rt, "TopicRequest"), name=tp.topic, partition_indexes=(tp.partition,)),)))
-        (partition,) = response.topics[0].partitions
-        check(partition.error_code, partition.error_message, f"DescribeProducers {tp}")
-        return sorted((ProducerStateDescription(
-            int(p.producer_id), int(p.producer_epoch), int(p.last_sequence), int(p.last_timestamp),
-            int(p.coordinator_epoch), int(p.current_txn_start_offset)) for p in partition.active_producers),
-            key=lambda p: p.producer_id)
+        rt = conn.request_type(WRITE_TXN_MARKERS)
+        marker = build(nested(rt, "WritableTxnMarker"), producer_id=producer_id, producer_epoch=producer_epoch,
+                       transaction_result=False, coordinator_epoch=coordinator_epoch, topics=(
+                           build(nested(rt, "WritableTxnMarkerTopic"), name=tp.topic,
+                                 partition_indexes=(tp.partition,)),))
+        response = await conn.send(build(rt, markers=(marker,)))
+        for result in response.markers:
+            for topic in result.topics:
+                for partition in topic.partitions:
+                    check(partition.error_code, None, f"WriteTxnMarkers {tp}")

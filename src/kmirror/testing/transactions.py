@@ -1,6 +1,6 @@
 """Transactional history written offline into a stopped broker's partition log, as
-transactional producers and a transaction coordinator would have written it (kmirror has
-no transaction coordinator yet): data batches of a producer (epoch 0, consecutive
+transactional producers and a transaction coordinator would have written it, at offsets a
+test chooses (interleaved, open or hanging transactions): data batches of a producer (epoch 0, consecutive
 sequences), plain records and COMMIT/ABORT markers, in the partition's current leader
 epoch. The broker recovers the log (and its transaction index) when it starts again."""
 
