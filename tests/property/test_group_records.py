@@ -38,6 +38,12 @@ def test_offset_commit_value_round_trip(offset, epoch, metadata, ts):
     assert decode_offset_commit_value(encode_offset_commit_value(value)) == value
 
 
+@given(i64, text, i64, i64.filter(lambda t: t != -1))
+def test_offset_commit_value_with_an_expire_timestamp_round_trip(offset, metadata, ts, expire):
+    value = OffsetAndMetadata(offset, -1, metadata, ts, expire)  # value v1 has no leader epoch; -1 is no expiry
+    assert decode_offset_commit_value(encode_offset_commit_value(value)) == value
+
+
 members = st.builds(MemberRecord, text, st.none() | text, text, text, i32, i32, st.binary(max_size=30), st.binary(max_size=30))
 
 

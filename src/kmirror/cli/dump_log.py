@@ -26,6 +26,7 @@ from typing import Any
 from kmirror.cli.common import kafka_uuid
 from kmirror.cli.errors import CommandError
 from kmirror.coordinator.consumer_group import records as consumer_group_records
+from kmirror.coordinator.group.group import OffsetAndMetadata
 from kmirror.coordinator.offsets import records as offsets_records
 from kmirror.kip1279 import state_records
 from kmirror.log.transaction_index import ENTRY as TXN_ENTRY
@@ -298,7 +299,10 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> tuple[str, 
             decoded_value = offsets_records.decode_group_metadata_value(value)
     except Exception as exc:
         return key_text, f"<unparseable: {exc}>"
-    return key_text, _typed("version", _int16_prefix(value), decoded_value)
+    data = entity_json(decoded_value)
+    if isinstance(decoded_value, OffsetAndMetadata) and decoded_value.expire_timestamp_ms is None:
+        del data["expireTimestampMs"]  # only value v1 has one
+    return key_text, _json({"version": str(_int16_prefix(value)), "data": data})
 
 
 def _decode_consumer_group_record(record_type: int, key: bytes, value: bytes | None) -> tuple[str, str]:

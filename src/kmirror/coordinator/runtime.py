@@ -386,12 +386,12 @@ class GroupCoordinatorService(KeyValueCoordinatorRuntime):
 
     async def commit_offsets(
         self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-        offsets: list[OffsetToCommit],
+        offsets: list[OffsetToCommit], retention_time_ms: int = commits.DEFAULT_RETENTION_TIME_MS,
     ) -> CommitResult:
         rid, future = self._new_waiter()
         out = commits.commit_offsets(
             self.core, rid, group_id=group_id, generation_id=generation_id, member_id=member_id,
-            group_instance_id=group_instance_id, offsets=offsets,
+            group_instance_id=group_instance_id, offsets=offsets, retention_time_ms=retention_time_ms,
         )
         return await self._answer_as(CommitResult, rid, future, out)
 

@@ -68,6 +68,10 @@ def test_offsets_decoder() -> None:
         '{"type":"1","data":{"group":"g","topic":"t","partition":3}}',
         '{"version":"3","data":{"offset":42,"leaderEpoch":5,"metadata":"","commitTimestampMs":' + str(T0) + "}}",
     )
+    value = offsets.encode_offset_commit_value(OffsetAndMetadata(42, -1, "", T0, T0 + 5000))
+    assert decode_offsets_record(key, value)[1] == (
+        '{"version":"1","data":{"offset":42,"leaderEpoch":-1,"metadata":"","commitTimestampMs":' + str(T0)
+        + ',"expireTimestampMs":' + str(T0 + 5000) + "}}")
     group_key = offsets.encode_group_metadata_key(offsets.GroupMetadataKey("g"))
     assert decode_offsets_record(group_key, None) == ('{"type":"2","data":{"group":"g"}}', "<DELETE>")
     assert decode_offsets_record(b"\x00\x0b", b"") == ("<unknown record type 11>", "<0 bytes>")

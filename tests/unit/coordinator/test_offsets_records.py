@@ -33,6 +33,14 @@ def test_offset_commit_value_v3_layout():
     )
 
 
+def test_offset_commit_value_with_an_expire_timestamp_is_v1_as_kafka_writes_it():
+    value = OffsetAndMetadata(offset=5, leader_epoch=-1, metadata="md", commit_timestamp_ms=1000,
+                              expire_timestamp_ms=4000)
+    encoded = encode_offset_commit_value(value)
+    assert encoded == bytes.fromhex("0001" "0000000000000005" "00026d64" "00000000000003e8" "0000000000000fa0")
+    assert decode_offset_commit_value(encoded) == value
+
+
 def test_group_metadata_value_v3_layout():
     value = GroupMetadataValue(
         "consumer", 2, "range", "m", 9,
@@ -48,7 +56,7 @@ def test_group_metadata_value_v3_layout():
 def test_decode_older_versions():
     # OffsetCommitValue v1: offset, metadata, commit_timestamp, expire_timestamp.
     v1 = bytes.fromhex("0001" "000000000000000a" "00026d64" "0000000000000001" "ffffffffffffffff")
-    assert decode_offset_commit_value(v1) == OffsetAndMetadata(10, -1, "md", 1)
+    assert decode_offset_commit_value(v1) == OffsetAndMetadata(10, -1, "md", 1)  # -1: no expire timestamp
     # GroupMetadataValue v0: no rebalance timeout, timestamp or instance id.
     v0 = bytes.fromhex(
         "0000" "0001" + b"c".hex() + "00000001" "ffff" "ffff" "00000001" "00016d" "000163" "000168" "00000064"

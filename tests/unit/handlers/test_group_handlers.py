@@ -212,6 +212,27 @@ def test_offset_commit_and_fetch_versions():
     run(main())
 
 
+@pytest.mark.parametrize(("version", "retention_ms", "expire_at"), [(2, 5_000, 5_000), (4, -1, None), (5, None, None)])
+def test_offset_commit_retention_time_of_v2_to_v4_sets_the_expire_timestamp(version, retention_ms, expire_at):
+    async def main():
+        node = Node()
+        await node.start()
+        schema = __import__(f"kio.schema.offset_commit.v{version}.request", fromlist=["x"])
+        fields = dict(group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=(
+            schema.OffsetCommitRequestTopic(name="t", partitions=(
+                schema.OffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata=None),)),))
+        if retention_ms is not None:
+            fields["retention_time"] = ms(retention_ms)
+        r = await node.call(offset_commit, version, **fields)
+        assert r.topics[0].partitions[0].error_code == E.none
+        (stored,) = node.coordinator.core.groups["g"].offsets.values()
+        now = node.clock.now_ms()
+        assert stored.expire_timestamp_ms == (None if expire_at is None else now + expire_at)
+        await node.coordinator.stop()
+
+    run(main())
+
+
 def test_offset_commit_to_unknown_topic():
     async def main():
         node = Node()

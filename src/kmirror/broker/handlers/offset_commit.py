@@ -1,7 +1,8 @@
 """OffsetCommit (key 8, v2-v9; v10 names topics by id and is not served yet).
 
 Commits for topics the cluster does not know are UNKNOWN_TOPIC_OR_PARTITION and never reach
-the coordinator (Kafka `KafkaApis.handleOffsetCommitRequest`)."""
+the coordinator (Kafka `KafkaApis.handleOffsetCommitRequest`). A v2-v4 RetentionTimeMs other
+than -1 gives the offsets their own expire timestamp, as Kafka 4 still does."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.services import BrokerServices
-from kmirror.coordinator.offsets.commits import OffsetToCommit
+from kmirror.coordinator.offsets.commits import DEFAULT_RETENTION_TIME_MS, OffsetToCommit
 from kmirror.coordinator.results import PartitionResult
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
@@ -40,6 +41,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
         offsets=offsets,
+        retention_time_ms=_retention_time_ms(request),
     )
     rt = ctx.response_type
     Topic = nested(rt, "OffsetCommitResponseTopic")
@@ -52,3 +54,11 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         throttle_time=datetime.timedelta(0),
         topics=tuple(Topic(name=name, partitions=tuple(parts)) for name, parts in by_topic.items()),
     )
+
+
+def _retention_time_ms(request: Any) -> int:
+    """RetentionTimeMs of v2-v4 (-1, the broker's retention, when absent)."""
+    retention = getattr(request, "retention_time", None)
+    if retention is None:
+        return DEFAULT_RETENTION_TIME_MS
+    return int(retention // datetime.timedelta(milliseconds=1))

@@ -20,6 +20,9 @@ class OffsetAndMetadata:
     leader_epoch: int
     metadata: str
     commit_timestamp_ms: int
+    # an OffsetCommit v2-v4 that named a retention time: the offset expires at this wall
+    # time instead of by `offsets.retention.minutes` (Kafka `OffsetAndMetadata.expireTimestampMs`)
+    expire_timestamp_ms: int | None = None
 
 
 @dataclass

@@ -29,6 +29,7 @@ from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
 
 E = ErrorCode
+DEFAULT_RETENTION_TIME_MS = -1  # Kafka `OffsetCommitRequest.DEFAULT_RETENTION_TIME`
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +71,12 @@ def commit_offsets(
     member_id: str,
     group_instance_id: str | None,
     offsets: list[OffsetToCommit],
+    retention_time_ms: int = DEFAULT_RETENTION_TIME_MS,
 ) -> GroupOutput:
+    """`retention_time_ms`: OffsetCommit v2-v4's RetentionTimeMs; other than -1 (the broker's
+    `offsets.retention.minutes`) the offsets expire that long after the commit (Kafka
+    `OffsetMetadataManager.expireTimestampMs`)."""
+
     def reply_all(error: ErrorCode) -> GroupOutput:
         return GroupOutput(responses=[(request_id, CommitResult(tuple(PartitionResult(o.topic, o.partition, error) for o in offsets)))])
 
@@ -98,6 +104,7 @@ def commit_offsets(
             group.heartbeat_deadline_ms[member_id] = core.clock.monotonic_ms() + member.session_timeout_ms
 
     now_wall = core.clock.now_ms()
+    expire_timestamp_ms = None if retention_time_ms == DEFAULT_RETENTION_TIME_MS else now_wall + retention_time_ms
     accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
     errors: dict[tuple[str, int], ErrorCode] = {}
     for o in offsets:
@@ -105,7 +112,8 @@ def commit_offsets(
         if len(metadata.encode()) > core.config.offset_metadata_max_bytes:
             errors[(o.topic, o.partition)] = E.offset_metadata_too_large
         else:
-            accepted[(o.topic, o.partition)] = OffsetAndMetadata(o.offset, o.leader_epoch, metadata, now_wall)
+            accepted[(o.topic, o.partition)] = OffsetAndMetadata(o.offset, o.leader_epoch, metadata, now_wall,
+                                                                 expire_timestamp_ms)
 
     def result(error_for_accepted: ErrorCode) -> GroupOutput:
         parts = tuple(

@@ -5,9 +5,11 @@ Keys start with an int16 version naming the record type (Kafka `CoordinatorRecor
   0, 1  OffsetCommitKey     group, topic, partition
   2     GroupMetadataKey    group
 Values start with an int16 version. We write OffsetCommitValue v3 (offset, leader_epoch,
-metadata, commit_timestamp) and GroupMetadataValue v3; we read v0-v3 of both (v4, the
-flexible encoding, is not read yet). A null value is a tombstone. Strings are int16-length
-UTF-8, bytes int32-length, arrays int32-count (non-flexible Kafka encoding).
+metadata, commit_timestamp), or v1 (offset, metadata, commit_timestamp, expire_timestamp) for
+an offset with an explicit expire timestamp, as Kafka does, and GroupMetadataValue v3; we
+read v0-v3 of both (v4, the flexible encoding, is not read yet). A null value is a tombstone.
+Strings are int16-length UTF-8, bytes int32-length, arrays int32-count (non-flexible Kafka
+encoding).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from kmirror.coordinator.group.group import OffsetAndMetadata
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
+# the one version with an expire timestamp (Kafka `offsetCommitValueVersion(expireTimestampPresent)`)
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
+NO_EXPIRE_TIMESTAMP = -1  # Kafka `OffsetCommitRequest.DEFAULT_TIMESTAMP`
 GROUP_METADATA_VALUE_VERSION = 3
 
 
@@ -163,6 +168,13 @@ def decode_key(buf: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
 
 def encode_offset_commit_value(value: OffsetAndMetadata) -> bytes:
     w = _Writer()
+    if value.expire_timestamp_ms is not None:
+        w.i16(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY)
+        w.i64(value.offset)
+        w.string(value.metadata)
+        w.i64(value.commit_timestamp_ms)
+        w.i64(value.expire_timestamp_ms)
+        return w.done()
     w.i16(OFFSET_COMMIT_VALUE_VERSION)
     w.i64(value.offset)
     w.i32(value.leader_epoch)
@@ -180,9 +192,9 @@ def decode_offset_commit_value(buf: bytes) -> OffsetAndMetadata:
     leader_epoch = r.i32() if version >= 3 else -1
     metadata = r.string()
     commit_timestamp_ms = r.i64()
-    if version == 1:
-        r.i64()  # expire_timestamp: retention is decided by offsets.retention.minutes now
-    return OffsetAndMetadata(offset, leader_epoch, metadata, commit_timestamp_ms)
+    expire_timestamp_ms = r.i64() if version == 1 else NO_EXPIRE_TIMESTAMP
+    return OffsetAndMetadata(offset, leader_epoch, metadata, commit_timestamp_ms,
+                             None if expire_timestamp_ms == NO_EXPIRE_TIMESTAMP else expire_timestamp_ms)
 
 
 def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
