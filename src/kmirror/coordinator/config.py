@@ -17,6 +17,7 @@ class CoordinatorConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
     offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
     # Kafka `GroupCoordinatorConfig.CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS`.
     new_member_join_timeout_ms: int = 300_000
@@ -27,6 +28,11 @@ class CoordinatorConfig:
     # the first is the default of members that name no ServerAssignor
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     group_consumer_migration_policy: str = "bidirectional"
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        """Kafka `GroupCoordinatorConfig.offsetsRetentionMs`: `offsets.retention.minutes` in ms."""
+        return self.offsets_retention_minutes * 60_000
 
     @classmethod
     def from_server_config(cls, config: object) -> CoordinatorConfig:

@@ -24,15 +24,29 @@ def subscribed_topic_ids(member: ConsumerGroupMember, topics: TopicsView) -> fro
     """Topics named by the member that exist, and those its regex matches in full (internal
     topics are never matched by a regex, as in Kafka)."""
     ids = {topics[n].topic_id for n in member.subscribed_topic_names if n in topics}
-    if member.subscribed_topic_regex:
-        try:
-            pattern = re.compile(member.subscribed_topic_regex)
-        except re.error:
-            pattern = None
-        if pattern is not None:
-            ids |= {info.topic_id for name, info in topics.items()
-                    if not is_internal(name) and pattern.fullmatch(name)}
+    ids |= {topics[n].topic_id for n in regex_matches(member, topics)}
     return frozenset(ids)
+
+
+def regex_matches(member: ConsumerGroupMember, topics: TopicsView) -> set[str]:
+    """The topics the member's regex matches in full (never an internal topic)."""
+    if not member.subscribed_topic_regex:
+        return set()
+    try:
+        pattern = re.compile(member.subscribed_topic_regex)
+    except re.error:
+        return set()
+    return {name for name in topics if not is_internal(name) and pattern.fullmatch(name)}
+
+
+def subscribed_topic_names(group: ConsumerGroup, topics: TopicsView) -> frozenset[str]:
+    """Kafka `ModernGroup.subscribedTopicNames`: every topic a member names (existing or not)
+    and every topic a member's regex matches now."""
+    names: set[str] = set()
+    for member in group.members.values():
+        names.update(member.subscribed_topic_names)
+        names |= regex_matches(member, topics)
+    return frozenset(names)
 
 
 def subscription_metadata(group: ConsumerGroup, topics: TopicsView) -> dict[uuid.UUID, int]:

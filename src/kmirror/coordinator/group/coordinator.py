@@ -2,7 +2,8 @@
 
 Events in: join, sync, heartbeat, leave, offset commit/fetch/delete, list, describe,
 delete groups, partition load/unload, append completions and `poll(now_ms)` for expired
-deadlines. Values out: `GroupOutput` (responses by request id + records to append). Deadlines
+deadlines (sessions, rebalances, and each loaded partition's offset expiration check,
+`kmirror.coordinator.offsets.expiration`). Values out: `GroupOutput` (responses by request id + records to append). Deadlines
 are monotonic ms from the `Clock` port; the shell asks `next_deadline_ms()` and calls
 `poll` when it passes. Member ids come from the `new_uuid` port.
 
@@ -25,7 +26,7 @@ from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.member import MemberMetadata, Protocol
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.group.static_rejoin import rejoin_static
-from kmirror.coordinator.offsets import replay
+from kmirror.coordinator.offsets import expiration, replay
 from kmirror.coordinator.offsets.partitioner import partition_for
 from kmirror.coordinator.partition_status import PartitionStatus, partition_coordinator_error
 from kmirror.coordinator.results import (
@@ -64,6 +65,8 @@ class CoreState:
     # group id -> producer id -> offsets committed in that producer's open transaction
     # (TxnOffsetCommit), held until its marker (`kmirror.coordinator.offsets.txn_commits`).
     pending_txn_offsets: dict[str, dict[int, dict[TopicPartition, OffsetAndMetadata]]] = field(default_factory=dict)
+    # loaded partition -> monotonic deadline of its next offset expiration check (`offsets.expiration`)
+    offsets_expiration_deadline_ms: dict[int, int] = field(default_factory=dict)
 
 
 class GroupCoordinator:
@@ -124,12 +127,14 @@ class GroupCoordinator:
                 group.heartbeat_deadline_ms[member.member_id] = now + member.session_timeout_ms
             self.state.groups[group.group_id] = group
         self.state.partitions[partition] = PartitionStatus.LOADED
+        self.state.offsets_expiration_deadline_ms[partition] = now + self.config.offsets_retention_check_interval_ms
 
     def unload(self, partition: int) -> GroupOutput:
         """This node no longer leads the partition: its groups go Dead and waiters learn
         NOT_COORDINATOR so clients rediscover the coordinator."""
         out = GroupOutput()
         self.state.partitions.pop(partition, None)
+        self.state.offsets_expiration_deadline_ms.pop(partition, None)
         for group_id in [g for g in self.state.consumer_groups if self.partition_for(g) == partition]:
             del self.state.consumer_groups[group_id]
         for group_id in [g for g in self.state.groups if self.partition_for(g) == partition]:
@@ -416,14 +421,16 @@ class GroupCoordinator:
         consumer = membership.next_deadline_ms(self)
         if consumer is not None:
             deadlines.append(consumer)
+        deadlines.extend(self.state.offsets_expiration_deadline_ms.values())
         return min(deadlines, default=None)
 
     def poll(self, now_ms: int) -> GroupOutput:
-        """Act on every deadline at or before `now_ms` (monotonic)."""
+        """Act on every deadline at or before `now_ms` (monotonic), offset expiration last."""
         out = GroupOutput()
         for group in list(self.state.groups.values()):
             expiry.expire(self, group, now_ms, out)
         out.extend(membership.expire(self, now_ms))
+        out.extend(expiration.poll(self, now_ms))
         return out
 
     # ---- persistence -----------------------------------------------------------------
@@ -442,10 +449,19 @@ class GroupCoordinator:
     ) -> GroupOutput:
         """Ask the shell to append `records` to the group's partition; the callbacks run from
         `on_append_completed`."""
+        return self.append_to_partition(self.partition_for(group_id), records, on_success, on_failure)
+
+    def append_to_partition(
+        self,
+        partition: int,
+        records: list[tuple[bytes, bytes | None]],
+        on_success: Callable[[], GroupOutput],
+        on_failure: Callable[[ErrorCode], GroupOutput],
+    ) -> GroupOutput:
         self._next_ticket += 1
         ticket = self._next_ticket
         self._waiting[ticket] = _Waiting(on_success, on_failure)
-        return GroupOutput(appends=[Append(ticket, self.partition_for(group_id), records)])
+        return GroupOutput(appends=[Append(ticket, partition, records)])
 
     def on_append_completed(self, ticket: int, error: ErrorCode = E.none) -> GroupOutput:
         waiting = self._waiting.pop(ticket)

@@ -29,6 +29,8 @@ class OffsetAndMetadata:
 class ClassicGroup:
     group_id: str
     state: GroupState = GroupState.EMPTY
+    # wall time of the last state change (Kafka `currentStateTimestamp`); -1: unknown (loaded
+    # from a group metadata value before v2). An Empty group's offsets expire from it.
     state_timestamp_ms: int = -1
     generation_id: int = 0
     protocol_type: str | None = None

@@ -52,8 +52,9 @@ def group_tombstone(group_id: str) -> tuple[bytes, None]:
 
 
 def replay(records: Iterable[tuple[bytes, bytes | None]], now_wall_ms: int) -> dict[str, ClassicGroup]:
-    """Later records win; tombstones delete. A group known only through offsets is Empty;
-    one stored with members is Stable in its stored generation (as Kafka loads it)."""
+    """Later records win; tombstones delete. A group known only through offsets is Empty
+    since `now_wall_ms`; one stored with members is Stable in its stored generation (as Kafka
+    loads it), and a group keeps the state timestamp it was stored with."""
     groups: dict[str, ClassicGroup] = {}
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
     for key_bytes, value_bytes in records:
@@ -69,7 +70,7 @@ def replay(records: Iterable[tuple[bytes, bytes | None]], now_wall_ms: int) -> d
             if value_bytes is None:
                 groups.pop(key.group, None)
             else:
-                groups[key.group] = _group_from_value(key.group, decode_group_metadata_value(value_bytes), now_wall_ms)
+                groups[key.group] = _group_from_value(key.group, decode_group_metadata_value(value_bytes))
     for group_id, group_offsets in offsets.items():
         if not group_offsets:
             continue
@@ -78,10 +79,11 @@ def replay(records: Iterable[tuple[bytes, bytes | None]], now_wall_ms: int) -> d
     return groups
 
 
-def _group_from_value(group_id: str, value: GroupMetadataValue, now_wall_ms: int) -> ClassicGroup:
+def _group_from_value(group_id: str, value: GroupMetadataValue) -> ClassicGroup:
     group = ClassicGroup(
         group_id,
-        state_timestamp_ms=value.current_state_timestamp_ms if value.current_state_timestamp_ms >= 0 else now_wall_ms,
+        # -1 (values before v2): unknown, and offset expiry counts from each commit instead
+        state_timestamp_ms=value.current_state_timestamp_ms,
         generation_id=value.generation,
         protocol_type=value.protocol_type or None,
         protocol_name=value.protocol,
