@@ -104,6 +104,10 @@ def test_log_dir_fallback_and_voters() -> None:
         ({"node.id": "1", "log.cleanup.policy": "delete,zap"}, "'log.cleanup.policy'"),
         ({"node.id": "1", "process.roles": "broker,pilot"}, "'process.roles'"),
         ({"node.id": "1", "metrics.port": "70000"}, "'metrics.port'"),
+        ({"node.id": "1", "offsets.retention.minutes": "0"},
+         "invalid value '0' for 'offsets.retention.minutes': expected a value >= 1"),
+        ({"node.id": "1", "offsets.retention.minutes": "-5"}, "'offsets.retention.minutes'"),
+        ({"node.id": "1", "offsets.retention.check.interval.ms": "0"}, "'offsets.retention.check.interval.ms'"),
     ],
 )
 def test_config_errors_are_one_line_and_name_the_key(props: dict[str, str], message: str) -> None:

@@ -109,6 +109,17 @@ def test_incremental_alter_configs(version: int) -> None:
     assert (entry.value, entry.config_source) == ("2000", 2)
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "60"])
+def test_offsets_retention_is_not_altered_at_runtime_as_in_kafka(value: str) -> None:
+    services = _services()
+    for resource in ("1", ""):
+        response = _incremental(services, 1, [(BROKER, resource, [("offsets.retention.minutes", 0, value)])]).responses[0]
+        assert response.error_code == ErrorCode.invalid_request
+        assert "Cannot update these configs dynamically: offsets.retention.minutes" in (response.error_message or "")
+    configs = services.metadata.image.configs
+    assert not any("offsets.retention.minutes" in values for values in configs.values())
+
+
 def test_incremental_subtract_and_validate_only() -> None:
     services = _services()
     _incremental(services, 1, [(TOPIC, "t", [("cleanup.policy", 0, "compact,delete")])])
