@@ -63,7 +63,7 @@ from kmirror.mirror.metadata_sync.admins import SyncAdmins
 from kmirror.mirror.metadata_sync.auto_add import TopicAutoAdd
 from kmirror.mirror.metadata_sync.cluster_id import SourceClusterIdGuard
 from kmirror.mirror.metadata_sync.destination import ControllerTopicMetadataWriter
-from kmirror.mirror.metadata_sync.groups import GroupOffsetSync
+from kmirror.mirror.metadata_sync.groups import DEFAULT_OFFSETS_RETENTION_MS, GroupOffsetSync
 from kmirror.mirror.metadata_sync.topics import TopicMetadataSync
 from kmirror.mirror.service import MirrorCoordinatorService, admin_source_lookup
 from kmirror.mirror.source_clusters import ImageSourceClusters, SourceFactory
@@ -253,7 +253,10 @@ class MirrorDataPlane:
             TopicAutoAdd(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted),
             TopicMetadataSync(broker_id, current_image, lookup, ControllerTopicMetadataWriter(metadata),
                               self.sync_errors),
-            GroupOffsetSync(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted),
+            GroupOffsetSync(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted,
+                            clock=clock,
+                            recommit_after_ms=(DEFAULT_OFFSETS_RETENTION_MS if config is None
+                                               else int(config.get("offsets.retention.minutes")) * 60_000) // 2),
             AclSync(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted,
                     store=ManagedAclStore(coordinator_service)),
         ])

@@ -26,21 +26,25 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from uuid import UUID
 
 from kmirror.client.admin import Admin, TopicDescription
 from kmirror.client.groups import ListedGroup, OffsetAndMetadata
 from kmirror.config.mirror import MirrorConfig
 from kmirror.metadata.image import MetadataImage
+from kmirror.mirror.metadata_sync.admins import SyncAdmins
 from kmirror.mirror.metadata_sync.coordination import active_topic_partitions
 from kmirror.mirror.metadata_sync.syncer import CoordinatedMirrorSync
 from kmirror.mirror.source_topic import NO_TOPIC_ID, check_source_topic
+from kmirror.mirror.sync_errors import MirrorSyncErrors
+from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
+DEFAULT_OFFSETS_RETENTION_MS = 10080 * 60_000  # Kafka's offsets.retention.minutes default
 CONSUMER_PROTOCOL_TYPES = frozenset({"consumer", ""})
 GROUP_ACTIVE_ERRORS = frozenset({int(ErrorCode.unknown_member_id), int(ErrorCode.illegal_generation),
                                  int(ErrorCode.rebalance_in_progress)})
@@ -77,7 +81,23 @@ def offsets_to_commit(mirrored: Offsets, destination: Offsets) -> dict[TopicPart
 
 
 class GroupOffsetSync(CoordinatedMirrorSync):
-    """The syncer of consumer group offsets (of the mirror's ACTIVE topics only)."""
+    """The syncer of consumer group offsets (of the mirror's ACTIVE topics only).
+
+    The destination holds a synced group as a group without members, whose offsets expire
+    `offsets.retention.minutes` after their commit (KIP-211). A source group whose offsets do
+    not move (a stable group on a quiet topic) would lose them at the destination until the
+    next pass commits them again: a failover in between finds no offsets. So every
+    `recommit_after_ms` (half the destination's retention) a group's mirrored offsets are
+    committed again even when unchanged, and at the first pass after a start."""
+
+    def __init__(self, broker_id: int, image: Callable[[], MetadataImage | None], admins: SyncAdmins,
+                 sync_errors: MirrorSyncErrors, is_halted: Callable[[str], bool] = lambda mirror_name: False, *,
+                 clock: Clock, recommit_after_ms: int = DEFAULT_OFFSETS_RETENTION_MS // 2) -> None:
+        super().__init__(broker_id, image, admins, sync_errors, is_halted)
+        self.clock = clock
+        self.recommit_after_ms = recommit_after_ms
+        self._committed_at: dict[tuple[str, str], int] = {}
+        """(mirror, group) -> when this syncer last committed the group's mirrored offsets."""
 
     async def sync(self, image: MetadataImage, mirror_name: str, config: MirrorConfig) -> None:
         active = active_topic_partitions(image, mirror_name)
@@ -111,6 +131,10 @@ class GroupOffsetSync(CoordinatedMirrorSync):
         if not mirrored:
             return
         commits = offsets_to_commit(mirrored, await destination.list_consumer_group_offsets(group_id))
+        now = self.clock.monotonic_ms()
+        last = self._committed_at.get((mirror_name, group_id))
+        if last is None or now - last >= self.recommit_after_ms:
+            commits = dict(sorted(mirrored.items()))  # refreshed before the destination's retention
         if not commits:
             return
         results = await destination.alter_consumer_group_offsets(group_id, commits)
@@ -118,6 +142,8 @@ class GroupOffsetSync(CoordinatedMirrorSync):
         if any(e.error_code in GROUP_ACTIVE_ERRORS for e in errors):
             log.debug("mirror %s: group %s has members at the destination, not synced", mirror_name, group_id)
             return
+        if not errors:
+            self._committed_at[(mirror_name, group_id)] = now
         if errors:
             self.sync_errors.consumer_group_offset += 1
             log.warning("mirror %s: committing the offsets of group %s failed: %s", mirror_name, group_id,

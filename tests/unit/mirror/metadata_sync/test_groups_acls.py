@@ -30,6 +30,7 @@ from kmirror.mirror.metadata_sync.groups import (
     offsets_to_commit,
 )
 from kmirror.mirror.sync_errors import MirrorSyncErrors
+from kmirror.ports import ManualClock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.metadata import image_with_brokers
 from kmirror.testing.replication import image_with
@@ -192,7 +193,7 @@ def test_group_offsets_are_committed_at_the_destination_for_active_topics_only()
     ref = {"image": image({"m": {"mirror.groups.include": "app"}}, {"a": ("m", 2), "p": ("m.paused", 1)})}
     admins, made = admins_for(ref, src, dst)
     errors = MirrorSyncErrors()
-    sync = GroupOffsetSync(1, lambda: ref["image"], admins, errors)
+    sync = GroupOffsetSync(1, lambda: ref["image"], admins, errors, clock=ManualClock())
     asyncio.run(sync.run_once())
     assert dst.offsets == {"app": {TP("a", 0): om(40, "x", 2), TP("a", 1): om(3)}}
     assert made == [("src:9092", "broker-1-mirror-m-metadata-sync"), ("host1:9092", "broker-1-metadata-sync")]
@@ -207,6 +208,31 @@ def test_group_offsets_are_committed_at_the_destination_for_active_topics_only()
     assert src.closed and dst.closed
 
 
+def test_unchanged_offsets_are_committed_again_before_the_destination_expires_them():
+    src, dst = FakeAdmin(), FakeAdmin()
+    src.groups = [ListedGroup("app", "consumer", "Stable")]
+    src.offsets = {"app": {TP("a", 0): om(40)}}
+    ref = {"image": image({"m": {}}, {"a": ("m", 1)})}
+    commits: list[dict] = []
+    alter = dst.alter_consumer_group_offsets
+
+    async def counting_alter(group_id, offsets):
+        commits.append(dict(offsets))
+        return await alter(group_id, offsets)
+
+    dst.alter_consumer_group_offsets = counting_alter  # type: ignore[method-assign]
+    clock = ManualClock()
+    sync = GroupOffsetSync(1, lambda: ref["image"], admins_for(ref, src, dst)[0], MirrorSyncErrors(), clock=clock,
+                           recommit_after_ms=1000)
+    asyncio.run(sync.run_once())
+    clock.advance(999)
+    asyncio.run(sync.run_once())  # unchanged and recently committed: nothing to write
+    assert commits == [{TP("a", 0): om(40)}]
+    clock.advance(1)
+    asyncio.run(sync.run_once())  # half the retention since the last commit: the same offsets again
+    assert commits == [{TP("a", 0): om(40)}] * 2
+
+
 def test_offsets_of_a_deleted_or_recreated_source_topic_are_not_synced():
     # `a` (UUID 1 at the destination) was re-created at the source (UUID 7), `b` (UUID 2)
     # deleted, `c` (UUID 3) is the mirrored topic: only `c` is synced.
@@ -216,7 +242,7 @@ def test_offsets_of_a_deleted_or_recreated_source_topic_are_not_synced():
     src.topic_ids = {"a": UUID(int=7), "c": UUID(int=3)}
     ref = {"image": image({"m": {}}, {"a": ("m", 1), "b": ("m", 1), "c": ("m", 1)})}
     admins, _ = admins_for(ref, src, dst)
-    asyncio.run(GroupOffsetSync(1, lambda: ref["image"], admins, MirrorSyncErrors()).run_once())
+    asyncio.run(GroupOffsetSync(1, lambda: ref["image"], admins, MirrorSyncErrors(), clock=ManualClock()).run_once())
     assert dst.offsets == {"app": {TP("c", 0): om(4)}}
 
 
@@ -227,7 +253,7 @@ def test_a_group_with_members_at_the_destination_is_skipped_and_other_failures_c
     ref = {"image": image({"m": {}}, {"a": ("m", 1)})}
     admins, _ = admins_for(ref, src, dst)
     errors = MirrorSyncErrors()
-    sync = GroupOffsetSync(1, lambda: ref["image"], admins, errors)
+    sync = GroupOffsetSync(1, lambda: ref["image"], admins, errors, clock=ManualClock())
     dst.commit_error["g"] = ErrorCode.unknown_member_id
     asyncio.run(sync.run_once())
     assert (dst.offsets, errors.consumer_group_offset) == ({}, 0)
@@ -246,7 +272,7 @@ def test_nothing_is_synced_by_a_broker_that_does_not_coordinate_the_mirror():
     src.acls = [AclBinding(2, "a", 3, "User:x", "*", 3, 3)]
     ref = {"image": image({"m": {}}, {"a": ("m", 1)}, state_leaders={p: 2 for p in range(STATE_PARTITIONS)})}
     admins, made = admins_for(ref, src, dst)
-    asyncio.run(GroupOffsetSync(1, lambda: ref["image"], admins, MirrorSyncErrors()).run_once())
+    asyncio.run(GroupOffsetSync(1, lambda: ref["image"], admins, MirrorSyncErrors(), clock=ManualClock()).run_once())
     asyncio.run(AclSync(1, lambda: ref["image"], admins, MirrorSyncErrors()).run_once())
     assert (dst.offsets, dst.created, made) == ({}, [], [])
 
@@ -287,7 +313,8 @@ def test_a_mirror_whose_source_cluster_id_mismatches_is_not_synced():
     ref = {"image": image({"m": {}}, {"a": ("m", 1)})}
     admins, made = admins_for(ref, src, dst)
     halted = {"m"}
-    groups = GroupOffsetSync(1, lambda: ref["image"], admins, MirrorSyncErrors(), lambda name: name in halted)
+    groups = GroupOffsetSync(1, lambda: ref["image"], admins, MirrorSyncErrors(), lambda name: name in halted,
+                             clock=ManualClock())
     acls = AclSync(1, lambda: ref["image"], admins, MirrorSyncErrors(), lambda name: name in halted)
     asyncio.run(groups.run_once())
     asyncio.run(acls.run_once())
