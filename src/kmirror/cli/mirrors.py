@@ -25,24 +25,16 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kmirror.cli.command_config import client_options, read_properties
 from kmirror.cli.common import add_bootstrap_argument
 from kmirror.cli.errors import CommandError
 from kmirror.client.admin import Admin, AlterConfigOp, ConfigResourceType
 from kmirror.client.errors import KafkaClientError, KafkaError
 from kmirror.client.mirrors import ListedMirror, MirrorPartitionDescription
-from kmirror.config.properties import PropertiesSyntaxError, parse_properties
 from kmirror.kip1279.state import MirrorPartitionState
-from kmirror.security.client_config import CLIENT_SECURITY_KEYS, SecurityConfigError, client_security
 
 ACTIONS = ("create", "alter", "add", "remove", "pause", "resume", "delete", "list", "describe")
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-
-# Client properties `--command-config` may carry without effect here.
-_IGNORED_CLIENT_KEYS = frozenset({
-    "bootstrap.servers", "retries", "retry.backoff.ms", "retry.backoff.max.ms", "metadata.max.age.ms",
-    "connections.max.idle.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms", "client.dns.lookup",
-    "default.api.timeout.ms", "receive.buffer.bytes", "send.buffer.bytes",
-})
 
 # Partition states a pattern-selected topic must have (one partition suffices) for an action.
 _PATTERN_STATES: dict[str, frozenset[str]] = {
@@ -135,45 +127,6 @@ def compile_topic_pattern(pattern: str) -> re.Pattern[str]:
         return re.compile(pattern)
     except re.error as exc:
         raise CommandError(f"--topic {pattern!r} is not a valid regex: {exc}") from None
-
-
-def read_properties(path: str, option: str) -> dict[str, str]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise CommandError(f"{option}: cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        return parse_properties(text)
-    except PropertiesSyntaxError as exc:
-        raise CommandError(f"{option}: {path}: {exc}") from None
-
-
-def client_options(props: Mapping[str, str], request_timeout_ms: int) -> dict[str, Any]:
-    """Admin.connect keyword arguments for `--command-config` properties: `security.protocol`,
-    `ssl.*` and `sasl.*` as Kafka's clients take them (kmirror.security.client_config); a
-    value this client cannot honour, or an unknown property, is an error rather than ignored."""
-    try:
-        security = client_security(props)
-    except SecurityConfigError as exc:
-        raise CommandError(f"--command-config: {exc}") from None
-    out: dict[str, Any] = {"request_timeout_ms": request_timeout_ms, "security": security}
-    for key, value in sorted(props.items()):
-        if key == "client.id":
-            out["client_id"] = value
-        elif key == "request.timeout.ms":
-            out["request_timeout_ms"] = _int_property(key, value)
-        elif key == "socket.connection.setup.timeout.ms":
-            out["connect_timeout_ms"] = _int_property(key, value)
-        elif key not in _IGNORED_CLIENT_KEYS and key not in CLIENT_SECURITY_KEYS:
-            raise CommandError(f"--command-config: unknown or unsupported client property {key}")
-    return out
-
-
-def _int_property(key: str, value: str) -> int:
-    if not value.strip().isdigit():
-        raise CommandError(f"--command-config: {key} must be a non-negative integer, got '{value}'")
-    return int(value)
 
 
 def resolve_topics(pattern: str, candidates: Iterable[str]) -> list[str]:

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from kmirror.cli import command_config
 from kmirror.cli import mirrors as cli
 from kmirror.cli.errors import CommandError
 from kmirror.cli.main import build_parser, main
@@ -119,15 +120,15 @@ def test_describe_table_is_the_kips() -> None:
 def test_command_config_properties(tmp_path: Path) -> None:
     f = tmp_path / "client.properties"
     f.write_text("# admin\nclient.id=ops\nrequest.timeout.ms=5000\nsecurity.protocol=PLAINTEXT\nretries=3\n")
-    props = cli.read_properties(str(f), "--command-config")
-    options = cli.client_options(props, 30_000)
+    props = command_config.read_properties(str(f), "--command-config")
+    options = command_config.client_options(props, 30_000)
     assert options == {"client_id": "ops", "request_timeout_ms": 5000, "security": options["security"]}
     assert options["security"].is_plaintext
     with pytest.raises(CommandError, match="'sasl.jaas.config' is required"):
-        cli.client_options({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, 1)
+        command_config.client_options({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, 1)
     with pytest.raises(CommandError, match="'sasl.mechanism': supported: PLAIN"):
-        cli.client_options({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI"}, 1)
-    options = cli.client_options({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+        command_config.client_options({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI"}, 1)
+    options = command_config.client_options({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
                                   "ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca.pem",
                                   "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
                                                       'required username="u" password="p";'}, 1)
@@ -135,9 +136,9 @@ def test_command_config_properties(tmp_path: Path) -> None:
     assert (security.protocol, security.sasl.username, security.sasl.password) == ("SASL_SSL", "u", "p")
     assert security.tls.ca_location == "/ca.pem" and security.tls.check_hostname
     with pytest.raises(CommandError, match="unknown or unsupported client property foo"):
-        cli.client_options({"foo": "1"}, 1)
+        command_config.client_options({"foo": "1"}, 1)
     with pytest.raises(CommandError, match="cannot read"):
-        cli.read_properties(str(tmp_path / "missing"), "--mirror-config")
+        command_config.read_properties(str(tmp_path / "missing"), "--mirror-config")
 
 
 def test_report_topic_results(capsys: pytest.CaptureFixture[str]) -> None:
