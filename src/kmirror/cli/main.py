@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "leader-election": "kmirror.cli.leader_election",
     "reassign-partitions": "kmirror.cli.reassign_partitions",
     "configs": "kmirror.cli.configs",
+    "acls": "kmirror.cli.acls",
     "mirrors": "kmirror.cli.mirrors",
     "features": "kmirror.cli.features",
     "console-producer": "kmirror.cli.console_producer",
