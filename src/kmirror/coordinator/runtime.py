@@ -114,9 +114,11 @@ class CoordinatorRuntime(Generic[A]):
         self._timer: asyncio.TimerHandle | None = None
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        # one lock per partition: a partition's appends are written and reported in order,
-        # and a partition waiting for its ISR does not hold up the others
+        # one lock per partition: an append and a transaction marker (written in turn with the
+        # appends) never overlap, and a partition waiting for its ISR does not hold up the others
         self._append_locks: dict[int, asyncio.Lock] = {}
+        # the turn of each partition's last append taken (`_take_turn`)
+        self._append_turns: dict[int, asyncio.Future[None]] = {}
         self._running = False
         # set (and replaced) whenever a partition starts or finishes loading or is unloaded
         self._partitions_changed = asyncio.Event()
@@ -229,22 +231,53 @@ class CoordinatorRuntime(Generic[A]):
         return result
 
     async def _execute(self, out: Output[A]) -> None:
-        """Appends first (each reported to the core, whose output runs in turn), then answers."""
-        for append in out.appends:
-            error = ErrorCode.none
-            try:
-                lock = self._append_locks.setdefault(append.partition, asyncio.Lock())
-                async with lock:
-                    await self._append_to_log(append)
-            except Exception as exc:
-                error = getattr(exc, "code", ErrorCode.coordinator_not_available)
-                log.warning("append to %s-%d failed: %s", self.topic, append.partition, exc)
-            await self._execute(self.core.on_append_completed(append.ticket, error))
+        """Appends first, then answers. The appends of different partitions run at once (each
+        waits for its own ISR); a partition's appends are written, and reported to the core,
+        in the order the core made them, across outputs: each takes its partition's turn
+        now, before anything is awaited. Each report's output runs in turn."""
+        turns = [(append, *self._take_turn(append.partition)) for append in out.appends]
+        if len(turns) == 1:
+            await self._append_in_turn(*turns[0])
+        elif turns:
+            await asyncio.gather(*(self._append_in_turn(*turn) for turn in turns))
         for rid, result in out.responses:
             future = self._waiters.get(rid)
             if future is not None and not future.done():
                 future.set_result(result)
         self._rearm()
+
+    def _take_turn(self, partition: int) -> tuple[asyncio.Future[None] | None, asyncio.Future[None]]:
+        """(the turn of the partition's previous append, if not over; this append's turn)."""
+        previous = self._append_turns.get(partition)
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._append_turns[partition] = turn
+        return previous, turn
+
+    def _end_turn(self, partition: int, turn: asyncio.Future[None]) -> None:
+        turn.set_result(None)
+        if self._append_turns.get(partition) is turn:
+            del self._append_turns[partition]
+
+    async def _append_in_turn(self, append: A, previous: asyncio.Future[None] | None,
+                              turn: asyncio.Future[None]) -> None:
+        error = ErrorCode.none
+        try:
+            if previous is not None and not previous.done():
+                await asyncio.wait([previous])  # never cancels the previous turn
+            lock = self._append_locks.setdefault(append.partition, asyncio.Lock())
+            async with lock:
+                await self._append_to_log(append)
+        except Exception as exc:
+            error = getattr(exc, "code", ErrorCode.coordinator_not_available)
+            log.warning("append to %s-%d failed: %s", self.topic, append.partition, exc)
+        except BaseException:
+            self._end_turn(append.partition, turn)
+            raise
+        # reported before the turn ends, so the partition's next append is reported after it;
+        # the report's own output may append to this partition, so it runs after the turn
+        follow = self.core.on_append_completed(append.ticket, error)
+        self._end_turn(append.partition, turn)
+        await self._execute(follow)
 
     async def _append_to_log(self, append: A) -> None:
         """Append one of the core's appends durably (raises if it cannot)."""
