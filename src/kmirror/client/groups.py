@@ -1,9 +1,10 @@
-"""Admin methods for consumer groups (Kafka Admin `listConsumerGroups`,
-`listConsumerGroupOffsets`, `alterConsumerGroupOffsets`).
+"""Admin methods for consumer groups (Kafka Admin `listGroups`, `describeConsumerGroups`,
+`listConsumerGroupOffsets`, `alterConsumerGroupOffsets`, `deleteConsumerGroups`,
+`deleteConsumerGroupOffsets`).
 
 `GroupAdmin` is mixed into `kmirror.client.admin.Admin`; it needs only `self.cluster`.
 Routing is Kafka's: ListGroups goes to every broker of the cluster (each lists the groups it
-coordinates) and the answers are merged; OffsetFetch and OffsetCommit go to the group's
+coordinates) and the answers are merged; every other request goes to the group's
 coordinator (FindCoordinator, retried while COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS /
 NOT_COORDINATOR). `alter_consumer_group_offsets` commits with generation -1 and an empty
 member id, which a group coordinator accepts only while the group has no members.
@@ -12,18 +13,22 @@ member id, which a group coordinator accepts only while the group has no members
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from kmirror.client.cluster import Cluster
-from kmirror.client.errors import KafkaError, check
+from kmirror.client.consumer_protocol import assigned_partitions
+from kmirror.client.errors import KafkaClientError, KafkaError, check
+from kmirror.client.metadata import BrokerMetadata
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.types import TopicPartition
 
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, LIST_GROUPS = 8, 9, 10, 16
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 10, 15, 16
+DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_DESCRIBE = 42, 47, 69
+CONSUMER_PROTOCOL_TYPE = "consumer"
 GROUP_KEY_TYPE = 0
 _COORDINATOR_RETRIES = 10
 _COORDINATOR_ERRORS = frozenset({int(ErrorCode.coordinator_not_available),
@@ -35,6 +40,41 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str  # "" when the broker's ListGroups version reports none
+    group_type: str = ""  # "classic" or "consumer" (KIP-848); "" before ListGroups v5
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    """Kafka's `MemberDescription`. The epochs, the target assignment and `upgraded` are a
+    KIP-848 group's (None for a classic group); `upgraded` is False for a classic member of a
+    consumer group being migrated online (ConsumerGroupDescribe v1's MemberType)."""
+
+    consumer_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: frozenset[TopicPartition]
+    target_assignment: frozenset[TopicPartition] | None = None
+    member_epoch: int | None = None
+    upgraded: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    """Kafka's `ConsumerGroupDescription`: `type` is "classic" or "consumer", `state` Kafka's
+    group state name (`Stable`, `Empty`, `PreparingRebalance`, `Assigning`, ..., `Dead` for a
+    group that does not exist), `partition_assignor` the classic group's protocol or the
+    consumer group's assignor."""
+
+    group_id: str
+    is_simple_consumer_group: bool
+    members: tuple[MemberDescription, ...]
+    partition_assignor: str
+    type: str
+    state: str
+    coordinator: BrokerMetadata
+    group_epoch: int | None = None
+    target_assignment_epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,20 +87,27 @@ class OffsetAndMetadata:
 class GroupAdmin:
     cluster: Cluster
 
-    async def list_groups(self) -> list[ListedGroup]:
-        """Every group of every broker, sorted by id."""
+    async def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
+        """Every group of every broker, sorted by id; with `states` (Kafka's state names) or
+        `types` (`classic`, `consumer`) only those the brokers match (ListGroups v4 / v5)."""
         await self.cluster.refresh([])
         out: dict[str, ListedGroup] = {}
         for broker_id in sorted(self.cluster.metadata.brokers):
             conn = await self.cluster.connection(broker_id)
-            response = await conn.send(conn.build_request(LIST_GROUPS, states_filter=(), types_filter=()))
+            response = await conn.send(conn.build_request(LIST_GROUPS, states_filter=tuple(states),
+                                                          types_filter=tuple(types)))
             check(response.error_code, None, f"ListGroups on broker {broker_id}")
             for g in response.groups:
-                out[g.group_id] = ListedGroup(g.group_id, g.protocol_type, getattr(g, "group_state", "") or "")
+                out[g.group_id] = ListedGroup(g.group_id, g.protocol_type, getattr(g, "group_state", "") or "",
+                                              (getattr(g, "group_type", "") or "").lower())
         return [out[k] for k in sorted(out)]
 
     async def find_coordinator(self, group_id: str, key_type: int = GROUP_KEY_TYPE) -> Any:
         """A connection to the group's coordinator (or, with `key_type` 1, the transactional id's)."""
+        return await self.cluster.connection(await self.find_coordinator_id(group_id, key_type))
+
+    async def find_coordinator_id(self, group_id: str, key_type: int = GROUP_KEY_TYPE) -> int:
+        """The broker id of the group's coordinator, known to `self.cluster.metadata`."""
         for attempt in range(_COORDINATOR_RETRIES):
             conn = await self.cluster.any_connection()
             rt = conn.request_type(FIND_COORDINATOR)
@@ -76,7 +123,7 @@ class GroupAdmin:
             check(code, getattr(answer, "error_message", None), f"FindCoordinator {group_id}")
             if int(answer.node_id) not in self.cluster.metadata.brokers:
                 await self.cluster.refresh([])
-            return await self.cluster.connection(int(answer.node_id))
+            return int(answer.node_id)
         raise AssertionError("unreachable")
 
     async def list_consumer_group_offsets(self, group_id: str, *, require_stable: bool = False,
@@ -158,3 +205,119 @@ class GroupAdmin:
                 continue
             return out
         raise AssertionError("unreachable")
+
+    async def describe_consumer_groups(self, group_ids: Iterable[str]) -> dict[str, ConsumerGroupDescription]:
+        """Each group as Kafka's Admin describes it: ConsumerGroupDescribe first (a KIP-848
+        group), DescribeGroups when the coordinator answers GROUP_ID_NOT_FOUND there (a classic
+        group, or none) or lacks that API. A group that does not exist is `Dead` with no
+        members, as in Kafka 4; a classic group of another protocol type (connect, ...) raises."""
+        return {g: await self._describe_consumer_group(g) for g in dict.fromkeys(group_ids)}
+
+    async def _describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+        classic, attempt = False, 0
+        while True:
+            node_id = await self.find_coordinator_id(group_id)
+            conn = await self.cluster.connection(node_id)
+            coordinator = self.cluster.metadata.brokers[node_id]
+            kip848 = not classic and CONSUMER_GROUP_DESCRIBE in conn.api_versions
+            if kip848:
+                response = await conn.send(conn.build_request(CONSUMER_GROUP_DESCRIBE, group_ids=(group_id,),
+                                                              include_authorized_operations=False))
+                (group,) = response.groups
+                code, context = int(group.error_code), f"ConsumerGroupDescribe {group_id}"
+                if code == ErrorCode.group_id_not_found:
+                    classic = True
+                    continue
+            else:
+                response = await conn.send(conn.build_request(DESCRIBE_GROUPS, groups=(group_id,),
+                                                              include_authorized_operations=False))
+                (group,) = response.groups
+                code, context = int(group.error_code), f"DescribeGroups {group_id}"
+                if code == ErrorCode.group_id_not_found:  # DescribeGroups v6 (KIP-1043)
+                    return ConsumerGroupDescription(group_id, True, (), "", "classic", "Dead", coordinator)
+            if code in _COORDINATOR_ERRORS and attempt < _COORDINATOR_RETRIES - 1:
+                attempt += 1
+                await asyncio.sleep(0.1 * attempt)
+                continue
+            check(code, getattr(group, "error_message", None), context)
+            return _consumer_group(group, coordinator) if kip848 else _classic_group(group, coordinator)
+
+    async def delete_consumer_groups(self, group_ids: Iterable[str]) -> dict[str, KafkaError | None]:
+        """DeleteGroups at each group's coordinator: group -> None when deleted, else its error
+        (NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND)."""
+        out: dict[str, KafkaError | None] = {}
+        for group_id in dict.fromkeys(group_ids):
+            for attempt in range(_COORDINATOR_RETRIES):
+                conn = await self.find_coordinator(group_id)
+                response = await conn.send(conn.build_request(DELETE_GROUPS, groups_names=(group_id,)))
+                (result,) = response.results
+                code = int(result.error_code)
+                if code in _COORDINATOR_ERRORS and attempt < _COORDINATOR_RETRIES - 1:
+                    await asyncio.sleep(0.1 * (attempt + 1))
+                    continue
+                out[group_id] = KafkaError(code, None, f"DeleteGroups {group_id}") if code else None
+                break
+        return out
+
+    async def delete_consumer_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """OffsetDelete (KIP-496): partition -> None when its committed offset is gone (or there
+        was none), else its error (GROUP_SUBSCRIBED_TO_TOPIC while a member consumes the topic).
+        A group-level error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) raises `KafkaError`."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(set(partitions)):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        for attempt in range(_COORDINATOR_RETRIES):
+            conn = await self.find_coordinator(group_id)
+            rt = conn.request_type(OFFSET_DELETE)
+            Topic, Partition = nested(rt, "OffsetDeleteRequestTopic"), nested(rt, "OffsetDeleteRequestPartition")
+            response = await conn.send(build(rt, group_id=group_id, topics=tuple(
+                build(Topic, name=topic, partitions=tuple(build(Partition, partition_index=p) for p in parts))
+                for topic, parts in by_topic.items())))
+            code = int(response.error_code)
+            if code in _COORDINATOR_ERRORS and attempt < _COORDINATOR_RETRIES - 1:
+                await asyncio.sleep(0.1 * (attempt + 1))
+                continue
+            check(code, None, f"OffsetDelete {group_id}")
+            out: dict[TopicPartition, KafkaError | None] = {}
+            for t in response.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, int(p.partition_index))
+                    err = int(p.error_code)
+                    out[tp] = KafkaError(err, None, f"OffsetDelete {group_id} {tp}") if err else None
+            return out
+        raise AssertionError("unreachable")
+
+
+def _consumer_group(group: Any, coordinator: BrokerMetadata) -> ConsumerGroupDescription:
+    """A ConsumerGroupDescribe group (KIP-848), as Kafka's `DescribeConsumerGroupsHandler`."""
+
+    def partitions(assignment: Any) -> frozenset[TopicPartition]:
+        return frozenset(TopicPartition(t.topic_name, int(p)) for t in assignment.topic_partitions
+                         for p in t.partitions)
+
+    members = tuple(
+        MemberDescription(
+            m.member_id, m.instance_id, m.client_id, m.client_host, partitions(m.assignment),
+            partitions(m.target_assignment), int(m.member_epoch),
+            None if int(getattr(m, "member_type", -1)) < 0 else int(m.member_type) == 1,
+        )
+        for m in group.members
+    )
+    return ConsumerGroupDescription(group.group_id, False, members, group.assignor_name, "consumer", group.group_state,
+                                    coordinator, int(group.group_epoch), int(group.assignment_epoch))
+
+
+def _classic_group(group: Any, coordinator: BrokerMetadata) -> ConsumerGroupDescription:
+    """A DescribeGroups group: a consumer group only with the `consumer` protocol type, or
+    none (a group that only commits offsets: Kafka's simple consumer group)."""
+    if group.protocol_type not in (CONSUMER_PROTOCOL_TYPE, ""):
+        raise KafkaClientError(f"GroupId {group.group_id} is not a consumer group ({group.protocol_type}).")
+    members = tuple(
+        MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                          assigned_partitions(bytes(m.member_assignment)))
+        for m in group.members
+    )
+    return ConsumerGroupDescription(group.group_id, group.protocol_type == "", members, group.protocol_data,
+                                    "classic", group.group_state, coordinator)
