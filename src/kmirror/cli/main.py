@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "console-consumer": "kmirror.cli.console_consumer",
     "dump-log": "kmirror.cli.dump_log",
     "transactions": "kmirror.cli.transactions",
+    "consumer-groups": "kmirror.cli.consumer_groups",
     "verify": "kmirror.cli.verify",
     # node and local clusters; may not exist in every build
     "server": "kmirror.cli.server",
