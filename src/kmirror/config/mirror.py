@@ -225,7 +225,8 @@ SOURCE_CONNECTION_CONFIG_DEFS: Final = (
     ConfigDef("ssl.truststore.location", ConfigType.STRING, None,
               "PEM file of the CA certificates that verify the source's brokers (unset: the system CAs).",
               read_only=False),
-    ConfigDef("ssl.truststore.certificates", ConfigType.STRING, None, "Inline PEM CA certificates.", read_only=False),
+    ConfigDef("ssl.truststore.certificates", ConfigType.PASSWORD, None, "Inline PEM CA certificates.",
+              read_only=False, sensitive=True),
     ConfigDef("ssl.truststore.password", ConfigType.PASSWORD, None, "Accepted, ignored (PEM truststores).",
               read_only=False, sensitive=True),
     ConfigDef("ssl.ca.location", ConfigType.STRING, None,
@@ -236,8 +237,8 @@ SOURCE_CONNECTION_CONFIG_DEFS: Final = (
     ConfigDef("ssl.keystore.location", ConfigType.STRING, None,
               "PEM file with the client's private key and certificate chain (a source with "
               "ssl.client.auth=required).", read_only=False),
-    ConfigDef("ssl.keystore.certificate.chain", ConfigType.STRING, None,
-              "Inline PEM certificate chain, with ssl.keystore.key.", read_only=False),
+    ConfigDef("ssl.keystore.certificate.chain", ConfigType.PASSWORD, None,
+              "Inline PEM certificate chain, with ssl.keystore.key.", read_only=False, sensitive=True),
     ConfigDef("ssl.keystore.key", ConfigType.PASSWORD, None,
               "Inline PEM private key, with ssl.keystore.certificate.chain.", read_only=False, sensitive=True),
     ConfigDef("ssl.keystore.password", ConfigType.PASSWORD, None,
@@ -257,6 +258,7 @@ MIRROR_CONFIG_DEFAULTS: Final = {d.name: d.default for d in MIRROR_CONFIG_DEFS i
 # Source connection secrets (Kafka's PASSWORD type): described as null, never echoed.
 SENSITIVE_MIRROR_CONFIGS: Final = frozenset({
     "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password", "ssl.keystore.key",
+    "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
 })
 
 

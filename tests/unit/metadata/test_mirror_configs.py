@@ -115,6 +115,15 @@ def test_legacy_alter_configs_refuses_the_mirror_resource():
     assert result.response[0].error.code == ErrorCode.invalid_request and result.records == []
 
 
+def test_inline_pem_certificates_are_described_as_secrets_as_kafka_types_them():
+    pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"
+    image = _image(**{"security.protocol": "SSL", "ssl.truststore.certificates": pem,
+                      "ssl.keystore.certificate.chain": pem})
+    got = {c.name: (c.value, c.is_sensitive) for c in describe_configs(image, server_config(), M, None).configs}
+    assert got["ssl.truststore.certificates"] == (None, True)
+    assert got["ssl.keystore.certificate.chain"] == (None, True)
+
+
 def test_describe_lists_set_configs_then_kip_defaults_and_hides_secrets_and_internal_keys():
     jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";'
     image = _image(**{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas})
