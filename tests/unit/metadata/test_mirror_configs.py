@@ -118,7 +118,7 @@ def test_legacy_alter_configs_refuses_the_mirror_resource():
 def test_inline_pem_certificates_are_described_as_secrets_as_kafka_types_them():
     pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"
     image = _image(**{"security.protocol": "SSL", "ssl.truststore.certificates": pem,
-                      "ssl.keystore.certificate.chain": pem})
+                      "ssl.keystore.certificate.chain": pem, "ssl.keystore.key": pem})
     got = {c.name: (c.value, c.is_sensitive) for c in describe_configs(image, server_config(), M, None).configs}
     assert got["ssl.truststore.certificates"] == (None, True)
     assert got["ssl.keystore.certificate.chain"] == (None, True)
