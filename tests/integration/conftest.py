@@ -30,12 +30,8 @@ os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-java-options '{TEST_JVM_
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path / "cluster", port=free_port_block())
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path / "cluster", port=free_port_block()) as c:
         yield c
-    finally:
-        c.down()
 
 
 FAST_FAILURE_DETECTION = {
@@ -48,12 +44,8 @@ FAST_FAILURE_DETECTION = {
 @pytest.fixture
 def cluster3(tmp_path: Path) -> Iterator[LocalCluster]:
     """Three brokers and a controller, with failure detection in seconds."""
-    c = LocalCluster(dir=tmp_path / "cluster3", port=free_port_block(3), nodes=3, overrides=dict(FAST_FAILURE_DETECTION))
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path / "cluster3", port=free_port_block(3), nodes=3, overrides=dict(FAST_FAILURE_DETECTION)) as c:
         yield c
-    finally:
-        c.down()
 
 
 @pytest.fixture
@@ -89,24 +81,16 @@ def clusters(tmp_path: Path, cluster_overrides: dict[str, str], source_overrides
 def module_cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """`cluster3` shared by a module's tests: each uses its own topics, and a test that kills
     brokers starts them again or comes last in its module."""
-    c = LocalCluster(dir=tmp_path_factory.mktemp("cluster3"), port=free_port_block(3), nodes=3,
-                     overrides=dict(FAST_FAILURE_DETECTION))
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path_factory.mktemp("cluster3"), port=free_port_block(3), nodes=3,
+                      overrides=dict(FAST_FAILURE_DETECTION)) as c:
         yield c
-    finally:
-        c.down()
 
 
 @pytest.fixture(scope="module")
 def module_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """One single-node cluster shared by a module's tests (each uses its own topics)."""
-    c = LocalCluster(dir=tmp_path_factory.mktemp("node"), port=free_port_block())
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path_factory.mktemp("node"), port=free_port_block()) as c:
         yield c
-    finally:
-        c.down()
 
 
 @pytest.fixture(scope="module")

@@ -23,13 +23,9 @@ RECORDS_PER_PARTITION = 10
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     # a 1 s heartbeat interval makes a KIP-848 member's assignment quick (Kafka's default is 5 s)
-    c = LocalCluster(dir=tmp_path_factory.mktemp("cgroups") / "cluster", port=free_port_block(),
-                     overrides={"group.consumer.heartbeat.interval.ms": "1000"})
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path_factory.mktemp("cgroups") / "cluster", port=free_port_block(),
+                      overrides={"group.consumer.heartbeat.interval.ms": "1000"}) as c:
         yield c
-    finally:
-        c.down()
 
 
 def groups_cli(node: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:

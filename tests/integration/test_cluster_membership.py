@@ -30,12 +30,8 @@ SESSION_TIMEOUT_S = 9
 
 @pytest.fixture
 def cluster3_default(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path / "c3", port=free_port_block(3), nodes=3)
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path / "c3", port=free_port_block(3), nodes=3) as c:
         yield c
-    finally:
-        c.down()
 
 
 def _wait_for(what: str, probe: Callable[[], Any], timeout_s: float) -> Any:

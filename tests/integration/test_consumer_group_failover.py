@@ -36,12 +36,8 @@ OVERRIDES = {
 
 @pytest.fixture
 def cluster3(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path / "cluster3", port=free_port_block(3), nodes=3, overrides=dict(OVERRIDES))
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path / "cluster3", port=free_port_block(3), nodes=3, overrides=dict(OVERRIDES)) as c:
         yield c
-    finally:
-        c.down()
 
 
 def describe(bootstrap_port: int, group_id: str) -> tuple[int, Any]:

@@ -35,13 +35,9 @@ CONSUMER = {"group_protocol": "consumer"}
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path / "cluster", port=free_port_block(),
-                     overrides={"group.consumer.heartbeat.interval.ms": "1000"})
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path / "cluster", port=free_port_block(),
+                      overrides={"group.consumer.heartbeat.interval.ms": "1000"}) as c:
         yield c
-    finally:
-        c.down()
 
 
 def group_type(admin: AdminClient, group_id: str) -> ConsumerGroupType:

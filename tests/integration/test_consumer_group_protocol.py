@@ -26,13 +26,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """One node shared by the module's tests, each with its own topics and groups; the test
     that restarts it comes last."""
     # a 1 s heartbeat interval makes reconciliation steps quick (Kafka's default is 5 s)
-    c = LocalCluster(dir=tmp_path_factory.mktemp("groups") / "cluster", port=free_port_block(),
-                     overrides={"group.consumer.heartbeat.interval.ms": "1000"})
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path_factory.mktemp("groups") / "cluster", port=free_port_block(),
+                      overrides={"group.consumer.heartbeat.interval.ms": "1000"}) as c:
         yield c
-    finally:
-        c.down()
 
 
 def sizes(group: Group) -> list[int]:

@@ -87,12 +87,8 @@ def test_mirror_from_a_source_that_keeps_no_fetch_session(
 @pytest.fixture
 def source_node(tmp_path: Path, source_overrides: dict[str, str]) -> Iterator[LocalCluster]:
     """A source alone, for a client's fetch sessions (no mirror, no destination)."""
-    c = LocalCluster(dir=tmp_path / "source", port=free_port_block(), overrides=source_overrides)
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path / "source", port=free_port_block(), overrides=source_overrides) as c:
         yield c
-    finally:
-        c.down()
 
 
 def test_kafka_python_reads_many_partitions_through_an_incremental_session(source_node: LocalCluster) -> None:

@@ -21,13 +21,9 @@ SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 @pytest.fixture
 def racked(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path / "racked", port=free_port_block(3), nodes=3,
-                     overrides={"replica.selector.class": SELECTOR}, racks=["rack-a", "rack-b", "rack-c"])
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path / "racked", port=free_port_block(3), nodes=3,
+                      overrides={"replica.selector.class": SELECTOR}, racks=["rack-a", "rack-b", "rack-c"]) as c:
         yield c
-    finally:
-        c.down()
 
 
 class Collect(logging.Handler):

@@ -10,9 +10,6 @@ commits."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from confluent_kafka import Producer
 
@@ -22,7 +19,7 @@ from kmirror.runtime.node import SystemClock
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.testing.kafka_clients import create_topic, produce_values, watermarks
 from kmirror.testing.mirror_clusters import wait_until
-from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.processes import LocalCluster, kmirror
 from kmirror.testing.segments import partition_dir
 from kmirror.testing.transactions import TxnWriter
 from kmirror.types import TopicPartition
@@ -31,16 +28,6 @@ pytestmark = pytest.mark.integration
 
 TOPIC = "hang"
 LOST_PID = 900_001
-
-
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path / "cluster", port=free_port_block())
-    c.up()
-    try:
-        yield c
-    finally:
-        c.down()
 
 
 def transactions(node: LocalCluster, *args: str, check: bool = True) -> list[list[str]]:
@@ -59,40 +46,40 @@ def lso(node: LocalCluster) -> int:
     return watermarks(node.bootstrap, TOPIC, 0, "read_committed")[1]
 
 
-def test_a_hanging_transaction_is_found_and_aborted(node: LocalCluster) -> None:
-    create_topic(node.bootstrap, TOPIC, 1)
-    produce_values({"bootstrap.servers": node.bootstrap}, TOPIC, [b"a", b"b"])
-    node.kill9(1)
-    log = Log.open(OsFileSystem(), str(partition_dir(node, TOPIC, 0)), TopicPartition(TOPIC, 0), LogConfig(),
+def test_a_hanging_transaction_is_found_and_aborted(cluster: LocalCluster) -> None:
+    create_topic(cluster.bootstrap, TOPIC, 1)
+    produce_values({"bootstrap.servers": cluster.bootstrap}, TOPIC, [b"a", b"b"])
+    cluster.kill9(1)
+    log = Log.open(OsFileSystem(), str(partition_dir(cluster, TOPIC, 0)), TopicPartition(TOPIC, 0), LogConfig(),
                    SystemClock(), recovery_point=0)
     hanging_start = TxnWriter(log).data(LOST_PID, b"lost-1", b"lost-2")
     assert hanging_start == 2
     log.close()
-    node.start_node(1)
-    wait_until(lambda: hw(node) == 4, "the node serving the log")
+    cluster.start_node(1)
+    wait_until(lambda: hw(cluster) == 4, "the cluster serving the log")
 
-    live = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "live"})
+    live = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "live"})
     live.init_transactions(30)
     live.begin_transaction()
     live.produce(TOPIC, value=b"live", partition=0)
     assert live.flush(30) == 0  # open at offset 4
-    assert lso(node) == hanging_start
+    assert lso(cluster) == hanging_start
 
-    found = transactions(node, "--find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")
+    found = transactions(cluster, "--find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")
     assert found[0] == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
                         "LastTimestamp", "Duration(min)"]
     assert [row[:6] for row in found[1:]] == [[TOPIC, "0", str(LOST_PID), "0", "-1", str(hanging_start)]]
     # the default scope: nothing has been idle for 15 minutes
-    assert transactions(node, "--find-hanging", "--broker-id", "1")[1:] == []
+    assert transactions(cluster, "--find-hanging", "--broker-id", "1")[1:] == []
 
-    refused = transactions(node, "--abort", "--topic", TOPIC, "--partition", "0", "--start-offset", "3",
+    refused = transactions(cluster, "--abort", "--topic", TOPIC, "--partition", "0", "--start-offset", "3",
                            check=False)
     assert refused == [[f"Error: Could not find any open transactions starting at offset 3 on partition {TOPIC}-0"]]
-    assert transactions(node, "--find-hanging", check=False) == [[
+    assert transactions(cluster, "--find-hanging", check=False) == [[
         "Error: The `find-hanging` command requires either --topic or --broker-id to limit the scope of the search"]]
 
-    transactions(node, "--abort", "--topic", TOPIC, "--partition", "0", "--start-offset", str(hanging_start))
-    assert lso(node) == 4  # the live transaction's start: it is still open
-    assert transactions(node, "--find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")[1:] == []
+    transactions(cluster, "--abort", "--topic", TOPIC, "--partition", "0", "--start-offset", str(hanging_start))
+    assert lso(cluster) == 4  # the live transaction's start: it is still open
+    assert transactions(cluster, "--find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")[1:] == []
     live.commit_transaction(30)
-    wait_until(lambda: lso(node) == hw(node), "the last stable offset at the end")
+    wait_until(lambda: lso(cluster) == hw(cluster), "the last stable offset at the end")

@@ -38,14 +38,10 @@ PARTITIONS = 4
 
 @pytest.fixture
 def limited(tmp_path: Path):
-    c = LocalCluster(dir=tmp_path / "limited", port=free_port_block(), overrides={
-        "fetch.max.bytes": str(FETCH_MAX_BYTES), "socket.request.max.bytes": str(2 * 1024 * 1024),
-        "max.connections.per.ip.overrides": "127.0.0.2:3"})
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path / "limited", port=free_port_block(), overrides={
+         "fetch.max.bytes": str(FETCH_MAX_BYTES), "socket.request.max.bytes": str(2 * 1024 * 1024),
+         "max.connections.per.ip.overrides": "127.0.0.2:3"}) as c:
         yield c
-    finally:
-        c.down()
 
 
 def _server_log(cluster: LocalCluster) -> str:

@@ -73,12 +73,8 @@ def test_partition_limits_refused_before_any_work(cluster: LocalCluster) -> None
 
 @pytest.fixture
 def capped(tmp_path):
-    c = LocalCluster(dir=tmp_path / "capped", port=free_port_block(), overrides={"max.partitions": "60"})
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path / "capped", port=free_port_block(), overrides={"max.partitions": "60"}) as c:
         yield c
-    finally:
-        c.down()
 
 
 def test_cluster_partition_cap(capped: LocalCluster) -> None:

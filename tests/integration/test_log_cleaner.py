@@ -30,13 +30,9 @@ NODE_OVERRIDES = {
 
 @contextmanager
 def cleaner_node(directory: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=directory, port=free_port_block(),
-                     overrides={**NODE_OVERRIDES, "metrics.port": str(free_port_block())})
-    c.up()
-    try:
+    with LocalCluster(dir=directory, port=free_port_block(),
+                      overrides={**NODE_OVERRIDES, "metrics.port": str(free_port_block())}) as c:
         yield c
-    finally:
-        c.down()
 
 
 @pytest.fixture(scope="module")

@@ -68,12 +68,8 @@ def foreign_source(request: pytest.FixtureRequest) -> Iterator[ForeignSource]:
 
 @pytest.fixture
 def dest(tmp_path: Path) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(dir=tmp_path / "dest", port=free_port_block(), overrides=dict(FAST_REFRESH))
-    cluster.up()
-    try:
+    with LocalCluster(dir=tmp_path / "dest", port=free_port_block(), overrides=dict(FAST_REFRESH)) as cluster:
         yield cluster
-    finally:
-        cluster.down()
 
 
 def produce_everything(bootstrap: str, partitions: int, tag: str = "") -> None:

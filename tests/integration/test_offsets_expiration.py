@@ -27,14 +27,10 @@ TOPIC, PARTITIONS, RECORDS = "exp", 2, 10
 
 @pytest.fixture
 def cluster(tmp_path) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path / "cluster", port=free_port_block(), overrides={
-        "offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "500",
-        "group.consumer.heartbeat.interval.ms": "1000"})
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path / "cluster", port=free_port_block(), overrides={
+         "offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "500",
+         "group.consumer.heartbeat.interval.ms": "1000"}) as c:
         yield c
-    finally:
-        c.down()
 
 
 def committed(admin: AdminClient, group: str) -> dict[int, int]:

@@ -40,13 +40,9 @@ def cluster4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]
     throttles it sets, the test that kills a broker starts it again and comes last."""
     overrides = {"broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "3000",
                  "replica.lag.time.max.ms": "3000", **THROTTLE_WINDOW}
-    c = LocalCluster(dir=tmp_path_factory.mktemp("reassignment") / "cluster4", port=free_port_block(4), nodes=4,
-                     overrides=overrides)
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path_factory.mktemp("reassignment") / "cluster4", port=free_port_block(4), nodes=4,
+                      overrides=overrides) as c:
         yield c
-    finally:
-        c.down()
 
 
 def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.1):

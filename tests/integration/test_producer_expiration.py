@@ -25,13 +25,9 @@ TP = KTP("pids", 0)
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path / "cluster", port=free_port_block(),
-                     overrides={"producer.id.expiration.check.interval.ms": "200"})
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path / "cluster", port=free_port_block(),
+                      overrides={"producer.id.expiration.check.interval.ms": "200"}) as c:
         yield c
-    finally:
-        c.down()
 
 
 def producers(admin: KafkaAdminClient) -> dict[int, tuple[int, int]]:

@@ -133,12 +133,8 @@ def test_a_write_survives_kill9_of_a_partition_leader_without_duplicates(cluster
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path / "node", port=free_port_block())
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path / "node", port=free_port_block()) as c:
         yield c
-    finally:
-        c.down()
 
 
 def test_reads_and_writes_with_executors_in_separate_processes(node: LocalCluster) -> None:

@@ -35,12 +35,8 @@ OVERRIDES = {
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path / "node", port=free_port_block(), overrides=dict(OVERRIDES))
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path / "node", port=free_port_block(), overrides=dict(OVERRIDES)) as c:
         yield c
-    finally:
-        c.down()
 
 
 def described(cluster: LocalCluster, txn_id: str) -> dict[str, str] | str:

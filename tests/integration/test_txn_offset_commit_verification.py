@@ -36,13 +36,9 @@ OFFSETS_PARTITIONS = 3
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster(dir=tmp_path_factory.mktemp("txn-offsets"), port=free_port_block(), overrides={
-        "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS), "transaction.state.log.num.partitions": "3"})
-    c.up()
-    try:
+    with LocalCluster(dir=tmp_path_factory.mktemp("txn-offsets"), port=free_port_block(), overrides={
+         "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS), "transaction.state.log.num.partitions": "3"}) as c:
         yield c
-    finally:
-        c.down()
 
 
 def request(api_key: int, version: int, **fields: Any) -> Any:

@@ -163,6 +163,14 @@ class LocalCluster:
         """What `kmirror cluster down` does, in this process."""
         local_cluster.down(self.dir)
 
+    def __enter__(self) -> LocalCluster:
+        """`with LocalCluster(...) as c:` brings the cluster up, and down at the end."""
+        self.up()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
     def pid(self, node_id: int = 1) -> int:
         return int(pid_path(self.dir, node_id).read_text().strip())
 
