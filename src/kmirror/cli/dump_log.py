@@ -5,7 +5,8 @@ Formatting is separate from reading (`dump_segment(name, data, ...)` -> lines) s
 on bytes built with `kmirror.records.builder`.
 
 Record decoders, as kafka-dump-log's (each implies `--print-data-log`): `--offsets-decoder`
-for `__consumer_offsets` and `--mirror-state-decoder` for KIP-1279's `__mirror_state`. They
+for `__consumer_offsets`, `--transaction-log-decoder` for `__transaction_state` and
+`--mirror-state-decoder` for KIP-1279's `__mirror_state`. They
 print key and payload as Kafka's JSON converters do: `{"type":"2","data":{...}}` and
 `{"version":"0","data":{...}}` with camelCase field names, a tombstone as `<DELETE>`, and
 tagged fields left out at their default.
@@ -28,6 +29,7 @@ from kmirror.cli.errors import CommandError
 from kmirror.coordinator.consumer_group import records as consumer_group_records
 from kmirror.coordinator.group.group import OffsetAndMetadata
 from kmirror.coordinator.offsets import records as offsets_records
+from kmirror.coordinator.transaction import records as transaction_records
 from kmirror.kip1279 import state_records
 from kmirror.log.transaction_index import ENTRY as TXN_ENTRY
 from kmirror.records.batch import BatchHeader, CorruptRecordError, crc_ok, iter_batches
@@ -44,6 +46,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     decoders = p.add_mutually_exclusive_group()
     decoders.add_argument("--offsets-decoder", action="store_true",
                           help="decode records as __consumer_offsets keys and values")
+    decoders.add_argument("--transaction-log-decoder", action="store_true",
+                          help="decode records as __transaction_state keys and values")
     decoders.add_argument("--mirror-state-decoder", action="store_true",
                           help="decode records as __mirror_state keys and values (cluster mirroring)")
     p.set_defaults(func=run)
@@ -57,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     decoder: RecordDecoder | None = None
     if args.offsets_decoder:
         decoder = decode_offsets_record
+    elif args.transaction_log_decoder:
+        decoder = decode_transaction_log_record
     elif args.mirror_state_decoder:
         decoder = decode_mirror_state_record
     print_data = args.print_data_log or decoder is not None
@@ -302,6 +308,36 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> tuple[str, 
     data = entity_json(decoded_value)
     if isinstance(decoded_value, OffsetAndMetadata) and decoded_value.expire_timestamp_ms is None:
         del data["expireTimestampMs"]  # only value v1 has one
+    return key_text, _json({"version": str(_int16_prefix(value)), "data": data})
+
+
+def decode_transaction_log_record(key: bytes | None, value: bytes | None) -> tuple[str, str]:
+    """Kafka's TransactionLogKey/Value JSON: the value's tagged fields only when not default."""
+    if key is None:
+        return "null", "<unparseable: a __transaction_state record has no key>"
+    try:
+        transactional_id = transaction_records.parse_key(key)
+    except Exception as exc:  # struct/unicode errors and unknown versions on corrupt bytes
+        return f"<unparseable: {exc}>", _text_or_delete(value)
+    key_text = _json({"type": str(_int16_prefix(key)), "data": {"transactionalId": transactional_id}})
+    if value is None:
+        return key_text, "<DELETE>"
+    try:
+        v = transaction_records.parse_value(value)
+    except Exception as exc:
+        return key_text, f"<unparseable: {exc}>"
+    data: dict[str, Any] = {
+        "producerId": v.producer_id, "producerEpoch": v.producer_epoch, "transactionTimeoutMs": v.transaction_timeout_ms,
+        "transactionStatus": int(v.state),
+        "transactionPartitions": [{"topic": t, "partitionIds": list(ids)} for t, ids in v.partitions],
+        "transactionLastUpdateTimestampMs": v.last_update_timestamp_ms,
+        "transactionStartTimestampMs": v.start_timestamp_ms,
+    }
+    for name, field_value, default in (("previousProducerId", v.previous_producer_id, -1),
+                                       ("nextProducerId", v.next_producer_id, -1),
+                                       ("clientTransactionVersion", v.client_transaction_version, 0)):
+        if field_value != default:
+            data[name] = field_value
     return key_text, _json({"version": str(_int16_prefix(value)), "data": data})
 
 

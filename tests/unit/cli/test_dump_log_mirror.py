@@ -1,4 +1,5 @@
-"""`kmirror dump-log --mirror-state-decoder` / `--offsets-decoder` on batches built in memory."""
+"""`kmirror dump-log --mirror-state-decoder` / `--offsets-decoder` / `--transaction-log-decoder` on
+batches built in memory."""
 
 import uuid
 from pathlib import Path
@@ -6,10 +7,17 @@ from pathlib import Path
 import pytest
 
 from kmirror.cli.common import kafka_uuid
-from kmirror.cli.dump_log import decode_mirror_state_record, decode_offsets_record, dump_file
+from kmirror.cli.dump_log import (
+    decode_mirror_state_record,
+    decode_offsets_record,
+    decode_transaction_log_record,
+    dump_file,
+)
 from kmirror.cli.main import main
 from kmirror.coordinator.group.group import OffsetAndMetadata
 from kmirror.coordinator.offsets import records as offsets
+from kmirror.coordinator.transaction import records as txn
+from kmirror.coordinator.transaction.state import TransactionState
 from kmirror.kip1279 import state_records as sr
 from kmirror.records.builder import SimpleRecord, build_batch
 
@@ -75,6 +83,19 @@ def test_offsets_decoder() -> None:
     group_key = offsets.encode_group_metadata_key(offsets.GroupMetadataKey("g"))
     assert decode_offsets_record(group_key, None) == ('{"type":"2","data":{"group":"g"}}', "<DELETE>")
     assert decode_offsets_record(b"\x00\x0b", b"") == ("<unknown record type 11>", "<0 bytes>")
+
+
+def test_transaction_log_decoder() -> None:
+    key = txn.key_bytes("tx-1")
+    value = txn.value_bytes(txn.TransactionLogValue(7, 2, 60_000, TransactionState.ONGOING, (("t", (0, 3)),),
+                                                    T0 + 10, T0))
+    assert decode_transaction_log_record(key, value) == (
+        '{"type":"0","data":{"transactionalId":"tx-1"}}',
+        '{"version":"0","data":{"producerId":7,"producerEpoch":2,"transactionTimeoutMs":60000,'
+        '"transactionStatus":1,"transactionPartitions":[{"topic":"t","partitionIds":[0,3]}],'
+        f'"transactionLastUpdateTimestampMs":{T0 + 10},"transactionStartTimestampMs":{T0}}}}}')
+    assert decode_transaction_log_record(key, None) == ('{"type":"0","data":{"transactionalId":"tx-1"}}', "<DELETE>")
+    assert decode_transaction_log_record(b"\x00\x05zz", b"x")[0].startswith("<unparseable: ")
 
 
 def test_command_line_decoder_implies_print_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
