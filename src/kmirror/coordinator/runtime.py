@@ -234,12 +234,14 @@ class CoordinatorRuntime(Generic[A]):
         """Appends first, then answers. The appends of different partitions run at once (each
         waits for its own ISR); a partition's appends are written, and reported to the core,
         in the order the core made them, across outputs: each takes its partition's turn
-        now, before anything is awaited. Each report's output runs in turn."""
+        now, before anything is awaited. The i-th append of a wide output starts i turns of
+        the event loop later, so that encoding and writing them does not hold the loop in one
+        step. Each report's output runs in turn."""
         turns = [(append, *self._take_turn(append.partition)) for append in out.appends]
         if len(turns) == 1:
             await self._append_in_turn(*turns[0])
         elif turns:
-            await asyncio.gather(*(self._append_in_turn(*turn) for turn in turns))
+            await asyncio.gather(*(self._append_in_turn(*turn, loop_turns_first=i) for i, turn in enumerate(turns)))
         for rid, result in out.responses:
             future = self._waiters.get(rid)
             if future is not None and not future.done():
@@ -259,9 +261,11 @@ class CoordinatorRuntime(Generic[A]):
             del self._append_turns[partition]
 
     async def _append_in_turn(self, append: A, previous: asyncio.Future[None] | None,
-                              turn: asyncio.Future[None]) -> None:
+                              turn: asyncio.Future[None], loop_turns_first: int = 0) -> None:
         error = ErrorCode.none
         try:
+            for _ in range(loop_turns_first):
+                await asyncio.sleep(0)
             if previous is not None and not previous.done():
                 await asyncio.wait([previous])  # never cancels the previous turn
             lock = self._append_locks.setdefault(append.partition, asyncio.Lock())

@@ -83,3 +83,27 @@ def test_partitions_append_at_once_and_each_partition_keeps_its_order() -> None:
     written, reported = asyncio.run(scenario())
     assert written == [4, 2, 3, 1]
     assert reported == [4, 2, 3, 1]
+
+
+class InstantRuntime(GatedRuntime):
+    async def _append_to_log(self, append: Append) -> None:
+        self.written.append(append.ticket)
+
+
+def test_a_wide_output_writes_one_append_per_turn_of_the_loop() -> None:
+    async def scenario() -> list[object]:
+        runtime = InstantRuntime()
+        seen: list[object] = runtime.written  # type: ignore[assignment]
+
+        async def other_work() -> None:  # what else the loop serves meanwhile
+            for _ in range(6):
+                seen.append("other")
+                await asyncio.sleep(0)
+
+        await asyncio.gather(runtime._execute(Output(appends=[Append(t, t) for t in range(3)])), other_work())
+        return seen
+
+    seen = asyncio.run(scenario())
+    appends = [i for i, entry in enumerate(seen) if entry != "other"]
+    assert [seen[i] for i in appends] == [0, 1, 2]
+    assert all(b - a > 1 for a, b in zip(appends, appends[1:], strict=False))  # other work in between
