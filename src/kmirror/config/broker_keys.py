@@ -213,6 +213,17 @@ _SECURITY_DEFS = (
     ConfigDef("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "Accepted (inter-broker traffic is PLAINTEXT)."),
     ConfigDef("sasl.jaas.config", P, None, "JAAS login module config (listener-prefixed form preferred).",
               sensitive=True),
+    ConfigDef("authorizer.class.name", S, "",
+              "The authorizer: empty (no authorization, every request allowed), "
+              "org.apache.kafka.metadata.authorizer.StandardAuthorizer or kmirror.StandardAuthorizer (ACLs "
+              "of the metadata log enforced; requests on the inter-broker and controller listeners are "
+              "authorized as super users).",
+              one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kmirror.StandardAuthorizer")),
+    ConfigDef("super.users", S, "",
+              "Principals allowed every operation on every resource, separated by semicolons "
+              "(User:admin;User:operator)."),
+    ConfigDef("allow.everyone.if.no.acl.found", B, "false",
+              "When a resource has no ACL at all: allow every principal (true) or only super users (false)."),
 )
 
 

@@ -1,6 +1,6 @@
 """ACL bindings (Kafka's AclControlManager): create, delete by filter, describe by filter.
 
-Bindings are stored and replicated; enforcement (an authorizer) is a later issue. Filter
+Bindings are stored and replicated; `kmirror.metadata.authorizer` enforces them. Filter
 matching follows Kafka's ResourcePatternFilter / AccessControlEntryFilter:
   pattern ANY      -> any pattern type, name equal (or name null)
   pattern MATCH    -> LITERAL with equal name or "*", or PREFIXED whose name prefixes the filter's
@@ -33,6 +33,7 @@ class ResourceType(IntEnum):
     TRANSACTIONAL_ID = 5
     DELEGATION_TOKEN = 6
     USER = 7
+    CLUSTER_MIRROR = 8  # KIP-1279 "ResourceType"
 
 
 class PatternType(IntEnum):
