@@ -8,7 +8,8 @@ listeners named by `controller.listener.names`. An API may be registered on both
 with different handlers (e.g. Fetch). A handler is
 `handler(services, ctx, request) -> response | Awaitable[response]` and only translates:
 request -> calls on narrow domain interfaces -> response. Expected outcomes come back from
-the domain as values and become error codes here.
+the domain as values and become error codes here. Each handler is registered behind its
+API's authorization policy (`kmirror.broker.api_authorization`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kmirror.broker.api_authorization import guarded
 from kmirror.protocol.codec import RequestHeaderView
 from kmirror.protocol.registry import ApiRegistry, ApiSpec, SchemaLookup, kio_schemas
 
@@ -74,7 +76,8 @@ def api(
             if plane not in PLANES:
                 raise ValueError(f"unknown plane {plane!r}")
             _DEFS[(plane, api_key)] = HandlerDef(
-                api_key, name, min_version, max_version, fn, schemas, response_header_v0, advertised, plane
+                api_key, name, min_version, max_version, guarded(api_key, plane, fn), schemas, response_header_v0,
+                advertised, plane
             )
         return fn
 

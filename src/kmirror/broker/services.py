@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kmirror.broker.authorization import ALLOW_ALL, RequestAuthorizer
 from kmirror.broker.quotas.managers import QuotaManagers
 from kmirror.config.server import ServerConfig
 from kmirror.coordinator.runtime import GroupCoordinatorService
@@ -34,6 +35,7 @@ class BrokerServices:
     mirror_coordinator: MirrorCoordinatorService | None = None  # KIP-1279 MirrorCoordinator
     mirror_manager: MirrorManager | None = None  # KIP-1279 data plane: DescribeMirrors, states
     quotas: QuotaManagers | None = None  # client quotas; None on the controller plane (exempt)
+    authorization: RequestAuthorizer = ALLOW_ALL  # `authorizer.class.name`; ALLOW_ALL without one
 
     @property
     def groups(self) -> GroupCoordinatorService:

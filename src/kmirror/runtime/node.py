@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from kmirror.broker.api import build_registry
+from kmirror.broker.authorization import RequestAuthorizer
 from kmirror.broker.handlers.fetch import fetch_session_cache
 from kmirror.broker.quotas.managers import QuotaManagers
 from kmirror.broker.services import BrokerServices
@@ -280,6 +281,7 @@ class Node:
             mirror_coordinator=self.mirror_coordinator,
             mirror_manager=None if self.mirror_data_plane is None else self.mirror_data_plane.manager,
             quotas=self.quotas if plane == "broker" else None,
+            authorization=RequestAuthorizer.from_config(cfg, lambda: self.metadata.image.acls),
         )
         if self.replica_manager is not None:  # a controller-only node's handlers never use one
             services.replica_manager = self.replica_manager

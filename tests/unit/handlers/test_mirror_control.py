@@ -7,6 +7,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from kmirror.broker.api import RequestContext, load_handlers
+from kmirror.broker.authorization import ALLOW_ALL
 from kmirror.kip1279.errors import MirrorError
 from kmirror.metadata.controller.mirrors import FeatureUpdate
 from kmirror.metadata.controller.topics import CreatableTopic
@@ -322,7 +323,8 @@ def broker_and_dedicated_controller():
     controller.mirror_coordinator = None
     metadata = ControllerForwarding(controller, {96: remove_topics_from_mirror.RemoveTopicsFromMirrorResponse,
                                                104: delete_mirror.DeleteMirrorResponse})
-    return SimpleNamespace(metadata=metadata, broker_metadata=metadata, mirror_coordinator=broker_coordinator), controller
+    return SimpleNamespace(metadata=metadata, broker_metadata=metadata, mirror_coordinator=broker_coordinator,
+                           authorization=ALLOW_ALL), controller
 
 
 def write_states(coordinator_service, state) -> None:

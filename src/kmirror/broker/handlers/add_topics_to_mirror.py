@@ -32,6 +32,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.mirror_authorization import authorized_topic_change
 from kmirror.broker.services import BrokerServices
 from kmirror.client.errors import KafkaAuthenticationError
 from kmirror.config.mirror import InvalidMirrorConfig
@@ -59,6 +60,10 @@ log = logging.getLogger(__name__)
 
 @api(95, "AddTopicsToMirror", 0, 0, schemas=schemas(95), planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    return await authorized_topic_change(services, ctx, request, _add_topics)
+
+
+async def _add_topics(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     image = services.metadata.image
     result_cls = nested(rt, "TopicResult")

@@ -10,6 +10,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import ALTER
+from kmirror.broker.mirror_authorization import mirror_refusal
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.controller import mirrors as mirror_ops
 from kmirror.metadata.mirrors import (
@@ -26,6 +28,9 @@ from kmirror.protocol.mirror.registry import schemas
 @api(104, "DeleteMirror", 0, 0, schemas=schemas(104), planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
+    refused = mirror_refusal(services, ctx, ALTER, request.mirror_name)  # KIP-1279: Alter on the ClusterMirror
+    if refused is not None:
+        return refused
     image = services.metadata.image
     if not mirroring_enabled(image):
         return build(rt, throttle_time=datetime.timedelta(0), error_code=UNSUPPORTED_VERSION_CODE,

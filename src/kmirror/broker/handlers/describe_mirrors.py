@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.mirror_authorization import MIRROR_AUTHORIZATION_FAILED, describable_mirrors
 from kmirror.broker.services import BrokerServices
 from kmirror.kip1279.errors import MirrorError
 from kmirror.kip1279.state import MirrorPartitionState
@@ -47,9 +48,16 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     if not mirroring_enabled(image):
         return build(rt, throttle_time=datetime.timedelta(0), error_code=UNSUPPORTED_VERSION_CODE,
                      error_message=MIRRORING_DISABLED_MESSAGE, mirrors=())
+    # KIP-1279: Describe on the ClusterMirror; describing all lists only the describable ones
     names = list(request.mirror_names) or list(mirrors(image))
+    visible = describable_mirrors(services, ctx, names)
+    if not request.mirror_names:
+        names = [n for n in names if n in visible]
     described = []
     for name in names:
+        if name not in visible:
+            described.append(build(mirror_cls, error_code=MIRROR_AUTHORIZATION_FAILED, mirror_name=name, topics=()))
+            continue
         if mirror(image, name) is None:
             described.append(build(mirror_cls, error_code=int(MirrorError.UNKNOWN_MIRROR), mirror_name=name, topics=()))
             continue

@@ -6,6 +6,7 @@ import datetime
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.mirror_authorization import describable_mirrors
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.mirrors import (
     MIRRORING_DISABLED_MESSAGE,
@@ -26,9 +27,11 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         return build(rt, throttle_time=datetime.timedelta(0), error_code=UNSUPPORTED_VERSION_CODE,
                      error_message=MIRRORING_DISABLED_MESSAGE, mirrors=())
     listed = nested(rt, "ListedMirror")
+    configured = mirrors(image)
+    visible = describable_mirrors(services, ctx, list(configured))  # KIP-1279: Describe on the ClusterMirror
     out = tuple(
         build(listed, mirror_name=m.name, source_bootstrap=m.source_bootstrap,
               source_cluster_id=m.source_cluster_id, topic_count=len(mirror_topics(image, m.name)))
-        for m in mirrors(image).values()
+        for m in configured.values() if m.name in visible
     )
     return build(rt, throttle_time=datetime.timedelta(0), error_code=0, error_message=None, mirrors=out)

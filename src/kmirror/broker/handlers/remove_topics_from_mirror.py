@@ -12,6 +12,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.mirror_authorization import authorized_topic_change
 from kmirror.broker.mirror_validation import Decide, forward_validated, partition_states_to_check
 from kmirror.broker.services import BrokerServices
 from kmirror.kip1279.errors import MirrorError
@@ -27,6 +28,15 @@ from kmirror.protocol.mirror.registry import schemas
 
 
 async def membership_change(services: BrokerServices, ctx: RequestContext, request: Any, decide: Decide) -> Any:
+    """Alter on the mirror and Read on each topic (`mirror_authorization`), then `decide`."""
+
+    async def change(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+        return await _membership_change(services, ctx, request, decide)
+
+    return await authorized_topic_change(services, ctx, request, change)
+
+
+async def _membership_change(services: BrokerServices, ctx: RequestContext, request: Any, decide: Decide) -> Any:
     rt = ctx.response_type
     image = services.metadata.image
     result_cls = nested(rt, "TopicResult")
