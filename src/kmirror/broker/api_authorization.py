@@ -48,8 +48,13 @@ PER_RESOURCE: Final = "per-resource"
 Policy = ClusterOperation | str
 
 POLICIES: dict[int, Policy] = {
+    0: PER_RESOURCE,  # Produce
+    1: PER_RESOURCE,  # Fetch
+    2: PER_RESOURCE,  # ListOffsets
+    3: PER_RESOURCE,  # Metadata
     17: UNCHECKED,  # SaslHandshake
     18: UNCHECKED,  # ApiVersions
+    23: PER_RESOURCE,  # OffsetForLeaderEpoch
     29: ClusterOperation(DESCRIBE),  # DescribeAcls
     35: ClusterOperation(DESCRIBE),  # DescribeLogDirs
     36: UNCHECKED,  # SaslAuthenticate

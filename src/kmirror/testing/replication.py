@@ -248,13 +248,15 @@ def request_type(api_key: int, version: int) -> type[Any]:
     return cls
 
 
-def call_handler(handler: Any, services: Any, api_key: int, version: int, request: Any) -> Any:
+def call_handler(handler: Any, services: Any, api_key: int, version: int, request: Any,
+                 principal: str = "ANONYMOUS", listener: str = "PLAINTEXT") -> Any:
     """Run `handler` for `request` and return the response after an encode/decode round
     trip, the node's encoder and kio's decoder (so a response the wire cannot carry fails
     the test). None stays None (acks=0)."""
 
     response_type = load_response_schema(api_key, version)
-    ctx = RequestContext(RequestHeaderView(api_key, version, 1, "test"), response_type, "127.0.0.1", 1)
+    ctx = RequestContext(RequestHeaderView(api_key, version, 1, "test"), response_type, "127.0.0.1", 1, listener,
+                         principal)
     result = handler(services, ctx, request)
     if inspect.isawaitable(result):
 

@@ -25,6 +25,11 @@ v18 adds the follower's high watermark (KIP-1166, unused here). v19 is KIP-1279'
 partition of a mirror topic answers `mirror_leader_epoch`, the latest epoch of the leader's
 log, so a destination follower can bound the source epochs of the batches it appends;
 ApiVersions advertises v19 only while `mirror.version` >= 1.
+
+Authorization (Kafka's): a follower fetch needs CLUSTER_ACTION on the cluster, else every
+partition is answered TOPIC_AUTHORIZATION_FAILED; a consumer fetch needs READ on each topic,
+else that topic's partitions are answered TOPIC_AUTHORIZATION_FAILED and not read (every
+time they are in the fetch, session or not).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import weakref
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import CLUSTER_ACTION, READ, TOPIC
 from kmirror.broker.purgatory import purgatory_for, should_delay_fetch
 from kmirror.broker.quotas.fetch_quota import fetch_quota_for
 from kmirror.broker.services import BrokerServices
@@ -51,7 +57,7 @@ from kmirror.replication.fetch_session import (
     SessionPartition,
 )
 from kmirror.replication.fetcher.truncation import leader_mirror_leader_epoch
-from kmirror.replication.outcomes import READ_COMMITTED, IdleRead, ReadOutcome
+from kmirror.replication.outcomes import READ_COMMITTED, IdleRead, PartitionError, ReadOutcome
 from kmirror.replication.replica_manager import FetchPartitionRequest
 from kmirror.types import TopicPartition
 
@@ -103,9 +109,12 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     replica_epoch = int(request.replica_state.replica_epoch) if hasattr(request, "replica_state") else -1
     # KIP-392: v11+ consumers send client metadata (rack_id, maybe empty); older ones read the leader only.
     client_rack = str(getattr(request, "rack_id", "") or "") if version >= 11 and replica_id < 0 else None
+    denied = _unauthorized_topics(services, ctx, replica_id, {tp.topic for tp, _ in context.partitions})
+    refusals = {tp: PartitionError(ErrorCode.topic_authorization_failed)
+                for tp, _ in context.partitions if tp.topic in denied}
 
     def read() -> dict[TopicPartition, Any]:
-        partitions = context.partitions
+        partitions = [(tp, s) for tp, s in context.partitions if tp not in refusals]
         idle_answers: dict[TopicPartition, IdleRead] = {}
         if replica_id < 0:
             # A consumer's partition with nothing to read is answered with its offsets, not
@@ -117,6 +126,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             incremental = context.incremental
             to_read = []
             for tp, s in context.partitions_to_check(rm.changes):
+                if tp in refusals:
+                    continue
                 answer = idle(tp, s.fetch_offset, isolation_level, s.current_leader_epoch, client_rack)
                 if answer is None:
                     to_read.append((tp, s))
@@ -135,6 +146,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         results: dict[TopicPartition, Any] = rm.fetch(
             reads, max_bytes, isolation_level, replica_id, client_rack=client_rack, replica_epoch=replica_epoch)
         results.update(idle_answers)
+        results.update(refusals)
         return results
 
     results = read()
@@ -165,6 +177,13 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             return build(rt, throttle_time=datetime.timedelta(milliseconds=throttle_ms), error_code=ErrorCode.none,
                          session_id=context.session_id, responses=())
     return _response(services, rt, context, results, unknown_ids, by_topic_id, isolation_level)
+
+
+def _unauthorized_topics(services: BrokerServices, ctx: RequestContext, replica_id: int, topics: set[str]) -> set[str]:
+    authorization = services.authorization
+    if replica_id >= 0:
+        return set() if authorization.authorize_cluster(ctx, CLUSTER_ACTION) else topics
+    return topics - authorization.filter(ctx, READ, TOPIC, topics)
 
 
 _CACHES: weakref.WeakKeyDictionary[Any, FetchSessionCache] = weakref.WeakKeyDictionary()

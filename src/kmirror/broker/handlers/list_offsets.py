@@ -3,6 +3,7 @@
 Special timestamps: LATEST -1 (the HW, or the LSO under read_committed), EARLIEST -2,
 MAX_TIMESTAMP -3, EARLIEST_LOCAL -4, LATEST_TIERED -5; with no tiered storage
 EARLIEST_PENDING_UPLOAD -6 finds nothing. Nothing found answers offset -1, timestamp -1.
+A topic without DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED (Kafka's authorization).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import DESCRIBE, TOPIC
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
@@ -34,6 +36,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     # A follower (replica_id >= 0) reads the leader's raw log bounds: LATEST is the LEO.
     from_replica = int(getattr(request, "replica_id", CONSUMER_REPLICA_ID)) >= 0
     topics = []
+    describable = services.authorization.filter(ctx, DESCRIBE, TOPIC, (t.name for t in request.topics))
     for topic in request.topics:
         # Kafka answers a partition listed twice with INVALID_REQUEST.
         counts = Counter(int(p.partition_index) for p in topic.partitions)
@@ -44,7 +47,9 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
             tp = TopicPartition(topic.name, index)
             timestamp = int(p.timestamp)
             result: TimestampOffset | None | PartitionError
-            if index in duplicates:
+            if topic.name not in describable:
+                result = PartitionError(ErrorCode.topic_authorization_failed)
+            elif index in duplicates:
                 result = PartitionError(ErrorCode.invalid_request)
             elif timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP:
                 found = rm.leader_partition(tp)

@@ -8,6 +8,12 @@ MAX_AUTO_CREATED_PARTITIONS_PER_REQUEST partitions (whole topics of `num.partiti
 unknown topics past that budget are answered LEADER_NOT_AVAILABLE too and created by a later
 request, so a Metadata request naming thousands of unknown topics costs bounded time. Brokers are listed with their endpoint on the listener the
 request came in on. Each auto-creation is logged at INFO with the client id that asked for it.
+
+Authorization (Kafka's): listing all topics lists those the principal may DESCRIBE; a topic
+asked for by name without DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED, by id
+UNKNOWN_TOPIC_ID (its existence is not revealed); auto-creation needs CREATE on the cluster
+or on the topic, else TOPIC_AUTHORIZATION_FAILED. The authorized-operations fields still
+report every operation.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import CREATE, DESCRIBE, TOPIC
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.controller.acls import AclOperation
 from kmirror.metadata.controller.topics import CreatableTopic, is_internal_topic, validate_topic_name
@@ -78,12 +85,21 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     allow_auto = bool(getattr(request, "allow_auto_topic_creation", True)) and config.auto_create_topics_enable
 
     topic_entries: list[Any] = []
+    authorization = services.authorization
     if all_topics:
         image = metadata.image
-        topic_entries = [_topic(rt, image, t, include_ops) for _, t in sorted(image.topics.items())]
+        describable = authorization.filter(ctx, DESCRIBE, TOPIC, image.topics)
+        topic_entries = [_topic(rt, image, t, include_ops) for name, t in sorted(image.topics.items())
+                         if name in describable]
     else:
         to_create: list[str] = []
-        deferred: dict[str, ErrorCode] = {}
+        describable = authorization.filter(ctx, DESCRIBE, TOPIC, {t.name for t in requested if t.name is not None})
+        by_id = {t.topic_id for t in requested if getattr(t, "topic_id", None) is not None}
+        id_names = {metadata.image.topics_by_id[i].name for i in by_id if i in metadata.image.topics_by_id}
+        describable |= authorization.filter(ctx, DESCRIBE, TOPIC, id_names)
+        may_create_all = authorization.authorize_cluster(ctx, CREATE)
+        deferred: dict[str, ErrorCode] = {n: ErrorCode.topic_authorization_failed
+                                          for t in requested if (n := t.name) is not None and n not in describable}
         seen: set[str] = set()
         budget = MAX_AUTO_CREATED_PARTITIONS_PER_REQUEST
         wanted: list[tuple[str | None, uuid.UUID | None]] = []
@@ -99,10 +115,13 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                 and name not in image.topics
                 and allow_auto
                 and name not in seen
+                and name not in deferred
                 and validate_topic_name(name) is None
             ):
                 seen.add(name)
-                if budget >= config.num_partitions or name == GROUP_METADATA_TOPIC:
+                if not may_create_all and not authorization.authorize(ctx, CREATE, TOPIC, name):
+                    deferred[name] = ErrorCode.topic_authorization_failed
+                elif budget >= config.num_partitions or name == GROUP_METADATA_TOPIC:
                     budget -= config.num_partitions
                     to_create.append(name)
                 else:
@@ -114,6 +133,11 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         created_errors = {**deferred, **await _auto_create(services, to_create)}
         image = metadata.image
         for name, topic_id in wanted:
+            hidden = image.topics_by_id.get(topic_id) if name is None and topic_id is not None else None
+            if hidden is not None and hidden.name not in describable:
+                topic_entries.append(build(nested(rt, "MetadataResponseTopic"), error_code=ErrorCode.unknown_topic_id,
+                                           name=None, topic_id=topic_id, is_internal=False, partitions=()))
+                continue
             topic_entries.append(_requested_topic(rt, image, name, topic_id, created_errors, include_ops))
 
     broker_cls = nested(rt, "MetadataResponseBroker")

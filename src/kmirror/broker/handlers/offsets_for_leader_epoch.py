@@ -5,6 +5,8 @@ largest epoch <= the requested one and the offset where it ends; -1/-1 when the 
 such epoch. `current_leader_epoch` fences stale (FENCED_LEADER_EPOCH) and future
 (UNKNOWN_LEADER_EPOCH) callers. Followers (replica_id >= 0) ask the leader the same way to
 find where their log diverges before fetching (KIP-101 and KIP-279, epoch-based truncation).
+Authorization (Kafka's): CLUSTER_ACTION on the cluster, or DESCRIBE on each topic (else
+TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import datetime
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import CLUSTER_ACTION, DESCRIBE, TOPIC
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
@@ -27,10 +30,18 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     PartitionResult = nested(rt, "EpochEndOffset")
     rm = services.replica_manager
     topics = []
+    authorization = services.authorization
+    names = [t.topic for t in request.topics]
+    describable = (set(names) if authorization.authorize_cluster(ctx, CLUSTER_ACTION)
+                   else authorization.filter(ctx, DESCRIBE, TOPIC, names))
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             index = int(p.partition)
+            if topic.topic not in describable:
+                partitions.append(build(PartitionResult, partition=index, leader_epoch=-1, end_offset=-1,
+                                        error_code=ErrorCode.topic_authorization_failed))
+                continue
             result = rm.offset_for_leader_epoch(
                 TopicPartition(topic.topic, index), int(getattr(p, "current_leader_epoch", -1)), int(p.leader_epoch)
             )

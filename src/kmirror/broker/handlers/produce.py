@@ -5,6 +5,10 @@ no response. acks=all waits in the purgatory until the HW covers the batch, i.e.
 member has it (Kafka `DelayedProduce`), or the request's timeout passes
 (REQUEST_TIMED_OUT). If by then the ISR shrank below `min.insync.replicas` the answer is
 NOT_ENOUGH_REPLICAS_AFTER_APPEND; if leadership moved, NOT_LEADER_OR_FOLLOWER.
+
+Authorization (Kafka's): WRITE on the transactional id of a transactional request (else
+every partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic (else its
+partitions get TOPIC_AUTHORIZATION_FAILED and are not appended).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import uuid
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import TOPIC, TRANSACTIONAL_ID, WRITE
 from kmirror.broker.purgatory import delayed_produce_outcome, purgatory_for
 from kmirror.broker.services import BrokerServices
 from kmirror.broker.txn_verification import verify_transactional_batches
@@ -31,6 +36,13 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     errors: dict[TopicPartition, PartitionError] = {}
     # (topic key as sent, topic name or None, partition index) in request order
     order: list[tuple[Any, str | None, int]] = []
+    authorization = services.authorization
+    transactional_id = getattr(request, "transactional_id", None)
+    refused: ErrorCode | None = None
+    if transactional_id is not None and not authorization.authorize(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
+        refused = ErrorCode.transactional_id_authorization_failed
+    names = [rm.topic_name(t.topic_id) if by_topic_id else t.name for t in request.topic_data]
+    writable = authorization.filter(ctx, WRITE, TOPIC, (n for n in names if n is not None))
     for topic in request.topic_data:
         key = topic.topic_id if by_topic_id else topic.name
         name = rm.topic_name(topic.topic_id) if by_topic_id else topic.name
@@ -39,15 +51,16 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             if name is None:
                 continue
             tp = TopicPartition(name, int(p.index))
-            if p.records is None:
+            if refused is not None or name not in writable:
+                errors[tp] = PartitionError(refused or ErrorCode.topic_authorization_failed)
+            elif p.records is None:
                 errors[tp] = PartitionError(ErrorCode.invalid_record, "Produce request without a record batch")
             else:
                 entries[tp] = p.records
 
     # KIP-890 part 1: a producer's first transactional batch on a partition must be in its
     # ongoing transaction (`kmirror.broker.txn_verification`); the append carries the guards
-    guards = await verify_transactional_batches(services, getattr(request, "transactional_id", None),
-                                                entries, errors)
+    guards = await verify_transactional_batches(services, transactional_id, entries, errors)
     results: dict[TopicPartition, Any] = dict(errors)
     results.update(rm.append_records(entries, int(request.acks), verification_guards=guards))
 

@@ -1,0 +1,127 @@
+"""Authorization of the data APIs (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch), as
+Kafka's KafkaApis, with the authorizer on."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+from uuid import UUID, uuid4
+
+from kmirror.broker.handlers import fetch, list_offsets, offsets_for_leader_epoch, produce
+from kmirror.metadata.controller.acls import AclOperation as Op
+from kmirror.metadata.controller.acls import ResourceType as Res
+from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
+from kmirror.records.builder import build_batch
+from kmirror.testing.authorization import CLUSTER_LISTENER, binding, static_authorizer
+from kmirror.testing.replication import call_handler, data_services, request_type, single_node_image
+from kmirror.types import TopicPartition
+
+BATCH = build_batch([(b"k", b"v", (), 1_700_000_000_000)])
+DENIED = ErrorCode.topic_authorization_failed
+A_ID, B_ID = uuid4(), uuid4()
+
+
+def services(*bindings: Any) -> Any:
+    s = data_services(single_node_image(1, {"a": (A_ID, 1), "b": (B_ID, 1)}))
+    s.authorization = static_authorizer(*bindings)
+    return s
+
+
+def produce_request(topics: tuple[str, ...], transactional_id: str | None = None, version: int = 9) -> Any:
+    rt = request_type(0, version)
+    TopicData, PartitionData = nested(rt, "TopicProduceData"), nested(rt, "PartitionProduceData")
+    return build(rt, transactional_id=transactional_id, acks=1, timeout=datetime.timedelta(seconds=30),
+                 topic_data=tuple(build(TopicData, name=t, partition_data=(PartitionData(index=0, records=BATCH),))
+                                  for t in topics))
+
+
+def produced(s: Any, *topics: str, principal: str = "alice", listener: str = "PLAINTEXT", **kw: Any) -> dict[str, int]:
+    resp = call_handler(produce.handle, s, 0, 9, produce_request(topics, **kw), principal, listener)
+    return {t.name: int(t.partition_responses[0].error_code) for t in resp.responses}
+
+
+def test_produce_needs_write_on_each_topic() -> None:
+    s = services(binding(Res.TOPIC, "a", Op.WRITE), binding(Res.TOPIC, "b", Op.READ))
+    assert produced(s, "a", "b") == {"a": 0, "b": DENIED}
+    assert s.replica_manager.get_partition(TopicPartition("b", 0)).log.log_end_offset == 0
+    assert produced(s, "a", "b", principal="bob") == {"a": DENIED, "b": DENIED}
+    assert produced(s, "a", "b", principal="admin") == {"a": 0, "b": 0}  # super user
+    assert produced(s, "a", "b", principal="bob", listener=CLUSTER_LISTENER) == {"a": 0, "b": 0}
+
+
+def test_produce_deny_wins_and_prefixed_allows() -> None:
+    s = services(binding(Res.TOPIC, "a", Op.WRITE, pattern=4),  # PREFIXED
+                 binding(Res.TOPIC, "*", Op.WRITE, principal="User:*"),
+                 binding(Res.TOPIC, "b", Op.WRITE, deny=True))
+    assert produced(s, "a", "b") == {"a": 0, "b": DENIED}
+    assert produced(s, "a", "b", principal="bob") == {"a": 0, "b": 0}
+
+
+def test_transactional_produce_needs_write_on_the_transactional_id() -> None:
+    s = services(binding(Res.TOPIC, "a", Op.WRITE))
+    refused = ErrorCode.transactional_id_authorization_failed
+    assert produced(s, "a", transactional_id="tx") == {"a": refused}
+    s = services(binding(Res.TOPIC, "a", Op.WRITE), binding(Res.TRANSACTIONAL_ID, "tx", Op.WRITE))
+    assert produced(s, "a", transactional_id="tx") != {"a": refused}
+
+
+def fetch_request(topics: dict[str | UUID, int], replica_id: int = -1, version: int = 12) -> Any:
+    rt = request_type(1, version)
+    FetchTopic, FetchPartition = nested(rt, "FetchTopic"), nested(rt, "FetchPartition")
+    return build(rt, replica_id=replica_id, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
+                 isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="",
+                 topics=tuple(build(FetchTopic, topic=t if isinstance(t, str) else "",
+                                    topic_id=t if isinstance(t, UUID) else UUID(int=0),
+                                    partitions=(build(FetchPartition, partition=0, fetch_offset=off,
+                                                      partition_max_bytes=1 << 20, current_leader_epoch=-1),))
+                              for t, off in topics.items()))
+
+
+def fetched(s: Any, request: Any, principal: str = "alice", version: int = 12) -> dict[Any, tuple[int, bytes]]:
+    resp = call_handler(fetch.handle, s, 1, version, request, principal)
+    return {t.topic_id if version >= 13 else t.topic: (int(t.partitions[0].error_code), bytes(t.partitions[0].records))
+            for t in resp.responses}
+
+
+def test_consumer_fetch_needs_read_on_each_topic() -> None:
+    s = services(binding(Res.TOPIC, "a", Op.READ), binding(Res.TOPIC, "b", Op.DESCRIBE))
+    s.replica_manager.append_records({TopicPartition("a", 0): BATCH, TopicPartition("b", 0): BATCH}, 1)
+    answer = fetched(s, fetch_request({"a": 0, "b": 0}))
+    assert answer["a"][0] == 0 and answer["a"][1] != b""
+    assert answer["b"] == (DENIED, b"")
+    by_id = fetched(s, fetch_request({A_ID: 0, B_ID: 0}, version=13), version=13)
+    assert by_id[A_ID][0] == 0 and by_id[B_ID] == (DENIED, b"")
+
+
+def test_follower_fetch_needs_cluster_action() -> None:
+    s = services(binding(Res.TOPIC, "*", Op.ALL))
+    assert fetched(s, fetch_request({"a": 0}, replica_id=2)) == {"a": (DENIED, b"")}
+    s = services(binding(Res.CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION))
+    assert fetched(s, fetch_request({"a": 0}, replica_id=2))["a"][0] != DENIED
+
+
+def test_list_offsets_needs_describe_on_the_topic() -> None:
+    s = services(binding(Res.TOPIC, "a", Op.READ))  # READ implies DESCRIBE
+    rt = request_type(2, 7)
+    Topic, Partition = nested(rt, "ListOffsetsTopic"), nested(rt, "ListOffsetsPartition")
+    request = build(rt, replica_id=-1, isolation_level=0, topics=tuple(
+        Topic(name=n, partitions=(build(Partition, partition_index=0, timestamp=-1, current_leader_epoch=-1),))
+        for n in ("a", "b")))
+    resp = call_handler(list_offsets.handle, s, 2, 7, request, "alice")
+    assert {t.name: t.partitions[0].error_code for t in resp.topics} == {"a": 0, "b": DENIED}
+
+
+def test_offsets_for_leader_epoch_needs_describe_or_cluster_action() -> None:
+    rt = request_type(23, 4)
+    Topic, Partition = nested(rt, "OffsetForLeaderTopic"), nested(rt, "OffsetForLeaderPartition")
+    request = build(rt, replica_id=-1, topics=tuple(
+        Topic(topic=n, partitions=(Partition(partition=0, current_leader_epoch=-1, leader_epoch=0),))
+        for n in ("a", "b")))
+
+    def answer(s: Any) -> dict[str, int]:
+        resp = call_handler(offsets_for_leader_epoch.handle, s, 23, 4, request, "alice")
+        return {t.topic: int(t.partitions[0].error_code) for t in resp.topics}
+
+    assert answer(services(binding(Res.TOPIC, "b", Op.DESCRIBE))) == {"a": DENIED, "b": 0}
+    assert answer(services(binding(Res.CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION))) == {"a": 0, "b": 0}
