@@ -5,9 +5,11 @@ unrestricted (`RequestAuthorizer.unrestricted`: no authorizer, a cluster listene
 user), its API's entry in `POLICIES` says:
 - `UNCHECKED`: nothing to authorize (ApiVersions and the SASL exchange; DescribeCluster, which
   Kafka answers to every principal);
-- `ClusterOperation(op)`: the operation on the CLUSTER resource, checked here; refused with
-  CLUSTER_AUTHORIZATION_FAILED in every error code of the response (those APIs answer with
-  one top-level error code, as Kafka's);
+- `checks(...)`: operations on resources the request names once, checked here in order
+  (`Check`: the operation, the resource type, the request field naming the resource (the
+  cluster when none) and the error). The first refused check answers the request with its
+  error in every error code of the response and empty lists (those APIs answer with one
+  top-level error code, as Kafka's);
 - `PER_RESOURCE`: the handler authorizes each resource itself, as Kafka's KafkaApis does,
   answering per topic, group, transactional id or mirror (docs/design/security.md lists
   the operation and error of each);
@@ -27,11 +29,18 @@ from typing import TYPE_CHECKING, Any, Final
 
 from kmirror.broker.authorization import (
     ALTER,
+    CLUSTER,
     CLUSTER_ACTION,
+    DELETE,
     DESCRIBE,
     DESCRIBE_CONFIGS,
+    GROUP,
+    READ,
+    TRANSACTIONAL_ID,
+    WRITE,
     denied_response,
 )
+from kmirror.metadata.controller.acls import CLUSTER_NAME
 from kmirror.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -39,65 +48,118 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
-class ClusterOperation:
+class Check:
     operation: int
+    resource_type: int = CLUSTER
+    field: str | None = None
+    error: ErrorCode = ErrorCode.cluster_authorization_failed
+
+    def resource_name(self, request: Any) -> str:
+        return CLUSTER_NAME if self.field is None else str(getattr(request, self.field))
+
+
+def checks(*items: Check) -> tuple[Check, ...]:
+    return items
+
+
+def cluster(operation: int) -> tuple[Check, ...]:
+    return (Check(operation),)
+
+
+def group(operation: int, field: str = "group_id") -> Check:
+    return Check(operation, GROUP, field, ErrorCode.group_authorization_failed)
+
+
+def transactional_id(operation: int) -> Check:
+    return Check(operation, TRANSACTIONAL_ID, "transactional_id", ErrorCode.transactional_id_authorization_failed)
 
 
 UNCHECKED: Final = "unchecked"
 PER_RESOURCE: Final = "per-resource"
-Policy = ClusterOperation | str
+Policy = tuple[Check, ...] | str
 
 POLICIES: dict[int, Policy] = {
     0: PER_RESOURCE,  # Produce
     1: PER_RESOURCE,  # Fetch
     2: PER_RESOURCE,  # ListOffsets
     3: PER_RESOURCE,  # Metadata
+    8: PER_RESOURCE,  # OffsetCommit
+    9: PER_RESOURCE,  # OffsetFetch
+    10: PER_RESOURCE,  # FindCoordinator
+    11: checks(group(READ)),  # JoinGroup
+    12: checks(group(READ)),  # Heartbeat
+    13: checks(group(READ)),  # LeaveGroup
+    14: checks(group(READ)),  # SyncGroup
+    15: PER_RESOURCE,  # DescribeGroups
+    16: PER_RESOURCE,  # ListGroups
     17: UNCHECKED,  # SaslHandshake
     18: UNCHECKED,  # ApiVersions
     23: PER_RESOURCE,  # OffsetForLeaderEpoch
-    29: ClusterOperation(DESCRIBE),  # DescribeAcls
-    35: ClusterOperation(DESCRIBE),  # DescribeLogDirs
+    25: checks(transactional_id(WRITE), group(READ)),  # AddOffsetsToTxn
+    26: checks(transactional_id(WRITE)),  # EndTxn
+    29: cluster(DESCRIBE),  # DescribeAcls
+    35: cluster(DESCRIBE),  # DescribeLogDirs
     36: UNCHECKED,  # SaslAuthenticate
-    45: ClusterOperation(ALTER),  # AlterPartitionReassignments
-    46: ClusterOperation(DESCRIBE),  # ListPartitionReassignments
-    48: ClusterOperation(DESCRIBE_CONFIGS),  # DescribeClientQuotas
-    50: ClusterOperation(DESCRIBE),  # DescribeUserScramCredentials
-    56: ClusterOperation(CLUSTER_ACTION),  # AlterPartition (controller plane)
-    57: ClusterOperation(ALTER),  # UpdateFeatures
+    42: PER_RESOURCE,  # DeleteGroups
+    45: cluster(ALTER),  # AlterPartitionReassignments
+    46: cluster(DESCRIBE),  # ListPartitionReassignments
+    47: checks(group(DELETE)),  # OffsetDelete (and READ on each topic in the handler)
+    48: cluster(DESCRIBE_CONFIGS),  # DescribeClientQuotas
+    50: cluster(DESCRIBE),  # DescribeUserScramCredentials
+    56: cluster(CLUSTER_ACTION),  # AlterPartition (controller plane)
+    57: cluster(ALTER),  # UpdateFeatures
     60: UNCHECKED,  # DescribeCluster
-    62: ClusterOperation(CLUSTER_ACTION),  # BrokerRegistration (controller plane)
-    63: ClusterOperation(CLUSTER_ACTION),  # BrokerHeartbeat (controller plane)
-    67: ClusterOperation(CLUSTER_ACTION),  # AllocateProducerIds (controller plane)
+    62: cluster(CLUSTER_ACTION),  # BrokerRegistration (controller plane)
+    63: cluster(CLUSTER_ACTION),  # BrokerHeartbeat (controller plane)
+    67: cluster(CLUSTER_ACTION),  # AllocateProducerIds (controller plane)
+    68: checks(group(READ)),  # ConsumerGroupHeartbeat (and DESCRIBE on subscribed topics in the handler)
+    69: PER_RESOURCE,  # ConsumerGroupDescribe
     94: PER_RESOURCE,  # CreateMirror
     95: PER_RESOURCE,  # AddTopicsToMirror
     96: PER_RESOURCE,  # RemoveTopicsFromMirror
     98: PER_RESOURCE,  # ListMirrors
     99: PER_RESOURCE,  # DescribeMirrors
-    100: ClusterOperation(CLUSTER_ACTION),  # ReadMirrorStates
-    101: ClusterOperation(CLUSTER_ACTION),  # WriteMirrorStates
+    100: cluster(CLUSTER_ACTION),  # ReadMirrorStates
+    101: cluster(CLUSTER_ACTION),  # WriteMirrorStates
     102: PER_RESOURCE,  # PauseMirrorTopics
     103: PER_RESOURCE,  # ResumeMirrorTopics
     104: PER_RESOURCE,  # DeleteMirror
-    105: ClusterOperation(CLUSTER_ACTION),  # BumpLeaderEpochs
+    105: cluster(CLUSTER_ACTION),  # BumpLeaderEpochs
 }
+
+_MESSAGES = {
+    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+    ErrorCode.transactional_id_authorization_failed: "Transactional Id authorization failed.",
+}
+
+def _refusal(authorization: Any, ctx: RequestContext, request: Any,
+             required: tuple[Check, ...] | None) -> ErrorCode | None:
+    if required is None:
+        return ErrorCode.cluster_authorization_failed
+    for check in required:
+        if not authorization.authorize(ctx, check.operation, check.resource_type, check.resource_name(request)):
+            return check.error
+    return None
+
 
 Handler = Callable[[Any, "RequestContext", Any], Any]
 
 
 def guarded(api_key: int, plane: str, handler: Handler) -> Handler:
     """`handler` behind its API's policy (see the module docstring)."""
-    policy = POLICIES.get(api_key) if plane == "broker" else ClusterOperation(CLUSTER_ACTION)
+    policy = POLICIES.get(api_key) if plane == "broker" else cluster(CLUSTER_ACTION)
     if policy in (UNCHECKED, PER_RESOURCE):
         return handler
+    required = policy if isinstance(policy, tuple) else None  # None: not authorized yet, fail closed
 
     @functools.wraps(handler)
     def run(services: Any, ctx: RequestContext, request: Any) -> Any:
         authorization = services.authorization
         if not authorization.unrestricted(ctx):
-            allowed = isinstance(policy, ClusterOperation) and authorization.authorize_cluster(ctx, policy.operation)
-            if not allowed:
-                return denied_response(ctx.response_type, ErrorCode.cluster_authorization_failed,
-                                       "Cluster authorization failed.")
+            refused = _refusal(authorization, ctx, request, required)
+            if refused is not None:
+                return denied_response(ctx.response_type, refused, _MESSAGES[refused])
         return handler(services, ctx, request)
 
     if inspect.iscoroutinefunction(handler):

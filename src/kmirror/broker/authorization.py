@@ -150,6 +150,8 @@ def _empty(hint: Any, error_code: int, message: str | None) -> Any:
         return hint(0)
     if issubclass(hint, str):
         return ""
+    if issubclass(hint, bytes):
+        return b""
     if issubclass(hint, uuid.UUID):
         return uuid.UUID(int=0)
     if dataclasses.is_dataclass(hint):

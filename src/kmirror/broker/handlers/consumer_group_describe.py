@@ -1,6 +1,7 @@
 """ConsumerGroupDescribe (key 69, v0-v1; KIP-848). A classic group, or one that does not
 exist, is GROUP_ID_NOT_FOUND (clients then fall back to DescribeGroups, as with Kafka). v1's
-MemberType tells the classic members of a group being migrated online (0) from the others (1)."""
+MemberType tells the classic members of a group being migrated online (0) from the others (1).
+A group without DESCRIBE is answered GROUP_AUTHORIZATION_FAILED (Kafka's authorization)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,22 @@ import uuid
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import DESCRIBE, GROUP
 from kmirror.broker.handlers.describe_groups import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
 from kmirror.broker.services import BrokerServices
+from kmirror.coordinator.consumer_group.admin import DescribedConsumerGroup
 from kmirror.coordinator.consumer_group.member import TopicPartitions
 from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
 
 
 @api(69, "ConsumerGroupDescribe", 0, 1)
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    described = services.groups.consumer_group_describe(list(request.group_ids))
+    describable = services.authorization.filter(ctx, DESCRIBE, GROUP, request.group_ids)
+    found = iter(services.groups.consumer_group_describe([g for g in request.group_ids if g in describable]))
+    described = [next(found) if g in describable else
+                 DescribedConsumerGroup(g, ErrorCode.group_authorization_failed, "Group authorization failed.")
+                 for g in request.group_ids]
     image = getattr(services.metadata, "image", None)
     names: dict[uuid.UUID, str] = {t.topic_id: n for n, t in image.topics.items()} if image is not None else {}
     rt = ctx.response_type

@@ -1,6 +1,9 @@
 """ConsumerGroupHeartbeat (key 68, v0-v1; KIP-848). v1 has the consumer generate its member
 id and adds SubscribedTopicRegex. Topics travel by id; the coordinator is given the cluster's
-topics (name -> id, partition count) from the metadata image at each heartbeat."""
+topics (name -> id, partition count) from the metadata image at each heartbeat.
+
+Authorization (Kafka's): READ on the group (checked before the handler, `api_authorization`)
+and DESCRIBE on every subscribed topic name, else TOPIC_AUTHORIZATION_FAILED."""
 
 from __future__ import annotations
 
@@ -8,12 +11,14 @@ import datetime
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import DESCRIBE, TOPIC
 from kmirror.broker.handlers.join_group import client_host, millis
 from kmirror.broker.services import BrokerServices
 from kmirror.coordinator.consumer_group.messages import HeartbeatRequest
 from kmirror.coordinator.consumer_group.ports import GroupConfig, TopicsView, topics_of
 from kmirror.metadata.image import ConfigResource, ConfigResourceType
 from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
 
 
 def topics_view(services: BrokerServices) -> TopicsView:
@@ -38,6 +43,11 @@ def group_config(services: BrokerServices, group_id: str) -> GroupConfig:
 @api(68, "ConsumerGroupHeartbeat", 0, 1)
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     owned = request.topic_partitions
+    subscribed = request.subscribed_topic_names or ()
+    if subscribed and not services.authorization.filter(ctx, DESCRIBE, TOPIC, subscribed).issuperset(subscribed):
+        return build(ctx.response_type, throttle_time=datetime.timedelta(0),
+                     error_code=ErrorCode.topic_authorization_failed, error_message="Topic authorization failed.",
+                     member_id=None, member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
     result = await services.groups.consumer_group_heartbeat(
         HeartbeatRequest(
             group_id=request.group_id,

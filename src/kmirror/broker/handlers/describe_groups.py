@@ -1,4 +1,6 @@
-"""DescribeGroups (key 15, v0-v6; unknown groups are GROUP_ID_NOT_FOUND from v6, KIP-1043)."""
+"""DescribeGroups (key 15, v0-v6; unknown groups are GROUP_ID_NOT_FOUND from v6, KIP-1043).
+A group without DESCRIBE is answered GROUP_AUTHORIZATION_FAILED (Kafka's authorization);
+`authorized_operations` still reports READ, DELETE and DESCRIBE."""
 
 from __future__ import annotations
 
@@ -6,7 +8,9 @@ import datetime
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import DESCRIBE, GROUP
 from kmirror.broker.services import BrokerServices
+from kmirror.coordinator.results import DescribedGroup
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
 
@@ -18,7 +22,11 @@ GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 @api(15, "DescribeGroups", 0, 6)
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    described = services.groups.describe_groups(list(request.groups), missing_is_error=ctx.api_version >= 6)
+    describable = services.authorization.filter(ctx, DESCRIBE, GROUP, request.groups)
+    found = iter(services.groups.describe_groups([g for g in request.groups if g in describable],
+                                                 missing_is_error=ctx.api_version >= 6))
+    described = [next(found) if g in describable else DescribedGroup(g, ErrorCode.group_authorization_failed)
+                 for g in request.groups]
     rt = ctx.response_type
     Group = nested(rt, "DescribedGroup")
     Member = nested(rt, "DescribedGroupMember")

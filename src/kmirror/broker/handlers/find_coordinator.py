@@ -10,6 +10,10 @@ empty or over-long id is INVALID_REQUEST. SHARE (2) is INVALID_REQUEST.
 MIRROR keys (3, KIP-1279, `<mirror>:<topic id>:<partition>`): the leader of the key's
 `__mirror_state` partition, the topic created on first use; INVALID_REQUEST for a key that
 does not parse, UNSUPPORTED_VERSION while `mirror.version` is 0.
+
+Authorization: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or on the transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), as Kafka's; a MIRROR key needs CLUSTER_ACTION on the
+cluster (KIP-1279 "Security Control"; CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import logging
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import CLUSTER_ACTION, DESCRIBE, GROUP, TRANSACTIONAL_ID
 from kmirror.broker.services import BrokerServices
 from kmirror.coordinator.transaction.config import MAX_TRANSACTIONAL_ID_BYTES, TRANSACTION_STATE_TOPIC
 from kmirror.metadata.mirrors import MIRRORING_DISABLED_MESSAGE, mirroring_enabled
@@ -67,6 +72,13 @@ async def _find(
     def fail(error: ErrorCode, message: str | None = None) -> tuple[ErrorCode, str | None, int, str, int]:
         return error, message, -1, "", -1
 
+    authorization = services.authorization
+    if key_type == TRANSACTION_KEY_TYPE and not authorization.authorize(ctx, DESCRIBE, TRANSACTIONAL_ID, key):
+        return fail(ErrorCode.transactional_id_authorization_failed)
+    if key_type == GROUP_KEY_TYPE and not authorization.authorize(ctx, DESCRIBE, GROUP, key):
+        return fail(ErrorCode.group_authorization_failed)
+    if key_type == MIRROR_COORDINATOR_TYPE and not authorization.authorize_cluster(ctx, CLUSTER_ACTION):
+        return fail(ErrorCode.cluster_authorization_failed)
     if key_type == TRANSACTION_KEY_TYPE:
         return await _find_transaction(services, ctx, key)
     if key_type == MIRROR_COORDINATOR_TYPE:

@@ -1,4 +1,5 @@
-"""ListGroups (key 16, v0-v5: states filter from v4, types filter from v5)."""
+"""ListGroups (key 16, v0-v5: states filter from v4, types filter from v5). Lists every group
+to a principal with DESCRIBE on the cluster, else the groups it may DESCRIBE (Kafka's)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import datetime
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import DESCRIBE, GROUP
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build, nested
 
@@ -15,6 +17,11 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     result = services.groups.list_groups(
         list(getattr(request, "states_filter", ())), list(getattr(request, "types_filter", ()))
     )
+    authorization = services.authorization
+    groups = result.groups
+    if not authorization.authorize_cluster(ctx, DESCRIBE):
+        describable = authorization.filter(ctx, DESCRIBE, GROUP, (g.group_id for g in groups))
+        groups = tuple(g for g in groups if g.group_id in describable)
     rt = ctx.response_type
     Listed = nested(rt, "ListedGroup")
     return build(
@@ -24,6 +31,6 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         groups=tuple(
             build(Listed, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
                   group_type=g.group_type)
-            for g in result.groups
+            for g in groups
         ),
     )

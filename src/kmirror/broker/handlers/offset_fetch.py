@@ -2,7 +2,11 @@
 and is not served yet). With `require_stable` (v7+) a partition whose group has offsets
 pending in an open transaction answers UNSTABLE_OFFSET_COMMIT (the client retries), as
 Kafka's does; without it only committed offsets are returned. From v9 a KIP-848 member names
-itself and its member epoch (UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH as Kafka)."""
+itself and its member epoch (UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH as Kafka).
+
+Authorization (Kafka's): DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), and on
+each topic: a requested topic without it is answered TOPIC_AUTHORIZATION_FAILED, and
+fetching all of a group's offsets leaves such topics out."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import datetime
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import DESCRIBE, GROUP, TOPIC
 from kmirror.broker.services import BrokerServices
 from kmirror.coordinator.results import FetchedOffset, FetchOffsetsResult
 from kmirror.protocol.entities import build, nested
@@ -19,7 +24,7 @@ from kmirror.protocol.errors import ErrorCode
 @api(9, "OffsetFetch", 1, 9)
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
-    coordinator = services.groups
+    coordinator = _AuthorizedOffsets(services, ctx)
     stable = bool(getattr(request, "require_stable", False))
     if ctx.api_version >= 8:
         Group = nested(rt, "OffsetFetchResponseGroup")
@@ -43,6 +48,32 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         ))
     topics = _response_topics(rt, result, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition")
     return build(rt, throttle_time=datetime.timedelta(0), topics=topics, error_code=result.error)
+
+
+class _AuthorizedOffsets:
+    """The group coordinator's `fetch_offsets`, authorized for the request."""
+
+    def __init__(self, services: BrokerServices, ctx: RequestContext) -> None:
+        self.services, self.ctx = services, ctx
+
+    def fetch_offsets(self, *, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                      **kwargs: Any) -> FetchOffsetsResult:
+        authorization = self.services.authorization
+        if not authorization.authorize(self.ctx, DESCRIBE, GROUP, group_id):
+            return FetchOffsetsResult(group_id, ErrorCode.group_authorization_failed)
+        if authorization.unrestricted(self.ctx):
+            return self.services.groups.fetch_offsets(group_id=group_id, topics=topics, **kwargs)
+        if topics is None:
+            result = self.services.groups.fetch_offsets(group_id=group_id, topics=None, **kwargs)
+            describable = authorization.filter(self.ctx, DESCRIBE, TOPIC, {o.topic for o in result.offsets})
+            return FetchOffsetsResult(result.group_id, result.error,
+                                      tuple(o for o in result.offsets if o.topic in describable))
+        describable = authorization.filter(self.ctx, DESCRIBE, TOPIC, (t for t, _ in topics))
+        result = self.services.groups.fetch_offsets(
+            group_id=group_id, topics=[(t, ps) for t, ps in topics if t in describable], **kwargs)
+        refused = tuple(_errored(t, p, ErrorCode.topic_authorization_failed)
+                        for t, ps in topics if t not in describable for p in ps)
+        return FetchOffsetsResult(result.group_id, result.error, result.offsets + refused)
 
 
 def _topics(topics: Any) -> list[tuple[str, list[int]]] | None:
