@@ -94,23 +94,42 @@ POLICIES: dict[int, Policy] = {
     16: PER_RESOURCE,  # ListGroups
     17: UNCHECKED,  # SaslHandshake
     18: UNCHECKED,  # ApiVersions
+    19: PER_RESOURCE,  # CreateTopics
+    20: PER_RESOURCE,  # DeleteTopics
+    21: PER_RESOURCE,  # DeleteRecords
+    22: PER_RESOURCE,  # InitProducerId
     23: PER_RESOURCE,  # OffsetForLeaderEpoch
+    24: PER_RESOURCE,  # AddPartitionsToTxn
     25: checks(transactional_id(WRITE), group(READ)),  # AddOffsetsToTxn
     26: checks(transactional_id(WRITE)),  # EndTxn
+    27: PER_RESOURCE,  # WriteTxnMarkers
+    28: PER_RESOURCE,  # TxnOffsetCommit
     29: cluster(DESCRIBE),  # DescribeAcls
+    30: PER_RESOURCE,  # CreateAcls
+    31: PER_RESOURCE,  # DeleteAcls
+    32: PER_RESOURCE,  # DescribeConfigs
+    33: PER_RESOURCE,  # AlterConfigs
     35: cluster(DESCRIBE),  # DescribeLogDirs
     36: UNCHECKED,  # SaslAuthenticate
+    37: PER_RESOURCE,  # CreatePartitions
     42: PER_RESOURCE,  # DeleteGroups
+    43: PER_RESOURCE,  # ElectLeaders
+    44: PER_RESOURCE,  # IncrementalAlterConfigs
     45: cluster(ALTER),  # AlterPartitionReassignments
     46: cluster(DESCRIBE),  # ListPartitionReassignments
     47: checks(group(DELETE)),  # OffsetDelete (and READ on each topic in the handler)
     48: cluster(DESCRIBE_CONFIGS),  # DescribeClientQuotas
+    49: PER_RESOURCE,  # AlterClientQuotas
     50: cluster(DESCRIBE),  # DescribeUserScramCredentials
+    51: PER_RESOURCE,  # AlterUserScramCredentials
     56: cluster(CLUSTER_ACTION),  # AlterPartition (controller plane)
     57: cluster(ALTER),  # UpdateFeatures
     60: UNCHECKED,  # DescribeCluster
+    61: PER_RESOURCE,  # DescribeProducers
     62: cluster(CLUSTER_ACTION),  # BrokerRegistration (controller plane)
     63: cluster(CLUSTER_ACTION),  # BrokerHeartbeat (controller plane)
+    65: PER_RESOURCE,  # DescribeTransactions
+    66: PER_RESOURCE,  # ListTransactions
     67: cluster(CLUSTER_ACTION),  # AllocateProducerIds (controller plane)
     68: checks(group(READ)),  # ConsumerGroupHeartbeat (and DESCRIBE on subscribed topics in the handler)
     69: PER_RESOURCE,  # ConsumerGroupDescribe

@@ -170,6 +170,7 @@ class TwoBrokers:
 
     async def _send(self, node_id, request):
         from kmirror.broker.api import RequestContext, load_handlers
+        from kmirror.broker.authorization import ALLOW_ALL
         from kmirror.protocol.codec import RequestHeaderView
         from kmirror.protocol.mirror.registry import entity_types
 
@@ -179,7 +180,8 @@ class TwoBrokers:
         self.sent.append((node_id, type(request).__name__))
         handler = {d.api_key: d for d in load_handlers()}[api_key].handler
         ctx = RequestContext(RequestHeaderView(api_key, 0, 1, "test"), entity_types(api_key)[1], "127.0.0.1", 1)
-        services = SimpleNamespace(metadata=self.metadata, mirror_coordinator=self.services[node_id], node_id=node_id)
+        services = SimpleNamespace(metadata=self.metadata, mirror_coordinator=self.services[node_id], node_id=node_id,
+                                   authorization=ALLOW_ALL)
         return await handler(services, ctx, request)
 
 

@@ -9,6 +9,11 @@ Like Kafka's `KafkaApis.handleAddPartitionsToTxnRequest`: partitions of unknown 
 UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, without asking the
 coordinator; otherwise every partition gets the coordinator's one answer. Before v2
 PRODUCER_FENCED is spelled INVALID_PRODUCER_EPOCH (KIP-588).
+
+Authorization (Kafka's): v4 is an inter-broker request and needs CLUSTER_ACTION (else the
+request is answered CLUSTER_AUTHORIZATION_FAILED); v0-v3 need WRITE on the transactional id
+(else every partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each topic (else its
+partitions get TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import datetime
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import CLUSTER_ACTION, TOPIC, TRANSACTIONAL_ID, WRITE
 from kmirror.broker.services import BrokerServices
 from kmirror.broker.txn_errors import coordinator_error_for_version
 from kmirror.protocol.entities import build, nested
@@ -43,6 +49,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                             int(request.v3_and_below_producer_id), int(request.v3_and_below_producer_epoch),
                             wanted, verify_only=False)
         return build(rt, throttle_time=datetime.timedelta(0), results_by_topic_v3_and_below=topic_results(errors))
+    if not services.authorization.authorize_cluster(ctx, CLUSTER_ACTION):
+        return build(rt, throttle_time=datetime.timedelta(0), error_code=ErrorCode.cluster_authorization_failed,
+                     results_by_transaction=())
     Result = nested(rt, "AddPartitionsToTxnResult")
     results = []
     for txn in request.transactions:
@@ -59,6 +68,14 @@ async def _add(services: BrokerServices, ctx: RequestContext, transactional_id: 
     coordinator = services.transaction_coordinator
     if coordinator is None:
         return dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
+    if ctx.api_version < 4:
+        authorization = services.authorization
+        if not authorization.authorize(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
+            return dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
+        writable = authorization.filter(ctx, WRITE, TOPIC, {tp.topic for tp in wanted})
+        if any(tp.topic not in writable for tp in wanted):
+            return {tp: ErrorCode.operation_not_attempted if tp.topic in writable
+                    else ErrorCode.topic_authorization_failed for tp in wanted}
     if verify_only:
         return coordinator.verify_local(  # type: ignore[no-any-return]
             transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,

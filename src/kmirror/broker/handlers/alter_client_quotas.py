@@ -10,6 +10,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import ALTER_CONFIGS
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.controller.client_quotas import QuotaAlteration
 from kmirror.protocol.entities import build, nested
@@ -17,6 +18,15 @@ from kmirror.protocol.entities import build, nested
 
 @api(49, "AlterClientQuotas", 0, 1, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if not services.authorization.authorize_cluster(ctx, ALTER_CONFIGS):  # Kafka: ALTER_CONFIGS on the cluster
+        rt = ctx.response_type
+        entry_cls, entity_cls = nested(rt, "EntryData"), nested(rt, "EntityData")
+        return build(rt, throttle_time=datetime.timedelta(0), entries=tuple(
+            build(entry_cls, error_code=ErrorCode.cluster_authorization_failed,
+                  error_message="Cluster authorization failed.",
+                  entity=tuple(build(entity_cls, entity_type=e.entity_type, entity_name=e.entity_name)
+                               for e in entry.entity))
+            for entry in request.entries))
     if services.metadata.forwarding:  # a broker-only node: the controller answers
         return await services.metadata.forward(request)
     alterations = [

@@ -9,6 +9,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import ALTER
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.controller.scram import ScramDeletion, ScramUpsertion
 from kmirror.protocol.entities import build, nested
@@ -16,6 +17,12 @@ from kmirror.protocol.entities import build, nested
 
 @api(51, "AlterUserScramCredentials", 0, 0, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if not services.authorization.authorize_cluster(ctx, ALTER):  # Kafka: ALTER on the cluster, per user
+        cls = nested(ctx.response_type, "AlterUserScramCredentialsResult")
+        users = dict.fromkeys([*(d.name for d in request.deletions), *(u.name for u in request.upsertions)])
+        return build(ctx.response_type, throttle_time=datetime.timedelta(0), results=tuple(
+            build(cls, user=user, error_code=ErrorCode.cluster_authorization_failed,
+                  error_message="Cluster authorization failed.") for user in users))
     if services.metadata.forwarding:  # a broker-only node: the controller answers
         return await services.metadata.forward(request)
     rt = ctx.response_type

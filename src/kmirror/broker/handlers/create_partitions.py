@@ -1,4 +1,5 @@
-"""CreatePartitions (key 37, v0-3): translation to MetadataService.create_partitions."""
+"""CreatePartitions (key 37, v0-3): translation to MetadataService.create_partitions.
+A topic without ALTER is answered TOPIC_AUTHORIZATION_FAILED (Kafka's authorization)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import ALTER, TOPIC
 from kmirror.broker.quotas.mutation_admission import MESSAGE, THROTTLING_QUOTA_EXCEEDED, admit_mutations
+from kmirror.broker.refusals import with_results
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.controller.topics import MAX_PARTITIONS_PER_BATCH, CreatePartitionsTopic
 from kmirror.protocol.entities import build, nested
@@ -17,6 +20,17 @@ from kmirror.protocol.entities import build, nested
 
 @api(37, "CreatePartitions", 0, 3, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    alterable = services.authorization.filter(ctx, ALTER, TOPIC, (t.name for t in request.topics))
+    refused = list(dict.fromkeys(t.name for t in request.topics if t.name not in alterable))
+    if refused:
+        request = dataclasses.replace(request, topics=tuple(t for t in request.topics if t.name in alterable))
+    result_cls = nested(ctx.response_type, "CreatePartitionsTopicResult")
+    return with_results(await _admitted(services, ctx, request), "results", (build(
+        result_cls, name=name, error_code=ErrorCode.topic_authorization_failed, error_message="Authorization failed.")
+        for name in refused))
+
+
+async def _admitted(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     # KIP-599: strict from v3, permissive before; a topic is charged the partitions it adds
     image = services.metadata.image
     admission = admit_mutations(services, ctx, "CreatePartitions", [

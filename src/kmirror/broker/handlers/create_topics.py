@@ -2,6 +2,8 @@
 
 Kafka answers a name listed twice once, with INVALID_REQUEST. From v5 a successful topic
 carries its partition count, replication factor and every config with its source.
+A topic is created with CREATE on the cluster or on the topic, else it is answered
+TOPIC_AUTHORIZATION_FAILED (Kafka's authorization).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import CREATE, TOPIC
 from kmirror.broker.quotas.mutation_admission import MESSAGE, THROTTLING_QUOTA_EXCEEDED, admit_mutations
+from kmirror.broker.refusals import with_results
 from kmirror.broker.services import BrokerServices
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, ConfigSource
 from kmirror.metadata.config_description import topic_config_entry
@@ -25,6 +29,22 @@ from kmirror.protocol.entities import build, has_field, nested
 
 @api(19, "CreateTopics", 2, 7, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    authorization = services.authorization
+    names = [t.name for t in request.topics]
+    creatable = set(names) if authorization.authorize_cluster(ctx, CREATE) else authorization.filter(
+        ctx, CREATE, TOPIC, names)
+    refused = list(dict.fromkeys(n for n in names if n not in creatable))
+    if refused:
+        request = dataclasses.replace(request, topics=tuple(t for t in request.topics if t.name in creatable))
+    result_cls = nested(ctx.response_type, "CreatableTopicResult")
+    response = await _admitted(services, ctx, request)
+    return with_results(response, "topics", (build(
+        result_cls, name=name, topic_id=uuid.UUID(int=0), error_code=ErrorCode.topic_authorization_failed,
+        error_message="Authorization failed.", topic_config_error_code=i16(0), num_partitions=i32(-1),
+        replication_factor=i16(-1), configs=None) for name in refused))
+
+
+async def _admitted(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     # KIP-599: strict from v6, permissive before; topics over the quota are answered here
     admission = admit_mutations(services, ctx, "CreateTopics",
                                 [(t.name, _permits(services, t)) for t in request.topics], bool(request.validate_only),

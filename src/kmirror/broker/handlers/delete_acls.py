@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import ALTER
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.controller.acls import AclFilter
 from kmirror.protocol.entities import build, nested
@@ -16,9 +17,13 @@ from kmirror.protocol.entities import build, nested
 
 @api(31, "DeleteAcls", 2, 3, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rt = ctx.response_type
+    if not services.authorization.authorize_cluster(ctx, ALTER):  # Kafka: ALTER on the cluster
+        refused = build(nested(rt, "DeleteAclsFilterResult"), error_code=ErrorCode.cluster_authorization_failed,
+                        error_message="Cluster authorization failed.", matching_acls=())
+        return build(rt, throttle_time=datetime.timedelta(0), filter_results=tuple(refused for _ in request.filters))
     if services.metadata.forwarding:  # a broker-only node: the controller answers
         return await services.metadata.forward(request)
-    rt = ctx.response_type
     filters = [
         AclFilter(
             int(f.resource_type_filter),

@@ -12,6 +12,7 @@ import datetime
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import DELETE, TOPIC
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
@@ -24,10 +25,15 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     TopicResult = nested(rt, "DeleteRecordsTopicResult")
     PartitionResult = nested(rt, "DeleteRecordsPartitionResult")
+    # Kafka: DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED
+    deletable = services.authorization.filter(ctx, DELETE, TOPIC, (t.name for t in request.topics))
     offsets = {
-        TopicPartition(topic.name, int(p.partition_index)): int(p.offset) for topic in request.topics for p in topic.partitions
+        TopicPartition(topic.name, int(p.partition_index)): int(p.offset) for topic in request.topics
+        if topic.name in deletable for p in topic.partitions
     }
     results: dict[TopicPartition, Any] = dict(services.replica_manager.delete_records(offsets))
+    results.update({TopicPartition(t.name, int(p.partition_index)): PartitionError(ErrorCode.topic_authorization_failed)
+                    for t in request.topics if t.name not in deletable for p in t.partitions})
     topics = []
     for topic in request.topics:
         partitions = []

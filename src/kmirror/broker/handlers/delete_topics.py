@@ -1,5 +1,6 @@
 """DeleteTopics (key 20, v1-6; kio has no v0): by name (v1-5 `topic_names`, v6 `topics[].name`)
-and by topic id (v6 `topics[].topic_id`)."""
+and by topic id (v6 `topics[].topic_id`). Authorization (Kafka's): DELETE on each topic,
+else TOPIC_AUTHORIZATION_FAILED; a topic named by id without DESCRIBE is UNKNOWN_TOPIC_ID."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import DELETE, DESCRIBE, TOPIC
 from kmirror.broker.quotas.mutation_admission import MESSAGE, THROTTLING_QUOTA_EXCEEDED, admit_mutations
+from kmirror.broker.refusals import with_results
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build, nested
 
@@ -20,6 +23,28 @@ ZERO_UUID = uuid.UUID(int=0)
 
 @api(20, "DeleteTopics", 1, 6, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    authorization = services.authorization
+    if authorization.unrestricted(ctx):
+        return await _admitted(services, ctx, request)
+    image = services.metadata.image
+    result_cls = nested(ctx.response_type, "DeletableTopicResult")
+    kept, refused = [], []
+    for t in _entries(ctx, request):
+        name = _topic_name(image, ctx, t)
+        if name is None or authorization.authorize(ctx, DELETE, TOPIC, name):
+            kept.append(t)
+        elif ctx.api_version >= 6 and t.topic_id not in (None, ZERO_UUID) and not authorization.authorize(
+                ctx, DESCRIBE, TOPIC, name):
+            refused.append(build(result_cls, name=None, topic_id=t.topic_id, error_code=ErrorCode.unknown_topic_id,
+                                 error_message=None))
+        else:
+            refused.append(build(result_cls, name=name, topic_id=ZERO_UUID,
+                                 error_code=ErrorCode.topic_authorization_failed, error_message="Authorization failed."))
+    request = dataclasses.replace(request, **{"topics" if ctx.api_version >= 6 else "topic_names": tuple(kept)})
+    return with_results(await _admitted(services, ctx, request), "responses", refused)
+
+
+async def _admitted(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     # KIP-599: strict from v5, permissive before; a deletion is charged the topic's partitions
     image = services.metadata.image
     named = [name for name in dict.fromkeys(_topic_name(image, ctx, t) for t in _entries(ctx, request)) if name]

@@ -3,7 +3,10 @@
 when asked).
 
 KIP-1279: the topic config `mirror.name` (membership, with its `.removed` / `.paused`
-suffixes) and the controller's internal `mirror.source.cluster.id` are never described."""
+suffixes) and the controller's internal `mirror.source.cluster.id` are never described.
+
+A resource without DESCRIBE_CONFIGS is answered with its authorization error
+(`config_authorization`; KIP-1279: DescribeConfigs on the ClusterMirror for a mirror)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import DESCRIBE_CONFIGS
+from kmirror.broker.config_authorization import config_refusal
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.image import ConfigResource
 from kmirror.protocol.entities import build, nested
@@ -32,6 +37,11 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     results = []
     for res in request.resources:
         resource = ConfigResource(int(res.resource_type), res.resource_name)
+        refused = config_refusal(services, ctx, DESCRIBE_CONFIGS, resource.type, resource.name)
+        if refused is not None:
+            results.append(build(result_cls, error_code=refused, error_message="Authorization failed.",
+                                 resource_type=i8(resource.type), resource_name=resource.name, configs=()))
+            continue
         keys = None if res.configuration_keys is None else list(res.configuration_keys)
         described = services.metadata.describe_configs(resource, keys)
         entries = tuple(

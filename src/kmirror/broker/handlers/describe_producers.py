@@ -9,6 +9,7 @@ from typing import Any
 from kio.static.primitive import i32, i64
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import READ, TOPIC
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
@@ -22,10 +23,13 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     topic_cls, part_cls, state_cls = nested(rt, "TopicResponse"), nested(rt, "PartitionResponse"), nested(rt, "ProducerState")
     topics = []
+    # Kafka: READ on each topic, else TOPIC_AUTHORIZATION_FAILED
+    readable = services.authorization.filter(ctx, READ, TOPIC, (t.name for t in request.topics))
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
-            found = active_producers(services.replica_manager, TopicPartition(topic.name, int(index)))
+            found = (active_producers(services.replica_manager, TopicPartition(topic.name, int(index)))
+                     if topic.name in readable else PartitionError(ErrorCode.topic_authorization_failed))
             if isinstance(found, PartitionError):
                 partitions.append(build(part_cls, partition_index=i32(index), error_code=found.code,
                                         error_message=found.message, active_producers=()))

@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import ALTER
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build, nested
 
@@ -17,6 +18,15 @@ from kmirror.protocol.entities import build, nested
 @api(43, "ElectLeaders", 0, 2, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     metadata = services.metadata
+    if not services.authorization.authorize_cluster(ctx, ALTER):  # Kafka: ALTER on the cluster
+        rt = ctx.response_type
+        part_cls, topic_cls = nested(rt, "PartitionResult"), nested(rt, "ReplicaElectionResult")
+        refused = ErrorCode.cluster_authorization_failed
+        return build(rt, throttle_time=datetime.timedelta(0), error_code=refused, replica_election_results=tuple(
+            build(topic_cls, topic=t.topic, partition_result=tuple(
+                build(part_cls, partition_id=i32(p), error_code=refused, error_message="Cluster authorization failed.")
+                for p in t.partitions))
+            for t in request.topic_partitions or ()))
     if metadata.forwarding:
         return await metadata.forward(request)
     election_type = int(getattr(request, "election_type", 0))

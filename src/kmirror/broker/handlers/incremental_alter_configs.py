@@ -9,6 +9,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import ALTER_CONFIGS
+from kmirror.broker.config_authorization import authorized_config_change
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.controller.configs import AlterableConfig, AlterConfigOp
 from kmirror.metadata.controller.result import ApiError
@@ -18,6 +20,11 @@ from kmirror.protocol.entities import build, nested
 
 @api(44, "IncrementalAlterConfigs", 0, 1, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    """ALTER_CONFIGS on each resource (`config_authorization`), then the change."""
+    return await authorized_config_change(services, ctx, request, ALTER_CONFIGS, _alter)
+
+
+async def _alter(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     if services.metadata.forwarding:  # a broker-only node: the controller answers
         return await services.metadata.forward(request)
     rt = ctx.response_type

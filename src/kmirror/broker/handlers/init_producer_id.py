@@ -7,6 +7,10 @@ coordinator answers (`TransactionCoordinatorService.init_producer_id`): epoch bu
 fencing, aborting an ongoing transaction. Ids come from blocks the controller allocates to
 this node (`kmirror.replication.producer_id_source`). Before v4 PRODUCER_FENCED is spelled
 INVALID_PRODUCER_EPOCH (KIP-588).
+
+Authorization (Kafka's): WRITE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one, IDEMPOTENT_WRITE on the cluster or WRITE
+on some topic (KIP-679), else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import datetime
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build
 from kmirror.protocol.errors import ErrorCode
@@ -24,6 +29,12 @@ from kmirror.replication.producer_id_source import producer_id_source
 @api(22, "InitProducerId", 0, 5)
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
+    authorization = services.authorization
+    if request.transactional_id is not None:
+        if not authorization.authorize(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
+            return _response(rt, ErrorCode.transactional_id_authorization_failed)
+    elif not (authorization.authorize_cluster(ctx, IDEMPOTENT_WRITE) or authorization.authorize_any(ctx, WRITE, TOPIC)):
+        return _response(rt, ErrorCode.cluster_authorization_failed)
     if services.metadata is None:
         return _response(rt, ErrorCode.coordinator_not_available)
     if request.transactional_id is not None:

@@ -8,6 +8,7 @@ import datetime
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import DESCRIBE, TRANSACTIONAL_ID
 from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
@@ -23,6 +24,9 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     listed, unknown = coordinator.list_transactions(
         list(request.state_filters), [int(p) for p in request.producer_id_filters],
         int(getattr(request, "duration_filter", -1)))
+    # Kafka: only the transactional ids the principal may DESCRIBE
+    describable = services.authorization.filter(ctx, DESCRIBE, TRANSACTIONAL_ID, (t.transactional_id for t in listed))
+    listed = tuple(t for t in listed if t.transactional_id in describable)
     State = nested(rt, "TransactionState")
     return build(rt, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, unknown_state_filters=unknown,
                  transaction_states=tuple(State(transactional_id=t.transactional_id, producer_id=t.producer_id,

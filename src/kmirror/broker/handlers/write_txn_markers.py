@@ -8,9 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import CLUSTER_ACTION
 from kmirror.broker.services import BrokerServices
 from kmirror.broker.txn_markers import MarkerEntry, write_txn_markers
 from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
 
 
@@ -21,7 +23,10 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                     tuple(TopicPartition(t.name, int(p)) for t in m.topics for p in t.partition_indexes))
         for m in request.markers
     ]
-    answers = await write_txn_markers(services, entries)
+    if services.authorization.authorize_cluster(ctx, CLUSTER_ACTION):
+        answers = await write_txn_markers(services, entries)
+    else:  # Kafka: CLUSTER_ACTION, else every partition is refused
+        answers = [dict.fromkeys(e.partitions, ErrorCode.cluster_authorization_failed) for e in entries]
     rt = ctx.response_type
     Result = nested(rt, "WritableTxnMarkerResult")
     TopicResult = nested(rt, "WritableTxnMarkerTopicResult")
