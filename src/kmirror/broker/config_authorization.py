@@ -3,8 +3,11 @@ resource a ConfigResource is checked on, and the error a refused one is answered
 
 TOPIC -> the topic (TOPIC_AUTHORIZATION_FAILED); BROKER, BROKER_LOGGER and CLIENT_METRICS ->
 the cluster (CLUSTER_AUTHORIZATION_FAILED); GROUP -> the group (GROUP_AUTHORIZATION_FAILED);
-MIRROR (KIP-1279) -> the ClusterMirror (MIRROR_AUTHORIZATION_FAILED). Another type is left to
-the handler, which refuses it as invalid.
+MIRROR (KIP-1279) -> the ClusterMirror, refused with CLUSTER_AUTHORIZATION_FAILED, the code the
+KIP's error table gives "The client is not authorized to perform the mirror operation": these
+responses' error codes are Kafka's ErrorCode, which MIRROR_AUTHORIZATION_FAILED (134) is not
+part of, so a client decoding them with Kafka's codes (kio, kmirror's own client) could not
+read 134. Another type is left to the handler, which refuses it as invalid.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from kmirror.broker.api import RequestContext
 from kmirror.broker.authorization import CLUSTER, CLUSTER_MIRROR, GROUP, TOPIC
 from kmirror.broker.refusals import with_results
 from kmirror.broker.services import BrokerServices
-from kmirror.kip1279.errors import MirrorError
 from kmirror.metadata.controller.acls import CLUSTER_NAME
 from kmirror.metadata.image import ConfigResourceType
 from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
@@ -32,7 +34,7 @@ _ACL_RESOURCES: dict[int, tuple[int, bool, Any]] = {  # config type -> (ACL type
     ConfigResourceType.BROKER_LOGGER: (CLUSTER, False, ErrorCode.cluster_authorization_failed),
     ConfigResourceType.CLIENT_METRICS: (CLUSTER, False, ErrorCode.cluster_authorization_failed),
     ConfigResourceType.GROUP: (GROUP, True, ErrorCode.group_authorization_failed),
-    MIRROR_CONFIG_RESOURCE_TYPE: (CLUSTER_MIRROR, True, MirrorError.MIRROR_AUTHORIZATION_FAILED),
+    MIRROR_CONFIG_RESOURCE_TYPE: (CLUSTER_MIRROR, True, ErrorCode.cluster_authorization_failed),
 }
 
 

@@ -7,7 +7,16 @@ import datetime
 from typing import Any
 from uuid import UUID, uuid4
 
-from kmirror.broker.handlers import fetch, list_offsets, offsets_for_leader_epoch, produce
+from kmirror.broker.handlers import (
+    delete_records,
+    describe_producers,
+    fetch,
+    list_offsets,
+    offsets_for_leader_epoch,
+    produce,
+    write_txn_markers,
+)
+from kmirror.broker.handlers import init_producer_id as init_producer_id_handler
 from kmirror.metadata.controller.acls import AclOperation as Op
 from kmirror.metadata.controller.acls import ResourceType as Res
 from kmirror.protocol.entities import build, nested
@@ -125,3 +134,47 @@ def test_offsets_for_leader_epoch_needs_describe_or_cluster_action() -> None:
 
     assert answer(services(binding(Res.TOPIC, "b", Op.DESCRIBE))) == {"a": DENIED, "b": 0}
     assert answer(services(binding(Res.CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION))) == {"a": 0, "b": 0}
+
+
+def init_producer_id(s: Any, transactional_id: str | None, principal: str = "alice") -> int:
+    request = build(request_type(22, 4), transactional_id=transactional_id,
+                    transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1, producer_epoch=-1)
+    return int(call_handler(init_producer_id_handler.handle, s, 22, 4, request, principal).error_code)
+
+
+def test_init_producer_id_needs_idempotent_write_or_a_writable_topic_or_the_transactional_id() -> None:
+    refused = ErrorCode.cluster_authorization_failed
+    assert init_producer_id(services(binding(Res.TOPIC, "a", Op.READ)), None) == refused
+    # KIP-679: WRITE on any topic, or IDEMPOTENT_WRITE on the cluster, lets an idempotent producer in
+    # (the fake services have no metadata: past authorization the answer is COORDINATOR_NOT_AVAILABLE)
+    past = ErrorCode.coordinator_not_available
+    assert init_producer_id(services(binding(Res.TOPIC, "a", Op.WRITE)), None) == past
+    assert init_producer_id(services(binding(Res.CLUSTER, "kafka-cluster", Op.IDEMPOTENT_WRITE)), None) == past
+    assert init_producer_id(services(binding(Res.TOPIC, "a", Op.WRITE), binding(Res.TOPIC, "*", Op.WRITE, deny=True)),
+                            None) == refused
+    assert init_producer_id(services(binding(Res.TOPIC, "*", Op.WRITE)), "tx") == \
+        ErrorCode.transactional_id_authorization_failed
+    assert init_producer_id(services(binding(Res.TRANSACTIONAL_ID, "tx", Op.WRITE)), "tx") == past
+
+
+def test_delete_records_and_describe_producers_per_topic() -> None:
+    s = services(binding(Res.TOPIC, "a", Op.DELETE), binding(Res.TOPIC, "b", Op.READ))
+    rt = request_type(21, 2)
+    Topic, Partition = nested(rt, "DeleteRecordsTopic"), nested(rt, "DeleteRecordsPartition")
+    request = build(rt, timeout=datetime.timedelta(seconds=1), topics=tuple(
+        Topic(name=n, partitions=(Partition(partition_index=0, offset=0),)) for n in ("a", "b")))
+    resp = call_handler(delete_records.handle, s, 21, 2, request, "alice")
+    assert {t.name: t.partitions[0].error_code for t in resp.topics} == {"a": 0, "b": DENIED}
+    rt = request_type(61, 0)
+    request = build(rt, topics=tuple(nested(rt, "TopicRequest")(name=n, partition_indexes=(0,)) for n in ("a", "b")))
+    resp = call_handler(describe_producers.handle, s, 61, 0, request, "alice")
+    assert {t.name: t.partitions[0].error_code for t in resp.topics} == {"a": DENIED, "b": 0}
+
+
+def test_write_txn_markers_needs_cluster_action() -> None:
+    rt = request_type(27, 1)
+    marker = nested(rt, "WritableTxnMarker")(producer_id=1, producer_epoch=0, transaction_result=True, topics=(
+        nested(rt, "WritableTxnMarkerTopic")(name="a", partition_indexes=(0,)),), coordinator_epoch=0)
+    request = build(rt, markers=(marker,))
+    resp = call_handler(write_txn_markers.handle, services(binding(Res.TOPIC, "*", Op.ALL)), 27, 1, request, "alice")
+    assert resp.markers[0].topics[0].partitions[0].error_code == ErrorCode.cluster_authorization_failed

@@ -65,3 +65,108 @@ def test_auto_creation_needs_create() -> None:
     grant(s, Res.CLUSTER, "kafka-cluster", Op.CREATE, principal="User:bob")
     grant(s, Res.TOPIC, "*", Op.DESCRIBE, principal="User:bob")
     assert metadata(s, "other", auto=True, principal="bob").topics[0].error_code == ErrorCode.leader_not_available
+
+
+def creatable(name: str) -> Any:
+    return request_entity(19, 7, "CreatableTopic", name=name, num_partitions=1, replication_factor=1, assignments=(),
+                          configs=())
+
+
+def test_create_topics_needs_create_on_the_cluster_or_the_topic() -> None:
+    s = services()
+    grant(s, Res.TOPIC, "new-", Op.CREATE, pattern=4)
+    resp = call(s, 19, 7, {"topics": (creatable("new-a"), creatable("other")), "timeout": 1000,
+                           "validate_only": False}, principal="alice")
+    assert {t.name: t.error_code for t in resp.topics} == {"new-a": ErrorCode.none, "other": DENIED}
+    assert "new-a" in s.metadata.image.topics and "other" not in s.metadata.image.topics
+    grant(s, Res.CLUSTER, "kafka-cluster", Op.CREATE)
+    resp = call(s, 19, 7, {"topics": (creatable("other"),), "timeout": 1000, "validate_only": False},
+                principal="alice")
+    assert resp.topics[0].error_code == ErrorCode.none
+
+
+def test_delete_topics_and_create_partitions_per_topic() -> None:
+    s = services()
+    grant(s, Res.TOPIC, "orders", Op.DELETE, Op.ALTER)
+    parts = tuple(request_entity(37, 3, "CreatePartitionsTopic", name=n, count=2, assignments=None)
+                  for n in ("orders", "payments"))
+    resp = call(s, 37, 3, {"topics": parts, "timeout": 1000, "validate_only": False}, principal="alice")
+    assert {r.name: r.error_code for r in resp.results} == {"orders": ErrorCode.none, "payments": DENIED}
+    resp = call(s, 20, 5, {"topic_names": ("orders", "payments"), "timeout": 1000}, principal="alice")
+    assert {r.name: r.error_code for r in resp.responses} == {"orders": ErrorCode.none, "payments": DENIED}
+    assert sorted(s.metadata.image.topics) == ["payments"]
+    payments_id = s.metadata.image.topics["payments"].topic_id
+    by_id = request_entity(20, 6, "DeleteTopicState", name=None, topic_id=payments_id)
+    (hidden,) = call(s, 20, 6, {"topics": (by_id,), "timeout": 1000}, principal="alice").responses
+    assert hidden.error_code == ErrorCode.unknown_topic_id
+
+
+def acl_creation(name: str) -> Any:
+    return request_entity(30, 3, "AclCreation", resource_type=2, resource_name=name, resource_pattern_type=3,
+                          principal="User:bob", host="*", operation=3, permission_type=3)
+
+
+def test_acl_apis_need_describe_or_alter_on_the_cluster() -> None:
+    s = services()
+    refused = call(s, 30, 3, {"creations": (acl_creation("x"), acl_creation("y"))}, principal="alice")
+    assert [r.error_code for r in refused.results] == [ErrorCode.cluster_authorization_failed] * 2
+    filters = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+               "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+    assert call(s, 29, 3, filters, principal="alice").error_code == ErrorCode.cluster_authorization_failed
+    deleted = call(s, 31, 3, {"filters": (request_entity(31, 3, "DeleteAclsFilter", **filters),)}, principal="alice")
+    assert deleted.filter_results[0].error_code == ErrorCode.cluster_authorization_failed
+    assert s.metadata.image.acls == {}
+    grant(s, Res.CLUSTER, "kafka-cluster", Op.ALTER)  # ALTER implies DESCRIBE
+    assert [r.error_code for r in call(s, 30, 3, {"creations": (acl_creation("x"),)}, principal="alice").results] == [0]
+    described = call(s, 29, 3, filters, principal="alice")
+    assert described.error_code == 0 and len(described.resources) == 2
+    # CLUSTER_MIRROR bindings are accepted
+    mirror_acl = request_entity(30, 3, "AclCreation", resource_type=8, resource_name="m1", resource_pattern_type=3,
+                                principal="User:bob", host="*", operation=8, permission_type=3)
+    assert call(s, 30, 3, {"creations": (mirror_acl,)}, principal="admin").results[0].error_code == 0
+
+
+def describe_configs(s: Any, *resources: tuple[int, str], principal: str = "alice") -> dict[str, int]:
+    res = tuple(request_entity(32, 4, "DescribeConfigsResource", resource_type=t, resource_name=n,
+                               configuration_keys=None) for t, n in resources)
+    resp = call(s, 32, 4, {"resources": res, "include_synonyms": False, "include_documentation": False},
+                principal=principal)
+    return {r.resource_name: int(r.error_code) for r in resp.results}
+
+
+def test_describe_configs_per_resource() -> None:
+    s = services()
+    grant(s, Res.TOPIC, "orders", Op.ALTER_CONFIGS)  # implies DESCRIBE_CONFIGS
+    grant(s, Res.GROUP, "g", Op.DESCRIBE_CONFIGS)
+    assert describe_configs(s, (2, "orders"), (2, "payments"), (4, "1"), (32, "g")) == {
+        "orders": 0, "payments": DENIED, "1": ErrorCode.cluster_authorization_failed, "g": 0}
+    grant(s, Res.CLUSTER, "kafka-cluster", Op.DESCRIBE_CONFIGS)
+    assert describe_configs(s, (4, "1")) == {"1": 0}
+
+
+def test_incremental_alter_configs_per_resource_and_mirrors() -> None:
+    s = services()
+    grant(s, Res.TOPIC, "orders", Op.ALTER_CONFIGS)
+
+    def alter(*resources: tuple[int, str, str]) -> dict[str, int]:
+        res = tuple(request_entity(44, 1, "AlterConfigsResource", resource_type=t, resource_name=n, configs=(
+            request_entity(44, 1, "AlterableConfig", name=k, config_operation=0, value="1000"),))
+            for t, n, k in resources)
+        resp = call(s, 44, 1, {"resources": res, "validate_only": False}, principal="alice")
+        return {r.resource_name: int(r.error_code) for r in resp.responses}
+
+    assert alter((2, "orders", "retention.ms"), (2, "payments", "retention.ms"), (64, "m1", "x")) == {
+        "orders": 0, "payments": DENIED, "m1": ErrorCode.cluster_authorization_failed}  # the KIP's "mirror operation"
+    assert s.metadata.image.topic_config("orders").get("retention.ms") == "1000"
+    assert s.metadata.image.topic_config("payments").get("retention.ms") is None
+
+
+def test_cluster_apis_refused_before_their_handler() -> None:
+    s = services()
+    resp = call(s, 46, 0, {"timeout": 1000, "topics": None}, principal="alice")
+    assert resp.error_code == ErrorCode.cluster_authorization_failed
+    elect = request_entity(43, 2, "TopicPartitions", topic="orders", partitions=(0,))
+    resp = call(s, 43, 2, {"election_type": 0, "topic_partitions": (elect,), "timeout": 1000}, principal="alice")
+    assert resp.error_code == ErrorCode.cluster_authorization_failed
+    assert resp.replica_election_results[0].partition_result[0].error_code == ErrorCode.cluster_authorization_failed
+    assert call(s, 46, 0, {"timeout": 1000, "topics": None}, principal="admin").error_code == ErrorCode.none
