@@ -122,3 +122,34 @@ def test_refusals_of_centrally_checked_apis_encode_at_every_version(api_key: int
         entity_writer(rt)(io.BytesIO(), refused)
         if hasattr(refused, "error_code"):
             assert int(refused.error_code) == ErrorCode.group_authorization_failed
+
+
+@pytest.mark.parametrize("name", ["org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                                  "kmirror.StandardAuthorizer"])
+def test_authorizer_configs_enable_it_with_the_cluster_listeners_unrestricted(name: str) -> None:
+    from kmirror.broker.authorization import RequestAuthorizer
+    from kmirror.testing.metadata import server_config
+
+    config = server_config(**{
+        "listeners": "PLAINTEXT://127.0.0.1:9092,CLIENT://127.0.0.1:9093,CONTROLLER://127.0.0.1:9192",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.listener.names": "CONTROLLER", "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.client.plain.sasl.jaas.config":
+            "org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"a\";",
+        "authorizer.class.name": name,
+        "super.users": "User:admin;User:ops", "allow.everyone.if.no.acl.found": "true"})
+    authorizer = RequestAuthorizer.from_config(config, lambda: {})
+    assert authorizer.enabled and authorizer.privileged_listeners == {"PLAINTEXT", "CONTROLLER"}
+    assert authorizer.unrestricted(ctx(29, 3, "ops", "CLIENT"))
+    assert not authorizer.unrestricted(ctx(29, 3, "alice", "CLIENT"))
+    assert authorizer.authorize(ctx(29, 3, "alice", "CLIENT"), Op.READ, Res.TOPIC, "t")  # no ACL: allowed
+
+
+def test_no_authorizer_by_default_and_unknown_names_refused() -> None:
+    from kmirror.broker.authorization import RequestAuthorizer
+    from kmirror.config.definitions import ConfigError
+    from kmirror.testing.metadata import server_config
+
+    assert not RequestAuthorizer.from_config(server_config(), lambda: {}).enabled
+    with pytest.raises(ConfigError):
+        server_config(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})

@@ -1,0 +1,209 @@
+"""The StandardAuthorizer on a real node: a PLAINTEXT inter-broker listener (unrestricted, the
+cluster's own), a SASL_PLAINTEXT/PLAIN listener for clients (checked), `super.users=User:admin`.
+confluent-kafka clients as `User:alice` are refused (TOPIC_AUTHORIZATION_FAILED) until the
+admin grants ACLs with AdminClient.create_acls, then served; a DENY binding wins over an ALLOW;
+`kmirror mirrors` as a principal without Describe on a ClusterMirror lists nothing and gets
+MIRROR_AUTHORIZATION_FAILED, and sees exactly the mirror it is granted."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from kmirror.client import acls as kmirror_acls
+from kmirror.client.admin import Admin
+from kmirror.client.cluster import Cluster
+from kmirror.security.client_config import client_security
+from kmirror.testing.kafka_clients import consume_values, produce_values
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+
+pytestmark = pytest.mark.integration
+
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+JAAS = f"{PLAIN_MODULE} required " + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";"
+
+
+@dataclass
+class AuthorizedNode:
+    cluster: LocalCluster
+
+    @property
+    def plaintext(self) -> str:
+        return f"127.0.0.1:{self.cluster.port}"
+
+    @property
+    def sasl(self) -> str:
+        return f"127.0.0.1:{self.cluster.port + 1}"
+
+    def client(self, user: str) -> dict[str, str]:
+        return {"bootstrap.servers": self.sasl, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+                "sasl.username": user, "sasl.password": USERS[user]}
+
+    def command_config(self, directory: Path, user: str) -> Path:
+        path = directory / f"{user}.properties"
+        path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                        f'sasl.jaas.config={PLAIN_MODULE} required username="{user}" password="{USERS[user]}";\n')
+        return path
+
+    def grant(self, *bindings: AclBinding) -> None:
+        admin = AdminClient(self.client("admin"))
+        for future in admin.create_acls(list(bindings), request_timeout=30).values():
+            future.result()
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthorizedNode]:
+    port = free_port_block(2)
+    cluster = LocalCluster(tmp_path_factory.mktemp("authorizer"), port, 1, {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1},"
+                     f"CONTROLLER://127.0.0.1:{port + 100}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin",
+    })
+    cluster.up()
+    try:
+        yield AuthorizedNode(cluster)
+    finally:
+        cluster.down()
+
+
+def topic_acl(topic: str, principal: str, operation: AclOperation,
+              permission: AclPermissionType = AclPermissionType.ALLOW) -> AclBinding:
+    return AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*", operation, permission)
+
+
+def create_topic(node: AuthorizedNode, topic: str) -> None:
+    admin = AdminClient(node.client("admin"))
+    admin.create_topics([NewTopic(topic, 1, 1)], request_timeout=30)[topic].result()
+
+
+def produce_error(config: dict[str, str], topic: str) -> KafkaError | None:
+    """The delivery error of one record (None: delivered)."""
+    reports: list[KafkaError | None] = []
+    producer = Producer({**config, "message.timeout.ms": 20000})
+    producer.produce(topic, b"v", on_delivery=lambda err, msg: reports.append(err))
+    deadline = time.monotonic() + 30
+    while not reports and time.monotonic() < deadline:
+        producer.poll(0.2)
+    assert reports, "no delivery report"
+    return reports[0]
+
+
+def consume_error(config: dict[str, str], topic: str, group: str) -> KafkaError | None:
+    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            error: KafkaError | None = msg.error()
+            return error
+        raise AssertionError("neither a record nor an error")
+    finally:
+        consumer.close()
+
+
+def test_alice_is_refused_until_the_admin_grants_acls(node: AuthorizedNode) -> None:
+    create_topic(node, "orders")
+    refused = produce_error(node.client("alice"), "orders")
+    assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # listing the topics shows alice nothing yet; the admin sees the topic
+    assert "orders" not in AdminClient(node.client("alice")).list_topics(timeout=30).topics
+    assert "orders" in AdminClient(node.client("admin")).list_topics(timeout=30).topics
+    # alice may not grant herself anything
+    alice_admin = AdminClient(node.client("alice"))
+    with pytest.raises(KafkaException) as denied:
+        for future in alice_admin.create_acls([topic_acl("orders", "User:alice", AclOperation.WRITE)],
+                                              request_timeout=30).values():
+            future.result()
+    assert denied.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+    node.grant(topic_acl("orders", "User:alice", AclOperation.WRITE),
+               topic_acl("orders", "User:alice", AclOperation.READ),
+               AclBinding(ResourceType.GROUP, "g-alice", ResourcePatternType.LITERAL, "User:alice", "*",
+                          AclOperation.READ, AclPermissionType.ALLOW))
+    values = [f"alice {i}".encode() for i in range(10)]
+    produce_values(node.client("alice"), "orders", values)
+    assert consume_values(node.client("alice"), "orders", len(values), "g-alice") == values
+    # another group is still refused
+    error = consume_error(node.client("alice"), "orders", "g-other")
+    assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_a_deny_acl_wins_over_an_allow(node: AuthorizedNode) -> None:
+    create_topic(node, "shared")
+    node.grant(topic_acl("shared", "User:*", AclOperation.ALL),
+               topic_acl("shared", "User:bob", AclOperation.WRITE, AclPermissionType.DENY))
+    assert produce_error(node.client("alice"), "shared") is None
+    refused = produce_error(node.client("bob"), "shared")
+    assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_the_inter_broker_listener_is_the_clusters_own(node: AuthorizedNode) -> None:
+    """ANONYMOUS on the inter-broker listener is unrestricted: the cluster's own connections."""
+    assert produce_error({"bootstrap.servers": node.plaintext}, "orders") is None
+
+
+def test_mirrors_are_listed_only_to_principals_with_describe(node: AuthorizedNode, tmp_path: Path) -> None:
+    kmirror("features", "--bootstrap-server", node.plaintext, "upgrade", "--feature", "mirror.version=1")
+    mirror_config = tmp_path / "mirror.properties"
+    mirror_config.write_text("bootstrap.servers=127.0.0.1:1\n")
+    admin = node.command_config(tmp_path, "admin")
+    alice = node.command_config(tmp_path, "alice")
+
+    def mirrors(config: Path, *args: str) -> tuple[int, str]:
+        out = kmirror("mirrors", "--bootstrap-server", node.sasl, "--command-config", str(config), *args,
+                      check=False)
+        return out.returncode, out.stdout + out.stderr
+
+    for name in ("dr-east", "dr-west"):
+        code, text = mirrors(admin, "--create", "--mirror", name, "--mirror-config", str(mirror_config))
+        assert code == 0, text
+    code, text = mirrors(alice, "--create", "--mirror", "mine", "--mirror-config", str(mirror_config))
+    assert code != 0 and "MIRROR_AUTHORIZATION_FAILED" in text
+
+    code, text = mirrors(alice, "--list")
+    assert code == 0 and "dr-east" not in text and "dr-west" not in text
+    code, text = mirrors(alice, "--describe", "--mirror", "dr-east")
+    assert "MIRROR_AUTHORIZATION_FAILED" in text
+    code, text = mirrors(admin, "--list")
+    assert code == 0 and "dr-east" in text and "dr-west" in text
+
+    # confluent-kafka has no CLUSTER_MIRROR resource type: the admin grants it with kmirror's Admin
+    grant = kmirror_acls.AclBinding(8, "dr-east", 3, "User:alice", "*", 8, 3)  # CLUSTER_MIRROR, DESCRIBE, ALLOW
+
+    async def create() -> None:
+        security = client_security({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                                    "sasl.jaas.config": f'{PLAIN_MODULE} required username="admin" '
+                                                        f'password="{USERS["admin"]}";'})
+        admin = Admin(Cluster(node.sasl, security=security))
+        try:
+            assert await admin.create_acls([grant]) == {grant: None}
+        finally:
+            await admin.close()
+
+    asyncio.run(create())
+    code, text = mirrors(alice, "--list")
+    assert code == 0 and "dr-east" in text and "dr-west" not in text
