@@ -85,7 +85,11 @@ class RequestAuthorizer:
 
     def filter(self, ctx: RequestContext, operation: int, resource_type: int, names: Iterable[str]) -> set[str]:
         """The names of `names` the request may operate on (each asked once)."""
-        return {n for n in set(names) if self.authorize(ctx, operation, resource_type, n)}
+        if self.unrestricted(ctx):
+            return set(names)
+        core, principal = self._core(), kafka_principal(ctx)
+        return {n for n in set(names)
+                if core.authorize(principal, ctx.client_host, operation, resource_type, n) is AuthorizationResult.ALLOWED}
 
     def authorize_any(self, ctx: RequestContext, operation: int, resource_type: int) -> bool:
         if self.unrestricted(ctx):

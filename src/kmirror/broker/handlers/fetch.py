@@ -109,12 +109,10 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     replica_epoch = int(request.replica_state.replica_epoch) if hasattr(request, "replica_state") else -1
     # KIP-392: v11+ consumers send client metadata (rack_id, maybe empty); older ones read the leader only.
     client_rack = str(getattr(request, "rack_id", "") or "") if version >= 11 and replica_id < 0 else None
-    denied = _unauthorized_topics(services, ctx, replica_id, {tp.topic for tp, _ in context.partitions})
-    refusals = {tp: PartitionError(ErrorCode.topic_authorization_failed)
-                for tp, _ in context.partitions if tp.topic in denied}
+    refusals = _refusals(services, ctx, replica_id, context.partitions)
 
     def read() -> dict[TopicPartition, Any]:
-        partitions = [(tp, s) for tp, s in context.partitions if tp not in refusals]
+        partitions = [(tp, s) for tp, s in context.partitions if tp not in refusals] if refusals else context.partitions
         idle_answers: dict[TopicPartition, IdleRead] = {}
         if replica_id < 0:
             # A consumer's partition with nothing to read is answered with its offsets, not
@@ -126,7 +124,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
             incremental = context.incremental
             to_read = []
             for tp, s in context.partitions_to_check(rm.changes):
-                if tp in refusals:
+                if refusals and tp in refusals:
                     continue
                 answer = idle(tp, s.fetch_offset, isolation_level, s.current_leader_epoch, client_rack)
                 if answer is None:
@@ -146,7 +144,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         results: dict[TopicPartition, Any] = rm.fetch(
             reads, max_bytes, isolation_level, replica_id, client_rack=client_rack, replica_epoch=replica_epoch)
         results.update(idle_answers)
-        results.update(refusals)
+        if refusals:
+            results.update(refusals)
         return results
 
     results = read()
@@ -179,11 +178,18 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     return _response(services, rt, context, results, unknown_ids, by_topic_id, isolation_level)
 
 
-def _unauthorized_topics(services: BrokerServices, ctx: RequestContext, replica_id: int, topics: set[str]) -> set[str]:
+def _refusals(services: BrokerServices, ctx: RequestContext, replica_id: int,
+              partitions: list[tuple[TopicPartition, SessionPartition]]) -> dict[TopicPartition, PartitionError]:
+    """The partitions of the fetch the principal may not read (see the module docstring)."""
     authorization = services.authorization
+    if authorization.unrestricted(ctx):
+        return {}
+    topics = {tp.topic for tp, _ in partitions}
     if replica_id >= 0:
-        return set() if authorization.authorize_cluster(ctx, CLUSTER_ACTION) else topics
-    return topics - authorization.filter(ctx, READ, TOPIC, topics)
+        denied = set() if authorization.authorize_cluster(ctx, CLUSTER_ACTION) else topics
+    else:
+        denied = topics - authorization.filter(ctx, READ, TOPIC, topics)
+    return {tp: PartitionError(ErrorCode.topic_authorization_failed) for tp, _ in partitions if tp.topic in denied}
 
 
 _CACHES: weakref.WeakKeyDictionary[Any, FetchSessionCache] = weakref.WeakKeyDictionary()
