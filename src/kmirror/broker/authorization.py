@@ -91,6 +91,12 @@ class RequestAuthorizer:
         return {n for n in set(names)
                 if core.authorize(principal, ctx.client_host, operation, resource_type, n) is AuthorizationResult.ALLOWED}
 
+    def authorized_operations(self, ctx: RequestContext, resource_type: int, name: str,
+                              operations: Iterable[int]) -> list[int]:
+        """Those of `operations` the request may do on the resource (the `authorized_operations`
+        fields; all of them without an authorizer)."""
+        return [op for op in operations if self.authorize(ctx, op, resource_type, name)]
+
     def authorize_any(self, ctx: RequestContext, operation: int, resource_type: int) -> bool:
         if self.unrestricted(ctx):
             return True

@@ -163,3 +163,12 @@ def test_list_describe_and_delete_groups_per_group() -> None:
     # DESCRIBE on the cluster lists every group
     services.authorization = static_authorizer(binding(Res.CLUSTER, "kafka-cluster", Op.DESCRIBE))
     assert [g.group_id for g in call(services, 16, 4, states_filter=()).groups] == ["g1"]
+
+
+def test_describe_groups_reports_the_principals_operations() -> None:
+    services = node(binding(Res.TOPIC, "*", Op.READ), binding(Res.GROUP, "g", Op.READ))
+    commit(services)
+    (group,) = call(services, 15, 5, groups=("g",), include_authorized_operations=True).groups
+    assert group.authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
+    (group,) = call(services, 15, 5, "admin", groups=("g",), include_authorized_operations=True).groups
+    assert group.authorized_operations == (1 << Op.READ) | (1 << Op.DELETE) | (1 << Op.DESCRIBE)

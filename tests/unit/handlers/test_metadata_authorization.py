@@ -170,3 +170,22 @@ def test_cluster_apis_refused_before_their_handler() -> None:
     assert resp.error_code == ErrorCode.cluster_authorization_failed
     assert resp.replica_election_results[0].partition_result[0].error_code == ErrorCode.cluster_authorization_failed
     assert call(s, 46, 0, {"timeout": 1000, "topics": None}, principal="admin").error_code == ErrorCode.none
+
+
+def test_authorized_operations_are_the_principals() -> None:
+    s = services()
+    grant(s, Res.TOPIC, "orders", Op.READ)
+    grant(s, Res.CLUSTER, "kafka-cluster", Op.DESCRIBE)
+    topic = request_entity(3, 12, "MetadataRequestTopic", name="orders", topic_id=uuid.UUID(int=0))
+    fields = {"topics": (topic,), "allow_auto_topic_creation": False, "include_topic_authorized_operations": True,
+              "include_cluster_authorized_operations": True}
+    resp = call(s, 3, 10, fields, principal="alice")
+    # READ, and DESCRIBE which READ implies
+    assert resp.topics[0].topic_authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
+    assert resp.cluster_authorized_operations == 1 << Op.DESCRIBE
+    everything = call(s, 3, 10, fields, principal="admin")
+    assert everything.topics[0].topic_authorized_operations == sum(
+        1 << op for op in (Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE, Op.DESCRIBE_CONFIGS,
+                           Op.ALTER_CONFIGS))
+    cluster = call(s, 60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1}, principal="alice")
+    assert cluster.cluster_authorized_operations == 1 << Op.DESCRIBE

@@ -11,7 +11,7 @@ from typing import Any
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.authorization import DESCRIBE, GROUP
-from kmirror.broker.handlers.describe_groups import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
+from kmirror.broker.handlers.describe_groups import AUTHORIZED_OPERATIONS_OMITTED, group_operations
 from kmirror.broker.services import BrokerServices
 from kmirror.coordinator.consumer_group.admin import DescribedConsumerGroup
 from kmirror.coordinator.consumer_group.member import TopicPartitions
@@ -33,7 +33,6 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     Member = nested(rt, "Member")
     Assignment = nested(rt, "Assignment")
     TopicPartitionsEntity = nested(rt, "TopicPartitions")
-    ops = GROUP_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
 
     def assignment(tps: TopicPartitions) -> Any:
         return build(Assignment, topic_partitions=tuple(
@@ -60,7 +59,8 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                       member_type=m.member_type)
                 for m in d.members
             ),
-            authorized_operations=ops,
+            authorized_operations=group_operations(services, ctx, d.group_id)
+            if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED,
         )
         for d in described
     )

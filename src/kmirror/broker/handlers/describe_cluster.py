@@ -13,12 +13,14 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32
 
 from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import CLUSTER
 from kmirror.broker.handlers.metadata import (
     AUTHORIZED_OPERATIONS_OMITTED,
     CLUSTER_OPERATIONS,
     operations_bitfield,
 )
 from kmirror.broker.services import BrokerServices
+from kmirror.metadata.controller.acls import CLUSTER_NAME
 from kmirror.protocol.entities import build, nested
 
 BROKER_ENDPOINTS = 1
@@ -65,6 +67,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         controller_id=i32(services.metadata.controller_id),
         brokers=tuple(brokers),
         cluster_authorized_operations=i32(
-            operations_bitfield(CLUSTER_OPERATIONS) if include_ops else AUTHORIZED_OPERATIONS_OMITTED
+            operations_bitfield(services.authorization.authorized_operations(
+                ctx, CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)) if include_ops else AUTHORIZED_OPERATIONS_OMITTED
         ),
     )

@@ -1,6 +1,6 @@
 """DescribeGroups (key 15, v0-v6; unknown groups are GROUP_ID_NOT_FOUND from v6, KIP-1043).
 A group without DESCRIBE is answered GROUP_AUTHORIZATION_FAILED (Kafka's authorization);
-`authorized_operations` still reports READ, DELETE and DESCRIBE."""
+`authorized_operations` reports which of READ, DELETE and DESCRIBE the principal may do."""
 
 from __future__ import annotations
 
@@ -16,8 +16,17 @@ from kmirror.protocol.errors import ErrorCode
 
 # Kafka's value when authorized operations were not requested.
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# READ (3), DELETE (6), DESCRIBE (8): what a group resource allows (no authorizer yet).
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+# READ (3), DELETE (6), DESCRIBE (8): what a group resource allows.
+GROUP_OPERATION_CODES = (3, 6, 8)
+GROUP_OPERATIONS = sum(1 << op for op in GROUP_OPERATION_CODES)
+
+
+def group_operations(services: BrokerServices, ctx: RequestContext, group_id: str) -> int:
+    """The `authorized_operations` bitfield of a group for this request."""
+    if services.authorization.unrestricted(ctx):
+        return GROUP_OPERATIONS
+    return sum(1 << op for op in services.authorization.authorized_operations(ctx, GROUP, group_id,
+                                                                              GROUP_OPERATION_CODES))
 
 
 @api(15, "DescribeGroups", 0, 6)
@@ -30,7 +39,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     Group = nested(rt, "DescribedGroup")
     Member = nested(rt, "DescribedGroupMember")
-    ops = GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) else AUTHORIZED_OPERATIONS_OMITTED
+    include_ops = bool(getattr(request, "include_authorized_operations", False))
     groups = tuple(
         build(
             Group,
@@ -45,7 +54,8 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                       client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
                 for m in d.members
             ),
-            authorized_operations=ops,
+            authorized_operations=group_operations(services, ctx, d.group_id) if include_ops
+            else AUTHORIZED_OPERATIONS_OMITTED,
         )
         for d in described
     )

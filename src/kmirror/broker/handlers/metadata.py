@@ -12,12 +12,13 @@ request came in on. Each auto-creation is logged at INFO with the client id that
 Authorization (Kafka's): listing all topics lists those the principal may DESCRIBE; a topic
 asked for by name without DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED, by id
 UNKNOWN_TOPIC_ID (its existence is not revealed); auto-creation needs CREATE on the cluster
-or on the topic, else TOPIC_AUTHORIZATION_FAILED. The authorized-operations fields still
-report every operation.
+or on the topic, else TOPIC_AUTHORIZATION_FAILED. The authorized-operations fields report
+the operations the principal may do.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import uuid
@@ -28,9 +29,9 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from kmirror.broker.api import RequestContext, api
-from kmirror.broker.authorization import CREATE, DESCRIBE, TOPIC
+from kmirror.broker.authorization import CLUSTER, CREATE, DESCRIBE, TOPIC
 from kmirror.broker.services import BrokerServices
-from kmirror.metadata.controller.acls import AclOperation
+from kmirror.metadata.controller.acls import CLUSTER_NAME, AclOperation
 from kmirror.metadata.controller.topics import CreatableTopic, is_internal_topic, validate_topic_name
 from kmirror.metadata.controller_service import MetadataOperationError
 from kmirror.metadata.image import MetadataImage, TopicImage
@@ -140,6 +141,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                 continue
             topic_entries.append(_requested_topic(rt, image, name, topic_id, created_errors, include_ops))
 
+    if include_ops and not authorization.unrestricted(ctx):
+        topic_entries = [_with_operations(authorization, ctx, t) for t in topic_entries]
     broker_cls = nested(rt, "MetadataResponseBroker")
     brokers = []
     for b in metadata.image.live_brokers():
@@ -157,10 +160,19 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         controller_id=i32(metadata.controller_id),
         topics=tuple(topic_entries),
         cluster_authorized_operations=i32(
-            operations_bitfield(CLUSTER_OPERATIONS) if include_cluster_ops else AUTHORIZED_OPERATIONS_OMITTED
+            operations_bitfield(authorization.authorized_operations(ctx, CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS))
+            if include_cluster_ops else AUTHORIZED_OPERATIONS_OMITTED
         ),
         error_code=ErrorCode.none,
     )
+
+
+def _with_operations(authorization: Any, ctx: RequestContext, entry: Any) -> Any:
+    """A described topic's entry with the operations this principal may do on it."""
+    if entry.name is None or entry.error_code != ErrorCode.none:
+        return entry
+    allowed = authorization.authorized_operations(ctx, TOPIC, entry.name, TOPIC_OPERATIONS)
+    return dataclasses.replace(entry, topic_authorized_operations=i32(operations_bitfield(allowed)))
 
 
 async def _auto_create(services: BrokerServices, names: list[str]) -> dict[str, ErrorCode]:
