@@ -4,19 +4,25 @@ Kafka's KafkaApis, with the authorizer on."""
 from __future__ import annotations
 
 import datetime
+from types import SimpleNamespace
 from typing import Any
 from uuid import UUID, uuid4
 
 from kmirror.broker.handlers import (
+    add_partitions_to_txn,
     delete_records,
     describe_producers,
+    describe_transactions,
     fetch,
     list_offsets,
+    list_transactions,
     offsets_for_leader_epoch,
     produce,
+    txn_offset_commit,
     write_txn_markers,
 )
 from kmirror.broker.handlers import init_producer_id as init_producer_id_handler
+from kmirror.coordinator.transaction.results import ListedTransaction
 from kmirror.metadata.controller.acls import AclOperation as Op
 from kmirror.metadata.controller.acls import ResourceType as Res
 from kmirror.protocol.entities import build, nested
@@ -178,3 +184,55 @@ def test_write_txn_markers_needs_cluster_action() -> None:
     request = build(rt, markers=(marker,))
     resp = call_handler(write_txn_markers.handle, services(binding(Res.TOPIC, "*", Op.ALL)), 27, 1, request, "alice")
     assert resp.markers[0].topics[0].partitions[0].error_code == ErrorCode.cluster_authorization_failed
+
+
+def test_add_partitions_to_txn_per_transactional_id_and_topic() -> None:
+    rt = request_type(24, 3)
+    Topic = nested(rt, "AddPartitionsToTxnTopic")
+    request = build(rt, v3_and_below_transactional_id="tx", v3_and_below_producer_id=1,
+                    v3_and_below_producer_epoch=0,
+                    v3_and_below_topics=tuple(Topic(name=n, partitions=(0,)) for n in ("a", "b")))
+
+    def answer(s: Any) -> dict[str, int]:
+        resp = call_handler(add_partitions_to_txn.handle, s, 24, 3, request, "alice")
+        return {t.name: int(t.results_by_partition[0].partition_error_code)
+                for t in resp.results_by_topic_v3_and_below}
+
+    tx_refused = ErrorCode.transactional_id_authorization_failed
+    assert answer(services(binding(Res.TOPIC, "*", Op.WRITE))) == {"a": tx_refused, "b": tx_refused}
+    assert answer(services(binding(Res.TRANSACTIONAL_ID, "tx", Op.WRITE), binding(Res.TOPIC, "a", Op.WRITE))) == {
+        "a": ErrorCode.operation_not_attempted, "b": DENIED}
+    v4 = request_type(24, 4)
+    resp = call_handler(add_partitions_to_txn.handle, services(), 24, 4, build(v4, transactions=()), "alice")
+    assert resp.error_code == ErrorCode.cluster_authorization_failed
+
+
+def test_txn_offset_commit_needs_the_transactional_id_and_the_group() -> None:
+    rt = request_type(28, 3)
+    Topic, Partition = nested(rt, "TxnOffsetCommitRequestTopic"), nested(rt, "TxnOffsetCommitRequestPartition")
+    request = build(rt, transactional_id="tx", group_id="g", producer_id=1, producer_epoch=0, generation_id=-1,
+                    member_id="", group_instance_id=None, topics=(Topic(name="a", partitions=(
+                        build(Partition, partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                              committed_metadata=""),)),))
+
+    def answer(s: Any) -> int:
+        resp = call_handler(txn_offset_commit.handle, s, 28, 3, request, "alice")
+        return int(resp.topics[0].partitions[0].error_code)
+
+    assert answer(services(binding(Res.GROUP, "g", Op.READ))) == ErrorCode.transactional_id_authorization_failed
+    assert answer(services(binding(Res.TRANSACTIONAL_ID, "tx", Op.WRITE))) == ErrorCode.group_authorization_failed
+
+
+def test_describe_and_list_transactions_per_transactional_id() -> None:
+    s = services(binding(Res.TRANSACTIONAL_ID, "tx1", Op.DESCRIBE))
+    resp = call_handler(describe_transactions.handle, s, 65, 0,
+                        build(request_type(65, 0), transactional_ids=("tx1", "tx2")), "alice")
+    assert {t.transactional_id: t.error_code for t in resp.transaction_states} == {
+        "tx1": ErrorCode.coordinator_not_available, "tx2": ErrorCode.transactional_id_authorization_failed}
+    listed = [ListedTransaction("tx1", 1, "Ongoing"), ListedTransaction("tx2", 2, "Ongoing")]
+    s.transaction_coordinator = SimpleNamespace(list_transactions=lambda *args: (listed, ()))
+    request = build(request_type(66, 1), state_filters=(), producer_id_filters=(), duration_filter=-1)
+    resp = call_handler(list_transactions.handle, s, 66, 1, request, "alice")
+    assert [t.transactional_id for t in resp.transaction_states] == ["tx1"]
+    resp = call_handler(list_transactions.handle, s, 66, 1, request, "admin")
+    assert [t.transactional_id for t in resp.transaction_states] == ["tx1", "tx2"]

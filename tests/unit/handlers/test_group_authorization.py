@@ -172,3 +172,35 @@ def test_describe_groups_reports_the_principals_operations() -> None:
     assert group.authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
     (group,) = call(services, 15, 5, "admin", groups=("g",), include_authorized_operations=True).groups
     assert group.authorized_operations == (1 << Op.READ) | (1 << Op.DELETE) | (1 << Op.DESCRIBE)
+
+
+def test_offset_delete_needs_delete_on_the_group_and_read_on_topics() -> None:
+    services = node(binding(Res.TOPIC, "a", Op.READ), binding(Res.GROUP, "g", Op.READ))
+    commit(services)
+    req, _ = kio_schemas(47)(0)
+    module = __import__(req.__module__, fromlist=["x"])
+    topics = tuple(module.OffsetDeleteRequestTopic(name=t, partitions=(
+        module.OffsetDeleteRequestPartition(partition_index=0),)) for t in ("a", "b"))
+    assert call(services, 47, 0, group_id="g", topics=topics).error_code == E.group_authorization_failed
+    services.authorization = static_authorizer(binding(Res.TOPIC, "a", Op.READ), binding(Res.GROUP, "g", Op.DELETE))
+    resp = call(services, 47, 0, group_id="g", topics=topics)
+    assert resp.error_code == 0
+    assert {t.name: t.partitions[0].error_code for t in resp.topics}["b"] == E.topic_authorization_failed
+
+
+def heartbeat_fields(group: str, topics: tuple[str, ...]) -> dict[str, Any]:
+    return dict(group_id=group, member_id="m-1", member_epoch=0, instance_id=None, rack_id=None,
+                rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=topics,
+                subscribed_topic_regex=None, server_assignor=None, topic_partitions=())
+
+
+def test_consumer_group_heartbeat_needs_read_on_the_group_and_describe_on_subscribed_topics() -> None:
+    services = node(binding(Res.TOPIC, "a", Op.DESCRIBE))
+    assert call(services, 68, 1, **heartbeat_fields("g", ("a",))).error_code == E.group_authorization_failed
+    services.authorization = static_authorizer(binding(Res.TOPIC, "a", Op.DESCRIBE), binding(Res.GROUP, "g", Op.READ))
+    assert call(services, 68, 1, **heartbeat_fields("g", ("a", "b"))).error_code == E.topic_authorization_failed
+    assert call(services, 68, 1, **heartbeat_fields("g", ("a",))).error_code != E.topic_authorization_failed
+    described = call(services, 69, 1, group_ids=("g", "h"), include_authorized_operations=False).groups
+    # READ on g implies DESCRIBE; h is refused
+    assert [(g.group_id, g.error_code != E.group_authorization_failed) for g in described] == [
+        ("g", True), ("h", False)]

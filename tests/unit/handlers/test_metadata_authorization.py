@@ -189,3 +189,22 @@ def test_authorized_operations_are_the_principals() -> None:
                            Op.ALTER_CONFIGS))
     cluster = call(s, 60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1}, principal="alice")
     assert cluster.cluster_authorized_operations == 1 << Op.DESCRIBE
+
+
+def test_client_quotas_and_scram_credentials_need_the_cluster() -> None:
+    s = services()
+    entity = request_entity(49, 1, "EntityData", entity_type="user", entity_name="bob")
+    op = request_entity(49, 1, "OpData", key="producer_byte_rate", value=1024.0, remove=False)
+    entry = request_entity(49, 1, "EntryData", entity=(entity,), ops=(op,))
+    resp = call(s, 49, 1, {"entries": (entry,), "validate_only": False}, principal="alice")
+    assert resp.entries[0].error_code == ErrorCode.cluster_authorization_failed
+    assert call(s, 48, 1, {"components": (), "strict": False}, principal="alice").error_code == \
+        ErrorCode.cluster_authorization_failed
+    grant(s, Res.CLUSTER, "kafka-cluster", Op.ALTER_CONFIGS)  # implies DESCRIBE_CONFIGS
+    assert call(s, 49, 1, {"entries": (entry,), "validate_only": False}, principal="alice").entries[0].error_code == 0
+    assert call(s, 48, 1, {"components": (), "strict": False}, principal="alice").error_code == 0
+    deletion = request_entity(51, 0, "ScramCredentialDeletion", name="bob", mechanism=1)
+    resp = call(s, 51, 0, {"deletions": (deletion,), "upsertions": ()}, principal="alice")
+    assert [(r.user, r.error_code) for r in resp.results] == [("bob", ErrorCode.cluster_authorization_failed)]
+    resp = call(s, 51, 0, {"deletions": (deletion,), "upsertions": ()}, principal="admin")
+    assert resp.results[0].error_code == ErrorCode.resource_not_found

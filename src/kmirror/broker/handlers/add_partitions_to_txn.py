@@ -65,9 +65,6 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
 
 async def _add(services: BrokerServices, ctx: RequestContext, transactional_id: str, producer_id: int,
                producer_epoch: int, wanted: list[TopicPartition], *, verify_only: bool) -> dict[TopicPartition, ErrorCode]:
-    coordinator = services.transaction_coordinator
-    if coordinator is None:
-        return dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
     if ctx.api_version < 4:
         authorization = services.authorization
         if not authorization.authorize(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
@@ -76,6 +73,9 @@ async def _add(services: BrokerServices, ctx: RequestContext, transactional_id: 
         if any(tp.topic not in writable for tp in wanted):
             return {tp: ErrorCode.operation_not_attempted if tp.topic in writable
                     else ErrorCode.topic_authorization_failed for tp in wanted}
+    coordinator = services.transaction_coordinator
+    if coordinator is None:
+        return dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
     if verify_only:
         return coordinator.verify_local(  # type: ignore[no-any-return]
             transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
