@@ -3,7 +3,9 @@ cluster's own), a SASL_PLAINTEXT/PLAIN listener for clients (checked), `super.us
 confluent-kafka clients as `User:alice` are refused (TOPIC_AUTHORIZATION_FAILED) until the
 admin grants ACLs with AdminClient.create_acls, then served; a DENY binding wins over an ALLOW;
 `kmirror mirrors` as a principal without Describe on a ClusterMirror lists nothing and gets
-MIRROR_AUTHORIZATION_FAILED, and sees exactly the mirror it is granted."""
+MIRROR_AUTHORIZATION_FAILED, and sees exactly the mirror it is granted. A mirror between two
+such clusters works with the KIP's source permissions for its principal, and cannot add a
+topic before they are granted."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -29,8 +32,10 @@ from kmirror.client import acls as kmirror_acls
 from kmirror.client.admin import Admin
 from kmirror.client.cluster import Cluster
 from kmirror.security.client_config import client_security
-from kmirror.testing.kafka_clients import consume_values, produce_values
+from kmirror.testing.kafka_clients import consume_values, produce_values, watermarks
+from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.segments import log_batches
 
 pytestmark = pytest.mark.integration
 
@@ -67,10 +72,9 @@ class AuthorizedNode:
             future.result()
 
 
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthorizedNode]:
+def authorized_node(directory: Path, **overrides: str) -> AuthorizedNode:
     port = free_port_block(2)
-    cluster = LocalCluster(tmp_path_factory.mktemp("authorizer"), port, 1, {
+    cluster = LocalCluster(directory, port, 1, {
         "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1},"
                      f"CONTROLLER://127.0.0.1:{port + 100}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1}",
@@ -79,12 +83,19 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthorizedNode]:
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin",
+        **overrides,
     })
     cluster.up()
+    return AuthorizedNode(cluster)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthorizedNode]:
+    n = authorized_node(tmp_path_factory.mktemp("authorizer"))
     try:
-        yield AuthorizedNode(cluster)
+        yield n
     finally:
-        cluster.down()
+        n.cluster.down()
 
 
 def topic_acl(topic: str, principal: str, operation: AclOperation,
@@ -207,3 +218,59 @@ def test_mirrors_are_listed_only_to_principals_with_describe(node: AuthorizedNod
     asyncio.run(create())
     code, text = mirrors(alice, "--list")
     assert code == 0 and "dr-east" in text and "dr-west" not in text
+
+
+def described_acls(node: AuthorizedNode) -> list[AclBinding]:
+    admin = AdminClient(node.client("admin"))
+    wanted = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                              AclPermissionType.ANY)
+    found: list[AclBinding] = admin.describe_acls(wanted, request_timeout=30).result()
+    return found
+
+
+def test_a_mirror_between_authorizing_clusters_needs_the_kips_source_permissions(tmp_path: Path) -> None:
+    topic = "mirrored"
+    source = authorized_node(tmp_path / "source", **{"listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                                                      JAAS[:-1] + ' user_mirror="mirror-secret";'})
+    dest = authorized_node(tmp_path / "dest", **{"mirror.metadata.refresh.interval.ms": "500"})
+    try:
+        create_topic(source, topic)
+        produce_values(source.client("admin"), topic, [f"record {i}".encode() for i in range(20)])
+        admin = dest.command_config(tmp_path, "admin")
+        (tmp_path / "mirror.properties").write_text(
+            f"bootstrap.servers={source.sasl}\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+            f'sasl.jaas.config={PLAIN_MODULE} required username="mirror" password="mirror-secret";\n'
+            f"mirror.acl.include=TOPIC;{topic}\n")
+
+        def mirrors(*args: str) -> tuple[int, str]:
+            out = kmirror("mirrors", "--bootstrap-server", dest.sasl, "--command-config", str(admin), *args,
+                          check=False)
+            return out.returncode, out.stdout + out.stderr
+
+        # `kmirror features` has no --command-config: the operator uses the cluster's own listener
+        kmirror("features", "--bootstrap-server", dest.plaintext, "upgrade", "--feature", "mirror.version=1")
+        code, text = mirrors("--create", "--mirror", "dr", "--mirror-config", str(tmp_path / "mirror.properties"))
+        assert code == 0, text
+        # the mirror's principal may not describe the source topic yet
+        code, text = mirrors("--add", "--mirror", "dr", "--topic", topic)
+        assert code != 0 and "TOPIC_AUTHORIZATION_FAILED" in text, text
+        # KIP-1279 "Source cluster permissions": Read (implies Describe) and DescribeConfigs on the
+        # topics, Describe on the groups and the cluster
+        source.grant(topic_acl(topic, "User:mirror", AclOperation.READ),
+                     topic_acl(topic, "User:mirror", AclOperation.DESCRIBE_CONFIGS),
+                     AclBinding(ResourceType.GROUP, "*", ResourcePatternType.LITERAL, "User:mirror", "*",
+                                AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+                     AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:mirror",
+                                "*", AclOperation.DESCRIBE, AclPermissionType.ALLOW))
+        code, text = mirrors("--add", "--mirror", "dr", "--topic", topic)
+        assert code == 0, text
+        source_end = watermarks(source.plaintext, topic, 0)[1]
+        wait_until(lambda: watermarks(dest.plaintext, topic, 0)[1] == source_end, "the mirror to catch up")
+        assert log_batches(dest.cluster, topic, 0) == log_batches(source.cluster, topic, 0)
+        # ACL sync read the source's bindings (Describe on the cluster) and wrote them here
+        # through the destination's own listener
+        wait_until(lambda: topic_acl(topic, "User:mirror", AclOperation.READ) in described_acls(dest),
+                   "the topic's bindings copied to the destination")
+    finally:
+        dest.cluster.down()
+        source.cluster.down()
