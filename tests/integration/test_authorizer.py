@@ -9,7 +9,6 @@ topic before they are granted."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,10 +27,6 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kmirror.client import acls as kmirror_acls
-from kmirror.client.admin import Admin
-from kmirror.client.cluster import Cluster
-from kmirror.security.client_config import client_security
 from kmirror.testing.kafka_clients import consume_values, produce_values, watermarks
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
@@ -202,20 +197,10 @@ def test_mirrors_are_listed_only_to_principals_with_describe(node: AuthorizedNod
     code, text = mirrors(admin, "--list")
     assert code == 0 and "dr-east" in text and "dr-west" in text
 
-    # confluent-kafka has no CLUSTER_MIRROR resource type: the admin grants it with kmirror's Admin
-    grant = kmirror_acls.AclBinding(8, "dr-east", 3, "User:alice", "*", 8, 3)  # CLUSTER_MIRROR, DESCRIBE, ALLOW
-
-    async def create() -> None:
-        security = client_security({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                                    "sasl.jaas.config": f'{PLAIN_MODULE} required username="admin" '
-                                                        f'password="{USERS["admin"]}";'})
-        admin = Admin(Cluster(node.sasl, security=security))
-        try:
-            assert await admin.create_acls([grant]) == {grant: None}
-        finally:
-            await admin.close()
-
-    asyncio.run(create())
+    # the KIP's kafka-acls.sh example: read-only monitoring access to one mirror
+    granted = kmirror("acls", "--bootstrap-server", node.sasl, "--command-config", str(admin), "--add",
+                      "--cluster-mirror", "dr-east", "--operation", "Describe", "--allow-principal", "User:alice")
+    assert "ResourcePattern(resourceType=CLUSTER_MIRROR, name=dr-east, patternType=LITERAL)" in granted.stdout
     code, text = mirrors(alice, "--list")
     assert code == 0 and "dr-east" in text and "dr-west" not in text
 

@@ -3,8 +3,8 @@
 Pure: `AclOptions` (what `kmirror acls` was given) becomes a map from resource pattern
 filters to access control entries, as `AclCommand.getResourceFilterToAcls` builds it:
 - resources: `--topic`, `--group`, `--transactional-id`, `--delegation-token`,
-  `--user-principal` (each with `--resource-pattern-type`, default LITERAL) and `--cluster`
-  (the LITERAL `kafka-cluster` pattern, only when the pattern type is LITERAL, as Kafka);
+  `--user-principal`, `--cluster-mirror` (KIP-1279) (each with `--resource-pattern-type`,
+  default LITERAL) and `--cluster` (the LITERAL `kafka-cluster` pattern, only when the pattern type is LITERAL, as Kafka);
 - entries: every `--allow-principal` x `--allow-host` (default `*`) x `--operation`
   (default All), ALLOW; likewise DENY;
 - `--producer`: Write, Describe, Create on the topics, Write, Describe on the transactional
@@ -46,6 +46,9 @@ SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
     ResourceType.TRANSACTIONAL_ID: frozenset({Op.DESCRIBE, Op.WRITE, Op.TWO_PHASE_COMMIT}),
     ResourceType.DELEGATION_TOKEN: frozenset({Op.DESCRIBE}),
     ResourceType.USER: frozenset({Op.CREATE_TOKENS, Op.DESCRIBE_TOKENS}),
+    # KIP-1279 "Security Control": what a cluster mirror's RPCs ask for
+    ResourceType.CLUSTER_MIRROR: frozenset({Op.CREATE, Op.ALTER, Op.DESCRIBE, Op.DELETE, Op.ALTER_CONFIGS,
+                                            Op.DESCRIBE_CONFIGS}),
 }
 
 ACL_OPERATIONS = tuple(op for op in AclOperation if op not in (Op.UNKNOWN, Op.ANY))
@@ -187,6 +190,7 @@ class AclOptions:
     transactional_ids: tuple[str, ...] = ()
     delegation_tokens: tuple[str, ...] = ()
     user_principals: tuple[str, ...] = ()
+    cluster_mirrors: tuple[str, ...] = ()
     cluster: bool = False
     pattern_type: PatternType = PatternType.LITERAL
     operations: tuple[str, ...] = ()
@@ -212,7 +216,8 @@ def resource_filters(o: AclOptions, *, required: bool) -> list[ResourcePatternFi
     if o.pattern_type == PatternType.LITERAL and (o.cluster or o.idempotent):
         out.append(CLUSTER_RESOURCE)
     for kind, names in ((ResourceType.GROUP, o.groups), (ResourceType.TRANSACTIONAL_ID, o.transactional_ids),
-                        (ResourceType.DELEGATION_TOKEN, o.delegation_tokens), (ResourceType.USER, o.user_principals)):
+                        (ResourceType.DELEGATION_TOKEN, o.delegation_tokens), (ResourceType.USER, o.user_principals),
+                        (ResourceType.CLUSTER_MIRROR, o.cluster_mirrors)):
         out.extend(ResourcePatternFilter(kind, name.strip(), o.pattern_type) for name in names)
     if not out and required:
         raise CommandError(NO_RESOURCE)

@@ -65,6 +65,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--cluster", action="store_true", help="the cluster resource (kafka-cluster)")
     p.add_argument("--transactional-id", action="append", default=[], help="transactional id (repeatable)")
     p.add_argument("--delegation-token", action="append", default=[], help="delegation token id (repeatable)")
+    p.add_argument("--cluster-mirror", action="append", default=[],
+                   help="cluster mirror (KIP-1279; repeatable; '*' is every mirror)")
     p.add_argument("--user-principal", action="append", default=[],
                    help="a user principal as the resource (for CreateTokens, DescribeTokens)")
     p.add_argument("--resource-pattern-type", default="literal", metavar="|".join(PATTERN_TYPES),
@@ -121,6 +123,7 @@ def acl_options(args: argparse.Namespace) -> AclOptions:
     return AclOptions(
         topics=tuple(args.topic), groups=tuple(args.group), transactional_ids=tuple(args.transactional_id),
         delegation_tokens=tuple(args.delegation_token), user_principals=tuple(args.user_principal),
+        cluster_mirrors=tuple(args.cluster_mirror),
         cluster=args.cluster, pattern_type=parse_pattern_type(args.resource_pattern_type),
         operations=tuple(args.operation), allow_principals=tuple(args.allow_principal),
         deny_principals=tuple(args.deny_principal), allow_hosts=tuple(args.allow_host),

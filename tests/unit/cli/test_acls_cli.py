@@ -75,6 +75,21 @@ def test_operation_defaults_to_all_and_every_resource_gets_the_same_entries() ->
     assert resource_to_acls(o) == {topic("t"): expected, group("g"): expected, CLUSTER: expected, txn("x"): expected}
 
 
+def test_a_cluster_mirror_takes_the_kip_1279_operations() -> None:
+    args = parse("--add", "--cluster-mirror", "my-mirror", "--operation", "Create", "--operation", "AlterConfigs",
+                 "--allow-principal", "User:mirror-admin")
+    mirror = ResourcePatternFilter(ResourceType.CLUSTER_MIRROR, "my-mirror", LIT)
+    assert resource_to_acls(cli.acl_options(args)) == {
+        mirror: {ace("User:mirror-admin", Op.CREATE), ace("User:mirror-admin", Op.ALTER_CONFIGS)}}
+    with pytest.raises(CommandError, match="only supports operations"):
+        resource_to_acls(cli.acl_options(parse("--add", "--cluster-mirror", "m", "--operation", "Read",
+                                               "--allow-principal", "User:x")))
+    bindings = [AclBinding(8, "my-mirror", 3, "User:mirror-admin", "*", 7, 3)]
+    assert format_current(group_by_resource(bindings)).startswith(
+        "Current ACLs for resource `ResourcePattern(resourceType=CLUSTER_MIRROR, name=my-mirror, "
+        "patternType=LITERAL)`:\n\t(principal=User:mirror-admin, host=*, operation=ALTER, permissionType=ALLOW)")
+
+
 def test_cluster_is_a_resource_only_with_the_literal_pattern_type() -> None:
     assert resource_filters(AclOptions(cluster=True), required=False) == [CLUSTER]
     assert resource_filters(AclOptions(cluster=True, pattern_type=PatternType.MATCH), required=False) == []
