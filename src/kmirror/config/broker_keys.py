@@ -205,6 +205,9 @@ _SECURITY_DEFS = (
     ConfigDef("ssl.truststore.certificates", P, None, "Inline PEM CA certificates.", sensitive=True),
     ConfigDef("ssl.client.auth", S, "none", "Client certificate: none, requested or required.",
               one_of("none", "requested", "required")),
+    ConfigDef("ssl.principal.mapping.rules", S, "DEFAULT",
+              "How a client certificate's distinguished name becomes its principal: DEFAULT (the name) or "
+              "RULE:pattern/replacement/[LU] entries, comma-separated, the first that matches applies."),
     ConfigDef("ssl.enabled.protocols", LI, "TLSv1.2,TLSv1.3", "Accepted (TLS 1.2 and 1.3 are enabled)."),
     ConfigDef("ssl.protocol", S, "TLSv1.3", "Accepted, ignored."),
     ConfigDef("ssl.cipher.suites", LI, "", "Accepted, ignored (Python's defaults)."),

@@ -303,7 +303,9 @@ class Node:
             security = cfg.listener_securities.get(listener.name)
             server = KafkaServer(registries[plane], services[plane], cfg.socket_request_max_bytes,
                                  request_metrics=self.request_metrics, listener=listener.name,
-                                 sasl=None if security is None else security.sasl, limits=limits)
+                                 sasl=None if security is None else security.sasl, limits=limits,
+                                 certificate_principal_rules=None if security is None or security.tls is None
+                                 else security.tls.principal_rules)
             tls = None if security is None or security.tls is None else server_context(security.tls)
             self.ports[listener.name] = await server.start(listener.host, listener.port, tls)
             self._servers.append(server)

@@ -73,6 +73,7 @@ from kmirror.security.listener_config import SaslServerSettings
 from kmirror.security.sasl_mechanism import MechanismServer
 from kmirror.security.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE, Action, SaslServer
 from kmirror.security.scram import ScramCredential, ScramMechanism
+from kmirror.security.ssl_principal import PrincipalMappingError, Rule, principal_name
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,7 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = "?"
         self._sasl = None if server.sasl is None else SaslServer(server.sasl.enabled_mechanisms,
                                                                  server.mechanism_server)
+        self._tls_principal: str | None = None  # a client certificate's (SSL listeners)
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -126,14 +128,35 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if peer else "?"
-        refusal = self._server.admit(self.peer)
+        failed = self._certificate_principal(transport)
+        if failed is not None:
+            log.warning("closing connection from %s on listener %s: failed authentication: %s", self.peer,
+                        self._server.listener, failed)
+        refusal = failed or self._server.admit(self.peer)
         if refusal is not None:
-            log.info("closing connection from %s on listener %s: %s", self.peer, self._server.listener, refusal)
+            if failed is None:
+                log.info("closing connection from %s on listener %s: %s", self.peer, self._server.listener, refusal)
             self._closed = True
             transport.abort()
             return
         self._server.connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._serve())
+
+    def _certificate_principal(self, transport: asyncio.Transport) -> str | None:
+        """Take the principal of the client's certificate, when it presented one on a TLS
+        listener (Kafka's DefaultKafkaPrincipalBuilder); why the connection is refused when no
+        `ssl.principal.mapping.rules` rule applies to it (Kafka fails the authentication)."""
+        rules = self._server.certificate_principal_rules
+        if rules is None:
+            return None
+        certificate = transport.get_extra_info("peercert")
+        if not certificate:
+            return None
+        try:
+            self._tls_principal = principal_name(certificate.get("subject", ()), rules)
+        except PrincipalMappingError as exc:
+            return str(exc)
+        return None
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
@@ -372,8 +395,9 @@ class KafkaConnection(asyncio.Protocol):
         )
 
     def _principal(self) -> str:
+        """SASL's principal on a SASL listener, else the client certificate's, else ANONYMOUS."""
         principal = None if self._sasl is None else self._sasl.principal
-        return principal or ANONYMOUS
+        return principal or self._tls_principal or ANONYMOUS
 
 
 class _HandlerTimer:
@@ -407,13 +431,16 @@ class KafkaServer:
     def __init__(self, registry: ApiRegistry, services: BrokerServices, max_request_bytes: int = 100 * 1024 * 1024,
                  request_metrics: RequestChannelMetrics | None = None, *,
                  listener: str = "PLAINTEXT", sasl: SaslServerSettings | None = None,
-                 limits: ListenerLimits | None = None) -> None:
+                 limits: ListenerLimits | None = None,
+                 certificate_principal_rules: tuple[Rule, ...] | None = None) -> None:
         self.registry = registry
         self.services = services
         self.limits = limits or ListenerLimits(max_request_bytes=max_request_bytes)
         self.request_metrics = request_metrics
         self.listener = listener
         self.sasl = sasl
+        # a TLS listener's ssl.principal.mapping.rules (None: no TLS, no certificate principal)
+        self.certificate_principal_rules = certificate_principal_rules
         self.connections: set[KafkaConnection] = set()
         self.per_ip: dict[str, int] = {}
         self.queued = 0  # requests read and not yet handled, over every connection

@@ -9,7 +9,9 @@ a JAAS config for them is optional and, when given, must name ScramLoginModule.
 SSL: `ssl.keystore.type=PEM` with `ssl.keystore.location` (key and certificate in one file)
 or inline `ssl.keystore.certificate.chain` + `ssl.keystore.key`, `ssl.key.password` for an
 encrypted key; `ssl.truststore.type=PEM` with `ssl.truststore.location` or inline
-`ssl.truststore.certificates`; `ssl.client.auth` none | requested | required.
+`ssl.truststore.certificates`; `ssl.client.auth` none | requested | required;
+`ssl.principal.mapping.rules` maps a client certificate's subject to its principal
+(`kmirror.security.ssl_principal`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from kmirror.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasConfigError, parse_jaas_config
 from kmirror.security.plain import PLAIN
 from kmirror.security.scram import SCRAM_MECHANISM_NAMES
+from kmirror.security.ssl_principal import PrincipalMappingError, Rule, parse_rules
 
 LISTENER_PREFIX = "listener.name."
 SERVER_SASL_MECHANISMS = (PLAIN, *SCRAM_MECHANISM_NAMES)
@@ -31,7 +34,7 @@ LISTENER_SECURITY_KEYS = frozenset({
     "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type", "ssl.truststore.location",
     "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
     "ssl.protocol", "ssl.cipher.suites", "ssl.endpoint.identification.algorithm",
-    "sasl.enabled.mechanisms", "sasl.jaas.config",
+    "ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "sasl.jaas.config",
 })
 
 
@@ -48,6 +51,7 @@ class TlsServerSettings:
     truststore_location: str | None
     truststore_pem: str | None
     client_auth: str
+    principal_rules: tuple[Rule, ...] = (Rule(None),)  # ssl.principal.mapping.rules (DEFAULT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +117,13 @@ def _tls(get: _Lookup, listener: str) -> TlsServerSettings:
                                   f"expected one of {', '.join(CLIENT_AUTH)}")
     if client_auth != "none" and truststore_location is None and truststore_pem is None:
         raise ListenerConfigError(f"listener {listener}: ssl.client.auth={client_auth} needs a truststore")
+    try:
+        rules = parse_rules(get("ssl.principal.mapping.rules", "DEFAULT") or "DEFAULT")
+    except PrincipalMappingError as exc:
+        raise ListenerConfigError(f"invalid value for 'ssl.principal.mapping.rules' of listener {listener}: "
+                                  f"{exc}") from None
     return TlsServerSettings(location, chain, key, get("ssl.key.password") or get("ssl.keystore.password"),
-                             truststore_location, truststore_pem, client_auth)
+                             truststore_location, truststore_pem, client_auth, rules)
 
 
 def _sasl(get: _Lookup, listener: str) -> SaslServerSettings:

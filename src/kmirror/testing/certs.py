@@ -35,3 +35,14 @@ def make_certificates(directory: Path, common_name: str = "localhost") -> Genera
     combined = directory / "server.pem"
     combined.write_text((directory / "server.key").read_text() + (directory / "server.crt").read_text())
     return GeneratedCertificates(directory / "ca.pem", combined, directory / "server.crt", directory / "server.key")
+
+
+def make_client_certificate(certs: GeneratedCertificates, name: str, subject: str) -> tuple[Path, Path]:
+    """A client certificate for `subject` (openssl form, `/CN=alice/O=Acme`) signed by the CA of
+    `certs`: (certificate path, key path), for a listener with `ssl.client.auth=required`."""
+    directory = certs.ca_pem.parent
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject,
+             cwd=directory)
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", f"{name}.crt", "-days", "2", cwd=directory)
+    return directory / f"{name}.crt", directory / f"{name}.key"

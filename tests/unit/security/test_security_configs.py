@@ -6,7 +6,7 @@ from kmirror.config.definitions import ConfigError
 from kmirror.config.server import ServerConfig
 from kmirror.security.client_config import SecurityConfigError, client_security
 from kmirror.security.jaas import JaasConfigError, parse_jaas_config
-from kmirror.security.listener_config import is_listener_security_key, listener_security
+from kmirror.security.listener_config import ListenerConfigError, is_listener_security_key, listener_security
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
@@ -89,6 +89,17 @@ def test_listener_prefixed_keys_win_over_unprefixed_ones() -> None:
     assert sec.tls is not None and sec.tls.keystore_location == "/b.pem" and sec.tls.client_auth == "required"
     other = listener_security(raw, "OTHER", "SASL_PLAINTEXT")
     assert other.sasl is not None and dict(other.sasl.plain_users) == {"x": "y"}  # unprefixed sasl.jaas.config
+
+
+def test_principal_mapping_rules_are_parsed_per_listener_and_bad_ones_refused() -> None:
+    raw = {"ssl.keystore.type": "PEM", "ssl.keystore.location": "/a.pem",
+           "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=(.*)$/$1/L"}
+    sec = listener_security(raw, "SSL", "SSL")
+    assert sec.tls is not None and [r.case for r in sec.tls.principal_rules] == ["L"]
+    default = listener_security({**raw, "listener.name.ssl.ssl.principal.mapping.rules": "DEFAULT"}, "SSL", "SSL")
+    assert default.tls is not None and [r.pattern for r in default.tls.principal_rules] == [None]
+    with pytest.raises(ListenerConfigError, match="ssl.principal.mapping.rules' of listener SSL"):
+        listener_security({**raw, "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=(/x/"}, "SSL", "SSL")
 
 
 def test_listener_key_shapes() -> None:
