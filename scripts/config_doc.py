@@ -14,11 +14,12 @@ Usage: python scripts/config_doc.py [--check]
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+
+from doc_section import main, replace_section
 
 from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
 from kmirror.config.client_quotas import CLIENT_QUOTA_KEYS, IP_QUOTA_KEYS, QUOTA_CONFIG_DOCS
@@ -182,24 +183,8 @@ def render() -> str:
 
 
 def updated(text: str) -> str:
-    start, end = text.index(BEGIN), text.index(END) + len(END)
-    return text[:start] + render() + text[end:]
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true")
-    args = parser.parse_args()
-    text = DOC.read_text(encoding="utf-8")
-    new = updated(text)
-    if args.check:
-        if new != text:
-            print(f"{DOC} is not current: run python scripts/config_doc.py", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(new, encoding="utf-8")
-    return 0
+    return replace_section(text, BEGIN, END, render())
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(__doc__.splitlines()[0], DOC, updated, "python scripts/config_doc.py"))

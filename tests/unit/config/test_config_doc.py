@@ -2,10 +2,6 @@
 makes of them), and the mirror definitions behind it agree with the rules that parse and
 describe mirror configs."""
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 
 from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
 from kmirror.config.client_quotas import CLIENT_QUOTA_KEYS, IP_QUOTA_KEYS, QUOTA_CONFIG_DOCS
@@ -23,21 +19,9 @@ from kmirror.config.mirror import (
 from kmirror.config.topic import TOPIC_CONFIG_DEFS
 from kmirror.metadata.controller.configs import DYNAMIC_BROKER_KEYS
 from kmirror.security.client_config import CLIENT_SECURITY_KEYS
+from kmirror.testing.scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "scripts" / "config_doc.py"
-
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("config_doc", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-doc = _script()
+doc = load_script("config_doc")
 
 
 def _sections() -> dict[str, dict[str, list[str]]]:

@@ -1,29 +1,13 @@
 """docs/operations.md lists the APIs and versions the handler registry serves (what
 scripts/api_versions_doc.py makes of it), and the Kafka APIs it does not serve."""
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 
 from kio.schema.index import api_key_map
 
 from kmirror.broker.api import load_handlers
+from kmirror.testing.scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "scripts" / "api_versions_doc.py"
-
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("api_versions_doc", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-doc = _script()
+doc = load_script("api_versions_doc")
 
 
 def test_operations_md_lists_the_served_apis_as_the_registry_has_them() -> None:

@@ -1,33 +1,23 @@
 """The KIP-1279 RPC modules are what scripts/generate_mirror_protocol.py makes of the schemas."""
 
 import datetime
-import importlib.util
 import io
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from kio.serial import entity_reader, entity_writer
 
+from kmirror.testing.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[4]
 SCRIPT = ROOT / "scripts" / "generate_mirror_protocol.py"
 
-
-def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("generate_mirror_protocol", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-gen = _generator()
+gen = load_script("generate_mirror_protocol")
 
 
 def test_generated_modules_are_current() -> None:
