@@ -78,6 +78,12 @@ def test_create_topics_needs_create_on_the_cluster_or_the_topic() -> None:
     resp = call(s, 19, 7, {"topics": (creatable("new-a"), creatable("other")), "timeout": 1000,
                            "validate_only": False}, principal="alice")
     assert {t.name: t.error_code for t in resp.topics} == {"new-a": ErrorCode.none, "other": DENIED}
+    (created,) = [t for t in resp.topics if t.name == "new-a"]  # no DESCRIBE_CONFIGS on it: no configs
+    assert (created.configs, created.topic_config_error_code, created.num_partitions) == ((), DENIED, 1)
+    grant(s, Res.TOPIC, "new-", Op.DESCRIBE_CONFIGS, pattern=4)
+    resp = call(s, 19, 7, {"topics": (creatable("new-b"),), "timeout": 1000, "validate_only": False},
+                principal="alice")
+    assert resp.topics[0].topic_config_error_code == ErrorCode.none and resp.topics[0].configs
     assert "new-a" in s.metadata.image.topics and "other" not in s.metadata.image.topics
     grant(s, Res.CLUSTER, "kafka-cluster", Op.CREATE)
     resp = call(s, 19, 7, {"topics": (creatable("other"),), "timeout": 1000, "validate_only": False},

@@ -3,7 +3,9 @@
 Kafka answers a name listed twice once, with INVALID_REQUEST. From v5 a successful topic
 carries its partition count, replication factor and every config with its source.
 A topic is created with CREATE on the cluster or on the topic, else it is answered
-TOPIC_AUTHORIZATION_FAILED (Kafka's authorization).
+TOPIC_AUTHORIZATION_FAILED (Kafka's authorization); a created topic's configs are answered
+only with DESCRIBE_CONFIGS on it, else none and TopicConfigErrorCode TOPIC_AUTHORIZATION_FAILED
+(Kafka's ControllerApis).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32
 
 from kmirror.broker.api import RequestContext, api
-from kmirror.broker.authorization import CREATE, TOPIC
+from kmirror.broker.authorization import CREATE, DESCRIBE_CONFIGS, TOPIC
 from kmirror.broker.quotas.mutation_admission import MESSAGE, THROTTLING_QUOTA_EXCEEDED, admit_mutations
 from kmirror.broker.refusals import with_results
 from kmirror.broker.services import BrokerServices
@@ -38,6 +40,11 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         request = dataclasses.replace(request, topics=tuple(t for t in request.topics if t.name in creatable))
     result_cls = nested(ctx.response_type, "CreatableTopicResult")
     response = await _admitted(services, ctx, request)
+    hidden = set(creatable) - authorization.filter(ctx, DESCRIBE_CONFIGS, TOPIC, creatable)
+    if hidden and has_field(result_cls, "configs"):
+        response = dataclasses.replace(response, topics=tuple(
+            dataclasses.replace(t, configs=(), topic_config_error_code=i16(ErrorCode.topic_authorization_failed))
+            if t.name in hidden and t.error_code == ErrorCode.none else t for t in response.topics))
     return with_results(response, "topics", (build(
         result_cls, name=name, topic_id=uuid.UUID(int=0), error_code=ErrorCode.topic_authorization_failed,
         error_message="Authorization failed.", topic_config_error_code=i16(0), num_partitions=i32(-1),
