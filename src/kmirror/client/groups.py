@@ -20,9 +20,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kmirror.client.cluster import Cluster
-from kmirror.client.consumer_protocol import assigned_partitions
-from kmirror.client.errors import KafkaClientError, KafkaError, check
+from kmirror.client.errors import KafkaClientError, KafkaError, KafkaProtocolError, check
 from kmirror.client.metadata import BrokerMetadata
+from kmirror.protocol.consumer_protocol import ConsumerProtocolError, decode_assignment
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.types import TopicPartition
 
@@ -321,3 +321,15 @@ def _classic_group(group: Any, coordinator: BrokerMetadata) -> ConsumerGroupDesc
     )
     return ConsumerGroupDescription(group.group_id, group.protocol_type == "", members, group.protocol_data,
                                     "classic", group.group_state, coordinator)
+
+
+def assigned_partitions(assignment: bytes) -> frozenset[TopicPartition]:
+    """A classic `consumer` member's assigned partitions, as DescribeGroups returns the
+    assignment; none for an empty one (a member of a group not yet Stable)."""
+    if not assignment:
+        return frozenset()
+    try:
+        partitions = decode_assignment(assignment).partitions
+    except ConsumerProtocolError as exc:
+        raise KafkaProtocolError(f"undecodable consumer protocol assignment: {exc}") from exc
+    return frozenset(TopicPartition(topic, p) for topic, ps in partitions for p in ps)

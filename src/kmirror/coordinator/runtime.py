@@ -23,8 +23,8 @@ from kmirror.coordinator.consumer_group import heartbeat as consumer_heartbeat
 from kmirror.coordinator.consumer_group.messages import HeartbeatRequest, HeartbeatResult
 from kmirror.coordinator.consumer_group.ports import BROKER_DEFAULTS, GroupConfig, TopicsView
 from kmirror.coordinator.group import admin
-from kmirror.coordinator.group.consumer_protocol import group_subscribed_topics
 from kmirror.coordinator.group.coordinator import GroupCoordinator
+from kmirror.coordinator.group.group import group_subscribed_topics
 from kmirror.coordinator.group.member import Protocol as MemberProtocol
 from kmirror.coordinator.offsets import commits, txn_commits
 from kmirror.coordinator.offsets.commits import OffsetToCommit

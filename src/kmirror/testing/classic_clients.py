@@ -16,15 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kmirror.coordinator.group.consumer_protocol import (
+from kmirror.coordinator.group.member import Protocol
+from kmirror.coordinator.results import JoinResult, SyncResult
+from kmirror.protocol.consumer_protocol import (
     ConsumerSubscription,
     decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
 )
-from kmirror.coordinator.group.member import Protocol
-from kmirror.coordinator.results import JoinResult, SyncResult
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.groups import CoreHarness
 

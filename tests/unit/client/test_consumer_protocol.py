@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kmirror.client.consumer_protocol import assigned_partitions
 from kmirror.client.errors import KafkaProtocolError
-from kmirror.coordinator.group.consumer_protocol import encode_assignment
+from kmirror.client.groups import assigned_partitions
+from kmirror.protocol.consumer_protocol import encode_assignment
 from kmirror.types import TopicPartition
 
 

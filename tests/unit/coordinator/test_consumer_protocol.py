@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
-from kmirror.coordinator.group.consumer_protocol import (
+from kmirror.protocol.consumer_protocol import (
     ConsumerProtocolError,
     ConsumerSubscription,
     decode_assignment,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from kmirror.coordinator.consumer_group.messages import LEAVE_EPOCH, HeartbeatRequest
 from kmirror.coordinator.group.admin import list_groups
-from kmirror.coordinator.group.consumer_protocol import ConsumerSubscription, encode_subscription
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.offsets.commits import OffsetToCommit, commit_offsets, fetch_offsets
@@ -19,6 +18,10 @@ from kmirror.coordinator.offsets.records import (
 )
 from kmirror.coordinator.offsets.txn_commits import replay_end_transaction_marker, txn_commit_offsets
 from kmirror.ports import ManualClock
+from kmirror.protocol.consumer_protocol import (
+    ConsumerSubscription,
+    encode_subscription,
+)
 from kmirror.protocol.errors import ErrorCode as E
 from kmirror.testing.consumer_groups import ConsumerGroups
 from kmirror.testing.groups import CoreHarness

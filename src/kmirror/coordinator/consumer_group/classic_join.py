@@ -27,14 +27,14 @@ from kmirror.coordinator.consumer_group.ports import GroupsCore, TopicsView
 from kmirror.coordinator.consumer_group.reconciliation import next_assignment
 from kmirror.coordinator.consumer_group.state import ConsumerGroupState
 from kmirror.coordinator.consumer_group.target import update_member
-from kmirror.coordinator.group.consumer_protocol import (
+from kmirror.coordinator.group.member import Protocol
+from kmirror.coordinator.results import GroupOutput, JoinResult
+from kmirror.protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     ConsumerProtocolError,
     ConsumerSubscription,
     decode_subscription,
 )
-from kmirror.coordinator.group.member import Protocol
-from kmirror.coordinator.results import GroupOutput, JoinResult
 from kmirror.protocol.errors import ErrorCode
 
 E = ErrorCode

@@ -20,13 +20,13 @@ from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.consumer_group.member import ConsumerGroupMember
 from kmirror.coordinator.consumer_group.ports import GroupsCore, topic_names
 from kmirror.coordinator.consumer_group.state import MemberState
-from kmirror.coordinator.group.consumer_protocol import (
+from kmirror.coordinator.results import GroupOutput, LeaveMemberResult, LeaveResult, SyncResult
+from kmirror.protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     ConsumerProtocolError,
     encode_assignment,
     protocol_version,
 )
-from kmirror.coordinator.results import GroupOutput, LeaveMemberResult, LeaveResult, SyncResult
 from kmirror.protocol.errors import ErrorCode
 
 E = ErrorCode

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from kmirror.coordinator.consumer_group.assignors import Assignment
 from kmirror.coordinator.consumer_group.member import ConsumerGroupMember
 from kmirror.coordinator.consumer_group.state import ConsumerGroupState, MemberState
-from kmirror.coordinator.group.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from kmirror.coordinator.group.group import OffsetAndMetadata
+from kmirror.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from kmirror.types import TopicPartition
 
 

@@ -42,7 +42,12 @@ from kmirror.coordinator.consumer_group.member import (
 from kmirror.coordinator.consumer_group.ports import GroupsCore, TopicsView, topic_names
 from kmirror.coordinator.consumer_group.state import MemberState
 from kmirror.coordinator.consumer_group.target import subscription_metadata
-from kmirror.coordinator.group.consumer_protocol import (
+from kmirror.coordinator.group.group import ClassicGroup
+from kmirror.coordinator.group.member import MemberMetadata
+from kmirror.coordinator.group.state import GroupState
+from kmirror.coordinator.offsets import replay as classic_records
+from kmirror.coordinator.results import GroupOutput
+from kmirror.protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     ConsumerProtocolError,
     decode_assignment,
@@ -50,11 +55,6 @@ from kmirror.coordinator.group.consumer_protocol import (
     encode_assignment,
     protocol_version,
 )
-from kmirror.coordinator.group.group import ClassicGroup
-from kmirror.coordinator.group.member import MemberMetadata
-from kmirror.coordinator.group.state import GroupState
-from kmirror.coordinator.offsets import replay as classic_records
-from kmirror.coordinator.results import GroupOutput
 from kmirror.protocol.errors import ErrorCode
 
 E = ErrorCode

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from kmirror.coordinator.group.member import MemberMetadata, Protocol
 from kmirror.coordinator.group.state import GroupState, transition
+from kmirror.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from kmirror.types import TopicPartition
 
 
@@ -139,3 +140,13 @@ class ClassicGroup:
         else:
             self.protocol_name = None
             self.transition_to(GroupState.EMPTY, now_ms)
+
+
+def group_subscribed_topics(group: ClassicGroup) -> set[str] | None:
+    """Every member's subscribed topics, or None when the group is not a consumer group."""
+    if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        return None
+    topics: set[str] = set()
+    for member in group.members.values():
+        topics |= subscribed_topics(member.metadata_for(group.protocol_name))
+    return topics

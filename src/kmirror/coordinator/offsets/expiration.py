@@ -38,16 +38,16 @@ from kmirror.coordinator.consumer_group import records as consumer_records
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.consumer_group.ports import TopicsView
 from kmirror.coordinator.consumer_group.target import subscribed_topic_names
-from kmirror.coordinator.group.consumer_protocol import (
-    CONSUMER_PROTOCOL_TYPE,
-    ConsumerProtocolError,
-    decode_subscription,
-)
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.offsets import replay
 from kmirror.coordinator.results import GroupOutput
 from kmirror.ports import Clock
+from kmirror.protocol.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    ConsumerProtocolError,
+    decode_subscription,
+)
 from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
 

@@ -10,17 +10,17 @@ import pytest
 from kmirror.coordinator.consumer_group import admin as consumer_admin
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.consumer_group.messages import HeartbeatRequest
-from kmirror.coordinator.group.consumer_protocol import (
-    ConsumerSubscription,
-    encode_assignment,
-    encode_subscription,
-)
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.group import ClassicGroup
 from kmirror.coordinator.group.member import Protocol
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.offsets import commits
 from kmirror.coordinator.offsets.commits import OffsetToCommit
+from kmirror.protocol.consumer_protocol import (
+    ConsumerSubscription,
+    encode_assignment,
+    encode_subscription,
+)
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.consumer_groups import ConsumerGroups, T
 

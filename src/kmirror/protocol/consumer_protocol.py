@@ -8,18 +8,16 @@ strings, int32-counted arrays, int32-length nullable bytes.
     Assignment    v0-v3: AssignedPartitions, UserData
 
 As Kafka's `ConsumerProtocol.deserialize*`, a version above the highest known (3) is read as
-the highest; fields after the topics that a shorter buffer lacks take their defaults. The coordinator reads
-subscriptions for OffsetDelete (KIP-496) and for the classic members of consumer groups
-(online migration, `kmirror.coordinator.consumer_group.migration`), and writes assignments
-for those members."""
+the highest; fields after the topics that a shorter buffer lacks take their defaults. The
+group coordinator reads subscriptions for OffsetDelete (KIP-496), offset expiry and the classic
+members of consumer groups (online migration), and writes assignments for those members; the
+admin client reads a classic member's assignment (DescribeGroups)."""
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-
-from kmirror.coordinator.group.group import ClassicGroup
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 HIGHEST_VERSION = 3
@@ -186,13 +184,3 @@ def subscribed_topics(metadata: bytes) -> set[str]:
         return set(decode_subscription(metadata).topics)
     except ConsumerProtocolError:
         return set()
-
-
-def group_subscribed_topics(group: ClassicGroup) -> set[str] | None:
-    """Every member's subscribed topics, or None when the group is not a consumer group."""
-    if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-        return None
-    topics: set[str] = set()
-    for member in group.members.values():
-        topics |= subscribed_topics(member.metadata_for(group.protocol_name))
-    return topics
