@@ -329,7 +329,7 @@ class Admin(MirrorAdmin, TransactionAdmin, GroupAdmin, AclAdmin, ScramAdmin, Quo
         out: dict[TopicPartition, ListedOffset] = {}
         pending = dict(requests)
         for attempt in range(3):
-            by_leader = await self._group_by_leader(pending)
+            by_leader = await self.cluster.by_leader(pending)
             retry: dict[TopicPartition, int] = {}
             for conn, tps in by_leader:
                 rt = conn.request_type(LIST_OFFSETS)
@@ -375,7 +375,7 @@ class Admin(MirrorAdmin, TransactionAdmin, GroupAdmin, AclAdmin, ScramAdmin, Quo
     async def delete_records(self, before_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Advance each partition's log start offset; returns the new low watermarks."""
         out: dict[TopicPartition, int] = {}
-        for conn, tps in await self._group_by_leader(before_offsets):
+        for conn, tps in await self.cluster.by_leader(before_offsets):
             rt = conn.request_type(DELETE_RECORDS)
             Topic, Partition = nested(rt, "DeleteRecordsTopic"), nested(rt, "DeleteRecordsPartition")
             request = build(
@@ -396,13 +396,6 @@ class Admin(MirrorAdmin, TransactionAdmin, GroupAdmin, AclAdmin, ScramAdmin, Quo
                     check(p.error_code, context=str(tp))
                     out[tp] = int(p.low_watermark)
         return out
-
-    async def _group_by_leader(self, tps: Iterable[TopicPartition]) -> list[tuple[Any, list[TopicPartition]]]:
-        groups: dict[int, tuple[Any, list[TopicPartition]]] = {}
-        for tp in tps:
-            conn = await self.cluster.leader_connection(tp)
-            groups.setdefault(id(conn), (conn, []))[1].append(tp)
-        return list(groups.values())
 
     # leadership
 

@@ -9,6 +9,7 @@ get NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION or LEADER_NOT_AVAILABLE c
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -158,6 +159,14 @@ class Cluster:
             include_cluster_authorized_operations=False,
             include_topic_authorized_operations=False,
         )
+
+    async def by_leader(self, tps: Iterable[TopicPartition]) -> list[tuple[BrokerConnection, list[TopicPartition]]]:
+        """The partitions grouped by their leader's connection (one request per leader)."""
+        groups: dict[int, tuple[BrokerConnection, list[TopicPartition]]] = {}
+        for tp in tps:
+            conn = await self.leader_connection(tp)
+            groups.setdefault(id(conn), (conn, []))[1].append(tp)
+        return list(groups.values())
 
     async def leader_connection(self, tp: TopicPartition) -> BrokerConnection:
         """A connection to the partition's leader, refreshing metadata once if it is unknown."""

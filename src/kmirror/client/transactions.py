@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from kmirror.client.errors import check
 from kmirror.client.groups import GroupAdmin
@@ -88,13 +87,10 @@ class TransactionAdmin(GroupAdmin):
     async def describe_producers_of(self, tps: Iterable[TopicPartition], broker_id: int | None = None
                                     ) -> dict[TopicPartition, list[ProducerStateDescription]]:
         """`describe_producers` of many partitions: one request per leader (or to `broker_id`)."""
-        by_node: dict[int, tuple[Any, list[TopicPartition]]] = {}
-        for tp in tps:
-            conn = await (self.cluster.leader_connection(tp) if broker_id is None
-                          else self.cluster.connection(broker_id))
-            by_node.setdefault(id(conn), (conn, []))[1].append(tp)
+        by_node = (await self.cluster.by_leader(tps) if broker_id is None
+                   else [(await self.cluster.connection(broker_id), list(tps))])
         out: dict[TopicPartition, list[ProducerStateDescription]] = {}
-        for conn, group in by_node.values():
+        for conn, group in by_node:
             rt = conn.request_type(DESCRIBE_PRODUCERS)
             by_topic: dict[str, list[int]] = {}
             for tp in group:
