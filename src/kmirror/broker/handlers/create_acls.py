@@ -1,5 +1,5 @@
 """CreateAcls (key 30, v2-3; Kafka 4 removed v0-1). Bindings are stored in the metadata log;
-enforcement comes with an authorizer in a later issue."""
+the StandardAuthorizer (`authorizer.class.name`, docs/design/security.md) enforces them."""
 
 from __future__ import annotations
 

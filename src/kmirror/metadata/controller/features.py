@@ -11,5 +11,5 @@ BOOTSTRAP_METADATA_VERSION = 27
 
 def bootstrap_records(cluster_id: str, metadata_version: int = BOOTSTRAP_METADATA_VERSION) -> list[Record]:
     """What FORMAT writes first: the cluster id and `metadata.version` (mirror.version stays 0,
-    i.e. absent, until a later issue enables it)."""
+    i.e. absent, until an operator enables it with UpdateFeatures)."""
     return [ClusterIdRecord(cluster_id), FeatureLevelRecord("metadata.version", metadata_version)]
