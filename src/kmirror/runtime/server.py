@@ -73,7 +73,7 @@ from kmirror.security.listener_config import SaslServerSettings
 from kmirror.security.sasl_mechanism import MechanismServer
 from kmirror.security.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE, Action, SaslServer
 from kmirror.security.scram import ScramCredential, ScramMechanism
-from kmirror.security.ssl_principal import PrincipalMappingError, Rule, principal_name
+from kmirror.security.ssl_principal import PrincipalMappingError, Rule, certificate_principal
 
 log = logging.getLogger(__name__)
 
@@ -128,35 +128,19 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if peer else "?"
-        failed = self._certificate_principal(transport)
-        if failed is not None:
-            log.warning("closing connection from %s on listener %s: failed authentication: %s", self.peer,
-                        self._server.listener, failed)
-        refusal = failed or self._server.admit(self.peer)
+        try:
+            self._tls_principal = certificate_principal(transport.get_extra_info("peercert"),
+                                                        self._server.certificate_principal_rules)
+            refusal = self._server.admit(self.peer)
+        except PrincipalMappingError as exc:  # Kafka fails the authentication
+            refusal = f"failed authentication: {exc}"
         if refusal is not None:
-            if failed is None:
-                log.info("closing connection from %s on listener %s: %s", self.peer, self._server.listener, refusal)
+            log.info("closing connection from %s on listener %s: %s", self.peer, self._server.listener, refusal)
             self._closed = True
             transport.abort()
             return
         self._server.connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._serve())
-
-    def _certificate_principal(self, transport: asyncio.Transport) -> str | None:
-        """Take the principal of the client's certificate, when it presented one on a TLS
-        listener (Kafka's DefaultKafkaPrincipalBuilder); why the connection is refused when no
-        `ssl.principal.mapping.rules` rule applies to it (Kafka fails the authentication)."""
-        rules = self._server.certificate_principal_rules
-        if rules is None:
-            return None
-        certificate = transport.get_extra_info("peercert")
-        if not certificate:
-            return None
-        try:
-            self._tls_principal = principal_name(certificate.get("subject", ()), rules)
-        except PrincipalMappingError as exc:
-            return str(exc)
-        return None
 
     def data_received(self, data: bytes) -> None:
         if self._closed:

@@ -18,7 +18,7 @@ refused, as Kafka fails its authentication. Attribute types Java names are writt
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # getpeercert()'s attribute names -> the RFC 2253 keywords Java's X500Principal writes
@@ -115,6 +115,17 @@ def parse_rules(text: str) -> tuple[Rule, ...]:
             rules.append(Rule(pattern, _template(match.group(3)), match.group(4)))
         pos = match.end()
     return tuple(rules)
+
+
+def certificate_principal(peercert: Mapping[str, object] | None, rules: Sequence[Rule] | None) -> str | None:
+    """The principal's name of a TLS client's certificate (`getpeercert()`), None when the
+    listener is not TLS (`rules` None) or the client presented none; raises
+    `PrincipalMappingError` when no rule applies."""
+    if rules is None or not peercert:
+        return None
+    subject = peercert.get("subject", ())
+    assert isinstance(subject, tuple)
+    return principal_name(subject, rules)
 
 
 def principal_name(subject: Subject, rules: Sequence[Rule]) -> str:

@@ -5,6 +5,7 @@ import pytest
 
 from kmirror.security.ssl_principal import (
     PrincipalMappingError,
+    certificate_principal,
     distinguished_name,
     parse_rules,
     principal_name,
@@ -38,3 +39,11 @@ def test_a_name_no_rule_matches_has_no_principal_and_bad_rules_are_refused() -> 
     for bad in ("RULE:^CN=(.*$/x/", "nonsense", "RULE:a/b"):
         with pytest.raises(PrincipalMappingError):
             parse_rules(bad)
+
+
+def test_a_client_without_a_certificate_or_off_tls_has_no_certificate_principal() -> None:
+    rules = parse_rules("DEFAULT")
+    assert certificate_principal({"subject": SUBJECT}, rules) == "CN=alice,OU=Eng+UID=7,O=Acme\\, Inc,ST=CA,C=US"
+    assert certificate_principal({}, rules) is None  # TLS, no client certificate
+    assert certificate_principal(None, rules) is None
+    assert certificate_principal({"subject": SUBJECT}, None) is None  # not a TLS listener
