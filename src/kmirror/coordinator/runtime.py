@@ -117,8 +117,8 @@ class CoordinatorRuntime(Generic[A]):
         # one lock per partition: an append and a transaction marker (written in turn with the
         # appends) never overlap, and a partition waiting for its ISR does not hold up the others
         self._append_locks: dict[int, asyncio.Lock] = {}
-        # the turn of each partition's last append taken (`_take_turn`)
-        self._append_turns: dict[int, asyncio.Future[None]] = {}
+        # each partition's last append queued (`_enqueue`): done once written and reported
+        self._append_tails: dict[int, asyncio.Future[None]] = {}
         self._running = False
         # set (and replaced) whenever a partition starts or finishes loading or is unloaded
         self._partitions_changed = asyncio.Event()
@@ -233,41 +233,41 @@ class CoordinatorRuntime(Generic[A]):
     async def _execute(self, out: Output[A]) -> None:
         """Appends first, then answers. The appends of different partitions run at once (each
         waits for its own ISR); a partition's appends are written, and reported to the core,
-        in the order the core made them, across outputs: each takes its partition's turn
-        now, before anything is awaited. The i-th append of a wide output starts i turns of
+        in the order the core made them, across outputs: each joins its partition's queue
+        now, before anything is awaited. The i-th append of a wide output starts i steps of
         the event loop later, so that encoding and writing them does not hold the loop in one
         step. Each report's output runs in turn."""
-        turns = [(append, *self._take_turn(append.partition)) for append in out.appends]
-        if len(turns) == 1:
-            await self._append_in_turn(*turns[0])
-        elif turns:
-            await asyncio.gather(*(self._append_in_turn(*turn, loop_turns_first=i) for i, turn in enumerate(turns)))
+        queued = [(append, *self._enqueue(append.partition)) for append in out.appends]
+        if len(queued) == 1:
+            await self._append_in_order(*queued[0])
+        elif queued:
+            await asyncio.gather(*(self._append_in_order(*q, steps_first=i) for i, q in enumerate(queued)))
         for rid, result in out.responses:
             future = self._waiters.get(rid)
             if future is not None and not future.done():
                 future.set_result(result)
         self._rearm()
 
-    def _take_turn(self, partition: int) -> tuple[asyncio.Future[None] | None, asyncio.Future[None]]:
-        """(the turn of the partition's previous append, if not over; this append's turn)."""
-        previous = self._append_turns.get(partition)
-        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._append_turns[partition] = turn
-        return previous, turn
+    def _enqueue(self, partition: int) -> tuple[asyncio.Future[None] | None, asyncio.Future[None]]:
+        """(the partition's previous append, if not done; this append's completion)."""
+        previous = self._append_tails.get(partition)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._append_tails[partition] = done
+        return previous, done
 
-    def _end_turn(self, partition: int, turn: asyncio.Future[None]) -> None:
-        turn.set_result(None)
-        if self._append_turns.get(partition) is turn:
-            del self._append_turns[partition]
+    def _dequeue(self, partition: int, done: asyncio.Future[None]) -> None:
+        done.set_result(None)
+        if self._append_tails.get(partition) is done:
+            del self._append_tails[partition]
 
-    async def _append_in_turn(self, append: A, previous: asyncio.Future[None] | None,
-                              turn: asyncio.Future[None], loop_turns_first: int = 0) -> None:
+    async def _append_in_order(self, append: A, previous: asyncio.Future[None] | None,
+                               done: asyncio.Future[None], steps_first: int = 0) -> None:
         error = ErrorCode.none
         try:
-            for _ in range(loop_turns_first):
+            for _ in range(steps_first):
                 await asyncio.sleep(0)
             if previous is not None and not previous.done():
-                await asyncio.wait([previous])  # never cancels the previous turn
+                await asyncio.wait([previous])  # never cancels the previous append
             lock = self._append_locks.setdefault(append.partition, asyncio.Lock())
             async with lock:
                 await self._append_to_log(append)
@@ -275,12 +275,12 @@ class CoordinatorRuntime(Generic[A]):
             error = getattr(exc, "code", ErrorCode.coordinator_not_available)
             log.warning("append to %s-%d failed: %s", self.topic, append.partition, exc)
         except BaseException:
-            self._end_turn(append.partition, turn)
+            self._dequeue(append.partition, done)
             raise
-        # reported before the turn ends, so the partition's next append is reported after it;
-        # the report's own output may append to this partition, so it runs after the turn
+        # reported before it leaves the queue, so the partition's next append is reported after
+        # it; the report's own output may append to this partition, so it runs after that
         follow = self.core.on_append_completed(append.ticket, error)
-        self._end_turn(append.partition, turn)
+        self._dequeue(append.partition, done)
         await self._execute(follow)
 
     async def _append_to_log(self, append: A) -> None:
