@@ -15,6 +15,10 @@ Kafka's rules, in order:
 5. else, when the resource has no binding at all (whoever it names), the answer is
    `allow.everyone.if.no.acl.found`; when it has some, DENIED.
 
+`matching_rule` says why (Kafka's MatchingRule, the `based on rule ...` of its audit log):
+`SuperUser` (rule 1), `MatchingAcl(acl=...)` naming the applying DENY, else an applying ALLOW
+(rule 4), `DefaultAllow` / `DefaultDeny` (rule 5). `authorize` is its result.
+
 `authorize_by_resource_type` is Kafka's `Authorizer.authorizeByResourceType` (KIP-679:
 "may this principal WRITE some topic?"), used by InitProducerId for idempotent producers.
 """
@@ -26,7 +30,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from kmirror.metadata.controller.acls import WILDCARD_RESOURCE, AclOperation, AclPermissionType, PatternType
+from kmirror.metadata.controller.acls import (
+    WILDCARD_RESOURCE,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from kmirror.metadata.image import AclBinding
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -43,6 +53,58 @@ _IMPLIES_DESCRIBE_CONFIGS = frozenset({AclOperation.DESCRIBE_CONFIGS, AclOperati
 class AuthorizationResult(Enum):
     ALLOWED = "ALLOWED"
     DENIED = "DENIED"
+
+
+def _enum_name(kind: type[Enum], value: int) -> str:
+    try:
+        return kind(value).name
+    except ValueError:
+        return str(value)
+
+
+def standard_acl(b: AclBinding) -> str:
+    """A binding as Kafka writes its StandardAcl record (in `MatchingAcl(acl=...)`)."""
+    return (f"StandardAcl[resourceType={_enum_name(ResourceType, b.resource_type)}, "
+            f"resourceName={b.resource_name}, patternType={_enum_name(PatternType, b.pattern_type)}, "
+            f"principal={b.principal}, host={b.host}, operation={_enum_name(AclOperation, b.operation)}, "
+            f"permissionType={_enum_name(AclPermissionType, b.permission_type)}]")
+
+
+@dataclass(frozen=True, slots=True)
+class SuperUserRule:
+    """Rule 1: the principal is in `super.users`."""
+
+    result: AuthorizationResult = AuthorizationResult.ALLOWED
+
+    def __str__(self) -> str:
+        return "SuperUser"
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultRule:
+    """Rule 5: no binding applies (`allow.everyone.if.no.acl.found` only for a resource
+    without any binding)."""
+
+    result: AuthorizationResult
+
+    def __str__(self) -> str:
+        return "DefaultAllow" if self.result is AuthorizationResult.ALLOWED else "DefaultDeny"
+
+
+@dataclass(frozen=True, slots=True)
+class MatchingAclRule:
+    """Rule 4: the binding that decided."""
+
+    acl: AclBinding
+    result: AuthorizationResult
+
+    def __str__(self) -> str:
+        return f"MatchingAcl(acl={standard_acl(self.acl)})"
+
+
+MatchingRule = SuperUserRule | DefaultRule | MatchingAclRule
+SUPER_USER_RULE = SuperUserRule()
+DEFAULT_DENY = DefaultRule(AuthorizationResult.DENIED)
 
 
 def parse_super_users(value: str | None) -> frozenset[str]:
@@ -124,6 +186,8 @@ class StandardAuthorizer:
 
     def __init__(self, settings: AuthorizerSettings, acls: Mapping[uuid.UUID, AclBinding] | None = None) -> None:
         self.settings = settings
+        self._no_acl_rule = DefaultRule(AuthorizationResult.ALLOWED if settings.allow_everyone_if_no_acl_found
+                                        else AuthorizationResult.DENIED)
         self._acls: Mapping[uuid.UUID, AclBinding] | None = None
         self._index = _Index()
         self.update(acls or {})
@@ -133,26 +197,37 @@ class StandardAuthorizer:
             self._acls = acls
             self._index = _Index.of(acls.values())
 
+    @property
+    def acl_count(self) -> int:
+        """The bindings decided over (Kafka's `aclCount`)."""
+        return len(self._acls or ())
+
     def is_super_user(self, principal: str) -> bool:
         return principal in self.settings.super_users
 
-    def authorize(self, principal: str, host: str, operation: int, resource_type: int,
-                  resource_name: str) -> AuthorizationResult:
+    def matching_rule(self, principal: str, host: str, operation: int, resource_type: int,
+                      resource_name: str) -> MatchingRule:
+        """The rule deciding the request (see the module docstring)."""
         if self.is_super_user(principal):
-            return AuthorizationResult.ALLOWED
+            return SUPER_USER_RULE
         found_acls = False
-        allowed = False
+        allow: AclBinding | None = None
         for b in self._index.matching(resource_type, resource_name):
             found_acls = True
             result = _applies(b, principal, host, operation)
             if result is AuthorizationResult.DENIED:
-                return result
-            allowed = allowed or result is AuthorizationResult.ALLOWED
-        if allowed:
-            return AuthorizationResult.ALLOWED
-        if not found_acls and self.settings.allow_everyone_if_no_acl_found:
-            return AuthorizationResult.ALLOWED
-        return AuthorizationResult.DENIED
+                return MatchingAclRule(b, result)
+            if result is AuthorizationResult.ALLOWED and allow is None:
+                allow = b
+        if allow is not None:
+            return MatchingAclRule(allow, AuthorizationResult.ALLOWED)
+        if found_acls:
+            return DEFAULT_DENY
+        return self._no_acl_rule
+
+    def authorize(self, principal: str, host: str, operation: int, resource_type: int,
+                  resource_name: str) -> AuthorizationResult:
+        return self.matching_rule(principal, host, operation, resource_type, resource_name).result
 
     def authorize_by_resource_type(self, principal: str, host: str, operation: int,
                                    resource_type: int) -> AuthorizationResult:
