@@ -39,6 +39,12 @@ class RequestContext:
     def api_version(self) -> int:
         return self.header.api_version
 
+    @property
+    def request_name(self) -> str:
+        """The API's Kafka name (`Produce`, `Fetch`, `DescribeMirrors`, Kafka's `ApiKeys.name`):
+        its response schema's, less `Response`."""
+        return self.response_type.__name__.removesuffix("Response")
+
 
 Handler = Callable[[Any, RequestContext, Any], Any | Awaitable[Any]]
 

@@ -1,8 +1,9 @@
 """Which authorization each API gets, checked in one place before its handler runs.
 
 Every registered API is wrapped by `guarded` (`kmirror.broker.api`). For a request that is not
-unrestricted (`RequestAuthorizer.unrestricted`: no authorizer, a cluster listener, a super
-user), its API's entry in `POLICIES` says:
+unrestricted (`RequestAuthorizer.unrestricted`: no authorizer, or a cluster listener), its
+API's entry in `POLICIES` says (a super user passes every check, by the authorizer's SuperUser
+rule):
 - `UNCHECKED`: nothing to authorize (ApiVersions and the SASL exchange; DescribeCluster, which
   Kafka answers to every principal);
 - `checks(...)`: operations on resources the request names once, checked here in order
@@ -14,7 +15,7 @@ user), its API's entry in `POLICIES` says:
   answering per topic, group, transactional id or mirror (docs/design/security.md lists
   the operation and error of each);
 - no entry: the API is not authorized yet, so it is refused for everyone but the
-  unrestricted (fail closed) with CLUSTER_AUTHORIZATION_FAILED. A test keeps the list of
+  unrestricted and super users (fail closed) with CLUSTER_AUTHORIZATION_FAILED. A test keeps the list of
   such APIs equal to the one in docs/design/security.md.
 Controller-plane APIs are served on controller listeners only, which are unrestricted.
 """
@@ -155,7 +156,7 @@ _MESSAGES = {
 def _refusal(authorization: Any, ctx: RequestContext, request: Any,
              required: tuple[Check, ...] | None) -> ErrorCode | None:
     if required is None:
-        return ErrorCode.cluster_authorization_failed
+        return None if authorization.is_super_user(ctx) else ErrorCode.cluster_authorization_failed
     for check in required:
         if not authorization.authorize(ctx, check.operation, check.resource_type, check.resource_name(request)):
             return check.error

@@ -11,6 +11,15 @@ arriving on the inter-broker listener (`inter.broker.listener.name`) or on a con
 listener (`controller.listener.names`) is authorized as the cluster itself, a super user.
 Every other listener is checked. Clients that must be checked therefore connect through
 another listener, and the cluster's listeners are kept out of their reach.
+
+Every decision asked of the authorizer (super users' included, whose rule is SuperUser) is
+recorded by its sensors and written to the audit log at the level its `Action` calls for
+(`kmirror.broker.authorizer_audit`). As Kafka's AuthHelper: `authorize` and `filter` log
+both decisions unless told a denial is not a refusal (`log_if_denied=False`: a probe, or a
+listing that leaves the resource out); `filter` counts how often the request names each
+resource (`resourceRefCount`); `authorized_operations` logs neither; `authorize_any` asks
+about a name no binding can be about first (Kafka's `authorizeByResourceType`: reference
+count 0, a denial not logged).
 """
 
 from __future__ import annotations
@@ -19,10 +28,13 @@ import dataclasses
 import datetime
 import typing
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from types import NoneType, UnionType
 from typing import TYPE_CHECKING, Any
 
+from kmirror.broker.authorizer_audit import Action, log_audit_message
+from kmirror.broker.authorizer_sensors import AuthorizerSensors
 from kmirror.config.server import ServerConfig
 from kmirror.metadata.authorizer import (
     AuthorizationResult,
@@ -32,11 +44,14 @@ from kmirror.metadata.authorizer import (
 )
 from kmirror.metadata.controller.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kmirror.metadata.image import AclBinding
+from kmirror.ports import Clock
 
 if TYPE_CHECKING:
     from kmirror.broker.api import RequestContext
 
 AclsSource = Callable[[], Mapping[uuid.UUID, AclBinding]]
+# a name no binding can be about (Kafka's `Authorizer.authorizeByResourceType`)
+HARDCODED_NAME = "hardcode"
 
 
 def kafka_principal(ctx: RequestContext) -> str:
@@ -45,23 +60,28 @@ def kafka_principal(ctx: RequestContext) -> str:
 
 class RequestAuthorizer:
     def __init__(self, authorizer: StandardAuthorizer | None = None, acls: AclsSource | None = None,
-                 privileged_listeners: Iterable[str] = ()) -> None:
+                 privileged_listeners: Iterable[str] = (), sensors: AuthorizerSensors | None = None) -> None:
         self._authorizer = authorizer
         self._acls = acls
         self.privileged_listeners = frozenset(privileged_listeners)
+        self.sensors = sensors
 
     @classmethod
-    def from_config(cls, config: ServerConfig, acls: AclsSource) -> RequestAuthorizer:
+    def from_config(cls, config: ServerConfig, acls: AclsSource, clock: Clock) -> RequestAuthorizer:
         if not config.get("authorizer.class.name"):
             return cls()
         settings = AuthorizerSettings(parse_super_users(config.get("super.users")),
                                       bool(config.get("allow.everyone.if.no.acl.found")))
         privileged = (config.inter_broker_listener_name, *config.controller_listener_names)
-        return cls(StandardAuthorizer(settings), acls, privileged)
+        return cls(StandardAuthorizer(settings), acls, privileged, AuthorizerSensors(clock))
 
     @property
     def enabled(self) -> bool:
         return self._authorizer is not None
+
+    def acl_count(self) -> int:
+        """The bindings the authorizer decides over now (Kafka's `aclCount`)."""
+        return 0 if self._acls is None else len(self._acls())
 
     def _core(self) -> StandardAuthorizer:
         assert self._authorizer is not None and self._acls is not None
@@ -69,39 +89,58 @@ class RequestAuthorizer:
         return self._authorizer
 
     def unrestricted(self, ctx: RequestContext) -> bool:
-        """Every operation is allowed: no authorizer, a cluster listener or a super user."""
-        if self._authorizer is None or ctx.listener in self.privileged_listeners:
-            return True
-        return self._authorizer.is_super_user(kafka_principal(ctx))
+        """The authorizer is not asked: there is none, or the request came on a cluster listener."""
+        return self._authorizer is None or ctx.listener in self.privileged_listeners
 
-    def authorize(self, ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool:
+    def is_super_user(self, ctx: RequestContext) -> bool:
+        return self._authorizer is not None and self._authorizer.is_super_user(kafka_principal(ctx))
+
+    def _decide(self, ctx: RequestContext, core: StandardAuthorizer, action: Action) -> bool:
+        principal = kafka_principal(ctx)
+        rule = core.matching_rule(principal, ctx.client_host, action.operation, action.resource_type,
+                                  action.resource_name)
+        if self.sensors is not None:
+            self.sensors.record(rule.result)
+        log_audit_message(principal, ctx.client_host, ctx.request_name, action, rule)
+        return rule.result is AuthorizationResult.ALLOWED
+
+    def authorize(self, ctx: RequestContext, operation: int, resource_type: int, name: str, *,
+                  log_if_denied: bool = True) -> bool:
         if self.unrestricted(ctx):
             return True
-        result = self._core().authorize(kafka_principal(ctx), ctx.client_host, operation, resource_type, name)
-        return result is AuthorizationResult.ALLOWED
+        return self._decide(ctx, self._core(), Action(operation, resource_type, name, log_if_denied=log_if_denied))
 
-    def authorize_cluster(self, ctx: RequestContext, operation: int) -> bool:
-        return self.authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+    def authorize_cluster(self, ctx: RequestContext, operation: int, *, log_if_denied: bool = True) -> bool:
+        return self.authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=log_if_denied)
 
-    def filter(self, ctx: RequestContext, operation: int, resource_type: int, names: Iterable[str]) -> set[str]:
+    def filter(self, ctx: RequestContext, operation: int, resource_type: int, names: Iterable[str], *,
+               log_if_denied: bool = True) -> set[str]:
         """The names of `names` the request may operate on (each asked once)."""
         if self.unrestricted(ctx):
             return set(names)
-        core, principal = self._core(), kafka_principal(ctx)
-        return {n for n in set(names)
-                if core.authorize(principal, ctx.client_host, operation, resource_type, n) is AuthorizationResult.ALLOWED}
+        core = self._core()
+        return {name for name, count in Counter(names).items()
+                if self._decide(ctx, core, Action(operation, resource_type, name, count,
+                                                  log_if_denied=log_if_denied))}
 
     def authorized_operations(self, ctx: RequestContext, resource_type: int, name: str,
                               operations: Iterable[int]) -> list[int]:
         """Those of `operations` the request may do on the resource (the `authorized_operations`
-        fields; all of them without an authorizer)."""
-        return [op for op in operations if self.authorize(ctx, op, resource_type, name)]
+        fields; all of them without an authorizer). Asked without an audit line either way."""
+        if self.unrestricted(ctx):
+            return list(operations)
+        core = self._core()
+        return [op for op in operations
+                if self._decide(ctx, core, Action(op, resource_type, name, 1, log_if_allowed=False,
+                                                  log_if_denied=False))]
 
     def authorize_any(self, ctx: RequestContext, operation: int, resource_type: int) -> bool:
         if self.unrestricted(ctx):
             return True
-        result = self._core().authorize_by_resource_type(kafka_principal(ctx), ctx.client_host, operation,
-                                                         resource_type)
+        core = self._core()
+        if self._decide(ctx, core, Action(operation, resource_type, HARDCODED_NAME, 0, log_if_denied=False)):
+            return True
+        result = core.authorize_by_resource_type(kafka_principal(ctx), ctx.client_host, operation, resource_type)
         return result is AuthorizationResult.ALLOWED
 
 

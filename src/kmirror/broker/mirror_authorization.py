@@ -73,9 +73,12 @@ async def authorized_topic_change(services: BrokerServices, ctx: RequestContext,
     return answer(code, message, per_topic)
 
 
-def describable_mirrors(services: BrokerServices, ctx: RequestContext, names: list[str]) -> set[str]:
-    """The mirrors of `names` the principal may list or describe."""
+def describable_mirrors(services: BrokerServices, ctx: RequestContext, names: list[str], *,
+                        listing: bool = False) -> set[str]:
+    """The mirrors of `names` the principal may list or describe. READ on the cluster is a
+    probe, and so is every name of a `listing` (it leaves out what it may not show): their
+    denials are not audit-logged at INFO, as ListGroups' in Kafka."""
     authorization = services.authorization
-    if authorization.unrestricted(ctx) or authorization.authorize_cluster(ctx, READ):
+    if authorization.unrestricted(ctx) or authorization.authorize_cluster(ctx, READ, log_if_denied=False):
         return set(names)
-    return authorization.filter(ctx, DESCRIBE, CLUSTER_MIRROR, names)
+    return authorization.filter(ctx, DESCRIBE, CLUSTER_MIRROR, names, log_if_denied=not listing)

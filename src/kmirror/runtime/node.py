@@ -281,7 +281,7 @@ class Node:
             mirror_coordinator=self.mirror_coordinator,
             mirror_manager=None if self.mirror_data_plane is None else self.mirror_data_plane.manager,
             quotas=self.quotas if plane == "broker" else None,
-            authorization=RequestAuthorizer.from_config(cfg, lambda: self.metadata.image.acls),
+            authorization=RequestAuthorizer.from_config(cfg, lambda: self.metadata.image.acls, self.clock),
         )
         if self.replica_manager is not None:  # a controller-only node's handlers never use one
             services.replica_manager = self.replica_manager

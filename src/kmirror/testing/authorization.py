@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 from kmirror.broker.authorization import RequestAuthorizer
+from kmirror.broker.authorizer_sensors import AuthorizerSensors
 from kmirror.metadata.authorizer import AuthorizerSettings, StandardAuthorizer, parse_super_users
 from kmirror.metadata.controller.acls import AclCreation, AclOperation, AclPermissionType, PatternType
 from kmirror.metadata.image import AclBinding
@@ -20,7 +21,7 @@ def enable_authorizer(services: Any, super_users: str = "User:admin", allow_ever
     """Turn the authorizer on for `services` (over its metadata image's ACLs); returns it."""
     settings = AuthorizerSettings(parse_super_users(super_users), allow_everyone)
     services.authorization = RequestAuthorizer(StandardAuthorizer(settings), lambda: services.metadata.image.acls,
-                                               (CLUSTER_LISTENER,))
+                                               (CLUSTER_LISTENER,), AuthorizerSensors(services.clock))
     return services
 
 

@@ -128,6 +128,7 @@ def test_refusals_of_centrally_checked_apis_encode_at_every_version(api_key: int
                                   "kmirror.StandardAuthorizer"])
 def test_authorizer_configs_enable_it_with_the_cluster_listeners_unrestricted(name: str) -> None:
     from kmirror.broker.authorization import RequestAuthorizer
+    from kmirror.ports import ManualClock
     from kmirror.testing.metadata import server_config
 
     config = server_config(**{
@@ -138,18 +139,22 @@ def test_authorizer_configs_enable_it_with_the_cluster_listeners_unrestricted(na
             "org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"a\";",
         "authorizer.class.name": name,
         "super.users": "User:admin;User:ops", "allow.everyone.if.no.acl.found": "true"})
-    authorizer = RequestAuthorizer.from_config(config, lambda: {})
+    authorizer = RequestAuthorizer.from_config(config, lambda: {}, ManualClock())
     assert authorizer.enabled and authorizer.privileged_listeners == {"PLAINTEXT", "CONTROLLER"}
-    assert authorizer.unrestricted(ctx(29, 3, "ops", "CLIENT"))
+    assert authorizer.unrestricted(ctx(29, 3, "alice", "PLAINTEXT"))
     assert not authorizer.unrestricted(ctx(29, 3, "alice", "CLIENT"))
+    # a super user is asked about, and allowed by the SuperUser rule
+    assert not authorizer.unrestricted(ctx(29, 3, "ops", "CLIENT")) and authorizer.is_super_user(ctx(29, 3, "ops", "CLIENT"))
+    assert authorizer.authorize(ctx(29, 3, "ops", "CLIENT"), Op.ALTER, Res.CLUSTER, "kafka-cluster")
     assert authorizer.authorize(ctx(29, 3, "alice", "CLIENT"), Op.READ, Res.TOPIC, "t")  # no ACL: allowed
 
 
 def test_no_authorizer_by_default_and_unknown_names_refused() -> None:
     from kmirror.broker.authorization import RequestAuthorizer
     from kmirror.config.definitions import ConfigError
+    from kmirror.ports import ManualClock
     from kmirror.testing.metadata import server_config
 
-    assert not RequestAuthorizer.from_config(server_config(), lambda: {}).enabled
+    assert not RequestAuthorizer.from_config(server_config(), lambda: {}, ManualClock()).enabled
     with pytest.raises(ConfigError):
         server_config(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})

@@ -7,12 +7,15 @@ import asyncio
 import datetime
 import inspect
 import io
+import logging
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from kio.serial import entity_writer
 
 from kmirror.broker.api import RequestContext, load_handlers
+from kmirror.broker.authorizer_audit import AUDIT_LOGGER
 from kmirror.broker.services import BrokerServices
 from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.runtime import GroupCoordinatorService
@@ -163,6 +166,20 @@ def test_list_describe_and_delete_groups_per_group() -> None:
     # DESCRIBE on the cluster lists every group
     services.authorization = static_authorizer(binding(Res.CLUSTER, "kafka-cluster", Op.DESCRIBE))
     assert [g.group_id for g in call(services, 16, 4, states_filter=()).groups] == ["g1"]
+
+
+def test_list_groups_leaves_groups_out_without_refusing(caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka: DESCRIBE on the cluster, then on each group, asked with logIfDenied=false."""
+    services = node(binding(Res.TOPIC, "*", Op.READ), binding(Res.GROUP, "*", Op.READ))
+    commit(services, "g1")
+    commit(services, "g2")
+    services.authorization = static_authorizer(binding(Res.GROUP, "g1", Op.DESCRIBE))
+    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
+    assert [g.group_id for g in call(services, 16, 4, states_filter=()).groups] == ["g1"]
+    assert [r for r in caplog.records if r.name == AUDIT_LOGGER] == []
+    call(services, 15, 5, groups=("g2",), include_authorized_operations=False)  # a named group: refused
+    (refused,) = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+    assert "is Denied operation = DESCRIBE" in refused and "Group:LITERAL:g2 for request = DescribeGroups" in refused
 
 
 def test_describe_groups_reports_the_principals_operations() -> None:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import uuid
 from typing import Any
 
+import pytest
 from kio.serial import entity_reader, entity_writer
 
 from kmirror.broker.api import RequestContext, load_handlers
 from kmirror.broker.authorization import ALLOW_ALL
+from kmirror.broker.authorizer_audit import AUDIT_LOGGER
 from kmirror.kip1279.errors import MirrorError
 from kmirror.metadata.controller.acls import AclOperation as Op
 from kmirror.metadata.controller.acls import ResourceType as Res
@@ -154,6 +157,17 @@ def test_list_and_describe_show_only_describable_mirrors() -> None:
     grant(services, Res.CLUSTER, "kafka-cluster", Op.READ, principal="User:carol")
     assert sorted(listed(services, principal="carol")) == ["m1", "m2"]
     assert sorted(listed(services, principal="admin")) == ["m1", "m2"]
+
+
+def test_listing_mirrors_refuses_nothing_naming_one_does(caplog: pytest.LogCaptureFixture) -> None:
+    services = services_with_mirror()
+    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
+    assert listed(services) == [] and described(services) == {}
+    assert [r for r in caplog.records if r.name == AUDIT_LOGGER] == []
+    described(services, "m1")
+    (refused,) = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+    assert "is Denied operation = DESCRIBE" in refused
+    assert "on resource = ClusterMirror:LITERAL:m1 for request = DescribeMirrors" in refused
 
 
 def test_a_deny_on_the_mirror_wins() -> None:

@@ -33,14 +33,14 @@ from kmirror.protocol.entities import build, has_field, nested
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     authorization = services.authorization
     names = [t.name for t in request.topics]
-    creatable = set(names) if authorization.authorize_cluster(ctx, CREATE) else authorization.filter(
-        ctx, CREATE, TOPIC, names)
+    creatable = set(names) if authorization.authorize_cluster(ctx, CREATE, log_if_denied=False) else (
+        authorization.filter(ctx, CREATE, TOPIC, names))
     refused = list(dict.fromkeys(n for n in names if n not in creatable))
     if refused:
         request = dataclasses.replace(request, topics=tuple(t for t in request.topics if t.name in creatable))
     result_cls = nested(ctx.response_type, "CreatableTopicResult")
     response = await _admitted(services, ctx, request)
-    hidden = set(creatable) - authorization.filter(ctx, DESCRIBE_CONFIGS, TOPIC, creatable)
+    hidden = set(creatable) - authorization.filter(ctx, DESCRIBE_CONFIGS, TOPIC, creatable, log_if_denied=False)
     if hidden and has_field(result_cls, "configs"):
         response = dataclasses.replace(response, topics=tuple(
             dataclasses.replace(t, configs=(), topic_config_error_code=i16(ErrorCode.topic_authorization_failed))

@@ -50,7 +50,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                      error_message=MIRRORING_DISABLED_MESSAGE, mirrors=())
     # KIP-1279: Describe on the ClusterMirror; describing all lists only the describable ones
     names = list(request.mirror_names) or list(mirrors(image))
-    visible = describable_mirrors(services, ctx, names)
+    visible = describable_mirrors(services, ctx, names, listing=not request.mirror_names)
     if not request.mirror_names:
         names = [n for n in names if n in visible]
     described = []

@@ -33,7 +33,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     if request.transactional_id is not None:
         if not authorization.authorize(ctx, WRITE, TRANSACTIONAL_ID, request.transactional_id):
             return _response(rt, ErrorCode.transactional_id_authorization_failed)
-    elif not (authorization.authorize_cluster(ctx, IDEMPOTENT_WRITE) or authorization.authorize_any(ctx, WRITE, TOPIC)):
+    elif not (authorization.authorize_cluster(ctx, IDEMPOTENT_WRITE, log_if_denied=False)
+              or authorization.authorize_any(ctx, WRITE, TOPIC)):
         return _response(rt, ErrorCode.cluster_authorization_failed)
     if services.metadata is None:
         return _response(rt, ErrorCode.coordinator_not_available)

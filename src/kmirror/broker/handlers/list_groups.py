@@ -19,8 +19,9 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     )
     authorization = services.authorization
     groups = result.groups
-    if not authorization.authorize_cluster(ctx, DESCRIBE):
-        describable = authorization.filter(ctx, DESCRIBE, GROUP, (g.group_id for g in groups))
+    # Kafka: a listing leaves out what it may not show; neither denial is a refusal
+    if not authorization.authorize_cluster(ctx, DESCRIBE, log_if_denied=False):
+        describable = authorization.filter(ctx, DESCRIBE, GROUP, (g.group_id for g in groups), log_if_denied=False)
         groups = tuple(g for g in groups if g.group_id in describable)
     rt = ctx.response_type
     Listed = nested(rt, "ListedGroup")

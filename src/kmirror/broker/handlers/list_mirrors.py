@@ -28,7 +28,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                      error_message=MIRRORING_DISABLED_MESSAGE, mirrors=())
     listed = nested(rt, "ListedMirror")
     configured = mirrors(image)
-    visible = describable_mirrors(services, ctx, list(configured))  # KIP-1279: Describe on the ClusterMirror
+    visible = describable_mirrors(services, ctx, list(configured), listing=True)  # KIP-1279: Describe on the ClusterMirror
     out = tuple(
         build(listed, mirror_name=m.name, source_bootstrap=m.source_bootstrap,
               source_cluster_id=m.source_cluster_id, topic_count=len(mirror_topics(image, m.name)))

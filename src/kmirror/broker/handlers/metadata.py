@@ -89,7 +89,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     authorization = services.authorization
     if all_topics:
         image = metadata.image
-        describable = authorization.filter(ctx, DESCRIBE, TOPIC, image.topics)
+        # Kafka: listing every topic leaves out the undescribable ones, not a refusal
+        describable = authorization.filter(ctx, DESCRIBE, TOPIC, image.topics, log_if_denied=False)
         topic_entries = [_topic(rt, image, t, include_ops) for name, t in sorted(image.topics.items())
                          if name in describable]
     else:
@@ -98,7 +99,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         by_id = {t.topic_id for t in requested if getattr(t, "topic_id", None) is not None}
         id_names = {metadata.image.topics_by_id[i].name for i in by_id if i in metadata.image.topics_by_id}
         describable |= authorization.filter(ctx, DESCRIBE, TOPIC, id_names)
-        may_create_all = authorization.authorize_cluster(ctx, CREATE)
+        may_create_all: bool | None = None  # asked at the first topic to create (Kafka: a probe)
         deferred: dict[str, ErrorCode] = {n: ErrorCode.topic_authorization_failed
                                           for t in requested if (n := t.name) is not None and n not in describable}
         seen: set[str] = set()
@@ -120,6 +121,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                 and validate_topic_name(name) is None
             ):
                 seen.add(name)
+                if may_create_all is None:
+                    may_create_all = authorization.authorize_cluster(ctx, CREATE, log_if_denied=False)
                 if not may_create_all and not authorization.authorize(ctx, CREATE, TOPIC, name):
                     deferred[name] = ErrorCode.topic_authorization_failed
                 elif budget >= config.num_partitions or name == GROUP_METADATA_TOPIC:

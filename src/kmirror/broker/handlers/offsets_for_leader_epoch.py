@@ -32,7 +32,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     topics = []
     authorization = services.authorization
     names = [t.topic for t in request.topics]
-    describable = (set(names) if authorization.authorize_cluster(ctx, CLUSTER_ACTION)
+    describable = (set(names) if authorization.authorize_cluster(ctx, CLUSTER_ACTION, log_if_denied=False)
                    else authorization.filter(ctx, DESCRIBE, TOPIC, names))
     for topic in request.topics:
         partitions = []
