@@ -49,6 +49,7 @@ from kmirror.log.log_manager import LogManager
 from kmirror.metadata.broker_service import BrokerMetadataService
 from kmirror.metadata.config_description import broker_config_entry
 from kmirror.metadata.controller_service import MetadataService
+from kmirror.metrics.authorizer_metrics import register_authorizer_metrics
 from kmirror.metrics.cleaner_metrics import register_cleaner_metrics
 from kmirror.metrics.mirror_metrics import register_mirror_metrics
 from kmirror.metrics.node_metrics import register_fetch_session_metrics, register_node_metrics
@@ -321,6 +322,7 @@ class Node:
             register_mirror_metrics(self.metrics, self.mirror_data_plane)
         register_quota_metrics(self.metrics, self.quotas, self.clock,
                                None if self.mirror_data_plane is None else self.mirror_data_plane.replication_quota)
+        register_authorizer_metrics(self.metrics, services["broker"].authorization)
         if cfg.metrics_port:
             self.metrics_server = MetricsServer(self.metrics, "127.0.0.1", cfg.metrics_port)
             self.ports["metrics"] = await self.metrics_server.start()
