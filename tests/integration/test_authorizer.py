@@ -3,9 +3,11 @@ cluster's own), a SASL_PLAINTEXT/PLAIN listener for clients (checked), `super.us
 confluent-kafka clients as `User:alice` are refused (TOPIC_AUTHORIZATION_FAILED) until the
 admin grants ACLs with AdminClient.create_acls, then served; a DENY binding wins over an ALLOW;
 `kmirror mirrors` as a principal without Describe on a ClusterMirror lists nothing and gets
-MIRROR_AUTHORIZATION_FAILED, and sees exactly the mirror it is granted. A mirror between two
-such clusters works with the KIP's source permissions for its principal, and cannot add a
-topic before they are granted."""
+MIRROR_AUTHORIZATION_FAILED, and sees exactly the mirror it is granted. A refused produce and
+fetch are written to the node's log as Kafka's `kafka.authorizer.logger` INFO lines (a listing
+that leaves topics out is not), and the metrics endpoint reports the authorizer's decision
+rates and its ACL count. A mirror between two such clusters works with the KIP's source
+permissions for its principal, and cannot add a topic before they are granted."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -28,6 +30,7 @@ from confluent_kafka.admin import (
 )
 
 from kmirror.testing.kafka_clients import consume_values, produce_values, watermarks
+from kmirror.testing.metrics_scrape import scrape
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.segments import log_batches
@@ -61,6 +64,10 @@ class AuthorizedNode:
                         f'sasl.jaas.config={PLAIN_MODULE} required username="{user}" password="{USERS[user]}";\n')
         return path
 
+    @property
+    def metrics_port(self) -> int:
+        return int(self.cluster.overrides["metrics.port"])
+
     def grant(self, *bindings: AclBinding) -> None:
         admin = AdminClient(self.client("admin"))
         for future in admin.create_acls(list(bindings), request_timeout=30).values():
@@ -78,6 +85,7 @@ def authorized_node(directory: Path, **overrides: str) -> AuthorizedNode:
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin",
+        "metrics.port": str(free_port_block()),
         **overrides,
     })
     cluster.up()
@@ -203,6 +211,68 @@ def test_mirrors_are_listed_only_to_principals_with_describe(node: AuthorizedNod
     assert "ResourcePattern(resourceType=CLUSTER_MIRROR, name=dr-east, patternType=LITERAL)" in granted.stdout
     code, text = mirrors(alice, "--list")
     assert code == 0 and "dr-east" in text and "dr-west" not in text
+
+
+def fetch_error(config: dict[str, str], topic: str) -> KafkaError | None:
+    """The error of a Fetch from offset 0 of partition 0, assigned (the group is not used:
+    librdkafka's lookup of its coordinator may fail beside)."""
+    consumer = Consumer({**config, "group.id": "unused", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            error: KafkaError | None = msg.error()
+            if error is None or error.code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
+                return error
+        raise AssertionError("neither a record nor an error")
+    finally:
+        consumer.close()
+
+
+AUTHORIZER_METRICS = '{config="authorizer.class.name",class="StandardAuthorizer",role="broker"}'
+
+
+def authorizer_metrics(node: AuthorizedNode) -> dict[str, float]:
+    """The authorizer's metrics of one scrape, by Kafka name (`acls-total-count`...)."""
+    prefix, suffix = "kafka_server_plugins_", AUTHORIZER_METRICS
+    return {k[len(prefix):-len(suffix)].replace("_", "-"): v for k, v in scrape(node.metrics_port).items()
+            if k.startswith(prefix) and k.endswith(suffix)}
+
+
+def test_refusals_are_audit_logged_and_decisions_counted(node: AuthorizedNode, tmp_path: Path) -> None:
+    create_topic(node, "audited")
+    acls_before = authorizer_metrics(node)["acls-total-count"]
+    # bob may see the topic (Metadata) but neither write nor read it
+    kmirror("acls", "--bootstrap-server", node.sasl, "--command-config", str(node.command_config(tmp_path, "admin")),
+            "--add", "--topic", "audited", "--operation", "Describe", "--allow-principal", "User:bob")
+    wait_until(lambda: authorizer_metrics(node)["acls-total-count"] == acls_before + 1, "the ACL count to grow by one")
+    logged = len(node.cluster.log_text())
+
+    refused = produce_error(node.client("bob"), "audited")
+    assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    refused = fetch_error(node.client("bob"), "audited")
+    assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # listing every topic leaves out those bob may not describe: no refusal
+    topics = AdminClient(node.client("bob")).list_topics(timeout=30).topics
+    assert "audited" in topics and "orders" not in topics
+
+    log = node.cluster.log_text()[logged:]
+    for operation, request in (("WRITE", "Produce"), ("READ", "Fetch")):
+        line = (f"INFO kafka.authorizer.logger: Principal = User:bob is Denied operation = {operation} "
+                f"from host = 127.0.0.1 on resource = Topic:LITERAL:audited for request = {request} "
+                "with resourceRefCount = 1 based on rule DefaultDeny")
+        assert line in log, log[-3000:]
+    assert "User:bob is Denied operation = DESCRIBE from host = 127.0.0.1 on resource = Topic" not in log
+    # grants are DEBUG lines: not in the node's INFO log
+    assert "is Allowed" not in log
+    # Kafka's rates per minute, over the last minute or so: every decision is a request
+    metrics = authorizer_metrics(node)
+    denied, allowed = metrics["authorization-denied-rate-per-minute"], metrics["authorization-allowed-rate-per-minute"]
+    assert denied >= 2 and allowed > 0
+    assert metrics["authorization-request-rate-per-minute"] == pytest.approx(denied + allowed, rel=0.01)
 
 
 def described_acls(node: AuthorizedNode) -> list[AclBinding]:
