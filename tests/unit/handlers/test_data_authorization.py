@@ -4,10 +4,14 @@ Kafka's KafkaApis, with the authorizer on."""
 from __future__ import annotations
 
 import datetime
+import logging
 from types import SimpleNamespace
 from typing import Any
 from uuid import UUID, uuid4
 
+import pytest
+
+from kmirror.broker.authorizer_audit import AUDIT_LOGGER
 from kmirror.broker.handlers import (
     add_partitions_to_txn,
     delete_records,
@@ -79,6 +83,20 @@ def test_transactional_produce_needs_write_on_the_transactional_id() -> None:
     assert produced(s, "a", transactional_id="tx") == {"a": refused}
     s = services(binding(Res.TOPIC, "a", Op.WRITE), binding(Res.TRANSACTIONAL_ID, "tx", Op.WRITE))
     assert produced(s, "a", transactional_id="tx") != {"a": refused}
+
+
+def test_a_refused_produce_names_the_topic_once_per_partition(caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's resourceRefCount: a Produce to two partitions of a topic names it twice."""
+    s = services()
+    rt = request_type(0, 9)
+    TopicData, PartitionData = nested(rt, "TopicProduceData"), nested(rt, "PartitionProduceData")
+    request = build(rt, transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=30), topic_data=(
+        build(TopicData, name="b", partition_data=tuple(PartitionData(index=i, records=BATCH) for i in (0, 1))),))
+    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
+    call_handler(produce.handle, s, 0, 9, request, "alice")
+    (line,) = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+    assert line == ("Principal = User:alice is Denied operation = WRITE from host = 127.0.0.1 on resource = "
+                    "Topic:LITERAL:b for request = Produce with resourceRefCount = 2 based on rule DefaultDeny")
 
 
 def fetch_request(topics: dict[str | UUID, int], replica_id: int = -1, version: int = 12) -> Any:

@@ -188,7 +188,8 @@ def _refusals(services: BrokerServices, ctx: RequestContext, replica_id: int,
     if replica_id >= 0:
         denied = set() if authorization.authorize_cluster(ctx, CLUSTER_ACTION) else topics
     else:
-        denied = topics - authorization.filter(ctx, READ, TOPIC, topics)
+        # one name per partition: the audit log's resourceRefCount is the topic's partitions (Kafka's)
+        denied = topics - authorization.filter(ctx, READ, TOPIC, (tp.topic for tp, _ in partitions))
     return {tp: PartitionError(ErrorCode.topic_authorization_failed) for tp, _ in partitions if tp.topic in denied}
 
 

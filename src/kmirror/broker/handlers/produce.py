@@ -42,7 +42,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     if transactional_id is not None and not authorization.authorize(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
         refused = ErrorCode.transactional_id_authorization_failed
     names = [rm.topic_name(t.topic_id) if by_topic_id else t.name for t in request.topic_data]
-    writable = authorization.filter(ctx, WRITE, TOPIC, (n for n in names if n is not None))
+    # one name per partition: the audit log's resourceRefCount is the topic's partitions (Kafka's)
+    writable = authorization.filter(ctx, WRITE, TOPIC, (n for n, t in zip(names, request.topic_data, strict=True)
+                                                        if n is not None for _ in t.partition_data))
     for topic in request.topic_data:
         key = topic.topic_id if by_topic_id else topic.name
         name = rm.topic_name(topic.topic_id) if by_topic_id else topic.name
