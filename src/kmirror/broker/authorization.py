@@ -37,6 +37,7 @@ from kmirror.broker.authorizer_audit import Action, log_audit_message
 from kmirror.broker.authorizer_sensors import AuthorizerSensors
 from kmirror.config.server import ServerConfig
 from kmirror.metadata.authorizer import (
+    HARDCODED_NAME,
     AuthorizationResult,
     AuthorizerSettings,
     StandardAuthorizer,
@@ -50,8 +51,6 @@ if TYPE_CHECKING:
     from kmirror.broker.api import RequestContext
 
 AclsSource = Callable[[], Mapping[uuid.UUID, AclBinding]]
-# a name no binding can be about (Kafka's `Authorizer.authorizeByResourceType`)
-HARDCODED_NAME = "hardcode"
 
 
 def kafka_principal(ctx: RequestContext) -> str:
@@ -126,7 +125,7 @@ class RequestAuthorizer:
     def authorized_operations(self, ctx: RequestContext, resource_type: int, name: str,
                               operations: Iterable[int]) -> list[int]:
         """Those of `operations` the request may do on the resource (the `authorized_operations`
-        fields; all of them without an authorizer). Asked without an audit line either way."""
+        fields; all of them without an authorizer). They grant nothing: audit-logged at TRACE."""
         if self.unrestricted(ctx):
             return list(operations)
         core = self._core()

@@ -44,6 +44,7 @@ KMIRROR_AUTHORIZER = "kmirror.StandardAuthorizer"
 AUTHORIZER_CLASS_NAMES = ("", STANDARD_AUTHORIZER, KMIRROR_AUTHORIZER)
 WILDCARD_PRINCIPAL = "User:*"
 WILDCARD_HOST = "*"
+HARDCODED_NAME = "hardcode"  # a name no binding can be about (Kafka's `authorizeByResourceType`)
 
 _IMPLIES_DESCRIBE = frozenset({AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE,
                                AclOperation.DELETE, AclOperation.ALTER})
@@ -235,7 +236,7 @@ class StandardAuthorizer:
         operation or ALL) not dominated by a DENY (same literal name, or a denied prefix of
         its name; a DENY on `*` dominates all)."""
         # a name no binding can be about: super users, and allow.everyone with no bindings
-        if self.authorize(principal, host, operation, resource_type, "hardcode") is AuthorizationResult.ALLOWED:
+        if self.authorize(principal, host, operation, resource_type, HARDCODED_NAME) is AuthorizationResult.ALLOWED:
             return AuthorizationResult.ALLOWED
         acls = self._index.by_type.get(resource_type)
         if acls is None:
