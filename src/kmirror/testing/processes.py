@@ -22,7 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kmirror.runtime import local_cluster
-from kmirror.runtime.local_cluster import api_versions_ok, pid_path
+from kmirror.runtime.local_cluster import (
+    CONTROLLER_NODE_ID,
+    CONTROLLER_PORT_OFFSET,
+    api_versions_ok,
+    pid_path,
+)
 
 KMIRROR = [sys.executable, "-m", "kmirror"]
 
@@ -205,6 +210,8 @@ class LocalCluster:
         os.kill(self.pid(node_id), signal.SIGCONT)
 
     def serving(self, node_id: int = 1) -> bool:
+        if node_id == CONTROLLER_NODE_ID:
+            return api_versions_ok("127.0.0.1", self.port + CONTROLLER_PORT_OFFSET)
         return api_versions_ok("127.0.0.1", self.port + node_id - 1)
 
     def log_text(self, node_id: int = 1) -> str:

@@ -1,0 +1,36 @@
+"""The chaos run's fault plan: seeded, one fault at a time per cluster, every kind reached."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from kmirror.runtime.local_cluster import CONTROLLER_NODE_ID
+from kmirror.testing.chaos import BROKERS, plan_faults
+
+
+def test_a_seed_replays_its_plan_and_another_seed_differs() -> None:
+    assert plan_faults(7, 120) == plan_faults(7, 120)
+    assert plan_faults(7, 120) != plan_faults(8, 120)
+
+
+def test_faults_of_one_cluster_never_overlap_and_start_within_the_run() -> None:
+    for seed in range(50):
+        plan = plan_faults(seed, 90)
+        assert plan == sorted(plan, key=lambda f: f.at_s)
+        for cluster in ("source", "destination"):
+            mine = [f for f in plan if f.cluster == cluster]
+            assert mine, (seed, cluster)
+            for before, after in zip(mine, mine[1:], strict=False):
+                assert after.at_s >= before.at_s + before.hold_s + 0.9, (seed, before, after)
+            assert all(0 < f.at_s < 90 and 0.5 <= f.hold_s <= 8.0 for f in mine)
+
+
+def test_targets_and_kinds() -> None:
+    faults = [f for seed in range(50) for f in plan_faults(seed, 120)]
+    kinds = Counter((f.cluster, f.kind, f.node == CONTROLLER_NODE_ID) for f in faults)
+    for cluster in ("source", "destination"):
+        for kind in ("kill9", "pause"):
+            assert kinds[(cluster, kind, False)] and kinds[(cluster, kind, True)], (cluster, kind)
+    assert kinds[("destination", "mirror-pause", False)] and not kinds[("source", "mirror-pause", False)]
+    assert all(f.node in (*BROKERS, CONTROLLER_NODE_ID) for f in faults if f.kind != "mirror-pause")
+    assert all(f.node == 0 for f in faults if f.kind == "mirror-pause")
