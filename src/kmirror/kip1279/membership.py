@@ -11,7 +11,8 @@ This module holds, as pure functions over (current `mirror.name`, partition stat
   to the KIP error codes at the edge);
 - which state the partition leader drives a partition to when membership changes
   (`desired_state`, the broker's onMetadataUpdate decision);
-- whether Produce is refused with READ_ONLY_TOPIC (`is_read_only`).
+- whether Produce is refused, and how (`write_refusal`: READ_ONLY_TOPIC for a mirror topic,
+  a retriable error for a failed-over topic that is not writable yet).
 """
 
 from __future__ import annotations
@@ -241,22 +242,49 @@ def desired_state(membership: Membership | None, state: MirrorPartitionState, *,
     return {S.MIRRORING: S.STOPPING, S.PAUSED: S.STOPPING, S.PAUSING: S.PAUSED, S.PREPARING: S.FAILED}.get(state)
 
 
-def is_read_only(membership: Membership | None, state: MirrorPartitionState | None, *,
-                 source_topic_deleted: bool = False) -> bool:
-    """True when Produce / DeleteRecords must get READ_ONLY_TOPIC.
+class WriteRefusal(Enum):
+    """Why a client write (Produce, DeleteRecords) to a partition is refused, mapped to an
+    error code at the edge.
+
+    - READ_ONLY: the topic is a mirror topic (attached or paused: the KIP's READ_ONLY_TOPIC,
+      which clients do not retry), or a failed-over partition that FAILED (it waits for
+      the operator).
+    - NOT_YET_WRITABLE: the topic was removed from its mirror (failover) and the partition
+      is on its way to STOPPED, or its state is not known here yet (the coordinator loading
+      after a restart, or unreachable). It becomes writable without anyone acting, so
+      clients get a retriable error (NOT_LEADER_OR_FOLLOWER, as for a partition not ready
+      on this broker) and write once it is STOPPED. A permanent error here would fail an
+      idempotent producer's records for a window that a restart of the cluster reopens.
+    """
+
+    READ_ONLY = "read-only"
+    NOT_YET_WRITABLE = "not yet writable"
+
+
+def write_refusal(membership: Membership | None, state: MirrorPartitionState | None, *,
+                  source_topic_deleted: bool = False) -> WriteRefusal | None:
+    """Whether Produce / DeleteRecords are refused, and why (`WriteRefusal`).
 
     `state` is the coordinator's answer for the partition, or None while it is not known
-    (coordinator loading or unreachable): an attached topic is then read-only, the safe
-    side. A removed topic becomes writable only once its partition is STOPPED, or has no
-    state left (a FAILED partition whose removal cleared it), i.e. after the failover
-    plan truncated to the LSO, reset producer ids and bumped the leader epoch.
+    (coordinator loading or unreachable): an attached topic is then refused, the safe side.
+    A removed topic becomes writable only once its partition is STOPPED, or has no state
+    left (a FAILED partition whose removal cleared it), i.e. after the failover plan
+    truncated to the LSO, reset producer ids and bumped the leader epoch.
     A topic still in its mirror is writable when its partition is STOPPED because the
     source topic was deleted or re-created (`source_topic_deleted`, the partition leader's
     finding; KIP "STOPPED: ... The topic becomes writable"): a STOPPED partition of an
     active topic is otherwise a restart about to truncate, and stays read-only.
     """
     if membership is None:
-        return False
+        return None
     if membership.status is not MembershipStatus.REMOVED:
-        return not (source_topic_deleted and state is S.STOPPED)
-    return state is None or state in READ_ONLY_STATES
+        return None if source_topic_deleted and state is S.STOPPED else WriteRefusal.READ_ONLY
+    if state is S.FAILED:
+        return WriteRefusal.READ_ONLY
+    return WriteRefusal.NOT_YET_WRITABLE if state is None or state in READ_ONLY_STATES else None
+
+
+def is_read_only(membership: Membership | None, state: MirrorPartitionState | None, *,
+                 source_topic_deleted: bool = False) -> bool:
+    """True when client writes are refused (`write_refusal`), whichever the reason."""
+    return write_refusal(membership, state, source_topic_deleted=source_topic_deleted) is not None

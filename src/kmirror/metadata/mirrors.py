@@ -17,8 +17,9 @@ from kmirror.kip1279.membership import (
     MIRROR_NAME_CONFIG,
     Membership,
     MembershipStatus,
-    is_read_only,
+    WriteRefusal,
     parse_mirror_name_config,
+    write_refusal,
 )
 from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.metadata.controller.mirrors import SOURCE_CLUSTER_ID_KEY
@@ -112,20 +113,20 @@ class PartitionLeaderView(CachedStateView, Protocol):
     def source_topic_deleted(self, mirror_name: str, topic_id: UUID, partition: int) -> bool: ...
 
 
-def is_topic_partition_read_only(
+def topic_partition_write_refusal(
     image: MetadataImage | None, topic: str, partition: int, coordinator: CachedStateView | None,
     leader: PartitionLeaderView | None = None,
-) -> bool:
-    """Produce / DeleteRecords answer READ_ONLY_TOPIC (`membership.is_read_only`). The
+) -> WriteRefusal | None:
+    """Whether Produce / DeleteRecords are refused, and why (`membership.write_refusal`). The
     partition state is the partition leader's (`MirrorManager.cached_state`: what it
     persisted through the coordinator), else the local MirrorCoordinatorService's cached
     answer (the key may be coordinated by another broker), None while unknown (an attached
-    topic is then read-only: the safe side). No image: no mirrors."""
+    topic is then refused: the safe side). No image: no mirrors."""
     if image is None:
-        return False
+        return None
     membership = topic_membership(image, topic)
     if membership is None:
-        return False
+        return None
     state = None
     deleted = False
     topic_image = image.topics.get(topic)
@@ -135,4 +136,5 @@ def is_topic_partition_read_only(
                 state = view.cached_state(membership.mirror_name, topic_image.topic_id, partition)
         deleted = leader is not None and leader.source_topic_deleted(membership.mirror_name, topic_image.topic_id,
                                                                      partition)
-    return is_read_only(membership, state, source_topic_deleted=deleted)
+    return write_refusal(membership, state, source_topic_deleted=deleted)
+

@@ -179,14 +179,56 @@ def test_add_existing_topic_with_the_source_id_only_sets_membership_and_another_
 
 
 def test_mirror_topic_is_read_only_for_produce_and_delete_records() -> None:
-    from kmirror.metadata.mirrors import is_topic_partition_read_only
+    from kmirror.metadata.mirrors import topic_partition_write_refusal
     services = enabled_services()
     create(services)
     add(services, "m1", "orders")
     asyncio.run(services.metadata.create_topics([CreatableTopic("plain", 1, 1)]))
     image = services.metadata.image
-    assert is_topic_partition_read_only(image, "orders", 0, services.mirror_coordinator)
-    assert not is_topic_partition_read_only(image, "plain", 0, services.mirror_coordinator)
+    assert topic_partition_write_refusal(image, "orders", 0, services.mirror_coordinator) is not None
+    assert topic_partition_write_refusal(image, "plain", 0, services.mirror_coordinator) is None
+
+
+def test_write_guard_codes_read_only_mirror_topics_and_retriable_failing_over_ones() -> None:
+    """The codes clients see: READ_ONLY_TOPIC (135, not retried) while the topic is a mirror
+    topic; NOT_LEADER_OR_FOLLOWER (retried) once it was removed from its mirror and until its
+    partition is known STOPPED here (its failover, or its state unknown after a restart); a
+    write once STOPPED. A permanent error in the second case failed an idempotent producer's
+    records after a restart of a failed-over cluster."""
+    from kmirror.kip1279.state import MirrorPartitionState as S
+    from kmirror.mirror.coordinator.coordinator import StateWrite
+    from kmirror.mirror.coordinator.records import MirrorPartitionKey
+    from kmirror.mirror.read_only import MirrorWriteGuard
+    from kmirror.types import TopicPartition
+    services = enabled_services()
+    create(services)
+    add(services, "m1", "orders")
+    coord = services.mirror_coordinator.coordinator
+    for p in range(coord.num_partitions):
+        coord.begin_load(p)
+        coord.complete_load(p, [])
+    guard = MirrorWriteGuard(lambda: services.metadata.image, services.mirror_coordinator, None)
+    unknown = MirrorWriteGuard(lambda: services.metadata.image, None, None)  # a restarted leader, state not loaded
+    tp = TopicPartition("orders", 0)
+
+    def write(*states: S) -> None:
+        for state in states:
+            asyncio.run(services.mirror_coordinator.write_states(
+                [StateWrite(MirrorPartitionKey("m1", SOURCE_ID, p), "orders", state) for p in range(3)]))
+
+    def code(g: MirrorWriteGuard) -> int | None:
+        refusal = g.write_refusal(tp)
+        return None if refusal is None else int(refusal.code)
+
+    write(S.PREPARING, S.MIRRORING)
+    assert code(guard) == code(unknown) == MirrorError.READ_ONLY_TOPIC == 135
+    assert remove(services, "m1", "orders").topics[0].error_code == 0
+    assert code(guard) == code(unknown) == ErrorCode.not_leader_or_follower == 6
+    write(S.STOPPING)
+    assert code(guard) == 6
+    write(S.STOPPED)
+    assert code(guard) is None
+    assert code(unknown) == 6  # until the state is known here
 
 
 def test_remove_pause_resume_and_delete_follow_the_membership_workflows() -> None:
@@ -226,12 +268,12 @@ def test_remove_pause_resume_and_delete_follow_the_membership_workflows() -> Non
     assert services.metadata.image.topic_config("orders")["mirror.name"] == "m1.removed"
     assert remove(services, "other", "orders").error_code == MirrorError.UNKNOWN_MIRROR
     assert services.mirror_coordinator.cached_state("m1", SOURCE_ID, 0) is S.MIRRORING
-    from kmirror.metadata.mirrors import is_topic_partition_read_only
-    assert is_topic_partition_read_only(services.metadata.image, "orders", 0, services.mirror_coordinator)
+    from kmirror.metadata.mirrors import topic_partition_write_refusal
+    assert topic_partition_write_refusal(services.metadata.image, "orders", 0, services.mirror_coordinator) is not None
     for state in (S.STOPPING, S.STOPPED):
         asyncio.run(services.mirror_coordinator.write_states(
             [StateWrite(MirrorPartitionKey("m1", SOURCE_ID, p), "orders", state) for p in range(3)]))
-    assert not is_topic_partition_read_only(services.metadata.image, "orders", 0, services.mirror_coordinator)
+    assert topic_partition_write_refusal(services.metadata.image, "orders", 0, services.mirror_coordinator) is None
     assert mirror_call(services, 104, delete, delete_mirror.DeleteMirrorResponse).error_code == 0
     assert list_all(services).mirrors == ()
     assert "mirror.name" not in services.metadata.image.topic_config("orders")
@@ -369,8 +411,9 @@ def test_delete_mirror_is_refused_at_the_broker_while_a_removed_partition_is_not
 def test_a_removed_topic_is_writable_on_a_leader_that_does_not_coordinate_its_mirror_state() -> None:
     """On a 3-broker cluster the key's `__mirror_state` coordinator is often another broker:
     the partition leader's own persisted state decides then."""
+    from kmirror.kip1279.membership import WriteRefusal
     from kmirror.kip1279.state import MirrorPartitionState as S
-    from kmirror.metadata.mirrors import is_topic_partition_read_only
+    from kmirror.metadata.mirrors import topic_partition_write_refusal
 
     class StateView:
         def __init__(self, states) -> None:
@@ -395,7 +438,9 @@ def test_a_removed_topic_is_writable_on_a_leader_that_does_not_coordinate_its_mi
     image = services.metadata.image
     not_coordinator = StateView({})
     leader = StateView({("m1", SOURCE_ID, 0): S.STOPPED, ("m1", SOURCE_ID, 1): S.STOPPING})
-    assert is_topic_partition_read_only(image, "orders", 0, not_coordinator)  # unknown: the safe side
-    assert not is_topic_partition_read_only(image, "orders", 0, not_coordinator, leader)
-    assert is_topic_partition_read_only(image, "orders", 1, not_coordinator, leader)  # still detaching
-    assert is_topic_partition_read_only(image, "orders", 2, not_coordinator, leader)  # not led here
+    # Failed over: refused with a retriable error until STOPPED is known here.
+    not_yet = WriteRefusal.NOT_YET_WRITABLE
+    assert topic_partition_write_refusal(image, "orders", 0, not_coordinator) is not_yet  # unknown: the safe side
+    assert topic_partition_write_refusal(image, "orders", 0, not_coordinator, leader) is None
+    assert topic_partition_write_refusal(image, "orders", 1, not_coordinator, leader) is not_yet  # still detaching
+    assert topic_partition_write_refusal(image, "orders", 2, not_coordinator, leader) is not_yet  # not led here

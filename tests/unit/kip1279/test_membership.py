@@ -8,6 +8,7 @@ from kmirror.kip1279.membership import (
     Refusal,
     Rejected,
     SetMirrorName,
+    WriteRefusal,
     add_topic,
     delete_mirror,
     desired_state,
@@ -17,6 +18,7 @@ from kmirror.kip1279.membership import (
     refusal_error_code,
     remove_topic,
     resume_topic,
+    write_refusal,
 )
 from kmirror.kip1279.state import MirrorPartitionState, is_valid_transition
 
@@ -139,6 +141,22 @@ def test_read_only():
     assert not is_read_only(removed, S.UNKNOWN)
     for state in (S.PREPARING, S.MIRRORING, S.PAUSING, S.PAUSED, S.STOPPING, S.FAILED):
         assert is_read_only(removed, state)
+
+
+def test_write_refusal_kinds():
+    """A mirror topic is READ_ONLY (clients do not retry); a failed-over partition on its way
+    to STOPPED, or whose state is not known yet (after a restart), is NOT_YET_WRITABLE
+    (clients retry); one that FAILED waits for the operator: READ_ONLY."""
+    for status in (A, P):
+        for state in [None, *S]:
+            assert write_refusal(Membership("m", status), state) is WriteRefusal.READ_ONLY
+    assert write_refusal(Membership("m", A), S.STOPPED, source_topic_deleted=True) is None
+    removed = Membership("m", R)
+    for state in (None, S.PREPARING, S.MIRRORING, S.PAUSING, S.PAUSED, S.STOPPING):
+        assert write_refusal(removed, state) is WriteRefusal.NOT_YET_WRITABLE
+    assert write_refusal(removed, S.FAILED) is WriteRefusal.READ_ONLY
+    assert write_refusal(removed, S.STOPPED) is None
+    assert write_refusal(None, None) is None
 
 
 def test_refusal_codes():

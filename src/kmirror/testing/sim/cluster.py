@@ -185,7 +185,7 @@ class SimCluster:
         return self.store.current(state_key(partition, self.topic_id))
 
     def read_only(self, partition: int) -> bool:
-        """Produce answers READ_ONLY_TOPIC (`is_topic_partition_read_only`; an unreachable
+        """Produce is refused (`topic_partition_write_refusal`; an unreachable
         coordinator leaves an attached topic read-only)."""
         state = None if self.store.unavailable else self.state(partition)
         return is_read_only(parse_mirror_name_config(self.mirror_name), state,
