@@ -7,6 +7,8 @@ The faults, per cluster and one at a time there (with replication factor 3 and
 - `pause` of a broker (SIGSTOP, then SIGCONT): it misses heartbeats and fetches, and comes
   back believing what it believed before;
 - the same two on the dedicated controller;
+- `crash`: kill -9 of every node of the cluster at once, started again after the hold
+  (controller first), as after a power cut that spares the page cache;
 - at the destination, `mirror-pause`: `kmirror mirrors --pause`, then `--resume`.
 
 The source is written to by an idempotent acks=all producer (`orders`) and by a
@@ -31,6 +33,10 @@ destination's copy a prefix of the source instead of all of it:
 - a read_committed consumer at the destination sees each transaction whole or not at all,
   and no aborted one;
 - the destination takes writes right after the marker.
+Then failback, under a second plan of faults with the roles swapped: the old source mirrors
+the destination back (same mirror name) while the destination is written to, and must end
+byte-identical to it, with every record the destination acknowledged (checks 1-3 the other
+way round).
 
 `python -m kmirror.testing.chaos --seconds 600 --seed 7 --dir /tmp/chaos` runs it for longer
 than the test suite does; a failing seed replays its plan."""
@@ -38,9 +44,11 @@ than the test suite does; a failing seed replays its plan."""
 from __future__ import annotations
 
 import argparse
+import io
 import random
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -81,7 +89,9 @@ FAST_FAILURE_DETECTION = {
     "transaction.state.log.num.partitions": "5",
 }
 # (kind, on the controller, weight); mirror-pause only at the destination.
-FAULT_KINDS = (("kill9", False, 4), ("pause", False, 3), ("kill9", True, 1), ("pause", True, 1), ("mirror-pause", False, 1))
+FAULT_KINDS = (("kill9", False, 4), ("pause", False, 3), ("kill9", True, 1), ("pause", True, 1), ("crash", False, 1),
+               ("mirror-pause", False, 1))
+WHOLE_CLUSTER = ("crash", "mirror-pause")  # the faults that name no node
 CONVERGE_TIMEOUT_S = 180
 
 
@@ -90,11 +100,11 @@ class Fault:
     at_s: float
     cluster: str
     kind: str
-    node: int  # a broker id, CONTROLLER_NODE_ID, or 0 for mirror-pause
+    node: int  # a broker id, CONTROLLER_NODE_ID, or 0 for a fault of the whole cluster
     hold_s: float
 
     def __str__(self) -> str:
-        target = "" if self.kind == "mirror-pause" else f" node {self.node}"
+        target = "" if self.kind in WHOLE_CLUSTER else f" node {self.node}"
         return f"{self.at_s:6.1f}s {self.cluster} {self.kind}{target} for {self.hold_s:.1f}s"
 
 
@@ -109,7 +119,7 @@ def plan_faults(seed: int, seconds: float) -> list[Fault]:
         at = rng.uniform(1.0, 5.0)
         while at < seconds:
             kind, on_controller, _ = rng.choices(kinds, weights=[k[2] for k in kinds])[0]
-            node = 0 if kind == "mirror-pause" else CONTROLLER_NODE_ID if on_controller else rng.choice(BROKERS)
+            node = 0 if kind in WHOLE_CLUSTER else CONTROLLER_NODE_ID if on_controller else rng.choice(BROKERS)
             hold = round(rng.uniform(0.5, 8.0), 1)
             faults.append(Fault(round(at, 1), cluster, kind, node, hold))
             at += hold + rng.uniform(1.0, 5.0)
@@ -117,38 +127,59 @@ def plan_faults(seed: int, seconds: float) -> list[Fault]:
 
 
 class Nemesis:
-    """Carries out a plan on the two clusters, in time, and ends every fault it began."""
+    """Carries out a plan on the two clusters and ends every fault it began. Each cluster's
+    faults run in a thread of their own, keeping their holds and the gaps between them: a
+    restart that takes long delays the rest of that cluster's plan, not the other's."""
 
     def __init__(self, clusters: dict[str, LocalCluster], log: Callable[[str], None]) -> None:
         self.clusters = clusters
         self.log = log
         self.active: list[Fault] = []
+        self.errors: list[BaseException] = []
+        self.lock = threading.Lock()
 
     def run(self, plan: list[Fault]) -> None:
-        events = sorted([(f.at_s, 0, f) for f in plan] + [(f.at_s + f.hold_s, 1, f) for f in plan],
-                        key=lambda e: (e[0], -e[1]))
         start = time.monotonic()
+        tracks = [threading.Thread(target=self.track, args=([f for f in plan if f.cluster == c], start), daemon=True)
+                  for c in CLUSTERS]
         try:
-            for at, ending, fault in events:
-                time.sleep(max(0.0, start + at - time.monotonic()))
-                late = time.monotonic() - start - at
-                self.log(f"{'end' if ending else 'begin'} {fault} (at {at + late:.1f}s)")
-                if ending:
-                    self.end(fault)
-                else:
-                    self.begin(fault)
+            for thread in tracks:
+                thread.start()
+            for thread in tracks:
+                thread.join()
         finally:
             for fault in list(self.active):
                 self.log(f"end {fault} (healing)")
                 self.end(fault)
+        if self.errors:
+            raise self.errors[0]
+
+    def track(self, faults: list[Fault], start: float) -> None:
+        due = start
+        previous_end = 0.0
+        try:
+            for fault in faults:
+                due += fault.at_s - previous_end
+                time.sleep(max(0.0, due - time.monotonic()))
+                self.log(f"begin {fault} (at {time.monotonic() - start:.1f}s)")
+                self.begin(fault)
+                time.sleep(fault.hold_s)
+                self.log(f"end {fault} (at {time.monotonic() - start:.1f}s)")
+                self.end(fault)
+                due, previous_end = time.monotonic(), fault.at_s + fault.hold_s
+        except BaseException as exc:  # the other track goes on; run() heals and raises it
+            self.errors.append(exc)
 
     def begin(self, fault: Fault) -> None:
         cluster = self.clusters[fault.cluster]
-        self.active.append(fault)
+        with self.lock:
+            self.active.append(fault)
         if fault.kind == "kill9":
             cluster.kill9(fault.node)
         elif fault.kind == "pause":
             cluster.pause(fault.node)
+        elif fault.kind == "crash":
+            kill_all(cluster)
         else:
             mirror_command(cluster, "--pause")
 
@@ -158,9 +189,22 @@ class Nemesis:
             cluster.start_node(fault.node, timeout_s=120)
         elif fault.kind == "pause":
             cluster.resume(fault.node)
+        elif fault.kind == "crash":
+            start_all(cluster)
         else:
             mirror_command(cluster, "--resume")
-        self.active.remove(fault)
+        with self.lock:
+            self.active.remove(fault)
+
+
+def kill_all(cluster: LocalCluster) -> None:
+    for node in (*BROKERS, CONTROLLER_NODE_ID):
+        cluster.kill9(node)
+
+
+def start_all(cluster: LocalCluster) -> None:
+    for node in (CONTROLLER_NODE_ID, *BROKERS):
+        cluster.start_node(node, timeout_s=120)
 
 
 def mirror_command(dest: LocalCluster, action: str) -> None:
@@ -256,15 +300,12 @@ def write_after_failover(dest: LocalCluster, ends: dict[str, list[int]]) -> None
 def crash_source_and_fail_over(source: LocalCluster, dest: LocalCluster, log: Callable[[str], None]) -> None:
     """The disaster: every source node killed at once, the destination failed over without
     it, then the source started again (its writers carry on)."""
-    nodes = [*BROKERS, CONTROLLER_NODE_ID]
-    for node in nodes:
-        source.kill9(node)
+    kill_all(source)
     log("disaster: every source node killed; failing over")
     started = time.monotonic()
     fail_over(dest)
     log(f"disaster: every partition STOPPED {time.monotonic() - started:.1f} s after --remove")
-    for node in reversed(nodes):
-        source.start_node(node, timeout_s=120)
+    start_all(source)
     log("disaster: the source started again")
 
 
@@ -322,7 +363,34 @@ def run(source: LocalCluster, dest: LocalCluster, seed: int, seconds: float, wor
         fail_over(dest)
     write_after_failover(dest, ends)
     log("failover: every partition STOPPED and writable after its MIRROR_PID_RESET")
+    if disaster:
+        fail_back(source, dest, seed, seconds / 2, work, log)
     return writer, txn_writer
+
+
+def fail_back(source: LocalCluster, dest: LocalCluster, seed: int, seconds: float, work: Path,
+              log: Callable[[str], None]) -> None:
+    """After a disaster failover: the old source mirrors the destination back (a mirror of the
+    same name, towards the destination) while new writers write at the destination and a
+    second plan injects faults with the roles swapped; then the old source must converge with
+    the destination (checks 1-3 the other way round: its own unmirrored tail is truncated)."""
+    plan = plan_faults(seed + 1, seconds)
+    log(f"failback with roles swapped (source = the destination), {len(plan)} faults:")
+    for fault in plan:
+        log(f"  {fault}")
+    writer = AckedWriter(dest.bootstrap, f"failback-{seed}", TOPIC, PARTITIONS)
+    txn_writer = TransactionalWriter(dest.bootstrap, f"failback-txn-{seed}", TXN_TOPIC, PARTITIONS, seed + 1)
+    writer.start()
+    txn_writer.start()
+    try:
+        create_mirror(source, dest, MIRROR, "|".join(TOPICS), work / "failback.properties")
+        Nemesis({"source": dest, "destination": source}, log).run(plan)
+    finally:
+        writer.finish()
+        txn_writer.finish()
+    ends = check_converged(dest, source, writer, txn_writer)
+    log(f"failback converged: log end offsets {ends} at both ends, every replica byte-identical, every record "
+        "acknowledged by the destination once at the old source, every committed transaction whole")
 
 
 def clusters_in(work: Path) -> tuple[LocalCluster, LocalCluster]:
@@ -340,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="kill the whole source at the end and fail over without it")
     parser.add_argument("--dir", type=Path, default=None, help="where the clusters live (default: a new temp dir)")
     args = parser.parse_args(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)  # progress shows as it happens, also in a file
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     work = args.dir or Path(tempfile.mkdtemp(prefix="kmirror-chaos-"))
     source, dest = clusters_in(work)

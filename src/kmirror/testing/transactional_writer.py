@@ -109,7 +109,7 @@ class TransactionalWriter(threading.Thread):
 def assert_committed_exactly(bootstrap: str, writer: TransactionalWriter) -> None:
     """A read_committed consumer of `writer.topic` at `bootstrap` sees every committed
     transaction's records once, no aborted record, and each transaction of unknown outcome
-    whole or not at all."""
+    whole or not at all (`assert_whole_or_absent`)."""
     present = assert_whole_or_absent(bootstrap, writer)
     missing = [v for txn in writer.committed for v in txn if v not in present]
     assert not missing, f"{len(missing)} records of committed transactions missing, e.g. {missing[:3]}"
@@ -118,8 +118,10 @@ def assert_committed_exactly(bootstrap: str, writer: TransactionalWriter) -> Non
 def assert_whole_or_absent(bootstrap: str, writer: TransactionalWriter) -> set[bytes]:
     """What a read_committed consumer of `writer.topic` at `bootstrap` sees (returned): each
     record once, no aborted record, and each transaction committed or of unknown outcome
-    whole or not at all (a copy that stopped mid-stream, such as a mirror failed over)."""
-    seen = read_all(bootstrap, writer.topic, writer.partitions, "read_committed")
+    whole or not at all (a copy that stopped mid-stream, such as a mirror failed over).
+    Records of other writers (another tag) are left out."""
+    mine = writer.tag.encode() + b"-"
+    seen = [v for v in read_all(bootstrap, writer.topic, writer.partitions, "read_committed") if v.startswith(mine)]
     assert len(seen) == len(set(seen)), "a record read twice"
     present = set(seen)
     leaked = [v for txn in writer.aborted for v in txn if v in present]
