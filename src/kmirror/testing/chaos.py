@@ -179,7 +179,7 @@ class Nemesis:
         elif fault.kind == "pause":
             cluster.pause(fault.node)
         elif fault.kind == "crash":
-            kill_all(cluster)
+            cluster.crash()
         else:
             mirror_command(cluster, "--pause")
 
@@ -190,21 +190,11 @@ class Nemesis:
         elif fault.kind == "pause":
             cluster.resume(fault.node)
         elif fault.kind == "crash":
-            start_all(cluster)
+            cluster.start_all()
         else:
             mirror_command(cluster, "--resume")
         with self.lock:
             self.active.remove(fault)
-
-
-def kill_all(cluster: LocalCluster) -> None:
-    for node in (*BROKERS, CONTROLLER_NODE_ID):
-        cluster.kill9(node)
-
-
-def start_all(cluster: LocalCluster) -> None:
-    for node in (CONTROLLER_NODE_ID, *BROKERS):
-        cluster.start_node(node, timeout_s=120)
 
 
 def mirror_command(dest: LocalCluster, action: str) -> None:
@@ -300,12 +290,12 @@ def write_after_failover(dest: LocalCluster, ends: dict[str, list[int]]) -> None
 def crash_source_and_fail_over(source: LocalCluster, dest: LocalCluster, log: Callable[[str], None]) -> None:
     """The disaster: every source node killed at once, the destination failed over without
     it, then the source started again (its writers carry on)."""
-    kill_all(source)
+    source.crash()
     log("disaster: every source node killed; failing over")
     started = time.monotonic()
     fail_over(dest)
     log(f"disaster: every partition STOPPED {time.monotonic() - started:.1f} s after --remove")
-    start_all(source)
+    source.start_all()
     log("disaster: the source started again")
 
 

@@ -203,6 +203,20 @@ class LocalCluster:
                 raise AssertionError(f"node {node_id} did not come back: {self.log_text(node_id)[-2000:]}")
             time.sleep(0.1)
 
+    def node_ids(self) -> list[int]:
+        """Every node: the controller first (it starts first), then the brokers."""
+        return [*([CONTROLLER_NODE_ID] if self.nodes > 1 else []), *range(1, self.nodes + 1)]
+
+    def crash(self) -> None:
+        """kill -9 of every node at once (a power cut that spares the page cache)."""
+        for node_id in self.node_ids():
+            self.kill9(node_id)
+
+    def start_all(self, timeout_s: float = 120) -> None:
+        """Start every node after `crash`, the controller first."""
+        for node_id in self.node_ids():
+            self.start_node(node_id, timeout_s)
+
     def pause(self, node_id: int) -> None:
         os.kill(self.pid(node_id), signal.SIGSTOP)
 
