@@ -378,6 +378,8 @@ def fail_back(source: LocalCluster, dest: LocalCluster, seed: int, seconds: floa
     finally:
         writer.finish()
         txn_writer.finish()
+    log(f"failback writers: {len(writer.acked)} records acknowledged, {len(txn_writer.committed)} transactions "
+        f"committed, {len(txn_writer.aborted)} aborted")
     ends = check_converged(dest, source, writer, txn_writer)
     log(f"failback converged: log end offsets {ends} at both ends, every replica byte-identical, every record "
         "acknowledged by the destination once at the old source, every committed transaction whole")
