@@ -118,10 +118,13 @@ class Purgatory:
                         del self._watchers[key]
 
     def check_and_complete(self, key: TopicPartition) -> int:
-        """Re-check every operation watching `key`; returns how many completed."""
+        """Re-check every operation watching `key`; returns how many completed. An operation
+        completes once (Kafka's `DelayedOperation.forceComplete`): `try_complete` may wake the
+        purgatory again for the same key (an acks=all produce's check moving the high
+        watermark), and an inner check that completed it leaves nothing to do here."""
         completed = 0
         for op in list(self._watchers.get(key, ())):
-            if not op.future.done() and op.try_complete():
+            if not op.future.done() and op.try_complete() and not op.future.done():
                 op.future.set_result(True)
                 completed += 1
         return completed

@@ -64,3 +64,28 @@ def test_purgatory_expires_and_unregisters() -> None:
 def test_purgatory_already_complete_does_not_wait() -> None:
     purgatory = Purgatory()
     assert asyncio.run(purgatory.wait([T0], lambda: True, 60_000)) is True
+
+
+def test_an_operation_completed_inside_its_own_check_completes_once() -> None:
+    """`try_complete` may itself wake the purgatory for the same key (deciding whether an
+    acks=all produce is complete can move the high watermark, whose append listeners
+    re-check the key): the inner check completes the operation and the outer one must not
+    complete it again (asyncio's InvalidStateError there escaped into the metadata image's
+    publication on a broker and left it half applied)."""
+    purgatory = Purgatory()
+    reentered: list[int] = []
+
+    def try_complete() -> bool:
+        if not reentered:
+            reentered.append(-1)
+            reentered[0] = purgatory.check_and_complete(T0)  # the inner check completes it
+        return True
+
+    async def scenario() -> bool:
+        waiter = asyncio.ensure_future(purgatory.wait([T0], try_complete, 60_000, checked=True))
+        await asyncio.sleep(0)
+        assert purgatory.check_and_complete(T0) == 0  # completed by the inner check, counted there
+        return await waiter
+
+    assert asyncio.run(scenario()) is True
+    assert reentered == [1]
