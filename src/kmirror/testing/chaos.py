@@ -13,7 +13,8 @@ The faults, per cluster and one at a time there (with replication factor 3 and
 
 The source is written to by an idempotent acks=all producer (`orders`) and by a
 transactional producer committing and aborting at random (`payments`); both topics are
-mirrored. The checks, after every fault has ended and the writers have finished:
+mirrored. The checks, after every fault has ended: both writers get writes through again within
+3 minutes (liveness); then, with the writers finished:
 1. every partition fully in sync at both ends, and the mirror MIRRORING with lag 0;
 2. every replica of both clusters holds the source leader's batches, byte for byte, at the
    same offsets;
@@ -272,6 +273,16 @@ def check_converged(source: LocalCluster, dest: LocalCluster, writer: AckedWrite
     return ends
 
 
+def writers_make_progress(writer: AckedWriter, txn_writer: TransactionalWriter) -> None:
+    """Liveness once every fault has ended: both writers get writes through again (a cluster
+    that stays stuck after healing fails the run, even if it loses nothing)."""
+    acked, committed = len(writer.acked), len(txn_writer.committed)
+    wait_until(lambda: len(writer.acked) > acked + 20 and len(txn_writer.committed) > committed + 3,
+               "both writers to get writes through after the faults", timeout_s=CONVERGE_TIMEOUT_S,
+               seen=lambda: (len(writer.acked) - acked, len(txn_writer.committed) - committed,
+                             sorted({str(e) for e in writer.failed})[:3], txn_writer.errors[-3:]))
+
+
 def fail_over(dest: LocalCluster) -> None:
     """`--remove` of both topics, then every partition STOPPED."""
     kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", "|".join(TOPICS))
@@ -333,12 +344,14 @@ def run(source: LocalCluster, dest: LocalCluster, seed: int, seconds: float, wor
     txn_writer.start()
     try:
         Nemesis({"source": source, "destination": dest}, log).run(plan)
+        writers_make_progress(writer, txn_writer)
         if disaster:
             crash_source_and_fail_over(source, dest, log)
     finally:
         writer.finish()
         txn_writer.finish()
-    log(f"{TOPIC}: acknowledged {len(writer.acked)} records, {len(writer.failed)} deliveries failed")
+    log(f"{TOPIC}: acknowledged {len(writer.acked)} records, {len(writer.failed)} deliveries failed "
+        f"{sorted({str(e) for e in writer.failed})[:3]}")
     log(f"{TXN_TOPIC}: {len(txn_writer.committed)} transactions committed, {len(txn_writer.aborted)} aborted, "
         f"{len(txn_writer.uncertain)} of unknown outcome; {len(txn_writer.errors)} errors met")
     if disaster:
@@ -375,6 +388,7 @@ def fail_back(source: LocalCluster, dest: LocalCluster, seed: int, seconds: floa
     try:
         create_mirror(source, dest, MIRROR, "|".join(TOPICS), work / "failback.properties")
         Nemesis({"source": dest, "destination": source}, log).run(plan)
+        writers_make_progress(writer, txn_writer)
     finally:
         writer.finish()
         txn_writer.finish()
