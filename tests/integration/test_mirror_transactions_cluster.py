@@ -20,9 +20,10 @@ from confluent_kafka import Producer
 
 from kmirror.records.batch import iter_batches
 from kmirror.testing.acked_writer import partition_layout
+from kmirror.testing.chaos import clusters_in
 from kmirror.testing.kafka_clients import consume_to_end, watermarks
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, partition_states, wait_until
-from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.processes import LocalCluster, kmirror
 from kmirror.testing.segments import log_batches
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -30,23 +31,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 TOPIC = "ledger"
 PARTITIONS = 3
 BROKERS = (1, 2, 3)
-CLUSTER = {
-    "broker.heartbeat.interval.ms": "500",
-    "broker.session.timeout.ms": "3000",
-    "replica.lag.time.max.ms": "3000",
-    "default.replication.factor": "3",
-    "offsets.topic.replication.factor": "3",
-    "transaction.state.log.replication.factor": "3",
-    "transaction.state.log.min.isr": "2",
-    "transaction.state.log.num.partitions": "5",
-}
 
 
 @pytest.fixture
 def clusters3(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
-    source = LocalCluster(dir=tmp_path / "source", port=free_port_block(3), nodes=3, overrides=dict(CLUSTER))
-    dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block(3), nodes=3,
-                        overrides={**CLUSTER, "mirror.metadata.refresh.interval.ms": "1000"})
+    source, dest = clusters_in(tmp_path)  # 3 brokers, RF 3, fast failure detection
     with clusters_up(source, dest):
         yield source, dest
 

@@ -79,7 +79,8 @@ PARTITIONS = 3
 BROKERS = (1, 2, 3)
 MIRROR = "m"
 CLUSTERS = ("source", "destination")
-FAST_FAILURE_DETECTION = {
+# 3-broker settings: failures detected in about 3 s, replication factor 3 for every topic.
+REPLICATED_CLUSTER = {
     "broker.heartbeat.interval.ms": "500",
     "broker.session.timeout.ms": "3000",
     "replica.lag.time.max.ms": "3000",
@@ -400,9 +401,9 @@ def fail_back(source: LocalCluster, dest: LocalCluster, seed: int, seconds: floa
 
 
 def clusters_in(work: Path) -> tuple[LocalCluster, LocalCluster]:
-    source = LocalCluster(dir=work / "source", port=free_port_block(3), nodes=3, overrides=dict(FAST_FAILURE_DETECTION))
+    source = LocalCluster(dir=work / "source", port=free_port_block(3), nodes=3, overrides=dict(REPLICATED_CLUSTER))
     dest = LocalCluster(dir=work / "dest", port=free_port_block(3), nodes=3,
-                        overrides={**FAST_FAILURE_DETECTION, "mirror.metadata.refresh.interval.ms": "1000"})
+                        overrides={**REPLICATED_CLUSTER, "mirror.metadata.refresh.interval.ms": "1000"})
     return source, dest
 
 

@@ -196,25 +196,16 @@ def test_write_guard_codes_read_only_mirror_topics_and_retriable_failing_over_on
     write once STOPPED. A permanent error in the second case failed an idempotent producer's
     records after a restart of a failed-over cluster."""
     from kmirror.kip1279.state import MirrorPartitionState as S
-    from kmirror.mirror.coordinator.coordinator import StateWrite
-    from kmirror.mirror.coordinator.records import MirrorPartitionKey
     from kmirror.mirror.read_only import MirrorWriteGuard
     from kmirror.types import TopicPartition
-    services = enabled_services()
-    create(services)
-    add(services, "m1", "orders")
-    coord = services.mirror_coordinator.coordinator
-    for p in range(coord.num_partitions):
-        coord.begin_load(p)
-        coord.complete_load(p, [])
+    services = mirrored_orders()
     guard = MirrorWriteGuard(lambda: services.metadata.image, services.mirror_coordinator, None)
     unknown = MirrorWriteGuard(lambda: services.metadata.image, None, None)  # a restarted leader, state not loaded
     tp = TopicPartition("orders", 0)
 
     def write(*states: S) -> None:
         for state in states:
-            asyncio.run(services.mirror_coordinator.write_states(
-                [StateWrite(MirrorPartitionKey("m1", SOURCE_ID, p), "orders", state) for p in range(3)]))
+            write_states(services.mirror_coordinator, state)
 
     def code(g: MirrorWriteGuard) -> int | None:
         refusal = g.write_refusal(tp)
@@ -369,6 +360,18 @@ def broker_and_dedicated_controller():
                            authorization=ALLOW_ALL), controller
 
 
+def mirrored_orders():
+    """Services with mirror m1, topic orders added, and every `__mirror_state` partition loaded."""
+    services = enabled_services()
+    create(services)
+    add(services, "m1", "orders")
+    coord = services.mirror_coordinator.coordinator
+    for p in range(coord.num_partitions):
+        coord.begin_load(p)
+        coord.complete_load(p, [])
+    return services
+
+
 def write_states(coordinator_service, state) -> None:
     from kmirror.mirror.coordinator.coordinator import StateWrite
     from kmirror.mirror.coordinator.records import MirrorPartitionKey
@@ -425,13 +428,7 @@ def test_a_removed_topic_is_writable_on_a_leader_that_does_not_coordinate_its_mi
         def source_topic_deleted(self, mirror_name, topic_id, partition):
             return False
 
-    services = enabled_services()
-    create(services)
-    add(services, "m1", "orders")
-    coord = services.mirror_coordinator.coordinator
-    for p in range(coord.num_partitions):
-        coord.begin_load(p)
-        coord.complete_load(p, [])
+    services = mirrored_orders()
     write_states(services.mirror_coordinator, S.PREPARING)
     write_states(services.mirror_coordinator, S.MIRRORING)
     assert remove(services, "m1", "orders").topics[0].error_code == 0
