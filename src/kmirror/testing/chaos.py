@@ -250,7 +250,7 @@ def set_up(source: LocalCluster, dest: LocalCluster, work: Path) -> None:
 
 
 def check_source(source: LocalCluster, writer: AckedWriter, txn_writer: TransactionalWriter) -> dict[str, list[int]]:
-    """Checks 1-3 at the source alone; returns the source leaders' batches and log ends."""
+    """Checks 1-3 at the source alone; returns its log end offsets."""
     retry(partial(fully_in_sync, source), "source: every partition fully in sync")
     expected = retry(lambda: source_batches(source), "the source leaders' batches")
     retry(lambda: replicas_identical([source], expected), "every source replica byte-identical")
