@@ -137,4 +137,3 @@ def topic_partition_write_refusal(
         deleted = leader is not None and leader.source_topic_deleted(membership.mirror_name, topic_image.topic_id,
                                                                      partition)
     return write_refusal(membership, state, source_topic_deleted=deleted)
-

@@ -8,7 +8,7 @@ The faults, per cluster and one at a time there (with replication factor 3 and
   back believing what it believed before;
 - the same two on the dedicated controller;
 - `crash`: kill -9 of every node of the cluster at once, started again after the hold
-  (controller first), as after a power cut that spares the page cache;
+  (controller first); what the processes wrote stays in the page cache;
 - at the destination, `mirror-pause`: `kmirror mirrors --pause`, then `--resume`.
 
 The source is written to by an idempotent acks=all producer (`orders`) and by a

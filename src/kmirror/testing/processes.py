@@ -208,7 +208,7 @@ class LocalCluster:
         return [*([CONTROLLER_NODE_ID] if self.nodes > 1 else []), *range(1, self.nodes + 1)]
 
     def crash(self) -> None:
-        """kill -9 of every node at once (a power cut that spares the page cache)."""
+        """kill -9 of every node at once: every process dies, what they wrote stays in the page cache."""
         for node_id in self.node_ids():
             self.kill9(node_id)
 
