@@ -123,9 +123,9 @@ def produce_error(config: dict[str, str], topic: str) -> KafkaError | None:
     return reports[0]
 
 
-def consume_error(config: dict[str, str], topic: str, group: str) -> KafkaError | None:
-    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
+def first_error(consumer: Consumer, ignore: tuple[int, ...] = ()) -> KafkaError | None:
+    """The error of the first message `consumer` polls (None for a record), errors of codes in
+    `ignore` passed over; the consumer is closed."""
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -133,10 +133,17 @@ def consume_error(config: dict[str, str], topic: str, group: str) -> KafkaError 
             if msg is None:
                 continue
             error: KafkaError | None = msg.error()
-            return error
+            if error is None or error.code() not in ignore:
+                return error
         raise AssertionError("neither a record nor an error")
     finally:
         consumer.close()
+
+
+def consume_error(config: dict[str, str], topic: str, group: str) -> KafkaError | None:
+    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    return first_error(consumer)
 
 
 def test_alice_is_refused_until_the_admin_grants_acls(node: AuthorizedNode) -> None:
@@ -218,18 +225,7 @@ def fetch_error(config: dict[str, str], topic: str) -> KafkaError | None:
     librdkafka's lookup of its coordinator may fail beside)."""
     consumer = Consumer({**config, "group.id": "unused", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, 0, 0)])
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            error: KafkaError | None = msg.error()
-            if error is None or error.code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
-                return error
-        raise AssertionError("neither a record nor an error")
-    finally:
-        consumer.close()
+    return first_error(consumer, ignore=(KafkaError.GROUP_AUTHORIZATION_FAILED,))
 
 
 AUTHORIZER_METRICS = '{config="authorizer.class.name",class="StandardAuthorizer",role="broker"}'

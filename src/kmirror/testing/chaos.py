@@ -173,30 +173,24 @@ class Nemesis:
             self.errors.append(exc)
 
     def begin(self, fault: Fault) -> None:
-        cluster = self.clusters[fault.cluster]
         with self.lock:
             self.active.append(fault)
-        if fault.kind == "kill9":
-            cluster.kill9(fault.node)
-        elif fault.kind == "pause":
-            cluster.pause(fault.node)
-        elif fault.kind == "crash":
-            cluster.crash()
-        else:
-            mirror_command(cluster, "--pause")
+        fault_actions(self.clusters[fault.cluster], fault)[0]()
 
     def end(self, fault: Fault) -> None:
-        cluster = self.clusters[fault.cluster]
-        if fault.kind == "kill9":
-            cluster.start_node(fault.node, timeout_s=120)
-        elif fault.kind == "pause":
-            cluster.resume(fault.node)
-        elif fault.kind == "crash":
-            cluster.start_all()
-        else:
-            mirror_command(cluster, "--resume")
+        fault_actions(self.clusters[fault.cluster], fault)[1]()
         with self.lock:
             self.active.remove(fault)
+
+
+def fault_actions(cluster: LocalCluster, fault: Fault) -> tuple[Callable[[], object], Callable[[], object]]:
+    """What begins and what ends each kind of fault on `cluster`."""
+    return {
+        "kill9": (lambda: cluster.kill9(fault.node), lambda: cluster.start_node(fault.node, timeout_s=120)),
+        "pause": (lambda: cluster.pause(fault.node), lambda: cluster.resume(fault.node)),
+        "crash": (cluster.crash, cluster.start_all),
+        "mirror-pause": (lambda: mirror_command(cluster, "--pause"), lambda: mirror_command(cluster, "--resume")),
+    }[fault.kind]
 
 
 def mirror_command(dest: LocalCluster, action: str) -> None:

@@ -309,20 +309,11 @@ def test_a_broker_validates_partition_states_before_forwarding_add_to_the_contro
     import copy
 
     from kmirror.kip1279.state import MirrorPartitionState as S
-    from kmirror.mirror.coordinator.coordinator import StateWrite
-    from kmirror.mirror.coordinator.records import MirrorPartitionKey
     fresh_id = uuid.UUID(int=77)
     source = {"orders": SourceTopic("orders", SOURCE_ID, 3), "fresh": SourceTopic("fresh", fresh_id, 2)}
-    services = enabled_services(source)
-    create(services)
-    add(services, "m1", "orders")
-    coord = services.mirror_coordinator.coordinator
-    for p in range(coord.num_partitions):
-        coord.begin_load(p)
-        coord.complete_load(p, [])
+    services = mirrored_orders(source)
     for state in (S.PREPARING, S.MIRRORING):
-        asyncio.run(services.mirror_coordinator.write_states(
-            [StateWrite(MirrorPartitionKey("m1", SOURCE_ID, p), "orders", state) for p in range(3)]))
+        write_states(services.mirror_coordinator, state)
     assert remove(services, "m1", "orders").topics[0].error_code == 0  # .removed, still MIRRORING
     # The controller has no coordinator of its own: it answers UNKNOWN and trusts the broker.
     controller = copy.copy(services)
@@ -360,9 +351,9 @@ def broker_and_dedicated_controller():
                            authorization=ALLOW_ALL), controller
 
 
-def mirrored_orders():
+def mirrored_orders(source_topics=None):
     """Services with mirror m1, topic orders added, and every `__mirror_state` partition loaded."""
-    services = enabled_services()
+    services = enabled_services(source_topics)
     create(services)
     add(services, "m1", "orders")
     coord = services.mirror_coordinator.coordinator
