@@ -1,11 +1,13 @@
 """Seeded random faults on a 3-broker source and a 3-broker destination while the source is
-written to (idempotent acks=all, and transactions committed or aborted) and mirrored: kill -9 and SIGSTOP of brokers and of each
-cluster's controller, and mirror pause/resume; then every replica of both clusters must hold
+written to (idempotent acks=all, and transactions committed or aborted) and mirrored: kill -9
+and SIGSTOP of brokers and of each cluster's controller, mirror pause/resume, and the link
+between them cut or made a black hole; then every replica of both clusters must hold
 the source's batches byte for byte, every acknowledged record must be at its offset once at
 both ends, and a failover must leave every partition writable (`kmirror.testing.chaos`).
-The disaster run ends by killing the whole source while it is written to and failing over
-without it: the destination must hold a byte-identical prefix of the source, each
-transaction whole or absent.
+The disaster runs end by killing the whole source ("crash") or black-holing the link with the
+source up ("partition") while it is written to, and failing over without it: the destination
+must hold a byte-identical prefix of the source, each transaction whole or absent; then the
+old source mirrors the destination back.
 
 `KMIRROR_CHAOS_SEED` replays a seed and `KMIRROR_CHAOS_SECONDS` sets how long faults are
 injected; `python -m kmirror.testing.chaos --seconds 600` runs longer."""
@@ -24,8 +26,8 @@ from kmirror.testing.mirror_clusters import clusters_up
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@pytest.mark.parametrize("disaster", [False, True], ids=["healed", "disaster"])
-def test_mirror_survives_random_faults_at_both_ends(tmp_path: Path, disaster: bool) -> None:
+@pytest.mark.parametrize("disaster", [None, "crash", "partition"], ids=["healed", "crash", "partition"])
+def test_mirror_survives_random_faults_at_both_ends(tmp_path: Path, disaster: str | None) -> None:
     seed = int(os.environ.get("KMIRROR_CHAOS_SEED", random.randrange(1 << 31)))
     seconds = float(os.environ.get("KMIRROR_CHAOS_SECONDS", "45"))
     print(f"KMIRROR_CHAOS_SEED={seed} replays this run")

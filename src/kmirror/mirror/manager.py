@@ -146,9 +146,8 @@ class MirrorManager:
         self._pass_views = {}
         for tp in woken:
             key = self.partitions[tp].key
-            info = mirror_info(self.image, key.mirror_name)
             self._pass_views[(key.mirror_name, tp.topic, key.topic_id)] = (
-                None, "" if info is None else info.source_cluster_id)
+                None, self._recorded_cluster_id(key.mirror_name))
         try:
             await self._reconcile_all(woken)
         finally:
@@ -166,9 +165,10 @@ class MirrorManager:
 
     async def _prepare_pass(self, led: Mapping[TopicPartition, tuple[str, UUID]]) -> None:
         """Once per mirror and per topic, before the partitions: move fetchers to a replaced
-        source connection, and ask the source about each mirrored topic (the answers every
-        partition of the topic then plans with)."""
+        source connection, and ask the source about each mirrored topic not being failed
+        over, all topics at once (the answers every partition of the topic then plans with)."""
         seen: set[str] = set()
+        views: list[Awaitable[object]] = []
         for topic, value, topic_id in dict.fromkeys((tp.topic, value, topic_id) for tp, (value, topic_id) in led.items()):
             membership = parse_mirror_name_config(value)
             if membership is None:
@@ -177,7 +177,24 @@ class MirrorManager:
             if source is not None and membership.mirror_name not in seen:
                 seen.add(membership.mirror_name)
                 await self.fetchers.replace_source(membership.mirror_name, source)
-            await self._pass_source_view(source, membership.mirror_name, topic, topic_id)
+            if membership.status is not MembershipStatus.REMOVED:
+                views.append(self._pass_source_view(source, membership.mirror_name, topic, topic_id))
+        if self.concurrently is None:
+            for view in views:
+                await view
+        else:
+            await self.concurrently(views)  # type: ignore[arg-type]
+
+    def failing_over(self, image: MetadataImage) -> bool:
+        """Whether a partition led here is removed from its mirror (failover) and not known
+        to be STOPPED yet."""
+        for tp, (value, _) in self.mirrored_partitions(image).items():
+            membership = parse_mirror_name_config(value)
+            if membership is not None and membership.status is MembershipStatus.REMOVED:
+                mp = self.partitions.get(tp)
+                if mp is None or mp.state is not S.STOPPED:
+                    return True
+        return False
 
     # -- the lifecycle --------------------------------------------------------------------
 
@@ -203,8 +220,11 @@ class MirrorManager:
                 log.error("Mirror %s partition %s FAILED: %s", membership.mirror_name, tp, mp.failure)
             if source is not None:
                 await self.fetchers.replace_source(membership.mirror_name, source)
-            check, cluster_id = await self._pass_source_view(source, membership.mirror_name, tp.topic,
-                                                             mp.key.topic_id)
+            if membership.status is MembershipStatus.REMOVED:  # a failover needs nothing of the source
+                check, cluster_id = None, self._recorded_cluster_id(membership.mirror_name)
+            else:
+                check, cluster_id = await self._pass_source_view(source, membership.mirror_name, tp.topic,
+                                                                 mp.key.topic_id)
             check = self._confirmed(mp, check)
             self._note_source_topic(tp, mp, check)
             for _ in range(len(S)):  # a plan that ends in a state with a plan of its own goes on
@@ -241,8 +261,12 @@ class MirrorManager:
             return check_source_topic(topic_id, await source.topic_id(topic)), await source.cluster_id()
         except Exception as exc:
             log.debug("mirror %s: source unreachable: %r", mirror_name, exc)
-            info = mirror_info(self.image, mirror_name) if self.image is not None else None
-            return None, "" if info is None else info.source_cluster_id
+            return None, self._recorded_cluster_id(mirror_name)
+
+    def _recorded_cluster_id(self, mirror_name: str) -> str:
+        """The source cluster id the controller recorded for the mirror."""
+        info = mirror_info(self.image, mirror_name) if self.image is not None else None
+        return "" if info is None else info.source_cluster_id
 
     def _confirmed(self, mp: MirroredPartitionState, check: SourceTopicCheck | None) -> SourceTopicCheck | None:
         """A name missing from the source's Metadata counts as deleted only when a second

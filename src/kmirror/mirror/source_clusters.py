@@ -25,6 +25,7 @@ from kmirror.metadata.image import ConfigResource, MetadataImage
 from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.coalescer import Coalescer
 from kmirror.mirror.fetcher.source_endpoint import ClientSourceCluster, SourceCluster, SourceLeader
+from kmirror.mirror.source_waits import BoundedSourceCluster, SourceWaits
 from kmirror.replication.fetcher.endpoint import LeaderEndPoint
 from kmirror.security.client_config import ClientSecurity
 from kmirror.types import TopicPartition
@@ -89,10 +90,11 @@ class ImageSourceClusters:
     """`source_for(mirror_name)`: the mirror's source cluster, from its configs in the image."""
 
     def __init__(self, broker_id: int, image: Callable[[], MetadataImage | None],
-                 factory: SourceFactory | None = None) -> None:
+                 factory: SourceFactory | None = None, waits: SourceWaits | None = None) -> None:
         self.broker_id = broker_id
         self.image = image
         self.factory = factory or client_source_cluster
+        self.waits = waits
         self.sources: dict[str, tuple[tuple[tuple[str, str], ...], SourceCluster]] = {}
         """mirror -> (its source connection configs, the source connected with them)."""
         self.retired: list[SourceCluster] = []
@@ -128,6 +130,8 @@ class ImageSourceClusters:
             self.retired.append(current[1])
         source = self.factory(bootstrap, f"broker-{self.broker_id}-mirror-{mirror_name}-metadata",
                               parsed.source_security)
+        if self.waits is not None:
+            source = BoundedSourceCluster(source, self.waits)
         self.sources[mirror_name] = (identity, source)
         return source
 

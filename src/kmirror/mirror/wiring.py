@@ -12,8 +12,11 @@ ports, and runs the manager on one task so partition plans never interleave:
 `sync_errors` holds the KIP's MirrorMetadataManager sync error counts of this broker.
 Each pass first checks the source cluster id of every mirror this broker leads partitions of
 (`SourceClusterIdGuard`: a mirror whose source reports another cluster id fetches nothing
-here) and ends with `metadata_sync.run_once()` (the periodic MirrorMetadataManager sync of
-the mirrors this broker coordinates for metadata: topics, consumer group offsets, ACLs).
+here). After each full pass, a task of its own runs `metadata_sync.run_once()` (the periodic
+MirrorMetadataManager sync of the mirrors this broker coordinates for metadata: topics,
+consumer group offsets, ACLs), so the sync's source round trips never hold up a pass. A
+source that stops answering holds a pass up only briefly when the operator waits for
+something: a newer image, or partitions to fail over (`kmirror.mirror.source_waits`).
 
 Ports:
 - `CoordinatorStateStore`: `MirrorStateStore` over the `MirrorCoordinatorService` (the
@@ -67,6 +70,7 @@ from kmirror.mirror.metadata_sync.groups import DEFAULT_OFFSETS_RETENTION_MS, Gr
 from kmirror.mirror.metadata_sync.topics import TopicMetadataSync
 from kmirror.mirror.service import MirrorCoordinatorService, admin_source_lookup
 from kmirror.mirror.source_clusters import ImageSourceClusters, SourceFactory
+from kmirror.mirror.source_waits import SourceWaits
 from kmirror.mirror.sync_errors import MirrorSyncErrors
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
@@ -235,7 +239,9 @@ class MirrorDataPlane:
             num_fetchers=1 if config is None else int(config.get("mirror.num.replica.fetchers")), sync_errors=self.sync_errors,
             quota=self.replication_quota)
         gate = Gate()
-        self.sources = ImageSourceClusters(broker_id, lambda: self.manager.image or metadata.image, source_factory)
+        self.source_waits = SourceWaits()
+        self.sources = ImageSourceClusters(broker_id, lambda: self.manager.image or metadata.image, source_factory,
+                                           self.source_waits)
         self.manager = MirrorManager(
             broker_id, replica_manager, fetchers,
             CoordinatorStateStore(coordinator_service, self._topic_name_of, self._state_topic_exists, gate),
@@ -263,7 +269,10 @@ class MirrorDataPlane:
         self._latest: MetadataImage | None = None
         self._progressed: set[TopicPartition] = set()
         self._wake = asyncio.Event()
+        self._in_pass = False
         self._task: asyncio.Task[None] | None = None
+        self._sync_wake = asyncio.Event()
+        self._sync_task: asyncio.Task[None] | None = None
 
     def _topic_name_of(self, topic_id: UUID) -> str | None:
         image = self.manager.image or self.metadata.image
@@ -294,19 +303,26 @@ class MirrorDataPlane:
         self._latest = image
         if image is not None:
             update_mirror_replication_quota(self.replication_quota, image, self._static_throttle_rate)
+        if self._in_pass:
+            self.source_waits.newer_image()  # the running pass stops waiting on the source soon
         self._wake.set()
 
     async def run_once(self) -> None:
-        """One pass: apply the newest image (or re-run the current one), retry pending fetchers."""
+        """One pass: apply the newest image (or re-run the current one), retry pending fetchers.
+        A pass with partitions to fail over waits on the source only briefly (`SourceWaits`)."""
         image = self._latest if self._latest is not None else self.metadata.image
         self._latest = None
-        if image is not None:
-            await self._halt_mismatched_sources(image)
-        await self.manager.fetchers.retry_pending()
-        await self.manager.on_metadata_change(image)
-        await self.manager.fetchers.refresh_source_offsets(self._not_fetched())
-        await self.sources.close_retired(self._fetches_through)
-        await self.metadata_sync.run_once()
+        self.source_waits.start_pass(image is not None and self.manager.failing_over(image))
+        self._in_pass = True
+        try:
+            if image is not None:
+                await self._halt_mismatched_sources(image)
+            await self.manager.fetchers.retry_pending()
+            await self.manager.on_metadata_change(image)
+            await self.manager.fetchers.refresh_source_offsets(self._not_fetched())
+            await self.sources.close_retired(self._fetches_through)
+        finally:
+            self._in_pass = False
 
     def _fetches_through(self, source: SourceCluster) -> bool:
         return any(mp.source is source for mp in self.manager.fetchers.partitions.values())
@@ -331,6 +347,7 @@ class MirrorDataPlane:
         self.manager.fetchers.start()
         self.replica_manager.add_append_listener(self._on_partition_progress)
         self._task = asyncio.get_running_loop().create_task(self._run())
+        self._sync_task = asyncio.get_running_loop().create_task(self._sync())
 
     async def _run(self) -> None:
         """A full pass on every image and every refresh interval; between them, a pass over
@@ -350,16 +367,27 @@ class MirrorDataPlane:
                 else:
                     next_full_ms = clock.monotonic_ms() + self.refresh_interval_ms
                     await self.run_once()
+                    self._sync_wake.set()
             except Exception:
                 log.exception("mirror data plane pass failed")
 
+    async def _sync(self) -> None:
+        """The metadata sync after each full pass, on a task of its own: its round trips to
+        the source (configs, group offsets, ACLs) never delay the partitions' lifecycle, a
+        failover least of all. A pass that ends while a sync runs wakes the next one."""
+        while True:
+            await self._sync_wake.wait()
+            self._sync_wake.clear()
+            await self.metadata_sync.run_once()  # logs and counts each syncer's failure
+
     async def stop(self) -> None:
         self.replica_manager.remove_append_listener(self._on_partition_progress)
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._task, self._sync_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._sync_task = None
         await self.manager.fetchers.stop()
         await self.sources.close()
         await self.metadata_sync.close()

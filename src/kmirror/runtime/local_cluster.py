@@ -25,6 +25,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -217,19 +218,23 @@ def _meta_cluster_id(log_dir: Path) -> str | None:
     return None
 
 
-def broker_extra(extra: dict[str, str], node: NodeLayout, racks: list[str] | None) -> dict[str, str]:
+def broker_extra(extra: dict[str, str], node: NodeLayout, racks: list[str] | None,
+                 per_broker: Callable[[int], dict[str, str]] | None = None) -> dict[str, str]:
     """Per-broker overrides: `metrics.port` counts up from the given port like the listeners,
-    and broker i gets `broker.rack=racks[i-1]` when racks are given."""
+    broker i gets `broker.rack=racks[i-1]` when racks are given, and `per_broker(i)` last."""
     out = dict(extra)
     if "metrics.port" in out and int(out["metrics.port"]) > 0:
         out["metrics.port"] = str(int(out["metrics.port"]) + node.node_id - 1)
     if racks:
         out["broker.rack"] = racks[(node.node_id - 1) % len(racks)]
+    if per_broker is not None:
+        out.update(per_broker(node.node_id))
     return out
 
 
 def up(
-    base: Path, nodes: int, port: int, extra: dict[str, str] | None = None, racks: list[str] | None = None
+    base: Path, nodes: int, port: int, extra: dict[str, str] | None = None, racks: list[str] | None = None,
+    per_broker: Callable[[int], dict[str, str]] | None = None,
 ) -> list[NodeLayout]:
     base.mkdir(parents=True, exist_ok=True)
     extra = extra or {}
@@ -238,13 +243,13 @@ def up(
     _check_ports_free(brokers if nodes == 1 else [controller_layout(base, port), *brokers])
     if nodes == 1:
         node = brokers[0]
-        _wait_serving(node, _launch(base, node, server_properties(node, broker_extra(extra, node, racks))), deadline)
+        _wait_serving(node, _launch(base, node, server_properties(node, broker_extra(extra, node, racks, per_broker))), deadline)
         return brokers
     controller = controller_layout(base, port)
     controller_proc = _launch(base, controller, controller_properties(controller, extra))
     _wait_serving(controller, controller_proc, deadline)
     started = [
-        (node, _launch(base, node, broker_properties(node, nodes, broker_extra(extra, node, racks)))) for node in brokers
+        (node, _launch(base, node, broker_properties(node, nodes, broker_extra(extra, node, racks, per_broker)))) for node in brokers
     ]
     for node, proc in started:
         _wait_serving(node, proc, deadline)

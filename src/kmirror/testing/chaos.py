@@ -10,6 +10,11 @@ The faults, per cluster and one at a time there (with replication factor 3 and
 - `crash`: kill -9 of every node of the cluster at once, started again after the hold
   (controller first); what the processes wrote stays in the page cache;
 - at the destination, `mirror-pause`: `kmirror mirrors --pause`, then `--resume`.
+On a third track, faults of the network link between the two sites (`kmirror.testing.link`:
+the mirror reaches the other cluster only through it), both ways at once:
+- `link-cut`: every connection across it closed, new ones reset;
+- `link-blackhole`: nothing crosses it, connections hang; held for up to 40 s, longer than
+  the mirror's 30 s request timeout.
 
 The source is written to by an idempotent acks=all producer (`orders`) and by a
 transactional producer committing and aborting at random (`payments`); both topics are
@@ -24,10 +29,13 @@ mirrored. The checks, after every fault has ended: both writers get writes throu
 4. failover (`--remove`): every partition STOPPED and writable, offsets continuing after the
    mirrored ones.
 
-With `disaster`, the whole source cluster is killed (-9) at the end of the faults while both
-writers are still writing, and the destination fails over with its source gone, as in a real
-disaster. The source is started again for the checks, and the mirror's lag makes the
-destination's copy a prefix of the source instead of all of it:
+With `disaster="crash"`, the whole source cluster is killed (-9) at the end of the faults
+while both writers are still writing, and the destination fails over with its source gone, as
+in a real disaster. The source is started again for the checks. With `disaster="partition"`,
+the link becomes a black hole instead: the source stays up and its writers keep writing while
+the destination fails over without reaching it (split brain, as an operator meets it when the
+other site is unreachable, not down), and the link is healed after the checks. Either way the
+mirror's lag makes the destination's copy a prefix of the source instead of all of it:
 - the source alone passes checks 1-3 (nothing it acknowledged lost);
 - every destination replica holds the same log: a byte-identical prefix of the source
   leader's batches, then one MIRROR_PID_RESET marker, and no open transaction (LSO == HW);
@@ -61,6 +69,7 @@ from kmirror.records.control import ControlType, read_control_type
 from kmirror.runtime.local_cluster import CONTROLLER_NODE_ID
 from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered, watermarks
+from kmirror.testing.link import Link
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.segments import log_batches
@@ -94,6 +103,9 @@ REPLICATED_CLUSTER = {
 FAULT_KINDS = (("kill9", False, 4), ("pause", False, 3), ("kill9", True, 1), ("pause", True, 1), ("crash", False, 1),
                ("mirror-pause", False, 1))
 WHOLE_CLUSTER = ("crash", "mirror-pause")  # the faults that name no node
+LINK = "link"  # the track of the link's faults: (kind, weight, longest hold)
+LINK_FAULTS = (("link-cut", 1, 8.0), ("link-blackhole", 1, 40.0))
+DISASTERS = ("crash", "partition")
 CONVERGE_TIMEOUT_S = 180
 
 
@@ -102,18 +114,19 @@ class Fault:
     at_s: float
     cluster: str
     kind: str
-    node: int  # a broker id, CONTROLLER_NODE_ID, or 0 for a fault of the whole cluster
+    node: int  # a broker id, CONTROLLER_NODE_ID, or 0 for a fault of a whole cluster or of the link
     hold_s: float
 
     def __str__(self) -> str:
-        target = "" if self.kind in WHOLE_CLUSTER else f" node {self.node}"
+        target = "" if self.kind in WHOLE_CLUSTER or self.cluster == LINK else f" node {self.node}"
         return f"{self.at_s:6.1f}s {self.cluster} {self.kind}{target} for {self.hold_s:.1f}s"
 
 
 def plan_faults(seed: int, seconds: float) -> list[Fault]:
     """The faults of a run of `seconds`, in start order. Each cluster's faults never overlap,
     and each starts 1-5 s after the previous one there ended; holds of 0.5-8 s, so some outlast
-    the 3 s session and replica lag timeouts (fencing, ISR shrink, elections) and some do not."""
+    the 3 s session and replica lag timeouts (fencing, ISR shrink, elections) and some do not.
+    The link's faults are a third such track (a black hole held up to 40 s)."""
     rng = random.Random(seed)
     faults: list[Fault] = []
     for cluster in CLUSTERS:
@@ -125,16 +138,23 @@ def plan_faults(seed: int, seconds: float) -> list[Fault]:
             hold = round(rng.uniform(0.5, 8.0), 1)
             faults.append(Fault(round(at, 1), cluster, kind, node, hold))
             at += hold + rng.uniform(1.0, 5.0)
+    at = rng.uniform(1.0, 5.0)
+    while at < seconds:
+        kind, _, longest = rng.choices(LINK_FAULTS, weights=[k[1] for k in LINK_FAULTS])[0]
+        hold = round(rng.uniform(0.5, longest), 1)
+        faults.append(Fault(round(at, 1), LINK, kind, 0, hold))
+        at += hold + rng.uniform(1.0, 5.0)
     return sorted(faults, key=lambda f: (f.at_s, f.cluster))
 
 
 class Nemesis:
-    """Carries out a plan on the two clusters and ends every fault it began. Each cluster's
-    faults run in a thread of their own, keeping their holds and the gaps between them: a
-    restart that takes long delays the rest of that cluster's plan, not the other's."""
+    """Carries out a plan on the two clusters and their link, and ends every fault it began.
+    Each track's faults run in a thread of their own, keeping their holds and the gaps between
+    them: a restart that takes long delays the rest of that cluster's plan, not the others'."""
 
-    def __init__(self, clusters: dict[str, LocalCluster], log: Callable[[str], None]) -> None:
+    def __init__(self, clusters: dict[str, LocalCluster], links: list[Link], log: Callable[[str], None]) -> None:
         self.clusters = clusters
+        self.links = links
         self.log = log
         self.active: list[Fault] = []
         self.errors: list[BaseException] = []
@@ -143,7 +163,7 @@ class Nemesis:
     def run(self, plan: list[Fault]) -> None:
         start = time.monotonic()
         tracks = [threading.Thread(target=self.track, args=([f for f in plan if f.cluster == c], start), daemon=True)
-                  for c in CLUSTERS]
+                  for c in (*CLUSTERS, LINK)]
         try:
             for thread in tracks:
                 thread.start()
@@ -175,12 +195,30 @@ class Nemesis:
     def begin(self, fault: Fault) -> None:
         with self.lock:
             self.active.append(fault)
-        fault_actions(self.clusters[fault.cluster], fault)[0]()
+        self.actions(fault)[0]()
 
     def end(self, fault: Fault) -> None:
-        fault_actions(self.clusters[fault.cluster], fault)[1]()
+        self.actions(fault)[1]()
         with self.lock:
             self.active.remove(fault)
+
+
+    def actions(self, fault: Fault) -> tuple[Callable[[], object], Callable[[], object]]:
+        if fault.cluster == LINK:
+            return link_actions(self.links, fault.kind)
+        return fault_actions(self.clusters[fault.cluster], fault)
+
+
+def link_actions(links: list[Link], kind: str) -> tuple[Callable[[], object], Callable[[], object]]:
+    """What begins and what ends a fault of the link between the sites: both ways at once."""
+    def begin() -> None:
+        for link in links:
+            link.cut() if kind == "link-cut" else link.blackhole()
+
+    def end() -> None:
+        for link in links:
+            link.heal()
+    return begin, end
 
 
 def fault_actions(cluster: LocalCluster, fault: Fault) -> tuple[Callable[[], object], Callable[[], object]]:
@@ -234,12 +272,14 @@ def replicas_identical(clusters: list[LocalCluster], expected: dict[tuple[str, i
                for n in BROKERS)
 
 
-def set_up(source: LocalCluster, dest: LocalCluster, work: Path) -> None:
+def set_up(source: LocalCluster, dest: LocalCluster, work: Path, through: str | None = None) -> None:
+    """The topics at the source, mirrored to the destination, which reaches the source at
+    `through` (default: its own listeners)."""
     for topic in TOPICS:
         kmirror("topics", "--bootstrap-server", source.bootstrap, "--create", "--topic", topic, "--partitions",
                 str(PARTITIONS), "--replication-factor", "3", "--config", "min.insync.replicas=2")
     retry(lambda: fully_in_sync(source), "source partitions fully in sync")
-    create_mirror(dest, source, MIRROR, "|".join(TOPICS), work / "mirror.properties")
+    create_mirror(dest, through or source.bootstrap, MIRROR, "|".join(TOPICS), work / "mirror.properties")
     retry(lambda: mirror_states(dest.bootstrap) == {"MIRRORING"}, "the mirror MIRRORING")
 
 
@@ -293,16 +333,24 @@ def write_after_failover(dest: LocalCluster, ends: dict[str, list[int]]) -> None
         assert sorted(delivered) == [(p, ends[topic][p] + 1) for p in range(PARTITIONS)], (topic, delivered, ends)
 
 
-def crash_source_and_fail_over(source: LocalCluster, dest: LocalCluster, log: Callable[[str], None]) -> None:
-    """The disaster: every source node killed at once, the destination failed over without
-    it, then the source started again (its writers carry on)."""
-    source.crash()
-    log("disaster: every source node killed; failing over")
+def disaster_fail_over(source: LocalCluster, dest: LocalCluster, links: list[Link], disaster: str,
+                       log: Callable[[str], None]) -> None:
+    """The disaster, then the destination failed over without the source: with "crash" every
+    source node is killed at once and started again after the failover; with "partition"
+    the link becomes a black hole while the source stays up (its writers carry on either way)."""
+    if disaster == "crash":
+        source.crash()
+        log("disaster: every source node killed; failing over")
+    else:
+        for link in links:
+            link.blackhole()
+        log("disaster: the link is a black hole, the source is up and written to; failing over")
     started = time.monotonic()
     fail_over(dest)
     log(f"disaster: every partition STOPPED {time.monotonic() - started:.1f} s after --remove")
-    source.start_all()
-    log("disaster: the source started again")
+    if disaster == "crash":
+        source.start_all()
+        log("disaster: the source started again")
 
 
 def check_disaster_copy(source: LocalCluster, dest: LocalCluster, txn_writer: TransactionalWriter) -> dict[str, list[int]]:
@@ -326,22 +374,34 @@ def check_disaster_copy(source: LocalCluster, dest: LocalCluster, txn_writer: Tr
 
 
 def run(source: LocalCluster, dest: LocalCluster, seed: int, seconds: float, work: Path,
-        log: Callable[[str], None] = print, disaster: bool = False) -> tuple[AckedWriter, TransactionalWriter]:
-    """One whole run on two started clusters: set up, write under the planned faults, check."""
+        log: Callable[[str], None] = print, disaster: str | None = None) -> tuple[AckedWriter, TransactionalWriter]:
+    """One whole run on two started clusters (`clusters_in`): set up, write under the planned
+    faults, check; `disaster` is None, "crash" or "partition"."""
+    assert disaster in (None, *DISASTERS), disaster
+    links = [Link(source.link_routes()).start(), Link(dest.link_routes()).start()]
+    try:
+        return run_linked(source, dest, links, seed, seconds, work, log, disaster)
+    finally:
+        for link in links:
+            link.close()
+
+
+def run_linked(source: LocalCluster, dest: LocalCluster, links: list[Link], seed: int, seconds: float, work: Path,
+               log: Callable[[str], None], disaster: str | None) -> tuple[AckedWriter, TransactionalWriter]:
     plan = plan_faults(seed, seconds)
-    log(f"chaos seed {seed}, {seconds:.0f} s, {len(plan)} faults{', then a disaster' if disaster else ''}:")
+    log(f"chaos seed {seed}, {seconds:.0f} s, {len(plan)} faults{f', then a {disaster}' if disaster else ''}:")
     for fault in plan:
         log(f"  {fault}")
-    set_up(source, dest, work)
+    set_up(source, dest, work, through=source.link_bootstrap)
     writer = AckedWriter(source.bootstrap, f"chaos-{seed}", TOPIC, PARTITIONS)
     txn_writer = TransactionalWriter(source.bootstrap, f"chaos-txn-{seed}", TXN_TOPIC, PARTITIONS, seed)
     writer.start()
     txn_writer.start()
     try:
-        Nemesis({"source": source, "destination": dest}, log).run(plan)
+        Nemesis({"source": source, "destination": dest}, links, log).run(plan)
         writers_make_progress(writer, txn_writer)
         if disaster:
-            crash_source_and_fail_over(source, dest, log)
+            disaster_fail_over(source, dest, links, disaster, log)
     finally:
         writer.finish()
         txn_writer.finish()
@@ -362,11 +422,13 @@ def run(source: LocalCluster, dest: LocalCluster, seed: int, seconds: float, wor
     write_after_failover(dest, ends)
     log("failover: every partition STOPPED and writable after its MIRROR_PID_RESET")
     if disaster:
-        fail_back(source, dest, seed, seconds / 2, work, log)
+        for link in links:
+            link.heal()
+        fail_back(source, dest, links, seed, seconds / 2, work, log)
     return writer, txn_writer
 
 
-def fail_back(source: LocalCluster, dest: LocalCluster, seed: int, seconds: float, work: Path,
+def fail_back(source: LocalCluster, dest: LocalCluster, links: list[Link], seed: int, seconds: float, work: Path,
               log: Callable[[str], None]) -> None:
     """After a disaster failover: the old source mirrors the destination back (a mirror of the
     same name, towards the destination) while new writers write at the destination and a
@@ -381,8 +443,8 @@ def fail_back(source: LocalCluster, dest: LocalCluster, seed: int, seconds: floa
     writer.start()
     txn_writer.start()
     try:
-        create_mirror(source, dest, MIRROR, "|".join(TOPICS), work / "failback.properties")
-        Nemesis({"source": dest, "destination": source}, log).run(plan)
+        create_mirror(source, dest.link_bootstrap, MIRROR, "|".join(TOPICS), work / "failback.properties")
+        Nemesis({"source": dest, "destination": source}, links, log).run(plan)
         writers_make_progress(writer, txn_writer)
     finally:
         writer.finish()
@@ -395,8 +457,10 @@ def fail_back(source: LocalCluster, dest: LocalCluster, seed: int, seconds: floa
 
 
 def clusters_in(work: Path) -> tuple[LocalCluster, LocalCluster]:
-    source = LocalCluster(dir=work / "source", port=free_port_block(3), nodes=3, overrides=dict(REPLICATED_CLUSTER))
-    dest = LocalCluster(dir=work / "dest", port=free_port_block(3), nodes=3,
+    """The two clusters, each reachable from the other only through its link proxies."""
+    source = LocalCluster(dir=work / "source", port=free_port_block(3), nodes=3, overrides=dict(REPLICATED_CLUSTER),
+                          link_port=free_port_block(6))
+    dest = LocalCluster(dir=work / "dest", port=free_port_block(3), nodes=3, link_port=free_port_block(6),
                         overrides={**REPLICATED_CLUSTER, "mirror.metadata.refresh.interval.ms": "1000"})
     return source, dest
 
@@ -405,8 +469,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kmirror.testing.chaos", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=120, help="how long faults are injected (default 120)")
     parser.add_argument("--seed", type=int, default=None, help="the plan's seed (default: random, printed)")
-    parser.add_argument("--disaster", action="store_true",
-                        help="kill the whole source at the end and fail over without it")
+    parser.add_argument("--disaster", choices=DISASTERS, default=None,
+                        help="at the end, kill the whole source (crash) or make the link a black hole "
+                             "(partition), and fail over without the source")
     parser.add_argument("--dir", type=Path, default=None, help="where the clusters live (default: a new temp dir)")
     args = parser.parse_args(argv)
     if isinstance(sys.stdout, io.TextIOWrapper):

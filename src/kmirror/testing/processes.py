@@ -150,17 +150,42 @@ class LocalCluster:
     nodes: int = 1
     overrides: dict[str, str] = field(default_factory=dict)
     racks: list[str] | None = None
+    # A block of 2 x nodes ports (`free_port_block(2 * nodes)`): broker i also listens on
+    # LINK at link_port + i - 1 and advertises there its proxy, link_port + nodes + i - 1
+    # (`kmirror.testing.link`).
+    link_port: int | None = None
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{self.port + i}" for i in range(self.nodes))
+
+    @property
+    def link_bootstrap(self) -> str:
+        """The brokers through their link proxies."""
+        assert self.link_port is not None, "a cluster without link_port"
+        return ",".join(f"127.0.0.1:{self.link_port + self.nodes + i}" for i in range(self.nodes))
+
+    def link_routes(self) -> list[tuple[int, int]]:
+        """(proxy port, LINK listener port) of each broker."""
+        assert self.link_port is not None, "a cluster without link_port"
+        return [(self.link_port + self.nodes + i, self.link_port + i) for i in range(self.nodes)]
+
+    def _link_listener(self, node_id: int) -> dict[str, str]:
+        assert self.link_port is not None
+        plain = f"PLAINTEXT://127.0.0.1:{self.port + node_id - 1}"
+        controller = f",CONTROLLER://127.0.0.1:{self.port + CONTROLLER_PORT_OFFSET}" if self.nodes == 1 else ""
+        return {"listeners": f"{plain},LINK://127.0.0.1:{self.link_port + node_id - 1}{controller}",
+                "advertised.listeners": f"{plain},LINK://127.0.0.1:{self.link_port + self.nodes + node_id - 1}",
+                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,LINK:PLAINTEXT",
+                "inter.broker.listener.name": "PLAINTEXT"}
 
     def up(self) -> None:
         """What `kmirror cluster up` does (its own tests drive the command), called in this
         process: a test suite starts clusters hundreds of times, and each CLI process costs
         more than half a CPU-second of interpreter start and imports."""
         try:
-            local_cluster.up(self.dir, self.nodes, self.port, {**TEST_BROKER_DEFAULTS, **self.overrides}, self.racks)
+            local_cluster.up(self.dir, self.nodes, self.port, {**TEST_BROKER_DEFAULTS, **self.overrides}, self.racks,
+                             self._link_listener if self.link_port is not None else None)
         except local_cluster.ClusterError as exc:
             raise AssertionError(f"cluster up in {self.dir} failed: {exc}") from None
 

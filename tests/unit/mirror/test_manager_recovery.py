@@ -65,6 +65,26 @@ def test_failover_completes_while_the_source_cluster_is_unreachable():
     assert read_control_type(batches(dst)[-1][2], 0) is ControlType.MIRROR_PID_RESET
 
 
+def test_a_failover_asks_the_source_nothing():
+    """A source that does not answer (a network partition) would hold each question for its
+    request timeout: a removed partition plans without asking."""
+    src, dst, _, fetchers, store, bumper, _ = setup()
+    source = UnreachableSource({1: src.rm}, 1, cluster_id="src-id")
+    mgr = MirrorManager(7, dst.rm, fetchers, store, bumper, lambda name: source, dst.clock)
+
+    async def go():
+        await mgr.on_metadata_change(image(7, 0, "m"))
+        await drain(fetchers)
+        assert mgr.failing_over(image(7, 0, "m.removed")) and not mgr.failing_over(image(7, 0, "m"))
+        asked = source.asked
+        await mgr.on_metadata_change(image(7, 0, "m.removed"))
+        assert source.asked == asked
+        assert not mgr.failing_over(image(7, 0, "m.removed"))  # STOPPED: nothing left to fail over
+
+    asyncio.run(go())
+    assert mgr.partitions[TP].state is S.STOPPED
+
+
 def test_a_destination_leader_change_keeps_the_mirrored_epochs_in_the_epoch_cache():
     src, dst, source, fetchers, store, bumper, mgr = setup(src_epoch=3)
 

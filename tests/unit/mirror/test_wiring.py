@@ -18,6 +18,7 @@ from kmirror.mirror.coordinator.records import MirrorPartitionKey
 from kmirror.mirror.lifecycle_ports import PartitionKey, StepPending
 from kmirror.mirror.service import admin_source_lookup
 from kmirror.mirror.source_clusters import ImageSourceClusters, mirror_source_configs
+from kmirror.mirror.source_waits import BoundedSourceCluster
 from kmirror.mirror.wiring import (
     ControllerEpochBumper,
     CoordinatorStateStore,
@@ -429,7 +430,8 @@ def test_a_bootstrap_change_moves_the_partitions_to_a_new_source_and_closes_the_
         plane.on_metadata_change(moved)
         await plane.run_once()
         assert made["src:9092"].closed and not made["elsewhere:9092"].closed
-        assert all(mp.source is made["elsewhere:9092"] for mp in plane.manager.fetchers.partitions.values())
+        moved = [mp.source for mp in plane.manager.fetchers.partitions.values()]
+        assert moved and all(isinstance(s, BoundedSourceCluster) and s.inner is made["elsewhere:9092"] for s in moved)
         assert plane.sources.retired == []
         await copy()
         assert made["elsewhere:9092"].endpoints  # the copy continues through the new source

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kmirror.runtime.local_cluster import CONTROLLER_NODE_ID
-from kmirror.testing.chaos import BROKERS, plan_faults
+from kmirror.testing.chaos import BROKERS, LINK, plan_faults
 
 
 def test_a_seed_replays_its_plan_and_another_seed_differs() -> None:
@@ -35,3 +35,15 @@ def test_targets_and_kinds() -> None:
     assert kinds[("source", "crash", False)] and kinds[("destination", "crash", False)]
     assert all(f.node in (*BROKERS, CONTROLLER_NODE_ID) for f in faults if f.kind in ("kill9", "pause"))
     assert all(f.node == 0 for f in faults if f.kind in ("crash", "mirror-pause"))
+    link = Counter(f.kind for f in faults if f.cluster == LINK)
+    assert set(link) == {"link-cut", "link-blackhole"}
+    assert all(f.hold_s <= 8.0 for f in faults if f.kind == "link-cut")
+    assert any(f.hold_s > 30.0 for f in faults if f.kind == "link-blackhole")  # past the request timeout
+
+
+def test_link_faults_never_overlap() -> None:
+    for seed in range(50):
+        mine = [f for f in plan_faults(seed, 90) if f.cluster == LINK]
+        assert mine, seed
+        for before, after in zip(mine, mine[1:], strict=False):
+            assert after.at_s >= before.at_s + before.hold_s + 0.9, (seed, before, after)
