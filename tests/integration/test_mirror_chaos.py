@@ -6,8 +6,8 @@ the source's batches byte for byte, every acknowledged record must be at its off
 both ends, and a failover must leave every partition writable (`kmirror.testing.chaos`).
 The disaster runs end by killing the whole source ("crash") or black-holing the link with the
 source up ("partition") while it is written to, and failing over without it: the destination
-must hold a byte-identical prefix of the source, each transaction whole or absent; then the
-old source mirrors the destination back.
+must hold a byte-identical prefix of the source, each transaction whole or absent in each
+partition; then the old source mirrors the destination back.
 
 `KMIRROR_CHAOS_SEED` replays a seed and `KMIRROR_CHAOS_SECONDS` sets how long faults are
 injected; `python -m kmirror.testing.chaos --seconds 600` runs longer."""

@@ -188,13 +188,13 @@ class MirrorManager:
     def failing_over(self, image: MetadataImage) -> bool:
         """Whether a partition led here is removed from its mirror (failover) and not known
         to be STOPPED yet."""
-        for tp, (value, _) in self.mirrored_partitions(image).items():
-            membership = parse_mirror_name_config(value)
-            if membership is not None and membership.status is MembershipStatus.REMOVED:
-                mp = self.partitions.get(tp)
-                if mp is None or mp.state is not S.STOPPED:
-                    return True
-        return False
+        led = self.mirrored_partitions(image)
+        values = {value for value, _ in led.values()}  # one parse per distinct mirror.name value
+        removed = {v for v in values if (m := parse_mirror_name_config(v)) is not None
+                   and m.status is MembershipStatus.REMOVED}
+        return bool(removed) and any(
+            value in removed and ((mp := self.partitions.get(tp)) is None or mp.state is not S.STOPPED)
+            for tp, (value, _) in led.items())
 
     # -- the lifecycle --------------------------------------------------------------------
 

@@ -14,7 +14,9 @@ from collections.abc import Callable
 
 from kmirror.config.server import ServerConfig
 from kmirror.metadata.image import MetadataImage
+from kmirror.metadata.mirrors import mirroring_enabled
 from kmirror.ports import Clock
+from kmirror.protocol.mirror import fetch as fetch_v19
 from kmirror.replication.alter_partition_sender import (
     AlterPartitionSender,
     ControllerSender,
@@ -82,7 +84,13 @@ class ReplicationService:
         if endpoint is None:
             return None
         host = endpoint.host if endpoint.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-        return RemoteLeaderEndPoint(host, int(endpoint.port), self.broker_id, client_id=f"replica-fetcher-{self.broker_id}")
+        return RemoteLeaderEndPoint(host, int(endpoint.port), self.broker_id, client_id=f"replica-fetcher-{self.broker_id}",
+                                    wanted_fetch_version=(self._wanted_fetch_version, self.clock))
+
+    def _wanted_fetch_version(self) -> int:
+        """Fetch v19 (`mirror_leader_epoch`) once the cluster finalized `mirror.version` >= 1."""
+        image = self.replica_manager.image
+        return fetch_v19.VERSION if image is not None and mirroring_enabled(image) else 0
 
     def start(self) -> None:
         rm = self.replica_manager

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import random
 import shutil
 import signal
@@ -461,6 +462,9 @@ GC_THRESHOLDS = (50_000, 20, 20)
 
 def run(config: ServerConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    for spec in filter(None, os.environ.get("KMIRROR_LOG_LEVELS", "").split(",")):
+        name, _, level = spec.partition("=")
+        logging.getLogger(name.strip()).setLevel(level.strip().upper())
     gc.set_threshold(*GC_THRESHOLDS)
     try:
         with asyncio.Runner(loop_factory=TimedEventLoop) as runner:

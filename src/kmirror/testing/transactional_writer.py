@@ -115,19 +115,23 @@ def assert_committed_exactly(bootstrap: str, writer: TransactionalWriter) -> Non
     assert not missing, f"{len(missing)} records of committed transactions missing, e.g. {missing[:3]}"
 
 
-def assert_whole_or_absent(bootstrap: str, writer: TransactionalWriter) -> set[bytes]:
+def assert_whole_or_absent(bootstrap: str, writer: TransactionalWriter, per_partition: bool = False) -> set[bytes]:
     """What a read_committed consumer of `writer.topic` at `bootstrap` sees (returned): each
     record once, no aborted record, and each transaction committed or of unknown outcome
     whole or not at all (a copy that stopped mid-stream, such as a mirror failed over).
-    Records of other writers (another tag) are left out."""
+    `per_partition`: each transaction's records in each partition whole or not at all, the
+    guarantee of a mirror failed over without its source (KIP-1279 truncates each partition
+    to its own LSO: a transaction whose markers reached some partitions' copies and not
+    others' is cut between them). Records of other writers (another tag) are left out."""
     mine = writer.tag.encode() + b"-"
     seen = [v for v in read_all(bootstrap, writer.topic, writer.partitions, "read_committed") if v.startswith(mine)]
     assert len(seen) == len(set(seen)), "a record read twice"
     present = set(seen)
     leaked = [v for txn in writer.aborted for v in txn if v in present]
     assert not leaked, f"{len(leaked)} records of aborted transactions visible, e.g. {leaked[:3]}"
+    parts = writer.partitions if per_partition else 1
     torn = [txn for txns in (writer.committed, writer.uncertain) for txn in txns
-            if 0 < sum(v in present for v in txn) < len(txn)]
+            if any(0 < sum(v in present for v in txn[p::parts]) < len(txn[p::parts]) for p in range(parts))]
     assert not torn, f"{len(torn)} transactions partly visible, e.g. {torn[:1]}"
     known = {v for txns in (writer.committed, writer.uncertain) for txn in txns for v in txn}
     assert present <= known, f"records no transaction wrote: {sorted(present - known)[:3]}"

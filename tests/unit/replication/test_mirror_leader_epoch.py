@@ -5,6 +5,7 @@ appends batches carrying source epochs above its local leader epoch only up to i
 
 import asyncio
 import dataclasses
+from types import SimpleNamespace
 from uuid import uuid4
 
 from kmirror.broker.api import build_registry
@@ -17,7 +18,7 @@ from kmirror.replication.fetcher.endpoint import ReplicaManagerLeaderEndPoint
 from kmirror.replication.fetcher.local_replica import ReplicaManagerLocalReplica
 from kmirror.replication.fetcher.manager import ReplicaFetcherManager
 from kmirror.replication.fetcher.policy import FetchPolicy
-from kmirror.replication.fetcher.remote_endpoint import RemoteLeaderEndPoint
+from kmirror.replication.fetcher.remote_endpoint import RENEGOTIATE_INTERVAL_MS, RemoteLeaderEndPoint
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.runtime.server import KafkaServer
 from kmirror.testing.replication import image_with, memory_log_manager, server_config
@@ -119,3 +120,21 @@ def test_api_versions_advertises_fetch_v19_only_while_mirroring_is_enabled() -> 
     assert advertised_max_version(3, 13, image(None, mirroring_enabled=False)) == 13
     registry = build_registry()
     assert registry.get(1).max_version == 19  # served, so a follower's v19 request decodes
+
+
+def test_a_follower_reconnects_when_the_cluster_finalizes_a_newer_fetch_version() -> None:
+    """A connection negotiated Fetch v18 before `mirror.version` was enabled: the follower
+    reconnects for v19, and while the leader still answers v18, at most every 5 s."""
+    clock, wanted = ManualClock(), {"version": 0}
+    endpoint = RemoteLeaderEndPoint("127.0.0.1", 1, 2, client_id="t",
+                                    wanted_fetch_version=(lambda: wanted["version"], clock))
+    v18 = SimpleNamespace(api_versions={1: (0, 18)})
+    v19 = SimpleNamespace(api_versions={1: (0, 19)})
+    assert not endpoint._older_than_wanted(v18)  # type: ignore[arg-type]
+    wanted["version"] = 19
+    assert endpoint._older_than_wanted(v18)  # type: ignore[arg-type]
+    assert not endpoint._older_than_wanted(v18)  # type: ignore[arg-type]  # the leader lags: not at once again
+    clock.advance(RENEGOTIATE_INTERVAL_MS)
+    assert endpoint._older_than_wanted(v18)  # type: ignore[arg-type]
+    clock.advance(RENEGOTIATE_INTERVAL_MS)
+    assert not endpoint._older_than_wanted(v19)  # type: ignore[arg-type]

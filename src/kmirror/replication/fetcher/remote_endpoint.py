@@ -12,18 +12,27 @@ leader without sessions (Fetch < v7, or one that answers session id 0) gets full
 Connects lazily through
 `kmirror.client.connection.BrokerConnection` and reconnects after a failure; a failure
 raises (the fetcher backs off).
+
+A follower made with `wanted_fetch_version` (v19 once this cluster finalized
+`mirror.version` >= 1) reconnects when its connection negotiated an older Fetch: a
+connection opened before the feature was enabled (a running cluster enables it) would
+otherwise fetch a mirror partition without `mirror_leader_epoch` for good, and could append
+no source batch above its local leader epoch. Kafka likewise picks the inter-broker Fetch
+version from the finalized features, not from a connection's first ApiVersions. While the
+leader has not applied the feature yet, it tries again at most every 5 s.
 """
 
 from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kmirror.client.connection import BrokerConnection
 from kmirror.client.errors import KafkaConnectionError
 from kmirror.client.protocol import CLIENT_MAX_VERSIONS, choose_version, request_schema
+from kmirror.ports import Clock
 from kmirror.protocol.entities import build, has_field, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.mirror import fetch as fetch_v19
@@ -35,6 +44,7 @@ from kmirror.security.client_config import PLAINTEXT, ClientSecurity
 from kmirror.types import TopicPartition
 
 FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
+RENEGOTIATE_INTERVAL_MS = 5_000
 
 
 def fetch_request_type(conn: BrokerConnection, max_version: int | None = None) -> type[Any]:
@@ -63,7 +73,8 @@ def fetches_by_topic_id(rt: type[Any]) -> bool:
 class RemoteLeaderEndPoint:
     def __init__(self, host: str, port: int, replica_id: int, *, client_id: str, request_timeout_ms: int = 30_000,
                  security: ClientSecurity = PLAINTEXT, fetch_sessions: bool = False,
-                 max_fetch_version: int | None = None) -> None:
+                 max_fetch_version: int | None = None,
+                 wanted_fetch_version: tuple[Callable[[], int], Clock] | None = None) -> None:
         self.host = host
         self.security = security
         self.port = port
@@ -74,12 +85,28 @@ class RemoteLeaderEndPoint:
         self._closed = False
         self.fetch_sessions = fetch_sessions
         self.max_fetch_version = max_fetch_version
+        self.wanted_fetch_version = wanted_fetch_version
+        self._renegotiate_at_ms = 0
         self.session = FetchSessionHandler()
+
+    def _older_than_wanted(self, conn: BrokerConnection) -> bool:
+        """The connection speaks an older Fetch than the cluster's features call for, and
+        the last reconnect for that was at least `RENEGOTIATE_INTERVAL_MS` ago."""
+        if self.wanted_fetch_version is None:
+            return False
+        wanted, clock = self.wanted_fetch_version
+        if conn.api_versions.get(FETCH, (0, -1))[1] >= wanted():
+            return False
+        now = clock.monotonic_ms()
+        if now < self._renegotiate_at_ms:
+            return False
+        self._renegotiate_at_ms = now + RENEGOTIATE_INTERVAL_MS
+        return True
 
     async def _connection(self) -> BrokerConnection:
         if self._closed:
             raise KafkaConnectionError(f"endpoint {self.host}:{self.port} is closed")
-        if self._conn is None or not self._conn.connected:
+        if self._conn is None or not self._conn.connected or self._older_than_wanted(self._conn):
             if self._conn is not None:
                 await self._conn.close()
             self._conn = None
