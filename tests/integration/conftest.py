@@ -11,7 +11,7 @@ import pytest
 
 from kmirror.cli.main import main as cli_main
 from kmirror.testing.mirror_clusters import clusters_up
-from kmirror.testing.processes import LocalCluster, free_port_block, use_cli_main
+from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block, use_cli_main
 from kmirror.testing.spark import spark_session
 
 # The read-only commands tests poll (`mirrors --describe`, `topics --describe` through
@@ -33,12 +33,6 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
     with LocalCluster(dir=tmp_path / "cluster", port=free_port_block()) as c:
         yield c
 
-
-FAST_FAILURE_DETECTION = {
-    "broker.heartbeat.interval.ms": "500",
-    "broker.session.timeout.ms": "3000",
-    "replica.lag.time.max.ms": "3000",
-}
 
 
 @pytest.fixture

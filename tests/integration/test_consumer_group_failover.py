@@ -19,15 +19,13 @@ from kmirror.client.errors import KafkaConnectionError
 from kmirror.protocol.entities import build
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.group_consumers import PARTITIONS, Group, Load, wait_for
-from kmirror.testing.processes import LocalCluster, free_port_block
+from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block
 from kmirror.testing.replication import request_type
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 OVERRIDES = {
-    "broker.heartbeat.interval.ms": "500",
-    "broker.session.timeout.ms": "3000",
-    "replica.lag.time.max.ms": "3000",
+    **FAST_FAILURE_DETECTION,
     "offsets.topic.replication.factor": "3",
     "offsets.topic.num.partitions": "5",
     "group.consumer.heartbeat.interval.ms": "1000",

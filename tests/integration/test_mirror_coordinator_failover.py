@@ -44,7 +44,7 @@ from kmirror.records.control import ControlType, read_control_type
 from kmirror.testing import kafka_clients
 from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, topic_id, wait_until
-from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block, kmirror
 from kmirror.testing.segments import log_batches
 
 pytestmark = pytest.mark.integration
@@ -55,9 +55,7 @@ PARTITIONS = 3
 BROKERS = (1, 2, 3)
 MIRROR = "m"
 OVERRIDES = {
-    "broker.heartbeat.interval.ms": "500",
-    "broker.session.timeout.ms": "3000",
-    "replica.lag.time.max.ms": "3000",
+    **FAST_FAILURE_DETECTION,
     "default.replication.factor": "3",
     "auto.leader.rebalance.enable": "false",
 }

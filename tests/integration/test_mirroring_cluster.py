@@ -38,7 +38,7 @@ from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, topic_id
 from kmirror.testing.mirror_clusters import wait_until as poll_until
-from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block, kmirror
 from kmirror.testing.segments import headers, log_batches
 
 pytestmark = pytest.mark.integration
@@ -50,20 +50,15 @@ PARTITIONS = 3
 BROKERS = (1, 2, 3)
 MIRROR = "m"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-FAST_FAILURE_DETECTION = {
-    "broker.heartbeat.interval.ms": "500",
-    "broker.session.timeout.ms": "3000",
-    "replica.lag.time.max.ms": "3000",
-    "default.replication.factor": "3",
-}
+REPLICATED = {**FAST_FAILURE_DETECTION, "default.replication.factor": "3"}
 
 
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, LocalCluster]]:
     base = tmp_path_factory.mktemp("mirror3")
-    source = LocalCluster(dir=base / "source", port=free_port_block(3), nodes=3, overrides=dict(FAST_FAILURE_DETECTION))
+    source = LocalCluster(dir=base / "source", port=free_port_block(3), nodes=3, overrides=dict(REPLICATED))
     dest = LocalCluster(dir=base / "dest", port=free_port_block(3), nodes=3,
-                        overrides={**FAST_FAILURE_DETECTION, "mirror.metadata.refresh.interval.ms": "1000"})
+                        overrides={**REPLICATED, "mirror.metadata.refresh.interval.ms": "1000"})
     with clusters_up(source, dest):
         yield source, dest
 

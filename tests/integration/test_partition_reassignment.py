@@ -23,7 +23,7 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block, kmirror
 
 pytestmark = pytest.mark.integration
 
@@ -38,8 +38,7 @@ THROTTLE_WINDOW = {  # a short quota window and small follower fetches keep the 
 def cluster4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """Shared by the module's tests, each with its own topics; the throttle test clears the
     throttles it sets, the test that kills a broker starts it again and comes last."""
-    overrides = {"broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "3000",
-                 "replica.lag.time.max.ms": "3000", **THROTTLE_WINDOW}
+    overrides = {**FAST_FAILURE_DETECTION, **THROTTLE_WINDOW}
     with LocalCluster(dir=tmp_path_factory.mktemp("reassignment") / "cluster4", port=free_port_block(4), nodes=4,
                       overrides=overrides) as c:
         yield c

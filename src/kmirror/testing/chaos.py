@@ -73,7 +73,7 @@ from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered, watermarks
 from kmirror.testing.link import Link
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, wait_until
-from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block, kmirror
 from kmirror.testing.segments import log_batches
 from kmirror.testing.transactional_writer import (
     TransactionalWriter,
@@ -92,9 +92,7 @@ MIRROR = "m"
 CLUSTERS = ("source", "destination")
 # 3-broker settings: failures detected in about 3 s, replication factor 3 for every topic.
 REPLICATED_CLUSTER = {
-    "broker.heartbeat.interval.ms": "500",
-    "broker.session.timeout.ms": "3000",
-    "replica.lag.time.max.ms": "3000",
+    **FAST_FAILURE_DETECTION,
     "default.replication.factor": "3",
     "offsets.topic.replication.factor": "3",
     "transaction.state.log.replication.factor": "3",

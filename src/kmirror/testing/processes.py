@@ -141,6 +141,13 @@ def kmirror_in_process(*args: str, check: bool = True) -> subprocess.CompletedPr
 # is not held back for `group.initial.rebalance.delay.ms` (3 s by default) waiting for more
 # members; each group a test starts would otherwise wait that long for its first assignment.
 TEST_BROKER_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
+# Brokers of several nodes that notice a dead or paused broker in about 3 s (Kafka: 9 s session,
+# 30 s replica lag), so failure tests do not wait out the defaults.
+FAST_FAILURE_DETECTION = {
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "3000",
+    "replica.lag.time.max.ms": "3000",
+}
 
 
 @dataclass

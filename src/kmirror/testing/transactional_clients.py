@@ -19,13 +19,11 @@ from kmirror.client.connection import BrokerConnection
 from kmirror.protocol.entities import build
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.kafka_clients import watermarks
-from kmirror.testing.processes import LocalCluster, free_port_block
+from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block
 from kmirror.testing.replication import request_type
 
 TXN_OVERRIDES = {
-    "broker.heartbeat.interval.ms": "500",
-    "broker.session.timeout.ms": "3000",
-    "replica.lag.time.max.ms": "3000",
+    **FAST_FAILURE_DETECTION,
     "offsets.topic.replication.factor": "3",
     "offsets.topic.num.partitions": "5",
     "transaction.state.log.replication.factor": "3",
