@@ -7,7 +7,7 @@ transition writes one `__mirror_state` record per partition: PAUSING, PAUSED, MI
 while a confluent-kafka consumer commits offsets in a loop (one `__consumer_offsets` record
 per partition per commit). Both topics have one partition and 4 KiB segments
 (`offsets.topic.segment.bytes`, `mirror.topic.segment.bytes`). Sampled all along, each log
-stays within a bound (4 segments for `__mirror_state`; 64 for `__consumer_offsets`, written
+stays within a bound (4 segments for `__mirror_state`; 80 for `__consumer_offsets`, written
 ~100 times faster) while more than twice that was written: the cleaner compacts them
 (without it the logs would outgrow their bounds). Afterwards the latest state and offsets
 are still there after a kill -9 and restart, so compaction kept the last value of every key.
@@ -35,8 +35,9 @@ pytestmark = pytest.mark.integration
 SEGMENT_BYTES = 4096
 MIN_RECORD_BYTES = 40  # a state or offset commit record's key and value are at least this long
 BOUNDS = {"__mirror_state": 4 * SEGMENT_BYTES,
-          # commits arrive ~100 times faster than state changes: the cleaner trails them by more segments
-          "__consumer_offsets": 64 * SEGMENT_BYTES}
+          # commits arrive ~100 times faster than state changes: the cleaner trails them by more
+          # segments (up to 68 measured while the whole suite runs beside it)
+          "__consumer_offsets": 80 * SEGMENT_BYTES}
 TOPIC, PARTITIONS, GROUP = "churned", 24, "churn"
 DEST_OVERRIDES = {
     "log.cleaner.backoff.ms": "200",
