@@ -19,8 +19,9 @@ TP = TopicPartition("t", 0)
 class FakeLocal:
     """A log as a list of (offset, epoch); epochs start where their first record is."""
 
-    def __init__(self, epochs: list[int], hw: int = 0, start: int = 0) -> None:
+    def __init__(self, epochs: list[int], hw: int = 0, start: int = 0, empty_epoch: int | None = None) -> None:
         self.records = [(start + i, e) for i, e in enumerate(epochs)]
+        self.empty_epoch = empty_epoch  # an epoch started at the log end, without records
         self.hw = hw
         self.start = start
         self.appended: list[bytes] = []
@@ -36,6 +37,8 @@ class FakeLocal:
         return self.start
 
     def latest_epoch(self, tp):
+        if self.empty_epoch is not None:
+            return self.empty_epoch
         return self.records[-1][1] if self.records else None
 
     def end_offset_for_epoch(self, tp, epoch):
@@ -52,6 +55,7 @@ class FakeLocal:
         return (floor[-1] if floor else epoch), next_start
 
     def truncate_to(self, tp, offset):
+        self.empty_epoch = None  # it starts at the log end: at or after any truncation offset
         self.records = [(o, e) for o, e in self.records if o < offset]
         self.hw = min(self.hw, offset)
 
@@ -245,3 +249,16 @@ def test_fetch_states_keep_the_truncating_and_resetting_partitions_aside() -> No
     states.pop(tps[2], None)
     del states[tps[1]]
     assert not states.truncating and not states.resetting and list(states) == [tps[0]]
+
+
+def test_a_diverging_epoch_at_the_log_end_drops_an_epoch_started_there_without_records() -> None:
+    """This broker led epoch 4 from offset 4 and wrote nothing before another leader took
+    epoch 5 at the same offset. The leader answers last fetched epoch 4 with (2, 4): nothing
+    to cut, but epoch 4 must go, or every later fetch sends it and gets the same answer."""
+    local = FakeLocal([1, 1, 2, 2], hw=4, empty_epoch=4)
+    e = engine(local)
+    (p,) = e.fetch_plan(0).partitions
+    assert (p.fetch_offset, p.last_fetched_epoch) == (4, 4)
+    e.handle_fetch_response(e.fetch_plan(0), {TP: FetchedPartition(ErrorCode.none, diverging_epoch=EpochEndOffset(2, 4))}, 0)
+    (p,) = e.fetch_plan(0).partitions
+    assert (p.fetch_offset, p.last_fetched_epoch) == (4, 2) and local.log_end_offset(TP) == 4

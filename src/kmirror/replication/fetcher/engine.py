@@ -229,8 +229,11 @@ class FetchEngine:
         local_end = self.local.log_end_offset(tp)
         mine = self.local.end_offset_for_epoch(tp, leader.leader_epoch) if leader.leader_epoch >= 0 else None
         offset, completed = truncation_for_leader_epoch_end(leader, local_end, self.local.high_watermark(tp), mine)
-        if offset < local_end:
-            self.local.truncate_to(tp, offset)
+        # Also at the log end: the log then drops only epoch entries starting there (Kafka
+        # `UnifiedLog.truncateTo`), such as one this broker assigned as a leader that wrote
+        # nothing. Kept, it is the last fetched epoch of every fetch, and the leader answers
+        # each with the same diverging epoch.
+        self.local.truncate_to(tp, offset)
         return completed
 
     def _fetch_from_log_end(self, tp: TopicPartition, st: PartitionFetchState) -> None:
