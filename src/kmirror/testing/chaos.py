@@ -202,7 +202,6 @@ class Nemesis:
         with self.lock:
             self.active.remove(fault)
 
-
     def actions(self, fault: Fault) -> tuple[Callable[[], object], Callable[[], object]]:
         if fault.cluster == LINK:
             return link_actions(self.links, fault.kind)
@@ -213,7 +212,10 @@ def link_actions(links: list[Link], kind: str) -> tuple[Callable[[], object], Ca
     """What begins and what ends a fault of the link between the sites: both ways at once."""
     def begin() -> None:
         for link in links:
-            link.cut() if kind == "link-cut" else link.blackhole()
+            if kind == "link-cut":
+                link.cut()
+            else:
+                link.blackhole()
 
     def end() -> None:
         for link in links:
