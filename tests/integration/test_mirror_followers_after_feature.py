@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kmirror.testing.acked_writer import partition_layout
-from kmirror.testing.chaos import REPLICATED_CLUSTER
+from kmirror.testing.chaos import BROKERS, REPLICATED_CLUSTER, fully_in_sync
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
@@ -28,7 +28,6 @@ from kmirror.testing.segments import headers, log_batches
 pytestmark = pytest.mark.integration
 
 TOPIC = "events"
-BROKERS = (1, 2, 3)
 
 
 @pytest.fixture
@@ -37,10 +36,6 @@ def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
     dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block(3), nodes=3, overrides=dict(REPLICATED_CLUSTER))
     with clusters_up(source, dest):
         yield source, dest
-
-
-def in_sync(cluster: LocalCluster, topic: str) -> bool:
-    return all(len(isr) == len(BROKERS) for _, _, isr in partition_layout(cluster.bootstrap, topic).values())
 
 
 def produce(bootstrap: str, tag: str, count: int = 50) -> None:
@@ -56,7 +51,7 @@ def test_followers_replicate_source_epochs_above_their_own(
     for cluster, topic in ((source, TOPIC), (dest, "local")):
         kmirror("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", topic, "--partitions", "3",
                 "--replication-factor", "3")
-        wait_until(lambda c=cluster, t=topic: in_sync(c, t), f"{topic} fully in sync", retry_on=(Exception,))
+        wait_until(lambda c=cluster, t=topic: fully_in_sync(c, (t,)), f"{topic} fully in sync", retry_on=(Exception,))
     produce(source.bootstrap, "first")
     leader = partition_layout(source.bootstrap, TOPIC)[0][0]
     source.kill9(leader)  # a new leader, in a higher leader epoch
@@ -64,7 +59,7 @@ def test_followers_replicate_source_epochs_above_their_own(
                retry_on=(Exception,))
     produce(source.bootstrap, "second")
     source.start_node(leader)
-    wait_until(lambda: in_sync(source, TOPIC), "the source fully in sync again", retry_on=(Exception,))
+    wait_until(lambda: fully_in_sync(source, (TOPIC,)), "the source fully in sync again", retry_on=(Exception,))
     source_leader = partition_layout(source.bootstrap, TOPIC)[0][0]
     expected = log_batches(source, TOPIC, 0, source_leader)
     assert max(h.partition_leader_epoch for h in headers(expected)) >= 1
@@ -73,7 +68,7 @@ def test_followers_replicate_source_epochs_above_their_own(
     # feature is enabled and the mirror partition's followers start on those connections.
     create_mirror(dest, source, "m", TOPIC, tmp_path / "mirror.properties")
     wait_until(lambda: end_offsets(dest.bootstrap, TOPIC, 1) == end_offsets(source.bootstrap, TOPIC, 1)
-               and in_sync(dest, TOPIC), "every destination replica of the mirror partition in sync",
+               and fully_in_sync(dest, (TOPIC,)), "every destination replica of the mirror partition in sync",
                retry_on=(Exception,),
                seen=lambda: {n: len(log_batches(dest, TOPIC, 0, n)) for n in BROKERS})
     for node in BROKERS:

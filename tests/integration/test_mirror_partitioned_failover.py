@@ -20,7 +20,7 @@ import pytest
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered
 from kmirror.testing.link import Link
-from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, wait_until
+from kmirror.testing.mirror_clusters import clusters_up, create_mirror, partition_states, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.segments import log_batches
 
@@ -46,10 +46,6 @@ def produce(bootstrap: str, count: int, tag: str) -> None:
     assert len(delivered) == count
 
 
-def states(dest: LocalCluster) -> dict[int, str]:
-    return {p: row[3] for (_, t, p), row in describe(dest.bootstrap).items() if t == TOPIC}
-
-
 def test_failover_with_the_source_black_holed_does_not_wait_for_it(
     linked: tuple[LocalCluster, LocalCluster, Link], tmp_path: Path
 ) -> None:
@@ -60,7 +56,7 @@ def test_failover_with_the_source_black_holed_does_not_wait_for_it(
     create_mirror(dest, source.link_bootstrap, "m", TOPIC, tmp_path / "mirror.properties")
     mirrored = end_offsets(source.bootstrap, TOPIC, PARTITIONS)
     wait_until(lambda: end_offsets(dest.bootstrap, TOPIC, PARTITIONS) == mirrored and
-               set(states(dest).values()) == {"MIRRORING"}, "the mirror caught up")
+               set(partition_states(dest.bootstrap, TOPIC).values()) == {"MIRRORING"}, "the mirror caught up")
 
     link.blackhole()
     produce(source.bootstrap, 100, "partitioned")  # the source is up and written to
@@ -68,8 +64,8 @@ def test_failover_with_the_source_black_holed_does_not_wait_for_it(
 
     started = time.monotonic()
     kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", TOPIC)
-    wait_until(lambda: set(states(dest).values()) == {"STOPPED"}, "every partition STOPPED",
-               timeout_s=STOPPED_WITHIN_S, seen=lambda: states(dest))
+    wait_until(lambda: set(partition_states(dest.bootstrap, TOPIC).values()) == {"STOPPED"}, "every partition STOPPED",
+               timeout_s=STOPPED_WITHIN_S, seen=lambda: partition_states(dest.bootstrap, TOPIC))
     took = time.monotonic() - started
     print(f"STOPPED {took:.1f} s after --remove, the source black-holed")
 
@@ -86,4 +82,4 @@ def test_failover_with_the_source_black_holed_does_not_wait_for_it(
     wait_until(lambda: link.held() == 0, "the held requests delivered")
     ends = end_offsets(dest.bootstrap, TOPIC, PARTITIONS)
     assert ends == [mirrored[p] + 2 for p in range(PARTITIONS)], (ends, mirrored)
-    assert set(states(dest).values()) == {"STOPPED"}
+    assert set(partition_states(dest.bootstrap, TOPIC).values()) == {"STOPPED"}

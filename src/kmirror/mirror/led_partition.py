@@ -3,10 +3,11 @@ persisted state and why it stopped or failed), and what DescribeMirrors reports 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from uuid import UUID
 
-from kmirror.kip1279.membership import MIRROR_NAME_CONFIG, parse_mirror_name_config
+from kmirror.kip1279.membership import MIRROR_NAME_CONFIG, MembershipStatus, parse_mirror_name_config
 from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.metadata.image import MetadataImage
 from kmirror.mirror.lifecycle_ports import PartitionKey
@@ -40,6 +41,19 @@ class PartitionDescription:
     reason: str | None = None
 
 
+def describe_partition(mp: MirroredPartitionState, destination_offset: int,
+                       source_high_watermark: int) -> PartitionDescription:
+    """DescribeMirrors' view of one partition (-1: unknown offset); the reason of a stopped or
+    failed partition: its source topic gone, else its failure."""
+    lag = (max(0, source_high_watermark - destination_offset)
+           if source_high_watermark >= 0 and destination_offset >= 0 else -1)
+    done = (MirrorPartitionState.STOPPING, MirrorPartitionState.STOPPED, MirrorPartitionState.FAILED)
+    reason = mp.source_topic_gone if mp.state in done else None
+    failure = mp.failure if mp.state is MirrorPartitionState.FAILED else None
+    return PartitionDescription(source_high_watermark, destination_offset, lag, mp.state, mp.last_mirrored_epoch,
+                                reason or failure)
+
+
 def led_mirror_partitions(image: MetadataImage, broker_id: int) -> dict[TopicPartition, tuple[str, UUID]]:
     """The partitions `broker_id` leads whose topic carries a valid `mirror.name`: its value
     and the topic id."""
@@ -52,3 +66,15 @@ def led_mirror_partitions(image: MetadataImage, broker_id: int) -> dict[TopicPar
             if reg.leader == broker_id:
                 out[TopicPartition(name, p)] = (value, topic.topic_id)
     return out
+
+
+def removed_not_stopped(led: Mapping[TopicPartition, tuple[str, UUID]],
+                        partitions: Mapping[TopicPartition, MirroredPartitionState]) -> bool:
+    """Whether a led partition (`led_mirror_partitions`) is removed from its mirror (a
+    failover) and not known STOPPED in `partitions`."""
+    values = {value for value, _ in led.values()}  # one parse per distinct mirror.name value
+    removed = {v for v in values
+               if (m := parse_mirror_name_config(v)) is not None and m.status is MembershipStatus.REMOVED}
+    return bool(removed) and any(
+        value in removed and ((mp := partitions.get(tp)) is None or mp.state is not MirrorPartitionState.STOPPED)
+        for tp, (value, _) in led.items())

@@ -37,7 +37,13 @@ from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetcher_client_id, mirror_fetcher_id
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
 from kmirror.mirror.leader_log import assign_bumped_epoch, empty_at, pid_reset_offset
-from kmirror.mirror.led_partition import MirroredPartitionState, PartitionDescription, led_mirror_partitions
+from kmirror.mirror.led_partition import (
+    MirroredPartitionState,
+    PartitionDescription,
+    describe_partition,
+    led_mirror_partitions,
+    removed_not_stopped,
+)
 from kmirror.mirror.lifecycle_ports import LeaderEpochBumper, MirrorStateStore, PartitionKey, StepPending
 from kmirror.mirror.source_topic import SourceTopicCheck, SourceTopicStatus, check_source_topic
 from kmirror.ports import Clock
@@ -60,8 +66,7 @@ from kmirror.types import TopicPartition
 S = MirrorPartitionState
 log = logging.getLogger(__name__)
 
-Reconciled = MirrorPartitionState | None
-Concurrently = Callable[[Sequence[Awaitable[Reconciled]]], Awaitable[Sequence[Reconciled | BaseException]]]
+Concurrently = Callable[[Sequence[Awaitable[object]]], Awaitable[Sequence[object]]]
 """Runs awaitables together, answering each one's result or exception in order."""
 
 
@@ -154,12 +159,15 @@ class MirrorManager:
             self._pass_views = None
 
     async def _reconcile_all(self, tps: list[TopicPartition]) -> None:
+        await self._all([self.reconcile(tp) for tp in tps])
+
+    async def _all(self, awaitables: list[Awaitable[object]]) -> None:
+        """Together (`concurrently`) or one after the other; raises the first failure."""
         if self.concurrently is None:
-            for tp in tps:
-                await self.reconcile(tp)
+            for awaitable in awaitables:
+                await awaitable
             return
-        outcomes = await self.concurrently([self.reconcile(tp) for tp in tps])
-        for outcome in outcomes:
+        for outcome in await self.concurrently(awaitables):
             if isinstance(outcome, BaseException):
                 raise outcome
 
@@ -179,22 +187,11 @@ class MirrorManager:
                 await self.fetchers.replace_source(membership.mirror_name, source)
             if membership.status is not MembershipStatus.REMOVED:
                 views.append(self._pass_source_view(source, membership.mirror_name, topic, topic_id))
-        if self.concurrently is None:
-            for view in views:
-                await view
-        else:
-            await self.concurrently(views)  # type: ignore[arg-type]
+        await self._all(views)
 
     def failing_over(self, image: MetadataImage) -> bool:
-        """Whether a partition led here is removed from its mirror (failover) and not known
-        to be STOPPED yet."""
-        led = self.mirrored_partitions(image)
-        values = {value for value, _ in led.values()}  # one parse per distinct mirror.name value
-        removed = {v for v in values if (m := parse_mirror_name_config(v)) is not None
-                   and m.status is MembershipStatus.REMOVED}
-        return bool(removed) and any(
-            value in removed and ((mp := self.partitions.get(tp)) is None or mp.state is not S.STOPPED)
-            for tp, (value, _) in led.items())
+        """A partition led here is removed from its mirror and not known STOPPED yet."""
+        return removed_not_stopped(self.mirrored_partitions(image), self.partitions)
 
     # -- the lifecycle --------------------------------------------------------------------
 
@@ -506,13 +503,8 @@ class MirrorManager:
         out: dict[TopicPartition, PartitionDescription] = {}
         led = self.partitions
         for tp in led if tps is None else (tp for tp in tps if tp in led):
-            mp = led[tp]
             p = self.replica_manager.get_partition(tp)
-            dest = -1 if p is None else p.log.log_end_offset
             src = self.fetchers.local.source.get(tp)
-            source_offset = -1 if src is None else src.high_watermark
-            lag = max(0, source_offset - dest) if source_offset >= 0 and dest >= 0 else -1
-            reason = mp.source_topic_gone if mp.state in (S.STOPPING, S.STOPPED, S.FAILED) else None
-            out[tp] = PartitionDescription(source_offset, dest, lag, mp.state, mp.last_mirrored_epoch,
-                                           reason or (mp.failure if mp.state is S.FAILED else None))
+            out[tp] = describe_partition(led[tp], -1 if p is None else p.log.log_end_offset,
+                                         -1 if src is None else src.high_watermark)
         return out

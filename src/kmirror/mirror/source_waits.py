@@ -11,7 +11,7 @@ So a source wait gives up after `grace_s` (the answer is then "unknown", which e
 already takes as an unreachable source) when something the operator asked for is waiting:
 - a newer metadata image arrived during the pass (`newer_image`): the waits in flight give
   up `grace_s` after it arrived, and later ones of the same pass `grace_s` after they began;
-- a pass that has partitions to fail over (`start_pass(hurry=True)`): each of its waits.
+- a pass that has partitions to fail over (`start_pass(failing_over=True)`): each of its waits.
 Otherwise a wait lasts as long as the request does. The request itself is never cancelled:
 it ends by its own timeout and its late answer is dropped."""
 
@@ -39,19 +39,19 @@ class SourceWaits:
     def __init__(self, grace_s: float = GRACE_S) -> None:
         self.grace_s = grace_s
         self._waiting: set[asyncio.Future[object]] = set()
-        self._hurry = False
+        self._bounded = False
         self.abandoned = 0
         """Source waits given up (cumulative)."""
 
-    def start_pass(self, hurry: bool) -> None:
-        """A pass begins: `hurry` when it has partitions to fail over."""
-        self._hurry = hurry
+    def start_pass(self, failing_over: bool) -> None:
+        """A pass begins, `failing_over` when it has partitions to fail over."""
+        self._bounded = failing_over
 
     def newer_image(self) -> None:
         """A newer image waits for the running pass: it stops waiting on the source soon."""
-        if self._hurry:
+        if self._bounded:
             return
-        self._hurry = True
+        self._bounded = True
         loop = asyncio.get_running_loop()
         for outer in list(self._waiting):
             loop.call_later(self.grace_s, self._abandon, outer)
@@ -61,7 +61,7 @@ class SourceWaits:
         outer: asyncio.Future[T] = loop.create_future()
         inner = asyncio.ensure_future(request)
         inner.add_done_callback(lambda done: _settle(outer, done))
-        if self._hurry:
+        if self._bounded:
             loop.call_later(self.grace_s, self._abandon, outer)
         self._waiting.add(outer)  # type: ignore[arg-type]
         try:

@@ -256,8 +256,9 @@ def mirror_states(bootstrap: str) -> set[str]:
     return {row[3] for row in rows.values()} if len(rows) == len(TOPICS) * PARTITIONS else set()
 
 
-def fully_in_sync(cluster: LocalCluster) -> bool:
-    return all(len(isr) == len(BROKERS) for topic in TOPICS
+def fully_in_sync(cluster: LocalCluster, topics: tuple[str, ...] = TOPICS) -> bool:
+    """Every partition of `topics` has all three brokers in its ISR."""
+    return all(len(isr) == len(BROKERS) for topic in topics
                for _, _, isr in partition_layout(cluster.bootstrap, topic).values())
 
 
