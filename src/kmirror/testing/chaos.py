@@ -14,7 +14,9 @@ On a third track, faults of the network link between the two sites (`kmirror.tes
 the mirror reaches the other cluster only through it), both ways at once:
 - `link-cut`: every connection across it closed, new ones reset;
 - `link-blackhole`: nothing crosses it, connections hang; held for up to 40 s, longer than
-  the mirror's 30 s request timeout.
+  the mirror's 30 s request timeout;
+- `link-slow`: everything crosses it 200 ms late each way (a 400 ms round trip, as between
+  continents on a congested day), for up to 30 s.
 
 The source is written to by an idempotent acks=all producer (`orders`) and by a
 transactional producer committing and aborting at random (`payments`); both topics are
@@ -104,7 +106,8 @@ FAULT_KINDS = (("kill9", False, 4), ("pause", False, 3), ("kill9", True, 1), ("p
                ("mirror-pause", False, 1))
 WHOLE_CLUSTER = ("crash", "mirror-pause")  # the faults that name no node
 LINK = "link"  # the track of the link's faults: (kind, weight, longest hold)
-LINK_FAULTS = (("link-cut", 1, 8.0), ("link-blackhole", 1, 40.0))
+LINK_FAULTS = (("link-cut", 1, 8.0), ("link-blackhole", 1, 40.0), ("link-slow", 1, 30.0))
+SLOW_LINK_MS = 200  # each way
 DISASTERS = ("crash", "partition")
 CONVERGE_TIMEOUT_S = 180
 
@@ -214,11 +217,14 @@ def link_actions(links: list[Link], kind: str) -> tuple[Callable[[], object], Ca
         for link in links:
             if kind == "link-cut":
                 link.cut()
+            elif kind == "link-slow":
+                link.delay(SLOW_LINK_MS)
             else:
                 link.blackhole()
 
     def end() -> None:
         for link in links:
+            link.delay(0)
             link.heal()
     return begin, end
 

@@ -10,13 +10,18 @@ traffic (replication, the controller, local clients) stays on `PLAINTEXT`.
   senders' windows fill), and new connections are accepted but answered nothing: packets
   silently dropped. A client notices only by its own timeouts (`request.timeout.ms`).
 - `heal()`: forwarding resumes, and what waited is delivered, like TCP's retransmissions
-  after a short outage; a connection its client gave up on in the meantime is closed."""
+  after a short outage; a connection its client gave up on in the meantime is closed.
+- `delay(ms)` (or `Link(..., delay_ms=)`): every chunk is forwarded `ms` after it was read,
+  each way, so a round trip takes twice that more: the distance between two regions. Chunks
+  stay pipelined (a window without bound), so the delay costs round trips, not bandwidth."""
 
 from __future__ import annotations
 
+import queue
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterable
 
 UP, CUT, BLACKHOLE = "up", "cut", "blackhole"
@@ -30,6 +35,8 @@ class _Pair:
         self.sockets = (client, upstream)
         self.closed = False
         self.lock = threading.Lock()
+        self.pending = 0
+        """Chunks read and not yet forwarded, both ways (guarded by the link's condition)."""
 
     def close(self) -> None:
         """Close both ends abruptly: wake any thread blocked on them, then reset (linger 0).
@@ -54,14 +61,14 @@ def reset(sock: socket.socket) -> None:
 class Link:
     """Proxies for `routes` (listen port, target port) on 127.0.0.1, forwarding while up."""
 
-    def __init__(self, routes: Iterable[tuple[int, int]]) -> None:
+    def __init__(self, routes: Iterable[tuple[int, int]], *, delay_ms: float = 0.0) -> None:
         self.routes = list(routes)
+        self.delay_s = delay_ms / 1000
         self.state = UP
         self.changed = threading.Condition()
         self.pairs: set[_Pair] = set()
         self.listeners: list[socket.socket] = []
         self.stopped = False
-        self._held = 0
 
     def start(self) -> Link:
         for listen_port, target_port in self.routes:
@@ -81,6 +88,10 @@ class Link:
             self.changed.notify_all()
         for pair in pairs:
             pair.close()
+
+    def delay(self, ms: float) -> None:
+        """Forward each chunk read from now on `ms` after it was read (0: at once)."""
+        self.delay_s = ms / 1000
 
     def blackhole(self) -> None:
         self._set(BLACKHOLE)
@@ -136,26 +147,41 @@ class Link:
             return not pair.closed
 
     def held(self) -> int:
-        """Chunks read and waiting for the black hole to end (requests or answers lost so far)."""
+        """Chunks read and not yet forwarded (requests or answers lost so far in a black hole,
+        or on their way through a delay); those of connections closed since do not count."""
         with self.changed:
-            return self._held
+            return sum(pair.pending for pair in self.pairs)
 
     def _pump(self, pair: _Pair, src: socket.socket, dst: socket.socket) -> None:
+        """Read `src` while the link forwards, queueing each chunk with the time it is due at
+        `dst`; a sender thread forwards them in order. Nothing is read during a black hole,
+        so the sender's window fills as it would."""
+        chunks: queue.SimpleQueue[tuple[float, bytes] | None] = queue.SimpleQueue()
+        threading.Thread(target=self._send, args=(pair, chunks, dst), daemon=True).start()
         try:
             while self._flowing(pair):
                 data = src.recv(CHUNK)
                 if not data:
                     break
                 with self.changed:
-                    self._held += 1
+                    pair.pending += 1
+                chunks.put((time.monotonic() + self.delay_s, data))
+        except OSError:
+            pair.close()
+        chunks.put(None)  # the sender closes the pair once everything read was forwarded
+
+    def _send(self, pair: _Pair, chunks: queue.SimpleQueue[tuple[float, bytes] | None], dst: socket.socket) -> None:
+        try:
+            while (chunk := chunks.get()) is not None:
+                due, data = chunk
+                time.sleep(max(0.0, due - time.monotonic()))
                 try:
-                    flowing = self._flowing(pair)
+                    if not self._flowing(pair):
+                        break
+                    dst.sendall(data)
                 finally:
                     with self.changed:
-                        self._held -= 1
-                if not flowing:
-                    break
-                dst.sendall(data)
+                        pair.pending -= 1
         except OSError:
             pass
         with self.changed:

@@ -36,7 +36,8 @@ def test_targets_and_kinds() -> None:
     assert all(f.node in (*BROKERS, CONTROLLER_NODE_ID) for f in faults if f.kind in ("kill9", "pause"))
     assert all(f.node == 0 for f in faults if f.kind in ("crash", "mirror-pause"))
     link = Counter(f.kind for f in faults if f.cluster == LINK)
-    assert set(link) == {"link-cut", "link-blackhole"}
+    assert set(link) == {"link-cut", "link-blackhole", "link-slow"}
+    assert all(f.hold_s <= 30.0 for f in faults if f.kind == "link-slow")
     assert all(f.hold_s <= 8.0 for f in faults if f.kind == "link-cut")
     assert any(f.hold_s > 30.0 for f in faults if f.kind == "link-blackhole")  # past the request timeout
 
