@@ -31,6 +31,11 @@ DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_DESCRIBE = 42, 47, 69
 CONSUMER_PROTOCOL_TYPE = "consumer"
 GROUP_KEY_TYPE = 0
 _COORDINATOR_RETRIES = 10
+OFFSET_FETCH_GROUPS = 256
+"""Groups in one OffsetFetch (Kafka's Admin sends a coordinator all of them at once): the
+coordinator answers each request in one go, so a bound keeps other clients' requests from
+waiting behind thousands of groups; the chunks are in flight together."""
+COMMITS_IN_FLIGHT = 32
 _COORDINATOR_ERRORS = frozenset({int(ErrorCode.coordinator_not_available),
                                  int(ErrorCode.coordinator_load_in_progress), int(ErrorCode.not_coordinator)})
 
@@ -88,15 +93,20 @@ class GroupAdmin:
     cluster: Cluster
 
     async def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[ListedGroup]:
-        """Every group of every broker, sorted by id; with `states` (Kafka's state names) or
-        `types` (`classic`, `consumer`) only those the brokers match (ListGroups v4 / v5)."""
+        """Every group of every broker (asked together), sorted by id; with `states` (Kafka's
+        state names) or `types` (`classic`, `consumer`) only those the brokers match
+        (ListGroups v4 / v5)."""
         await self.cluster.refresh([])
-        out: dict[str, ListedGroup] = {}
-        for broker_id in sorted(self.cluster.metadata.brokers):
+
+        async def list_at(broker_id: int) -> Any:
             conn = await self.cluster.connection(broker_id)
             response = await conn.send(conn.build_request(LIST_GROUPS, states_filter=tuple(states),
                                                           types_filter=tuple(types)))
             check(response.error_code, None, f"ListGroups on broker {broker_id}")
+            return response
+
+        out: dict[str, ListedGroup] = {}
+        for response in await asyncio.gather(*map(list_at, sorted(self.cluster.metadata.brokers))):
             for g in response.groups:
                 out[g.group_id] = ListedGroup(g.group_id, g.protocol_type, getattr(g, "group_state", "") or "",
                                               (getattr(g, "group_type", "") or "").lower())
@@ -108,23 +118,43 @@ class GroupAdmin:
 
     async def find_coordinator_id(self, group_id: str, key_type: int = GROUP_KEY_TYPE) -> int:
         """The broker id of the group's coordinator, known to `self.cluster.metadata`."""
-        for attempt in range(_COORDINATOR_RETRIES):
+        found = (await self.find_coordinator_ids((group_id,), key_type))[group_id]
+        if isinstance(found, KafkaError):
+            raise found
+        return found
+
+    async def find_coordinator_ids(self, keys: Iterable[str],
+                                   key_type: int = GROUP_KEY_TYPE) -> dict[str, int | KafkaError]:
+        """Each key's coordinator, as Kafka's Admin finds them: one FindCoordinator v4+ for
+        every key (KIP-699), or with an older broker one request a key, all in flight at once.
+        Keys answering COORDINATOR_NOT_AVAILABLE, LOAD_IN_PROGRESS or NOT_COORDINATOR are asked
+        again; another error is the key's answer."""
+        waiting, out = list(dict.fromkeys(keys)), dict[str, int | KafkaError]()
+        attempt = 0
+        while waiting:
+            attempt += 1
             conn = await self.cluster.any_connection()
             rt = conn.request_type(FIND_COORDINATOR)
             if has_field(rt, "coordinator_keys"):
-                response = await conn.send(build(rt, key_type=key_type, coordinator_keys=(group_id,)))
-                (answer,) = response.coordinators
+                response = await conn.send(build(rt, key_type=key_type, coordinator_keys=tuple(waiting)))
+                answers = [(str(answer.key), answer) for answer in response.coordinators]
             else:
-                answer = await conn.send(build(rt, key_type=key_type, key=group_id))
-            code = int(answer.error_code)
-            if code in _COORDINATOR_ERRORS and attempt < _COORDINATOR_RETRIES - 1:
-                await asyncio.sleep(0.1 * (attempt + 1))
-                continue
-            check(code, getattr(answer, "error_message", None), f"FindCoordinator {group_id}")
-            if int(answer.node_id) not in self.cluster.metadata.brokers:
+                answers = list(zip(waiting, await asyncio.gather(
+                    *(conn.send(build(rt, key_type=key_type, key=key)) for key in waiting)), strict=True))
+            waiting = []
+            for key, answer in answers:
+                code = int(answer.error_code)
+                if code in _COORDINATOR_ERRORS and attempt < _COORDINATOR_RETRIES:
+                    waiting.append(key)
+                elif code:
+                    out[key] = KafkaError(code, getattr(answer, "error_message", None), f"FindCoordinator {key}")
+                else:
+                    out[key] = int(answer.node_id)
+            if any(isinstance(v, int) and v not in self.cluster.metadata.brokers for v in out.values()):
                 await self.cluster.refresh([])
-            return int(answer.node_id)
-        raise AssertionError("unreachable")
+            if waiting:
+                await asyncio.sleep(0.1 * attempt)
+        return out
 
     async def list_consumer_group_offsets(self, group_id: str, *, require_stable: bool = False,
                                           timeout_ms: int = 60_000) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -160,51 +190,119 @@ class GroupAdmin:
                 await asyncio.sleep(0.1 * (attempt + 1))
                 continue
             check(code, None, f"OffsetFetch {group_id}")
-            out: dict[TopicPartition, OffsetAndMetadata] = {}
-            for t in topics:
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, int(p.partition_index))
-                    check(p.error_code, None, f"OffsetFetch {group_id} {tp}")
-                    if int(p.committed_offset) >= 0:
-                        out[tp] = OffsetAndMetadata(int(p.committed_offset),
-                                                    int(getattr(p, "committed_leader_epoch", -1)), p.metadata or "")
-            return out
+            return _committed(group_id, topics)
         raise AssertionError("unreachable")
+
+    async def list_consumer_groups_offsets(
+        self, group_ids: Iterable[str]
+    ) -> dict[str, dict[TopicPartition, OffsetAndMetadata] | KafkaError]:
+        """Every committed offset of many groups, as Kafka's Admin `listConsumerGroupOffsets`
+        of a map of groups: their coordinators found together, then per coordinator one
+        OffsetFetch v8+ for up to `OFFSET_FETCH_GROUPS` groups (KIP-709), or with an older
+        broker one request a group, all in flight at once. A group's answer is its offsets
+        (none for an unknown group) or its error; coordinator errors are retried as for one group."""
+        out: dict[str, dict[TopicPartition, OffsetAndMetadata] | KafkaError] = {}
+        waiting, attempt = list(dict.fromkeys(group_ids)), 0
+        while waiting:
+            attempt += 1
+            by_node: dict[int, list[str]] = {}
+            for group_id, found in (await self.find_coordinator_ids(waiting)).items():
+                if isinstance(found, KafkaError):
+                    out[group_id] = found
+                else:
+                    by_node.setdefault(found, []).append(group_id)
+            answers = await asyncio.gather(*(self._fetch_offsets_at(node_id, groups)
+                                             for node_id, groups in by_node.items()))
+            waiting = []
+            for group_id, code, topics in (answer for node_answers in answers for answer in node_answers):
+                if code in _COORDINATOR_ERRORS and attempt < _COORDINATOR_RETRIES:
+                    waiting.append(group_id)
+                    continue
+                try:
+                    check(code, None, f"OffsetFetch {group_id}")
+                    out[group_id] = _committed(group_id, topics)
+                except KafkaError as exc:
+                    out[group_id] = exc
+            if waiting:
+                await asyncio.sleep(0.1 * attempt)
+        return out
+
+    async def _fetch_offsets_at(self, node_id: int, group_ids: list[str]) -> list[tuple[str, int, Any]]:
+        """(group, error code, topics) of each group from its coordinator `node_id`."""
+        conn = await self.cluster.connection(node_id)
+        rt = conn.request_type(OFFSET_FETCH)
+        if not has_field(rt, "groups"):
+            responses = await asyncio.gather(*(conn.send(build(rt, group_id=g, topics=None, require_stable=False))
+                                               for g in group_ids))
+            return [(g, int(getattr(r, "error_code", 0)), r.topics)
+                    for g, r in zip(group_ids, responses, strict=True)]
+        Group = nested(rt, "OffsetFetchRequestGroup")
+        chunks = [group_ids[i:i + OFFSET_FETCH_GROUPS] for i in range(0, len(group_ids), OFFSET_FETCH_GROUPS)]
+        responses = await asyncio.gather(*(conn.send(build(rt, require_stable=False, groups=tuple(
+            build(Group, group_id=g, topics=None) for g in chunk))) for chunk in chunks))
+        return [(str(g.group_id), int(g.error_code), g.topics) for r in responses for g in r.groups]
 
     async def alter_consumer_group_offsets(
         self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> dict[TopicPartition, KafkaError | None]:
         """OffsetCommit as Kafka's Admin does it (generation -1, no member): partition -> None
         when committed, else its error (UNKNOWN_MEMBER_ID when the group has members)."""
+        for attempt in range(1, _COORDINATOR_RETRIES + 1):
+            out = await self._commit_at(await self.find_coordinator_id(group_id), group_id, offsets)
+            if attempt == _COORDINATOR_RETRIES or not _coordinator_moved(out):
+                return out
+            await asyncio.sleep(0.1 * attempt)
+        raise AssertionError("unreachable")
+
+    async def alter_consumer_groups_offsets(
+        self, offsets: Mapping[str, Mapping[TopicPartition, OffsetAndMetadata]]
+    ) -> dict[str, dict[TopicPartition, KafkaError | None] | KafkaClientError]:
+        """`alter_consumer_group_offsets` of many groups: their coordinators found together,
+        then the commits (an OffsetCommit names one group) `COMMITS_IN_FLIGHT` at a time; a
+        group whose coordinator moved meanwhile is committed again on its own. Group -> its
+        partitions' results, or the error that kept the group from being committed."""
+        coordinators = await self.find_coordinator_ids(offsets)
+        limit = asyncio.Semaphore(COMMITS_IN_FLIGHT)
+
+        async def commit(group_id: str) -> dict[TopicPartition, KafkaError | None] | KafkaClientError:
+            found = coordinators[group_id]
+            if isinstance(found, KafkaError):
+                return found
+            async with limit:
+                try:
+                    out = await self._commit_at(found, group_id, offsets[group_id])
+                    if _coordinator_moved(out):
+                        out = await self.alter_consumer_group_offsets(group_id, offsets[group_id])
+                    return out
+                except KafkaClientError as exc:
+                    return exc
+
+        return dict(zip(offsets, await asyncio.gather(*map(commit, offsets)), strict=True))
+
+    async def _commit_at(self, node_id: int, group_id: str,
+                         offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, KafkaError | None]:
+        """One admin OffsetCommit of the group at broker `node_id`: partition -> its error or None."""
         by_topic: dict[str, list[tuple[int, OffsetAndMetadata]]] = {}
         for tp, om in sorted(offsets.items()):
             by_topic.setdefault(tp.topic, []).append((tp.partition, om))
-        for attempt in range(_COORDINATOR_RETRIES):
-            conn = await self.find_coordinator(group_id)
-            rt = conn.request_type(OFFSET_COMMIT)
-            Topic, Partition = nested(rt, "OffsetCommitRequestTopic"), nested(rt, "OffsetCommitRequestPartition")
-            request = build(
-                rt, group_id=group_id, generation_id_or_member_epoch=-1, generation_id=-1, member_id="",
-                group_instance_id=None, retention_time_ms=-1,
-                topics=tuple(build(Topic, name=topic, partitions=tuple(
-                    build(Partition, partition_index=p, committed_offset=om.offset,
-                          committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata,
-                          commit_timestamp=-1)
-                    for p, om in parts)) for topic, parts in by_topic.items()),
-            )
-            response = await conn.send(request)
-            out: dict[TopicPartition, KafkaError | None] = {}
-            for t in response.topics:
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, int(p.partition_index))
-                    code = int(p.error_code)
-                    out[tp] = KafkaError(code, None, f"OffsetCommit {group_id} {tp}") if code else None
-            if attempt < _COORDINATOR_RETRIES - 1 and any(
-                    e is not None and e.error_code in _COORDINATOR_ERRORS for e in out.values()):
-                await asyncio.sleep(0.1 * (attempt + 1))
-                continue
-            return out
-        raise AssertionError("unreachable")
+        conn = await self.cluster.connection(node_id)
+        rt = conn.request_type(OFFSET_COMMIT)
+        Topic, Partition = nested(rt, "OffsetCommitRequestTopic"), nested(rt, "OffsetCommitRequestPartition")
+        response = await conn.send(build(
+            rt, group_id=group_id, generation_id_or_member_epoch=-1, generation_id=-1, member_id="",
+            group_instance_id=None, retention_time_ms=-1,
+            topics=tuple(build(Topic, name=topic, partitions=tuple(
+                build(Partition, partition_index=p, committed_offset=om.offset,
+                      committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata, commit_timestamp=-1)
+                for p, om in parts)) for topic, parts in by_topic.items()),
+        ))
+        out: dict[TopicPartition, KafkaError | None] = {}
+        for t in response.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, int(p.partition_index))
+                code = int(p.error_code)
+                out[tp] = KafkaError(code, None, f"OffsetCommit {group_id} {tp}") if code else None
+        return out
 
     async def describe_consumer_groups(self, group_ids: Iterable[str]) -> dict[str, ConsumerGroupDescription]:
         """Each group as Kafka's Admin describes it: ConsumerGroupDescribe first (a KIP-848
@@ -333,3 +431,20 @@ def assigned_partitions(assignment: bytes) -> frozenset[TopicPartition]:
     except ConsumerProtocolError as exc:
         raise KafkaProtocolError(f"undecodable consumer protocol assignment: {exc}") from exc
     return frozenset(TopicPartition(topic, p) for topic, ps in partitions for p in ps)
+
+
+def _committed(group_id: str, topics: Iterable[Any]) -> dict[TopicPartition, OffsetAndMetadata]:
+    """An OffsetFetch answer's committed offsets (a partition without one, offset -1, left out)."""
+    out: dict[TopicPartition, OffsetAndMetadata] = {}
+    for t in topics:
+        for p in t.partitions:
+            tp = TopicPartition(t.name, int(p.partition_index))
+            check(p.error_code, None, f"OffsetFetch {group_id} {tp}")
+            if int(p.committed_offset) >= 0:
+                out[tp] = OffsetAndMetadata(int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
+                                            p.metadata or "")
+    return out
+
+
+def _coordinator_moved(results: Mapping[TopicPartition, KafkaError | None]) -> bool:
+    return any(e is not None and e.error_code in _COORDINATOR_ERRORS for e in results.values())

@@ -29,7 +29,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from uuid import UUID
 
-from kmirror.client.admin import Admin, TopicDescription
+from kmirror.client.admin import TopicDescription
+from kmirror.client.errors import KafkaError
 from kmirror.client.groups import ListedGroup, OffsetAndMetadata
 from kmirror.config.mirror import MirrorConfig
 from kmirror.metadata.image import MetadataImage
@@ -118,33 +119,53 @@ class GroupOffsetSync(CoordinatedMirrorSync):
             self.sync_errors.consumer_group_offset += 1
             log.warning("mirror %s: listing the source's consumer groups failed: %s", mirror_name, exc)
             return
-        for group_id in group_ids:
-            try:
-                await self._sync_group(mirror_name, group_id, source, destination, active)
-            except Exception as exc:
-                self.sync_errors.consumer_group_offset += 1
-                log.warning("mirror %s: syncing the offsets of group %s failed: %s", mirror_name, group_id, exc)
-
-    async def _sync_group(self, mirror_name: str, group_id: str, source: Admin, destination: Admin,
-                          active: Mapping[str, int]) -> None:
-        mirrored = mirrored_offsets(await source.list_consumer_group_offsets(group_id), active)
-        if not mirrored:
+        if not group_ids:
             return
-        commits = offsets_to_commit(mirrored, await destination.list_consumer_group_offsets(group_id))
+        try:
+            at_source = await source.list_consumer_groups_offsets(group_ids)
+            mirrored = {g: m for g, offsets in at_source.items()
+                        if not isinstance(offsets, KafkaError) and (m := mirrored_offsets(offsets, active))}
+            at_destination = await destination.list_consumer_groups_offsets(mirrored) if mirrored else {}
+        except Exception as exc:
+            self.sync_errors.consumer_group_offset += 1
+            log.warning("mirror %s: fetching the consumer groups' offsets failed: %s", mirror_name, exc)
+            return
+        for group_id, offsets in at_source.items():
+            if isinstance(offsets, KafkaError):
+                self._failed(mirror_name, group_id, offsets)
+        commits = {g: c for g, m in mirrored.items() if (c := self._commits(mirror_name, g, m, at_destination.get(g, {})))}
         now = self.clock.monotonic_ms()
+        for group_id, result in (await destination.alter_consumer_groups_offsets(commits)).items():
+            self._committed(mirror_name, group_id, result, now)
+
+    def _commits(self, mirror_name: str, group_id: str, mirrored: Offsets,
+                 at_destination: Offsets | KafkaError) -> Offsets:
+        """What to commit of a group: the mirrored offsets that differ, or all of them when the
+        last commit is older than `recommit_after_ms` (refreshed before the destination's
+        retention); none while the destination's offsets cannot be read."""
+        if isinstance(at_destination, KafkaError):
+            self._failed(mirror_name, group_id, at_destination)
+            return {}
         last = self._committed_at.get((mirror_name, group_id))
-        if last is None or now - last >= self.recommit_after_ms:
-            commits = dict(sorted(mirrored.items()))  # refreshed before the destination's retention
-        if not commits:
+        if last is None or self.clock.monotonic_ms() - last >= self.recommit_after_ms:
+            return dict(sorted(mirrored.items()))
+        return offsets_to_commit(mirrored, at_destination)
+
+    def _failed(self, mirror_name: str, group_id: str, exc: Exception) -> None:
+        self.sync_errors.consumer_group_offset += 1
+        log.warning("mirror %s: syncing the offsets of group %s failed: %s", mirror_name, group_id, exc)
+
+    def _committed(self, mirror_name: str, group_id: str,
+                   result: Mapping[TopicPartition, KafkaError | None] | Exception, now: int) -> None:
+        if isinstance(result, Exception):
+            self._failed(mirror_name, group_id, result)
             return
-        results = await destination.alter_consumer_group_offsets(group_id, commits)
-        errors = [e for e in results.values() if e is not None]
+        errors = [e for e in result.values() if e is not None]
         if any(e.error_code in GROUP_ACTIVE_ERRORS for e in errors):
             log.debug("mirror %s: group %s has members at the destination, not synced", mirror_name, group_id)
-            return
-        if not errors:
-            self._committed_at[(mirror_name, group_id)] = now
-        if errors:
+        elif errors:
             self.sync_errors.consumer_group_offset += 1
             log.warning("mirror %s: committing the offsets of group %s failed: %s", mirror_name, group_id,
                         ", ".join(sorted({str(e) for e in errors})))
+        else:
+            self._committed_at[(mirror_name, group_id)] = now

@@ -128,6 +128,9 @@ class FakeAdmin:
         self.groups: list[ListedGroup] = []
         self.offsets: dict[str, dict[TP, OffsetAndMetadata]] = {}
         self.commit_error: dict[str, int] = {}
+        self.fetch_error: dict[str, int] = {}
+        self.offset_fetches = 0
+        self.commits: list[dict[TP, OffsetAndMetadata]] = []
         self.acls: list[AclBinding] = []
         self.created: list[AclBinding] = []
         self.deleted: list[AclBinding] = []
@@ -147,14 +150,20 @@ class FakeAdmin:
             tp.topic: None for offsets in self.offsets.values() for tp in offsets}
         return {n: TopicDescription(n, i, False, ()) for n, i in names.items()}
 
-    async def list_consumer_group_offsets(self, group_id: str) -> dict[TP, OffsetAndMetadata]:
-        return dict(self.offsets.get(group_id, {}))
+    async def list_consumer_groups_offsets(self, group_ids):
+        self.offset_fetches += 1
+        return {g: KafkaError(self.fetch_error[g]) if g in self.fetch_error else dict(self.offsets.get(g, {}))
+                for g in group_ids}
 
-    async def alter_consumer_group_offsets(self, group_id, offsets):
-        code = self.commit_error.get(group_id, 0)
-        if not code:
-            self.offsets.setdefault(group_id, {}).update(offsets)
-        return {tp: KafkaError(code) if code else None for tp in offsets}
+    async def alter_consumer_groups_offsets(self, offsets):
+        out = {}
+        for group_id, group_offsets in offsets.items():
+            code = self.commit_error.get(group_id, 0)
+            self.commits.append(dict(group_offsets))
+            if not code:
+                self.offsets.setdefault(group_id, {}).update(group_offsets)
+            out[group_id] = {tp: KafkaError(code) if code else None for tp in group_offsets}
+        return out
 
     async def describe_acls(self) -> list[AclBinding]:
         if self.fail:
@@ -213,14 +222,7 @@ def test_unchanged_offsets_are_committed_again_before_the_destination_expires_th
     src.groups = [ListedGroup("app", "consumer", "Stable")]
     src.offsets = {"app": {TP("a", 0): om(40)}}
     ref = {"image": image({"m": {}}, {"a": ("m", 1)})}
-    commits: list[dict] = []
-    alter = dst.alter_consumer_group_offsets
-
-    async def counting_alter(group_id, offsets):
-        commits.append(dict(offsets))
-        return await alter(group_id, offsets)
-
-    dst.alter_consumer_group_offsets = counting_alter  # type: ignore[method-assign]
+    commits = dst.commits
     clock = ManualClock()
     sync = GroupOffsetSync(1, lambda: ref["image"], admins_for(ref, src, dst)[0], MirrorSyncErrors(), clock=clock,
                            recommit_after_ms=1000)
@@ -231,6 +233,23 @@ def test_unchanged_offsets_are_committed_again_before_the_destination_expires_th
     clock.advance(1)
     asyncio.run(sync.run_once())  # half the retention since the last commit: the same offsets again
     assert commits == [{TP("a", 0): om(40)}] * 2
+
+
+def test_every_group_is_fetched_in_one_call_on_each_side_and_a_failed_group_leaves_the_others_synced():
+    # the source is far away: a round trip per group would make the sync of thousands of
+    # groups take minutes (the client batches a call per coordinator, KIP-709)
+    src, dst = FakeAdmin(), FakeAdmin()
+    src.groups = [ListedGroup(f"g{i}", "consumer", "Empty") for i in range(100)]
+    src.offsets = {f"g{i}": {TP("a", 0): om(i)} for i in range(100)}
+    src.fetch_error = {"g7": int(ErrorCode.group_authorization_failed)}
+    dst.fetch_error = {"g8": int(ErrorCode.coordinator_not_available)}
+    ref = {"image": image({"m": {}}, {"a": ("m", 1)})}
+    errors = MirrorSyncErrors()
+    asyncio.run(GroupOffsetSync(1, lambda: ref["image"], admins_for(ref, src, dst)[0], errors,
+                                clock=ManualClock()).run_once())
+    assert (src.offset_fetches, dst.offset_fetches) == (1, 1)
+    assert dst.offsets == {f"g{i}": {TP("a", 0): om(i)} for i in range(100) if i not in (7, 8)}
+    assert errors.consumer_group_offset == 2
 
 
 def test_offsets_of_a_deleted_or_recreated_source_topic_are_not_synced():
