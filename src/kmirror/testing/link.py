@@ -131,6 +131,8 @@ class Link:
                 reset(client)  # the broker is down: the client sees its connection fail
                 continue
             upstream.settimeout(None)
+            for sock in (client, upstream):  # forward each chunk as it comes, as a router does (no Nagle)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             pair = _Pair(client, upstream)
             with self.changed:
                 if self.state == CUT:
