@@ -28,6 +28,8 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType
 
 from kmirror.testing.kafka_clients import consume_values, produce_values, watermarks
 from kmirror.testing.metrics_scrape import scrape
@@ -269,6 +271,75 @@ def test_refusals_are_audit_logged_and_decisions_counted(node: AuthorizedNode, t
     denied, allowed = metrics["authorization-denied-rate-per-minute"], metrics["authorization-allowed-rate-per-minute"]
     assert denied >= 2 and allowed > 0
     assert metrics["authorization-request-rate-per-minute"] == pytest.approx(denied + allowed, rel=0.01)
+
+
+def test_grants_are_audit_logged_after_the_logger_is_set_to_debug_while_the_node_runs(
+        node: AuthorizedNode, tmp_path: Path) -> None:
+    """kafka-configs --entity-type broker-loggers (KIP-412): the DEBUG lines of granted
+    requests appear once `kafka.authorizer.logger` is set to DEBUG, and stop once the level is
+    deleted (the logger takes its parent's, INFO, again). Only a super user may change it."""
+    create_topic(node, "audited-debug")
+    node.grant(topic_acl("audited-debug", "User:alice", AclOperation.WRITE))
+
+    def loggers(user: str, *args: str, name: str = "1") -> tuple[int, str]:
+        out = kmirror("configs", "--bootstrap-server", node.sasl, "--command-config",
+                      str(node.command_config(tmp_path, user)), "--entity-type", "broker-loggers",
+                      "--entity-name", name, *args, check=False)
+        return out.returncode, out.stdout + out.stderr
+
+    code, described = loggers("admin", "--describe")
+    assert code == 0 and described.startswith("Dynamic configs for broker-logger 1 are:"), described
+    assert "  kafka.authorizer.logger=INFO sensitive=false synonyms={}" in described
+    assert "  root=INFO sensitive=false synonyms={}" in described
+    kafka_python = KafkaAdminClient(bootstrap_servers=node.plaintext)  # another client reads the same resource
+    try:
+        seen = kafka_python.describe_configs([ConfigResource(ConfigResourceType.BROKER_LOGGER, "1")],
+                                             config_filter="All")
+    finally:
+        kafka_python.close()
+    (loggers_seen,) = (by_name["1"] for by_name in seen.values())
+    assert loggers_seen["kafka.authorizer.logger"]["value"] == "INFO", loggers_seen
+
+    code, out = loggers("alice", "--alter", "--add-config", "kafka.authorizer.logger=DEBUG")
+    assert code != 0 and "CLUSTER_AUTHORIZATION_FAILED" in out, out
+    code, out = loggers("admin", "--alter", "--add-config", "kafka.authorizer.logger=LOUD")
+    assert code != 0 and "Cannot set the log level of kafka.authorizer.logger to LOUD" in out, out
+    code, out = loggers("admin", "--describe", name="2")
+    assert code != 0 and "Unexpected broker id, expected 1, but received 2" in out, out
+
+    granted = ("DEBUG kafka.authorizer.logger: Principal = User:alice is Allowed operation = WRITE from host = "
+               "127.0.0.1 on resource = Topic:LITERAL:audited-debug for request = Produce")
+    assert loggers("admin", "--alter", "--add-config", "kafka.authorizer.logger=DEBUG") == (
+        0, "Completed updating config for broker-logger 1.\n")
+    logged = len(node.cluster.log_text())
+    assert produce_error(node.client("alice"), "audited-debug") is None
+    wait_until(lambda: granted in node.cluster.log_text()[logged:], "the grant's DEBUG line")
+
+    assert loggers("admin", "--alter", "--delete-config", "kafka.authorizer.logger")[0] == 0
+    assert "  kafka.authorizer.logger=INFO " in loggers("admin", "--describe")[1]
+    logged = len(node.cluster.log_text())
+    assert produce_error(node.client("alice"), "audited-debug") is None
+    assert "is Allowed" not in node.cluster.log_text()[logged:]
+
+
+def test_every_admin_tool_reaches_a_sasl_listener_with_its_command_config(node: AuthorizedNode,
+                                                                         tmp_path: Path) -> None:
+    """As Kafka's tools: `--command-config` (kafka-leader-election.sh: `--admin.config`) holds
+    the admin client's security properties."""
+    config = str(node.command_config(tmp_path, "admin"))
+    create_topic(node, "tools")
+    for tool, *args in (("topics", "--describe", "--topic", "tools"), ("configs", "--entity-type", "topics",
+                        "--entity-name", "tools", "--describe"), ("consumer-groups", "--list"),
+                        ("features", "describe"), ("transactions", "--list"),
+                        ("reassign-partitions", "--list"), ("acls", "--list")):
+        out = kmirror(tool, "--bootstrap-server", node.sasl, "--command-config", config, *args, check=False)
+        assert out.returncode == 0, (tool, out.stdout + out.stderr)
+    out = kmirror("leader-election", "--bootstrap-server", node.sasl, "--admin.config", config,
+                  "--election-type", "PREFERRED", "--topic", "tools", "--partition", "0", check=False)
+    assert "tools-0" in out.stdout + out.stderr, out.stdout + out.stderr
+    refused = kmirror("topics", "--bootstrap-server", node.sasl, "--command-config",
+                      str(node.command_config(tmp_path, "bob")), "--describe", "--topic", "tools", check=False)
+    assert refused.returncode != 0 and "TOPIC_AUTHORIZATION_FAILED" in refused.stdout + refused.stderr
 
 
 def described_acls(node: AuthorizedNode) -> list[AclBinding]:

@@ -36,8 +36,7 @@ from kmirror.cli.acl_bindings import (
     resource_filters,
     resource_to_acls,
 )
-from kmirror.cli.command_config import client_options, read_properties
-from kmirror.cli.common import add_bootstrap_argument
+from kmirror.cli.command_config import add_admin_arguments, admin_options
 from kmirror.cli.errors import CommandError
 from kmirror.client.acls import AclBinding, AclBindingFilter
 from kmirror.client.admin import Admin
@@ -55,8 +54,7 @@ _INVALID_WITH = {
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("acls", help="add, remove and list ACLs (kafka-acls.sh)",
                               description="This tool helps to manage acls on kafka.")
-    add_bootstrap_argument(p)
-    p.add_argument("--command-config", metavar="FILE", help="property file containing configs passed to the admin client")
+    add_admin_arguments(p)
     p.add_argument("--add", action="store_true", help="indicates you are trying to add ACLs")
     p.add_argument("--remove", action="store_true", help="indicates you are trying to remove ACLs")
     p.add_argument("--list", action="store_true", help="list ACLs for the specified resource(s), or all of them")
@@ -197,8 +195,7 @@ async def run(args: argparse.Namespace) -> int:
     else:
         filters = resource_filters(options, required=False)
         principals = list(dict.fromkeys(parse_principal(p) for p in args.principal))
-    props = read_properties(args.command_config, "--command-config") if args.command_config else {}
-    async with await Admin.connect(args.bootstrap_server, **client_options(props, args.command_timeout_ms)) as admin:
+    async with await Admin.connect(args.bootstrap_server, **admin_options(args)) as admin:
         if action == "add":
             await add_acls(admin, to_add)
         elif action == "remove":

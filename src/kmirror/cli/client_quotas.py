@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 
+from kmirror.cli.command_config import admin_options
 from kmirror.cli.common import parse_key_values
 from kmirror.cli.errors import CommandError
 from kmirror.client.admin import Admin
@@ -81,7 +82,7 @@ def entity_label(entity: dict[str, str | None]) -> str:
 
 async def run(args: argparse.Namespace) -> int:
     wanted = components(args)
-    async with await Admin.connect(args.bootstrap_server, request_timeout_ms=args.command_timeout_ms) as admin:
+    async with await Admin.connect(args.bootstrap_server, **admin_options(args)) as admin:
         if args.alter:
             for c in wanted:
                 if c.name is None and not c.default:

@@ -1,11 +1,14 @@
-"""`--command-config FILE`: the admin client's properties, as Kafka's tools read them
-(kafka-mirrors.sh, kafka-acls.sh ...), turned into `Admin.connect` keyword arguments."""
+"""`--command-config FILE`: the admin client's properties, as every Kafka admin tool reads
+them (kafka-topics.sh, kafka-configs.sh, kafka-mirrors.sh, ...; kafka-leader-election.sh
+names it `--admin.config`), turned into `Admin.connect` keyword arguments."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping
 from typing import Any
 
+from kmirror.cli.common import add_bootstrap_argument
 from kmirror.cli.errors import CommandError
 from kmirror.config.properties import PropertiesSyntaxError, parse_properties
 from kmirror.security.client_config import CLIENT_SECURITY_KEYS, SecurityConfigError, client_security
@@ -16,6 +19,19 @@ _IGNORED_CLIENT_KEYS = frozenset({
     "connections.max.idle.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms", "client.dns.lookup",
     "default.api.timeout.ms", "receive.buffer.bytes", "send.buffer.bytes",
 })
+
+
+def add_admin_arguments(parser: argparse.ArgumentParser, config_option: str = "--command-config") -> None:
+    """`--bootstrap-server` and the admin client's property file."""
+    add_bootstrap_argument(parser)
+    parser.add_argument(config_option, dest="command_config", metavar="FILE",
+                        help="property file containing configs passed to the admin client")
+
+
+def admin_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`Admin.connect` keyword arguments from `add_admin_arguments`' options."""
+    props = read_properties(args.command_config, "--command-config") if args.command_config else {}
+    return client_options(props, args.command_timeout_ms)
 
 
 def read_properties(path: str, option: str) -> dict[str, str]:

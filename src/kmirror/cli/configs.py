@@ -1,4 +1,5 @@
-"""`kmirror configs`: kafka-configs.sh for topics, brokers, groups (KIP-848 group configs),
+"""`kmirror configs`: kafka-configs.sh for topics, brokers, a broker's loggers
+(`broker-loggers`, KIP-412: levels changed while it runs), groups (KIP-848 group configs),
 cluster mirrors and users' SCRAM credentials (describe, alter); client quotas (`--entity-type users|clients|ips`) are
 `kmirror.cli.client_quotas`.
 
@@ -14,20 +15,24 @@ from __future__ import annotations
 import argparse
 
 from kmirror.cli import client_quotas
-from kmirror.cli.common import add_bootstrap_argument, parse_key_values
+from kmirror.cli.command_config import add_admin_arguments, admin_options
+from kmirror.cli.common import parse_key_values
 from kmirror.cli.errors import CommandError
 from kmirror.cli.user_scram import run_users
 from kmirror.client.admin import Admin, AlterConfigOp, ConfigEntry, ConfigResourceType, ConfigSource
 
 ENTITY_TYPES = {"topics": ConfigResourceType.TOPIC, "brokers": ConfigResourceType.BROKER,
-                "groups": ConfigResourceType.GROUP, "mirrors": ConfigResourceType.MIRROR}
+                "broker-loggers": ConfigResourceType.BROKER_LOGGER, "groups": ConfigResourceType.GROUP,
+                "mirrors": ConfigResourceType.MIRROR}
 _LABEL = {ConfigResourceType.TOPIC: "topic", ConfigResourceType.BROKER: "broker",
-          ConfigResourceType.GROUP: "group", ConfigResourceType.MIRROR: "mirror"}
+          ConfigResourceType.BROKER_LOGGER: "broker-logger", ConfigResourceType.GROUP: "group",
+          ConfigResourceType.MIRROR: "mirror"}
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("configs", help="describe and alter topic, broker, group and mirror configs (kafka-configs.sh)")
-    add_bootstrap_argument(p)
+    p = subparsers.add_parser("configs", help="describe and alter topic, broker, broker logger, group and mirror configs "
+                                              "(kafka-configs.sh)")
+    add_admin_arguments(p)
     p.add_argument("--entity-type", choices=sorted([*ENTITY_TYPES, *client_quotas.QUOTA_ENTITY_TYPES]))
     p.add_argument("--entity-name")
     p.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default")
@@ -49,6 +54,9 @@ def resource(args: argparse.Namespace) -> tuple[ConfigResourceType, str]:
         return resource_type, ""
     if not args.entity_name:
         raise CommandError("--entity-name (or --entity-default for brokers) is required")
+    if resource_type == ConfigResourceType.BROKER_LOGGER and not args.entity_name.isdigit():
+        raise CommandError(f"The entity name for broker-loggers must be a valid integer broker id, "
+                           f"found: {args.entity_name}")
     return resource_type, args.entity_name
 
 
@@ -75,7 +83,7 @@ async def run(args: argparse.Namespace) -> int:
         raise CommandError("--entity-type is required")
     resource_type, name = resource(args)
     ops = alter_ops(args) if args.alter else []
-    async with await Admin.connect(args.bootstrap_server, request_timeout_ms=args.command_timeout_ms) as admin:
+    async with await Admin.connect(args.bootstrap_server, **admin_options(args)) as admin:
         label = _entity_label(resource_type, name)
         if args.alter:
             await admin.incremental_alter_configs(resource_type, name, ops)

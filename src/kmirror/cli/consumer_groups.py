@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from kmirror.cli import consumer_groups_output as out
 from kmirror.cli import group_offsets_reset as reset
-from kmirror.cli.common import add_bootstrap_argument
+from kmirror.cli.command_config import add_admin_arguments, admin_options
 from kmirror.cli.consumer_groups_output import PartitionAssignmentState
 from kmirror.cli.errors import CommandError
 from kmirror.client.admin import LATEST_TIMESTAMP, Admin
@@ -52,7 +52,7 @@ NO_EXECUTE_WARNING = (
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("consumer-groups", help="list, describe, reset and delete consumer groups "
                                                       "(kafka-consumer-groups.sh)")
-    add_bootstrap_argument(p)
+    add_admin_arguments(p)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list all consumer groups")
     action.add_argument("--describe", action="store_true", help="describe groups: offsets and lag (default), "
@@ -177,8 +177,10 @@ async def run(args: argparse.Namespace) -> int:
     validate(args)
     if args.reset_offsets and not (args.dry_run or args.execute):
         print(NO_EXECUTE_WARNING, file=sys.stderr)
-    timeout_ms = args.timeout if args.timeout is not None else args.command_timeout_ms
-    async with await Admin.connect(args.bootstrap_server, request_timeout_ms=timeout_ms) as admin:
+    options = admin_options(args)
+    if args.timeout is not None:
+        options["request_timeout_ms"] = args.timeout
+    async with await Admin.connect(args.bootstrap_server, **options) as admin:
         if args.list:
             return await list_groups(admin, args)
         groups = args.group or [g.group_id for g in await admin.list_groups() if is_consumer_group(g)]

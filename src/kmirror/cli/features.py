@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
-from kmirror.cli.common import add_bootstrap_argument
+from kmirror.cli.command_config import add_admin_arguments, admin_options
 from kmirror.cli.errors import CommandError
 from kmirror.client.admin import Admin
 from kmirror.client.connection import CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION
@@ -44,7 +44,7 @@ class FeatureDescription:
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("features", help="describe and update cluster features (kafka-features.sh)")
-    add_bootstrap_argument(p)
+    add_admin_arguments(p)
     commands = p.add_subparsers(dest="features_command", metavar="COMMAND", required=True)
     commands.add_parser("describe", help="describe the supported and finalized features")
     for name, text in (("upgrade", "upgrade one or more features"), ("downgrade", "downgrade one or more features"),
@@ -156,7 +156,7 @@ async def run(args: argparse.Namespace) -> int:
         levels = parse_feature_levels(args.feature, disable=command == "disable")
         if command == "upgrade" and any(level == 0 for level in levels.values()):
             raise CommandError("upgrade needs levels of at least 1 (use downgrade or disable)")
-    async with await Admin.connect(args.bootstrap_server, request_timeout_ms=args.command_timeout_ms) as admin:
+    async with await Admin.connect(args.bootstrap_server, **admin_options(args)) as admin:
         if command == "describe":
             print("\n".join(format_features(await describe_features(admin))))
             return 0

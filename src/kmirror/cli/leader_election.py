@@ -13,7 +13,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping
 
-from kmirror.cli.common import add_bootstrap_argument
+from kmirror.cli.command_config import add_admin_arguments, admin_options
 from kmirror.cli.errors import CommandError
 from kmirror.client.admin import Admin, ElectionType
 from kmirror.client.errors import KafkaError
@@ -24,7 +24,7 @@ ELECTION_NOT_NEEDED = 84
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("leader-election", help="elect preferred or unclean leaders (kafka-leader-election.sh)")
-    add_bootstrap_argument(p)
+    add_admin_arguments(p, "--admin.config")
     p.add_argument("--election-type", required=True, type=_election_type, metavar="PREFERRED|UNCLEAN",
                    help="PREFERRED: the first replica if it is in the ISR; UNCLEAN: any live replica "
                         "when the ISR has none (may lose data)")
@@ -104,7 +104,7 @@ def format_results(election_type: ElectionType, results: Mapping[TopicPartition,
 
 async def run(args: argparse.Namespace) -> int:
     partitions = partitions_from_args(args)
-    async with await Admin.connect(args.bootstrap_server, request_timeout_ms=args.command_timeout_ms) as admin:
+    async with await Admin.connect(args.bootstrap_server, **admin_options(args)) as admin:
         results = await admin.elect_leaders(args.election_type, partitions)
     for line in format_results(args.election_type, results):
         print(line)

@@ -25,8 +25,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kmirror.cli.command_config import client_options, read_properties
-from kmirror.cli.common import add_bootstrap_argument
+from kmirror.cli.command_config import add_admin_arguments, admin_options, read_properties
 from kmirror.cli.errors import CommandError
 from kmirror.client.admin import Admin, AlterConfigOp, ConfigResourceType
 from kmirror.client.errors import KafkaClientError, KafkaError
@@ -50,8 +49,7 @@ DESCRIBE_HEADERS = ("MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATIO
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("mirrors", help="create cluster mirrors and add topics to them (kafka-mirrors.sh)",
                               description="This tool helps to create cluster mirrors and add topics to them.")
-    add_bootstrap_argument(p)
-    p.add_argument("--command-config", metavar="FILE", help="property file containing configs passed to the admin client")
+    add_admin_arguments(p)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--create", action="store_true", help="create a new cluster mirror from a source cluster")
     action.add_argument("--alter", action="store_true", help="alter the configuration of an existing cluster mirror")
@@ -226,8 +224,7 @@ def report_topic_results(action: str, mirror: str, results: Mapping[str, KafkaEr
 
 async def run(args: argparse.Namespace) -> int:
     action = validate(args)
-    props = read_properties(args.command_config, "--command-config") if args.command_config else {}
-    options = client_options(props, args.command_timeout_ms)
+    options = admin_options(args)
     mirror_config = read_properties(args.mirror_config, "--mirror-config") if args.mirror_config else {}
     async with await Admin.connect(args.bootstrap_server, **options) as admin:
         if action == "create":

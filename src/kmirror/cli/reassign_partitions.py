@@ -21,7 +21,7 @@ import json
 import random
 from collections.abc import Mapping, Sequence
 
-from kmirror.cli.common import add_bootstrap_argument
+from kmirror.cli.command_config import add_admin_arguments, admin_options
 from kmirror.cli.errors import CommandError
 from kmirror.client.admin import Admin, AlterConfigOp, ConfigResourceType
 from kmirror.client.reassignments import PartitionReassignment
@@ -37,7 +37,7 @@ Assignment = dict[TopicPartition, tuple[int, ...]]
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("reassign-partitions", help="move partition replicas (kafka-reassign-partitions.sh)")
-    add_bootstrap_argument(p)
+    add_admin_arguments(p)
     mode = p.add_mutually_exclusive_group(required=True)
     for flag, text in (("--generate", "propose an assignment of the given topics over --broker-list"),
                        ("--execute", "start the reassignment in --reassignment-json-file"),
@@ -297,7 +297,7 @@ def list_lines(ongoing: Mapping[TopicPartition, PartitionReassignment]) -> list[
 async def run(args: argparse.Namespace) -> int:
     if args.throttle >= 0 and not args.execute:
         raise CommandError("--throttle is only used with --execute")
-    async with await Admin.connect(args.bootstrap_server, request_timeout_ms=args.command_timeout_ms) as admin:
+    async with await Admin.connect(args.bootstrap_server, **admin_options(args)) as admin:
         if args.generate:
             await _generate(admin, args)
         elif args.execute:

@@ -6,7 +6,8 @@ import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kmirror.cli.common import add_bootstrap_argument, kafka_uuid, parse_key_values
+from kmirror.cli.command_config import add_admin_arguments, admin_options
+from kmirror.cli.common import kafka_uuid, parse_key_values
 from kmirror.cli.errors import CommandError
 from kmirror.client.admin import (
     Admin,
@@ -23,7 +24,7 @@ from kmirror.client.reassignments import PartitionReassignment
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("topics", help="create, list, describe, alter and delete topics (kafka-topics.sh)")
-    add_bootstrap_argument(p)
+    add_admin_arguments(p)
     action = p.add_mutually_exclusive_group(required=True)
     for name in ("create", "list", "describe", "alter", "delete"):
         action.add_argument(f"--{name}", action="store_true")
@@ -59,7 +60,7 @@ def validate(args: argparse.Namespace) -> None:
 async def run(args: argparse.Namespace) -> int:
     validate(args)
     configs = parse_key_values(args.config, "--config")
-    async with await Admin.connect(args.bootstrap_server, request_timeout_ms=args.command_timeout_ms) as admin:
+    async with await Admin.connect(args.bootstrap_server, **admin_options(args)) as admin:
         if args.create:
             return await _create(admin, args, configs)
         if args.list:

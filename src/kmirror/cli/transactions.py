@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kmirror.cli.common import add_bootstrap_argument
+from kmirror.cli.command_config import add_admin_arguments, admin_options
 from kmirror.cli.errors import CommandError
 from kmirror.client.admin import Admin
 from kmirror.client.errors import KafkaError
@@ -35,7 +35,7 @@ HANGING_HEADERS = ["Topic", "Partition", "ProducerId", "ProducerEpoch", "Coordin
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("transactions", help="list, describe, find and abort transactions (kafka-transactions.sh)")
-    add_bootstrap_argument(p)
+    add_admin_arguments(p)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true")
     action.add_argument("--describe", action="store_true")
@@ -157,7 +157,7 @@ async def run(args: argparse.Namespace) -> int:
         raise CommandError("--describe needs --transactional-id")
     if args.describe_producers and (args.topic is None or args.partition is None):
         raise CommandError("--describe-producers needs --topic and --partition")
-    async with await Admin.connect(args.bootstrap_server, request_timeout_ms=args.command_timeout_ms) as admin:
+    async with await Admin.connect(args.bootstrap_server, **admin_options(args)) as admin:
         if args.describe_producers:
             producers = await admin.describe_producers(TopicPartition(args.topic, args.partition), args.broker_id)
             _table([PRODUCERS_HEADERS] + [

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 
+from kmirror.cli.command_config import admin_options
 from kmirror.cli.errors import CommandError
 from kmirror.client.admin import Admin
 from kmirror.client.errors import KafkaError
@@ -101,7 +102,7 @@ async def run_users(args: argparse.Namespace) -> int:
     """`--entity-type users`, SCRAM credentials only."""
     if args.entity_default:
         raise CommandError("--entity-default is not supported for SCRAM credentials (they belong to one user)")
-    async with await Admin.connect(args.bootstrap_server, request_timeout_ms=args.command_timeout_ms) as admin:
+    async with await Admin.connect(args.bootstrap_server, **admin_options(args)) as admin:
         if args.alter:
             if not args.entity_name:
                 raise CommandError("--entity-name is required to alter a user's SCRAM credentials")

@@ -315,9 +315,14 @@ class Admin(MirrorAdmin, TransactionAdmin, GroupAdmin, AclAdmin, ScramAdmin, Quo
             check(r.error_code, getattr(r, "error_message", None), f"{resource_type.name.lower()} {name}")
 
     async def _config_connection(self, resource_type: ConfigResourceType, name: str) -> Any:
-        # Broker configs are served by that broker (an empty name: the cluster default).
-        if resource_type == ConfigResourceType.BROKER and name.isdigit() and int(name) in self.cluster.metadata.brokers:
-            return await self.cluster.connection(int(name))
+        # Broker configs are served by that broker (an empty name: the cluster default), a
+        # broker's loggers only by that broker.
+        per_broker = (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER)
+        if resource_type in per_broker and name.isdigit():
+            if int(name) not in self.cluster.metadata.brokers:
+                await self.cluster.refresh([])
+            if int(name) in self.cluster.metadata.brokers:
+                return await self.cluster.connection(int(name))
         return await self.cluster.controller_connection()
 
     # offsets and records

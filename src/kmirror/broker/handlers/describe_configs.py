@@ -1,4 +1,5 @@
-"""DescribeConfigs (key 32, v1-4; kio has no v0): TOPIC, BROKER, GROUP and MIRROR (KIP-1279) resources, with synonyms
+"""DescribeConfigs (key 32, v1-4; kio has no v0): TOPIC, BROKER, BROKER_LOGGER (this node's
+loggers, `kmirror.broker.loggers`), GROUP and MIRROR (KIP-1279) resources, with synonyms
 (when asked), config source, read-only/sensitive flags, type (v3+) and documentation (v3+,
 when asked).
 
@@ -19,8 +20,9 @@ from kio.static.primitive import i8
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.authorization import DESCRIBE_CONFIGS
 from kmirror.broker.config_authorization import config_refusal
+from kmirror.broker.loggers import describe_loggers
 from kmirror.broker.services import BrokerServices
-from kmirror.metadata.image import ConfigResource
+from kmirror.metadata.image import ConfigResource, ConfigResourceType
 from kmirror.protocol.entities import build, nested
 
 HIDDEN_CONFIGS = frozenset({"mirror.name", "mirror.source.cluster.id"})
@@ -43,7 +45,9 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                                  resource_type=i8(resource.type), resource_name=resource.name, configs=()))
             continue
         keys = None if res.configuration_keys is None else list(res.configuration_keys)
-        described = services.metadata.describe_configs(resource, keys)
+        described = (describe_loggers(services.node_id, resource, keys)
+                     if resource.type == ConfigResourceType.BROKER_LOGGER
+                     else services.metadata.describe_configs(resource, keys))
         entries = tuple(
             build(
                 entry_cls,

@@ -1,7 +1,9 @@
-"""IncrementalAlterConfigs (key 44, v0-1): SET / DELETE / APPEND / SUBTRACT per key."""
+"""IncrementalAlterConfigs (key 44, v0-1): SET / DELETE / APPEND / SUBTRACT per key; a
+BROKER_LOGGER resource sets this node's logger levels (`kmirror.broker.loggers`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from typing import Any
 
@@ -11,10 +13,11 @@ from kio.static.primitive import i8
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.authorization import ALTER_CONFIGS
 from kmirror.broker.config_authorization import authorized_config_change
+from kmirror.broker.loggers import alter_loggers
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.controller.configs import AlterableConfig, AlterConfigOp
 from kmirror.metadata.controller.result import ApiError
-from kmirror.metadata.image import ConfigResource
+from kmirror.metadata.image import ConfigResource, ConfigResourceType
 from kmirror.protocol.entities import build, nested
 
 
@@ -25,34 +28,48 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
 
 
 async def _alter(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    if services.metadata.forwarding:  # a broker-only node: the controller answers
-        return await services.metadata.forward(request)
+    """BROKER_LOGGER resources are this node's own (`kmirror.broker.loggers`, never forwarded,
+    as Kafka's ConfigAdminManager splits them off); the others are the controller's."""
     rt = ctx.response_type
     cls = nested(rt, "AlterConfigsResourceResponse")
-    changes = []
-    early: dict[int, ApiError] = {}
+    validate_only = bool(request.validate_only)
+    errors: dict[int, ApiError] = {}
+    changes: list[tuple[int, ConfigResource, list[AlterableConfig]]] = []
     for i, r in enumerate(request.resources):
         resource = ConfigResource(int(r.resource_type), r.resource_name)
         ops = []
         for c in r.configs:
             op = int(c.config_operation)
             if op not in AlterConfigOp._value2member_map_:
-                early[i] = ApiError(ErrorCode.invalid_request, f"Unknown alter config operation {op}")
+                errors[i] = ApiError(ErrorCode.invalid_request, f"Unknown alter config operation {op}")
                 break
             ops.append(AlterableConfig(c.name, AlterConfigOp(op), c.value))
-        changes.append((resource, ops))
-    valid = [c for i, c in enumerate(changes) if i not in early]
-    results = iter(await services.metadata.incremental_alter_configs(valid, validate_only=bool(request.validate_only)))
+        if i in errors:
+            continue
+        if resource.type == ConfigResourceType.BROKER_LOGGER:
+            errors[i] = alter_loggers(services.node_id, resource, ops, validate_only)
+        else:
+            changes.append((i, resource, ops))
+    if changes and services.metadata.forwarding:  # a broker-only node: the controller answers
+        forwarded = await services.broker_metadata.forward(dataclasses.replace(
+            request, resources=tuple(request.resources[i] for i, _, _ in changes)))
+        for (i, _, _), answer in zip(changes, forwarded.responses, strict=True):
+            errors[i] = ApiError(ErrorCode(int(answer.error_code)), answer.error_message)
+    elif changes:
+        results = await services.controller_metadata.incremental_alter_configs(
+            [(r, ops) for _, r, ops in changes], validate_only=validate_only)
+        for (i, _, _), result in zip(changes, results, strict=True):
+            errors[i] = result.error
     out = []
-    for i, (resource, _) in enumerate(changes):
-        error = early[i] if i in early else next(results).error
+    for i, r in enumerate(request.resources):
+        error = errors[i]
         out.append(
             build(
                 cls,
                 error_code=error.code,
                 error_message=error.message if error.code != ErrorCode.none else None,
-                resource_type=i8(resource.type),
-                resource_name=resource.name,
+                resource_type=i8(int(r.resource_type)),
+                resource_name=r.resource_name,
             )
         )
     return build(rt, throttle_time=datetime.timedelta(0), responses=tuple(out))
