@@ -65,7 +65,8 @@ def test_a_hanging_transaction_is_found_and_aborted(cluster: LocalCluster) -> No
     assert live.flush(30) == 0  # open at offset 4
     assert lso(cluster) == hanging_start
 
-    found = transactions(cluster, "--find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")
+    # kafka-transactions.sh's form (`find-hanging`) and kmirror's flags (`--find-hanging`) alike
+    found = transactions(cluster, "find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")
     assert found[0] == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
                         "LastTimestamp", "Duration(min)"]
     assert [row[:6] for row in found[1:]] == [[TOPIC, "0", str(LOST_PID), "0", "-1", str(hanging_start)]]
@@ -78,7 +79,9 @@ def test_a_hanging_transaction_is_found_and_aborted(cluster: LocalCluster) -> No
     assert transactions(cluster, "--find-hanging", check=False) == [[
         "Error: The `find-hanging` command requires either --topic or --broker-id to limit the scope of the search"]]
 
-    transactions(cluster, "--abort", "--topic", TOPIC, "--partition", "0", "--start-offset", str(hanging_start))
+    assert transactions(cluster, "abort", "--find-hanging", check=False) == [[
+        "Error: abort and --find-hanging are two actions: give one"]]
+    transactions(cluster, "abort", "--topic", TOPIC, "--partition", "0", "--start-offset", str(hanging_start))
     assert lso(cluster) == 4  # the live transaction's start: it is still open
     assert transactions(cluster, "--find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")[1:] == []
     live.commit_transaction(30)

@@ -233,7 +233,7 @@ def test_cli_lists_and_describes_transactions(cluster: LocalCluster) -> None:
     producer.begin_transaction()
     producer.produce(topic, value=b"x", partition=1)
     producer.flush(30)
-    listed = kmirror("transactions", "--bootstrap-server", bs, "--list", "--state", "Ongoing").stdout
+    listed = kmirror("transactions", "--bootstrap-server", bs, "list", "--state", "Ongoing").stdout
     rows = [line.split() for line in listed.splitlines()]
     assert rows[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
     assert any(r[0] == txn_id and r[3] == "Ongoing" for r in rows[1:]), listed

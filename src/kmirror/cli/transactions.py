@@ -1,4 +1,5 @@
-"""`kmirror transactions`: kafka-transactions.sh (KIP-664) as `--list` (filters `--state`,
+"""`kmirror transactions`: kafka-transactions.sh (KIP-664), each action named as Kafka's tool
+does (`list`, `describe`, ...) or as a flag: `--list` (filters `--state`,
 `--producer-id`, `--duration-filter`), `--describe --transactional-id ID`,
 `--describe-producers --topic T --partition P [--broker-id N]`,
 `--find-hanging (--broker-id N | --topic T [--partition P]) [--max-transaction-timeout MIN]` and
@@ -33,10 +34,15 @@ HANGING_HEADERS = ["Topic", "Partition", "ProducerId", "ProducerEpoch", "Coordin
                    "LastTimestamp", "Duration(min)"]
 
 
+COMMANDS = ("list", "describe", "describe-producers", "find-hanging", "abort")
+
+
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("transactions", help="list, describe, find and abort transactions (kafka-transactions.sh)")
     add_admin_arguments(p)
-    action = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("command", nargs="?", choices=COMMANDS,
+                   help="kafka-transactions.sh's form of the action: list, describe, ... (or --list, --describe, ...)")
+    action = p.add_mutually_exclusive_group()
     action.add_argument("--list", action="store_true")
     action.add_argument("--describe", action="store_true")
     action.add_argument("--describe-producers", action="store_true",
@@ -152,7 +158,19 @@ async def _abort(admin: Admin, args: argparse.Namespace) -> None:
     await admin.abort_transaction(tp, producer_id, producer_epoch, max(coordinator_epoch, 0))
 
 
+def select_action(args: argparse.Namespace) -> None:
+    """Exactly one action, named as kafka-transactions.sh does (`list`) or as a flag (`--list`)."""
+    flags = [c for c in COMMANDS if getattr(args, c.replace("-", "_"))]
+    if args.command is not None and flags and flags != [args.command]:
+        raise CommandError(f"{args.command} and --{flags[0]} are two actions: give one")
+    if args.command is None and not flags:
+        raise CommandError(f"one of the actions {', '.join(COMMANDS)} is required")
+    if args.command is not None:
+        setattr(args, args.command.replace("-", "_"), True)
+
+
 async def run(args: argparse.Namespace) -> int:
+    select_action(args)
     if args.describe and not args.transactional_id:
         raise CommandError("--describe needs --transactional-id")
     if args.describe_producers and (args.topic is None or args.partition is None):
