@@ -2,7 +2,7 @@
 
 For every partition of a mirror topic this broker leads, `reconcile` asks
 `kmirror.kip1279.failover.plan_for(membership, state)` for an ordered plan and executes it
-step by step; a step that cannot complete yet (source unreachable, replicas not truncated,
+step by step (`kmirror.mirror.plan_steps`, a handler per action); a step that cannot complete yet (source unreachable, replicas not truncated,
 leader epoch not bumped yet) ends the run, and the next `reconcile` resumes from the
 persisted state. Every state change is persisted through a `MirrorStateStore` port (the
 mirror coordinator's WriteMirrorStates; `InMemoryMirrorStateStore` until it is wired) before
@@ -27,16 +27,12 @@ from kmirror.kip1279.membership import (
     MembershipStatus,
     parse_mirror_name_config,
 )
-from kmirror.kip1279.state import MirrorPartitionState, transition
-from kmirror.log.append_analysis import AppendOrigin
-from kmirror.log.outcomes import AppendError
+from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.metadata.image import MetadataImage
 from kmirror.metadata.mirrors import mirror as mirror_info
-from kmirror.mirror.divergence import resolve_divergence
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
-from kmirror.mirror.fetcher.policy import mirror_fetcher_client_id, mirror_fetcher_id
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
-from kmirror.mirror.leader_log import assign_bumped_epoch, empty_at, pid_reset_offset
+from kmirror.mirror.leader_log import pid_reset_offset
 from kmirror.mirror.led_partition import (
     MirroredPartitionState,
     PartitionDescription,
@@ -45,22 +41,11 @@ from kmirror.mirror.led_partition import (
     removed_not_stopped,
 )
 from kmirror.mirror.lifecycle_ports import LeaderEpochBumper, MirrorStateStore, PartitionKey, StepPending
+from kmirror.mirror.plan_steps import PlanSteps
 from kmirror.mirror.source_topic import SourceTopicCheck, SourceTopicStatus, check_source_topic
 from kmirror.ports import Clock
 from kmirror.protocol.mirror.find_coordinator import topic_id_string
-from kmirror.records.control import ControlType, build_control_batch
-from kmirror.records.mirror_pid_reset import encode_mirror_pid_reset
-from kmirror.replication.fetcher.truncation import (
-    NO_LAST_MIRRORED_EPOCH,
-    ReplicaTruncation,
-    TruncateFully,
-    last_mirrored_epoch_of,
-    lme_truncation,
-    truncation_progress,
-)
-from kmirror.replication.partition import Partition
 from kmirror.replication.replica_manager import ReplicaManager
-from kmirror.replication.replica_ports import HostedLog
 from kmirror.types import TopicPartition
 
 S = MirrorPartitionState
@@ -105,6 +90,8 @@ class MirrorManager:
         self.awaiting_replicas: set[TopicPartition] = set()
         """Partitions whose plan waits on their followers (replicas truncated, MIRROR_PID_RESET
         committed): `on_replica_progress` resumes them when their high watermark moves."""
+        self.steps = PlanSteps(self.broker_id, self.replica_manager, self.fetchers, self.store, self.bumper,
+                               self.clock, self.support_unclean_leader_election, self.awaiting_replicas)
 
     # -- inputs ---------------------------------------------------------------------------
 
@@ -351,127 +338,7 @@ class MirrorManager:
     async def _execute(self, tp: TopicPartition, mp: MirroredPartitionState, plan: tuple[f.Action, ...],
                        source: SourceCluster | None) -> None:
         for action in plan:
-            await self._step(tp, mp, action, source)
-
-    def _leader(self, tp: TopicPartition) -> Partition[HostedLog]:
-        p = self.replica_manager.get_partition(tp)
-        if p is None or not p.is_leader:
-            raise StepPending(f"{tp} is not led here")
-        return p
-
-    async def _step(self, tp: TopicPartition, mp: MirroredPartitionState, action: f.Action,
-                    source: SourceCluster | None) -> None:
-        if isinstance(action, f.TransitionTo):
-            new = transition(mp.state, action.state) if mp.state is not action.state else mp.state
-            await self.store.save(mp.key, new, mp.last_mirrored_epoch)
-            mp.state = new
-        elif isinstance(action, f.RemoveFetcher):
-            self.fetchers.remove_partition(tp)
-        elif isinstance(action, f.StartFetcher):
-            if source is None:
-                raise StepPending("no source cluster for the mirror")
-            await self.fetchers.add_partition(tp, mp.key.mirror_name, source, mp.key.topic_id)
-        elif isinstance(action, f.QueryLastMirroredEpoch):
-            if source is None:
-                raise StepPending("no source cluster for the mirror")
-            try:
-                lme = await source.last_mirrored_epoch(mp.key.mirror_name, tp)
-            except Exception as exc:  # unreachable source: never truncate on a guess
-                raise StepPending(str(exc)) from exc
-            # DescribeMirrors names topics only: the answer counts only if the source still
-            # lists the mirror's topic id afterwards (ids are never reused). A re-created
-            # source topic (failback to a cluster whose topic was replaced) truncates nothing.
-            try:
-                check = check_source_topic(mp.key.topic_id, await source.topic_id(tp.topic))
-            except Exception as exc:
-                raise StepPending(str(exc)) from exc
-            if not check.same:
-                mp.source_topic_gone = check.reason(tp.topic)
-                raise StepPending(mp.source_topic_gone)
-            mp.source_supports_last_mirrored_epoch = lme is not None
-            mp.last_mirrored_epoch = NO_LAST_MIRRORED_EPOCH if lme is None else lme
-        elif isinstance(action, f.TruncateByLastMirroredEpoch):
-            p = self._leader(tp)
-            lme = mp.last_mirrored_epoch if mp.source_supports_last_mirrored_epoch else None
-            decision = lme_truncation(lme, p.log.epoch_cache, p.log.log_end_offset)
-            if isinstance(decision, TruncateFully):
-                if not empty_at(p, decision.start_offset):  # a new empty log is already that
-                    p.truncate_fully_and_start_at(decision.start_offset)
-                p.log.update_high_watermark(decision.start_offset)
-            else:
-                p.truncate_to(decision.offset)
-            mp.truncation_offset = p.log.log_end_offset
-        elif isinstance(action, f.ResolveDivergence):
-            if source is None:
-                raise StepPending("no source cluster for the mirror")
-            await self._resolve_divergence(tp, mp, source)
-        elif isinstance(action, f.AwaitReplicasTruncated):
-            p = self._leader(tp)
-            followers = {
-                r: ReplicaTruncation(st.log_end_offset, st.log_end_offset >= 0)
-                for r in p.replicas if r != self.broker_id and (st := p.replica_state(r)) is not None
-            }
-            progress = truncation_progress(
-                leader_id=self.broker_id, truncation_offset=p.log.log_end_offset, replicas=p.replicas, isr=p.isr,
-                min_insync_replicas=p.min_insync_replicas, followers=followers,
-                support_unclean_leader_election=self.support_unclean_leader_election,
-            )
-            if not progress.complete:
-                self.awaiting_replicas.add(tp)
-                raise StepPending(f"replicas {sorted(progress.pending_replicas)} still truncating")
-        elif isinstance(action, f.TruncateToLastStableOffset):
-            p = self._leader(tp)
-            if p.log.last_stable_offset < p.log.log_end_offset:
-                p.truncate_to(p.log.last_stable_offset)
-        elif isinstance(action, f.PersistLastMirroredEpoch):
-            p = self._leader(tp)
-            held = last_mirrored_epoch_of(p.log.epoch_cache, p.log.log_end_offset)
-            # A log without mirrored records (lost unflushed after a crash mid-STOPPING)
-            # keeps the stored LME, as the coordinator does for -1: the bump must still go
-            # above the LME DescribeMirrors reports, or local records would reuse an epoch
-            # number the other cluster wrote and failback could not tell them apart.
-            mp.last_mirrored_epoch = held if held >= 0 else mp.last_mirrored_epoch
-            await self.store.save(mp.key, mp.state, mp.last_mirrored_epoch)
-        elif isinstance(action, f.BumpLeaderEpoch):
-            p = self._leader(tp)
-            wanted = f.bump_min_leader_epoch(mp.last_mirrored_epoch)
-            # Before MIRROR_PID_RESET expires them: the producer ids the mirrored log holds.
-            min_producer_id = max((e.producer_id for e in p.log.active_producers()), default=-1) + 1
-            assign_bumped_epoch(p, wanted)  # a bump whose image arrived after the last pass
-            if not self._bumped(p, wanted, min_producer_id):
-                await self.bumper.bump(tp, mp.key.topic_id, wanted, min_producer_id or -1)
-                p = self._leader(tp)
-                assign_bumped_epoch(p, wanted)
-                if not self._bumped(p, wanted, min_producer_id):
-                    raise StepPending(f"waiting for leader epoch >= {wanted} and producer ids >= {min_producer_id}")
-        elif isinstance(action, f.AppendMirrorPidReset):
-            p = self._leader(tp)
-            batch = build_control_batch(ControlType.MIRROR_PID_RESET, -1, -1, self.clock.now_ms(),
-                                        value=encode_mirror_pid_reset(action.source_cluster_id))
-            # Written by the broker itself (Kafka's coordinator origin: control records
-            # allowed), as leader in the bumped epoch.
-            result = p.log.append_as_leader(batch, p.leader_epoch, self.clock.now_ms(), origin=AppendOrigin.COORDINATOR)
-            if isinstance(result, AppendError):
-                raise StepPending(f"MIRROR_PID_RESET append failed: {result.message}")
-            p.maybe_increment_high_watermark()
-        elif isinstance(action, f.AwaitMirrorPidResetCommitted):
-            p = self._leader(tp)
-            offset = pid_reset_offset(p, mp.last_mirrored_epoch)
-            if offset is None:
-                raise StepPending("MIRROR_PID_RESET is not the last record of the log")
-            if p.log.high_watermark <= offset:
-                self.awaiting_replicas.add(tp)
-                raise StepPending(f"MIRROR_PID_RESET at {offset} not committed (high watermark {p.log.high_watermark})")
-        elif isinstance(action, f.ClearState):
-            await self.store.save(mp.key, None, mp.last_mirrored_epoch)
-            mp.state = S.UNKNOWN
-        elif isinstance(action, f.ClearReadOnly):
-            pass  # read-only follows the persisted state (`membership.is_read_only`)
-
-    def _bumped(self, p: Partition[HostedLog], min_leader_epoch: int, min_producer_id: int) -> bool:
-        floor = self.bumper.producer_id_floor()
-        return (p.leader_epoch >= min_leader_epoch and p.log.latest_epoch == p.leader_epoch
-                and floor >= min_producer_id)
+            await self.steps.run(tp, mp, action, source)
 
     def cached_state(self, mirror_name: str, topic_id: UUID, partition: int) -> MirrorPartitionState | None:
         """The state of a partition this broker leads, as last persisted through the
@@ -491,11 +358,6 @@ class MirrorManager:
                 self._tp_of_key[key] = tp
                 return mp
         return None
-
-    async def _resolve_divergence(self, tp: TopicPartition, mp: MirroredPartitionState, source: SourceCluster) -> None:
-        fetcher_id = mirror_fetcher_id(f"{tp.topic}-{tp.partition}", self.fetchers.num_fetchers)
-        client_id = mirror_fetcher_client_id(self.broker_id, fetcher_id, mp.key.mirror_name)
-        await resolve_divergence(tp, mp.key.topic_id, lambda: self._leader(tp), source, client_id)
 
     # -- DescribeMirrors ------------------------------------------------------------------
 

@@ -167,7 +167,7 @@ class LateImageBumper(Bumper):
 def test_a_bumped_epoch_arriving_after_the_pass_is_not_bumped_again():
     s = Setup()
     s.bumper = LateImageBumper(s.dst, "m")
-    s.mgr.bumper = s.bumper
+    s.mgr.bumper = s.mgr.steps.bumper = s.bumper
 
     async def go():
         before = await s.mirrored()
