@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -50,6 +50,10 @@ class ConfigResourceType(IntEnum):
     BROKER_LOGGER = 8
     GROUP = 32  # KIP-848 group configs
     MIRROR = 64  # KIP-1279 (kmirror.metadata.mirror_records.MIRROR_CONFIG_RESOURCE_TYPE)
+
+
+PER_BROKER_RESOURCES = frozenset({ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER})
+"""Config resources a broker answers for itself (its own id as the name)."""
 
 
 class AlterConfigOp(IntEnum):
@@ -194,15 +198,26 @@ class Admin(MirrorAdmin, TransactionAdmin, GroupAdmin, AclAdmin, ScramAdmin, Quo
 
     async def describe_topics(self, names: Iterable[str] | None = None) -> dict[str, TopicDescription]:
         """All topics when `names` is None; UNKNOWN_TOPIC_OR_PARTITION for a missing named topic."""
+        out: dict[str, TopicDescription] = {}
+        for name, described in (await self.describe_topics_results(names)).items():
+            if isinstance(described, KafkaError):
+                raise described
+            out[name] = described
+        return out
+
+    async def describe_topics_results(self, names: Iterable[str] | None = None
+                                      ) -> dict[str, TopicDescription | KafkaError]:
+        """`describe_topics` in one Metadata request, each named topic answered with its
+        description or its own error (UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED...)."""
         wanted = None if names is None else list(names)
         metadata = await self.cluster.refresh(wanted)
-        out: dict[str, TopicDescription] = {}
+        out: dict[str, TopicDescription | KafkaError] = {}
         for name in sorted(metadata.topics) if wanted is None else wanted:
             t: TopicMetadata | None = metadata.topics.get(name)
-            if t is None:
-                raise KafkaError(3, context=name)
-            check(t.error_code, context=name)
-            out[name] = TopicDescription(t.name, t.topic_id, t.is_internal, tuple(t.partitions.values()))
+            if t is None or t.error_code:
+                out[name] = KafkaError(3 if t is None else t.error_code, context=name)
+            else:
+                out[name] = TopicDescription(t.name, t.topic_id, t.is_internal, tuple(t.partitions.values()))
         return out
 
     async def create_partitions(self, new_counts: Mapping[str, int], *, validate_only: bool = False) -> None:
@@ -225,29 +240,41 @@ class Admin(MirrorAdmin, TransactionAdmin, GroupAdmin, AclAdmin, ScramAdmin, Quo
     async def describe_configs(
         self, resource_type: ConfigResourceType, name: str, keys: Iterable[str] | None = None
     ) -> list[ConfigEntry]:
-        conn = await self._config_connection(resource_type, name)
+        described = (await self.describe_configs_results(resource_type, [name], keys)).get(name, [])
+        if isinstance(described, KafkaError):
+            raise described
+        return described
+
+    async def describe_configs_results(
+        self, resource_type: ConfigResourceType, names: Sequence[str], keys: Iterable[str] | None = None
+    ) -> dict[str, list[ConfigEntry] | KafkaError]:
+        """One DescribeConfigs for many resources of a type: name -> its configs or its error.
+        A broker's resources are answered by that broker: one name at a time for those."""
+        if resource_type in PER_BROKER_RESOURCES and len(names) > 1:
+            raise ValueError("broker configs are described one broker at a time")
+        conn = await self._config_connection(resource_type, names[0] if names else "")
         if DESCRIBE_CONFIGS not in conn.api_versions:  # Kafka's UnsupportedVersionException
             raise KafkaError(ErrorCode.unsupported_version, f"{conn.address} does not support DescribeConfigs",
-                             f"{resource_type.name.lower()} {name}")
+                             f"{resource_type.name.lower()} {', '.join(names)}")
         rt = conn.request_type(DESCRIBE_CONFIGS)
         Resource = nested(rt, "DescribeConfigsResource")
+        wanted = None if keys is None else tuple(keys)
         request = build(
             rt,
-            resources=(
-                build(
-                    Resource,
-                    resource_type=int(resource_type),
-                    resource_name=name,
-                    configuration_keys=None if keys is None else tuple(keys),
-                ),
-            ),
+            resources=tuple(build(Resource, resource_type=int(resource_type), resource_name=name,
+                                  configuration_keys=wanted) for name in names),
             include_synonyms=True,
             include_documentation=False,
         )
         response = await conn.send(request)
-        entries: list[ConfigEntry] = []
+        out: dict[str, list[ConfigEntry] | KafkaError] = {}
         for result in response.results:
-            check(result.error_code, getattr(result, "error_message", None), f"{resource_type.name.lower()} {name}")
+            context = f"{resource_type.name.lower()} {result.resource_name}"
+            if result.error_code:
+                out[result.resource_name] = KafkaError(result.error_code, getattr(result, "error_message", None),
+                                                       context)
+                continue
+            entries = out[result.resource_name] = []
             for c in result.configs:
                 source = getattr(c, "config_source", -1)
                 if source == -1:  # v0: is_default
@@ -262,7 +289,7 @@ class Admin(MirrorAdmin, TransactionAdmin, GroupAdmin, AclAdmin, ScramAdmin, Quo
                         synonyms=tuple((s.name, s.value, int(s.source)) for s in getattr(c, "synonyms", ())),
                     )
                 )
-        return entries
+        return out
 
     async def alter_configs(
         self, resource_type: ConfigResourceType, name: str, configs: Mapping[str, str], *, validate_only: bool = False
@@ -317,8 +344,7 @@ class Admin(MirrorAdmin, TransactionAdmin, GroupAdmin, AclAdmin, ScramAdmin, Quo
     async def _config_connection(self, resource_type: ConfigResourceType, name: str) -> Any:
         # Broker configs are served by that broker (an empty name: the cluster default), a
         # broker's loggers only by that broker.
-        per_broker = (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER)
-        if resource_type in per_broker and name.isdigit():
+        if resource_type in PER_BROKER_RESOURCES and name.isdigit():
             if int(name) not in self.cluster.metadata.brokers:
                 await self.cluster.refresh([])
             if int(name) in self.cluster.metadata.brokers:

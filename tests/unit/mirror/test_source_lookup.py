@@ -1,6 +1,7 @@
-"""Describing a source topic at a source that is not kmirror: a source without
+"""Describing source topics, also at a source that is not kmirror: a source without
 DescribeConfigs (librdkafka's mock cluster) has no topic configs to copy; a topic without
-an id cannot be mirrored; other errors are answered with their own code."""
+an id cannot be mirrored; other errors are answered with their own code; many topics cost
+two requests, not two each."""
 
 import asyncio
 import types
@@ -11,7 +12,7 @@ import pytest
 
 from kmirror.client.admin import Admin, ConfigEntry, ConfigResourceType, TopicDescription
 from kmirror.client.errors import KafkaError
-from kmirror.mirror.service import SourceTopic, describe_source_topic
+from kmirror.mirror.service import SourceTopic, describe_source_topics
 from kmirror.protocol.errors import ErrorCode
 
 TOPIC_ID = uuid.UUID("11111111-2222-4333-8444-555555555555")
@@ -49,43 +50,60 @@ def test_describe_configs_at_a_broker_without_it_is_unsupported_version() -> Non
 
 
 class SourceAdmin:
-    """The Admin calls `describe_source_topic` makes, answered from fixed values."""
+    """The Admin calls `describe_source_topics` makes, answered from fixed values; counts them."""
 
     def __init__(self, topic_id: uuid.UUID | None, configs: list[ConfigEntry] | ErrorCode,
                  topic_error: ErrorCode = ErrorCode.none) -> None:
         self.topic_id, self.configs, self.topic_error = topic_id, configs, topic_error
+        self.calls = 0
 
-    async def describe_topics(self, names: list[str]) -> dict[str, TopicDescription]:
+    async def describe_topics_results(self, names: list[str]) -> dict[str, TopicDescription | KafkaError]:
+        self.calls += 1
         if self.topic_error:
-            raise KafkaError(self.topic_error, context=names[0])
-        return {n: TopicDescription(n, self.topic_id, False, (object(), object(), object())) for n in names}  # type: ignore[arg-type]
+            return {n: KafkaError(self.topic_error, context=n) for n in names}
+        return {n: TopicDescription(n, self.topic_id, False, (object(), object(), object()))  # type: ignore[arg-type]
+                for n in names}
 
-    async def describe_configs(self, resource_type: ConfigResourceType, name: str) -> list[ConfigEntry]:
+    async def describe_configs_results(self, resource_type: ConfigResourceType,
+                                       names: list[str]) -> dict[str, list[ConfigEntry] | KafkaError]:
+        self.calls += 1
+        if self.configs == ErrorCode.unsupported_version:
+            raise KafkaError(self.configs, context=f"topic {names[0]}")
         if isinstance(self.configs, ErrorCode):
-            raise KafkaError(self.configs, context=f"topic {name}")
-        return self.configs
+            return {n: KafkaError(self.configs, context=f"topic {n}") for n in names}
+        return {n: self.configs for n in names}
 
 
-def describe(admin: SourceAdmin) -> SourceTopic | int:
-    return asyncio.run(describe_source_topic(admin, "orders"))
+def describe(admin: SourceAdmin, names: tuple[str, ...] = ("orders",)) -> dict[str, SourceTopic | int]:
+    return asyncio.run(describe_source_topics(admin, list(names)))  # type: ignore[arg-type]
 
 
 def test_a_source_without_describe_configs_is_mirrored_without_topic_configs() -> None:
-    assert describe(SourceAdmin(TOPIC_ID, ErrorCode.unsupported_version)) == SourceTopic("orders", TOPIC_ID, 3, {})
+    assert describe(SourceAdmin(TOPIC_ID, ErrorCode.unsupported_version)) == {
+        "orders": SourceTopic("orders", TOPIC_ID, 3, {})}
 
 
 def test_only_configs_set_on_the_source_topic_are_copied() -> None:
     entries = [ConfigEntry("retention.ms", "1000", 1, False, False),
                ConfigEntry("segment.bytes", "1073741824", 5, False, False),
                ConfigEntry("secret", "x", 1, False, True)]
-    assert describe(SourceAdmin(TOPIC_ID, entries)) == SourceTopic("orders", TOPIC_ID, 3, {"retention.ms": "1000"})
+    assert describe(SourceAdmin(TOPIC_ID, entries)) == {
+        "orders": SourceTopic("orders", TOPIC_ID, 3, {"retention.ms": "1000"})}
 
 
 def test_a_topic_without_id_is_unknown_topic_id() -> None:
-    assert describe(SourceAdmin(None, [])) == ErrorCode.unknown_topic_id
+    assert describe(SourceAdmin(None, [])) == {"orders": ErrorCode.unknown_topic_id}
 
 
 def test_other_errors_are_answered_with_their_own_code() -> None:
-    assert describe(SourceAdmin(TOPIC_ID, ErrorCode.topic_authorization_failed)) == ErrorCode.topic_authorization_failed
-    assert describe(SourceAdmin(TOPIC_ID, [], ErrorCode.unknown_topic_or_partition)) == \
-        ErrorCode.unknown_topic_or_partition
+    assert describe(SourceAdmin(TOPIC_ID, ErrorCode.topic_authorization_failed)) == {
+        "orders": ErrorCode.topic_authorization_failed}
+    assert describe(SourceAdmin(TOPIC_ID, [], ErrorCode.unknown_topic_or_partition)) == {
+        "orders": ErrorCode.unknown_topic_or_partition}
+
+
+def test_many_topics_cost_two_requests() -> None:
+    admin = SourceAdmin(TOPIC_ID, [])
+    names = tuple(f"t{i}" for i in range(500))
+    described = describe(admin, names)
+    assert list(described) == list(names) and admin.calls == 2

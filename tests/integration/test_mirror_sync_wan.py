@@ -1,11 +1,15 @@
-"""Consumer group offset sync of many groups across a slow link, with real processes.
+"""The mirror's metadata sync of many groups and topics across a slow link, with real processes.
 
 The destination reaches the source only through a link that adds 50 ms each way. Hundreds of
-source groups must not cost a round trip each per sync pass: at 100 ms a round trip that is a
-minute for 600 groups, while the offsets a failover resumes from grow stale. The sync asks the
-source for every group's offsets in a request per coordinator and up to 256 groups (OffsetFetch
-v8, KIP-709; coordinators found with one FindCoordinator v4, KIP-699), as Kafka's Admin does.
-The source's request counters show it, and every group's offsets arrive."""
+source groups, or dozens of mirrored topics, must not cost a round trip each per sync pass: at
+100 ms a round trip that is a minute for 600 groups, while the offsets a failover resumes from
+grow stale, and topic configs and partition counts trail the source.
+- Groups: the sync asks the source for every group's offsets in a request per coordinator and
+  up to 256 groups (OffsetFetch v8, KIP-709; coordinators found with one FindCoordinator v4,
+  KIP-699), as Kafka's Admin does.
+- Topics: one Metadata and one DescribeConfigs for every mirrored topic of a pass.
+The source's request counters show it, and every group's offsets and every topic's config
+arrive."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient
 
-from kmirror.client.admin import Admin
+from kmirror.client.admin import Admin, AlterConfigOp, ConfigResourceType, NewTopic
 from kmirror.client.groups import OffsetAndMetadata
 from kmirror.testing.link import Link
 from kmirror.testing.metrics_scrape import request_count
@@ -90,3 +94,40 @@ def test_hundreds_of_groups_sync_in_a_few_requests_per_pass(linked: tuple[LocalC
         admin.close()
     assert {g: sorted((tp.partition, om.offset, om.metadata) for tp, om in seen[g].items()) for g in GROUPS} == {
         g: [(p, 2, "m2") for p in range(PARTITIONS)] for g in GROUPS}
+
+
+def test_dozens_of_topics_sync_their_configs_in_two_requests_per_pass(linked: tuple[LocalCluster, LocalCluster],
+                                                                     tmp_path: Path) -> None:
+    source, dest = linked
+    metrics = int(source.overrides["metrics.port"])
+    topics = [f"table-{i:02d}" for i in range(40)]
+
+    async def create_and_set(retention_ms: int | None) -> None:
+        async with await Admin.connect(source.bootstrap) as admin:
+            if retention_ms is None:
+                await admin.create_topics([NewTopic(t, 1, 1) for t in topics])
+                return
+            for t in topics:
+                await admin.incremental_alter_configs(ConfigResourceType.TOPIC, t,
+                                                      [("retention.ms", AlterConfigOp.SET, str(retention_ms))])
+
+    def retention_at_dest() -> set[str | None]:
+        async def read() -> set[str | None]:
+            async with await Admin.connect(dest.bootstrap) as admin:
+                found = await admin.describe_configs_results(ConfigResourceType.TOPIC, topics, ["retention.ms"])
+            return {None if isinstance(v, Exception) else {e.name: e.value for e in v}.get("retention.ms")
+                    for v in found.values()}
+        return asyncio.run(read())
+
+    asyncio.run(create_and_set(None))
+    create_mirror(dest, source.link_bootstrap, "m", "table-.*", tmp_path / "mirror.properties")
+    asyncio.run(create_and_set(3_600_000))
+    wait_until(lambda: retention_at_dest() == {"3600000"}, "every topic's retention.ms at the destination",
+               seen=retention_at_dest)
+
+    before = {api: request_count(metrics, api) for api in ("DescribeCluster", "DescribeConfigs")}
+    wait_until(lambda: request_count(metrics, "DescribeCluster") >= before["DescribeCluster"] + 3, "3 more passes")
+    passes = request_count(metrics, "DescribeCluster") - before["DescribeCluster"]
+    described = request_count(metrics, "DescribeConfigs") - before["DescribeConfigs"]
+    print(f"{passes:.0f} passes (DescribeCluster): {described:.0f} DescribeConfigs")
+    assert described <= passes + 1, (described, passes)  # one a pass; a request per topic made 40
