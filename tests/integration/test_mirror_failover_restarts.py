@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once
-from kmirror.testing.chaos import clusters_in, fail_over, mirror_states, set_up
+from kmirror.testing.chaos import clusters_in
+from kmirror.testing.chaos_checks import fail_over, mirror_states, set_up
 from kmirror.testing.mirror_clusters import clusters_up, wait_until
 from kmirror.testing.processes import LocalCluster
 

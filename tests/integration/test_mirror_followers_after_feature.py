@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from kmirror.testing.acked_writer import partition_layout
-from kmirror.testing.chaos import BROKERS, REPLICATED_CLUSTER, fully_in_sync
+from kmirror.testing.chaos import REPLICATED_CLUSTER
+from kmirror.testing.chaos_checks import BROKERS, fully_in_sync
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror

@@ -20,14 +20,15 @@ the mirror reaches the other cluster only through it), both ways at once:
 
 The source is written to by an idempotent acks=all producer (`orders`) and by a
 transactional producer committing and aborting at random (`payments`); both topics are
-mirrored. The checks, after every fault has ended: both writers get writes through again within
+mirrored. Consumer groups commit `orders` offsets at the source (`group_committer`). The checks, after every fault has ended: both writers get writes through again within
 3 minutes (liveness); then, with the writers finished:
 1. every partition fully in sync at both ends, and the mirror MIRRORING with lag 0;
 2. every replica of both clusters holds the source leader's batches, byte for byte, at the
    same offsets;
 3. every record the source acknowledged is at its offset at the source and at the
    destination, once; a read_committed consumer at either end sees every committed
-   transaction whole and once, and no aborted one;
+   transaction whole and once, and no aborted one; every group's offsets at the destination
+   are the source's;
 4. failover (`--remove`): every partition STOPPED and writable, offsets continuing after the
    mirrored ones.
 
@@ -45,6 +46,7 @@ mirror's lag makes the destination's copy a prefix of the source instead of all 
   records whole or not at all, and no aborted one (each partition is cut at its own LSO: a
   transaction across partitions may survive in some and not in others, as KIP-1279 says:
   no exactly-once across clusters);
+- each group offset the destination holds is one its consumer committed at the source;
 - the destination takes writes right after the marker.
 Then failback, under a second plan of faults with the roles swapped: the old source mirrors
 the destination back (same mirror name) while the destination is written to, and must end
@@ -65,32 +67,34 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from typing import TypeVar
 
-from kmirror.records.control import ControlType, read_control_type
 from kmirror.runtime.local_cluster import CONTROLLER_NODE_ID
-from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout
-from kmirror.testing.kafka_clients import end_offsets, produce_delivered, watermarks
+from kmirror.testing.acked_writer import AckedWriter
+from kmirror.testing.chaos_checks import (
+    BROKERS,
+    CONVERGE_TIMEOUT_S,
+    MIRROR,
+    PARTITIONS,
+    TOPIC,
+    TOPICS,
+    TXN_TOPIC,
+    check_converged,
+    check_disaster_copy,
+    check_source,
+    fail_over,
+    set_up,
+    write_after_failover,
+    writers_make_progress,
+)
+from kmirror.testing.group_committer import GroupCommitter, assert_only_committed_offsets, assert_synced
 from kmirror.testing.link import Link
-from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, wait_until
+from kmirror.testing.mirror_clusters import clusters_up, create_mirror, wait_until
 from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block, kmirror
-from kmirror.testing.segments import log_batches
 from kmirror.testing.transactional_writer import (
     TransactionalWriter,
-    assert_committed_exactly,
-    assert_whole_or_absent,
 )
 
-T = TypeVar("T")
-
-TOPIC = "orders"
-TXN_TOPIC = "payments"
-TOPICS = (TOPIC, TXN_TOPIC)
-PARTITIONS = 3
-BROKERS = (1, 2, 3)
-MIRROR = "m"
 CLUSTERS = ("source", "destination")
 # 3-broker settings: failures detected in about 3 s, replication factor 3 for every topic.
 REPLICATED_CLUSTER = {
@@ -109,7 +113,6 @@ LINK = "link"  # the track of the link's faults: (kind, weight, longest hold)
 LINK_FAULTS = (("link-cut", 1, 8.0), ("link-blackhole", 1, 40.0), ("link-slow", 1, 30.0))
 SLOW_LINK_MS = 200  # each way
 DISASTERS = ("crash", "partition")
-CONVERGE_TIMEOUT_S = 180
 
 
 @dataclass(frozen=True)
@@ -247,101 +250,6 @@ def mirror_command(dest: LocalCluster, action: str) -> None:
                f"kmirror mirrors {action}", timeout_s=CONVERGE_TIMEOUT_S)
 
 
-def retry(condition: Callable[[], T], what: str) -> T:
-    """Metadata or a broker is briefly unavailable after a fault: an exception is "not yet"."""
-    return wait_until(condition, what, timeout_s=CONVERGE_TIMEOUT_S, retry_on=(Exception,))
-
-
-def mirror_rows(bootstrap: str) -> dict[tuple[str, int], tuple[int, int, int, str]]:
-    """(topic, partition) -> (source offset, destination offset, lag, state)."""
-    return {(t, p): row for (m, t, p), row in describe(bootstrap).items() if m == MIRROR}
-
-
-def mirror_states(bootstrap: str) -> set[str]:
-    rows = mirror_rows(bootstrap)
-    return {row[3] for row in rows.values()} if len(rows) == len(TOPICS) * PARTITIONS else set()
-
-
-def fully_in_sync(cluster: LocalCluster, topics: tuple[str, ...] = TOPICS) -> bool:
-    """Every partition of `topics` has all three brokers in its ISR."""
-    return all(len(isr) == len(BROKERS) for topic in topics
-               for _, _, isr in partition_layout(cluster.bootstrap, topic).values())
-
-
-def source_batches(source: LocalCluster) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
-    out = {}
-    for topic in TOPICS:
-        leaders = partition_layout(source.bootstrap, topic)
-        out.update({(topic, p): log_batches(source, topic, p, leaders[p][0]) for p in range(PARTITIONS)})
-    return out
-
-
-def replicas_identical(clusters: list[LocalCluster], expected: dict[tuple[str, int], list[tuple[int, bytes]]]) -> bool:
-    return all(log_batches(c, topic, p, n) == batches for c in clusters for (topic, p), batches in expected.items()
-               for n in BROKERS)
-
-
-def set_up(source: LocalCluster, dest: LocalCluster, work: Path, through: str | None = None) -> None:
-    """The topics at the source, mirrored to the destination, which reaches the source at
-    `through` (default: its own listeners)."""
-    for topic in TOPICS:
-        kmirror("topics", "--bootstrap-server", source.bootstrap, "--create", "--topic", topic, "--partitions",
-                str(PARTITIONS), "--replication-factor", "3", "--config", "min.insync.replicas=2")
-    retry(lambda: fully_in_sync(source), "source partitions fully in sync")
-    create_mirror(dest, through or source.bootstrap, MIRROR, "|".join(TOPICS), work / "mirror.properties")
-    retry(lambda: mirror_states(dest.bootstrap) == {"MIRRORING"}, "the mirror MIRRORING")
-
-
-def check_source(source: LocalCluster, writer: AckedWriter, txn_writer: TransactionalWriter) -> dict[str, list[int]]:
-    """Checks 1-3 at the source alone; returns its log end offsets."""
-    retry(partial(fully_in_sync, source), "source: every partition fully in sync")
-    expected = retry(lambda: source_batches(source), "the source leaders' batches")
-    retry(lambda: replicas_identical([source], expected), "every source replica byte-identical")
-    assert_acked_mirrored_once(source.bootstrap, writer, timeout_s=CONVERGE_TIMEOUT_S)
-    assert_committed_exactly(source.bootstrap, txn_writer)
-    return {t: retry(partial(end_offsets, source.bootstrap, t, PARTITIONS), f"{t}: source log end offsets")
-            for t in TOPICS}
-
-
-def check_converged(source: LocalCluster, dest: LocalCluster, writer: AckedWriter,
-                    txn_writer: TransactionalWriter) -> dict[str, list[int]]:
-    """Checks 1-3 of the module's docstring; returns the source's log end offsets."""
-    ends = check_source(source, writer, txn_writer)
-    retry(partial(fully_in_sync, dest), "destination: every partition fully in sync")
-    caught_up = {(t, p): (ends[t][p], ends[t][p], 0, "MIRRORING") for t in TOPICS for p in range(PARTITIONS)}
-    retry(lambda: mirror_rows(dest.bootstrap) == caught_up, "--describe: every partition MIRRORING with lag 0")
-    expected = source_batches(source)
-    retry(lambda: replicas_identical([source, dest], expected), "every replica of both clusters byte-identical")
-    assert_acked_mirrored_once(dest.bootstrap, writer, timeout_s=CONVERGE_TIMEOUT_S)
-    assert_committed_exactly(dest.bootstrap, txn_writer)
-    return ends
-
-
-def writers_make_progress(writer: AckedWriter, txn_writer: TransactionalWriter) -> None:
-    """Liveness once every fault has ended: both writers get writes through again (a cluster
-    that stays stuck after healing fails the run, even if it loses nothing)."""
-    acked, committed = len(writer.acked), len(txn_writer.committed)
-    wait_until(lambda: len(writer.acked) > acked + 20 and len(txn_writer.committed) > committed + 3,
-               "both writers to get writes through after the faults", timeout_s=CONVERGE_TIMEOUT_S,
-               seen=lambda: (len(writer.acked) - acked, len(txn_writer.committed) - committed,
-                             sorted({str(e) for e in writer.failed})[:3], txn_writer.errors[-3:]))
-
-
-def fail_over(dest: LocalCluster) -> None:
-    """`--remove` of both topics, then every partition STOPPED."""
-    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", "|".join(TOPICS))
-    retry(lambda: mirror_states(dest.bootstrap) == {"STOPPED"}, "every partition STOPPED")
-
-
-def write_after_failover(dest: LocalCluster, ends: dict[str, list[int]]) -> None:
-    """Check 4's write: a producer's records land right after each MIRROR_PID_RESET marker,
-    which is at `ends` (the mirrored log end)."""
-    for topic in TOPICS:
-        delivered = produce_delivered({"bootstrap.servers": dest.bootstrap, "enable.idempotence": True, "acks": "all"},
-                                      topic, [(p, b"after", b"written at the destination") for p in range(PARTITIONS)])
-        assert sorted(delivered) == [(p, ends[topic][p] + 1) for p in range(PARTITIONS)], (topic, delivered, ends)
-
-
 def disaster_fail_over(source: LocalCluster, dest: LocalCluster, links: list[Link], disaster: str,
                        log: Callable[[str], None]) -> None:
     """The disaster, then the destination failed over without the source: with "crash" every
@@ -360,26 +268,6 @@ def disaster_fail_over(source: LocalCluster, dest: LocalCluster, links: list[Lin
     if disaster == "crash":
         source.start_all()
         log("disaster: the source started again")
-
-
-def check_disaster_copy(source: LocalCluster, dest: LocalCluster, txn_writer: TransactionalWriter) -> dict[str, list[int]]:
-    """The destination's copy after a disaster failover (the module's docstring); returns the
-    offsets of its MIRROR_PID_RESET markers."""
-    retry(partial(fully_in_sync, dest), "destination: every partition fully in sync")
-    source_logs = source_batches(source)
-    dest_leaders = {t: partition_layout(dest.bootstrap, t) for t in TOPICS}
-    dest_logs = {(t, p): log_batches(dest, t, p, dest_leaders[t][p][0]) for t in TOPICS for p in range(PARTITIONS)}
-    retry(lambda: replicas_identical([dest], dest_logs), "every destination replica byte-identical")
-    resets: dict[str, list[int]] = {t: [] for t in TOPICS}
-    for (topic, p), batches in dest_logs.items():
-        *mirrored, (reset_offset, reset) = batches
-        assert read_control_type(reset) == ControlType.MIRROR_PID_RESET, (topic, p, "no MIRROR_PID_RESET last")
-        assert mirrored == source_logs[(topic, p)][:len(mirrored)], f"{topic}-{p}: not a prefix of the source"
-        resets[topic].append(reset_offset)
-        low, hw = watermarks(dest.bootstrap, topic, p)
-        assert watermarks(dest.bootstrap, topic, p, "read_committed") == (low, hw), f"{topic}-{p}: LSO below HW"
-    assert_whole_or_absent(dest.bootstrap, txn_writer, per_partition=True)
-    return resets
 
 
 def run(source: LocalCluster, dest: LocalCluster, seed: int, seconds: float, work: Path,
@@ -404,16 +292,17 @@ def run_linked(source: LocalCluster, dest: LocalCluster, links: list[Link], seed
     set_up(source, dest, work, through=source.link_bootstrap)
     writer = AckedWriter(source.bootstrap, f"chaos-{seed}", TOPIC, PARTITIONS)
     txn_writer = TransactionalWriter(source.bootstrap, f"chaos-txn-{seed}", TXN_TOPIC, PARTITIONS, seed)
-    writer.start()
-    txn_writer.start()
+    groups = GroupCommitter(source.bootstrap, f"chaos-{seed}", TOPIC, PARTITIONS)
+    for thread in (writer, txn_writer, groups):
+        thread.start()
     try:
         Nemesis({"source": source, "destination": dest}, links, log).run(plan)
         writers_make_progress(writer, txn_writer)
         if disaster:
             disaster_fail_over(source, dest, links, disaster, log)
     finally:
-        writer.finish()
-        txn_writer.finish()
+        for thread in (writer, txn_writer, groups):
+            thread.finish()
     log(f"{TOPIC}: acknowledged {len(writer.acked)} records, {len(writer.failed)} deliveries failed "
         f"{sorted({str(e) for e in writer.failed})[:3]}")
     log(f"{TXN_TOPIC}: {len(txn_writer.committed)} transactions committed, {len(txn_writer.aborted)} aborted, "
@@ -422,11 +311,14 @@ def run_linked(source: LocalCluster, dest: LocalCluster, links: list[Link], seed
         source_ends = check_source(source, writer, txn_writer)
         ends = check_disaster_copy(source, dest, txn_writer)
         log(f"disaster copy: MIRROR_PID_RESET at {ends} (source log ends {source_ends}), a byte-identical prefix "
-            "of the source on every replica, every transaction whole or absent in each partition")
+            "of the source on every replica, every transaction whole or absent in each partition; "
+            f"{assert_only_committed_offsets(groups, dest.bootstrap)} group offsets, each one its consumer committed")
     else:
         ends = check_converged(source, dest, writer, txn_writer)
+        synced = assert_synced(groups, source.bootstrap, dest.bootstrap, CONVERGE_TIMEOUT_S)
         log(f"converged: source log end offsets {ends}, every replica byte-identical, every acknowledged record "
-            "once, every committed transaction whole")
+            f"once, every committed transaction whole, {len(synced)} group offsets synced "
+            f"({groups.committed} commits, {len(groups.errors)} failed)")
         fail_over(dest)
     write_after_failover(dest, ends)
     log("failover: every partition STOPPED and writable after its MIRROR_PID_RESET")

@@ -177,13 +177,12 @@ class Link:
             while (chunk := chunks.get()) is not None:
                 due, data = chunk
                 time.sleep(max(0.0, due - time.monotonic()))
-                try:
-                    if not self._flowing(pair):
-                        break
-                    dst.sendall(data)
-                finally:
-                    with self.changed:
-                        pair.pending -= 1
+                flowing = self._flowing(pair)
+                with self.changed:
+                    pair.pending -= 1  # before the send: its receiver may look at `held` at once
+                if not flowing:
+                    break
+                dst.sendall(data)
         except OSError:
             pass
         with self.changed:

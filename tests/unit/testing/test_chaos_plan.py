@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 from kmirror.runtime.local_cluster import CONTROLLER_NODE_ID
-from kmirror.testing.chaos import BROKERS, LINK, plan_faults
+from kmirror.testing.chaos import LINK, plan_faults
+from kmirror.testing.chaos_checks import BROKERS
 
 
 def test_a_seed_replays_its_plan_and_another_seed_differs() -> None:
