@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from line_plot import save_line_plot
+
 from kmirror.client.admin import Admin
 from kmirror.client.groups import OffsetAndMetadata
 from kmirror.testing.kafka_clients import produce_delivered
@@ -104,22 +106,11 @@ def run(groups_n: int, rtt_ms: float, rounds: int) -> list[float]:
 
 
 def plot(results: dict[tuple[int, float], list[float]], path: Path) -> None:
-    import matplotlib  # imported here only: most runs plot nothing
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for rtt in sorted({r for _, r in results}):
-        points = sorted((g, statistics.median(lags[1:] or lags)) for (g, r), lags in results.items() if r == rtt)
-        ax.plot([g for g, _ in points], [lag for _, lag in points], "o-", label=f"{rtt:g} ms round trip")
-    ax.set_xlabel("consumer groups at the source")
-    ax.set_ylabel("commit at the source to the destination, s")
-    ax.set_title("Group offset sync across the link (median of rounds)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_line_plot(path, {f"{rtt:g} ms round trip": [(g, statistics.median(lags[1:] or lags))
+                                                      for (g, r), lags in results.items() if r == rtt]
+                          for rtt in sorted({r for _, r in results})},
+                   "consumer groups at the source", "commit at the source to the destination, s",
+                   "Group offset sync across the link (median of rounds)")
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ from kmirror.testing.mirror_clusters import clusters_up, create_mirror
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 sys.path.insert(0, str(Path(__file__).parent))
+from line_plot import save_line_plot  # noqa: E402
 from mirror import PARTITIONS, end_offsets, fill, log_bytes, records  # noqa: E402  (bench/mirror.py)
 
 SETTINGS = {
@@ -103,22 +104,10 @@ def run(mb: int, rtts: list[float], base: Path) -> dict[tuple[str, float], Resul
 
 
 def plot(results: dict[tuple[str, float], Result], path: Path) -> None:
-    import matplotlib  # imported here only: most runs plot nothing
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for name in SETTINGS:
-        points = sorted((rtt, rate) for (n, rtt), (_, rate) in results.items() if n == name)
-        ax.plot([r for r, _ in points], [v for _, v in points], "o-", label=name)
-    ax.set_xlabel("round trip between the sites, ms")
-    ax.set_ylabel("mirrored, MB/s of source log")
-    ax.set_title(f"Mirror throughput across the link ({CODEC}, {PARTITIONS} partitions)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_line_plot(path, {name: [(rtt, rate) for (n, rtt), (_, rate) in results.items() if n == name]
+                          for name in SETTINGS},
+                   "round trip between the sites, ms", "mirrored, MB/s of source log",
+                   f"Mirror throughput across the link ({CODEC}, {PARTITIONS} partitions)")
 
 
 def main() -> None:

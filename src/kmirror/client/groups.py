@@ -296,13 +296,7 @@ class GroupAdmin:
                       committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata, commit_timestamp=-1)
                 for p, om in parts)) for topic, parts in by_topic.items()),
         ))
-        out: dict[TopicPartition, KafkaError | None] = {}
-        for t in response.topics:
-            for p in t.partitions:
-                tp = TopicPartition(t.name, int(p.partition_index))
-                code = int(p.error_code)
-                out[tp] = KafkaError(code, None, f"OffsetCommit {group_id} {tp}") if code else None
-        return out
+        return _partition_errors(response.topics, f"OffsetCommit {group_id}")
 
     async def describe_consumer_groups(self, group_ids: Iterable[str]) -> dict[str, ConsumerGroupDescription]:
         """Each group as Kafka's Admin describes it: ConsumerGroupDescribe first (a KIP-848
@@ -378,13 +372,7 @@ class GroupAdmin:
                 await asyncio.sleep(0.1 * (attempt + 1))
                 continue
             check(code, None, f"OffsetDelete {group_id}")
-            out: dict[TopicPartition, KafkaError | None] = {}
-            for t in response.topics:
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, int(p.partition_index))
-                    err = int(p.error_code)
-                    out[tp] = KafkaError(err, None, f"OffsetDelete {group_id} {tp}") if err else None
-            return out
+            return _partition_errors(response.topics, f"OffsetDelete {group_id}")
         raise AssertionError("unreachable")
 
 
@@ -448,3 +436,14 @@ def _committed(group_id: str, topics: Iterable[Any]) -> dict[TopicPartition, Off
 
 def _coordinator_moved(results: Mapping[TopicPartition, KafkaError | None]) -> bool:
     return any(e is not None and e.error_code in _COORDINATOR_ERRORS for e in results.values())
+
+
+def _partition_errors(topics: Iterable[Any], context: str) -> dict[TopicPartition, KafkaError | None]:
+    """Each partition of an answer: None, or its error named with `context`."""
+    out: dict[TopicPartition, KafkaError | None] = {}
+    for t in topics:
+        for p in t.partitions:
+            tp = TopicPartition(t.name, int(p.partition_index))
+            code = int(p.error_code)
+            out[tp] = KafkaError(code, None, f"{context} {tp}") if code else None
+    return out
