@@ -33,7 +33,7 @@ async def _alter(services: BrokerServices, ctx: RequestContext, request: Any) ->
     rt = ctx.response_type
     cls = nested(rt, "AlterConfigsResourceResponse")
     validate_only = bool(request.validate_only)
-    errors: dict[int, ApiError] = {}
+    answers: dict[int, ApiError] = {}
     changes: list[tuple[int, ConfigResource, list[AlterableConfig]]] = []
     for i, r in enumerate(request.resources):
         resource = ConfigResource(int(r.resource_type), r.resource_name)
@@ -41,28 +41,28 @@ async def _alter(services: BrokerServices, ctx: RequestContext, request: Any) ->
         for c in r.configs:
             op = int(c.config_operation)
             if op not in AlterConfigOp._value2member_map_:
-                errors[i] = ApiError(ErrorCode.invalid_request, f"Unknown alter config operation {op}")
+                answers[i] = ApiError(ErrorCode.invalid_request, f"Unknown alter config operation {op}")
                 break
             ops.append(AlterableConfig(c.name, AlterConfigOp(op), c.value))
-        if i in errors:
+        if i in answers:
             continue
         if resource.type == ConfigResourceType.BROKER_LOGGER:
-            errors[i] = alter_loggers(services.node_id, resource, ops, validate_only)
+            answers[i] = alter_loggers(services.node_id, resource, ops, validate_only)
         else:
             changes.append((i, resource, ops))
     if changes and services.metadata.forwarding:  # a broker-only node: the controller answers
         forwarded = await services.broker_metadata.forward(dataclasses.replace(
             request, resources=tuple(request.resources[i] for i, _, _ in changes)))
         for (i, _, _), answer in zip(changes, forwarded.responses, strict=True):
-            errors[i] = ApiError(ErrorCode(int(answer.error_code)), answer.error_message)
+            answers[i] = ApiError(ErrorCode(int(answer.error_code)), answer.error_message)
     elif changes:
         results = await services.controller_metadata.incremental_alter_configs(
             [(r, ops) for _, r, ops in changes], validate_only=validate_only)
         for (i, _, _), result in zip(changes, results, strict=True):
-            errors[i] = result.error
+            answers[i] = result.error
     out = []
     for i, r in enumerate(request.resources):
-        error = errors[i]
+        error = answers[i]
         out.append(
             build(
                 cls,
