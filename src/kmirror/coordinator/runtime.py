@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Collection, Coroutine, Iterable
 from typing import Generic, Protocol, TypeVar
 
 from kmirror.coordinator.config import CoordinatorConfig
@@ -367,6 +367,11 @@ class GroupCoordinatorService(KeyValueCoordinatorRuntime):
         self.core_config = config if isinstance(config, CoordinatorConfig) else CoordinatorConfig.from_server_config(config)
         super().__init__(GroupCoordinator(self.core_config, clock, lambda: str(uuid.uuid4()), topics), log, clock,
                          "__consumer_offsets")
+
+    def on_topics_deleted(self, topics: Collection[str]) -> None:
+        """Tombstone the committed offsets of topics the metadata image dropped."""
+        if topics:
+            self._spawn(self._execute(self.core.on_topics_deleted(topics)))
 
     def partition_for(self, group_id: str) -> int:
         return self.core.partition_for(group_id)

@@ -1,5 +1,8 @@
 """Committed-offset expiration in the sans-IO core, on a manual clock (KIP-211 as Kafka 4's
-group coordinator runs it: `kmirror.coordinator.offsets.expiration`)."""
+group coordinator runs it: `kmirror.coordinator.offsets.expiration`), and the offsets of
+deleted topics, which leave every group at once, tombstoned (Kafka `onPartitionsDeleted`:
+`kmirror.coordinator.offsets.deleted_topics`), so that a topic re-created under the same name
+does not resume at the old one's positions."""
 
 from __future__ import annotations
 
@@ -272,3 +275,50 @@ def test_a_group_stored_without_a_state_timestamp_expires_from_its_commits():
     assert committed(core) == {("t", 0): 1}
     out = check(core, clock, 1)
     assert committed(core) == {} and listed(core) == [] and len(out.appends) == 1
+
+
+# ---- deleted topics ---------------------------------------------------------------------
+
+def test_every_groups_offsets_of_a_deleted_topic_are_tombstoned_and_the_others_kept():
+    h = harness()
+    commit(h, group="a", offsets=(("gone", 0, 10), ("gone", 1, 12), ("kept", 0, 3)))
+    commit(h, group="b", offsets=(("gone", 0, 7),))
+    mark = len(h.log.partitions[0])
+    h.run(h.core.on_topics_deleted({"gone"}))
+    assert committed(h.core, "a") == {("kept", 0): 3}
+    assert committed(h.core, "b") == {}
+    assert sorted(tombstones(h, mark)) == [("a", "gone", 0), ("a", "gone", 1), ("b", "gone", 0)]
+    assert listed(h.core) == ["a", "b"]  # a group without offsets stays until expiration
+    mark = len(h.log.partitions[0])
+    h.run(h.core.on_topics_deleted({"never-committed"}))
+    assert tombstones(h, mark) == []
+
+
+def test_a_consumer_groups_offsets_go_too():
+    cg = ConsumerGroups(**EVERY_ADVANCE_CHECKS)
+    cg.join("m", topics=("gone",))
+    cg.settle()
+    commit(cg.h, generation=cg.clients["m"].epoch, member="m", offsets=(("gone", 0, 4), ("kept", 0, 2)))
+    cg.h.run(cg.core.on_topics_deleted({"gone"}))
+    assert committed(cg.core) == {("kept", 0): 2}
+
+
+def test_a_transaction_committed_after_the_deletion_does_not_bring_its_offsets_back():
+    h = harness()
+    rid = h.next_request_id()
+    h.run(txn_commit_offsets(h.core, rid, group_id="g", producer_id=7, producer_epoch=0, generation_id=-1,
+                             member_id="", group_instance_id=None,
+                             offsets=[OffsetToCommit("gone", 0, 5, -1, None), OffsetToCommit("kept", 0, 6, -1, None)]))
+    assert [p.error for p in h.responses[rid].partitions] == [E.none, E.none]
+    h.run(h.core.on_topics_deleted({"gone"}))
+    replay_end_transaction_marker(h.core, 0, producer_id=7, committed=True)
+    assert committed(h.core) == {("kept", 0): 6}
+
+
+def test_only_loaded_partitions_are_touched():
+    h = harness(offsets_topic_num_partitions=2)
+    commit(h, group="a", offsets=(("gone", 0, 1),))
+    partition = h.core.partition_for("a")
+    h.core.begin_load(partition)  # moving: not this coordinator's to write now
+    out = h.core.on_topics_deleted({"gone"})
+    assert out.appends == []

@@ -13,7 +13,7 @@ coordinates it only while it leads that partition and has loaded it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from kmirror.coordinator.config import CoordinatorConfig
@@ -26,7 +26,7 @@ from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.member import MemberMetadata, Protocol
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.group.static_rejoin import rejoin_static
-from kmirror.coordinator.offsets import expiration, replay
+from kmirror.coordinator.offsets import deleted_topics, expiration, replay
 from kmirror.coordinator.offsets.partitioner import partition_for
 from kmirror.coordinator.partition_status import PartitionStatus, partition_coordinator_error
 from kmirror.coordinator.results import (
@@ -432,6 +432,12 @@ class GroupCoordinator:
         out.extend(membership.expire(self, now_ms))
         out.extend(expiration.poll(self, now_ms))
         return out
+
+    def on_topics_deleted(self, topics: Collection[str]) -> GroupOutput:
+        """Kafka `onPartitionsDeleted`: the committed offsets of topics the metadata image
+        dropped leave every group of the partitions loaded here (`offsets.deleted_topics`)."""
+        loaded = {p for p, status in self.state.partitions.items() if status is PartitionStatus.LOADED}
+        return deleted_topics.delete_offsets_of(self, topics, loaded)
 
     # ---- persistence -----------------------------------------------------------------
 
