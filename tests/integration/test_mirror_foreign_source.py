@@ -26,7 +26,9 @@ from uuid import UUID
 import pytest
 from confluent_kafka import Producer
 
+from kmirror.client.admin import Admin
 from kmirror.client.cluster import Cluster
+from kmirror.client.groups import OffsetAndMetadata
 from kmirror.kip1279.errors import MirrorError
 from kmirror.protocol.entities import build, nested
 from kmirror.records.batch import iter_batches
@@ -36,6 +38,7 @@ from kmirror.testing.kafka_clients import end_offsets, produce_delivered, produc
 from kmirror.testing.mirror_clusters import create_mirror, describe, topic_id, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.segments import first_segment, log_batches
+from kmirror.types import TopicPartition as TP
 
 pytestmark = pytest.mark.integration
 
@@ -219,3 +222,28 @@ def test_mirror_from_a_foreign_source(foreign_source: ForeignSource, dest: Local
         for f in held.values():
             f.close()
     wait_until(lambda: {row[3] for row in describe(dest.bootstrap).values()} == {"MIRRORING"}, "MIRRORING again")
+
+
+def test_group_offsets_at_an_older_source_are_asked_a_group_at_a_time() -> None:
+    """The group sync's client against a source without FindCoordinator v4 and OffsetFetch v8
+    (the mock cluster speaks v3 and v6): a request per group, all in flight. Commits land; the
+    mock answers a fetch of all topics with a null list, read as no offsets, not an error."""
+    source = MockKafkaCluster(brokers=3)
+    source.up()
+    try:
+        produce_delivered({"bootstrap.servers": source.bootstrap}, TOPIC, [(0, b"k", b"v")])
+        groups = [f"g{i}" for i in range(5)]
+
+        async def commit_and_fetch() -> tuple[dict, dict]:
+            async with await Admin.connect(source.bootstrap) as admin:
+                conn = await admin.cluster.any_connection()
+                assert conn.api_versions[10][1] < 4 and conn.api_versions[9][1] < 8, conn.api_versions
+                committed = await admin.alter_consumer_groups_offsets(
+                    {g: {TP(TOPIC, 0): OffsetAndMetadata(1)} for g in groups})
+                return committed, await admin.list_consumer_groups_offsets(groups)
+
+        committed, fetched = asyncio.run(commit_and_fetch())
+        assert committed == {g: {TP(TOPIC, 0): None} for g in groups}
+        assert fetched == {g: {} for g in groups}
+    finally:
+        source.down()

@@ -421,10 +421,11 @@ def assigned_partitions(assignment: bytes) -> frozenset[TopicPartition]:
     return frozenset(TopicPartition(topic, p) for topic, ps in partitions for p in ps)
 
 
-def _committed(group_id: str, topics: Iterable[Any]) -> dict[TopicPartition, OffsetAndMetadata]:
-    """An OffsetFetch answer's committed offsets (a partition without one, offset -1, left out)."""
+def _committed(group_id: str, topics: Iterable[Any] | None) -> dict[TopicPartition, OffsetAndMetadata]:
+    """An OffsetFetch answer's committed offsets (a partition without one, offset -1, left out;
+    librdkafka's mock cluster answers a fetch of all topics with none: null)."""
     out: dict[TopicPartition, OffsetAndMetadata] = {}
-    for t in topics:
+    for t in topics or ():
         for p in t.partitions:
             tp = TopicPartition(t.name, int(p.partition_index))
             check(p.error_code, None, f"OffsetFetch {group_id} {tp}")
