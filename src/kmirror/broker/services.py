@@ -8,7 +8,7 @@ from typing import Any
 from kmirror.broker.authorization import ALLOW_ALL, RequestAuthorizer
 from kmirror.broker.quotas.managers import QuotaManagers
 from kmirror.config.server import ServerConfig
-from kmirror.coordinator.runtime import GroupCoordinatorService
+from kmirror.coordinator.group.service import GroupCoordinatorService
 from kmirror.coordinator.transaction.service import TransactionCoordinatorService
 from kmirror.metadata.broker_service import BrokerMetadataService
 from kmirror.metadata.controller_service import MetadataService

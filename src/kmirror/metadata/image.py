@@ -193,6 +193,13 @@ class MetadataImage:
         """Registered, unfenced brokers sorted by id."""
         return [b for _, b in sorted(self.brokers.items()) if not b.fenced]
 
+    def topics_deleted_since(self, old: MetadataImage | None) -> set[str]:
+        """Topics of `old` whose topic id this image no longer has: deleted, or deleted and
+        re-created under the same name (Kafka's `TopicsDelta.deletedTopicIds`)."""
+        if old is None:
+            return set()
+        return {name for name, topic in old.topics.items() if topic.topic_id not in self.topics_by_id}
+
 
 EMPTY_IMAGE = MetadataImage()
 

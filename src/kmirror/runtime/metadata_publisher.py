@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 
 from kmirror.broker.txn_markers import CONSUMER_OFFSETS
 from kmirror.config.mirror import MIRROR_STATE_TOPIC
-from kmirror.coordinator.runtime import GroupCoordinatorService
+from kmirror.coordinator.group.service import GroupCoordinatorService
 from kmirror.coordinator.transaction.config import TRANSACTION_STATE_TOPIC
 from kmirror.coordinator.transaction.service import TransactionCoordinatorService
 from kmirror.metadata.image import MetadataImage
@@ -89,19 +89,11 @@ class BrokerPublishSteps:
             self.replication.on_metadata_change(old_image, new_image)
             yield
         self.groups.on_partitions_led(rm.leader_partitions(CONSUMER_OFFSETS))
-        self.groups.on_topics_deleted(deleted_topics(old_image, new_image))
+        self.groups.on_topics_deleted(new_image.topics_deleted_since(old_image))
         self.transactions.on_partitions_led(rm.leader_partitions(TRANSACTION_STATE_TOPIC))
         self.mirrors.on_partitions_led(rm.leader_partitions(MIRROR_STATE_TOPIC))
         yield
         self.mirror_data_plane.on_metadata_change(new_image)
-
-
-def deleted_topics(old_image: MetadataImage | None, new_image: MetadataImage) -> set[str]:
-    """Topics of `old_image` whose topic id `new_image` no longer has (deleted, or deleted and
-    re-created under the same name)."""
-    if old_image is None:
-        return set()
-    return {name for name, topic in old_image.topics.items() if topic.topic_id not in new_image.topics_by_id}
 
 
 class MetadataPublisher:

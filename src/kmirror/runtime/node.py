@@ -40,7 +40,7 @@ from kmirror.config.mirror import MIRROR_STATE_TOPIC, state_topic_configs
 from kmirror.config.server import ServerConfig
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, topic_default
 from kmirror.coordinator.consumer_group.ports import topics_of
-from kmirror.coordinator.runtime import GroupCoordinatorService
+from kmirror.coordinator.group.service import GroupCoordinatorService
 from kmirror.coordinator.transaction.config import TRANSACTION_STATE_TOPIC, TransactionConfig
 from kmirror.coordinator.transaction.service import TransactionCoordinatorService
 from kmirror.kip1279.errors import error_name

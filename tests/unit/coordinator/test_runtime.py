@@ -1,8 +1,8 @@
 import asyncio
 
 from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.group.service import GroupCoordinatorService
 from kmirror.coordinator.offsets.commits import OffsetToCommit
-from kmirror.coordinator.runtime import GroupCoordinatorService
 from kmirror.ports import ManualClock
 from kmirror.protocol.errors import ErrorCode as E
 from kmirror.testing.groups import MemoryCoordinatorLog

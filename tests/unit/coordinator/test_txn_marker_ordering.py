@@ -17,9 +17,9 @@ from uuid import uuid4
 
 from kmirror.broker.txn_markers import MarkerEntry, write_txn_markers
 from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.group.service import GroupCoordinatorService
 from kmirror.coordinator.offsets.commits import OffsetToCommit
 from kmirror.coordinator.offsets.log_adapter import CoordinatorAppendError, ReplicaManagerCoordinatorLog
-from kmirror.coordinator.runtime import GroupCoordinatorService
 from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode as E
 from kmirror.replication.replica_manager import ReplicaManager

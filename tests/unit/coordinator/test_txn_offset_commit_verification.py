@@ -19,8 +19,8 @@ from kmirror.broker.api import RequestContext
 from kmirror.broker.handlers.txn_offset_commit import handle as txn_offset_commit
 from kmirror.broker.txn_markers import MarkerEntry, write_txn_markers
 from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.group.service import GroupCoordinatorService
 from kmirror.coordinator.offsets.txn_commits import txn_commit_error
-from kmirror.coordinator.runtime import GroupCoordinatorService
 from kmirror.coordinator.transaction.config import TransactionConfig
 from kmirror.coordinator.transaction.results import TxnMarker
 from kmirror.coordinator.transaction.service import TransactionCoordinatorService

@@ -19,7 +19,7 @@ from kmirror.broker.api import RequestContext
 from kmirror.broker.handlers import consumer_group_describe, consumer_group_heartbeat
 from kmirror.broker.services import BrokerServices
 from kmirror.coordinator.config import CoordinatorConfig
-from kmirror.coordinator.runtime import GroupCoordinatorService
+from kmirror.coordinator.group.service import GroupCoordinatorService
 from kmirror.metadata.image import ConfigResource, ConfigResourceType
 from kmirror.ports import ManualClock
 from kmirror.protocol.codec import RequestHeaderView

@@ -18,7 +18,7 @@ from kmirror.broker.api import RequestContext, load_handlers
 from kmirror.broker.authorizer_audit import AUDIT_LOGGER
 from kmirror.broker.services import BrokerServices
 from kmirror.coordinator.config import CoordinatorConfig
-from kmirror.coordinator.runtime import GroupCoordinatorService
+from kmirror.coordinator.group.service import GroupCoordinatorService
 from kmirror.metadata.controller.acls import AclOperation as Op
 from kmirror.metadata.controller.acls import ResourceType as Res
 from kmirror.metadata.image import AclBinding

@@ -27,7 +27,7 @@ from kmirror.broker.handlers import (
 )
 from kmirror.broker.services import BrokerServices
 from kmirror.coordinator.config import CoordinatorConfig
-from kmirror.coordinator.runtime import GroupCoordinatorService
+from kmirror.coordinator.group.service import GroupCoordinatorService
 from kmirror.ports import ManualClock
 from kmirror.protocol.codec import RequestHeaderView
 from kmirror.protocol.errors import ErrorCode as E

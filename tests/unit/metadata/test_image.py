@@ -49,6 +49,13 @@ def test_remove_topic_drops_its_configs() -> None:
     assert image.topics == {} and image.topics_by_id == {} and res not in image.configs
 
 
+def test_topics_deleted_since_an_image_include_one_recreated_under_its_name() -> None:
+    image = EMPTY_IMAGE.apply(_topic("a", T1, 1) + _topic("b", T2, 1), 2)
+    later = image.apply([r.RemoveTopicRecord(T1), *_topic("a", uuid.UUID(int=3), 1), r.RemoveTopicRecord(T2)], 4)
+    assert later.topics_deleted_since(image) == {"a", "b"}
+    assert later.topics_deleted_since(later) == set() and image.topics_deleted_since(None) == set()
+
+
 def test_config_delete_removes_empty_resource() -> None:
     image = EMPTY_IMAGE.apply([r.ConfigRecord(4, "1", "message.max.bytes", "10")], 0)
     assert image.configs[ConfigResource(4, "1")] == {"message.max.bytes": "10"}

@@ -8,8 +8,8 @@ import asyncio
 import itertools
 
 from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.group.service import GroupCoordinatorService
 from kmirror.coordinator.offsets.commits import OffsetToCommit
-from kmirror.coordinator.runtime import GroupCoordinatorService
 from kmirror.coordinator.transaction.config import TransactionConfig
 from kmirror.coordinator.transaction.results import TxnMarker
 from kmirror.coordinator.transaction.service import TOPIC_DELETED, TransactionCoordinatorService
