@@ -51,7 +51,10 @@ def read_as_group(bootstrap: str, limits: dict[int, int]) -> dict[int, list[int]
         consumer.subscribe([TOPIC])
         deadline = time.monotonic() + 60
         while any((read[p][-1] + 1 if read[p] else -1) < limits[p] for p in range(PARTITIONS)):
-            assert time.monotonic() < deadline, f"read only {read}"
+            assert time.monotonic() < deadline, (
+                f"read only {read}; assigned {consumer.assignment()}, "
+                f"positions {consumer.position([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])}, "
+                f"watermarks {[consumer.get_watermark_offsets(TopicPartition(TOPIC, p), 5) for p in range(PARTITIONS)]}")
             msg = consumer.poll(0.5)
             if msg is None or msg.error() is not None or msg.offset() >= limits[msg.partition()]:
                 continue
