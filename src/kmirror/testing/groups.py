@@ -10,6 +10,7 @@ from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.consumer_group.ports import TopicInfo
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.member import Protocol
+from kmirror.coordinator.offsets.replay import drop_held
 from kmirror.coordinator.results import GroupOutput
 from kmirror.log.producer_state import VerificationGuard
 from kmirror.ports import ManualClock
@@ -40,12 +41,19 @@ class MemoryCoordinatorLog:
             raise self.fail_with
         if producer_id >= 0:
             self.guards.append(verification_guard)
+        self.write(partition, records, producer_id)
+        return len(self.partitions.get(partition, [])) - 1
+
+    def write(self, partition: int, records: list[tuple[bytes, bytes | None]], producer_id: int = -1) -> None:
+        """Records of a producer's transaction are held until its marker; a tombstone outside
+        a transaction takes its key out of the open ones (as a log's replay does)."""
         if producer_id >= 0:
             self.transactional.setdefault(partition, {}).setdefault(producer_id, []).extend(records)
-            return len(self.partitions.get(partition, [])) - 1
-        log = self.partitions.setdefault(partition, [])
-        log.extend(records)
-        return len(log) - 1
+            return
+        self.partitions.setdefault(partition, []).extend(records)
+        for key, value in records:
+            if value is None:
+                drop_held(self.transactional.get(partition, {}), key)
 
     async def append_end_transaction_marker(self, partition: int, *, producer_id: int, producer_epoch: int,
                                             coordinator_epoch: int, committed: bool) -> int:
@@ -95,7 +103,7 @@ class CoreHarness:
         """Execute appends (to the memory log) and completions; return everything answered."""
         done = GroupOutput(responses=list(out.responses))
         for append in out.appends:
-            self.log.partitions.setdefault(append.partition, []).extend(append.records)
+            self.log.write(append.partition, list(append.records), append.producer_id)
             done.extend(self.run(self.core.on_append_completed(append.ticket, ErrorCode.none)))
         for rid, result in done.responses:
             self.responses[rid] = result

@@ -10,7 +10,7 @@ from kmirror.coordinator.consumer_group.messages import LEAVE_EPOCH, HeartbeatRe
 from kmirror.coordinator.group.admin import list_groups
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.state import GroupState
-from kmirror.coordinator.offsets.commits import OffsetToCommit, commit_offsets, fetch_offsets
+from kmirror.coordinator.offsets.commits import OffsetToCommit, commit_offsets, delete_offsets, fetch_offsets
 from kmirror.coordinator.offsets.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -303,16 +303,41 @@ def test_a_consumer_groups_offsets_go_too():
     assert committed(cg.core) == {("kept", 0): 2}
 
 
+def txn_commit(h, offsets, group="g", producer_id=7):
+    rid = h.next_request_id()
+    h.run(txn_commit_offsets(h.core, rid, group_id=group, producer_id=producer_id, producer_epoch=0,
+                             generation_id=-1, member_id="", group_instance_id=None,
+                             offsets=[OffsetToCommit(t, p, o, -1, None) for t, p, o in offsets]))
+    assert [p.error for p in h.responses[rid].partitions] == [E.none] * len(offsets)
+
+
 def test_a_transaction_committed_after_the_deletion_does_not_bring_its_offsets_back():
     h = harness()
-    rid = h.next_request_id()
-    h.run(txn_commit_offsets(h.core, rid, group_id="g", producer_id=7, producer_epoch=0, generation_id=-1,
-                             member_id="", group_instance_id=None,
-                             offsets=[OffsetToCommit("gone", 0, 5, -1, None), OffsetToCommit("kept", 0, 6, -1, None)]))
-    assert [p.error for p in h.responses[rid].partitions] == [E.none, E.none]
+    txn_commit(h, [("gone", 0, 5), ("kept", 0, 6)])
+    mark = len(h.log.partitions.get(0, []))
     h.run(h.core.on_topics_deleted({"gone"}))
+    assert tombstones(h, mark) == [("g", "gone", 0)]  # written for a pending offset too, as Kafka does
     replay_end_transaction_marker(h.core, 0, producer_id=7, committed=True)
+    h.log.end_transaction(0, 7, committed=True)
     assert committed(h.core) == {("kept", 0): 6}
+    core, _ = reload(h)  # the tombstone precedes the COMMIT marker in the log and still wins
+    assert committed(core) == {("kept", 0): 6}
+
+
+def test_an_offset_delete_of_a_pending_transactional_offset_outlives_the_transactions_commit():
+    h = harness()
+    commit(h, offsets=(("t", 1, 3),))
+    txn_commit(h, [("t", 0, 5)])
+    mark = len(h.log.partitions[0])
+    rid = h.next_request_id()
+    h.run(delete_offsets(h.core, rid, group_id="g", partitions=[("t", 0)], subscribed_topics=None))
+    assert h.responses[rid].error == E.none
+    assert tombstones(h, mark) == [("g", "t", 0)]
+    replay_end_transaction_marker(h.core, 0, producer_id=7, committed=True)
+    h.log.end_transaction(0, 7, committed=True)
+    assert committed(h.core) == {("t", 1): 3}
+    core, _ = reload(h)
+    assert committed(core) == {("t", 1): 3}
 
 
 def test_only_loaded_partitions_are_touched():

@@ -217,7 +217,7 @@ def delete_offsets(
             results.append(PartitionResult(topic, p, E.group_subscribed_to_topic))
             continue
         results.append(PartitionResult(topic, p, E.none))
-        if group.offsets.pop(_tp(topic, p), None) is not None:
+        if _remove_offset(core, group, _tp(topic, p)):
             records.append(replay.offset_commit_record(group_id, _tp(topic, p), None))
     done = OffsetDeleteResult(E.none, tuple(results))
     if not records:
@@ -239,10 +239,17 @@ def _delete_consumer_group_offsets(
             results.append(PartitionResult(topic, p, E.group_subscribed_to_topic))
             continue
         results.append(PartitionResult(topic, p, E.none))
-        if group.offsets.pop(_tp(topic, p), None) is not None:
+        if _remove_offset(core, group, _tp(topic, p)):
             records.append(replay.offset_commit_record(group.group_id, _tp(topic, p), None))
     done = OffsetDeleteResult(E.none, tuple(results))
     if not records:
         return reply(done)
     return core.append(group.group_id, records, lambda: reply(done),
                        lambda e: reply(OffsetDeleteResult(_append_error(e))))
+
+
+def _remove_offset(core: GroupCoordinator, group: ClassicGroup | ConsumerGroup, tp: TopicPartition) -> bool:
+    """The offset leaves the group, and the commits of its open transactions: a tombstone is
+    written if either held it (Kafka: `hasCommittedOffset || hasPendingTransactionalOffsets`)."""
+    committed = group.offsets.pop(tp, None) is not None
+    return replay.drop_pending_offset(core.state.pending_txn_offsets, group.group_id, tp) or committed

@@ -8,10 +8,10 @@ name met them: a group resumed the new topic at the old one's position and skipp
 records (or was reset by OFFSET_OUT_OF_RANGE). A group left without offsets stays as it is:
 expiration deletes it once empty, as Kafka does.
 
-Offsets of a transaction still open on the deleted topic are dropped from memory too, so its
-commit does not bring them back; they are not tombstoned (their records commit or abort with
-the transaction), so a coordinator that loads the partition after that commit sees them again
-until they expire.
+Offsets of a transaction still open on the deleted topic go too, with the same tombstone
+(Kafka writes one when the offset is committed or pending): written outside the transaction,
+it removes the transaction's commit of that offset, in memory now and when the partition is
+loaded again, so the transaction's COMMIT marker does not bring the offset back.
 """
 
 from __future__ import annotations
@@ -26,23 +26,24 @@ from kmirror.coordinator.results import GroupOutput
 
 
 def delete_offsets_of(core: ExpiringCore, topics: Collection[str], loaded: Collection[int]) -> GroupOutput:
-    """The tombstones of every committed offset of `topics`, per `__consumer_offsets` partition
-    of `loaded` (those this coordinator holds), the offsets gone from memory already."""
+    """The tombstones of every offset of `topics`, committed or pending in an open transaction,
+    per `__consumer_offsets` partition of `loaded` (those this coordinator holds), the offsets
+    gone from memory already."""
     by_partition: dict[int, Records] = {}
-    groups: dict[str, ClassicGroup | ConsumerGroup] = {**core.state.groups, **core.state.consumer_groups}
-    for group_id, group in sorted(groups.items()):
+    state = core.state
+    groups: dict[str, ClassicGroup | ConsumerGroup] = {**state.groups, **state.consumer_groups}
+    for group_id in sorted(groups.keys() | state.pending_txn_offsets.keys()):
         partition = core.partition_for(group_id)
         if partition not in loaded:
             continue
-        gone = sorted(tp for tp in group.offsets if tp.topic in topics)
+        committed = groups[group_id].offsets if group_id in groups else {}
+        pending = state.pending_txn_offsets.get(group_id, {}).values()
+        gone = sorted({tp for tp in committed if tp.topic in topics}
+                      | {tp for offsets in pending for tp in offsets if tp.topic in topics})
         for tp in gone:
-            del group.offsets[tp]
+            committed.pop(tp, None)
+            replay.drop_pending_offset(state.pending_txn_offsets, group_id, tp)
         by_partition.setdefault(partition, []).extend(replay.offset_commit_record(group_id, tp, None) for tp in gone)
-    for group_id, by_producer in core.state.pending_txn_offsets.items():
-        if core.partition_for(group_id) in loaded:
-            for pending in by_producer.values():
-                for tp in [tp for tp in pending if tp.topic in topics]:
-                    del pending[tp]
     out = GroupOutput()
     for partition, records in sorted(by_partition.items()):
         for start in range(0, len(records), MAX_RECORDS_PER_APPEND):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from kmirror.coordinator.offsets import replay
 from kmirror.coordinator.transaction.verification import TransactionVerifier, verify_transaction
 from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode
@@ -91,7 +92,9 @@ class ReplicaManagerCoordinatorLog:
     def read_all(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
         """Records from log start to log end, keyless records skipped. Records of a
         transactional batch are held per producer until its marker: yielded at a COMMIT,
-        dropped at an ABORT, kept for `open_transactions` when the log ends first."""
+        dropped at an ABORT, kept for `open_transactions` when the log ends first. A tombstone
+        outside a transaction removes its key from the transactions open before it (Kafka's
+        replay of an offset tombstone), so their COMMIT does not bring the key back."""
 
         open_txns: dict[int, list[tuple[bytes, bytes | None]]] = {}
         self._open[partition] = open_txns
@@ -122,6 +125,8 @@ class ReplicaManagerCoordinatorLog:
                 else:
                     for record in decode_records(data, pos):
                         if record.offset >= offset and record.key is not None:
+                            if record.value is None and open_txns:
+                                replay.drop_held(open_txns, record.key)
                             yield record.key, record.value
                 offset = header.next_offset
                 advanced = True
@@ -130,3 +135,4 @@ class ReplicaManagerCoordinatorLog:
 
     def open_transactions(self, partition: int) -> dict[int, list[tuple[bytes, bytes | None]]]:
         return self._open.pop(partition, {})
+

@@ -47,6 +47,26 @@ def offset_commit_record(group_id: str, tp: TopicPartition, value: OffsetAndMeta
     return key, None if value is None else encode_offset_commit_value(value)
 
 
+PendingOffsets = dict[str, dict[int, dict[TopicPartition, OffsetAndMetadata]]]
+
+
+def drop_pending_offset(pending_txn_offsets: PendingOffsets, group_id: str, tp: TopicPartition) -> bool:
+    """What an offset tombstone written outside a transaction does to the commits of the
+    group's open transactions (Kafka `OffsetMetadataManager.replay`): it removes them, so a
+    later COMMIT marker does not bring the offset back. True if there was one."""
+    dropped = False
+    for pending in pending_txn_offsets.get(group_id, {}).values():
+        dropped = pending.pop(tp, None) is not None or dropped
+    return dropped
+
+
+def drop_held(open_txns: dict[int, list[tuple[bytes, bytes | None]]], key: bytes) -> None:
+    """A tombstone of `key` written outside the open transactions: their records of `key` go."""
+    for producer_id, held in open_txns.items():
+        if any(k == key for k, _ in held):
+            open_txns[producer_id] = [(k, v) for k, v in held if k != key]
+
+
 def group_tombstone(group_id: str) -> tuple[bytes, None]:
     return encode_group_metadata_key(GroupMetadataKey(group_id)), None
 
