@@ -8,19 +8,24 @@ grow stale, and topic configs and partition counts trail the source.
   up to 256 groups (OffsetFetch v8, KIP-709; coordinators found with one FindCoordinator v4,
   KIP-699), as Kafka's Admin does.
 - Topics: one Metadata and one DescribeConfigs for every mirrored topic of a pass.
+- Adding topics: a hundred topics added together start with a few requests of each kind (the
+  topic ids, the last mirrored epochs), not one or two a topic.
 The source's request counters show it, and every group's offsets and every topic's config
 arrive."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from kafka import KafkaAdminClient
 
-from kmirror.client.admin import Admin, AlterConfigOp, ConfigResourceType, NewTopic
+from kmirror.client.admin import LATEST_TIMESTAMP, Admin, AlterConfigOp, ConfigResourceType, NewTopic
+from kmirror.client.errors import KafkaError
 from kmirror.client.groups import OffsetAndMetadata
 from kmirror.testing.link import Link
 from kmirror.testing.metrics_scrape import request_count
@@ -125,9 +130,43 @@ def test_dozens_of_topics_sync_their_configs_in_two_requests_per_pass(linked: tu
     wait_until(lambda: retention_at_dest() == {"3600000"}, "every topic's retention.ms at the destination",
                seen=retention_at_dest)
 
-    before = {api: request_count(metrics, api) for api in ("DescribeCluster", "DescribeConfigs")}
-    wait_until(lambda: request_count(metrics, "DescribeCluster") >= before["DescribeCluster"] + 3, "3 more passes")
-    passes = request_count(metrics, "DescribeCluster") - before["DescribeCluster"]
+    before = {api: request_count(metrics, api) for api in ("DescribeAcls", "DescribeConfigs")}
+    wait_until(lambda: request_count(metrics, "DescribeAcls") >= before["DescribeAcls"] + 3, "3 more passes")
+    passes = request_count(metrics, "DescribeAcls") - before["DescribeAcls"]  # the ACL sync's, one a pass
     described = request_count(metrics, "DescribeConfigs") - before["DescribeConfigs"]
-    print(f"{passes:.0f} passes (DescribeCluster): {described:.0f} DescribeConfigs")
+    print(f"{passes:.0f} passes (DescribeAcls): {described:.0f} DescribeConfigs")
     assert described <= passes + 1, (described, passes)  # one a pass; a request per topic made 40
+
+
+def test_a_hundred_topics_added_together_start_mirroring_with_a_few_requests(
+        linked: tuple[LocalCluster, LocalCluster], tmp_path: Path) -> None:
+    source, dest = linked
+    metrics = int(source.overrides["metrics.port"])
+    topics = [f"feed-{i:03d}" for i in range(100)]
+
+    async def create_and_fill() -> None:
+        async with await Admin.connect(source.bootstrap) as admin:
+            await admin.create_topics([NewTopic(t, 1, 1) for t in topics])
+        producer = Producer({"bootstrap.servers": source.bootstrap})
+        for t in topics:
+            producer.produce(t, b"first")
+        assert producer.flush(30) == 0
+
+    async def mirrored() -> int:
+        async with await Admin.connect(dest.bootstrap) as admin:
+            ends = await admin.list_offsets({TP(t, 0): LATEST_TIMESTAMP for t in topics})
+        return sum(ends[TP(t, 0)].offset == 1 for t in topics)
+
+    asyncio.run(create_and_fill())
+    create_mirror(dest, source.link_bootstrap, "m", None, tmp_path / "mirror.properties")
+    apis = ("Metadata", "DescribeMirrors", "DescribeConfigs", "DescribeAcls")
+    before = {api: request_count(metrics, api) for api in apis}
+    started = time.monotonic()
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--add", "--mirror", "m", "--topic", "feed-.*")
+    wait_until(lambda: asyncio.run(mirrored()) == len(topics), "every topic's first record at the destination",
+               seen=lambda: asyncio.run(mirrored()), retry_on=(KafkaError,))
+    took = time.monotonic() - started
+    sent = {api: request_count(metrics, api) - before[api] for api in apis}
+    print(f"{len(topics)} topics mirroring {took:.1f} s after --add (100 ms round trips): {sent}")
+    # one a topic (or two) before: 200 Metadata and 100 DescribeMirrors
+    assert sent["DescribeMirrors"] <= 5 and sent["Metadata"] <= 5 + 2 * sent["DescribeAcls"], sent

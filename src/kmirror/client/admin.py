@@ -343,13 +343,14 @@ class Admin(MirrorAdmin, TransactionAdmin, GroupAdmin, AclAdmin, ScramAdmin, Quo
 
     async def _config_connection(self, resource_type: ConfigResourceType, name: str) -> Any:
         # Broker configs are served by that broker (an empty name: the cluster default), a
-        # broker's loggers only by that broker.
+        # broker's loggers only by that broker; any broker serves the others (Kafka's
+        # least loaded node), so a connection already open does.
         if resource_type in PER_BROKER_RESOURCES and name.isdigit():
             if int(name) not in self.cluster.metadata.brokers:
                 await self.cluster.refresh([])
             if int(name) in self.cluster.metadata.brokers:
                 return await self.cluster.connection(int(name))
-        return await self.cluster.controller_connection()
+        return await self.cluster.any_connection()
 
     # offsets and records
 

@@ -54,6 +54,7 @@ class Cluster:
         self._connections: dict[int, BrokerConnection] = {}
         self._bootstrap_connection: BrokerConnection | None = None
         self._lock = asyncio.Lock()
+        self._bootstrap_lock = asyncio.Lock()
         self.loaded = False
         """Metadata of every topic was answered once (`refresh()` or `load()`)."""
         self._loading: asyncio.Future[ClusterMetadata] | None = None
@@ -84,16 +85,19 @@ class Cluster:
                 return await self.connection(broker_id)
             except KafkaConnectionError:
                 continue
-        errors: list[str] = []
-        for host, port in self.bootstrap:
-            conn = self._new_connection(host, port)
-            try:
-                await conn.connect()
-            except KafkaConnectionError as exc:
-                errors.append(str(exc))
-                continue
-            self._bootstrap_connection = conn
-            return conn
+        async with self._bootstrap_lock:  # callers at once share one new connection
+            if self._bootstrap_connection is not None and self._bootstrap_connection.connected:
+                return self._bootstrap_connection
+            errors: list[str] = []
+            for host, port in self.bootstrap:
+                conn = self._new_connection(host, port)
+                try:
+                    await conn.connect()
+                except KafkaConnectionError as exc:
+                    errors.append(str(exc))
+                    continue
+                self._bootstrap_connection = conn
+                return conn
         raise KafkaConnectionError(errors[-1] if len(errors) == 1 else "; ".join(errors))
 
     async def connection(self, broker_id: int) -> BrokerConnection:

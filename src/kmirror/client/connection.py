@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import secrets
 import ssl
 from typing import Any
@@ -45,6 +46,9 @@ from kmirror.security.client_config import PLAINTEXT, ClientSecurity, TlsClientS
 from kmirror.security.plain import plain_client_token
 from kmirror.security.scram import ScramMechanism
 from kmirror.security.scram_client import ScramClient, ScramClientError
+
+# Each request sent and each answer, at DEBUG (as Kafka's NetworkClient logs them)
+request_log = logging.getLogger("kmirror.client.network")
 
 CLIENT_SOFTWARE_NAME = "kmirror"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
@@ -195,6 +199,9 @@ class BrokerConnection:
         if self._writer is None or self._closed_error is not None:
             raise KafkaConnectionError(f"connection to {self.address} is closed")
         correlation_id, data = self._protocol.send(request, expect_response)
+        if request_log.isEnabledFor(logging.DEBUG):
+            request_log.debug("sending %s (correlation id %d, %d bytes) to %s", type(request).__name__,
+                              correlation_id, len(data), self.address)
         future: asyncio.Future[Response] | None = None
         if expect_response:
             future = asyncio.get_running_loop().create_future()
@@ -225,6 +232,9 @@ class BrokerConnection:
                     self._fail(KafkaConnectionError(f"connection to {self.address} closed by the broker"))
                     return
                 for response in self._protocol.receive(data):
+                    if request_log.isEnabledFor(logging.DEBUG):
+                        request_log.debug("received the answer to correlation id %d from %s",
+                                          response.correlation_id, self.address)
                     future = self._pending.pop(response.correlation_id, None)
                     if future is not None and not future.done():
                         future.set_result(response)

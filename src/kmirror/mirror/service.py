@@ -28,18 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Protocol, overload, runtime_checkable
 from uuid import UUID
 
 from kio.static.primitive import i8, i32
 
-from kmirror.client.admin import Admin, ConfigResourceType
-from kmirror.client.cluster import Cluster
-from kmirror.client.errors import KafkaError
 from kmirror.config.mirror import MIRROR_STATE_TOPIC, STATE_TOPIC_CONFIGS, MirrorConfig
-from kmirror.config.topic import ConfigSource
 from kmirror.coordinator.ports import CoordinatorLog
 from kmirror.coordinator.runtime import CoordinatorRuntime
 from kmirror.kip1279.state import MirrorPartitionState
@@ -56,80 +51,13 @@ from kmirror.mirror.coordinator.coordinator import (
     StateWrite,
 )
 from kmirror.mirror.coordinator.records import AclEntry, MirrorPartitionKey
+from kmirror.mirror.source_lookup import SourceAdmins, SourceDescription, SourceLookup
 from kmirror.ports import Clock, ManualClock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.mirror import read_mirror_states as rms
 from kmirror.protocol.mirror import write_mirror_states as wms
 
 log = logging.getLogger("kmirror.mirror.coordinator")
-
-
-@dataclass(frozen=True, slots=True)
-class SourceTopic:
-    name: str
-    topic_id: UUID
-    num_partitions: int
-    configs: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class SourceDescription:
-    cluster_id: str
-    topics: Mapping[str, SourceTopic | int]
-    """Per requested name: the source topic, or the Kafka error code the source answered."""
-
-
-SourceLookup = Callable[[MirrorConfig, Sequence[str]], Awaitable[SourceDescription]]
-
-
-async def admin_source_lookup(config: MirrorConfig, names: Sequence[str]) -> SourceDescription:
-    """Describe topics at the source with the Admin client (Metadata with topic ids,
-    DescribeConfigs), connecting with the mirror's source connection configs. No Metadata of
-    every topic up front: a source's topics may number thousands of partitions each."""
-    admin = Admin(Cluster(",".join(config.bootstrap_servers), security=config.source_security))
-    try:
-        cluster = await admin.describe_cluster()
-        return SourceDescription(cluster.cluster_id or "", await describe_source_topics(admin, names))
-    finally:
-        await admin.close()
-
-
-async def describe_source_topics(admin: Admin, names: Sequence[str]) -> dict[str, SourceTopic | int]:
-    """Each source topic, or the Kafka error code to answer for it, in two requests whatever
-    their number (one Metadata, one DescribeConfigs): the source is often a region away, and
-    a request per topic made a pass over a thousand topics take minutes.
-
-    A topic without an id (a source reporting none or the zero UUID) is UNKNOWN_TOPIC_ID:
-    mirror states and failback are keyed by the source's topic id, a made-up one would not
-    be it. A source without DescribeConfigs (not a consumer API; librdkafka's mock cluster
-    lacks it) has no topic configs to copy: the topic gets the destination's defaults, as
-    for a source topic that sets none."""
-    out: dict[str, SourceTopic | int] = {}
-    described: dict[str, tuple[UUID, int]] = {}  # name -> (topic id, partitions)
-    for name, desc in (await admin.describe_topics_results(names)).items():
-        if isinstance(desc, KafkaError):
-            out[name] = desc.error_code
-        elif desc.topic_id is None:
-            out[name] = int(ErrorCode.unknown_topic_id)
-        else:
-            described[name] = (desc.topic_id, len(desc.partitions))
-    try:
-        configs = await admin.describe_configs_results(ConfigResourceType.TOPIC, list(described)) if described else {}
-    except KafkaError as e:
-        if e.error_code != ErrorCode.unsupported_version:
-            raise
-        log.info("source topics %s: the source does not support DescribeConfigs, no topic configs copied",
-                 ", ".join(described))
-        configs = {name: [] for name in described}
-    for name, (topic_id, partitions) in described.items():
-        entries = configs.get(name, KafkaError(ErrorCode.unknown_server_error, None, f"topic {name}: no answer"))
-        if isinstance(entries, KafkaError):
-            out[name] = entries.error_code
-            continue
-        out[name] = SourceTopic(name, topic_id, partitions, {
-            e.name: e.value for e in entries
-            if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG and e.value is not None and not e.is_sensitive})
-    return {name: out[name] for name in names if name in out}
 
 
 class BrokerSender(Protocol):
@@ -190,7 +118,7 @@ class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
     def __init__(
         self,
         coordinator: MirrorCoordinator,
-        source_lookup: SourceLookup = admin_source_lookup,
+        source_lookup: SourceLookup | None = None,
         *,
         log: CoordinatorLog | None = None,
         node_id: int = -1,
@@ -206,7 +134,8 @@ class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
         super().__init__(coordinator, _MemoryStateLog() if log is None else log, clock or ManualClock(),
                          MIRROR_STATE_TOPIC)
         self.coordinator = coordinator
-        self._source_lookup = source_lookup
+        self._source_admins = SourceAdmins(self._clock, f"broker-{node_id}-mirror-lookup")
+        self._source_lookup = source_lookup or self._source_admins
         self.node_id = node_id
         self.metadata = metadata
         self._send = send
@@ -226,6 +155,7 @@ class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
     async def stop(self) -> None:
         await super().stop()
         self.coordinator.shutdown()
+        await self._source_admins.close()
         if isinstance(self._send, _Closable):
             await self._send.close()
 

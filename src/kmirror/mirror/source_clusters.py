@@ -4,15 +4,16 @@
 per mirror with the mirror's `security.*` / `sasl.*` / `ssl.*` configs, replaced when
 `bootstrap.servers` or any of those changes (an IncrementalAlterConfigs on the MIRROR
 resource); the replaced one is closed at the end of the pass that moved its partitions to
-the new one. Topic id lookups made together share one source Metadata request
-(`CoalescingSourceCluster`).
+the new one. Topic id lookups made together share one source Metadata request, and last
+mirrored epoch lookups one DescribeMirrors per mirror (`CoalescingSourceCluster`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 from uuid import UUID
 
 from kmirror.config.mirror import (
@@ -37,19 +38,40 @@ SourceFactory = Callable[[str, str, ClientSecurity], SourceCluster]
 """(bootstrap.servers, client id, security) -> the mirror's source cluster."""
 
 
+class BatchedSourceCluster(SourceCluster, Protocol):
+    """A source that answers many lookups of one kind with one request."""
+
+    async def topic_ids(self, topics: Sequence[str]) -> dict[str, UUID | None]: ...
+
+    async def last_mirrored_epochs(self, mirror_name: str, tps: Sequence[TopicPartition]
+                                   ) -> dict[TopicPartition, int | None]: ...
+
+
 class CoalescingSourceCluster:
     """A `SourceCluster` whose topic id lookups made together share one source Metadata
     request, sent after the last of them was made (each partition's PREPARING asks the
     topic id after its DescribeMirrors answer, and still gets an answer from later than
-    that). Everything else goes to the wrapped source unchanged."""
+    that), and whose last mirrored epoch lookups made together share one DescribeMirrors
+    per mirror. Across a WAN each request is a round trip: a pass over a hundred new
+    topics must not cost a hundred of them. Everything else goes to the wrapped source
+    unchanged."""
 
-    def __init__(self, inner: SourceCluster) -> None:
+    def __init__(self, inner: BatchedSourceCluster) -> None:
         self.inner = inner
         self.topic_ids: Coalescer[str, UUID | None] = Coalescer(self._lookup)
+        self.epochs: Coalescer[tuple[str, TopicPartition], int | None] = Coalescer(self._epochs)
 
     async def _lookup(self, topics: list[str]) -> list[UUID | None]:
-        answers = {topic: await self.inner.topic_id(topic) for topic in dict.fromkeys(topics)}
+        answers = await self.inner.topic_ids(topics)
         return [answers[topic] for topic in topics]
+
+    async def _epochs(self, asked: list[tuple[str, TopicPartition]]) -> list[int | None]:
+        """One DescribeMirrors per mirror name (a source serves one mirror: one request)."""
+        by_mirror: dict[str, list[TopicPartition]] = {}
+        for mirror_name, tp in asked:
+            by_mirror.setdefault(mirror_name, []).append(tp)
+        answers = {name: await self.inner.last_mirrored_epochs(name, tps) for name, tps in by_mirror.items()}
+        return [answers[mirror_name][tp] for mirror_name, tp in asked]
 
     async def topic_id(self, topic: str) -> UUID | None:
         return await self.topic_ids.submit(topic)
@@ -65,7 +87,7 @@ class CoalescingSourceCluster:
         return self.inner.endpoint(leader, client_id, on_leader_change)
 
     async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None:
-        return await self.inner.last_mirrored_epoch(mirror_name, tp)
+        return await self.epochs.submit((mirror_name, tp))
 
     async def high_watermark(self, tp: TopicPartition) -> int | None:
         return await self.inner.high_watermark(tp)

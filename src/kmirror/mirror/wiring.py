@@ -68,8 +68,9 @@ from kmirror.mirror.metadata_sync.cluster_id import SourceClusterIdGuard
 from kmirror.mirror.metadata_sync.destination import ControllerTopicMetadataWriter
 from kmirror.mirror.metadata_sync.groups import DEFAULT_OFFSETS_RETENTION_MS, GroupOffsetSync
 from kmirror.mirror.metadata_sync.topics import TopicMetadataSync
-from kmirror.mirror.service import MirrorCoordinatorService, admin_source_lookup
+from kmirror.mirror.service import MirrorCoordinatorService
 from kmirror.mirror.source_clusters import ImageSourceClusters, SourceFactory
+from kmirror.mirror.source_lookup import admin_source_lookup
 from kmirror.mirror.source_waits import SourceWaits
 from kmirror.mirror.sync_errors import MirrorSyncErrors
 from kmirror.ports import Clock

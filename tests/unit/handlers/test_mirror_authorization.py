@@ -19,7 +19,8 @@ from kmirror.metadata.controller.acls import AclOperation as Op
 from kmirror.metadata.controller.acls import ResourceType as Res
 from kmirror.metadata.controller.mirrors import FeatureUpdate
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
-from kmirror.mirror.service import MirrorCoordinatorService, SourceDescription, SourceTopic
+from kmirror.mirror.service import MirrorCoordinatorService
+from kmirror.mirror.source_lookup import SourceDescription, SourceTopic
 from kmirror.protocol.codec import RequestHeaderView
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.mirror import (

@@ -12,7 +12,8 @@ from kmirror.kip1279.errors import MirrorError
 from kmirror.metadata.controller.mirrors import FeatureUpdate
 from kmirror.metadata.controller.topics import CreatableTopic
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
-from kmirror.mirror.service import MirrorCoordinatorService, SourceDescription, SourceTopic
+from kmirror.mirror.service import MirrorCoordinatorService
+from kmirror.mirror.source_lookup import SourceDescription, SourceTopic
 from kmirror.protocol.codec import RequestHeaderView
 from kmirror.protocol.mirror import (
     add_topics_to_mirror,

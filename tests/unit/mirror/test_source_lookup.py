@@ -12,7 +12,7 @@ import pytest
 
 from kmirror.client.admin import Admin, ConfigEntry, ConfigResourceType, TopicDescription
 from kmirror.client.errors import KafkaError
-from kmirror.mirror.service import SourceTopic, describe_source_topics
+from kmirror.mirror.source_lookup import SourceTopic, describe_source_topics
 from kmirror.protocol.errors import ErrorCode
 
 TOPIC_ID = uuid.UUID("11111111-2222-4333-8444-555555555555")

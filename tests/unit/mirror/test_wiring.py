@@ -16,8 +16,8 @@ from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator, StatesResult
 from kmirror.mirror.coordinator.records import MirrorPartitionKey
 from kmirror.mirror.lifecycle_ports import PartitionKey, StepPending
-from kmirror.mirror.service import admin_source_lookup
 from kmirror.mirror.source_clusters import ImageSourceClusters, mirror_source_configs
+from kmirror.mirror.source_lookup import admin_source_lookup
 from kmirror.mirror.source_waits import BoundedSourceCluster
 from kmirror.mirror.wiring import (
     ControllerEpochBumper,
@@ -451,9 +451,9 @@ def test_coalescing_source_answers_concurrent_topic_id_lookups_with_one_later_re
             self.asked = []
             self.closed = False
 
-        async def topic_id(self, topic):
-            self.asked.append(topic)
-            return TOPIC_ID if topic == "t" else None
+        async def topic_ids(self, topics):
+            self.asked.append(list(dict.fromkeys(topics)))
+            return {topic: TOPIC_ID if topic == "t" else None for topic in topics}
 
         async def close(self):
             self.closed = True
@@ -464,10 +464,33 @@ def test_coalescing_source_answers_concurrent_topic_id_lookups_with_one_later_re
     async def go():
         answers = await asyncio.gather(*(source.topic_id("t") for _ in range(30)), source.topic_id("gone"))
         assert answers == [TOPIC_ID] * 30 + [None]
-        assert inner.asked == ["t", "gone"]  # one request per topic for the whole batch
+        assert inner.asked == [["t", "gone"]]  # one request for the whole batch
         await source.topic_id("t")
-        assert inner.asked == ["t", "gone", "t"]  # a later lookup asks again
+        assert inner.asked == [["t", "gone"], ["t"]]  # a later lookup asks again
         await source.close()
 
     asyncio.run(go())
     assert inner.closed
+
+
+def test_coalescing_source_asks_each_mirrors_last_mirrored_epochs_once_per_batch():
+    from kmirror.mirror.source_clusters import CoalescingSourceCluster
+
+    class Source:
+        def __init__(self):
+            self.asked = []
+
+        async def last_mirrored_epochs(self, mirror_name, tps):
+            self.asked.append((mirror_name, sorted(tps)))
+            return {tp: None if mirror_name == "old-source" else tp.partition for tp in tps}
+
+    inner = Source()
+    source = CoalescingSourceCluster(inner)
+    tps = [TopicPartition(f"t{i}", p) for i in range(50) for p in range(2)]
+
+    async def go():
+        return await asyncio.gather(*(source.last_mirrored_epoch("dr", tp) for tp in tps),
+                                    source.last_mirrored_epoch("old-source", tps[0]))
+
+    assert asyncio.run(go()) == [tp.partition for tp in tps] + [None]
+    assert inner.asked == [("dr", sorted(tps)), ("old-source", [tps[0]])]

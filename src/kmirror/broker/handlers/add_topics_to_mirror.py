@@ -46,12 +46,8 @@ from kmirror.metadata.mirrors import (
     mirror_topics,
     mirroring_enabled,
 )
-from kmirror.mirror.service import (
-    MirrorCoordinatorService,
-    SourceTopic,
-    admin_source_lookup,
-    topic_partition_states,
-)
+from kmirror.mirror.service import MirrorCoordinatorService, topic_partition_states
+from kmirror.mirror.source_lookup import SourceTopic, admin_source_lookup
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.mirror.registry import schemas
 

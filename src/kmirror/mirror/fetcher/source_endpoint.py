@@ -207,14 +207,17 @@ class ClientSourceCluster:
         return fresh
 
     async def cluster_id(self, refresh: bool = False) -> str:
-        if refresh:  # brokers and cluster id only: no topic is listed
+        """The id of the latest Metadata answer (any answer carries it); with `refresh`, or
+        before any answer, from a request for brokers and cluster id only (no topic listed)."""
+        if refresh or self.cluster.metadata.cluster_id is None:
             await self._refreshed(self.cluster.refresh([]))
-        else:
-            await self._metadata(False)
         return self.cluster.metadata.cluster_id or ""
 
     async def partition_leader(self, tp: TopicPartition, refresh: bool = False) -> SourceLeader | None:
-        await self._metadata(refresh)
+        """From the latest answer that listed the topic (a pass looks its topics up first);
+        Metadata of every topic, loaded once, for a topic no answer has listed yet."""
+        if refresh or tp.topic not in self.cluster.metadata.topics:
+            await self._metadata(refresh)
         meta = self.cluster.metadata
         topic = meta.topics.get(tp.topic)
         part = topic.partitions.get(tp.partition) if topic is not None else None
@@ -226,9 +229,13 @@ class ClientSourceCluster:
         return SourceLeader(broker.node_id, broker.host, broker.port, topic.topic_id)
 
     async def topic_id(self, topic: str) -> UUID | None:
-        """From a Metadata request naming `topic` alone (a source's other topics may be wide)."""
-        fresh = await self._refreshed(self.cluster.refresh([topic]))
-        return listed_topic_id(fresh.topics.get(topic))
+        return (await self.topic_ids([topic]))[topic]
+
+    async def topic_ids(self, topics: Sequence[str]) -> dict[str, UUID | None]:
+        """`topic_id` of each topic, from one Metadata request naming them (and no others: a
+        source's other topics may be wide)."""
+        fresh = await self._refreshed(self.cluster.refresh(list(dict.fromkeys(topics))))
+        return {topic: listed_topic_id(fresh.topics.get(topic)) for topic in topics}
 
     def endpoint(self, leader: SourceLeader, client_id: str,
                  on_leader_change: Callable[[set[TopicPartition]], None]) -> LeaderEndPoint:
@@ -237,25 +244,28 @@ class ClientSourceCluster:
                                      security=self.security)
 
     async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None:
-        """The source's LME for the partition: -1 when it knows none, None when the source
-        does not support DescribeMirrors (KIP: both mean copy from scratch)."""
+        return (await self.last_mirrored_epochs(mirror_name, [tp]))[tp]
+
+    async def last_mirrored_epochs(self, mirror_name: str, tps: Sequence[TopicPartition]
+                                   ) -> dict[TopicPartition, int | None]:
+        """The source's LME for each partition, from one DescribeMirrors of the mirror: -1 when
+        it knows none, None when the source does not support DescribeMirrors (KIP: both mean
+        copy from scratch)."""
         conn = await self.cluster.any_connection()
         if DESCRIBE_MIRRORS not in conn.api_versions:
-            return None
+            return dict.fromkeys(tps)
         request = conn.build_request(DESCRIBE_MIRRORS, mirror_names=(mirror_name,), include_authorized_operations=False)
         response = await conn.send(request)
         if response.error_code == ErrorCode.unsupported_version:
-            return None
+            return dict.fromkeys(tps)
+        known: dict[TopicPartition, int] = {}
         for mirror in response.mirrors:
             if mirror.mirror_name != mirror_name or mirror.error_code != ErrorCode.none:
                 continue
             for topic in mirror.topics:
-                if topic.topic_name != tp.topic:
-                    continue
                 for p in topic.partitions:
-                    if int(p.partition_index) == tp.partition:
-                        return int(p.last_mirror_epoch)
-        return -1
+                    known[TopicPartition(topic.topic_name, int(p.partition_index))] = int(p.last_mirror_epoch)
+        return {tp: known.get(tp, -1) for tp in tps}
 
     async def high_watermark(self, tp: TopicPartition) -> int | None:
         listed = await Admin(self.cluster).list_offsets({tp: LATEST_TIMESTAMP})

@@ -30,7 +30,7 @@ from kmirror.mirror.metadata_sync.topics_plan import (
     MirrorTopicsView,
     plan_topic_sync,
 )
-from kmirror.mirror.service import SourceLookup
+from kmirror.mirror.source_lookup import SourceLookup
 from kmirror.mirror.sync_errors import MirrorSyncErrors
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from uuid import UUID
 
 from kmirror.config.mirror import MIRROR_TOPIC_CONFIG_DEFS, MirrorConfig
 from kmirror.metadata.controller.config_ops import AlterableConfig, AlterConfigOp
-from kmirror.mirror.service import SourceDescription, SourceTopic
+from kmirror.mirror.source_lookup import SourceDescription, SourceTopic
 
 DESTINATION_LOCAL_TOPIC_CONFIGS = frozenset(d.name for d in MIRROR_TOPIC_CONFIG_DEFS)
 """Mirror topic configs that belong to the destination (never copied, never deleted)."""

@@ -19,7 +19,7 @@ from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.coordinator.partitioner import metadata_partition_for
 from kmirror.mirror.metadata_sync import MetadataSync
 from kmirror.mirror.metadata_sync.topics import TopicMetadataSync, coordinates_metadata
-from kmirror.mirror.service import SourceDescription, SourceTopic
+from kmirror.mirror.source_lookup import SourceDescription, SourceTopic
 from kmirror.mirror.sync_errors import MirrorSyncErrors
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.replication import image_with

@@ -19,7 +19,7 @@ from kmirror.mirror.metadata_sync.topics_plan import (
     config_ops,
     plan_topic_sync,
 )
-from kmirror.mirror.service import SourceDescription, SourceTopic
+from kmirror.mirror.source_lookup import SourceDescription, SourceTopic
 
 TID = uuid.UUID(int=7)
 DEFAULT = MirrorConfig(("src:9092",))
