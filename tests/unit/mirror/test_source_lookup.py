@@ -12,7 +12,15 @@ import pytest
 
 from kmirror.client.admin import Admin, ConfigEntry, ConfigResourceType, TopicDescription
 from kmirror.client.errors import KafkaError
-from kmirror.mirror.source_lookup import SourceTopic, describe_source_topics
+from kmirror.config.mirror import MirrorConfig
+from kmirror.mirror.source_lookup import (
+    IDLE_CLOSE_MS,
+    SourceAdmins,
+    SourceDescription,
+    SourceTopic,
+    describe_source_topics,
+)
+from kmirror.ports import ManualClock
 from kmirror.protocol.errors import ErrorCode
 
 TOPIC_ID = uuid.UUID("11111111-2222-4333-8444-555555555555")
@@ -107,3 +115,52 @@ def test_many_topics_cost_two_requests() -> None:
     names = tuple(f"t{i}" for i in range(500))
     described = describe(admin, names)
     assert list(described) == list(names) and admin.calls == 2
+
+
+class ConnectedSourceAdmin(SourceAdmin):
+    """`SourceAdmin` with the cluster `describe_source` connects and reads the cluster id of."""
+
+    def __init__(self) -> None:
+        super().__init__(TOPIC_ID, [])
+        self.cluster = types.SimpleNamespace(metadata=types.SimpleNamespace(cluster_id="source-id"),
+                                             any_connection=self._connect)
+        self.connects = 0
+        self.closed = False
+
+    async def _connect(self) -> None:
+        self.connects += 1
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def test_source_admins_keep_one_admin_per_source_config_until_it_idles() -> None:
+    clock = ManualClock()
+    made: list[ConnectedSourceAdmin] = []
+
+    def factory(config: MirrorConfig, client_id: str) -> ConnectedSourceAdmin:
+        made.append(ConnectedSourceAdmin())
+        return made[-1]
+
+    lookups = SourceAdmins(clock, "broker-1-mirror-lookup", factory)  # type: ignore[arg-type]
+    east = MirrorConfig(("east:9092",), source_connection={"bootstrap.servers": "east:9092"})
+    west = MirrorConfig(("west:9092",), source_connection={"bootstrap.servers": "west:9092"})
+
+    async def go() -> None:
+        first = await lookups(east, ["orders"])
+        assert first == SourceDescription("source-id", {"orders": SourceTopic("orders", TOPIC_ID, 3, {})})
+        await lookups(east, ["orders", "payments"])
+        await lookups(west, ["orders"])
+        assert len(made) == 2 and made[0].calls == 4  # east's admin kept: Metadata + DescribeConfigs twice
+        clock.advance(IDLE_CLOSE_MS - 1)
+        await lookups(west, ["orders"])
+        assert not made[0].closed
+        clock.advance(1)
+        await lookups(west, ["orders"])  # east unused for connections.max.idle.ms: closed
+        assert made[0].closed and not made[1].closed
+        await lookups(east, ["orders"])
+        assert len(made) == 3
+        await lookups.close()
+        assert made[1].closed and made[2].closed
+
+    asyncio.run(go())
