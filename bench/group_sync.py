@@ -58,10 +58,8 @@ async def commit_all(bootstrap: str, groups: list[str], offset: int) -> None:
 
 async def synced(admin: Admin, groups: list[str], offset: int) -> list[str]:
     """The groups whose every partition's offset at the destination is `offset`."""
-    many = getattr(admin, "list_consumer_groups_offsets", None)  # a tree before it asks a group at a time
-    answers = list((await many(groups)).values()) if many else await asyncio.gather(
-        *(admin.list_consumer_group_offsets(g) for g in groups))
-    return [g for g, got in zip(groups, answers, strict=True)
+    answers = await admin.list_consumer_groups_offsets(groups)
+    return [g for g, got in ((g, answers[g]) for g in groups)
             if isinstance(got, dict) and len(got) == PARTITIONS and all(om.offset == offset for om in got.values())]
 
 

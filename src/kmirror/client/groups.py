@@ -100,6 +100,9 @@ class GroupAdmin:
 
         async def list_at(broker_id: int) -> Any:
             conn = await self.cluster.connection(broker_id)
+            if LIST_GROUPS not in conn.api_versions:  # Kafka's UnsupportedVersionException
+                raise KafkaError(ErrorCode.unsupported_version, f"{conn.address} does not support ListGroups",
+                                 f"ListGroups on broker {broker_id}")
             response = await conn.send(conn.build_request(LIST_GROUPS, states_filter=tuple(states),
                                                           types_filter=tuple(types)))
             check(response.error_code, None, f"ListGroups on broker {broker_id}")

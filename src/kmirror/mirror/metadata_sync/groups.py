@@ -98,6 +98,8 @@ class GroupOffsetSync(CoordinatedMirrorSync):
         self.clock = clock
         self.recommit_after_ms = recommit_after_ms
         self._committed_at: dict[tuple[str, str], int] = {}
+        self._unsupported: set[str] = set()
+        """Mirrors whose source lacks ListGroups (said once; not an error each pass)."""
         """(mirror, group) -> when this syncer last committed the group's mirrored offsets."""
 
     async def sync(self, image: MetadataImage, mirror_name: str, config: MirrorConfig) -> None:
@@ -116,9 +118,16 @@ class GroupOffsetSync(CoordinatedMirrorSync):
             if topic_ids:
                 active = same_source_topics(active, topic_ids, await source.describe_topics())
         except Exception as exc:
+            if isinstance(exc, KafkaError) and exc.error_code == ErrorCode.unsupported_version:
+                # a source without ListGroups (not a consumer API): no group to sync, said once
+                if mirror_name not in self._unsupported:
+                    self._unsupported.add(mirror_name)
+                    log.warning("mirror %s: no consumer group offsets are synced: %s", mirror_name, exc)
+                return
             self.sync_errors.consumer_group_offset += 1
             log.warning("mirror %s: listing the source's consumer groups failed: %s", mirror_name, exc)
             return
+        self._unsupported.discard(mirror_name)
         if not group_ids:
             return
         try:

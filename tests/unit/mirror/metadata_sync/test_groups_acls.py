@@ -284,6 +284,21 @@ def test_a_group_with_members_at_the_destination_is_skipped_and_other_failures_c
     assert errors.consumer_group_offset == 2
 
 
+def test_a_source_without_list_groups_is_said_once_and_not_counted_each_pass(caplog):
+    src, dst = FakeAdmin(), FakeAdmin()
+    src.fail = KafkaError(ErrorCode.unsupported_version, "mock:9092 does not support ListGroups")
+    ref = {"image": image({"m": {}}, {"a": ("m", 1)})}
+    errors = MirrorSyncErrors()
+    sync = GroupOffsetSync(1, lambda: ref["image"], admins_for(ref, src, dst)[0], errors, clock=ManualClock())
+    with caplog.at_level("WARNING"):
+        for _ in range(3):
+            asyncio.run(sync.run_once())
+    said = [r.getMessage() for r in caplog.records if "ListGroups" in r.getMessage()]
+    assert said == ["mirror m: no consumer group offsets are synced: UNSUPPORTED_VERSION: mock:9092 does not "
+                    "support ListGroups"]
+    assert errors.consumer_group_offset == 0 and dst.offsets == {}
+
+
 def test_nothing_is_synced_by_a_broker_that_does_not_coordinate_the_mirror():
     src, dst = FakeAdmin(), FakeAdmin()
     src.groups = [ListedGroup("g", "consumer", "Empty")]
