@@ -213,6 +213,19 @@ def test_a_consumer_group_keeps_subscribed_topics_and_goes_once_empty_and_expire
     assert len(written) > 1 and all(value is None for _, value in written)
 
 
+def test_a_consumer_group_that_never_committed_goes_at_the_first_check_once_empty():
+    cg = ConsumerGroups(**EVERY_ADVANCE_CHECKS, group_consumer_session_timeout_ms=LONG_SESSION_MS)
+    cg.join("a", topics=("t",))
+    cg.settle()
+    cg.h.advance(1)
+    assert "g" in cg.core.consumer_groups  # a member: it stays
+    assert cg.send(HeartbeatRequest("g", "a", LEAVE_EPOCH)).error == E.none
+    mark = len(cg.h.log.partitions[0])
+    cg.h.advance(1)
+    assert listed(cg.core) == [] and "g" not in cg.core.consumer_groups
+    assert all(value is None for _, value in cg.h.log.partitions[0][mark:])  # its records tombstoned
+
+
 def test_a_consumer_group_keeps_the_offsets_of_topics_its_regex_matches():
     cg = ConsumerGroups(**EVERY_ADVANCE_CHECKS, group_consumer_session_timeout_ms=LONG_SESSION_MS)
     cg.join("a", topics=(), subscribed_topic_regex="t.*")
