@@ -43,7 +43,7 @@ from kio.static.primitive import i32, i64
 
 from kmirror.config.mirror import MIRROR_STATE_TOPIC
 from kmirror.config.server import ServerConfig
-from kmirror.kip1279.membership import parse_mirror_name_config
+from kmirror.kip1279.membership import MembershipStatus, parse_mirror_name_config
 from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.metadata.broker_service import BrokerMetadataService
 from kmirror.metadata.controller.mirrors import EpochBump
@@ -289,8 +289,12 @@ class MirrorDataPlane:
         return "" if info is None else info.source_cluster_id
 
     async def _halt_mismatched_sources(self, image: MetadataImage) -> None:
+        """The cluster id check of every mirror that may fetch here: not of one whose every
+        partition led here is removed (failing over needs nothing of the source, and through
+        a black hole each check would hold the failover's pass)."""
         values = {value for value, _ in self.manager.mirrored_partitions(image).values()}
-        await self.cluster_ids.check({m.mirror_name for m in map(parse_mirror_name_config, values) if m is not None})
+        memberships = [m for m in map(parse_mirror_name_config, values) if m is not None]
+        await self.cluster_ids.check({m.mirror_name for m in memberships if m.status is not MembershipStatus.REMOVED})
         for tp, mp in list(self.manager.fetchers.partitions.items()):
             if self.cluster_ids.is_halted(mp.mirror_name):
                 self.manager.fetchers.remove_partition(tp)

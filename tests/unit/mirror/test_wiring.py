@@ -328,6 +328,14 @@ def test_data_plane_pass_mirrors_byte_identical_then_fails_over_with_pid_reset()
     md = Metadata(dst, _image(7, 0, "m"))
     dst.rm.apply_image(None, md.image)
     source = InProcessSourceCluster({1: src.rm}, 1, cluster_id="src-id")
+    checks: list[bool] = []  # the cluster id guard's questions (refresh=True)
+    answer_cluster_id = source.cluster_id
+
+    async def cluster_id(refresh: bool = False) -> str:
+        checks.append(refresh)
+        return await answer_cluster_id(refresh)
+
+    source.cluster_id = cluster_id  # type: ignore[method-assign]
     service = Service()
     plane = MirrorDataPlane(7, None, dst.clock, dst.rm, md, service, source_factory=lambda b, c, s: source)
 
@@ -335,14 +343,17 @@ def test_data_plane_pass_mirrors_byte_identical_then_fails_over_with_pid_reset()
         plane.on_metadata_change(md.image)
         await plane.run_once()
         assert plane.manager.partitions[TP].state is S.MIRRORING
+        assert True in checks  # checked before fetching
         for _ in range(10):
             for fetcher in list(plane.manager.fetchers.fetchers.values()):
                 await fetcher.run_once()
         assert _segments(dst) == _segments(src)
+        checks.clear()
         plane.on_metadata_change(_image(7, 0, "m.removed"))
         await plane.run_once()  # bump requested; the new epoch arrives with the next image
         plane.on_metadata_change(md.image)
         await plane.run_once()
+        assert True not in checks  # a failover asks the source nothing (a black hole would hold it)
         await plane.stop()
 
     asyncio.run(go())
