@@ -89,8 +89,8 @@ class CoalescingSourceCluster:
     async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None:
         return await self.epochs.submit((mirror_name, tp))
 
-    async def high_watermark(self, tp: TopicPartition) -> int | None:
-        return await self.inner.high_watermark(tp)
+    async def high_watermarks(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
+        return await self.inner.high_watermarks(tps)
 
     async def close(self) -> None:
         await self.inner.close()

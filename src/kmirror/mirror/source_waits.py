@@ -18,7 +18,7 @@ it ends by its own timeout and its late answer is dropped."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 from uuid import UUID
 
@@ -114,8 +114,8 @@ class BoundedSourceCluster:
     async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None:
         return await self.waits.call(self.inner.last_mirrored_epoch(mirror_name, tp))
 
-    async def high_watermark(self, tp: TopicPartition) -> int | None:
-        return await self.waits.call(self.inner.high_watermark(tp))
+    async def high_watermarks(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
+        return await self.waits.call(self.inner.high_watermarks(tps))
 
     async def close(self) -> None:
         await self.inner.close()

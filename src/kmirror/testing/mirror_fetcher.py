@@ -82,9 +82,9 @@ class InProcessSourceCluster:
         self.endpoints.append(ep)
         return ep
 
-    async def high_watermark(self, tp: TopicPartition) -> int | None:
-        p = self.brokers[self.leader_id].get_partition(tp)
-        return None if p is None else int(p.log.high_watermark)
+    async def high_watermarks(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
+        rm = self.brokers[self.leader_id]
+        return {tp: None if (p := rm.get_partition(tp)) is None else int(p.log.high_watermark) for tp in tps}
 
     async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None:
         if not self.describe_supported:

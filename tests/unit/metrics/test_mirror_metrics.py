@@ -97,7 +97,7 @@ def test_lag_fetcher_stats_states_and_sync_errors() -> None:
         assert values[f"{mm},name=SourceTopicDeletedPartitionsCount"] == 2
 
         class Unreachable(InProcessSourceCluster):
-            async def high_watermark(self, tp: TopicPartition) -> int | None:
+            async def high_watermarks(self, tps):
                 raise ConnectionError("source down")
 
         await mgr.refresh_source_offsets({TP1: ("m", Unreachable({1: src.rm}, leader_id=1))})

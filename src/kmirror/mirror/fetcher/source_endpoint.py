@@ -30,7 +30,7 @@ from uuid import UUID
 
 from kmirror.client.admin import LATEST_TIMESTAMP, Admin
 from kmirror.client.cluster import Cluster
-from kmirror.client.errors import KafkaAuthenticationError
+from kmirror.client.errors import KafkaAuthenticationError, KafkaError
 from kmirror.client.metadata import ClusterMetadata, TopicMetadata
 from kmirror.mirror.source_topic import NO_TOPIC_ID, check_source_topic
 from kmirror.protocol.errors import ErrorCode
@@ -91,8 +91,9 @@ class SourceCluster(Protocol):
 
     async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None: ...
 
-    async def high_watermark(self, tp: TopicPartition) -> int | None:
-        """The source partition's high watermark (ListOffsets LATEST); None if unknown."""
+    async def high_watermarks(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """The source partitions' high watermarks (ListOffsets LATEST, one request per source
+        leader); None where unknown. Raises when the source cannot be asked."""
         ...
 
     async def close(self) -> None: ...
@@ -267,10 +268,18 @@ class ClientSourceCluster:
                     known[TopicPartition(topic.topic_name, int(p.partition_index))] = int(p.last_mirror_epoch)
         return {tp: known.get(tp, -1) for tp in tps}
 
-    async def high_watermark(self, tp: TopicPartition) -> int | None:
-        listed = await Admin(self.cluster).list_offsets({tp: LATEST_TIMESTAMP})
-        offset = listed.get(tp)
-        return None if offset is None or offset.offset < 0 else offset.offset
+    async def high_watermarks(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """One ListOffsets per source leader for all of `tps`; when a partition's error fails
+        the batch (its topic deleted at the source...), each partition is asked alone, so the
+        others are still answered."""
+        admin = Admin(self.cluster)
+        try:
+            listed = await admin.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP))
+        except KafkaError:
+            if len(tps) == 1:
+                return {tps[0]: None}
+            return {tp: hw for tp in tps for hw in (await self.high_watermarks([tp])).values()}
+        return {tp: None if (o := listed.get(tp)) is None or o.offset < 0 else o.offset for tp in tps}
 
     async def close(self) -> None:
         await self.cluster.close()

@@ -147,10 +147,10 @@ class SimSourceCluster:
                  on_leader_change: Callable[[set[TopicPartition]], None]) -> SimSourceEndPoint:
         return SimSourceEndPoint(self.source, self.network, on_leader_change)
 
-    async def high_watermark(self, tp: TopicPartition) -> int | None:
+    async def high_watermarks(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
         self._reachable("ListOffsets")
-        p = self.source.rm.get_partition(tp)
-        return None if p is None else int(p.log.high_watermark)
+        return {tp: None if (p := self.source.rm.get_partition(tp)) is None else int(p.log.high_watermark)
+                for tp in tps}
 
     async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None:
         self._reachable("DescribeMirrors")

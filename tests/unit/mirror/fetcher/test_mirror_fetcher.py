@@ -308,3 +308,25 @@ def test_pending_partitions_are_assigned_again_after_one_metadata_refresh_per_so
     run(go())
     assert refreshes.count(True) == 1 and len(refreshes) == 8
     assert all(mgr.is_fetching(tp) for tp in tps)
+
+
+def test_idle_partitions_of_a_mirror_get_their_source_high_watermarks_in_one_call():
+    """A paused mirror's lag follows the source: one ListOffsets call for all its partitions
+    (a call each held a pass for a round trip per partition across a WAN)."""
+    src, dest = make_broker(1, partitions=50), make_broker(2, partitions=50)
+    tps = [TopicPartition("t", p) for p in range(50)]
+    for tp in tps:
+        src.rm.append_records({tp: build_batch([(None, b"v", (), 1000)] * (tp.partition + 1))}, 1)
+
+    class Counting(InProcessSourceCluster):
+        calls: list[int] = []
+
+        async def high_watermarks(self, asked):
+            self.calls.append(len(asked))
+            return await super().high_watermarks(asked)
+
+    source = Counting({1: src.rm}, leader_id=1)
+    mgr = make_mirror(dest)
+    run(mgr.refresh_source_offsets({tp: ("m", source) for tp in tps}))
+    assert source.calls == [50]
+    assert {tp: lag for tp, (_, lag) in mgr.partition_lags().items()} == {tp: tp.partition + 1 for tp in tps}
