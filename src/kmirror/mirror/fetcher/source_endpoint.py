@@ -275,7 +275,9 @@ class ClientSourceCluster:
         admin = Admin(self.cluster)
         try:
             listed = await admin.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP))
-        except KafkaError:
+        except KafkaError as exc:
+            if isinstance(exc, KafkaAuthenticationError):
+                raise
             if len(tps) == 1:
                 return {tps[0]: None}
             return {tp: hw for tp in tps for hw in (await self.high_watermarks([tp])).values()}
