@@ -15,7 +15,10 @@ run's baseline; "round trips" is (time - time at 0 ms) / round trip. Each point 
 the command and the connections.
 
     .venv/bin/python bench/mirror_add_wan.py [--topics 1,100] [--rtt-ms 0,50,200] [--repeat 3]
-                                             [--plot docs/mirror_add_wan.png]
+                                             [--plot docs/mirror_add_wan.png] [--compare OLD_RUN.txt]
+
+`--compare` draws another run's table (this bench's output, e.g. of an older tree run with
+its `src` on PYTHONPATH) beside this one's, as "before".
 """
 
 from __future__ import annotations
@@ -99,6 +102,7 @@ def main() -> None:
     parser.add_argument("--rtt-ms", default="0,50,200", help="comma list of round trips; 0 is the baseline")
     parser.add_argument("--repeat", type=int, default=3, help="adds per point (the median is reported)")
     parser.add_argument("--plot", type=Path)
+    parser.add_argument("--compare", type=Path, help="another run's output, drawn as 'before'")
     args = parser.parse_args()
     counts = [int(x) for x in args.topics.split(",")]
     rtts = [float(x) for x in args.rtt_ms.split(",")]
@@ -111,10 +115,25 @@ def main() -> None:
         trips = f"{(took - zero) * 1000 / rtt:.1f}" if zero is not None and rtt else "-"
         print(f"| {n} | {rtt:g} ms | {took:.2f} | {trips} |")
     if args.plot:
-        save_line_plot(args.plot, {f"{n} topic{'s' if n > 1 else ''}": [(rtt, t) for (k, rtt), t in results.items()
-                                                                        if k == n] for n in counts},
-                       "round trip between the sites, ms", "seconds from --add to every topic mirrored",
-                       "Starting a mirror across the link")
+        plot(args.plot, results, None if args.compare is None else read_table(args.compare))
+
+
+def plot(path: Path, results: dict[tuple[int, float], float], before: dict[tuple[int, float], float] | None) -> None:
+    runs = {"": results} if before is None else {"before: ": before, "after: ": results}
+    series = {f"{run}{n} topic{'s' if n > 1 else ''}": [(rtt, t) for (k, rtt), t in measured.items() if k == n]
+              for run, measured in runs.items() for n in sorted({k for k, _ in measured})}
+    save_line_plot(path, series, "round trip between the sites, ms", "seconds from --add to every topic mirrored",
+                   "Starting a mirror across the link")
+
+
+def read_table(path: Path) -> dict[tuple[int, float], float]:
+    """The results of this bench's table in an earlier run's output."""
+    out: dict[tuple[int, float], float] = {}
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].isdigit() and cells[1].endswith(" ms"):
+            out[(int(cells[0]), float(cells[1][:-3]))] = float(cells[2])
+    return out
 
 
 if __name__ == "__main__":

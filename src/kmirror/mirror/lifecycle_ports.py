@@ -11,6 +11,7 @@ resumes it from the persisted state.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 from uuid import UUID
@@ -63,3 +64,7 @@ class LeaderEpochBumper(Protocol):
     def producer_id_floor(self) -> int:
         """The producer id floor of the newest metadata image this broker applied."""
         ...
+
+
+Concurrently = Callable[[Sequence[Awaitable[object]]], Awaitable[Sequence[object]]]
+"""Runs awaitables together, answering each one's result or exception in order."""

@@ -16,7 +16,7 @@ for everything else that is retried.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -40,7 +40,13 @@ from kmirror.mirror.led_partition import (
     led_mirror_partitions,
     removed_not_stopped,
 )
-from kmirror.mirror.lifecycle_ports import LeaderEpochBumper, MirrorStateStore, PartitionKey, StepPending
+from kmirror.mirror.lifecycle_ports import (
+    Concurrently,
+    LeaderEpochBumper,
+    MirrorStateStore,
+    PartitionKey,
+    StepPending,
+)
 from kmirror.mirror.plan_steps import PlanSteps
 from kmirror.mirror.source_topic import SourceTopicCheck, SourceTopicStatus, check_source_topic
 from kmirror.ports import Clock
@@ -50,9 +56,6 @@ from kmirror.types import TopicPartition
 
 S = MirrorPartitionState
 log = logging.getLogger(__name__)
-
-Concurrently = Callable[[Sequence[Awaitable[object]]], Awaitable[Sequence[object]]]
-"""Runs awaitables together, answering each one's result or exception in order."""
 
 
 @dataclass

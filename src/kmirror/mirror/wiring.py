@@ -58,8 +58,8 @@ from kmirror.mirror.fetcher.manager import MirrorFetcherManager
 from kmirror.mirror.fetcher.policy import mirror_fetch_policy
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
 from kmirror.mirror.fetcher.throttle import mirror_replication_quota, update_mirror_replication_quota
-from kmirror.mirror.lifecycle_ports import InMemoryMirrorStateStore, PartitionKey, StepPending
-from kmirror.mirror.manager import Concurrently, MirrorManager
+from kmirror.mirror.lifecycle_ports import Concurrently, InMemoryMirrorStateStore, PartitionKey, StepPending
+from kmirror.mirror.manager import MirrorManager
 from kmirror.mirror.metadata_sync import MetadataSync
 from kmirror.mirror.metadata_sync.acls import AclSync, ManagedAclStore
 from kmirror.mirror.metadata_sync.admins import SyncAdmins
@@ -240,6 +240,7 @@ class MirrorDataPlane:
             num_fetchers=1 if config is None else int(config.get("mirror.num.replica.fetchers")), sync_errors=self.sync_errors,
             quota=self.replication_quota)
         gate = Gate()
+        together = staggered(gate)
         self.source_waits = SourceWaits()
         self.sources = ImageSourceClusters(broker_id, lambda: self.manager.image or metadata.image, source_factory,
                                            self.source_waits)
@@ -249,9 +250,9 @@ class MirrorDataPlane:
             ControllerEpochBumper(metadata, gate), self._source_for, clock,
             support_unclean_leader_election=config is not None and str(config.values.get(
                 "mirror.support.unclean.leader.election", "false")).lower() == "true",
-            concurrently=staggered(gate),
+            concurrently=together,
         )
-        self.cluster_ids = SourceClusterIdGuard(self._recorded_cluster_id, self.sources)
+        self.cluster_ids = SourceClusterIdGuard(self._recorded_cluster_id, self.sources, together)
         lookup = admin_source_lookup if coordinator_service is None else coordinator_service.describe_source_topics
         current_image = lambda: self.manager.image or metadata.image  # noqa: E731
         admins = SyncAdmins(broker_id, current_image, None if config is None else config.inter_broker_listener_name,

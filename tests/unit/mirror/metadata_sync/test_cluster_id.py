@@ -57,3 +57,25 @@ def test_no_recorded_id_never_halts_and_a_mirror_not_led_is_forgotten() -> None:
     assert guard.is_halted("m")
     asyncio.run(guard.check(set()))
     assert not guard.is_halted("m")
+
+
+def test_the_mirrors_are_checked_together_when_the_guard_may_run_them_so() -> None:
+    """Each check is a round trip to a source: a pass over many mirrors must not chain them."""
+    in_flight: list[int] = [0, 0]  # now, most at once
+
+    class SlowSource(FakeSource):
+        async def cluster_id(self, refresh: bool = False) -> str:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight)
+            await asyncio.sleep(0)
+            in_flight[0] -= 1
+            return "other" if self is sources["b"] else self.id
+
+    sources = {name: SlowSource() for name in ("a", "b", "c")}
+
+    async def together(awaitables):  # type: ignore[no-untyped-def]
+        return await asyncio.gather(*awaitables, return_exceptions=True)
+
+    guard = SourceClusterIdGuard(lambda name: "src-id", sources.get, together)  # type: ignore[arg-type]
+    asyncio.run(guard.check({"a", "b", "c"}))
+    assert in_flight[1] == 3 and guard.halted == {"b": "other"}
