@@ -21,38 +21,27 @@ from kmirror.types import TopicPartition
 
 
 async def resolve_divergence(tp: TopicPartition, topic_id: UUID, leader: Callable[[], Partition[HostedLog]],
-                             source: SourceCluster, client_id: str) -> None:
+                             source: SourceCluster) -> None:
     """Ask the source's leader for the end of each local epoch from the latest down and cut
     what it does not hold. `leader()` answers the partition while this broker leads it and
     raises `StepPending` otherwise. Each round either completes or moves to an older local
-    epoch, so the local epoch count bounds the rounds."""
-    try:
-        source_leader = await source.partition_leader(tp)
-    except Exception as exc:
-        raise StepPending(f"source metadata: {exc!r}") from exc
-    if source_leader is None:
-        raise StepPending(f"no source leader for {tp}")
-    endpoint = source.endpoint(source_leader, client_id, lambda _: None)
-    try:
-        for _ in range(len(leader().log.epoch_cache) + 1):
-            p = leader()
-            latest = p.log.latest_epoch
-            if latest is None:
-                return
-            try:
-                answers = await endpoint.fetch_epoch_end_offsets([EpochQuery(tp, topic_id, -1, latest)])
-            except Exception as exc:
-                raise StepPending(f"OffsetsForLeaderEpoch: {exc!r}") from exc
-            answer = answers.get(tp)
-            if not isinstance(answer, EpochEndOffset):
-                raise StepPending(f"OffsetsForLeaderEpoch for {tp}: {answer!r}")
-            p = leader()
-            mine = p.log.end_offset_for_epoch(answer.leader_epoch) if answer.leader_epoch >= 0 else None
-            offset, completed = truncation_for_leader_epoch_end(answer, p.log.log_end_offset,
-                                                                p.log.high_watermark, mine)
-            p.truncate_to(offset)
-            if completed:
-                return
-        raise StepPending(f"divergence of {tp} not resolved yet")
-    finally:
-        await endpoint.close()
+    epoch, so the local epoch count bounds the rounds. The partitions asking together share
+    one OffsetsForLeaderEpoch per source leader (`SourceCluster.epoch_end_offset`)."""
+    for _ in range(len(leader().log.epoch_cache) + 1):
+        latest = leader().log.latest_epoch
+        if latest is None:
+            return
+        try:
+            answer = await source.epoch_end_offset(EpochQuery(tp, topic_id, -1, latest))
+        except Exception as exc:
+            raise StepPending(f"OffsetsForLeaderEpoch: {exc!r}") from exc
+        if not isinstance(answer, EpochEndOffset):
+            raise StepPending(f"OffsetsForLeaderEpoch for {tp}: {answer!r}")
+        p = leader()
+        mine = p.log.end_offset_for_epoch(answer.leader_epoch) if answer.leader_epoch >= 0 else None
+        offset, completed = truncation_for_leader_epoch_end(answer, p.log.log_end_offset,
+                                                            p.log.high_watermark, mine)
+        p.truncate_to(offset)
+        if completed:
+            return
+    raise StepPending(f"divergence of {tp} not resolved yet")

@@ -19,7 +19,6 @@ from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.outcomes import AppendError
 from kmirror.mirror.divergence import resolve_divergence
 from kmirror.mirror.fetcher.manager import MirrorFetcherManager
-from kmirror.mirror.fetcher.policy import mirror_fetcher_client_id, mirror_fetcher_id
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster
 from kmirror.mirror.leader_log import assign_bumped_epoch, empty_at, pid_reset_offset
 from kmirror.mirror.led_partition import MirroredPartitionState
@@ -145,9 +144,7 @@ class PlanSteps:
                                  source: SourceCluster | None) -> None:
         if source is None:
             raise StepPending("no source cluster for the mirror")
-        fetcher_id = mirror_fetcher_id(f"{tp.topic}-{tp.partition}", self.fetchers.num_fetchers)
-        client_id = mirror_fetcher_client_id(self.broker_id, fetcher_id, mp.key.mirror_name)
-        await resolve_divergence(tp, mp.key.topic_id, lambda: self._leader(tp), source, client_id)
+        await resolve_divergence(tp, mp.key.topic_id, lambda: self._leader(tp), source)
 
     def await_replicas_truncated(self, tp: TopicPartition) -> None:
         p = self._leader(tp)

@@ -27,7 +27,10 @@ from kmirror.metadata.mirror_records import MIRROR_CONFIG_RESOURCE_TYPE
 from kmirror.mirror.coalescer import Coalescer
 from kmirror.mirror.fetcher.source_endpoint import ClientSourceCluster, SourceCluster, SourceLeader
 from kmirror.mirror.source_waits import BoundedSourceCluster, SourceWaits
+from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.endpoint import LeaderEndPoint
+from kmirror.replication.fetcher.engine import EpochQuery
+from kmirror.replication.outcomes import EpochEndOffset
 from kmirror.security.client_config import ClientSecurity
 from kmirror.types import TopicPartition
 
@@ -46,6 +49,9 @@ class BatchedSourceCluster(SourceCluster, Protocol):
     async def last_mirrored_epochs(self, mirror_name: str, tps: Sequence[TopicPartition]
                                    ) -> dict[TopicPartition, int | None]: ...
 
+    async def epoch_end_offsets(self, queries: Sequence[EpochQuery]
+                                ) -> dict[TopicPartition, EpochEndOffset | ErrorCode]: ...
+
 
 class CoalescingSourceCluster:
     """A `SourceCluster` whose topic id lookups made together share one source Metadata
@@ -60,6 +66,7 @@ class CoalescingSourceCluster:
         self.inner = inner
         self.topic_ids: Coalescer[str, UUID | None] = Coalescer(self._lookup)
         self.epochs: Coalescer[tuple[str, TopicPartition], int | None] = Coalescer(self._epochs)
+        self.epoch_ends: Coalescer[EpochQuery, EpochEndOffset | ErrorCode] = Coalescer(self._epoch_ends)
 
     async def _lookup(self, topics: list[str]) -> list[UUID | None]:
         answers = await self.inner.topic_ids(topics)
@@ -73,8 +80,16 @@ class CoalescingSourceCluster:
         answers = {name: await self.inner.last_mirrored_epochs(name, tps) for name, tps in by_mirror.items()}
         return [answers[mirror_name][tp] for mirror_name, tp in asked]
 
+    async def _epoch_ends(self, queries: list[EpochQuery]) -> list[EpochEndOffset | ErrorCode]:
+        """One OffsetsForLeaderEpoch per source leader (a partition asks one epoch at a time)."""
+        answers = await self.inner.epoch_end_offsets(queries)
+        return [answers.get(q.topic_partition, ErrorCode.unknown_server_error) for q in queries]
+
     async def topic_id(self, topic: str) -> UUID | None:
         return await self.topic_ids.submit(topic)
+
+    async def epoch_end_offset(self, query: EpochQuery) -> EpochEndOffset | ErrorCode:
+        return await self.epoch_ends.submit(query)
 
     async def cluster_id(self, refresh: bool = False) -> str:
         return await self.inner.cluster_id(refresh)

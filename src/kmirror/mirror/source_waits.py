@@ -23,7 +23,10 @@ from typing import TypeVar
 from uuid import UUID
 
 from kmirror.mirror.fetcher.source_endpoint import SourceCluster, SourceLeader
+from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.fetcher.endpoint import LeaderEndPoint
+from kmirror.replication.fetcher.engine import EpochQuery
+from kmirror.replication.outcomes import EpochEndOffset
 from kmirror.types import TopicPartition
 
 T = TypeVar("T")
@@ -116,6 +119,9 @@ class BoundedSourceCluster:
 
     async def high_watermarks(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
         return await self.waits.call(self.inner.high_watermarks(tps))
+
+    async def epoch_end_offset(self, query: EpochQuery) -> EpochEndOffset | ErrorCode:
+        return await self.waits.call(self.inner.epoch_end_offset(query))
 
     async def close(self) -> None:
         await self.inner.close()

@@ -76,6 +76,9 @@ class InProcessSourceCluster:
             return None
         return self.brokers[self.leader_id].topic_id(topic)
 
+    async def epoch_end_offset(self, query: EpochQuery) -> EpochEndOffset | ErrorCode:
+        return await epoch_end_at(InProcessSourceEndPoint(self.brokers[self.leader_id], lambda _: None), query)
+
     def endpoint(self, leader: SourceLeader, client_id: str,
                  on_leader_change: Callable[[set[TopicPartition]], None]) -> InProcessSourceEndPoint:
         ep = InProcessSourceEndPoint(self.brokers[leader.broker_id], on_leader_change)
@@ -93,3 +96,8 @@ class InProcessSourceCluster:
 
     async def close(self) -> None:
         self.closed = True
+
+
+async def epoch_end_at(endpoint: Any, query: EpochQuery) -> EpochEndOffset | ErrorCode:
+    """`SourceCluster.epoch_end_offset` of a fake source: its endpoint's answer for the query."""
+    return (await endpoint.fetch_epoch_end_offsets([query]))[query.topic_partition]  # type: ignore[no-any-return]

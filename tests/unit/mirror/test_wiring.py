@@ -505,3 +505,28 @@ def test_coalescing_source_asks_each_mirrors_last_mirrored_epochs_once_per_batch
 
     assert asyncio.run(go()) == [tp.partition for tp in tps] + [None]
     assert inner.asked == [("dr", sorted(tps)), ("old-source", [tps[0]])]
+
+
+def test_coalescing_source_asks_the_epoch_ends_of_partitions_asking_together_in_one_call():
+    from kmirror.mirror.source_clusters import CoalescingSourceCluster
+    from kmirror.replication.fetcher.engine import EpochQuery
+    from kmirror.replication.outcomes import EpochEndOffset
+
+    class Source:
+        def __init__(self):
+            self.asked = []
+
+        async def epoch_end_offsets(self, queries):
+            self.asked.append(len(queries))
+            return {q.topic_partition: EpochEndOffset(q.leader_epoch, 10 * q.topic_partition.partition)
+                    for q in queries}
+
+    inner = Source()
+    source = CoalescingSourceCluster(inner)
+    queries = [EpochQuery(TopicPartition("t", p), TOPIC_ID, -1, 3) for p in range(40)]
+
+    async def go():
+        return await asyncio.gather(*(source.epoch_end_offset(q) for q in queries))
+
+    assert asyncio.run(go()) == [EpochEndOffset(3, 10 * p) for p in range(40)]
+    assert inner.asked == [40]

@@ -22,6 +22,7 @@ None when the source lacks the API, i.e. UNSUPPORTED_VERSION).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -90,6 +91,11 @@ class SourceCluster(Protocol):
                  on_leader_change: Callable[[set[TopicPartition]], None]) -> LeaderEndPoint: ...
 
     async def last_mirrored_epoch(self, mirror_name: str, tp: TopicPartition) -> int | None: ...
+
+    async def epoch_end_offset(self, query: EpochQuery) -> EpochEndOffset | ErrorCode:
+        """The source leader's end of `query`'s epoch (OffsetsForLeaderEpoch), or the error it
+        answered for the partition. Raises when the source cannot be asked."""
+        ...
 
     async def high_watermarks(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
         """The source partitions' high watermarks (ListOffsets LATEST, one request per source
@@ -187,6 +193,8 @@ class ClientSourceCluster:
                                security=security)
         self.request_timeout_ms = request_timeout_ms
         self._auth_failure: str | None = None
+        self._epoch_endpoints: dict[tuple[int, str, int], SourceClusterEndPoint] = {}
+        """Source leader -> the connection its OffsetsForLeaderEpoch questions share."""
 
     async def _metadata(self, refresh: bool) -> None:
         """Metadata of every topic: fresh, or loaded once (a pass that starts thousands of
@@ -268,6 +276,34 @@ class ClientSourceCluster:
                     known[TopicPartition(topic.topic_name, int(p.partition_index))] = int(p.last_mirror_epoch)
         return {tp: known.get(tp, -1) for tp in tps}
 
+    async def epoch_end_offset(self, query: EpochQuery) -> EpochEndOffset | ErrorCode:
+        return (await self.epoch_end_offsets([query]))[query.topic_partition]
+
+    async def epoch_end_offsets(self, queries: Sequence[EpochQuery]) -> dict[TopicPartition, EpochEndOffset | ErrorCode]:
+        """One OffsetsForLeaderEpoch per source leader for all of `queries`, asked together, on
+        a connection kept per leader: a failback of thousands of partitions must not open a
+        connection to the source for each."""
+        out: dict[TopicPartition, EpochEndOffset | ErrorCode] = {}
+        by_leader: dict[tuple[int, str, int], list[EpochQuery]] = {}
+        for query in queries:
+            leader = await self.partition_leader(query.topic_partition)
+            if leader is None:
+                out[query.topic_partition] = ErrorCode.leader_not_available
+            else:
+                by_leader.setdefault((leader.broker_id, leader.host, leader.port), []).append(query)
+        for answers in await asyncio.gather(*(self._epoch_endpoint(key).fetch_epoch_end_offsets(asked)
+                                              for key, asked in by_leader.items())):
+            out.update(answers)
+        return out
+
+    def _epoch_endpoint(self, leader: tuple[int, str, int]) -> SourceClusterEndPoint:
+        endpoint = self._epoch_endpoints.get(leader)
+        if endpoint is None:
+            endpoint = self._epoch_endpoints[leader] = SourceClusterEndPoint(
+                leader[1], leader[2], client_id=self.cluster.client_id, request_timeout_ms=self.request_timeout_ms,
+                security=self.security)
+        return endpoint
+
     async def high_watermarks(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
         """One ListOffsets per source leader for all of `tps`; when a partition's error fails
         the batch (its topic deleted at the source...), each partition is asked alone, so the
@@ -284,4 +320,7 @@ class ClientSourceCluster:
         return {tp: None if (o := listed.get(tp)) is None or o.offset < 0 else o.offset for tp in tps}
 
     async def close(self) -> None:
+        endpoints, self._epoch_endpoints = list(self._epoch_endpoints.values()), {}
+        for endpoint in endpoints:
+            await endpoint.close()
         await self.cluster.close()

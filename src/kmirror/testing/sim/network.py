@@ -26,6 +26,7 @@ from kmirror.replication.fetcher.endpoint import (
 )
 from kmirror.replication.fetcher.engine import EpochQuery, FetchedPartition, FetchPlan
 from kmirror.replication.outcomes import EpochEndOffset, PartitionError
+from kmirror.testing.mirror_fetcher import epoch_end_at
 from kmirror.types import TopicPartition
 
 
@@ -146,6 +147,11 @@ class SimSourceCluster:
     def endpoint(self, leader: SourceLeader, client_id: str,
                  on_leader_change: Callable[[set[TopicPartition]], None]) -> SimSourceEndPoint:
         return SimSourceEndPoint(self.source, self.network, on_leader_change)
+
+    async def epoch_end_offset(self, query: EpochQuery) -> EpochEndOffset | ErrorCode:
+        if await self.partition_leader(query.topic_partition) is None:
+            return ErrorCode.not_leader_or_follower
+        return await epoch_end_at(SimSourceEndPoint(self.source, self.network, lambda _: None), query)
 
     async def high_watermarks(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
         self._reachable("ListOffsets")
