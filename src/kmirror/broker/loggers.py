@@ -12,12 +12,16 @@ while it runs, as `kafka-configs --entity-type broker-loggers --entity-name <id>
   resource's changes are checked together and applied together, or not at all.
 - A change lasts until the node stops, as in Kafka (log4j's configuration is read again at
   start); `KMIRROR_LOG_LEVELS` sets levels from the start.
+
+The node's loggers are reached through the `LoggerLevels` port (`kmirror.runtime.logger_levels`
+over Python's logging); the rules above are this module's.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -34,18 +38,28 @@ LEVELS = {"FATAL": logging.CRITICAL, "ERROR": logging.ERROR, "WARN": logging.WAR
 STRING_TYPE = 2  # DescribeConfigs' config type STRING
 
 
+class LoggerLevels(Protocol):
+    """A node's loggers: their names, effective levels and own levels (Python's level numbers)."""
+
+    def names(self) -> list[str]:
+        """Every logger the node has made, `root` excluded."""
+        ...
+
+    def effective_level(self, name: str) -> int: ...
+
+    def set_level(self, name: str, level: int | None) -> None:
+        """`None`: the logger's own level goes, it takes its parent's again."""
+        ...
+
+
 def level_name(level: int) -> str:
     """Kafka's name of a Python level: the most verbose Kafka level it lets through."""
     return next((name for name, value in sorted(LEVELS.items(), key=lambda kv: -kv[1]) if value <= level), "TRACE")
 
 
-def _logger(name: str) -> logging.Logger:
-    return logging.getLogger() if name == ROOT else logging.getLogger(name)
-
-
-def logger_names() -> list[str]:
-    """`root` and every logger the node has made, with the dotted prefixes between them."""
-    return [ROOT, *sorted(logging.Logger.manager.loggerDict)]
+def logger_names(levels: LoggerLevels) -> list[str]:
+    """`root` and every logger the node has made."""
+    return [ROOT, *sorted(levels.names())]
 
 
 def _resource_error(node_id: int, resource: ConfigResource) -> ApiError | None:
@@ -57,30 +71,31 @@ def _resource_error(node_id: int, resource: ConfigResource) -> ApiError | None:
     return None
 
 
-def describe_loggers(node_id: int, resource: ConfigResource, keys: Sequence[str] | None) -> DescribeConfigsResult:
+def describe_loggers(levels: LoggerLevels, node_id: int, resource: ConfigResource,
+                     keys: Sequence[str] | None) -> DescribeConfigsResult:
     error = _resource_error(node_id, resource)
     if error is not None:
         return DescribeConfigsResult(resource, error, ())
-    names = logger_names() if keys is None else [k for k in keys if k in set(logger_names())]
+    known = logger_names(levels)
+    names = known if keys is None else [k for k in keys if k in set(known)]
     return DescribeConfigsResult(resource, NONE, tuple(
-        DescribedConfig(name, level_name(_logger(name).getEffectiveLevel()), ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+        DescribedConfig(name, level_name(levels.effective_level(name)), ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
                         read_only=False, is_sensitive=False, config_type=STRING_TYPE, documentation=None, synonyms=())
         for name in names))
 
 
-def alter_loggers(node_id: int, resource: ConfigResource, ops: Sequence[AlterableConfig],
+def alter_loggers(levels: LoggerLevels, node_id: int, resource: ConfigResource, ops: Sequence[AlterableConfig],
                   validate_only: bool = False) -> ApiError:
-    error = _resource_error(node_id, resource) or _check(ops)
+    error = _resource_error(node_id, resource) or _check(set(logger_names(levels)), ops)
     if error is not None:
         return error
     if not validate_only:
         for op in ops:
-            _logger(op.name).setLevel(LEVELS[str(op.value)] if op.op == AlterConfigOp.SET else logging.NOTSET)
+            levels.set_level(op.name, LEVELS[str(op.value)] if op.op == AlterConfigOp.SET else None)
     return NONE
 
 
-def _check(ops: Sequence[AlterableConfig]) -> ApiError | None:
-    known = set(logger_names())
+def _check(known: set[str], ops: Sequence[AlterableConfig]) -> ApiError | None:
     for op in ops:
         if op.op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
             return ApiError(ErrorCode.invalid_request,

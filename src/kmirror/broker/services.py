@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kmirror.broker.authorization import ALLOW_ALL, RequestAuthorizer
+from kmirror.broker.loggers import LoggerLevels
 from kmirror.broker.quotas.managers import QuotaManagers
 from kmirror.config.server import ServerConfig
 from kmirror.coordinator.group.service import GroupCoordinatorService
@@ -36,6 +37,13 @@ class BrokerServices:
     mirror_manager: MirrorManager | None = None  # KIP-1279 data plane: DescribeMirrors, states
     quotas: QuotaManagers | None = None  # client quotas; None on the controller plane (exempt)
     authorization: RequestAuthorizer = ALLOW_ALL  # `authorizer.class.name`; ALLOW_ALL without one
+    loggers: LoggerLevels | None = None  # BROKER_LOGGER configs (KIP-412); every node has them
+
+    @property
+    def logger_levels(self) -> LoggerLevels:
+        if self.loggers is None:
+            raise RuntimeError(f"node {self.node_id} has no logger levels")
+        return self.loggers
 
     @property
     def groups(self) -> GroupCoordinatorService:

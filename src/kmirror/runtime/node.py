@@ -70,6 +70,7 @@ from kmirror.runtime.broker_sender import ListenerBrokerSender
 from kmirror.runtime.controller_channel import ControllerChannel
 from kmirror.runtime.coordinator_log import ReplicatedCoordinatorLog
 from kmirror.runtime.log_cleaner import LogCleanerService
+from kmirror.runtime.logger_levels import ProcessLoggerLevels
 from kmirror.runtime.loop_lag import LoopLagMonitor, TimedEventLoop
 from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError
 from kmirror.runtime.metadata_publisher import BrokerPublishSteps, MetadataPublisher
@@ -284,6 +285,7 @@ class Node:
             mirror_manager=None if self.mirror_data_plane is None else self.mirror_data_plane.manager,
             quotas=self.quotas if plane == "broker" else None,
             authorization=RequestAuthorizer.from_config(cfg, lambda: self.metadata.image.acls, self.clock),
+            loggers=ProcessLoggerLevels(),
         )
         if self.replica_manager is not None:  # a controller-only node's handlers never use one
             services.replica_manager = self.replica_manager

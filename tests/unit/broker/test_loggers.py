@@ -14,8 +14,10 @@ from kmirror.broker.loggers import alter_loggers, describe_loggers, level_name
 from kmirror.config.topic import ConfigSource
 from kmirror.metadata.controller.config_ops import AlterableConfig, AlterConfigOp
 from kmirror.metadata.image import ConfigResource, ConfigResourceType
+from kmirror.runtime.logger_levels import ProcessLoggerLevels
 
 NODE = 7
+PROCESS = ProcessLoggerLevels()
 RESOURCE = ConfigResource(ConfigResourceType.BROKER_LOGGER, "7")
 NAME = "kmirror.test.loggers.child"
 
@@ -31,7 +33,7 @@ def child() -> Iterator[logging.Logger]:
 
 
 def levels(keys: list[str] | None = None) -> dict[str, str | None]:
-    result = describe_loggers(NODE, RESOURCE, keys)
+    result = describe_loggers(PROCESS, NODE, RESOURCE, keys)
     assert result.error.code == ErrorCode.none
     assert all(c.source == ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG and not c.read_only for c in result.configs)
     return {c.name: c.value for c in result.configs}
@@ -50,15 +52,15 @@ def test_describe_lists_root_and_every_logger_with_its_effective_level(child: lo
 
 
 def test_set_then_delete_returns_a_logger_to_its_parents_level(child: logging.Logger) -> None:
-    ok = alter_loggers(NODE, RESOURCE, [AlterableConfig(NAME, AlterConfigOp.SET, "TRACE")])
+    ok = alter_loggers(PROCESS, NODE, RESOURCE, [AlterableConfig(NAME, AlterConfigOp.SET, "TRACE")])
     assert ok.code == ErrorCode.none
     assert child.isEnabledFor(TRACE) and levels([NAME]) == {NAME: "TRACE"}
-    assert alter_loggers(NODE, RESOURCE, [AlterableConfig(NAME, AlterConfigOp.DELETE, None)]).code == ErrorCode.none
+    assert alter_loggers(PROCESS, NODE, RESOURCE, [AlterableConfig(NAME, AlterConfigOp.DELETE, None)]).code == ErrorCode.none
     assert levels([NAME]) == {NAME: "WARN"} and not child.isEnabledFor(logging.INFO)
 
 
 def test_validate_only_changes_nothing(child: logging.Logger) -> None:
-    ok = alter_loggers(NODE, RESOURCE, [AlterableConfig(NAME, AlterConfigOp.SET, "DEBUG")], validate_only=True)
+    ok = alter_loggers(PROCESS, NODE, RESOURCE, [AlterableConfig(NAME, AlterConfigOp.SET, "DEBUG")], validate_only=True)
     assert ok.code == ErrorCode.none and levels([NAME]) == {NAME: "WARN"}
 
 
@@ -79,11 +81,11 @@ def test_validate_only_changes_nothing(child: logging.Logger) -> None:
 def test_a_bad_change_is_refused_whole(child: logging.Logger, name: str, ops: list, code: ErrorCode,
                                        message: str) -> None:
     resource = ConfigResource(ConfigResourceType.BROKER_LOGGER, name)
-    error = alter_loggers(NODE, resource, [AlterableConfig(*op) for op in ops])
+    error = alter_loggers(PROCESS, NODE, resource, [AlterableConfig(*op) for op in ops])
     assert (error.code, error.message) == (code, message)
     assert levels([NAME]) == {NAME: "WARN"}  # the valid first change of the list was not applied either
 
 
 def test_describe_of_another_node_is_refused() -> None:
-    result = describe_loggers(NODE, ConfigResource(ConfigResourceType.BROKER_LOGGER, "1"), None)
+    result = describe_loggers(PROCESS, NODE, ConfigResource(ConfigResourceType.BROKER_LOGGER, "1"), None)
     assert result.error.code == ErrorCode.invalid_request and result.configs == ()

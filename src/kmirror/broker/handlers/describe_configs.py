@@ -45,7 +45,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                                  resource_type=i8(resource.type), resource_name=resource.name, configs=()))
             continue
         keys = None if res.configuration_keys is None else list(res.configuration_keys)
-        described = (describe_loggers(services.node_id, resource, keys)
+        described = (describe_loggers(services.logger_levels, services.node_id, resource, keys)
                      if resource.type == ConfigResourceType.BROKER_LOGGER
                      else services.metadata.describe_configs(resource, keys))
         entries = tuple(

@@ -47,7 +47,7 @@ async def _alter(services: BrokerServices, ctx: RequestContext, request: Any) ->
         if i in answers:
             continue
         if resource.type == ConfigResourceType.BROKER_LOGGER:
-            answers[i] = alter_loggers(services.node_id, resource, ops, validate_only)
+            answers[i] = alter_loggers(services.logger_levels, services.node_id, resource, ops, validate_only)
         else:
             changes.append((i, resource, ops))
     if changes and services.metadata.forwarding:  # a broker-only node: the controller answers
