@@ -10,7 +10,7 @@ from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.consumer_group.ports import TopicInfo
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.member import Protocol
-from kmirror.coordinator.offsets.replay import drop_held
+from kmirror.coordinator.offsets.replay import remove_from_open_transactions
 from kmirror.coordinator.results import GroupOutput
 from kmirror.log.producer_state import VerificationGuard
 from kmirror.ports import ManualClock
@@ -53,7 +53,7 @@ class MemoryCoordinatorLog:
         self.partitions.setdefault(partition, []).extend(records)
         for key, value in records:
             if value is None:
-                drop_held(self.transactional.get(partition, {}), key)
+                remove_from_open_transactions(self.transactional.get(partition, {}), key)
 
     async def append_end_transaction_marker(self, partition: int, *, producer_id: int, producer_epoch: int,
                                             coordinator_epoch: int, committed: bool) -> int:

@@ -252,4 +252,4 @@ def _remove_offset(core: GroupCoordinator, group: ClassicGroup | ConsumerGroup, 
     """The offset leaves the group, and the commits of its open transactions: a tombstone is
     written if either held it (Kafka: `hasCommittedOffset || hasPendingTransactionalOffsets`)."""
     committed = group.offsets.pop(tp, None) is not None
-    return replay.drop_pending_offset(core.state.pending_txn_offsets, group.group_id, tp) or committed
+    return replay.remove_pending_transactional_offset(core.state.pending_txn_offsets, group.group_id, tp) or committed

@@ -42,7 +42,7 @@ def delete_offsets_of(core: ExpiringCore, topics: Collection[str], loaded: Colle
                       | {tp for offsets in pending for tp in offsets if tp.topic in topics})
         for tp in gone:
             committed.pop(tp, None)
-            replay.drop_pending_offset(state.pending_txn_offsets, group_id, tp)
+            replay.remove_pending_transactional_offset(state.pending_txn_offsets, group_id, tp)
         by_partition.setdefault(partition, []).extend(replay.offset_commit_record(group_id, tp, None) for tp in gone)
     out = GroupOutput()
     for partition, records in sorted(by_partition.items()):

@@ -126,7 +126,7 @@ class ReplicaManagerCoordinatorLog:
                     for record in decode_records(data, pos):
                         if record.offset >= offset and record.key is not None:
                             if record.value is None and open_txns:
-                                replay.drop_held(open_txns, record.key)
+                                replay.remove_from_open_transactions(open_txns, record.key)
                             yield record.key, record.value
                 offset = header.next_offset
                 advanced = True

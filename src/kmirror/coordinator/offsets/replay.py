@@ -50,7 +50,7 @@ def offset_commit_record(group_id: str, tp: TopicPartition, value: OffsetAndMeta
 PendingOffsets = dict[str, dict[int, dict[TopicPartition, OffsetAndMetadata]]]
 
 
-def drop_pending_offset(pending_txn_offsets: PendingOffsets, group_id: str, tp: TopicPartition) -> bool:
+def remove_pending_transactional_offset(pending_txn_offsets: PendingOffsets, group_id: str, tp: TopicPartition) -> bool:
     """What an offset tombstone written outside a transaction does to the commits of the
     group's open transactions (Kafka `OffsetMetadataManager.replay`): it removes them, so a
     later COMMIT marker does not bring the offset back. True if there was one."""
@@ -60,7 +60,7 @@ def drop_pending_offset(pending_txn_offsets: PendingOffsets, group_id: str, tp: 
     return dropped
 
 
-def drop_held(open_txns: dict[int, list[tuple[bytes, bytes | None]]], key: bytes) -> None:
+def remove_from_open_transactions(open_txns: dict[int, list[tuple[bytes, bytes | None]]], key: bytes) -> None:
     """A tombstone of `key` written outside the open transactions: their records of `key` go."""
     for producer_id, held in open_txns.items():
         if any(k == key for k, _ in held):
