@@ -51,7 +51,8 @@ from kmirror.mirror.coordinator.coordinator import (
     StateWrite,
 )
 from kmirror.mirror.coordinator.records import AclEntry, MirrorPartitionKey
-from kmirror.mirror.source_lookup import SourceAdmins, SourceDescription, SourceLookup
+from kmirror.mirror.metadata_sync.admins import SyncAdmins
+from kmirror.mirror.source_lookup import MirrorSourceLookups, SourceDescription, SourceLookup
 from kmirror.ports import Clock, ManualClock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.mirror import read_mirror_states as rms
@@ -134,8 +135,8 @@ class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
         super().__init__(coordinator, _MemoryStateLog() if log is None else log, clock or ManualClock(),
                          MIRROR_STATE_TOPIC)
         self.coordinator = coordinator
-        self._source_admins = SourceAdmins(self._clock, f"broker-{node_id}-mirror-lookup")
-        self._source_lookup = source_lookup or self._source_admins
+        self._source_lookups = MirrorSourceLookups(SyncAdmins(node_id, lambda: None, None, "lookup"))
+        self._source_lookup = source_lookup or self._source_lookups
         self.node_id = node_id
         self.metadata = metadata
         self._send = send
@@ -155,7 +156,7 @@ class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
     async def stop(self) -> None:
         await super().stop()
         self.coordinator.shutdown()
-        await self._source_admins.close()
+        await self._source_lookups.close()
         if isinstance(self._send, _Closable):
             await self._send.close()
 
@@ -197,8 +198,9 @@ class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
 
     # ---- source clusters ----------------------------------------------------------------
 
-    async def describe_source_topics(self, config: MirrorConfig, names: Sequence[str]) -> SourceDescription:
-        return await self._source_lookup(config, names)
+    async def describe_source_topics(self, mirror_name: str, config: MirrorConfig,
+                                     names: Sequence[str]) -> SourceDescription:
+        return await self._source_lookup(mirror_name, config, names)
 
     def cached_state(self, mirror_name: str, topic_id: UUID, partition: int) -> MirrorPartitionState | None:
         """The state if this broker coordinates the partition and has loaded it, else None."""

@@ -4,33 +4,28 @@ metadata sync's topic pass).
 
 The source is often a region away, and each request is a round trip. A lookup costs one
 Metadata and one DescribeConfigs, sent together on one connection, whatever the number of
-topics, and the cluster id comes with the Metadata answer. `SourceAdmins` keeps one Admin
-client per source connection config between lookups, so a lookup does not open a connection
-(TCP, TLS, SASL, ApiVersions) each time; one unused for Kafka's `connections.max.idle.ms`
-is closed.
+topics, and the cluster id comes with the Metadata answer. `MirrorSourceLookups` keeps one
+Admin client per mirror between lookups (the metadata sync's `SyncAdmins`, replaced when the
+mirror's connection configs change), so a lookup does not open a connection (TCP, TLS, SASL,
+ApiVersions) each time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
 from kmirror.client.admin import Admin, ConfigEntry, ConfigResourceType
-from kmirror.client.cluster import Cluster
 from kmirror.client.errors import KafkaError
 from kmirror.config.mirror import MirrorConfig
 from kmirror.config.topic import ConfigSource
-from kmirror.ports import Clock
+from kmirror.mirror.metadata_sync.admins import SyncAdmins, client_admin
 from kmirror.protocol.errors import ErrorCode
 
 log = logging.getLogger("kmirror.mirror.coordinator")
-
-IDLE_CLOSE_MS = 540_000
-"""Kafka's `connections.max.idle.ms` default: a source Admin unused this long is closed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,17 +43,13 @@ class SourceDescription:
     """Per requested name: the source topic, or the Kafka error code the source answered."""
 
 
-SourceLookup = Callable[[MirrorConfig, Sequence[str]], Awaitable[SourceDescription]]
+SourceLookup = Callable[[str, MirrorConfig, Sequence[str]], Awaitable[SourceDescription]]
+"""(mirror name, its config, topic names) -> what the mirror's source says of them."""
 
 
-def source_admin(config: MirrorConfig, client_id: str = "kmirror") -> Admin:
-    """An Admin with the mirror's source connection configs (no I/O until its first request)."""
-    return Admin(Cluster(",".join(config.bootstrap_servers), client_id=client_id, security=config.source_security))
-
-
-async def admin_source_lookup(config: MirrorConfig, names: Sequence[str]) -> SourceDescription:
+async def admin_source_lookup(mirror_name: str, config: MirrorConfig, names: Sequence[str]) -> SourceDescription:
     """`describe_source` with an Admin of its own, closed afterwards."""
-    admin = source_admin(config)
+    admin = client_admin(",".join(config.bootstrap_servers), f"mirror-{mirror_name}-lookup", config)
     try:
         return await describe_source(admin, names)
     finally:
@@ -116,37 +107,19 @@ async def _topic_configs(admin: Admin, names: Sequence[str]) -> dict[str, list[C
         return {name: [] for name in names}
 
 
-class SourceAdmins:
-    """A `SourceLookup` whose Admin clients stay connected between lookups: one per source
-    connection config (`bootstrap.servers`, `security.*`, `sasl.*`, `ssl.*`), shared by the
-    mirrors that have the same, closed once unused for `IDLE_CLOSE_MS`."""
+class MirrorSourceLookups:
+    """A `SourceLookup` through one Admin client per mirror (`SyncAdmins.source`), kept
+    connected between lookups; the one of a mirror whose connection configs changed is closed
+    after the lookup that replaced it."""
 
-    def __init__(self, clock: Clock, client_id: str,
-                 factory: Callable[[MirrorConfig, str], Admin] = source_admin) -> None:
-        self.clock = clock
-        self.client_id = client_id
-        self.factory = factory
-        self._admins: dict[tuple[tuple[str, str], ...], tuple[Admin, int]] = {}
-        """source connection configs -> (their Admin, when it was last used)."""
+    def __init__(self, admins: SyncAdmins) -> None:
+        self.admins = admins
 
-    async def __call__(self, config: MirrorConfig, names: Sequence[str]) -> SourceDescription:
-        now = self.clock.monotonic_ms()
-        await self._close_idle(now)
-        identity = tuple(sorted(config.source_connection.items()))
-        current = self._admins.get(identity)
-        admin = current[0] if current is not None else self.factory(config, self.client_id)
-        self._admins[identity] = (admin, now)
-        return await describe_source(admin, names)
-
-    async def _close_idle(self, now: int) -> None:
-        idle = [identity for identity, (_, used) in self._admins.items() if now - used >= IDLE_CLOSE_MS]
-        for identity in idle:
-            admin, _ = self._admins.pop(identity)
-            with contextlib.suppress(Exception):
-                await admin.close()
+    async def __call__(self, mirror_name: str, config: MirrorConfig, names: Sequence[str]) -> SourceDescription:
+        try:
+            return await describe_source(self.admins.source(mirror_name, config), names)
+        finally:
+            await self.admins.close_retired()
 
     async def close(self) -> None:
-        admins, self._admins = [a for a, _ in self._admins.values()], {}
-        for admin in admins:
-            with contextlib.suppress(Exception):
-                await admin.close()
+        await self.admins.close()

@@ -61,7 +61,7 @@ def services_with_mirror() -> Any:
     asyncio.run(services.metadata.update_features([FeatureUpdate("mirror.version", 1)], {"mirror.version": (0, 1)}))
     topics = {n: SourceTopic(n, uuid.UUID(int=i + 7), 1, {}) for i, n in enumerate(("orders", "payments"))}
 
-    async def lookup(config: Any, names: Any) -> SourceDescription:
+    async def lookup(mirror_name: Any, config: Any, names: Any) -> SourceDescription:
         return SourceDescription("source-cluster", {n: topics.get(n, 3) for n in names})
 
     services.mirror_coordinator = MirrorCoordinatorService(MirrorCoordinator(4), lookup)

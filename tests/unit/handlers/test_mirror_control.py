@@ -54,7 +54,7 @@ def enabled_services(source_topics=None):
 
 
 def source_lookup(topics):
-    async def lookup(config, names):
+    async def lookup(mirror_name, config, names):
         return SourceDescription("source-cluster", {n: topics.get(n, int(ErrorCode.unknown_topic_or_partition))
                                                     for n in names})
     return lookup

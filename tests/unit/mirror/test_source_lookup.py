@@ -13,14 +13,13 @@ import pytest
 from kmirror.client.admin import Admin, ConfigEntry, ConfigResourceType, TopicDescription
 from kmirror.client.errors import KafkaError
 from kmirror.config.mirror import MirrorConfig
+from kmirror.mirror.metadata_sync.admins import SyncAdmins
 from kmirror.mirror.source_lookup import (
-    IDLE_CLOSE_MS,
-    SourceAdmins,
+    MirrorSourceLookups,
     SourceDescription,
     SourceTopic,
     describe_source_topics,
 )
-from kmirror.ports import ManualClock
 from kmirror.protocol.errors import ErrorCode
 
 TOPIC_ID = uuid.UUID("11111111-2222-4333-8444-555555555555")
@@ -134,33 +133,28 @@ class ConnectedSourceAdmin(SourceAdmin):
         self.closed = True
 
 
-def test_source_admins_keep_one_admin_per_source_config_until_it_idles() -> None:
-    clock = ManualClock()
-    made: list[ConnectedSourceAdmin] = []
+def test_lookups_keep_one_admin_per_mirror_until_its_connection_configs_change() -> None:
+    made: list[tuple[str, str, ConnectedSourceAdmin]] = []
 
-    def factory(config: MirrorConfig, client_id: str) -> ConnectedSourceAdmin:
-        made.append(ConnectedSourceAdmin())
-        return made[-1]
+    def factory(bootstrap: str, client_id: str, config: MirrorConfig | None) -> ConnectedSourceAdmin:
+        made.append((bootstrap, client_id, ConnectedSourceAdmin()))
+        return made[-1][2]
 
-    lookups = SourceAdmins(clock, "broker-1-mirror-lookup", factory)  # type: ignore[arg-type]
+    lookups = MirrorSourceLookups(SyncAdmins(1, lambda: None, None, "lookup", factory))  # type: ignore[arg-type]
     east = MirrorConfig(("east:9092",), source_connection={"bootstrap.servers": "east:9092"})
-    west = MirrorConfig(("west:9092",), source_connection={"bootstrap.servers": "west:9092"})
+    moved = MirrorConfig(("west:9092",), source_connection={"bootstrap.servers": "west:9092"})
 
     async def go() -> None:
-        first = await lookups(east, ["orders"])
+        first = await lookups("dr", east, ["orders"])
         assert first == SourceDescription("source-id", {"orders": SourceTopic("orders", TOPIC_ID, 3, {})})
-        await lookups(east, ["orders", "payments"])
-        await lookups(west, ["orders"])
-        assert len(made) == 2 and made[0].calls == 4  # east's admin kept: Metadata + DescribeConfigs twice
-        clock.advance(IDLE_CLOSE_MS - 1)
-        await lookups(west, ["orders"])
-        assert not made[0].closed
-        clock.advance(1)
-        await lookups(west, ["orders"])  # east unused for connections.max.idle.ms: closed
-        assert made[0].closed and not made[1].closed
-        await lookups(east, ["orders"])
-        assert len(made) == 3
+        await lookups("dr", east, ["orders", "payments"])
+        await lookups("audit", east, ["orders"])
+        assert [(b, c) for b, c, _ in made] == [("east:9092", "broker-1-mirror-dr-lookup"),
+                                               ("east:9092", "broker-1-mirror-audit-lookup")]
+        assert made[0][2].calls == 4  # dr's admin kept: Metadata + DescribeConfigs twice
+        await lookups("dr", moved, ["orders"])  # dr's source moved: a new admin, the old one closed
+        assert made[2][0] == "west:9092" and made[0][2].closed and not made[1][2].closed
         await lookups.close()
-        assert made[1].closed and made[2].closed
+        assert all(admin.closed for _, _, admin in made)
 
     asyncio.run(go())

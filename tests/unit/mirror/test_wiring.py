@@ -69,8 +69,8 @@ class Service:
     async def remove_topics(self, mirror_name, topic_ids):
         return await self._run(lambda rid: self.coordinator.remove_topics(rid, mirror_name, topic_ids))
 
-    async def describe_source_topics(self, config, names):
-        return await admin_source_lookup(config, names)
+    async def describe_source_topics(self, mirror_name, config, names):
+        return await admin_source_lookup(mirror_name, config, names)
 
 
 def _store(service, exists=True):

@@ -97,7 +97,7 @@ async def _add_topics(services: BrokerServices, ctx: RequestContext, request: An
     if to_lookup:
         lookup = admin_source_lookup if service is None else service.describe_source_topics
         try:
-            source = await lookup(config, to_lookup)
+            source = await lookup(name, config, to_lookup)
         except Exception as e:  # the source is unreachable: an expected outcome at this edge
             log.warning("mirror %s: cannot describe topics at the source: %s", name, e)
             # a refused SASL exchange keeps its code (SASL_AUTHENTICATION_FAILED...); the rest is NETWORK_EXCEPTION

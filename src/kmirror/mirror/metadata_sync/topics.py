@@ -85,7 +85,7 @@ class TopicMetadataSync:
     async def _sync(self, view: MirrorTopicsView) -> None:
         name = view.mirror_name
         try:
-            source = await self.lookup(view.config, sorted(view.topics))
+            source = await self.lookup(name, view.config, sorted(view.topics))
         except Exception as exc:  # the source is unreachable: retried next pass
             self.sync_errors.metadata_refresh += 1
             log.warning("mirror %s: metadata refresh from the source failed: %s", name, exc)

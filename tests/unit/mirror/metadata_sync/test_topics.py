@@ -50,7 +50,7 @@ class FakeSource:
         self.fail = False
         self.asked: list[list[str]] = []
 
-    async def __call__(self, config: MirrorConfig, names: Sequence[str]) -> SourceDescription:
+    async def __call__(self, mirror_name: str, config: MirrorConfig, names: Sequence[str]) -> SourceDescription:
         self.asked.append(list(names))
         if self.fail:
             raise ConnectionError("source down")
