@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from crc32c import crc32c
 
+from kmirror.records import record_walk
 from kmirror.records.builder import SimpleRecord, build_batch
 from kmirror.records.validation import ValidatedRecords, validate_for_append
 
@@ -59,17 +60,21 @@ def main() -> None:
             return outcome
         return run
 
-    cases: list[tuple[str, bytes, Callable[[], object]]] = [
-        ("crc32c baseline (1 MiB)", plain, lambda: crc32c(plain)),
-        ("uncompressed, Kafka defaults", plain, check(plain)),
-        ("uncompressed, bounded timestamps (record walk)", plain, check(plain, timestamp_before_max_ms=10**9)),
-        ("zstd (decompress + record walk)", plain, check(zstd)),
-    ]
-    print(f"{count} records of {RECORD_VALUE_BYTES} B per batch; zstd batch is {len(zstd)} bytes")
+    lz4 = one_mib_batch(3)
+    walked = [("uncompressed, bounded timestamps (record walk)", check(plain, timestamp_before_max_ms=10**9)),
+              ("zstd (decompress + record walk)", check(zstd)),
+              ("lz4 (decompress + record walk)", check(lz4))]
+    print(f"{count} records of {RECORD_VALUE_BYTES} B per batch; zstd batch is {len(zstd)} bytes, lz4 {len(lz4)}")
     print(f"{'case':50} {'MB/s (uncompressed bytes)':>26}")
-    for name, buf, action in cases:
-        print(f"{name:50} {measure(action, len(buf), seconds):>26.1f}")
-
+    for name, action in [("crc32c baseline (1 MiB)", lambda: crc32c(plain)),
+                         ("uncompressed, Kafka defaults", check(plain))]:
+        print(f"{name:50} {measure(action, len(plain), seconds):>26.1f}")
+    # The record walk in Python (a node until it has loaded the compiled walk), then compiled
+    for name, action in walked:
+        print(f"{name + ', Python':50} {measure(action, len(plain), seconds):>26.1f}")
+    record_walk.load_compiled()
+    for name, action in walked:
+        print(f"{name + ', compiled':50} {measure(action, len(plain), seconds):>26.1f}")
 
 if __name__ == "__main__":
     main()

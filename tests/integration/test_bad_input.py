@@ -15,8 +15,11 @@ from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
-from kmirror.records.builder import build_batch
+from kmirror.records.builder import build_batch, build_batch_from_records
+from kmirror.records.compression import CompressionType
+from kmirror.records.record import encode_record
 from kmirror.testing.kafka_clients import consume_partition, create_topic
+from kmirror.testing.mirror_clusters import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -102,3 +105,26 @@ def test_bad_frames_and_batches(cluster):
 
     msgs = consume_partition(cluster.bootstrap, "bad", 0, 2)
     assert [m.value() for m in msgs] == [b"ok-1", b"ok-2"]  # nothing bad was stored
+
+
+def test_compressed_records_are_walked_as_kafka_walks_them(cluster):
+    """Once the node has loaded its compiled record walk, a compressed batch whose records
+    break Kafka's layout (a header key of negative size, a record size that does not match
+    its content) gets INVALID_RECORD, and a good one is appended."""
+    wait_until(lambda: "compiled record walk loaded" in cluster.log_text(), "the compiled record walk to load")
+    create_topic(cluster.bootstrap, "bad")
+    now = 1_700_000_000_000
+
+    def batch(records: bytes, count: int) -> bytes:
+        return build_batch_from_records(records, count, base_timestamp=now, max_timestamp=now,
+                                        compression=CompressionType.LZ4)
+
+    record = encode_record(0, 0, b"k", b"v", (("h", b"x"),))
+    negative_header_key = record.replace(b"\x02h", b"\x01h")
+    longer_than_its_content = bytes([record[0] + 2]) + record[1:] + b"\x00"  # its size (zigzag) + 1
+    good = encode_record(0, 0, b"k", b"good", ())
+    assert _produce_error(cluster.port, batch(negative_header_key, 1)) == 87
+    assert _produce_error(cluster.port, batch(longer_than_its_content, 1)) == 87
+    assert _produce_error(cluster.port, batch(good, 1)) == 0
+    msgs = consume_partition(cluster.bootstrap, "bad", 0, 1)
+    assert [m.value() for m in msgs] == [b"good"]

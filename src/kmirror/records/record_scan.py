@@ -27,15 +27,6 @@ from numba.extending import intrinsic  # type: ignore[import-untyped]
 from kmirror.records import compiled_cache  # noqa: F401  (registers the cache locator first)
 
 OK: Final = 0
-ERRORS: Final = {
-    1: "a record extends past its batch",
-    2: "invalid record size",
-    3: "record fields extend past the record",
-    4: "record size does not match its content",
-    5: "the declared records do not fill their batch",
-    6: "varint longer than 10 bytes",
-    7: "invalid header count",
-}
 
 # Columns of the scan's output, one int64 row each.
 TS_DELTA, OFFSET_DELTA, KEY_START, KEY_LEN, VALUE_START, VALUE_LEN, HEADER_START, RECORD_END, HEADER_COUNT = range(9)
@@ -157,7 +148,26 @@ def scan_section(buf: np.ndarray, pos: int, section_end: int, count: int, out: n
                 return 3, n
         if header_count < 0:
             return 7, n
-        if header_count == 0 and p != record_end:
+        for _ in range(header_count):  # each header's key and value skipped, as Kafka's partial read does
+            q = p
+            header_key_len, p = _short_varint(buf, q, record_end)
+            if p < 0:
+                header_key_len, p = varint(buf, q, record_end)
+                if p < 0:
+                    return 3, n
+            if header_key_len < 0:
+                return 8, n
+            q = p + header_key_len
+            header_value_len, p = _short_varint(buf, q, record_end)
+            if p < 0:
+                header_value_len, p = varint(buf, q, record_end)
+                if p < 0:
+                    return 3, n
+            if header_value_len < -1:
+                return 3, n
+            if header_value_len > 0:
+                p += header_value_len
+        if p != record_end:
             return 4, n
         out[TS_DELTA, n] = ts_delta
         out[OFFSET_DELTA, n] = offset_delta

@@ -62,6 +62,7 @@ from kmirror.mirror.read_only import MirrorWriteGuard
 from kmirror.mirror.service import MirrorCoordinatorService
 from kmirror.mirror.wiring import MirrorDataPlane
 from kmirror.protocol.registry import ApiRegistry
+from kmirror.records import record_walk
 from kmirror.replication.producer_id_source import producer_id_source
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.replication.service import ReplicationService
@@ -91,6 +92,16 @@ CONSUMER_OFFSETS = "__consumer_offsets"
 RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60_000
 CONTROLLER_SESSION_CHECK_MS = 1000
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 15_000
+
+
+def _on_record_walk_loaded(loaded: asyncio.Future[None]) -> None:
+    if loaded.cancelled():
+        return
+    if (error := loaded.exception()) is not None:
+        log.error("loading the compiled record walk failed; produce validation keeps the Python walk",
+                  exc_info=error)
+    else:
+        log.info("compiled record walk loaded: produce validation walks records compiled")
 
 
 def _broker_log_defaults(cfg: ServerConfig) -> LogConfig:
@@ -353,6 +364,9 @@ class Node:
 
         self.log_cleaner = LogCleanerService(CleanerConfig.from_values(cfg.values), log_manager, clock, may_clean)
         self.log_cleaner.start()
+        # Produce validation walks the records of compressed batches in Python until this is loaded
+        asyncio.get_running_loop().run_in_executor(None, record_walk.load_compiled).add_done_callback(
+            _on_record_walk_loaded)
         register_cleaner_metrics(self.metrics, self.log_cleaner.cleaner_metrics)
         self._every(cfg.log_retention_check_interval_ms, "log retention",
                     lambda: log_manager.run_retention(clock.now_ms()))

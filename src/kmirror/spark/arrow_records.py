@@ -26,6 +26,7 @@ import pyarrow as pa
 from kmirror.records import record_scan
 from kmirror.records.batch import BatchHeader, Buffer, CorruptRecordError
 from kmirror.records.record import InvalidRecordError, decode_varint, records_section
+from kmirror.records.record_walk import ERRORS
 
 HEADER_TYPE: Final = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 TIMESTAMP_TYPE: Final = pa.timestamp("us", tz="UTC")
@@ -69,7 +70,7 @@ def _scan(sections: Sequence[bytes | memoryview], batches: Sequence[BatchHeader]
         error, n = record_scan.scan_records(buf, np.array([len(buf)], dtype=np.int64), counts[i:i + 1], fields,
                                             int(firsts[i]))
         if error != record_scan.OK:
-            raise InvalidRecordError(f"{record_scan.ERRORS[error]} (record {n} of the batch at offset "
+            raise InvalidRecordError(f"{ERRORS[error]} (record {n} of the batch at offset "
                                      f"{batches[i].base_offset})")
     return bufs, fields, firsts
 

@@ -54,7 +54,8 @@ from kmirror.log.segment import LogSegment
 from kmirror.records.batch import RECORD_BATCH_OVERHEAD, BatchHeader
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.records.record import InvalidRecordError
-from kmirror.records.record_scan import ERRORS, FIELDS, scan_section
+from kmirror.records.record_scan import FIELDS, scan_section
+from kmirror.records.record_walk import ERRORS
 
 _INT32_MAX = 2**31 - 1
 DEFAULT_STEP_BYTES = 64 * 1024
