@@ -256,11 +256,11 @@ def _check_records(records: Buffer, header: BatchHeader, now_ms: int, log_append
         keyless = (key_lengths < 0) if compacted else np.zeros(len(timestamps), dtype=np.bool_)
         out_of_range = np.zeros(len(timestamps), dtype=np.bool_)
         if check_each_timestamp:
-            earliest, latest_allowed = now_ms - before_max_ms, now_ms + after_max_ms
+            earliest, latest = now_ms - before_max_ms, now_ms + after_max_ms
             if earliest > _INT64_MIN:
                 out_of_range |= timestamps < earliest
-            if latest_allowed < _INT64_MAX:
-                out_of_range |= timestamps > latest_allowed
+            if latest < _INT64_MAX:
+                out_of_range |= timestamps > latest
             out_of_range &= (timestamps != -1) & ~keyless
         for index in np.flatnonzero(keyless | out_of_range).tolist():
             if keyless[index]:
@@ -270,8 +270,8 @@ def _check_records(records: Buffer, header: BatchHeader, now_ms: int, log_append
                 errors.append(RecordError(index, f"Timestamp {int(timestamps[index])} of message with offset delta "
                                                  f"{index} is out of range. The timestamp should be within "
                                                  f"[{now_ms - before_max_ms}, {now_ms + after_max_ms}]"))
-        latest = int(np.argmax(timestamps))
-        max_timestamp, max_delta = (int(timestamps[latest]), latest) if timestamps[latest] > -1 else (-1, -1)
+        newest = int(np.argmax(timestamps))  # the first of the largest, as Kafka keeps it (records_count >= 1)
+        max_timestamp, max_delta = (int(timestamps[newest]), newest) if timestamps[newest] > -1 else (-1, -1)
 
     if producer_log_append_time and not errors:
         # Kafka: in a CreateTime topic such records read as the batch max timestamp and are

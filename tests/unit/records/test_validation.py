@@ -225,3 +225,10 @@ def test_a_batch_decompressing_past_max_message_bytes_is_accepted_as_kafka_accep
     batch = build_batch(records, compression=compression)
     assert len(batch) < 1_048_588 < sum(len(v) for _, v, _, _ in records)
     assert isinstance(validate(batch, max_message_bytes=1_048_588), ValidatedRecords)
+
+
+def test_the_first_of_the_largest_timestamps_is_the_batch_max() -> None:
+    records = [SimpleRecord(b"k", b"v", (), ts) for ts in (NOW, NOW + 7, NOW + 7, NOW + 2)]
+    outcome = validate(build_batch(records, compression=3))
+    assert isinstance(outcome, ValidatedRecords)
+    assert (outcome.batches[0].max_timestamp, outcome.batches[0].offset_delta_of_max_timestamp) == (NOW + 7, 1)
