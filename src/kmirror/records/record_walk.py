@@ -1,13 +1,16 @@
-"""The walk over a records section that produce validation needs: each record's offset
-delta, timestamp delta and key length, with Kafka's layout checks (`DefaultRecord`'s
-partial read: every field, each header's key and value skipped, the record's size
-matching its content, the declared count filling the section).
+"""The walk over a records section that produce validation needs: each record's timestamp
+delta and whether it has a key, with Kafka's layout checks (`DefaultRecord`'s partial read:
+every field, each header's key and value skipped, the record's size matching its content,
+the declared count filling the section) and the inner offset deltas 0, 1, 2, ... that
+kmirror requires (it never rebuilds a batch). The first error in record order is raised as
+`InvalidRecordError`.
 
-Two walks with the same checks and error messages: `record_scan.scan_section`, compiled
-(numba, about 7 ns a record), once this process has loaded it (a node loads it off its
-event loop at start, `load_compiled`); and `walk_python` (about 1 us a
-record) until then, because importing numba and loading compiled code would hold the event
-loop for about a second.
+Two walks with the same checks and messages: `record_scan.scan_section`, compiled (numba,
+7-11 ns a record), once this process has loaded it (a node loads it off its event loop at
+start, `load_compiled`); and `walk_python` (about 1 us a record) until then, because
+importing numba and loading compiled code would hold the event loop for about a second.
+The compiled walk goes `_CHUNK` records at a time, so its memory is 9 bytes a record
+whatever the count a batch declares (a 64 MiB section holds up to 6.8 million records).
 """
 
 from __future__ import annotations
@@ -31,15 +34,17 @@ ERRORS: Final = {
     8: "invalid negative header key size",
 }
 
-RecordFields = tuple[np.ndarray, np.ndarray, np.ndarray]
-"""Per record, in order: offset deltas, timestamp deltas, key lengths (-1: null key)."""
+RecordFields = tuple[np.ndarray, np.ndarray]
+"""Per record, in order: timestamp deltas (int64), null key (bool)."""
 
 _COMPILED_MODULE: Final = "kmirror.records.record_scan"
+_CHUNK: Final = 1 << 16
+_LAYOUT_FILLS_NOT: Final = 5  # ERRORS: records remain after the declared count (or a chunk of it)
+_SMALLEST_RECORD: Final = 7  # bytes: its length, attributes, timestamp and offset deltas, key, value, headers
 
 
 def walk(data: Buffer, pos: int, end: int, count: int) -> RecordFields:
-    """The `count` records of data[pos:end] (which they must fill); `InvalidRecordError`
-    names the first layout error."""
+    """The `count` records of data[pos:end], which they must fill."""
     module = sys.modules.get(_COMPILED_MODULE)
     if module is not None and module.scan_section.signatures:
         return walk_compiled(data, pos, end, count)
@@ -59,28 +64,43 @@ def walk_compiled(data: Buffer, pos: int, end: int, count: int) -> RecordFields:
 
     # A read-only view, as the loaded compiled code was typed for (a writable one would compile anew)
     buf = np.frombuffer(memoryview(data).toreadonly(), dtype=np.uint8)
-    fields = np.empty((record_scan.FIELDS, count), dtype=np.int64)
-    error, _ = record_scan.scan_section(buf, pos, end, count, fields, 0)
-    if error:
-        raise InvalidRecordError(ERRORS[error])
-    return fields[record_scan.OFFSET_DELTA], fields[record_scan.TS_DELTA], fields[record_scan.KEY_LEN]
+    count = max(count, 0)
+    fields = np.empty((record_scan.FIELDS, min(count, _CHUNK)), dtype=np.int64)
+    # No more records than fit the section can be walked, whatever the count a batch declares
+    fitting = min(count, max(end - pos, 0) // _SMALLEST_RECORD + 1)
+    timestamp_deltas = np.empty(fitting, dtype=np.int64)
+    keyless = np.empty(fitting, dtype=np.bool_)
+    done = 0
+    while True:
+        n = min(_CHUNK, count - done)
+        error, walked = record_scan.scan_section(buf, pos, end, n, fields, 0)
+        more = done + n < count
+        if error == _LAYOUT_FILLS_NOT and more:
+            error = 0  # the records of the next chunks follow
+        _check_offset_deltas(fields[record_scan.OFFSET_DELTA, :walked], done)
+        if error:
+            raise InvalidRecordError(ERRORS[error])
+        timestamp_deltas[done:done + n] = fields[record_scan.TS_DELTA, :n]
+        keyless[done:done + n] = fields[record_scan.KEY_LEN, :n] < 0
+        done += n
+        if not more:
+            return timestamp_deltas, keyless
+        pos = int(fields[record_scan.RECORD_END, n - 1])
 
 
 def walk_python(data: Buffer, pos: int, end: int, count: int) -> RecordFields:
-    offset_deltas = [0] * count
-    timestamp_deltas = [0] * count
-    key_lengths = [0] * count
+    timestamp_deltas: list[int] = []
+    keyless: list[bool] = []
     for i in range(count):
         length, p = _varint(data, pos, end, 1, 6)
         record_end = p + length
         if length < 1 or record_end > end:
             raise InvalidRecordError(ERRORS[1 if length >= 1 else 2])
-        timestamp_deltas[i], p = _varint(data, p + 1, record_end)  # after the attributes byte
-        offset_deltas[i], p = _varint(data, p, record_end)
+        timestamp_delta, p = _varint(data, p + 1, record_end)  # after the attributes byte
+        offset_delta, p = _varint(data, p, record_end)
         key_length, p = _varint(data, p, record_end)
         if key_length < -1:
             raise InvalidRecordError(ERRORS[3])
-        key_lengths[i] = key_length
         value_length, p = _varint(data, p + max(key_length, 0), record_end)
         if value_length < -1:
             raise InvalidRecordError(ERRORS[3])
@@ -97,11 +117,26 @@ def walk_python(data: Buffer, pos: int, end: int, count: int) -> RecordFields:
             p += max(header_value_length, 0)
         if p != record_end:
             raise InvalidRecordError(ERRORS[4])
+        if offset_delta != i:
+            raise _misplaced(offset_delta, i)
+        timestamp_deltas.append(timestamp_delta)
+        keyless.append(key_length < 0)
         pos = record_end
     if pos != end:
         raise InvalidRecordError(ERRORS[5])
-    return (np.array(offset_deltas, dtype=np.int64), np.array(timestamp_deltas, dtype=np.int64),
-            np.array(key_lengths, dtype=np.int64))
+    return np.array(timestamp_deltas, dtype=np.int64), np.array(keyless, dtype=np.bool_)
+
+
+def _check_offset_deltas(offset_deltas: np.ndarray, first: int) -> None:
+    misplaced = np.flatnonzero(offset_deltas != np.arange(first, first + len(offset_deltas)))
+    if misplaced.size:
+        index = int(misplaced[0])
+        raise _misplaced(int(offset_deltas[index]), first + index)
+
+
+def _misplaced(offset_delta: int, index: int) -> InvalidRecordError:
+    return InvalidRecordError(f"inner record offset delta {offset_delta} at index {index}: "
+                              "offsets must be consecutive from 0")
 
 
 def _varint(data: Buffer, pos: int, end: int, past_end: int = 3, too_long: int = 3) -> tuple[int, int]:

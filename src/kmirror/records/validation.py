@@ -244,16 +244,10 @@ def _check_records(records: Buffer, header: BatchHeader, now_ms: int, log_append
     timestamp_error = False
     max_timestamp, max_delta = header.max_timestamp, header.last_offset_delta
     if walked is not None:
-        offset_deltas, timestamp_deltas, key_lengths = walked
-        misplaced = np.flatnonzero(offset_deltas != np.arange(len(offset_deltas)))
-        if misplaced.size:
-            index = int(misplaced[0])
-            return InvalidRecords(ErrorCode.invalid_record,
-                                  f"inner record offset delta {int(offset_deltas[index])} at index {index}: "
-                                  "offsets must be consecutive from 0")
+        timestamp_deltas, null_keys = walked  # the inner offset deltas were 0, 1, 2, ...
         # int64 arithmetic, as Kafka's `baseTimestamp + timestampDelta` in a Java long
         timestamps = timestamp_deltas + np.int64(header.base_timestamp)
-        keyless = (key_lengths < 0) if compacted else np.zeros(len(timestamps), dtype=np.bool_)
+        keyless = null_keys if compacted else np.zeros(len(timestamps), dtype=np.bool_)
         out_of_range = np.zeros(len(timestamps), dtype=np.bool_)
         if check_each_timestamp:
             earliest, latest = now_ms - before_max_ms, now_ms + after_max_ms
