@@ -7,9 +7,11 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Consumer
 
 from kmirror.testing.kafka_clients import consume_partition, create_topic, produce_acked
 from kmirror.testing.metrics_scrape import scrape
+from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 
@@ -19,7 +21,9 @@ def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
     as differences."""
     metrics_port = free_port_block()
     c = LocalCluster(dir=tmp_path_factory.mktemp("metered") / "cluster", port=free_port_block(),
-                     overrides={"metrics.port": str(metrics_port)})
+                     overrides={"metrics.port": str(metrics_port),
+                                # a KIP-848 member's assignment in about a second (Kafka's default interval is 5 s)
+                                "group.consumer.heartbeat.interval.ms": "1000"})
     c.up()
     try:
         yield c, metrics_port
@@ -82,3 +86,46 @@ def test_request_metrics_count_requests_errors_and_time_per_api(metered: tuple[L
     assert samples['kafka_network_requestmetrics_requestbytes_max{request="Produce"}'] > 50  # header + one batch of 5 records
     # every client starts with ApiVersions
     assert total('kafka_network_requestmetrics_requests_total{request="ApiVersions"') >= 2
+
+
+def test_group_coordinator_metrics_count_groups_per_protocol_and_state(metered: tuple[LocalCluster, int]) -> None:
+    """Kafka's GroupMetadataManager gauges and group-coordinator-metrics: a classic group and
+    a KIP-848 group, stable while their consumers run, empty with their offsets once closed."""
+    cluster, port = metered
+    create_topic(cluster.bootstrap, "grouped", partitions=2)
+    produce_acked(cluster.bootstrap, "grouped", 4, 2)
+    before = scrape(port)
+    common = {"bootstrap.servers": cluster.bootstrap, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    classic = Consumer({**common, "group.id": "metered-classic"})
+    kip848 = Consumer({**common, "group.id": "metered-848", "group.protocol": "consumer"})
+    consumers = (classic, kip848)
+    for consumer in consumers:
+        consumer.subscribe(["grouped"])
+
+    def change(sample: str) -> float:
+        return scrape(port).get(sample, 0.0) - before.get(sample, 0.0)
+
+    def both_read_all() -> bool:
+        for consumer in consumers:
+            consumer.poll(0.2)
+        return all(len(c.position(c.assignment()) or []) == 2 and sum(p.offset for p in c.position(c.assignment())) == 4
+                   for c in consumers)
+
+    wait_until(both_read_all, "both groups to read the topic")
+    for consumer in consumers:
+        consumer.commit(asynchronous=False)
+    manager = "kafka_coordinator_group_groupmetadatamanager_"
+    coordinator = "kafka_server_group_coordinator_metrics_"
+    wait_until(lambda: change(f"{manager}numgroupsstable") == 1
+               and change(f'{coordinator}consumer_group_count{{state="stable"}}') == 1,
+               "both groups stable", timeout_s=60)
+    assert change(f"{manager}numoffsets") == 4
+    assert change(f"{manager}numgroups") == 1
+    assert change(f'{coordinator}group_count{{protocol="classic"}}') == 1
+    assert change(f'{coordinator}group_count{{protocol="consumer"}}') == 1
+    for consumer in consumers:
+        consumer.close()
+    wait_until(lambda: change(f"{manager}numgroupsempty") == 1
+               and change(f'{coordinator}consumer_group_count{{state="empty"}}') == 1,
+               "both groups empty once their consumers left", timeout_s=60)
+    assert change(f"{manager}numoffsets") == 4

@@ -1,0 +1,44 @@
+"""`register_group_coordinator_metrics`: Kafka's group coordinator metrics of one node
+(`kmirror.coordinator.group.metrics`), read at scrape time:
+- `kafka.coordinator.group:type=GroupMetadataManager,name=NumOffsets|NumGroups|
+  NumGroupsPreparingRebalance|NumGroupsCompletingRebalance|NumGroupsStable|NumGroupsDead|
+  NumGroupsEmpty`;
+- `kafka.server:type=group-coordinator-metrics,name=group-count,protocol=classic|consumer` and
+  `name=consumer-group-count,state=empty|assigning|reconciling|stable|dead`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from kmirror.coordinator.consumer_group.state import ConsumerGroupState
+from kmirror.coordinator.group.metrics import CLASSIC_STATE_GAUGES, PROTOCOLS
+from kmirror.metrics.registry import GaugeFn, MetricsRegistry, metric_name
+
+GROUP_METADATA_MANAGER = ("kafka.coordinator.group", "GroupMetadataManager")
+GROUP_COORDINATOR_METRICS = ("kafka.server", "group-coordinator-metrics")
+
+
+def register_group_coordinator_metrics(registry: MetricsRegistry, read: Callable[[], Mapping[str, float]]) -> None:
+    """`read`: `group_coordinator_metrics` of the node's coordinator, called once per read of
+    the registry (it walks every loaded group)."""
+    memo: dict[int, Mapping[str, float]] = {}
+
+    def reader(key: str) -> GaugeFn:
+        def value() -> float | None:
+            values = memo.get(registry.read_epoch)
+            if values is None:
+                memo.clear()
+                values = memo[registry.read_epoch] = read()
+            return values.get(key)
+        return value
+
+    for name in ("NumOffsets", "NumGroups", *(gauge for gauge, _ in CLASSIC_STATE_GAUGES)):
+        registry.gauge(metric_name(*GROUP_METADATA_MANAGER, name), reader(name))
+    for protocol in PROTOCOLS:
+        registry.gauge(metric_name(*GROUP_COORDINATOR_METRICS, "group-count", protocol=protocol),
+                       reader(f"group-count:{protocol}"))
+    for state in ConsumerGroupState:
+        label = state.value.lower()
+        registry.gauge(metric_name(*GROUP_COORDINATOR_METRICS, "consumer-group-count", state=label),
+                       reader(f"consumer-group-count:{label}"))
