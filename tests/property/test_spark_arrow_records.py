@@ -7,7 +7,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kmirror.records.batch import iter_batches
+from kmirror.records.batch import iter_batches, read_header, write_crc
 from kmirror.records.builder import build_batch
 from kmirror.records.record import decode_records
 from kmirror.spark.arrow_records import record_batches
@@ -38,3 +38,16 @@ def test_arrow_rows_equal_the_reference_decoder(spec: list, lo: int, span: int, 
     assert [(r["offset"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"] or []])
             for r in rows] == [(r.offset, r.key, r.value, list(r.headers)) for r in expected]
     assert micros == [r.timestamp * 1000 for r in expected]
+    assert [r["headers"] is None for r in rows] == [not r.headers for r in expected]  # null, not [], as Spark
+
+
+def test_a_header_key_that_is_not_utf8_reads_with_replacement_characters() -> None:
+    """As the Kafka client decodes a header key (`Utils.utf8`), and so Spark's Kafka source."""
+    good = build_batch([(b"k", b"v", (("trace", b"1"),), 0)])
+    bad = good.replace(b"\ntrace", b"\ntr\xffce")  # the key's length (5, zigzag 10) kept
+    fixed = bytearray(bad)
+    write_crc(fixed, 0)
+    assert read_header(bytes(fixed)).crc != read_header(good).crc
+    (rb,) = record_batches("t", 0, bytes(fixed), list(iter_batches(bytes(fixed))), start_offset=0, end_offset=1,
+                           include_headers=True)
+    assert rb.to_pylist()[0]["headers"] == [{"key": "tr\ufffdce", "value": b"1"}]

@@ -220,6 +220,31 @@ def gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, values: np.
     return o
 
 
+@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+def scan_headers(buf: np.ndarray, header_starts: np.ndarray, counts: np.ndarray, key_start: np.ndarray,
+                 key_len: np.ndarray, value_start: np.ndarray, value_len: np.ndarray, first: int) -> None:
+    """Where each header's key and value lie, for records whose header count (`counts[r]`,
+    0 for none) starts at `header_starts[r]`, as `scan_section` found and checked them:
+    header `first`, `first + 1`, ... in record order (a null value's length is -1)."""
+    h = first
+    end = len(buf)
+    for r in range(len(header_starts)):
+        if counts[r] == 0:
+            continue
+        _, p = varint(buf, header_starts[r], end)
+        for _ in range(counts[r]):
+            length, p = varint(buf, p, end)
+            key_start[h] = p
+            key_len[h] = length
+            p += length
+            length, p = varint(buf, p, end)
+            value_start[h] = p
+            value_len[h] = length
+            if length > 0:
+                p += length
+            h += 1
+
+
 # Columns of `walk_batches`'s output (v2 batch headers, Kafka `DefaultRecordBatch`), one int64 row each.
 B_POS, B_SIZE, B_BASE_OFFSET, B_LAST_OFFSET_DELTA, B_ATTRIBUTES, B_BASE_TS, B_MAX_TS, B_PRODUCER_ID, B_COUNT = range(9)
 BATCH_FIELDS: Final = 9

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from kmirror.records import record_scan
 from kmirror.records.batch import BatchHeader, Buffer, CorruptRecordError
-from kmirror.records.record import InvalidRecordError, decode_varint, records_section
+from kmirror.records.record import InvalidRecordError, records_section
 from kmirror.records.record_walk import ERRORS
 
 HEADER_TYPE: Final = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
@@ -98,31 +98,6 @@ def _binary_array(bufs: Sequence[np.ndarray], firsts: np.ndarray, lo: int, hi: i
     validity = None if null_count == 0 else pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(values)],
                                  null_count=null_count)
-
-
-def _headers(data: bytes, starts: Sequence[int], ends: Sequence[int]) -> list[list[tuple[str, bytes | None]]]:
-    """The headers of records whose header section runs from `starts[i]` (after the count)
-    to `ends[i]`, parsed one record at a time (the rare path)."""
-    out = []
-    for pos, end in zip(starts, ends, strict=True):
-        count, pos = decode_varint(data, pos)
-        headers: list[tuple[str, bytes | None]] = []
-        for _ in range(count):
-            klen, pos = decode_varint(data, pos)
-            if klen < 0 or pos + klen > end:
-                raise InvalidRecordError("invalid header key")
-            key = data[pos:pos + klen].decode()
-            pos += klen
-            vlen, pos = decode_varint(data, pos)
-            value = None if vlen < 0 else data[pos:pos + vlen]
-            pos += max(vlen, 0)
-            if pos > end:
-                raise InvalidRecordError("header extends past the record")
-            headers.append((key, value))
-        if pos != end:
-            raise InvalidRecordError("record size does not match its content")
-        out.append(headers)
-    return out
 
 
 def record_batches(
@@ -199,20 +174,38 @@ def _to_record_batch(
         pa.array(log_append),
     ]
     if include_headers:
-        columns.append(_header_column(sections, fields, firsts, lo, hi))
+        columns.append(_header_column(bufs, fields, firsts, lo, hi))
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
 
 
-def _header_column(sections: Sequence[bytes | memoryview], fields: np.ndarray, firsts: np.ndarray, lo: int,
+def _header_column(bufs: Sequence[np.ndarray], fields: np.ndarray, firsts: np.ndarray, lo: int,
                    hi: int) -> pa.Array:
-    """The `headers` column of the records [lo, hi): null for a record without headers."""
-    headers: list[Any] = [None] * (hi - lo)
-    idx = np.flatnonzero(fields[record_scan.HEADER_COUNT, lo:hi] > 0) + lo
-    section_of = np.searchsorted(firsts, idx, side="right") - 1
-    for s in np.unique(section_of).tolist():
-        rows = idx[section_of == s]
-        parsed = _headers(bytes(sections[s]), fields[record_scan.HEADER_START, rows].tolist(),
-                          fields[record_scan.RECORD_END, rows].tolist())
-        for i, h in zip(rows.tolist(), parsed, strict=True):
-            headers[i - lo] = h
-    return pa.array(headers, type=HEADER_TYPE)
+    """The `headers` column of the records [lo, hi): null for a record without headers, as
+    Spark's Kafka source. Keys and values are copied once into Arrow buffers (compiled),
+    section by section; a key that is not UTF-8 reads with U+FFFD in place of its bad bytes,
+    as the Kafka client decodes it."""
+    counts = fields[record_scan.HEADER_COUNT, lo:hi]
+    n = hi - lo
+    list_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=list_offsets[1:])
+    total = int(list_offsets[-1])
+    if total > 2**31 - 1:
+        raise CorruptRecordError("more than 2**31 headers in one fetch")
+    key_start, key_len, value_start, value_len = (np.empty(total, dtype=np.int64) for _ in range(4))
+    # where each section's headers begin among the headers of [lo, hi)
+    header_firsts = list_offsets[np.clip(firsts - lo, 0, n)]
+    for s, buf in enumerate(bufs):
+        a, b = max(int(firsts[s]), lo), min(int(firsts[s + 1]), hi)
+        if a < b:
+            record_scan.scan_headers(buf, fields[record_scan.HEADER_START, a:b], counts[a - lo:b - lo], key_start,
+                                     key_len, value_start, value_len, int(header_firsts[s]))
+    keys = _binary_array(bufs, header_firsts, 0, total, key_start, key_len)
+    values = _binary_array(bufs, header_firsts, 0, total, value_start, value_len)
+    key_strings = keys.view(pa.string())
+    try:
+        key_strings.validate(full=True)
+    except pa.ArrowInvalid:
+        key_strings = pa.array([k.decode("utf-8", "replace") for k in keys.to_pylist()], type=pa.string())
+    entries = pa.StructArray.from_arrays([key_strings, values], fields=list(HEADER_TYPE.value_type))
+    return pa.ListArray.from_arrays(pa.array(list_offsets.astype(np.int32)), entries, type=HEADER_TYPE,
+                                    mask=pa.array(counts == 0))
