@@ -117,15 +117,16 @@ def test_group_coordinator_metrics_count_groups_per_protocol_and_state(metered: 
     manager = "kafka_coordinator_group_groupmetadatamanager_"
     coordinator = "kafka_server_group_coordinator_metrics_"
     wait_until(lambda: change(f"{manager}numgroupsstable") == 1
-               and change(f'{coordinator}consumer_group_count{{state="stable"}}') == 1,
+               and change(f'{coordinator}consumer_group_count{{state="Stable"}}') == 1,
                "both groups stable", timeout_s=60)
-    assert change(f"{manager}numoffsets") == 4
+    assert change(f'{coordinator}classic_group_count{{state="Stable"}}') == 1
+    assert change(f"{manager}numoffsets") == change(f"{coordinator}offset_count") == 4
     assert change(f"{manager}numgroups") == 1
     assert change(f'{coordinator}group_count{{protocol="classic"}}') == 1
     assert change(f'{coordinator}group_count{{protocol="consumer"}}') == 1
     for consumer in consumers:
         consumer.close()
     wait_until(lambda: change(f"{manager}numgroupsempty") == 1
-               and change(f'{coordinator}consumer_group_count{{state="empty"}}') == 1,
+               and change(f'{coordinator}consumer_group_count{{state="Empty"}}') == 1,
                "both groups empty once their consumers left", timeout_s=60)
     assert change(f"{manager}numoffsets") == 4

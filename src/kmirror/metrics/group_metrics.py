@@ -1,10 +1,12 @@
 """`register_group_coordinator_metrics`: Kafka's group coordinator metrics of one node
 (`kmirror.coordinator.group.metrics`), read at scrape time:
+- `kafka.server:type=group-coordinator-metrics,name=offset-count`,
+  `name=group-count,protocol=classic|consumer`,
+  `name=classic-group-count,state=PreparingRebalance|CompletingRebalance|Stable|Dead|Empty` and
+  `name=consumer-group-count,state=Empty|Assigning|Reconciling|Stable|Dead`;
 - `kafka.coordinator.group:type=GroupMetadataManager,name=NumOffsets|NumGroups|
   NumGroupsPreparingRebalance|NumGroupsCompletingRebalance|NumGroupsStable|NumGroupsDead|
-  NumGroupsEmpty`;
-- `kafka.server:type=group-coordinator-metrics,name=group-count,protocol=classic|consumer` and
-  `name=consumer-group-count,state=empty|assigning|reconciling|stable|dead`.
+  NumGroupsEmpty` (deprecated by Kafka 4.4 for the above).
 """
 
 from __future__ import annotations
@@ -35,10 +37,13 @@ def register_group_coordinator_metrics(registry: MetricsRegistry, read: Callable
 
     for name in ("NumOffsets", "NumGroups", *(gauge for gauge, _ in CLASSIC_STATE_GAUGES)):
         registry.gauge(metric_name(*GROUP_METADATA_MANAGER, name), reader(name))
+    registry.gauge(metric_name(*GROUP_COORDINATOR_METRICS, "offset-count"), reader("offset-count"))
     for protocol in PROTOCOLS:
         registry.gauge(metric_name(*GROUP_COORDINATOR_METRICS, "group-count", protocol=protocol),
                        reader(f"group-count:{protocol}"))
+    for _, classic_state in CLASSIC_STATE_GAUGES:
+        registry.gauge(metric_name(*GROUP_COORDINATOR_METRICS, "classic-group-count", state=classic_state.value),
+                       reader(f"classic-group-count:{classic_state.value}"))
     for state in ConsumerGroupState:
-        label = state.value.lower()
-        registry.gauge(metric_name(*GROUP_COORDINATOR_METRICS, "consumer-group-count", state=label),
-                       reader(f"consumer-group-count:{label}"))
+        registry.gauge(metric_name(*GROUP_COORDINATOR_METRICS, "consumer-group-count", state=state.value),
+                       reader(f"consumer-group-count:{state.value}"))

@@ -29,11 +29,14 @@ def test_groups_are_counted_per_protocol_and_state_with_their_offsets() -> None:
     assert (values["NumGroupsStable"], values["NumGroupsPreparingRebalance"], values["NumGroupsCompletingRebalance"],
             values["NumGroupsEmpty"], values["NumGroupsDead"]) == (2, 1, 0, 1, 0)
     assert (values["group-count:classic"], values["group-count:consumer"]) == (4, 1)
-    assert values["consumer-group-count:empty"] == 1
-    assert values["consumer-group-count:stable"] == values["consumer-group-count:assigning"] == 0
+    assert values["consumer-group-count:Empty"] == 1
+    assert values["consumer-group-count:Stable"] == values["consumer-group-count:Assigning"] == 0
+    assert values["offset-count"] == 10  # Kafka 4.4's names beside the deprecated ones
+    assert (values["classic-group-count:Stable"], values["classic-group-count:PreparingRebalance"],
+            values["classic-group-count:Empty"]) == (2, 1, 1)
 
 
 def test_a_node_without_groups_reports_zeros() -> None:
     values = group_coordinator_metrics(CoreState())
     assert set(values.values()) == {0.0}
-    assert len(values) == 2 + 5 + 2 + 5
+    assert len(values) == 2 + 5 + 1 + 2 + 5 + 5

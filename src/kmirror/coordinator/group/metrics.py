@@ -1,11 +1,12 @@
 """What a node's group coordinator reports about the groups it has loaded (Kafka
 `GroupCoordinatorMetrics`), computed from the coordinator's state when metrics are read.
 
-- Kafka's `GroupMetadataManager` gauges: `NumOffsets` (committed offsets of every group),
-  `NumGroups` (classic groups) and `NumGroups{PreparingRebalance,CompletingRebalance,Stable,
-  Dead,Empty}` (classic groups per state);
-- `group-coordinator-metrics`: `group-count` per protocol (classic, consumer) and
-  `consumer-group-count` per state (empty, assigning, reconciling, stable, dead).
+- `group-coordinator-metrics` (Kafka 4.4's names): `offset-count` (committed offsets of every
+  group), `group-count` per protocol (classic, consumer), `classic-group-count` and
+  `consumer-group-count` per state (Kafka's state names: Stable, Empty, ...);
+- Kafka's `GroupMetadataManager` gauges, deprecated since Kafka 4.4 for the above and still
+  served by it until 5.0: `NumOffsets`, `NumGroups` (classic groups) and
+  `NumGroups{PreparingRebalance,CompletingRebalance,Stable,Dead,Empty}`.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ PROTOCOLS = ("classic", "consumer")
 
 
 def group_coordinator_metrics(state: CoreState) -> dict[str, float]:
-    """Keys: the `GroupMetadataManager` gauge names, `group-count:<protocol>` and
-    `consumer-group-count:<state, lower case>`."""
+    """Keys: the `GroupMetadataManager` gauge names, `offset-count`, `group-count:<protocol>`,
+    `classic-group-count:<state>` and `consumer-group-count:<state>`."""
     classic = Counter(group.state for group in state.groups.values())
     consumer = Counter(group.state for group in state.consumer_groups.values())
     values: dict[str, float] = {
@@ -38,8 +39,9 @@ def group_coordinator_metrics(state: CoreState) -> dict[str, float]:
         "group-count:classic": float(len(state.groups)),
         "group-count:consumer": float(len(state.consumer_groups)),
     }
+    values["offset-count"] = values["NumOffsets"]
     for name, group_state in CLASSIC_STATE_GAUGES:
-        values[name] = float(classic[group_state])
+        values[name] = values[f"classic-group-count:{group_state.value}"] = float(classic[group_state])
     for consumer_state in ConsumerGroupState:
-        values[f"consumer-group-count:{consumer_state.value.lower()}"] = float(consumer[consumer_state])
+        values[f"consumer-group-count:{consumer_state.value}"] = float(consumer[consumer_state])
     return values
