@@ -24,16 +24,10 @@ GROUP_COORDINATOR_METRICS = ("kafka.server", "group-coordinator-metrics")
 def register_group_coordinator_metrics(registry: MetricsRegistry, read: Callable[[], Mapping[str, float]]) -> None:
     """`read`: `group_coordinator_metrics` of the node's coordinator, called once per read of
     the registry (it walks every loaded group)."""
-    memo: dict[int, Mapping[str, float]] = {}
+    values = registry.once_per_read(read)
 
     def reader(key: str) -> GaugeFn:
-        def value() -> float | None:
-            values = memo.get(registry.read_epoch)
-            if values is None:
-                memo.clear()
-                values = memo[registry.read_epoch] = read()
-            return values.get(key)
-        return value
+        return lambda: values().get(key)
 
     for name in ("NumOffsets", "NumGroups", *(gauge for gauge, _ in CLASSIC_STATE_GAUGES)):
         registry.gauge(metric_name(*GROUP_METADATA_MANAGER, name), reader(name))

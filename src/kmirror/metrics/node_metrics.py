@@ -39,17 +39,13 @@ def register_node_metrics(
     def image() -> MetadataImage:
         return metadata.image  # type: ignore[no-any-return]
 
-    memo: dict[int, Mapping[str, float]] = {}
+    def replication_metrics() -> Mapping[str, float]:
+        read = getattr(replica_manager, "replication_metrics", None)
+        return read() if read is not None else {}
 
-    def reported() -> Mapping[str, float]:
-        """The replica manager's values, computed once per read of the registry (a scan of
-        every hosted partition: ten thousand of them are tens of ms on the event loop)."""
-        values = memo.get(registry.read_epoch)
-        if values is None:
-            read = getattr(replica_manager, "replication_metrics", None)
-            memo.clear()
-            values = memo[registry.read_epoch] = read() if read is not None else {}
-        return values
+    # once per read of the registry: a scan of every hosted partition (ten thousand of them are
+    # tens of ms on the event loop)
+    reported = registry.once_per_read(replication_metrics)
 
     def reported_or(key: str, fallback: Callable[[], float | int | None]) -> GaugeFn:
         def read() -> float | int | None:

@@ -86,6 +86,21 @@ class MetricsRegistry:
         # cost a scan of every partition computes them once per read and shares them
         self.read_epoch = 0
 
+    def once_per_read(self, compute: Callable[[], Mapping[str, float]]) -> Callable[[], Mapping[str, float]]:
+        """`compute` as its gauges read it: called once per read of the registry, its values
+        shared by every gauge of that read (for a provider that scans many partitions or
+        groups to answer)."""
+        memo: dict[int, Mapping[str, float]] = {}
+
+        def values() -> Mapping[str, float]:
+            computed = memo.get(self.read_epoch)
+            if computed is None:
+                memo.clear()
+                computed = memo[self.read_epoch] = compute()
+            return computed
+
+        return values
+
     def _check_new(self, name: MetricName) -> None:
         if name in self._gauges or name in self._counters or name in self._meters or name in self._histograms:
             raise ValueError(f"metric {name.jmx()} is already registered")

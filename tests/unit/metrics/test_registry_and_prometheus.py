@@ -113,3 +113,14 @@ def test_sourced_meter_waits_for_a_first_value() -> None:
     value["n"] = 6
     registry.poll()
     assert meter.count == 6
+
+
+def test_a_provider_read_once_per_read_is_computed_once_per_scrape() -> None:
+    registry = MetricsRegistry(ManualClock())
+    calls = []
+    values = registry.once_per_read(lambda: calls.append(1) or {"a": 1.0, "b": float(len(calls))})
+    registry.gauge(metric_name("kafka.server", "T", "A"), lambda: values()["a"])
+    registry.gauge(metric_name("kafka.server", "T", "B"), lambda: values()["b"])
+    assert "kafka_server_t_b 1" in render(registry)
+    assert "kafka_server_t_b 2" in render(registry)  # a new read computes again
+    assert len(calls) == 2
