@@ -124,6 +124,12 @@ def test_group_coordinator_metrics_count_groups_per_protocol_and_state(metered: 
     assert change(f"{manager}numgroups") == 1
     assert change(f'{coordinator}group_count{{protocol="classic"}}') == 1
     assert change(f'{coordinator}group_count{{protocol="consumer"}}') == 1
+    # the sensors: 2 offsets committed by each consumer, the classic group's rebalance completed
+    # by its leader's SyncGroup, the KIP-848 group's epoch bumped when its member joined
+    assert change(f"{coordinator}offset_commit_count") == 4
+    assert change(f"{coordinator}group_completed_rebalance_count") >= 1
+    assert change(f"{coordinator}consumer_group_rebalance_count") >= 1
+    assert scrape(port)[f"{coordinator}offset_commit_rate"] > 0
     for consumer in consumers:
         consumer.close()
     wait_until(lambda: change(f"{manager}numgroupsempty") == 1

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from kmirror.metadata.authorizer import AuthorizationResult
 from kmirror.ports import Clock
-from kmirror.replication.sampled_rate import QuotaWindow, SampledRate
-
-METRICS_WINDOW = QuotaWindow(samples=2, window_ms=30_000)
+from kmirror.replication.sampled_rate import METRICS_WINDOW, SampledRate
 
 
 class AuthorizerSensors:

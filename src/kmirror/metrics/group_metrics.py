@@ -6,7 +6,10 @@
   `name=consumer-group-count,state=Empty|Assigning|Reconciling|Stable|Dead`;
 - `kafka.coordinator.group:type=GroupMetadataManager,name=NumOffsets|NumGroups|
   NumGroupsPreparingRebalance|NumGroupsCompletingRebalance|NumGroupsStable|NumGroupsDead|
-  NumGroupsEmpty` (deprecated by Kafka 4.4 for the above).
+  NumGroupsEmpty` (deprecated by Kafka 4.4 for the above);
+- the meters `kafka.server:type=group-coordinator-metrics,name=<sensor>-rate|<sensor>-count` of
+  `offset-commit`, `offset-expiration`, `offset-deletion`, `group-completed-rebalance` and
+  `consumer-group-rebalance` (`kmirror.coordinator.group.sensors`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Callable, Mapping
 
 from kmirror.coordinator.consumer_group.state import ConsumerGroupState
 from kmirror.coordinator.group.metrics import CLASSIC_STATE_GAUGES, PROTOCOLS
+from kmirror.coordinator.group.sensors import GroupSensor
 from kmirror.metrics.registry import GaugeFn, MetricsRegistry, metric_name
 
 GROUP_METADATA_MANAGER = ("kafka.coordinator.group", "GroupMetadataManager")
@@ -41,3 +45,6 @@ def register_group_coordinator_metrics(registry: MetricsRegistry, read: Callable
     for state in ConsumerGroupState:
         registry.gauge(metric_name(*GROUP_COORDINATOR_METRICS, "consumer-group-count", state=state.value),
                        reader(f"consumer-group-count:{state.value}"))
+    for sensor in GroupSensor:
+        for stat in (f"{sensor.value}-rate", f"{sensor.value}-count"):
+            registry.gauge(metric_name(*GROUP_COORDINATOR_METRICS, stat), reader(stat))

@@ -28,6 +28,11 @@ class QuotaWindow:
     window_ms: int = 1000
 
 
+METRICS_WINDOW = QuotaWindow(samples=2, window_ms=30_000)
+"""Kafka's default metrics configuration (`metrics.num.samples`, `metrics.sample.window.ms`),
+the window of a broker's rate metrics other than the quotas'."""
+
+
 class _Sample:
     __slots__ = ("start_ms", "value")
 

@@ -341,7 +341,8 @@ class Node:
         register_authorizer_metrics(self.metrics, services["broker"].authorization)
         if self.group_coordinator is not None:
             groups = self.group_coordinator.core
-            register_group_coordinator_metrics(self.metrics, lambda: group_coordinator_metrics(groups.state))
+            register_group_coordinator_metrics(self.metrics,
+                                               lambda: group_coordinator_metrics(groups.state, groups.sensors))
         if cfg.metrics_port:
             self.metrics_server = MetricsServer(self.metrics, "127.0.0.1", cfg.metrics_port)
             self.ports["metrics"] = await self.metrics_server.start()

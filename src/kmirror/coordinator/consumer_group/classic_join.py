@@ -90,7 +90,8 @@ def join(core: GroupsCore, request_id: int, group: ConsumerGroup, req: ClassicJo
         classic=ClassicMemberMetadata(req.session_timeout_ms, req.protocols),
     )
     epoch_before = group.group_epoch
-    out_records.extend(update_member(group, member, updated, joined=joined, topics=topics, config=core.config))
+    out_records.extend(update_member(group, member, updated, joined=joined, topics=topics, config=core.config,
+                                     sensors=core.sensors))
     reconciled = next_assignment(updated, group.assignment_epoch, group.target.get(updated.member_id, {}),
                                  group.owner_of, _owned(subscription, topics))
     if reconciled != updated or created:

@@ -103,7 +103,8 @@ def heartbeat(
         client_id=req.client_id, client_host=req.client_host,
         classic=None,  # a member heartbeating uses the consumer protocol (a classic one restarted)
     )
-    out_records.extend(update_member(group, member, updated, joined=joined, topics=topics, config=core.config))
+    out_records.extend(update_member(group, member, updated, joined=joined, topics=topics, config=core.config,
+                                     sensors=core.sensors))
 
     reconciled = next_assignment(
         updated, group.assignment_epoch, group.target.get(updated.member_id, {}), group.owner_of, req.owned

@@ -11,6 +11,7 @@ from typing import Protocol
 from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.group.group import ClassicGroup
+from kmirror.coordinator.group.sensors import GroupCoordinatorSensors
 from kmirror.coordinator.results import GroupOutput
 from kmirror.metadata.image import MetadataImage
 from kmirror.ports import Clock
@@ -53,6 +54,7 @@ BROKER_DEFAULTS = GroupConfig()
 class GroupsCore(Protocol):
     config: CoordinatorConfig
     clock: Clock
+    sensors: GroupCoordinatorSensors
 
     @property
     def groups(self) -> dict[str, ClassicGroup]: ...

@@ -14,6 +14,7 @@ from kmirror.coordinator.consumer_group.assignors import ASSIGNORS, MemberSubscr
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.consumer_group.member import ConsumerGroupMember
 from kmirror.coordinator.consumer_group.ports import TopicsView
+from kmirror.coordinator.group.sensors import GroupCoordinatorSensors, GroupSensor
 
 
 def is_internal(topic: str) -> bool:
@@ -70,13 +71,14 @@ def choose_assignor(group: ConsumerGroup, config: CoordinatorConfig) -> str:
 
 def update_member(
     group: ConsumerGroup, before: ConsumerGroupMember, after: ConsumerGroupMember, *, joined: bool,
-    topics: TopicsView, config: CoordinatorConfig,
+    topics: TopicsView, config: CoordinatorConfig, sensors: GroupCoordinatorSensors,
 ) -> list[records.Record]:
     """Put `after` in the group in place of `before` (Kafka `hasMemberSubscriptionChanged`,
     `updateSubscriptionMetadata`, `updateTargetAssignment`): the group epoch is bumped when a
     member `joined` (a new member, not a static member taking over its instance's place) or
     changed its subscription, or when the subscribed topics' partition counts changed; the
-    target assignment is recomputed while the group epoch is ahead of it. The records of it."""
+    target assignment is recomputed while the group epoch is ahead of it (a bump is one
+    `consumer-group-rebalance`). The records of it."""
     out: list[records.Record] = []
     bump = joined or after.subscription_key() != before.subscription_key()
     if after.member_id not in group.members or after != before:
@@ -91,6 +93,7 @@ def update_member(
     if bump:
         group.group_epoch += 1
         out.append(records.epoch_record(records.GROUP_METADATA, group.group_id, group.group_epoch))
+        sensors.record(GroupSensor.CONSUMER_GROUP_REBALANCES)
     if group.group_epoch > group.assignment_epoch:
         out.extend(update_target(group, topics, config))
     return out

@@ -24,6 +24,7 @@ from kmirror.coordinator.consumer_group.ports import TopicsView
 from kmirror.coordinator.group import expiry, static_members, sync_group
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
 from kmirror.coordinator.group.member import MemberMetadata, Protocol
+from kmirror.coordinator.group.sensors import GroupCoordinatorSensors
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.group.static_rejoin import rejoin_static
 from kmirror.coordinator.offsets import deleted_topics, expiration, replay
@@ -77,6 +78,7 @@ class GroupCoordinator:
         self._new_uuid = new_uuid
         self._topics = topics
         self.state = CoreState()
+        self.sensors = GroupCoordinatorSensors(clock)
         self._waiting: dict[int, _Waiting] = {}
         self._next_ticket = 0
 

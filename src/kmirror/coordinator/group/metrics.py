@@ -6,7 +6,8 @@
   `consumer-group-count` per state (Kafka's state names: Stable, Empty, ...);
 - Kafka's `GroupMetadataManager` gauges, deprecated since Kafka 4.4 for the above and still
   served by it until 5.0: `NumOffsets`, `NumGroups` (classic groups) and
-  `NumGroups{PreparingRebalance,CompletingRebalance,Stable,Dead,Empty}`.
+  `NumGroups{PreparingRebalance,CompletingRebalance,Stable,Dead,Empty}`;
+- the sensors' meters (`kmirror.coordinator.group.sensors`): `<sensor>-rate` and `<sensor>-count`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections import Counter
 
 from kmirror.coordinator.consumer_group.state import ConsumerGroupState
 from kmirror.coordinator.group.coordinator import CoreState
+from kmirror.coordinator.group.sensors import GroupCoordinatorSensors, GroupSensor
 from kmirror.coordinator.group.state import GroupState
 
 CLASSIC_STATE_GAUGES: tuple[tuple[str, GroupState], ...] = (
@@ -27,9 +29,10 @@ CLASSIC_STATE_GAUGES: tuple[tuple[str, GroupState], ...] = (
 PROTOCOLS = ("classic", "consumer")
 
 
-def group_coordinator_metrics(state: CoreState) -> dict[str, float]:
+def group_coordinator_metrics(state: CoreState, sensors: GroupCoordinatorSensors) -> dict[str, float]:
     """Keys: the `GroupMetadataManager` gauge names, `offset-count`, `group-count:<protocol>`,
-    `classic-group-count:<state>` and `consumer-group-count:<state>`."""
+    `classic-group-count:<state>`, `consumer-group-count:<state>`, and each sensor's
+    `<sensor>-rate` and `<sensor>-count`."""
     classic = Counter(group.state for group in state.groups.values())
     consumer = Counter(group.state for group in state.consumer_groups.values())
     values: dict[str, float] = {
@@ -44,4 +47,7 @@ def group_coordinator_metrics(state: CoreState) -> dict[str, float]:
         values[name] = values[f"classic-group-count:{group_state.value}"] = float(classic[group_state])
     for consumer_state in ConsumerGroupState:
         values[f"consumer-group-count:{consumer_state.value}"] = float(consumer[consumer_state])
+    for sensor in GroupSensor:
+        values[f"{sensor.value}-rate"] = sensors.rate(sensor)
+        values[f"{sensor.value}-count"] = float(sensors.count(sensor))
     return values

@@ -11,6 +11,7 @@ from kmirror.coordinator.consumer_group import classic_members
 from kmirror.coordinator.group import static_members
 from kmirror.coordinator.group.group import ClassicGroup
 from kmirror.coordinator.group.member import MemberMetadata
+from kmirror.coordinator.group.sensors import GroupSensor
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.results import GroupOutput, JoinResult, SyncResult
 from kmirror.protocol.errors import ErrorCode
@@ -83,6 +84,7 @@ def sync(
             m.assignment = assignments.get(m.member_id, b"")
         generation = group.generation_id
         group.transition_to(GroupState.STABLE, core.clock.now_ms())
+        core.sensors.record(GroupSensor.CLASSIC_GROUP_COMPLETED_REBALANCES)
 
         def persisted() -> GroupOutput:
             return complete_syncs(core, group, generation, E.none)

@@ -14,6 +14,7 @@ from kmirror.coordinator.consumer_group import admin as consumer_admin
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
+from kmirror.coordinator.group.sensors import GroupSensor
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.group.static_members import validate_member
 from kmirror.coordinator.offsets import replay
@@ -136,6 +137,7 @@ def commit_offsets(
         return result(_append_error(error))
 
     records = [replay.offset_commit_record(group_id, _tp(t, p), v) for (t, p), v in accepted.items()]
+    core.sensors.record(GroupSensor.OFFSET_COMMITS, len(records))
     return core.append(group_id, records, persisted, failed)
 
 
@@ -219,6 +221,7 @@ def delete_offsets(
         results.append(PartitionResult(topic, p, E.none))
         if _remove_offset(core, group, _tp(topic, p)):
             records.append(replay.offset_commit_record(group_id, _tp(topic, p), None))
+    core.sensors.record(GroupSensor.OFFSET_DELETIONS, len(records))
     done = OffsetDeleteResult(E.none, tuple(results))
     if not records:
         return reply(done)
@@ -241,6 +244,7 @@ def _delete_consumer_group_offsets(
         results.append(PartitionResult(topic, p, E.none))
         if _remove_offset(core, group, _tp(topic, p)):
             records.append(replay.offset_commit_record(group.group_id, _tp(topic, p), None))
+    core.sensors.record(GroupSensor.OFFSET_DELETIONS, len(records))
     done = OffsetDeleteResult(E.none, tuple(results))
     if not records:
         return reply(done)

@@ -39,6 +39,7 @@ from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.consumer_group.ports import TopicsView
 from kmirror.coordinator.consumer_group.target import subscribed_topic_names
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
+from kmirror.coordinator.group.sensors import GroupCoordinatorSensors, GroupSensor
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.offsets import replay
 from kmirror.coordinator.results import GroupOutput
@@ -71,6 +72,7 @@ class ExpiringCore(Protocol):
 
     config: CoordinatorConfig
     clock: Clock
+    sensors: GroupCoordinatorSensors
 
     @property
     def state(self) -> ExpiringState: ...
@@ -144,6 +146,7 @@ def cleanup_expired_offsets(core: ExpiringCore, group_id: str, offsets: dict[Top
     now_ms = core.clock.now_ms()
     retention_ms = core.config.offsets_retention_ms
     all_expired = True
+    expired = 0
     for tp in sorted(offsets):
         if (tp.topic in condition.subscribed_topics or tp in pending
                 or not condition.is_offset_expired(offsets[tp], now_ms, retention_ms)):
@@ -151,6 +154,8 @@ def cleanup_expired_offsets(core: ExpiringCore, group_id: str, offsets: dict[Top
             continue
         del offsets[tp]
         records.append(replay.offset_commit_record(group_id, tp, None))
+        expired += 1
+    core.sensors.record(GroupSensor.OFFSET_EXPIRED, expired)
     return all_expired and not pending
 
 

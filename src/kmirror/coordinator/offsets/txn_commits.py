@@ -24,6 +24,7 @@ from dataclasses import replace
 from kmirror.coordinator.consumer_group import admin as consumer_admin
 from kmirror.coordinator.group.coordinator import GroupCoordinator
 from kmirror.coordinator.group.group import ClassicGroup, OffsetAndMetadata
+from kmirror.coordinator.group.sensors import GroupSensor
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.group.static_members import group_metadata_append_error, validate_member
 from kmirror.coordinator.offsets import replay
@@ -131,6 +132,7 @@ def txn_commit_offsets(core: GroupCoordinator, request_id: int, *, group_id: str
         return reply(errors, txn_commit_error(error))
 
     records = [replay.offset_commit_record(group_id, tp, v) for tp, v in accepted.items()]
+    core.sensors.record(GroupSensor.OFFSET_COMMITS, len(records))
     out = core.append(group_id, records, written, failed)
     out.appends[:] = [replace(a, producer_id=producer_id, producer_epoch=producer_epoch, verification_guard=verification)
                       for a in out.appends]
