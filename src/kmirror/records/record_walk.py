@@ -7,15 +7,16 @@ kmirror requires (it never rebuilds a batch). The first error in record order is
 
 Two walks with the same checks and messages: `record_scan.scan_section`, compiled (numba,
 7-11 ns a record), once this process has loaded it (a node loads it off its event loop at
-start, `load_compiled`); and `walk_python` (about 1 us a record) until then, because
-importing numba and loading compiled code would hold the event loop for about a second.
+start, `load_compiled`); and `walk_python` (about 1 us a record) until `load_compiled` has
+returned, because importing numba and loading compiled code would hold the event loop for
+about a second. (While another thread imports `record_scan`, the module is already in
+`sys.modules`, half initialized: the flag, not the module's presence, says the walk is ready.)
 The compiled walk goes `_CHUNK` records at a time, so its memory is 9 bytes a record
 whatever the count a batch declares (a 64 MiB section holds up to 6.8 million records).
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Final
 
 import numpy as np
@@ -37,16 +38,15 @@ ERRORS: Final = {
 RecordFields = tuple[np.ndarray, np.ndarray]
 """Per record, in order: timestamp deltas (int64), null key (bool)."""
 
-_COMPILED_MODULE: Final = "kmirror.records.record_scan"
 _CHUNK: Final = 1 << 16
 _LAYOUT_FILLS_NOT: Final = 5  # ERRORS: records remain after the declared count (or a chunk of it)
 _SMALLEST_RECORD: Final = 7  # bytes: its length, attributes, timestamp and offset deltas, key, value, headers
+_compiled_loaded = False  # `load_compiled` has returned
 
 
 def walk(data: Buffer, pos: int, end: int, count: int) -> RecordFields:
     """The `count` records of data[pos:end], which they must fill."""
-    module = sys.modules.get(_COMPILED_MODULE)
-    if module is not None and module.scan_section.signatures:
+    if _compiled_loaded:
         return walk_compiled(data, pos, end, count)
     return walk_python(data, pos, end, count)
 
@@ -55,8 +55,10 @@ def load_compiled() -> None:
     """Import the compiled walk and load it, with the argument types `walk` gives it (from
     numba's cache, or compiled): about a second, so a node runs this off its event loop at
     start. `walk` takes the compiled walk from then on."""
+    global _compiled_loaded
     record = encode_record(0, 0, b"k", b"v")
     walk_compiled(record, 0, len(record), 1)
+    _compiled_loaded = True
 
 
 def walk_compiled(data: Buffer, pos: int, end: int, count: int) -> RecordFields:
