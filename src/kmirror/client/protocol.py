@@ -51,6 +51,8 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     1: 12,  # Fetch
     2: 7,  # ListOffsets
     3: 12,  # Metadata
+    8: 9,  # OffsetCommit (v10+ names topics by id)
+    9: 9,  # OffsetFetch (v10+ names topics by id)
     18: 3,  # ApiVersions
     19: 7,  # CreateTopics
     20: 6,  # DeleteTopics (v6 adds topic ids)

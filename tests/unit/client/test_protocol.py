@@ -110,6 +110,13 @@ def test_choose_version_takes_highest_common_version() -> None:
     assert choose_version(3, {3: (0, 9)}) == 9
     assert choose_version(3, {3: (0, 20)}) == 12  # client cap
     assert choose_version(3, {3: (0, 20)}, client_max={}) == max(kio_versions(3))
+
+
+def test_group_offsets_are_asked_by_topic_name_of_a_broker_that_serves_topic_ids() -> None:
+    """Kafka 4.2 (and kmirror) serve OffsetCommit and OffsetFetch v10, which name topics by id
+    only: the client, which names them, stays at v9 (a v10 answer has no topic names)."""
+    assert choose_version(8, {8: (2, 10)}) == 9
+    assert choose_version(9, {9: (1, 10)}) == 9
     assert choose_version(3, {3: (14, 20)}) is None
     assert choose_version(3, {}) is None
     assert kio_versions(1)[0] == 4  # kio has Fetch from v4

@@ -352,4 +352,4 @@ def test_handlers_register_their_versions():
     from kmirror.broker.api import load_handlers
 
     served = {d.api_key: (d.min_version, d.max_version) for d in load_handlers()}
-    assert served[11] == (0, 9) and served[10] == (0, 6) and served[8] == (2, 9) and served[9] == (1, 9)
+    assert served[11] == (0, 9) and served[10] == (0, 6) and served[8] == (2, 10) and served[9] == (1, 10)

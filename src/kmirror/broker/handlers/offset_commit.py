@@ -1,8 +1,10 @@
-"""OffsetCommit (key 8, v2-v9; v10 names topics by id and is not served yet).
+"""OffsetCommit (key 8, v2-v10).
 
 Commits for topics the cluster does not know are UNKNOWN_TOPIC_OR_PARTITION and never reach
 the coordinator (Kafka `KafkaApis.handleOffsetCommitRequest`). A v2-v4 RetentionTimeMs other
-than -1 gives the offsets their own expire timestamp, as Kafka 4 still does.
+than -1 gives the offsets their own expire timestamp, as Kafka 4 still does. From v10 topics
+are named by id only, in the request and the response (Kafka 4.1, KAFKA-14690): an id the
+cluster does not know is UNKNOWN_TOPIC_ID, before authorization, as Kafka answers it.
 
 Authorization (Kafka's): READ on the group (else every partition is answered
 GROUP_AUTHORIZATION_FAILED) and READ on each topic (else TOPIC_AUTHORIZATION_FAILED)."""
@@ -15,39 +17,48 @@ from typing import Any
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.authorization import GROUP, READ, TOPIC
 from kmirror.broker.services import BrokerServices
+from kmirror.broker.topic_ids import TOPIC_IDS_VERSION, TopicIds
 from kmirror.coordinator.offsets.commits import DEFAULT_RETENTION_TIME_MS, OffsetToCommit
 from kmirror.coordinator.results import PartitionResult
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
 
 
-@api(8, "OffsetCommit", 2, 9)
+@api(8, "OffsetCommit", 2, 10)
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     image = getattr(services.metadata, "image", None)
+    ids = TopicIds(image)
+    # (name, partitions) of each requested topic; from v10 its name is resolved from its id
+    by_id = ctx.api_version >= TOPIC_IDS_VERSION
+    topics = [(ids.name_of(t.topic_id) if by_id else t.name, t.partitions) for t in request.topics]
+    unknown_ids = [PartitionResult(ids.unknown(t.topic_id), p.partition_index, ErrorCode.unknown_topic_id)
+                   for (name, _), t in zip(topics, request.topics, strict=True) if name is None for p in t.partitions]
+    named = [(name, parts) for name, parts in topics if name is not None]
     authorization = services.authorization
     if not authorization.authorize(ctx, READ, GROUP, request.group_id):
-        return _answer(ctx, [PartitionResult(t.name, p.partition_index, ErrorCode.group_authorization_failed)
-                             for t in request.topics for p in t.partitions])
-    readable = authorization.filter(ctx, READ, TOPIC, (t.name for t in request.topics))
+        refused = [(name, p.partition_index) for name, parts in named for p in parts]
+        refused += [(r.topic, r.partition) for r in unknown_ids]
+        return _answer(ctx, [PartitionResult(t, p, ErrorCode.group_authorization_failed) for t, p in refused], ids)
+    readable = authorization.filter(ctx, READ, TOPIC, (name for name, _ in named))
     exists = (lambda topic: topic in image.topics) if image is not None else (lambda topic: True)
 
     def known(topic: str) -> bool:
         return topic in readable and exists(topic)
 
     unknown = [
-        PartitionResult(t.name, p.partition_index,
-                        ErrorCode.unknown_topic_or_partition if t.name in readable else ErrorCode.topic_authorization_failed)
-        for t in request.topics
-        if not known(t.name)
-        for p in t.partitions
+        PartitionResult(name, p.partition_index,
+                        ErrorCode.unknown_topic_or_partition if name in readable else ErrorCode.topic_authorization_failed)
+        for name, parts in named
+        if not known(name)
+        for p in parts
     ]
     offsets = [
         OffsetToCommit(
-            t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata
+            name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata
         )
-        for t in request.topics
-        if known(t.name)
-        for p in t.partitions
+        for name, parts in named
+        if known(name)
+        for p in parts
     ]
     result = await services.groups.commit_offsets(
         group_id=request.group_id,
@@ -57,10 +68,10 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         offsets=offsets,
         retention_time_ms=_retention_time_ms(request),
     )
-    return _answer(ctx, [*result.partitions, *unknown])
+    return _answer(ctx, [*result.partitions, *unknown, *unknown_ids], ids)
 
 
-def _answer(ctx: RequestContext, results: list[PartitionResult]) -> Any:
+def _answer(ctx: RequestContext, results: list[PartitionResult], ids: TopicIds) -> Any:
     rt = ctx.response_type
     Topic = nested(rt, "OffsetCommitResponseTopic")
     Partition = nested(rt, "OffsetCommitResponsePartition")
@@ -70,7 +81,8 @@ def _answer(ctx: RequestContext, results: list[PartitionResult]) -> Any:
     return build(
         rt,
         throttle_time=datetime.timedelta(0),
-        topics=tuple(Topic(name=name, partitions=tuple(parts)) for name, parts in by_topic.items()),
+        topics=tuple(Topic(**ids.naming(ctx.api_version, name), partitions=tuple(parts))
+                     for name, parts in by_topic.items()),
     )
 
 
