@@ -237,6 +237,16 @@ def test_cli_lists_and_describes_transactions(cluster: LocalCluster) -> None:
     rows = [line.split() for line in listed.splitlines()]
     assert rows[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
     assert any(r[0] == txn_id and r[3] == "Ongoing" for r in rows[1:]), listed
+    # ListTransactions v2 (KIP-1152): the ids a regular expression matches whole
+    other = f"{txn_id}-other"
+    txn_producer(bs, other)
+    by_pattern = kmirror("transactions", "--bootstrap-server", bs, "--list",
+                         "--transactional-id-pattern", f"{txn_id}|nomatch.*").stdout
+    assert [line.split()[0] for line in by_pattern.splitlines()[1:]] == [txn_id], by_pattern
+    by_prefix = kmirror("transactions", "--bootstrap-server", bs, "--list", "--transactional-id-pattern", "cli-.*").stdout
+    assert {txn_id, other} <= {line.split()[0] for line in by_prefix.splitlines()[1:]}, by_prefix
+    bad = kmirror("transactions", "--bootstrap-server", bs, "--list", "--transactional-id-pattern", "(", check=False)
+    assert bad.returncode != 0 and "INVALID_REGULAR_EXPRESSION" in bad.stderr, bad.stderr
     described = kmirror("transactions", "--bootstrap-server", bs, "--describe", "--transactional-id", txn_id).stdout
     header, values = (line.split() for line in described.splitlines())
     fields = dict(zip(header, values, strict=True))

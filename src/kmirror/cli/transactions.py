@@ -1,6 +1,6 @@
 """`kmirror transactions`: kafka-transactions.sh (KIP-664), each action named as Kafka's tool
 does (`list`, `describe`, ...) or as a flag: `--list` (filters `--state`,
-`--producer-id`, `--duration-filter`), `--describe --transactional-id ID`,
+`--producer-id`, `--duration-filter`, `--transactional-id-pattern`), `--describe --transactional-id ID`,
 `--describe-producers --topic T --partition P [--broker-id N]`,
 `--find-hanging (--broker-id N | --topic T [--partition P]) [--max-transaction-timeout MIN]` and
 `--abort --topic T --partition P (--start-offset N | --producer-id X --producer-epoch E
@@ -66,6 +66,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--producer-id", action="append", type=int, help="only this producer id (repeatable)")
     p.add_argument("--duration-filter", type=int, default=-1, metavar="MS",
                    help="only transactions running longer than this")
+    p.add_argument("--transactional-id-pattern", metavar="REGEX",
+                   help="only transactional ids this regular expression matches whole (KIP-1152)")
     p.set_defaults(func=run)
 
 
@@ -196,7 +198,8 @@ async def run(args: argparse.Namespace) -> int:
             await _abort(admin, args)
             return 0
         if args.list:
-            listed = await admin.list_transactions(args.state, args.producer_id, args.duration_filter)
+            listed = await admin.list_transactions(args.state, args.producer_id, args.duration_filter,
+                                                   args.transactional_id_pattern)
             rows = [["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]]
             rows += [[t.transactional_id, str(t.coordinator_id), str(t.producer_id), t.state] for t in listed]
             _table(rows)

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kmirror.client.errors import check
+from kmirror.client.errors import KafkaProtocolError, check
 from kmirror.client.groups import GroupAdmin
 from kmirror.protocol.entities import build, nested
 from kmirror.types import TopicPartition
 
 LIST_TRANSACTIONS, DESCRIBE_TRANSACTIONS, DESCRIBE_PRODUCERS, WRITE_TXN_MARKERS = 66, 65, 61, 27
+PATTERN_VERSION = 2  # ListTransactions' TransactionalIdPattern (KIP-1152)
 TRANSACTION_KEY_TYPE = 1
 
 
@@ -53,15 +54,21 @@ class ProducerStateDescription:
 class TransactionAdmin(GroupAdmin):
 
     async def list_transactions(self, states: list[str] | None = None, producer_ids: list[int] | None = None,
-                                duration_filter_ms: int = -1) -> list[TransactionListing]:
-        """Every transactional id of every broker, sorted by id."""
+                                duration_filter_ms: int = -1, transactional_id_pattern: str | None = None,
+                                ) -> list[TransactionListing]:
+        """Every transactional id of every broker, sorted by id. A pattern needs
+        ListTransactions v2 (Kafka 4.1) of every broker; an older one is refused, not asked
+        without it."""
         await self.cluster.refresh([])
         out: dict[str, TransactionListing] = {}
         for broker_id in sorted(self.cluster.metadata.brokers):
             conn = await self.cluster.connection(broker_id)
+            if transactional_id_pattern and conn.version(LIST_TRANSACTIONS) < PATTERN_VERSION:
+                raise KafkaProtocolError(f"broker {broker_id} does not support filtering transactions by "
+                                         f"transactional id pattern (ListTransactions v{PATTERN_VERSION})")
             response = await conn.send(conn.build_request(
                 LIST_TRANSACTIONS, state_filters=tuple(states or ()), producer_id_filters=tuple(producer_ids or ()),
-                duration_filter=duration_filter_ms))
+                duration_filter=duration_filter_ms, transactional_id_pattern=transactional_id_pattern or None))
             check(response.error_code, None, f"ListTransactions on broker {broker_id}")
             for t in response.transaction_states:
                 out[t.transactional_id] = TransactionListing(t.transactional_id, broker_id, int(t.producer_id),

@@ -1,10 +1,13 @@
-"""ListTransactions (key 66, v0-v1; KIP-664): the transactional ids this broker coordinates,
-filtered by state names, producer ids and (v1, KIP-994) a minimum running time. Unknown state
-names come back in `unknown_state_filters`. Clients ask every broker and merge."""
+"""ListTransactions (key 66, v0-v2; KIP-664): the transactional ids this broker coordinates,
+filtered by state names, producer ids, (v1, KIP-994) a minimum running time and (v2, KIP-1152)
+a regular expression the ids must match whole (none when null or empty; one that does not
+compile is INVALID_REGULAR_EXPRESSION). Unknown state names come back in
+`unknown_state_filters`. Clients ask every broker and merge."""
 
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
@@ -14,16 +17,23 @@ from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
 
 
-@api(66, "ListTransactions", 0, 1)
+@api(66, "ListTransactions", 0, 2)
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     coordinator = services.transaction_coordinator
     if coordinator is None:
         return build(rt, throttle_time=datetime.timedelta(0), error_code=ErrorCode.coordinator_not_available,
                      unknown_state_filters=(), transaction_states=())
+    pattern = None
+    if getattr(request, "transactional_id_pattern", None):
+        try:
+            pattern = re.compile(request.transactional_id_pattern)
+        except re.error:
+            return build(rt, throttle_time=datetime.timedelta(0), error_code=ErrorCode.invalid_regular_expression,
+                         unknown_state_filters=(), transaction_states=())
     listed, unknown = coordinator.list_transactions(
         list(request.state_filters), [int(p) for p in request.producer_id_filters],
-        int(getattr(request, "duration_filter", -1)))
+        int(getattr(request, "duration_filter", -1)), pattern)
     # Kafka: only the transactional ids the principal may DESCRIBE
     describable = services.authorization.filter(ctx, DESCRIBE, TRANSACTIONAL_ID, (t.transactional_id for t in listed))
     listed = tuple(t for t in listed if t.transactional_id in describable)

@@ -22,6 +22,7 @@ most once per event; the shell makes sure one is available before each InitProdu
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -363,9 +364,11 @@ class TransactionCoordinator:
                                                                                              tp.partition))))
 
     def list_transactions(self, state_filters: Iterable[str], producer_id_filters: Iterable[int],
-                          duration_filter_ms: int = -1) -> tuple[tuple[ListedTransaction, ...], tuple[str, ...]]:
+                          duration_filter_ms: int = -1, transactional_id_pattern: re.Pattern[str] | None = None,
+                          ) -> tuple[tuple[ListedTransaction, ...], tuple[str, ...]]:
         """(transactions, unknown state filters) as Kafka `TransactionStateManager.listTransactionStates`:
-        `duration_filter_ms` >= 0 keeps transactions running longer than that."""
+        `duration_filter_ms` >= 0 keeps transactions running longer than that, a pattern
+        (KIP-1152) the transactional ids it matches whole."""
         states = {s: TransactionState.from_name(s) for s in state_filters}
         unknown = tuple(name for name, state in states.items() if state is None)
         wanted_states = {s for s in states.values() if s is not None}
@@ -378,6 +381,8 @@ class TransactionCoordinator:
             if states and meta.state not in wanted_states:
                 continue
             if pids and meta.producer_id not in pids:
+                continue
+            if transactional_id_pattern is not None and not transactional_id_pattern.fullmatch(txn_id):
                 continue
             if duration_filter_ms >= 0 and (meta.state is not S.ONGOING
                                             or now - meta.start_timestamp_ms < duration_filter_ms):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
@@ -144,8 +145,10 @@ class TransactionCoordinatorService(KeyValueCoordinatorRuntime):
         return self.txn_core.describe(transactional_id)
 
     def list_transactions(self, state_filters: Iterable[str], producer_id_filters: Iterable[int],
-                          duration_filter_ms: int = -1) -> tuple[tuple[ListedTransaction, ...], tuple[str, ...]]:
-        return self.txn_core.list_transactions(state_filters, producer_id_filters, duration_filter_ms)
+                          duration_filter_ms: int = -1, transactional_id_pattern: re.Pattern[str] | None = None,
+                          ) -> tuple[tuple[ListedTransaction, ...], tuple[str, ...]]:
+        return self.txn_core.list_transactions(state_filters, producer_id_filters, duration_filter_ms,
+                                               transactional_id_pattern)
 
     # ---- markers ---------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -223,6 +224,11 @@ def test_describe_and_list() -> None:
     assert [t.transactional_id for t in listed] == ["t"] and unknown == ("Bogus",)
     listed, _ = h.core.list_transactions([], [])
     assert {t.transactional_id for t in listed} == {"t", "other"}
+    # KIP-1152: the pattern must match the whole id
+    listed, _ = h.core.list_transactions([], [], -1, re.compile("oth"))
+    assert listed == ()
+    listed, _ = h.core.list_transactions([], [], -1, re.compile("oth.*|x"))
+    assert [t.transactional_id for t in listed] == ["other"]
 
 
 @pytest.mark.parametrize("epoch", [32766])
