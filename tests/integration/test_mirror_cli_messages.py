@@ -16,6 +16,19 @@ def test_disabled_mirroring_names_the_command_that_enables_it(cluster: LocalClus
     assert "upgrade --feature mirror.version=1" in proc.stderr, proc.stderr
 
 
+def test_a_features_update_is_all_or_nothing(cluster: LocalCluster) -> None:
+    """As Kafka's controller: one refused update refuses them all, and nothing is applied."""
+    proc = kmirror("features", "--bootstrap-server", cluster.bootstrap, "upgrade", "--feature", "mirror.version=1",
+                   "--feature", "nope.version=1", check=False)
+    assert proc.returncode == 1, proc.stdout
+    assert proc.stdout.splitlines() == [
+        "Could not upgrade mirror.version to 1. Feature nope.version is not supported by this cluster",
+        "Could not upgrade nope.version to 1. Feature nope.version is not supported by this cluster"]
+    described = kmirror("features", "--bootstrap-server", cluster.bootstrap, "describe").stdout
+    (mirror,) = [line for line in described.splitlines() if "Feature: mirror.version" in line]
+    assert "FinalizedVersionLevel: 0" in mirror, described
+
+
 def test_adding_a_topic_missing_at_the_source_says_source_cluster(
     clusters: tuple[LocalCluster, LocalCluster], tmp_path
 ) -> None:

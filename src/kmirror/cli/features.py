@@ -103,7 +103,8 @@ async def describe_features(admin: Admin) -> list[FeatureDescription]:
 async def update_features(
     admin: Admin, levels: Mapping[str, int], upgrade_type: UpgradeType, validate_only: bool
 ) -> dict[str, KafkaError | None]:
-    """UpdateFeatures: feature -> None when applied (or valid, with `validate_only`), else its error."""
+    """UpdateFeatures: feature -> None when applied (or valid, with `validate_only`), else its
+    error: its own (older brokers answer per feature), or the top-level one (v2 has no other)."""
     conn = await admin.cluster.controller_connection()
     rt = conn.request_type(UPDATE_FEATURES)
     Update = nested(rt, "FeatureUpdateKey")
@@ -120,7 +121,7 @@ async def update_features(
     response = await conn.send(request)
     top = int(response.error_code)
     results: dict[str, KafkaError | None] = {}
-    for r in response.results:
+    for r in getattr(response, "results", ()):
         code = int(r.error_code) or top
         results[r.feature] = KafkaError(code, r.error_message or response.error_message, r.feature) if code else None
     for name in levels:

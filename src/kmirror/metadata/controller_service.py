@@ -320,8 +320,8 @@ class MetadataService(ClusterControl):
     async def update_features(
         self, updates: Sequence[mirror_ops.FeatureUpdate], supported: Mapping[str, tuple[int, int]],
         *, validate_only: bool = False,
-    ) -> list[ApiError]:
-        result: list[ApiError] = await self._run(
+    ) -> ApiError:
+        result: ApiError = await self._run(
             lambda image: mirror_ops.update_features(image, updates, supported, validate_only=validate_only)
         )
         return result

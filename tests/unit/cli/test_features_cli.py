@@ -11,6 +11,7 @@ from kmirror.cli import features as cli
 from kmirror.cli.errors import CommandError
 from kmirror.cli.main import build_parser
 from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
 
 
 class FakeConnection:
@@ -67,6 +68,8 @@ def test_describe_asks_v4_and_prints_kafkas_lines() -> None:
 def update_answer(codes: dict[str, int], top: int = 0) -> Any:
     def answer(request: Any) -> Any:
         rt = load_response_schema(57, request.__version__)
+        if request.__version__ >= 2:  # the top-level error alone
+            return build(rt, throttle_time=datetime.timedelta(0), error_code=top, error_message="refused" if top else None)
         Result = nested(rt, "UpdatableFeatureResult")
         return build(rt, throttle_time=datetime.timedelta(0), error_code=top, error_message=None, results=tuple(
             build(Result, feature=u.feature, error_code=codes.get(u.feature, 0),
@@ -120,3 +123,12 @@ def test_feature_arguments() -> None:
     args = build_parser().parse_args(["features", "--bootstrap-server", ":9092", "downgrade", "--unsafe",
                                       "--feature", "mirror.version=0"])
     assert args.unsafe
+
+
+def test_a_v2_answer_has_the_top_level_error_alone() -> None:
+    for top, expected in ((0, (None, None)), (int(ErrorCode.invalid_update_version), ("INVALID_UPDATE_VERSION", "INVALID_UPDATE_VERSION"))):
+        conn = FakeConnection({57: (0, 2)}, update_answer({}, top=top))
+        results = asyncio.run(cli.update_features(FakeAdmin(conn), {"a": 1, "b": 2},  # type: ignore[arg-type]
+                                                  cli.UpgradeType.UPGRADE, validate_only=False))
+        assert conn.sent[0].__version__ == 2
+        assert tuple(None if results[f] is None else results[f].error_name for f in ("a", "b")) == expected

@@ -104,18 +104,23 @@ def test_every_mirror_rpc_answers_unsupported_version_while_the_feature_is_off()
 def test_update_features_enables_mirroring_and_validates_levels() -> None:
     services = metadata_services()
 
-    def update(feature, level, upgrade_type=1):
+    def update(feature, level, upgrade_type=1, *more, version=1):
         from kmirror.testing.metadata import request_entity
-        key = request_entity(57, 1, "FeatureUpdateKey", feature=feature, max_version_level=level,
-                             upgrade_type=upgrade_type)
-        return call(services, 57, 1, {"timeout": 1000, "feature_updates": (key,), "validate_only": False})
+        keys = tuple(request_entity(57, version, "FeatureUpdateKey", feature=f, max_version_level=v,
+                                    upgrade_type=t) for f, v, t in ((feature, level, upgrade_type), *more))
+        return call(services, 57, version, {"timeout": 1000, "feature_updates": keys, "validate_only": False})
 
-    assert update("mirror.version", 2).results[0].error_code == ErrorCode.invalid_update_version
-    assert update("nope.version", 1).results[0].error_code == ErrorCode.invalid_update_version
-    assert update("mirror.version", 1).results[0].error_code == ErrorCode.none
+    assert update("mirror.version", 2).error_code == ErrorCode.invalid_update_version
+    assert update("nope.version", 1).error_code == ErrorCode.invalid_update_version
+    refused = update("mirror.version", 1, 1, ("nope.version", 1, 1))  # all or nothing, as Kafka
+    assert (refused.error_code, refused.results) == (ErrorCode.invalid_update_version, ())
+    assert "nope.version" in refused.error_message and "mirror.version" not in services.metadata.image.features
+    done = update("mirror.version", 1)
+    assert (done.error_code, [(r.feature, r.error_code) for r in done.results]) == (
+        ErrorCode.none, [("mirror.version", ErrorCode.none)])
     assert services.metadata.image.features["mirror.version"] == 1
-    assert update("mirror.version", 0).results[0].error_code == ErrorCode.invalid_update_version  # needs downgrade
-    assert update("mirror.version", 0, 2).results[0].error_code == ErrorCode.none
+    assert update("mirror.version", 0).error_code == ErrorCode.invalid_update_version  # needs downgrade
+    assert update("mirror.version", 0, 2, version=2).error_code == ErrorCode.none  # v2: the top-level error alone
     assert "mirror.version" not in services.metadata.image.features
 
 

@@ -1,8 +1,10 @@
-"""UpdateFeatures (key 57, v0-1): finalized feature levels (`metadata.version`,
+"""UpdateFeatures (key 57, v0-2): finalized feature levels (`metadata.version`,
 `mirror.version`), validated against this node's supported ranges (ApiVersions).
 
-Broker-only nodes forward to the controller. v0 carries `allow_downgrade` instead of
-`upgrade_type` (true = safe downgrade).
+All or nothing, as Kafka's controller: the first update that fails is the top-level error
+and nothing is applied; on success every feature is answered NONE (v0-1; v2 answers with
+the top-level error alone). Broker-only nodes forward to the controller. v0 carries
+`allow_downgrade` instead of `upgrade_type` (true = safe downgrade).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from kmirror.metadata.controller.mirrors import SAFE_DOWNGRADE, UPGRADE, Feature
 from kmirror.protocol.entities import build, nested
 
 
-@api(57, "UpdateFeatures", 0, 1, planes=("broker", "controller"))
+@api(57, "UpdateFeatures", 0, 2, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     if services.metadata.forwarding:
         return await services.metadata.forward(request)
@@ -34,11 +36,12 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     if len(set(names)) != len(names):
         return build(rt, throttle_time=datetime.timedelta(0), error_code=ErrorCode.invalid_request,
                      error_message="Duplicate feature in the request", results=())
-    results = await services.metadata.update_features(
+    error = await services.metadata.update_features(
         updates, SUPPORTED_FEATURES, validate_only=bool(getattr(request, "validate_only", False)))
-    result_cls = nested(rt, "UpdatableFeatureResult")
-    return build(
-        rt, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, error_message=None,
-        results=tuple(build(result_cls, feature=u.feature, error_code=r.code, error_message=r.message)
-                      for u, r in zip(updates, results, strict=True)),
-    )
+    results: tuple[Any, ...] = ()
+    if error.code == ErrorCode.none and ctx.api_version < 2:
+        result_cls = nested(rt, "UpdatableFeatureResult")
+        results = tuple(build(result_cls, feature=u.feature, error_code=ErrorCode.none, error_message=None)
+                        for u in updates)
+    return build(rt, throttle_time=datetime.timedelta(0), error_code=error.code, error_message=error.message,
+                 results=results)

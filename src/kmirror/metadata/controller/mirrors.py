@@ -87,42 +87,42 @@ def update_features(
     supported: Mapping[str, tuple[int, int]],
     *,
     validate_only: bool = False,
-) -> ControllerResult[list[ApiError]]:
-    """Kafka's FeatureControlManager.updateFeatures: a level outside the supported range, an
-    unknown feature, or a downgrade without a downgrade type is INVALID_UPDATE_VERSION; level
-    0 removes the feature (disable). `metadata.version` cannot be lowered below 1."""
-    results: list[ApiError] = []
+) -> ControllerResult[ApiError]:
+    """Kafka's FeatureControlManager.updateFeatures, all or nothing: the first update that
+    fails (a level outside the supported range, an unknown feature, or a downgrade without a
+    downgrade type: INVALID_UPDATE_VERSION) is the answer and nothing is applied. Level 0
+    removes the feature (disable). `metadata.version` cannot be lowered below 1."""
     records: list[Record] = []
     for u in updates:
-        current = int(image.features.get(u.feature, 0))
-        rng = supported.get(u.feature)
-        if rng is None:
-            results.append(ApiError(ErrorCode.invalid_update_version,
-                                    f"Feature {u.feature} is not supported by this cluster"))
-            continue
-        low, high = rng
-        level = u.max_version_level
-        if level != 0 and not low <= level <= high:
-            results.append(ApiError(ErrorCode.invalid_update_version,
-                                    f"Invalid update version {level} for feature {u.feature}: "
-                                    f"supported range is [{low}, {high}]"))
-            continue
-        if level == 0 and u.feature == "metadata.version":
-            results.append(ApiError(ErrorCode.invalid_update_version, "metadata.version cannot be disabled"))
-            continue
-        if level < current and u.upgrade_type == UPGRADE:
-            results.append(ApiError(ErrorCode.invalid_update_version,
-                                    f"Can't downgrade the version of feature {u.feature} without setting "
-                                    "the upgrade type to safe or unsafe downgrade"))
-            continue
-        if level > current and u.upgrade_type != UPGRADE:
-            results.append(ApiError(ErrorCode.invalid_update_version,
-                                    f"Can't upgrade feature {u.feature} with a downgrade upgrade type"))
-            continue
-        results.append(NONE)
-        if level != current:
-            records.append(FeatureLevelRecord(u.feature, level))
-    return ControllerResult([] if validate_only else records, results)
+        error = _feature_update_error(image, u, supported)
+        if error is not None:
+            return ControllerResult([], error)
+        if u.max_version_level != int(image.features.get(u.feature, 0)):
+            records.append(FeatureLevelRecord(u.feature, u.max_version_level))
+    return ControllerResult([] if validate_only else records, NONE)
+
+
+def _feature_update_error(image: MetadataImage, u: FeatureUpdate,
+                          supported: Mapping[str, tuple[int, int]]) -> ApiError | None:
+    current = int(image.features.get(u.feature, 0))
+    rng = supported.get(u.feature)
+    if rng is None:
+        return ApiError(ErrorCode.invalid_update_version, f"Feature {u.feature} is not supported by this cluster")
+    low, high = rng
+    level = u.max_version_level
+    if level != 0 and not low <= level <= high:
+        return ApiError(ErrorCode.invalid_update_version,
+                        f"Invalid update version {level} for feature {u.feature}: supported range is [{low}, {high}]")
+    if level == 0 and u.feature == "metadata.version":
+        return ApiError(ErrorCode.invalid_update_version, "metadata.version cannot be disabled")
+    if level < current and u.upgrade_type == UPGRADE:
+        return ApiError(ErrorCode.invalid_update_version,
+                        f"Can't downgrade the version of feature {u.feature} without setting "
+                        "the upgrade type to safe or unsafe downgrade")
+    if level > current and u.upgrade_type != UPGRADE:
+        return ApiError(ErrorCode.invalid_update_version,
+                        f"Can't upgrade feature {u.feature} with a downgrade upgrade type")
+    return None
 
 
 # ---- mirrors -----------------------------------------------------------------------------
