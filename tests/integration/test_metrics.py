@@ -15,6 +15,9 @@ from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 
+OFFSETS_PARTITIONS = 5
+
+
 @pytest.fixture(scope="module")
 def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, int]]:
     """One node shared by the module's tests: each uses its own topics, and counts requests
@@ -23,7 +26,8 @@ def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
     c = LocalCluster(dir=tmp_path_factory.mktemp("metered") / "cluster", port=free_port_block(),
                      overrides={"metrics.port": str(metrics_port),
                                 # a KIP-848 member's assignment in about a second (Kafka's default interval is 5 s)
-                                "group.consumer.heartbeat.interval.ms": "1000"})
+                                "group.consumer.heartbeat.interval.ms": "1000",
+                                "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS)})
     c.up()
     try:
         yield c, metrics_port
@@ -130,6 +134,12 @@ def test_group_coordinator_metrics_count_groups_per_protocol_and_state(metered: 
     assert change(f"{coordinator}group_completed_rebalance_count") >= 1
     assert change(f"{coordinator}consumer_group_rebalance_count") >= 1
     assert scrape(port)[f"{coordinator}offset_commit_rate"] > 0
+    # the coordinator runtime's: every __consumer_offsets partition loaded, seconds ago
+    samples = scrape(port)
+    assert samples[f'{coordinator}num_partitions{{state="active"}}'] == OFFSETS_PARTITIONS
+    assert samples[f'{coordinator}num_partitions{{state="loading"}}'] == 0
+    assert samples[f'{coordinator}num_partitions{{state="failed"}}'] == 0
+    assert 0 <= samples[f"{coordinator}partition_load_time_avg"] <= samples[f"{coordinator}partition_load_time_max"]
     for consumer in consumers:
         consumer.close()
     wait_until(lambda: change(f"{manager}numgroupsempty") == 1

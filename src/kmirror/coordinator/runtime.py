@@ -24,6 +24,7 @@ from kmirror.coordinator.results import (
 )
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
+from kmirror.replication.sampled_rate import METRICS_WINDOW, SampledRate
 
 log = logging.getLogger("kmirror.coordinator")
 
@@ -101,6 +102,11 @@ class CoordinatorRuntime(Generic[A]):
         self._running = False
         # set (and replaced) whenever a partition starts or finishes loading or is unloaded
         self._partitions_changed = asyncio.Event()
+        # Kafka's runtime metrics: each load's time, from the moment this node came to lead the
+        # partition to its last record replayed (`partition-load-time-avg/max`), and the led
+        # partitions whose load failed (`num-partitions{state=failed}`)
+        self.load_times = SampledRate(METRICS_WINDOW, clock.monotonic_ms())
+        self.failed_partitions: set[int] = set()
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -125,6 +131,7 @@ class CoordinatorRuntime(Generic[A]):
         """The partitions of the coordinator's topic this node now leads: load new ones,
         unload the ones it no longer leads (their waiting clients get NOT_COORDINATOR)."""
         led = set(partitions)
+        self.failed_partitions &= led
         for partition in list(self.core.state.partitions):
             if partition not in led:
                 task = self._loads.pop(partition, None)
@@ -134,17 +141,22 @@ class CoordinatorRuntime(Generic[A]):
                 self._notify_partitions_changed()
         for partition in led - set(self.core.state.partitions):
             self.core.begin_load(partition)
-            self._loads[partition] = asyncio.get_running_loop().create_task(self._load(partition))
+            self.failed_partitions.discard(partition)
+            self._loads[partition] = asyncio.get_running_loop().create_task(
+                self._load(partition, self._clock.monotonic_ms()))
         self._notify_partitions_changed()
 
-    async def _load(self, partition: int) -> None:
+    async def _load(self, partition: int, led_at_ms: int) -> None:
         try:
             count, out = self._replay(partition)
+            now_ms = self._clock.monotonic_ms()
+            self.load_times.record(now_ms - led_at_ms, now_ms)
             log.info("loaded %s-%d (%d records)", self.topic, partition, count)
         except Exception:
             # a partition that cannot be replayed is not coordinated here: its half-loaded
             # state is dropped as on resignation
             log.exception("loading %s-%d failed", self.topic, partition)
+            self.failed_partitions.add(partition)
             out = self.core.unload(partition)
         finally:
             self._loads.pop(partition, None)
@@ -178,6 +190,12 @@ class CoordinatorRuntime(Generic[A]):
     def _replay(self, partition: int) -> tuple[int, Output[A] | None]:
         """Feed the partition's records to the core: (how many, the core's output)."""
         raise NotImplementedError
+
+    def partition_counts(self) -> dict[str, int]:
+        """Kafka's `num-partitions` per state: loading, active (loaded) and failed."""
+        statuses = list(self.core.state.partitions.values())
+        return {"loading": statuses.count(PartitionStatus.LOADING), "active": statuses.count(PartitionStatus.LOADED),
+                "failed": len(self.failed_partitions)}
 
     def is_loading(self, partition: int) -> bool:
         return self.core.state.partitions.get(partition) is PartitionStatus.LOADING

@@ -34,19 +34,22 @@ the window of a broker's rate metrics other than the quotas'."""
 
 
 class _Sample:
-    __slots__ = ("start_ms", "value")
+    __slots__ = ("start_ms", "value", "count", "max")
 
     def __init__(self, start_ms: int) -> None:
-        self.start_ms = start_ms
-        self.value = 0.0
+        self.reset(start_ms)
 
     def reset(self, now_ms: int) -> None:
         self.start_ms = now_ms
         self.value = 0.0
+        self.count = 0
+        self.max = float("-inf")
 
 
 class SampledRate:
-    """Units per second over the sampled window."""
+    """Units per second over the sampled window; also the average and the largest of the
+    values recorded in it (Kafka's `Avg` and `Max` over the same samples), None when the
+    window holds none (Kafka reports NaN)."""
 
     def __init__(self, window: QuotaWindow, now_ms: int) -> None:
         self.window = window
@@ -63,6 +66,8 @@ class SampledRate:
                 self._samples[self._current].reset(now_ms)
             sample = self._samples[self._current]
         sample.value += value
+        sample.count += 1
+        sample.max = max(sample.max, value)
 
     def _purge(self, now_ms: int) -> None:
         expire_age = self.window.samples * self.window.window_ms
@@ -84,6 +89,16 @@ class SampledRate:
     def total(self, now_ms: int) -> float:
         self._purge(now_ms)
         return sum(s.value for s in self._samples)
+
+    def avg(self, now_ms: int) -> float | None:
+        self._purge(now_ms)
+        count = sum(s.count for s in self._samples)
+        return sum(s.value for s in self._samples) / count if count else None
+
+    def max(self, now_ms: int) -> float | None:
+        self._purge(now_ms)
+        recorded = [s.max for s in self._samples if s.count]
+        return max(recorded) if recorded else None
 
     def measure(self, now_ms: int) -> float:
         """Units per second."""

@@ -40,7 +40,6 @@ from kmirror.config.mirror import MIRROR_STATE_TOPIC, state_topic_configs
 from kmirror.config.server import ServerConfig
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, topic_default
 from kmirror.coordinator.consumer_group.ports import topics_of
-from kmirror.coordinator.group.metrics import group_coordinator_metrics
 from kmirror.coordinator.group.service import GroupCoordinatorService
 from kmirror.coordinator.transaction.config import TRANSACTION_STATE_TOPIC, TransactionConfig
 from kmirror.coordinator.transaction.service import TransactionCoordinatorService
@@ -53,7 +52,7 @@ from kmirror.metadata.config_description import broker_config_entry
 from kmirror.metadata.controller_service import MetadataService
 from kmirror.metrics.authorizer_metrics import register_authorizer_metrics
 from kmirror.metrics.cleaner_metrics import register_cleaner_metrics
-from kmirror.metrics.group_metrics import register_group_coordinator_metrics
+from kmirror.metrics.coordinator_metrics import register_coordinator_metrics
 from kmirror.metrics.mirror_metrics import register_mirror_metrics
 from kmirror.metrics.node_metrics import register_fetch_session_metrics, register_node_metrics
 from kmirror.metrics.quota_metrics import register_quota_metrics
@@ -339,10 +338,7 @@ class Node:
         register_quota_metrics(self.metrics, self.quotas, self.clock,
                                None if self.mirror_data_plane is None else self.mirror_data_plane.replication_quota)
         register_authorizer_metrics(self.metrics, services["broker"].authorization)
-        if self.group_coordinator is not None:
-            groups = self.group_coordinator.core
-            register_group_coordinator_metrics(self.metrics,
-                                               lambda: group_coordinator_metrics(groups.state, groups.sensors))
+        register_coordinator_metrics(self.metrics, self.clock, self.group_coordinator, self.transaction_coordinator)
         if cfg.metrics_port:
             self.metrics_server = MetricsServer(self.metrics, "127.0.0.1", cfg.metrics_port)
             self.ports["metrics"] = await self.metrics_server.start()

@@ -25,6 +25,17 @@ def test_rate_counts_at_least_samples_minus_one_windows() -> None:
     assert rate.measure(25_000) == 0.0  # every sample obsolete
 
 
+def test_avg_and_max_are_kafkas_over_the_same_samples() -> None:
+    stat = SampledRate(QuotaWindow(samples=2, window_ms=30_000), 0)
+    assert stat.avg(0) is None and stat.max(0) is None  # Kafka reports NaN
+    stat.record(10, 0)
+    stat.record(30, 20_000)
+    stat.record(5, 40_000)  # the second sample
+    assert (stat.avg(40_000), stat.max(40_000)) == (15.0, 30)
+    assert (stat.avg(61_000), stat.max(61_000)) == (5.0, 5)  # the first sample is obsolete after 60 s
+    assert stat.avg(101_000) is None
+
+
 def test_throttle_time_is_kafkas_formula() -> None:
     rate = SampledRate(W, 0)
     rate.record(20_000, 0)  # 2,000 B/s over 10 s against a 1,000 B/s bound

@@ -144,3 +144,35 @@ def test_until_loaded_waits_for_leadership_and_the_load_and_is_bounded():
         await svc.stop()
 
     asyncio.run(main())
+
+
+def test_load_times_and_partition_counts_as_kafkas_runtime_metrics():
+    """`partition-load-time-*` from the moment the partition is led to its last record
+    replayed; `num-partitions` per state, a failed load counted until the partition is led
+    again or no longer."""
+    clock = ManualClock()
+
+    class SlowLog(MemoryCoordinatorLog):
+        def read_all(self, partition):
+            clock.advance(250)  # the replay takes 250 ms
+            if partition == 1:
+                raise OSError("unreadable")
+            return super().read_all(partition)
+
+    async def main():
+        config = CoordinatorConfig(offsets_topic_num_partitions=2, group_initial_rebalance_delay_ms=0)
+        svc = GroupCoordinatorService(0, config, SlowLog(), clock)
+        await svc.start()
+        assert svc.load_times.avg(clock.monotonic_ms()) is None
+        assert svc.partition_counts() == {"loading": 0, "active": 0, "failed": 0}
+        svc.on_partitions_led({0, 1})
+        assert svc.partition_counts() == {"loading": 2, "active": 0, "failed": 0}
+        await svc.wait_loaded()
+        now = clock.monotonic_ms()
+        assert svc.partition_counts() == {"loading": 0, "active": 1, "failed": 1}
+        assert (svc.load_times.avg(now), svc.load_times.max(now)) == (250, 250)  # the failed load is not timed
+        svc.on_partitions_led({0})
+        assert svc.partition_counts() == {"loading": 0, "active": 1, "failed": 0}
+        await svc.stop()
+
+    asyncio.run(main())
