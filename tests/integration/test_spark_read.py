@@ -294,18 +294,19 @@ def test_unsupported_save_mode_and_bad_sink_columns(module_node: LocalCluster, s
 
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
 def test_sasl_options_reach_the_client(spark: Any, tmp_path: Path) -> None:
     """kafka.security.protocol / kafka.sasl.* go to kmirror's client in the planner and in the
-    tasks: a SASL_PLAINTEXT listener is read and written with the right password; a wrong
-    one fails with the broker's SASL_AUTHENTICATION_FAILED."""
+    tasks: a SASL_PLAINTEXT listener is read and written with the right password, with PLAIN
+    and with SCRAM-SHA-512; a wrong one fails with the broker's SASL_AUTHENTICATION_FAILED."""
     port = free_port_block(2)
     node = LocalCluster(tmp_path / "sasl", port, 1, {
         "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1},"
                      f"CONTROLLER://127.0.0.1:{port + 100}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1}",
-        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": f'{PLAIN_MODULE} required user_alice="alice-secret";',
     })
     node.up()
@@ -326,5 +327,11 @@ def test_sasl_options_reach_the_client(spark: Any, tmp_path: Path) -> None:
         with pytest.raises(Exception) as info:
             read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **sasl("wrong")).count()
         assert "SASL_AUTHENTICATION_FAILED" in str(info.value)
+        kmirror("configs", "--bootstrap-server", node.bootstrap, "--entity-type", "users", "--entity-name", "bob",
+                "--alter", "--add-config", "SCRAM-SHA-512=[password=bob-secret]")
+        scram = {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+                 "kafka.sasl.jaas.config": f'{SCRAM_MODULE} required username="bob" password="bob-secret";'}
+        df = read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **scram)
+        assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b"]
     finally:
         node.down()
