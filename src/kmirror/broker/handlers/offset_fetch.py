@@ -1,10 +1,11 @@
 """OffsetFetch (key 9, v1-v10: one group up to v7, several from v8; from v10 topics are named
 by id, Kafka 4.1's KAFKA-14691: a requested id the cluster does not know answers
 UNKNOWN_TOPIC_ID for its partitions, and fetching all of a group's offsets leaves out the
-topics the cluster no longer has, which have no id to name them by). With `require_stable` (v7+) a partition whose group has offsets
-pending in an open transaction answers UNSTABLE_OFFSET_COMMIT (the client retries), as
-Kafka's does; without it only committed offsets are returned. From v9 a KIP-848 member names
-itself and its member epoch (UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH as Kafka).
+topics the cluster no longer has, which have no id to name them by). With `require_stable`
+(v7+) a partition whose group has offsets pending in an open transaction answers
+UNSTABLE_OFFSET_COMMIT (the client retries), as Kafka's does; without it only committed
+offsets are returned. From v9 a KIP-848 member names itself and its member epoch
+(UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH as Kafka).
 
 Authorization (Kafka's): DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), and on
 each topic: a requested topic without it is answered TOPIC_AUTHORIZATION_FAILED, and
