@@ -14,7 +14,6 @@ from kmirror.testing.metrics_scrape import scrape
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
-
 OFFSETS_PARTITIONS = 5
 
 
