@@ -11,10 +11,12 @@ permissions for its principal, and cannot add a topic before they are granted.""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -31,10 +33,14 @@ from confluent_kafka.admin import (
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
 
+from kmirror.client.connection import BrokerConnection
+from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.kafka_clients import consume_values, produce_values, watermarks
 from kmirror.testing.metrics_scrape import scrape
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.replication import request_type
 from kmirror.testing.segments import log_batches
 
 pytestmark = pytest.mark.integration
@@ -182,6 +188,41 @@ def test_a_deny_acl_wins_over_an_allow(node: AuthorizedNode) -> None:
     assert produce_error(node.client("alice"), "shared") is None
     refused = produce_error(node.client("bob"), "shared")
     assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_the_acl_apis_answer_version_1(node: AuthorizedNode) -> None:
+    """CreateAcls, DescribeAcls and DeleteAcls v1 (non-flexible), which Kafka 4 still serves and
+    older clients (Sarama, Kafka 2.x's) send. Raw requests on the cluster's own listener."""
+    from kio.static.primitive import i8
+
+    topic, principal = "acl-v1", "User:carol"
+    TOPIC, LITERAL, ANY, READ, ALLOW = i8(2), i8(3), i8(1), i8(3), i8(3)
+
+    async def run() -> tuple[Any, Any, Any, Any]:
+        conn = BrokerConnection("127.0.0.1", node.cluster.port, client_id="acls-v1")
+        await conn.connect()
+        try:
+            C, D, X = request_type(30, 1), request_type(29, 1), request_type(31, 1)
+            created = await conn.send(build(C, creations=(nested(C, "AclCreation")(
+                resource_type=TOPIC, resource_name=topic, resource_pattern_type=LITERAL, principal=principal,
+                host="*", operation=READ, permission_type=ALLOW),)))
+            describe = build(D, resource_type_filter=TOPIC, resource_name_filter=topic, pattern_type_filter=LITERAL,
+                             principal_filter=None, host_filter=None, operation=ANY, permission_type=ANY)
+            described = await conn.send(describe)
+            deleted = await conn.send(build(X, filters=(nested(X, "DeleteAclsFilter")(
+                resource_type_filter=TOPIC, resource_name_filter=topic, pattern_type_filter=LITERAL,
+                principal_filter=principal, host_filter=None, operation=ANY, permission_type=ANY),)))
+            return created, described, deleted, await conn.send(describe)
+        finally:
+            await conn.close()
+
+    created, described, deleted, after = asyncio.run(run())
+    assert [r.error_code for r in created.results] == [ErrorCode.none]
+    assert described.error_code == ErrorCode.none
+    assert [(r.resource_name, [(a.principal, int(a.operation)) for a in r.acls]) for r in described.resources] == [
+        (topic, [(principal, READ)])]
+    assert [[m.principal for m in f.matching_acls] for f in deleted.filter_results] == [[principal]]
+    assert after.resources == ()
 
 
 def test_the_inter_broker_listener_is_the_clusters_own(node: AuthorizedNode) -> None:

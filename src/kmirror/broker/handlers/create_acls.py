@@ -1,4 +1,4 @@
-"""CreateAcls (key 30, v2-3; Kafka 4 removed v0-1). Bindings are stored in the metadata log;
+"""CreateAcls (key 30, v1-3, as Kafka 4, which removed v0). Bindings are stored in the metadata log;
 the StandardAuthorizer (`authorizer.class.name`, docs/design/security.md) enforces them."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from kmirror.metadata.controller.acls import AclCreation
 from kmirror.protocol.entities import build, nested
 
 
-@api(30, "CreateAcls", 2, 3, planes=("broker", "controller"))
+@api(30, "CreateAcls", 1, 3, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     if not services.authorization.authorize_cluster(ctx, ALTER):  # Kafka: ALTER on the cluster

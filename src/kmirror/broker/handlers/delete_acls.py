@@ -1,4 +1,4 @@
-"""DeleteAcls (key 31, v2-3): per filter, the bindings it removed."""
+"""DeleteAcls (key 31, v1-3, as Kafka 4, which removed v0): per filter, the bindings it removed."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from kmirror.metadata.controller.acls import AclFilter
 from kmirror.protocol.entities import build, nested
 
 
-@api(31, "DeleteAcls", 2, 3, planes=("broker", "controller"))
+@api(31, "DeleteAcls", 1, 3, planes=("broker", "controller"))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     if not services.authorization.authorize_cluster(ctx, ALTER):  # Kafka: ALTER on the cluster

@@ -1,4 +1,5 @@
-"""DescribeAcls (key 29, v2-3): bindings matching one filter, grouped by resource pattern."""
+"""DescribeAcls (key 29, v1-3, as Kafka 4, which removed v0): bindings matching one filter,
+grouped by resource pattern."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from kmirror.metadata.controller.result import ApiError
 from kmirror.protocol.entities import build, nested
 
 
-@api(29, "DescribeAcls", 2, 3)
+@api(29, "DescribeAcls", 1, 3)
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     acl_filter = AclFilter(
