@@ -9,7 +9,8 @@ Two walks with the same checks and messages: `record_scan.scan_section`, compile
 7-11 ns a record), once this process has loaded it (a node loads it off its event loop at
 start, `load_compiled`); and `walk_python` (about 1 us a record) until `load_compiled` has
 returned, because importing numba and loading compiled code would hold the event loop for
-about a second. (While another thread imports `record_scan`, the module is already in
+about a second. A section of more records than `_PYTHON_WALK_MAX_RECORDS` loads the compiled
+walk first instead, as a hostile batch would hold the loop longer in Python. (While another thread imports `record_scan`, the module is already in
 `sys.modules`, half initialized: the flag, not the module's presence, says the walk is ready.)
 The compiled walk goes `_CHUNK` records at a time, so its memory is 9 bytes a record
 whatever the count a batch declares (a 64 MiB section holds up to 6.8 million records).
@@ -17,6 +18,7 @@ whatever the count a batch declares (a 64 MiB section holds up to 6.8 million re
 
 from __future__ import annotations
 
+import contextlib
 from typing import Final
 
 import numpy as np
@@ -42,13 +44,25 @@ _CHUNK: Final = 1 << 16
 _LAYOUT_FILLS_NOT: Final = 5  # ERRORS: records remain after the declared count (or a chunk of it)
 _SMALLEST_RECORD: Final = 7  # bytes: its length, attributes, timestamp and offset deltas, key, value, headers
 _compiled_loaded = False  # `load_compiled` has returned
+# More records than this wait for the compiled walk (loaded from numba's cache in a fraction of
+# a second, while the node's worker thread is already loading it) rather than take the Python
+# walk, about 1 us a record on the event loop: 64 MiB of empty records would hold it 8 s.
+_PYTHON_WALK_MAX_RECORDS: Final = 200_000
 
 
 def walk(data: Buffer, pos: int, end: int, count: int) -> RecordFields:
     """The `count` records of data[pos:end], which they must fill."""
+    if not _compiled_loaded and _fitting(count, pos, end) > _PYTHON_WALK_MAX_RECORDS:
+        with contextlib.suppress(Exception):  # without numba, the Python walk it is
+            load_compiled()
     if _compiled_loaded:
         return walk_compiled(data, pos, end, count)
     return walk_python(data, pos, end, count)
+
+
+def _fitting(count: int, pos: int, end: int) -> int:
+    """How many of the `count` records data[pos:end] can hold at most, whatever the count says."""
+    return min(max(count, 0), max(end - pos, 0) // _SMALLEST_RECORD + 1)
 
 
 def load_compiled() -> None:
@@ -69,7 +83,7 @@ def walk_compiled(data: Buffer, pos: int, end: int, count: int) -> RecordFields:
     count = max(count, 0)
     fields = np.empty((record_scan.FIELDS, min(count, _CHUNK)), dtype=np.int64)
     # No more records than fit the section can be walked, whatever the count a batch declares
-    fitting = min(count, max(end - pos, 0) // _SMALLEST_RECORD + 1)
+    fitting = _fitting(count, pos, end)
     timestamp_deltas = np.empty(fitting, dtype=np.int64)
     keyless = np.empty(fitting, dtype=np.bool_)
     done = 0

@@ -36,3 +36,20 @@ def test_the_compiled_walk_is_taken_once_loaded_in_another_thread(monkeypatch: p
     raw = build_batch([(b"k", b"v", (), 5)])
     deltas, _ = record_walk.walk(raw, RECORD_BATCH_OVERHEAD, len(raw), 1)
     assert taken == ["compiled"] and deltas.tolist() == [0]
+
+
+def test_a_large_section_loads_the_compiled_walk_rather_than_take_the_python_walk(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a node's first moments a hostile batch of millions of empty records would hold the
+    event loop for seconds in the Python walk; past `_PYTHON_WALK_MAX_RECORDS` the walk waits for
+    the compiled one instead (here two records are "large")."""
+    monkeypatch.setattr(record_walk, "_compiled_loaded", False)
+    monkeypatch.setattr(record_walk, "_PYTHON_WALK_MAX_RECORDS", 1)
+    loads: list[int] = []
+    load = record_walk.load_compiled
+    monkeypatch.setattr(record_walk, "load_compiled", lambda: (loads.append(1), load())[1])
+    one, two = build_batch([(b"k", b"v", (), 5)]), build_batch([(b"k", b"v", (), 5), (b"k", b"w", (), 6)])
+    record_walk.walk(one, RECORD_BATCH_OVERHEAD, len(one), 1)
+    assert loads == [] and not record_walk._compiled_loaded
+    deltas, _ = record_walk.walk(two, RECORD_BATCH_OVERHEAD, len(two), 2)
+    assert loads == [1] and record_walk._compiled_loaded and deltas.tolist() == [0, 1]
