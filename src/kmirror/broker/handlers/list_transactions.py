@@ -1,18 +1,18 @@
 """ListTransactions (key 66, v0-v2; KIP-664): the transactional ids this broker coordinates,
 filtered by state names, producer ids, (v1, KIP-994) a minimum running time and (v2, KIP-1152)
-a regular expression the ids must match whole (none when null or empty; one that does not
-compile is INVALID_REGULAR_EXPRESSION). Unknown state names come back in
+a regular expression the ids must match whole (none when null or empty; RE2, as Kafka's
+RE2/J; one that does not compile is INVALID_REGULAR_EXPRESSION). Unknown state names come back in
 `unknown_state_filters`. Clients ask every broker and merge."""
 
 from __future__ import annotations
 
 import datetime
-import re
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.authorization import DESCRIBE, TRANSACTIONAL_ID
 from kmirror.broker.services import BrokerServices
+from kmirror.protocol.client_regex import InvalidClientRegex, compile_client_regex
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
 
@@ -27,8 +27,8 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     pattern = None
     if getattr(request, "transactional_id_pattern", None):
         try:
-            pattern = re.compile(request.transactional_id_pattern)
-        except re.error:
+            pattern = compile_client_regex(request.transactional_id_pattern)
+        except InvalidClientRegex:
             return build(rt, throttle_time=datetime.timedelta(0), error_code=ErrorCode.invalid_regular_expression,
                          unknown_state_filters=(), transaction_states=())
     listed, unknown = coordinator.list_transactions(

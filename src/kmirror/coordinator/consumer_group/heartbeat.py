@@ -12,8 +12,6 @@ re-arm its session. Records are appended before the response is released.
 
 from __future__ import annotations
 
-import re
-
 from kmirror.coordinator.consumer_group import membership, migration, records
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.consumer_group.member import ConsumerGroupMember, TopicPartitions
@@ -29,6 +27,7 @@ from kmirror.coordinator.consumer_group.state import MemberState
 from kmirror.coordinator.consumer_group.target import update_member
 from kmirror.coordinator.offsets import replay as classic_records
 from kmirror.coordinator.results import GroupOutput
+from kmirror.protocol.client_regex import InvalidClientRegex, compile_client_regex
 from kmirror.protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -55,8 +54,8 @@ def validate(core: GroupsCore, req: HeartbeatRequest) -> tuple[ErrorCode, str] |
         return E.unsupported_assignor, f"ServerAssignor {req.server_assignor} is not supported."
     if req.subscribed_topic_regex:
         try:
-            re.compile(req.subscribed_topic_regex)
-        except re.error as exc:
+            compile_client_regex(req.subscribed_topic_regex)
+        except InvalidClientRegex as exc:
             return E.invalid_regular_expression, f"SubscribedTopicRegex {req.subscribed_topic_regex} is invalid: {exc}"
     return None
 

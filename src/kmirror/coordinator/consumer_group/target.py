@@ -4,7 +4,6 @@ group epoch has moved past the target assignment epoch."""
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections import Counter
 
@@ -15,6 +14,7 @@ from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.consumer_group.member import ConsumerGroupMember
 from kmirror.coordinator.consumer_group.ports import TopicsView
 from kmirror.coordinator.group.sensors import GroupCoordinatorSensors, GroupSensor
+from kmirror.protocol.client_regex import InvalidClientRegex, compile_client_regex
 
 
 def is_internal(topic: str) -> bool:
@@ -34,8 +34,8 @@ def regex_matches(member: ConsumerGroupMember, topics: TopicsView) -> set[str]:
     if not member.subscribed_topic_regex:
         return set()
     try:
-        pattern = re.compile(member.subscribed_topic_regex)
-    except re.error:
+        pattern = compile_client_regex(member.subscribed_topic_regex)
+    except InvalidClientRegex:
         return set()
     return {name for name in topics if not is_internal(name) and pattern.fullmatch(name)}
 

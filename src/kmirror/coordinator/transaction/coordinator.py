@@ -22,7 +22,6 @@ most once per event; the shell makes sure one is available before each InitProdu
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -48,6 +47,7 @@ from kmirror.coordinator.transaction.results import (
 )
 from kmirror.coordinator.transaction.state import TransactionState, transition
 from kmirror.ports import Clock
+from kmirror.protocol.client_regex import ClientRegex
 from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
 
@@ -364,7 +364,7 @@ class TransactionCoordinator:
                                                                                              tp.partition))))
 
     def list_transactions(self, state_filters: Iterable[str], producer_id_filters: Iterable[int],
-                          duration_filter_ms: int = -1, transactional_id_pattern: re.Pattern[str] | None = None,
+                          duration_filter_ms: int = -1, transactional_id_pattern: ClientRegex | None = None,
                           ) -> tuple[tuple[ListedTransaction, ...], tuple[str, ...]]:
         """(transactions, unknown state filters) as Kafka `TransactionStateManager.listTransactionStates`:
         `duration_filter_ms` >= 0 keeps transactions running longer than that, a pattern

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
@@ -27,6 +26,7 @@ from kmirror.coordinator.transaction.results import (
 )
 from kmirror.kip1279.errors import MirrorError, kio_error_code
 from kmirror.ports import Clock
+from kmirror.protocol.client_regex import ClientRegex
 from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
 
@@ -145,7 +145,7 @@ class TransactionCoordinatorService(KeyValueCoordinatorRuntime):
         return self.txn_core.describe(transactional_id)
 
     def list_transactions(self, state_filters: Iterable[str], producer_id_filters: Iterable[int],
-                          duration_filter_ms: int = -1, transactional_id_pattern: re.Pattern[str] | None = None,
+                          duration_filter_ms: int = -1, transactional_id_pattern: ClientRegex | None = None,
                           ) -> tuple[tuple[ListedTransaction, ...], tuple[str, ...]]:
         return self.txn_core.list_transactions(state_filters, producer_id_filters, duration_filter_ms,
                                                transactional_id_pattern)
