@@ -34,7 +34,9 @@ E = ErrorCode
 
 def validate_member(group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerGroupMember | ErrorCode:
     """Kafka `validateConsumerGroupMember`: the member, by instance id when it has one
-    (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID when another member id holds the instance)."""
+    (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID when another member id holds the instance). An
+    instance whose member left the group (a static leave keeps its place) has no member:
+    UNKNOWN_MEMBER_ID, as Kafka's `staticMember` finds none."""
     if instance_id is None:
         return group.members.get(member_id) or E.unknown_member_id
     holder = group.static_members.get(instance_id)
@@ -42,7 +44,7 @@ def validate_member(group: ConsumerGroup, member_id: str, instance_id: str | Non
         return E.unknown_member_id
     if holder != member_id:
         return E.fenced_instance_id
-    return group.members[holder]
+    return group.members.get(holder) or E.unknown_member_id
 
 
 def _classic_member(group: ConsumerGroup, member_id: str, instance_id: str | None,

@@ -373,3 +373,14 @@ def test_an_eager_member_that_revoked_everything_moves_to_the_new_epoch_in_one_j
     assert c1.generation == group.assignment_epoch
     cg.settle(6)
     assert sizes(cg) == [2, 2, 2]
+
+
+def test_an_instance_without_its_member_is_an_unknown_member_not_an_internal_error() -> None:
+    """A frame fuzzer's Heartbeat naming an instance whose member is gone raised KeyError in
+    the handler; Kafka answers UNKNOWN_MEMBER_ID (`staticMember` finds no member)."""
+    from kmirror.coordinator.consumer_group.classic_members import validate_member
+    from kmirror.protocol.errors import ErrorCode
+
+    group = ConsumerGroup("g", static_members={"instance": "gone"})
+    assert validate_member(group, "gone", "instance") == ErrorCode.unknown_member_id
+    assert validate_member(group, "other", "instance") == ErrorCode.fenced_instance_id
