@@ -105,7 +105,7 @@ class CoordinatorRuntime(Generic[A]):
         # Kafka's runtime metrics: each load's time, from the moment this node came to lead the
         # partition to its last record replayed (`partition-load-time-avg/max`), and the led
         # partitions whose load failed (`num-partitions{state=failed}`)
-        self.load_times = SampledRate(METRICS_WINDOW, clock.monotonic_ms())
+        self.partition_load_time = SampledRate(METRICS_WINDOW, clock.monotonic_ms())
         self.failed_partitions: set[int] = set()
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -150,7 +150,7 @@ class CoordinatorRuntime(Generic[A]):
         try:
             count, out = self._replay(partition)
             now_ms = self._clock.monotonic_ms()
-            self.load_times.record(now_ms - led_at_ms, now_ms)
+            self.partition_load_time.record(now_ms - led_at_ms, now_ms)
             log.info("loaded %s-%d (%d records)", self.topic, partition, count)
         except Exception:
             # a partition that cannot be replayed is not coordinated here: its half-loaded

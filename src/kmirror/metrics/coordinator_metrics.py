@@ -45,5 +45,5 @@ def _partitions_in(runtime: CoordinatorRuntime[Any], state: str) -> GaugeFn:
 def _register_load_times(registry: MetricsRegistry, clock: Clock, group: tuple[str, str],
                          runtime: CoordinatorRuntime[Any]) -> None:
     now = clock.monotonic_ms
-    registry.gauge(metric_name(*group, "partition-load-time-avg"), lambda: runtime.load_times.avg(now()))
-    registry.gauge(metric_name(*group, "partition-load-time-max"), lambda: runtime.load_times.max(now()))
+    registry.gauge(metric_name(*group, "partition-load-time-avg"), lambda: runtime.partition_load_time.avg(now()))
+    registry.gauge(metric_name(*group, "partition-load-time-max"), lambda: runtime.partition_load_time.max(now()))

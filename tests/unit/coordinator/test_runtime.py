@@ -163,14 +163,14 @@ def test_load_times_and_partition_counts_as_kafkas_runtime_metrics():
         config = CoordinatorConfig(offsets_topic_num_partitions=2, group_initial_rebalance_delay_ms=0)
         svc = GroupCoordinatorService(0, config, SlowLog(), clock)
         await svc.start()
-        assert svc.load_times.avg(clock.monotonic_ms()) is None
+        assert svc.partition_load_time.avg(clock.monotonic_ms()) is None
         assert svc.partition_counts() == {"loading": 0, "active": 0, "failed": 0}
         svc.on_partitions_led({0, 1})
         assert svc.partition_counts() == {"loading": 2, "active": 0, "failed": 0}
         await svc.wait_loaded()
         now = clock.monotonic_ms()
         assert svc.partition_counts() == {"loading": 0, "active": 1, "failed": 1}
-        assert (svc.load_times.avg(now), svc.load_times.max(now)) == (250, 250)  # the failed load is not timed
+        assert (svc.partition_load_time.avg(now), svc.partition_load_time.max(now)) == (250, 250)  # the failed load is not timed
         svc.on_partitions_led({0})
         assert svc.partition_counts() == {"loading": 0, "active": 1, "failed": 0}
         await svc.stop()

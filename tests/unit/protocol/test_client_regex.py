@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
 from kmirror.protocol.client_regex import InvalidClientRegex, compile_client_regex
 
 
-def test_a_pattern_that_backtracks_exponentially_matches_in_linear_time() -> None:
-    """`(a+)+$` against 'aaa...!' takes a backtracking engine 2^n steps (Python's `re` over
-    30 a's: minutes). RE2 answers at once; the bound is generous for a loaded machine."""
-    pattern = compile_client_regex("(a+)+$")
-    start = time.process_time()
-    assert pattern.fullmatch("a" * 100_000 + "!") is None
-    assert time.process_time() - start < 1.0
+def test_a_pattern_that_backtracks_exponentially_is_answered() -> None:
+    """`(a+)+$` against 'aaa...!' takes a backtracking engine 2^n steps (Python's `re`: 0.1 s
+    at 22 a's, doubling with each more): over 100,000 a's a backtracking engine would never
+    answer and the suite's timeout would fail this test; RE2 answers in time linear in the text."""
+    assert compile_client_regex("(a+)+$").fullmatch("a" * 100_000 + "!") is None
 
 
 def test_kafka_re2j_syntax_and_full_matches() -> None:
