@@ -19,6 +19,7 @@ after recovery; otherwise the state is rebuilt by scanning batch headers.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,8 @@ from kmirror.log.segment import (
 if TYPE_CHECKING:
     from kmirror.log.log import Log
     from kmirror.records.batch import BatchHeader
+
+_logger = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".snapshot"
 _SNAPSHOT_VERSION = "kmirror-1"
@@ -102,6 +105,10 @@ def load(log: Log, *, recovery_point: int, log_start_offset: int) -> None:
             segments.append(segment)
             continue
         headers, truncated = segment.recover()
+        if truncated:
+            _logger.warning("Found invalid batches in log segment %s: %d bytes truncated, the log ends at offset "
+                            "%d (a write cut short by a crash or a failed disk)", segment.log_path, truncated,
+                            segment.next_offset())
         recovered.add(base)
         _assign_epochs(cache, headers)
         segments.append(segment)

@@ -14,11 +14,13 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from kmirror.config.properties import parse_properties
 from kmirror.records.batch import valid_prefix
 from kmirror.records.builder import SimpleRecord, build_batch
 from kmirror.records.record import decode_records
+from kmirror.runtime.log_dir_failure import is_storage_failure
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 SEGMENT_NAME = "00000000000000000000.log"
@@ -30,7 +32,11 @@ class MetaPropertiesError(RuntimeError):
 
 
 class FileMetadataLogStore:
-    def __init__(self, log_dir: str | Path, now_ms: Callable[[], int] | None = None) -> None:
+    def __init__(self, log_dir: str | Path, now_ms: Callable[[], int] | None = None,
+                 on_failure: Callable[[str, OSError], NoReturn] | None = None) -> None:
+        """`on_failure`: called when the storage refuses a write (`log_dir_failure`); it halts
+        the node, so that the next record is never appended after a torn one."""
+        self._on_failure = on_failure
         self._log_dir = Path(log_dir)
         self._dir = self._log_dir / METADATA_PARTITION_DIR
         self._path = self._dir / SEGMENT_NAME
@@ -71,11 +77,16 @@ class FileMetadataLogStore:
             return self._next_offset - 1
         now = self._now_ms()
         batch = build_batch([SimpleRecord(None, value, (), now) for value in encoded], base_offset=self._next_offset)
-        self._dir.mkdir(parents=True, exist_ok=True)
-        with open(self._path, "ab") as f:
-            f.write(batch)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            with open(self._path, "ab") as f:
+                f.write(batch)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            if self._on_failure is None or not is_storage_failure(exc):
+                raise
+            self._on_failure(str(self._path), exc)
         self._next_offset += len(encoded)
         self._file_size += len(batch)
         return self._next_offset - 1

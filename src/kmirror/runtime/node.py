@@ -72,6 +72,7 @@ from kmirror.runtime.broker_sender import ListenerBrokerSender
 from kmirror.runtime.controller_channel import ControllerChannel
 from kmirror.runtime.coordinator_log import ReplicatedCoordinatorLog
 from kmirror.runtime.log_cleaner import LogCleanerService
+from kmirror.runtime.log_dir_failure import LogDirFailureHandler
 from kmirror.runtime.logger_levels import ProcessLoggerLevels
 from kmirror.runtime.loop_lag import LoopLagMonitor, TimedEventLoop
 from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError
@@ -136,6 +137,7 @@ class Node:
         self.request_metrics = RequestChannelMetrics(self.metrics, error_name)
         self.loop_lag = LoopLagMonitor(self.metrics, int(config.get("event.loop.stall.log.ms")))
         self.quotas = QuotaManagers.from_config(config.get)
+        self.log_dir_failure = LogDirFailureHandler(config.log_dirs)  # a failed disk halts the node
         # Built by `start`. The metadata log: the controller's on a node with the controller
         # role, else the broker's replica of it, reached through the two channels.
         self.controller: MetadataService | None = None
@@ -181,7 +183,8 @@ class Node:
     async def _start_metadata(self) -> MetadataService | BrokerMetadataService:
         cfg = self.config
         if cfg.is_controller:
-            self.controller = MetadataService(cfg, FileMetadataLogStore(cfg.log_dirs[0]), self.clock, random.Random())
+            store = FileMetadataLogStore(cfg.log_dirs[0], on_failure=self.log_dir_failure)
+            self.controller = MetadataService(cfg, store, self.clock, random.Random())
             await self.controller.start()
             return self.controller
         voters = [(v.node_id, v.host, v.port) for v in cfg.controller_quorum_voters] or [
@@ -191,14 +194,15 @@ class Node:
         write_channel = ControllerChannel(voters, client_id=f"broker-{cfg.node_id}-to-controller")
         self._metadata_fetch_channel, self._controller_channel = fetch_channel, write_channel
         self.broker_metadata = BrokerMetadataService(
-            cfg, FileMetadataLogStore(cfg.log_dirs[0]), fetch_channel, write_channel, self.clock
+            cfg, FileMetadataLogStore(cfg.log_dirs[0], on_failure=self.log_dir_failure), fetch_channel, write_channel, self.clock
         )
         await self.broker_metadata.start()
         return self.broker_metadata
 
     async def _start_broker(self, metadata: MetadataService | BrokerMetadataService) -> None:
         cfg = self.config
-        self.log_manager = LogManager(OsFileSystem(int(cfg.get("log.max.open.files"))), cfg.log_dirs, self.clock,
+        fs = OsFileSystem(int(cfg.get("log.max.open.files")), self.log_dir_failure)
+        self.log_manager = LogManager(fs, cfg.log_dirs, self.clock,
                                       _broker_log_defaults(cfg))
         self.log_manager.load_logs()
         replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())

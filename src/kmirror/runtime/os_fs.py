@@ -12,6 +12,10 @@ handle closed by one thread must not be reused by another); fsyncs run outside i
 to the page cache: a killed process loses nothing written, and `fsync` makes them durable
 against a machine crash (Kafka's flush.messages/flush.ms default relies on the same).
 Directory-changing operations fsync the parent directory so they survive a crash.
+
+A read or write the storage refuses (`log_dir_failure.STORAGE_ERRNOS`: a full disk, an I/O
+error) goes to `on_failure`, which halts the node (`kmirror.runtime.log_dir_failure`); without
+one, the error is raised.
 """
 
 from __future__ import annotations
@@ -21,9 +25,15 @@ import resource
 import shutil
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import wraps
+from typing import Concatenate, NoReturn, ParamSpec, TypeVar
 
 from kmirror.log.fs import Buffer
+from kmirror.runtime.log_dir_failure import is_storage_failure
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # descriptors left for connections, checkpoints and the metadata log
 RESERVED_FDS = 4096
@@ -37,8 +47,23 @@ def default_max_open_files() -> int:
     return 1 << 20 if soft == resource.RLIM_INFINITY else max(16, soft // 2, soft - RESERVED_FDS)
 
 
+def _storage_op(method: Callable[Concatenate[OsFileSystem, P], R]) -> Callable[Concatenate[OsFileSystem, P], R]:
+    """`method`, whose storage failures go to the file system's `on_failure`."""
+    @wraps(method)
+    def guarded(fs: OsFileSystem, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(fs, *args, **kwargs)
+        except OSError as exc:
+            if fs.on_failure is None or not is_storage_failure(exc):
+                raise
+            first = args[0]
+            fs.on_failure(first if isinstance(first, str) else str(first[0][0]), exc)  # type: ignore[index]
+    return guarded
+
+
 class OsFileSystem:
-    def __init__(self, max_open_files: int = -1) -> None:
+    def __init__(self, max_open_files: int = -1, on_failure: Callable[[str, OSError], NoReturn] | None = None) -> None:
+        self.on_failure = on_failure
         self._fds: OrderedDict[str, int] = OrderedDict()
         self.max_open_files = default_max_open_files() if max_open_files < 0 else max(1, max_open_files)
         self._lock = threading.RLock()
@@ -70,6 +95,7 @@ class OsFileSystem:
                 raise
             return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644), True
 
+    @_storage_op
     def append(self, path: str, data: Buffer, *, keep_open: bool = True) -> int:
         with self._lock:
             if keep_open or path in self._fds:
@@ -85,6 +111,7 @@ class OsFileSystem:
             self._fsync_dir(os.path.dirname(path) or ".")
         return position
 
+    @_storage_op
     def read(self, path: str, position: int, size: int) -> bytes:
         with self._lock:
             fd, _ = self._fd(path)
@@ -101,6 +128,7 @@ class OsFileSystem:
     def read_range(self, path: str, position: int, size: int) -> bytes:
         return self.read(path, position, size)
 
+    @_storage_op
     def write_file(self, path: str, data: Buffer) -> None:
         # Overwritten in place, cut only when the old content was longer (a leader epoch
         # checkpoint grows by one line per epoch): an O_TRUNC open makes ext4 wait for the
@@ -117,12 +145,14 @@ class OsFileSystem:
         finally:
             os.close(fd)
 
+    @_storage_op
     def truncate(self, path: str, size: int) -> None:
         with self._lock:
             fd, _ = self._fd(path)
             if os.fstat(fd).st_size > size:
                 os.ftruncate(fd, size)
 
+    @_storage_op
     def fsync(self, path: str) -> None:
         """Through a duplicate of the handle, outside the lock: the loop never waits on a
         worker thread's fsync, and a handle closed for the bound meanwhile is not the one
@@ -134,6 +164,7 @@ class OsFileSystem:
         finally:
             os.close(fd)
 
+    @_storage_op
     def size(self, path: str) -> int:
         with self._lock:
             fd = self._fds.get(path)
@@ -145,24 +176,29 @@ class OsFileSystem:
     def is_dir(self, path: str) -> bool:
         return os.path.isdir(path)
 
+    @_storage_op
     def listdir(self, path: str) -> list[str]:
         return sorted(os.listdir(path))
 
+    @_storage_op
     def mkdirs(self, path: str, durable: bool = True) -> None:
         if not os.path.isdir(path):
             os.makedirs(path, exist_ok=True)
             if durable:
                 self._fsync_dir(os.path.dirname(path.rstrip("/")) or ".")
 
+    @_storage_op
     def sync_dir(self, path: str) -> None:
         self._fsync_dir(path)
 
+    @_storage_op
     def rename(self, source: str, destination: str) -> None:
         self._close_under(source)
         self.close(destination)
         os.replace(source, destination)
         self._fsync_dir(os.path.dirname(destination) or ".")
 
+    @_storage_op
     def rename_all(self, moves: Sequence[tuple[str, str]]) -> None:
         parents: dict[str, None] = {}
         self._close_under_all([source for source, _ in moves])
@@ -173,6 +209,7 @@ class OsFileSystem:
         for parent in parents:
             self._fsync_dir(parent)
 
+    @_storage_op
     def delete(self, path: str) -> None:
         self._close_under(path)
         if os.path.isdir(path):
@@ -221,16 +258,16 @@ class OsFileSystem:
 
     @staticmethod
     def _fsync_dir(path: str) -> None:
+        """A directory gone, or one whose file system does not sync directories, is no error."""
         try:
             fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.fsync(fd)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            if is_storage_failure(exc):
+                raise
 
 
 def _under(path: str, roots: set[str]) -> bool:

@@ -9,6 +9,7 @@ import fcntl
 import io
 import os
 import random
+import resource
 import signal
 import socket
 import subprocess
@@ -248,6 +249,13 @@ class LocalCluster:
         """Start every node after `crash`, the controller first."""
         for node_id in self.node_ids():
             self.start_node(node_id, timeout_s)
+
+    def limit_file_size(self, node_id: int, max_bytes: int) -> None:
+        """A running node's writes fail past `max_bytes` of any file (EFBIG, RLIMIT_FSIZE): the
+        storage refusing writes, as a full disk does, without a file system of its own."""
+        pid = self.pid(node_id)
+        _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+        resource.prlimit(pid, resource.RLIMIT_FSIZE, (max_bytes, hard))
 
     def pause(self, node_id: int) -> None:
         os.kill(self.pid(node_id), signal.SIGSTOP)

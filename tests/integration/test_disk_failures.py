@@ -1,0 +1,114 @@
+"""A node whose storage refuses writes (a full disk; here a file size limit set on the running
+process, so its writes fail with EFBIG past it) halts, as Kafka's broker does when its log
+directories have failed, and loses no acknowledged record: a replicated partition moves to an
+in-sync replica and the producer goes on; a single node, restarted, cuts the torn tail its last
+write left and serves every record it acknowledged."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kmirror.records.batch import valid_prefix
+from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout
+from kmirror.testing.mirror_clusters import wait_until
+from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block, pid_path
+from kmirror.testing.segments import log_batches
+
+pytestmark = pytest.mark.integration
+
+HEADROOM = 64 * 1024  # bytes past the node's largest file before its writes fail
+
+
+def largest_file(node_dir: Path) -> int:
+    return max(p.stat().st_size for p in (node_dir / "data").rglob("*") if p.is_file())
+
+
+def fill_disk(cluster: LocalCluster, node_id: int) -> None:
+    cluster.limit_file_size(node_id, largest_file(cluster.dir / f"node-{node_id}") + HEADROOM)
+
+
+def wait_halted(cluster: LocalCluster, node_id: int, timeout_s: float = 60) -> int:
+    """The exit code of a node once it has stopped (reaped, its pid file removed)."""
+    pid = cluster.pid(node_id)
+    deadline = time.monotonic() + timeout_s
+    while (reaped := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        assert time.monotonic() < deadline, f"node {node_id} still running after {timeout_s} s"
+        time.sleep(0.1)
+    pid_path(cluster.dir, node_id).unlink()
+    return os.waitstatus_to_exitcode(reaped[1])
+
+
+def assert_halted_as_kafka(cluster: LocalCluster, node_id: int) -> None:
+    """Exit code 1 and Kafka's lines: the failed file and its error, then the shutdown."""
+    assert wait_halted(cluster, node_id) == 1
+    text = cluster.log_text(node_id)
+    data_dir = cluster.dir / f"node-{node_id}" / "data"
+    assert f"in dir {data_dir}: [Errno 27] File too large" in text
+    assert f"Shutdown broker because all log dirs in {data_dir} have failed" in text
+    assert "Traceback" not in text
+
+
+def create(bootstrap: str, topic: str, replicas: int, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {"min.insync.replicas": "2"} if replicas > 1 else {}
+    admin.create_topics([NewTopic(topic, partitions, replicas, config=config)])[topic].result(30)
+    wait_until(lambda: all(len(isr) == replicas for _, _, isr in partition_layout(bootstrap, topic).values()),
+               f"{topic} in sync", retry_on=(Exception,))
+
+
+def acks_go_on(writer: AckedWriter, more: int, what: str) -> None:
+    wanted = len(writer.acked) + more
+    wait_until(lambda: len(writer.acked) >= wanted, f"{more} more acknowledged records {what}", timeout_s=90)
+
+
+def test_a_leader_whose_disk_fills_halts_and_its_partition_moves_on_with_every_acked_record(tmp_path: Path) -> None:
+    with LocalCluster(dir=tmp_path / "c", port=free_port_block(3), nodes=3,
+                      overrides=dict(FAST_FAILURE_DETECTION)) as cluster:
+        b = cluster.bootstrap
+        create(b, "filling", replicas=3)
+        writer = AckedWriter(b, "w", "filling", partitions=1)
+        writer.start()
+        acks_go_on(writer, 200, "before the disk fills")
+        leader = partition_layout(b, "filling")[0][0]
+        fill_disk(cluster, leader)
+        assert_halted_as_kafka(cluster, leader)
+        wait_until(lambda: partition_layout(b, "filling")[0][0] not in (-1, leader), "a new leader",
+                   retry_on=(Exception,))
+        acks_go_on(writer, 200, "on the new leader")
+        cluster.start_node(leader)  # no size limit now: it cuts its torn tail and catches up
+        wait_until(lambda: leader in partition_layout(b, "filling")[0][2], "the old leader back in the ISR",
+                   retry_on=(Exception,))
+        writer.finish()
+        assert not writer.failed
+        assert_acked_mirrored_once(b, writer, every_value_acked=True)
+        # the returned replica holds the very batches the others hold
+        wait_until(lambda: len({tuple(log_batches(cluster, "filling", 0, n)) for n in (1, 2, 3)}) == 1,
+                   "the three replicas' logs identical")
+
+
+def test_a_single_node_whose_disk_fills_halts_and_serves_every_acked_record_after_restart(tmp_path: Path) -> None:
+    with LocalCluster(dir=tmp_path / "c", port=free_port_block()) as cluster:
+        b = cluster.bootstrap
+        create(b, "filling", replicas=1)
+        writer = AckedWriter(b, "w", "filling", partitions=1)
+        writer.start()
+        acks_go_on(writer, 200, "before the disk fills")
+        fill_disk(cluster, 1)
+        assert_halted_as_kafka(cluster, 1)
+        writer.stop.set()  # nothing can be acknowledged while the only node is down
+        segment = cluster.dir / "node-1" / "data" / "filling-0" / "00000000000000000000.log"
+        at_halt = segment.read_bytes()
+        whole, _ = valid_prefix(at_halt)
+        cluster.start_node(1)
+        writer.join(180)
+        assert not writer.is_alive()
+        assert_acked_mirrored_once(b, writer)
+        assert segment.read_bytes()[:whole] == at_halt[:whole]  # every whole batch kept where it was
+        if whole < len(at_halt):  # the refused write had begun: recovery cut it and said so
+            assert (f"Found invalid batches in log segment {segment}: {len(at_halt) - whole} bytes truncated"
+                    in cluster.log_text(1))
