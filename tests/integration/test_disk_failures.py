@@ -6,7 +6,6 @@ write left and serves every record it acknowledged."""
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -16,36 +15,19 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kmirror.records.batch import valid_prefix
 from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout
 from kmirror.testing.mirror_clusters import wait_until
-from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block, pid_path
+from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block
 from kmirror.testing.segments import log_batches
 
 pytestmark = pytest.mark.integration
 
-HEADROOM = 64 * 1024  # bytes past the node's largest file before its writes fail
-
-
-def largest_file(node_dir: Path) -> int:
-    return max(p.stat().st_size for p in (node_dir / "data").rglob("*") if p.is_file())
-
-
-def fill_disk(cluster: LocalCluster, node_id: int) -> None:
-    cluster.limit_file_size(node_id, largest_file(cluster.dir / f"node-{node_id}") + HEADROOM)
-
-
-def wait_halted(cluster: LocalCluster, node_id: int, timeout_s: float = 60) -> int:
-    """The exit code of a node once it has stopped (reaped, its pid file removed)."""
-    pid = cluster.pid(node_id)
-    deadline = time.monotonic() + timeout_s
-    while (reaped := os.waitpid(pid, os.WNOHANG))[0] == 0:
-        assert time.monotonic() < deadline, f"node {node_id} still running after {timeout_s} s"
-        time.sleep(0.1)
-    pid_path(cluster.dir, node_id).unlink()
-    return os.waitstatus_to_exitcode(reaped[1])
-
 
 def assert_halted_as_kafka(cluster: LocalCluster, node_id: int) -> None:
     """Exit code 1 and Kafka's lines: the failed file and its error, then the shutdown."""
-    assert wait_halted(cluster, node_id) == 1
+    deadline = time.monotonic() + 60
+    while (code := cluster.exited(node_id)) is None:
+        assert time.monotonic() < deadline, f"node {node_id} still running"
+        time.sleep(0.1)
+    assert code == 1
     text = cluster.log_text(node_id)
     data_dir = cluster.dir / f"node-{node_id}" / "data"
     assert f"in dir {data_dir}: [Errno 27] File too large" in text
@@ -53,10 +35,10 @@ def assert_halted_as_kafka(cluster: LocalCluster, node_id: int) -> None:
     assert "Traceback" not in text
 
 
-def create(bootstrap: str, topic: str, replicas: int, partitions: int = 1) -> None:
+def create(bootstrap: str, topic: str, replicas: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     config = {"min.insync.replicas": "2"} if replicas > 1 else {}
-    admin.create_topics([NewTopic(topic, partitions, replicas, config=config)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, 1, replicas, config=config)])[topic].result(30)
     wait_until(lambda: all(len(isr) == replicas for _, _, isr in partition_layout(bootstrap, topic).values()),
                f"{topic} in sync", retry_on=(Exception,))
 
@@ -75,7 +57,7 @@ def test_a_leader_whose_disk_fills_halts_and_its_partition_moves_on_with_every_a
         writer.start()
         acks_go_on(writer, 200, "before the disk fills")
         leader = partition_layout(b, "filling")[0][0]
-        fill_disk(cluster, leader)
+        cluster.fill_disk(leader)
         assert_halted_as_kafka(cluster, leader)
         wait_until(lambda: partition_layout(b, "filling")[0][0] not in (-1, leader), "a new leader",
                    retry_on=(Exception,))
@@ -98,7 +80,7 @@ def test_a_single_node_whose_disk_fills_halts_and_serves_every_acked_record_afte
         writer = AckedWriter(b, "w", "filling", partitions=1)
         writer.start()
         acks_go_on(writer, 200, "before the disk fills")
-        fill_disk(cluster, 1)
+        cluster.fill_disk(1)
         assert_halted_as_kafka(cluster, 1)
         writer.stop.set()  # nothing can be acknowledged while the only node is down
         segment = cluster.dir / "node-1" / "data" / "filling-0" / "00000000000000000000.log"

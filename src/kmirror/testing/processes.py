@@ -250,12 +250,32 @@ class LocalCluster:
         for node_id in self.node_ids():
             self.start_node(node_id, timeout_s)
 
-    def limit_file_size(self, node_id: int, max_bytes: int) -> None:
+    def limit_file_size(self, node_id: int, max_bytes: int = resource.RLIM_INFINITY) -> None:
         """A running node's writes fail past `max_bytes` of any file (EFBIG, RLIMIT_FSIZE): the
-        storage refusing writes, as a full disk does, without a file system of its own."""
+        storage refusing writes, as a full disk does, without a file system of its own.
+        Without `max_bytes`, the limit is lifted."""
         pid = self.pid(node_id)
         _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
         resource.prlimit(pid, resource.RLIMIT_FSIZE, (max_bytes, hard))
+
+    def fill_disk(self, node_id: int, headroom: int = 64 * 1024) -> None:
+        """`limit_file_size` at `headroom` bytes past the node's largest file: the first file to
+        grow that far fails the write, as on a disk that has just filled."""
+        largest = 0
+        for path in (self.dir / f"node-{node_id}" / "data").rglob("*"):
+            with contextlib.suppress(FileNotFoundError):  # a file renamed or deleted meanwhile
+                largest = max(largest, path.stat().st_size if path.is_file() else 0)
+        self.limit_file_size(node_id, largest + headroom)
+
+    def exited(self, node_id: int) -> int | None:
+        """The exit code of a node that has stopped by itself (reaped, its pid file removed),
+        None while it runs."""
+        pid = self.pid(node_id)
+        reaped, status = os.waitpid(pid, os.WNOHANG)
+        if not reaped:
+            return None
+        pid_path(self.dir, node_id).unlink()
+        return os.waitstatus_to_exitcode(status)
 
     def pause(self, node_id: int) -> None:
         os.kill(self.pid(node_id), signal.SIGSTOP)
