@@ -6,7 +6,6 @@ write left and serves every record it acknowledged."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -22,12 +21,8 @@ pytestmark = pytest.mark.integration
 
 
 def assert_halted_as_kafka(cluster: LocalCluster, node_id: int) -> None:
-    """Exit code 1 and Kafka's lines: the failed file and its error, then the shutdown."""
-    deadline = time.monotonic() + 60
-    while (code := cluster.exited(node_id)) is None:
-        assert time.monotonic() < deadline, f"node {node_id} still running"
-        time.sleep(0.1)
-    assert code == 1
+    """Stopped, with Kafka's lines: the failed file and its error, then the shutdown."""
+    wait_until(lambda: cluster.exited(node_id), f"node {node_id} halted", timeout_s=60)
     text = cluster.log_text(node_id)
     data_dir = cluster.dir / f"node-{node_id}" / "data"
     assert f"in dir {data_dir}: [Errno 27] File too large" in text

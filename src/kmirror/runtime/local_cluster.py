@@ -149,7 +149,7 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 def _launch(base: Path, node: NodeLayout, text: str) -> subprocess.Popen[bytes]:
     pid_file = pid_path(base, node.node_id)
-    if pid_file.exists() and _alive(int(pid_file.read_text().strip() or 0)):
+    if pid_file.exists() and process_alive(int(pid_file.read_text().strip() or 0)):
         raise ClusterError(f"node {node.node_id} already running (pid file {pid_file})")
     node.dir.mkdir(parents=True, exist_ok=True)
     node.config_path.write_text(text)
@@ -311,7 +311,7 @@ def down_nodes(base: Path) -> list[tuple[int, str]]:
         text = pid_file.read_text().strip()
         pid = int(text) if text.isdigit() else 0
         config = base / f"node-{node_id}" / "server.properties"
-        if not _alive(pid):
+        if not process_alive(pid):
             outcome = f"already dead (pid {pid})" if pid else "no pid recorded"
         elif not is_node_process(pid, config):
             outcome = f"pid {pid} is not this node's kmirror process; not signalled"
@@ -352,7 +352,7 @@ def stop_pid(pid: int, timeout_s: float = STOP_TIMEOUT_S) -> bool:
         return True
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not process_alive(pid):
             return True
         time.sleep(0.05)
     try:
@@ -362,7 +362,7 @@ def stop_pid(pid: int, timeout_s: float = STOP_TIMEOUT_S) -> bool:
     return False
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     if pid <= 0:
         return False
     try:

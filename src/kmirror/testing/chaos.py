@@ -9,7 +9,7 @@ The faults, per cluster and one at a time there (with replication factor 3 and
 - the same two on the dedicated controller;
 - `crash`: kill -9 of every node of the cluster at once, started again after the hold
   (controller first); what the processes wrote stays in the page cache;
-- `disk-full` on a broker: its writes fail past 64 KiB more than its largest file (EFBIG,
+- `disk-full` on a broker: its writes fail past 1 KiB more than its largest file (EFBIG,
   `LocalCluster.fill_disk`), so the first file that grows that far makes it halt as a
   broker whose disk filled; at the end of the hold a halted broker starts again, one that did
   not write that far gets its limit lifted;
@@ -112,6 +112,7 @@ REPLICATED_CLUSTER = {
 # (kind, on the controller, weight); mirror-pause only at the destination.
 FAULT_KINDS = (("kill9", False, 4), ("pause", False, 3), ("kill9", True, 1), ("pause", True, 1), ("crash", False, 1),
                ("mirror-pause", False, 1), ("disk-full", False, 2))
+DISK_HEADROOM = 1024  # disk-full: a few seconds of the writers' records
 WHOLE_CLUSTER = ("crash", "mirror-pause")  # the faults that name no node
 LINK = "link"  # the track of the link's faults: (kind, weight, longest hold)
 LINK_FAULTS = (("link-cut", 1, 8.0), ("link-blackhole", 1, 40.0), ("link-slow", 1, 30.0))
@@ -243,14 +244,14 @@ def fault_actions(cluster: LocalCluster, fault: Fault) -> tuple[Callable[[], obj
         "pause": (lambda: cluster.pause(fault.node), lambda: cluster.resume(fault.node)),
         "crash": (cluster.crash, cluster.start_all),
         "mirror-pause": (lambda: mirror_command(cluster, "--pause"), lambda: mirror_command(cluster, "--resume")),
-        "disk-full": (lambda: cluster.fill_disk(fault.node), lambda: free_disk(cluster, fault.node)),
+        "disk-full": (lambda: cluster.fill_disk(fault.node, DISK_HEADROOM), lambda: free_disk(cluster, fault.node)),
     }[fault.kind]
 
 
 def free_disk(cluster: LocalCluster, node: int) -> None:
     """Space again: a broker that halted meanwhile starts (it cuts its torn tail), one that did
     not write that far goes on without the limit."""
-    if cluster.exited(node) is None:
+    if not cluster.exited(node):
         cluster.limit_file_size(node)
     else:
         cluster.start_node(node, timeout_s=120)

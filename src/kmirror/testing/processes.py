@@ -267,15 +267,12 @@ class LocalCluster:
                 largest = max(largest, path.stat().st_size if path.is_file() else 0)
         self.limit_file_size(node_id, largest + headroom)
 
-    def exited(self, node_id: int) -> int | None:
-        """The exit code of a node that has stopped by itself (reaped, its pid file removed),
-        None while it runs."""
-        pid = self.pid(node_id)
-        reaped, status = os.waitpid(pid, os.WNOHANG)
-        if not reaped:
-            return None
+    def exited(self, node_id: int) -> bool:
+        """Whether a node has stopped by itself (then reaped, its pid file removed)."""
+        if local_cluster.process_alive(self.pid(node_id)):
+            return False
         pid_path(self.dir, node_id).unlink()
-        return os.waitstatus_to_exitcode(status)
+        return True
 
     def pause(self, node_id: int) -> None:
         os.kill(self.pid(node_id), signal.SIGSTOP)
