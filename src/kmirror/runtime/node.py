@@ -28,7 +28,6 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 
 from kmirror.broker.api import build_registry
 from kmirror.broker.authorization import RequestAuthorizer
@@ -79,6 +78,7 @@ from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesErr
 from kmirror.runtime.metadata_publisher import BrokerPublishSteps, MetadataPublisher
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
+from kmirror.runtime.periodic import PeriodicTasks
 from kmirror.runtime.server import KafkaServer, ListenerLimits
 from kmirror.runtime.transaction_wiring import (
     TxnMarkerWriter,
@@ -131,7 +131,7 @@ class Node:
         self.config = config
         self.clock = SystemClock()
         self._servers: list[KafkaServer] = []
-        self._tasks: list[asyncio.Task[None]] = []
+        self.periodic = PeriodicTasks()
         self.ports: dict[str, int] = {}
         self.metrics = MetricsRegistry(self.clock)
         self.request_metrics = RequestChannelMetrics(self.metrics, error_name)
@@ -374,10 +374,10 @@ class Node:
         asyncio.get_running_loop().run_in_executor(None, record_walk.load_compiled).add_done_callback(
             _on_record_walk_loaded)
         register_cleaner_metrics(self.metrics, self.log_cleaner.cleaner_metrics)
-        self._every(cfg.log_retention_check_interval_ms, "log retention",
+        self.periodic.every(cfg.log_retention_check_interval_ms, "log retention",
                     lambda: log_manager.run_retention(clock.now_ms()))
-        self._every_async(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, "recovery point checkpoint", checkpoint)
-        self._every(1000, "log flush", lambda: log_manager.flush_dirty(clock.now_ms()))
+        self.periodic.every_async(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, "recovery point checkpoint", checkpoint)
+        self.periodic.every(1000, "log flush", lambda: log_manager.flush_dirty(clock.now_ms()))
 
         def remove_expired_producers() -> None:
             """With the current `producer.id.expiration.ms` (a dynamic broker config); run once
@@ -386,39 +386,17 @@ class Node:
             log_manager.remove_expired_producers(clock.now_ms(), int(str(expiration)))
 
         remove_expired_producers()
-        self._every(int(cfg.get("producer.id.expiration.check.interval.ms")), "producer id expiration",
+        self.periodic.every(int(cfg.get("producer.id.expiration.check.interval.ms")), "producer id expiration",
                     remove_expired_producers)
         log_manager.defer_removal = True  # deleted logs' directories go on a worker thread
-        self._every_async(1000, "deleted log removal", remove_deleted_dirs)
+        self.periodic.every_async(1000, "deleted log removal", remove_deleted_dirs)
 
     def _start_controller_tasks(self, controller: MetadataService) -> None:
         cfg = self.config
-        self._every_async(CONTROLLER_SESSION_CHECK_MS, "broker session check", controller.check_broker_sessions)
+        self.periodic.every_async(CONTROLLER_SESSION_CHECK_MS, "broker session check", controller.check_broker_sessions)
         if cfg.auto_leader_rebalance_enable:
             interval_ms = cfg.leader_imbalance_check_interval_seconds * 1000
-            self._every_async(interval_ms, "leader rebalance", controller.rebalance_leaders)
-
-    def _every_async(self, interval_ms: int, name: str, action: Callable[[], Awaitable[object]]) -> None:
-        async def run() -> None:
-            while True:
-                await asyncio.sleep(interval_ms / 1000)
-                try:
-                    await action()
-                except Exception:
-                    log.exception("controller task %s failed", name)
-
-        self._tasks.append(asyncio.get_running_loop().create_task(run(), name=name))
-
-    def _every(self, interval_ms: int, name: str, action: Callable[[], object]) -> None:
-        async def run() -> None:
-            while True:
-                await asyncio.sleep(interval_ms / 1000)
-                try:
-                    action()
-                except Exception:
-                    log.exception("background task %s failed", name)
-
-        self._tasks.append(asyncio.get_running_loop().create_task(run(), name=name))
+            self.periodic.every_async(interval_ms, "leader rebalance", controller.rebalance_leaders)
 
     async def stop(self) -> None:
         # a combined node's controller stops with it: nobody else could take its leaderships
@@ -440,8 +418,7 @@ class Node:
             await self.lifecycle.stop()
         if self.log_cleaner is not None:
             await self.log_cleaner.stop()
-        for task in self._tasks:
-            task.cancel()
+        self.periodic.cancel()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
         if self.transaction_coordinator is not None:
