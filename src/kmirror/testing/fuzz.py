@@ -312,9 +312,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--frames", type=int, default=20_000)
     parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--plane", choices=("broker", "controller"), default="broker",
+                        help="the listener's APIs: a broker's or a controller's")
     args = parser.parse_args()
     started = time.monotonic()
-    stats = fuzz_in_process(args.host, args.port, args.frames, args.seed)
+    stats = fuzz_in_process(args.host, args.port, args.frames, args.seed, args.plane)
     print(json.dumps({"frames": stats.frames, "answered": stats.answered, "connections": stats.connections,
                       "refused": stats.refused, "api_keys": sorted(stats.api_keys),
                       "key_versions": sorted(stats.key_versions), "seconds": round(time.monotonic() - started, 1)}))
