@@ -56,8 +56,8 @@ def _storage_op(method: Callable[Concatenate[OsFileSystem, P], R]) -> Callable[C
         except OSError as exc:
             if fs.on_failure is None or not is_storage_failure(exc):
                 raise
-            first = args[0]
-            fs.on_failure(first if isinstance(first, str) else str(first[0][0]), exc)  # type: ignore[index]
+            target = args[0] if args else next(iter(kwargs.values()))
+            fs.on_failure(target if isinstance(target, str) else str(target[0][0]), exc)  # type: ignore[index]
     return guarded
 
 
