@@ -193,17 +193,15 @@ class Node:
         fetch_channel = ControllerChannel(voters, client_id=f"broker-{cfg.node_id}-metadata-fetch")
         write_channel = ControllerChannel(voters, client_id=f"broker-{cfg.node_id}-to-controller")
         self._metadata_fetch_channel, self._controller_channel = fetch_channel, write_channel
-        self.broker_metadata = BrokerMetadataService(
-            cfg, FileMetadataLogStore(cfg.log_dirs[0], on_failure=self.log_dir_failure), fetch_channel, write_channel, self.clock
-        )
+        store = FileMetadataLogStore(cfg.log_dirs[0], on_failure=self.log_dir_failure)
+        self.broker_metadata = BrokerMetadataService(cfg, store, fetch_channel, write_channel, self.clock)
         await self.broker_metadata.start()
         return self.broker_metadata
 
     async def _start_broker(self, metadata: MetadataService | BrokerMetadataService) -> None:
         cfg = self.config
         fs = OsFileSystem(int(cfg.get("log.max.open.files")), self.log_dir_failure)
-        self.log_manager = LogManager(fs, cfg.log_dirs, self.clock,
-                                      _broker_log_defaults(cfg))
+        self.log_manager = LogManager(fs, cfg.log_dirs, self.clock, _broker_log_defaults(cfg))
         self.log_manager.load_logs()
         replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())
         self.replica_manager = replica_manager
@@ -375,7 +373,7 @@ class Node:
             _on_record_walk_loaded)
         register_cleaner_metrics(self.metrics, self.log_cleaner.cleaner_metrics)
         self.periodic.every(cfg.log_retention_check_interval_ms, "log retention",
-                    lambda: log_manager.run_retention(clock.now_ms()))
+                            lambda: log_manager.run_retention(clock.now_ms()))
         self.periodic.every_async(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, "recovery point checkpoint", checkpoint)
         self.periodic.every(1000, "log flush", lambda: log_manager.flush_dirty(clock.now_ms()))
 
@@ -387,13 +385,14 @@ class Node:
 
         remove_expired_producers()
         self.periodic.every(int(cfg.get("producer.id.expiration.check.interval.ms")), "producer id expiration",
-                    remove_expired_producers)
+                            remove_expired_producers)
         log_manager.defer_removal = True  # deleted logs' directories go on a worker thread
         self.periodic.every_async(1000, "deleted log removal", remove_deleted_dirs)
 
     def _start_controller_tasks(self, controller: MetadataService) -> None:
         cfg = self.config
-        self.periodic.every_async(CONTROLLER_SESSION_CHECK_MS, "broker session check", controller.check_broker_sessions)
+        self.periodic.every_async(CONTROLLER_SESSION_CHECK_MS, "broker session check",
+                                  controller.check_broker_sessions)
         if cfg.auto_leader_rebalance_enable:
             interval_ms = cfg.leader_imbalance_check_interval_seconds * 1000
             self.periodic.every_async(interval_ms, "leader rebalance", controller.rebalance_leaders)
