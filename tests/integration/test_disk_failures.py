@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kmirror.records.batch import valid_prefix
+from kmirror.runtime.local_cluster import CONTROLLER_NODE_ID
 from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block
@@ -67,6 +68,24 @@ def test_a_leader_whose_disk_fills_halts_and_its_partition_moves_on_with_every_a
         wait_until(lambda: len({tuple(log_batches(cluster, "filling", 0, n)) for n in (1, 2, 3)}) == 1,
                    "the three replicas' logs identical")
 
+
+def test_a_controller_whose_disk_fills_halts_and_comes_back_with_a_whole_metadata_log(tmp_path: Path) -> None:
+    with LocalCluster(dir=tmp_path / "c", port=free_port_block(3), nodes=3,
+                      overrides=dict(FAST_FAILURE_DETECTION)) as cluster:
+        b = cluster.bootstrap
+        create(b, "before", replicas=3)
+        cluster.fill_disk(CONTROLLER_NODE_ID, headroom=1024)
+        # 100 PartitionRecords in one batch: more than the 1 KiB the metadata log may still grow
+        admin = AdminClient({"bootstrap.servers": b})
+        admin.create_topics([NewTopic("big", 100, 3)])
+        assert_halted_as_kafka(cluster, CONTROLLER_NODE_ID)
+        cluster.start_node(CONTROLLER_NODE_ID)  # space again: the torn batch is cut, nothing of it applied
+        assert "Found invalid batches in the metadata log" in cluster.log_text(CONTROLLER_NODE_ID)
+        create(b, "after", replicas=3)
+        topics = AdminClient({"bootstrap.servers": b}).list_topics(timeout=10).topics
+        assert {"before", "after"} <= set(topics)
+        # the refused creation is gone, or came back whole (a broker may forward it again)
+        assert "big" not in topics or len(topics["big"].partitions) == 100
 
 def test_a_single_node_whose_disk_fills_halts_and_serves_every_acked_record_after_restart(tmp_path: Path) -> None:
     with LocalCluster(dir=tmp_path / "c", port=free_port_block()) as cluster:

@@ -9,6 +9,7 @@ dir records the node's identity (Kafka's MetaProperties v1) and is checked on ev
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import time
 import uuid
@@ -21,6 +22,8 @@ from kmirror.records.batch import valid_prefix
 from kmirror.records.builder import SimpleRecord, build_batch
 from kmirror.records.record import decode_records
 from kmirror.runtime.log_dir_failure import is_storage_failure
+
+log = logging.getLogger(__name__)
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 SEGMENT_NAME = "00000000000000000000.log"
@@ -57,6 +60,9 @@ class FileMetadataLogStore:
         data = self._path.read_bytes()
         n_valid, headers = valid_prefix(data)
         if n_valid < len(data):
+            log.warning("Found invalid batches in the metadata log %s: %d bytes truncated, the log ends at offset %d "
+                        "(a write cut short by a crash or a failed disk)", self._path, len(data) - n_valid,
+                        headers[-1].next_offset if headers else 0)
             with open(self._path, "r+b") as f:
                 f.truncate(n_valid)
                 f.flush()
