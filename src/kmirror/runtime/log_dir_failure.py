@@ -7,11 +7,10 @@ error, an I/O error, a file past the size limit). A missing file is not one: the
 expects those where a segment was deleted under a read.
 
 Why halt rather than answer an error and go on: a write cut short leaves a torn tail in a
-segment or in the metadata log. Going on, the next append lands after those bytes, and a
-restart's recovery, which stops at the first invalid batch, would cut every record appended
-after them: records already acknowledged. Halting leaves the tail for recovery to cut, and a
-partition's leadership moves to an in-sync replica as after any broker failure, so nothing
-acknowledged is lost. Kafka keeps serving the healthy directories of a node with several
+segment or in the metadata log, and a restart's recovery stops at the first invalid batch, so
+whatever is appended after those bytes is cut at the next start. Halting leaves the tail for
+recovery to cut, and a partition's leadership moves to an in-sync replica as after any broker
+failure, so nothing acknowledged is lost (docs/design/storage.md). Kafka keeps serving the healthy directories of a node with several
 (`log.dirs`, its controller tracking each replica's directory, KIP-858); kmirror's controller
 does not track directories, so a node halts at its first failed one.
 """
