@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kmirror.records.batch import valid_prefix
 from kmirror.runtime.local_cluster import CONTROLLER_NODE_ID
 from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout
-from kmirror.testing.mirror_clusters import wait_until
+from kmirror.testing.mirror_clusters import create_mirror, partition_states, wait_until
 from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block
 from kmirror.testing.segments import log_batches
 
@@ -29,6 +29,14 @@ def assert_halted_as_kafka(cluster: LocalCluster, node_id: int) -> None:
     assert f"in dir {data_dir}: [Errno 27] File too large" in text
     assert f"Shutdown broker because all log dirs in {data_dir} have failed" in text
     assert "Traceback" not in text
+
+
+def fill_disk(cluster: LocalCluster, node_id: int) -> None:
+    """`LocalCluster.fill_disk` once the broker has loaded its compiled code, so that the limit
+    meets only the node's log dirs (it holds for every file the process writes)."""
+    wait_until(lambda: all(line in cluster.log_text(node_id) for line in (
+        "compiled record walk loaded", "log cleaner's compiled functions loaded")), f"node {node_id} warmed up")
+    cluster.fill_disk(node_id)
 
 
 def create(bootstrap: str, topic: str, replicas: int) -> None:
@@ -53,7 +61,7 @@ def test_a_leader_whose_disk_fills_halts_and_its_partition_moves_on_with_every_a
         writer.start()
         acks_go_on(writer, 200, "before the disk fills")
         leader = partition_layout(b, "filling")[0][0]
-        cluster.fill_disk(leader)
+        fill_disk(cluster, leader)
         assert_halted_as_kafka(cluster, leader)
         wait_until(lambda: partition_layout(b, "filling")[0][0] not in (-1, leader), "a new leader",
                    retry_on=(Exception,))
@@ -94,7 +102,7 @@ def test_a_single_node_whose_disk_fills_halts_and_serves_every_acked_record_afte
         writer = AckedWriter(b, "w", "filling", partitions=1)
         writer.start()
         acks_go_on(writer, 200, "before the disk fills")
-        cluster.fill_disk(1)
+        fill_disk(cluster, 1)
         assert_halted_as_kafka(cluster, 1)
         writer.stop.set()  # nothing can be acknowledged while the only node is down
         segment = cluster.dir / "node-1" / "data" / "filling-0" / "00000000000000000000.log"
@@ -108,3 +116,23 @@ def test_a_single_node_whose_disk_fills_halts_and_serves_every_acked_record_afte
         if whole < len(at_halt):  # the refused write had begun: recovery cut it and said so
             assert (f"Found invalid batches in log segment {segment}: {len(at_halt) - whole} bytes truncated"
                     in cluster.log_text(1))
+
+
+def test_a_destination_whose_disk_fills_halts_and_its_mirror_resumes_byte_identical(
+        clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path) -> None:
+    source, dest = clusters
+    create(source.bootstrap, "orders", replicas=1)
+    writer = AckedWriter(source.bootstrap, "w", "orders", partitions=1)
+    writer.start()
+    acks_go_on(writer, 200, "at the source")
+    create_mirror(dest, source, "dr", "orders", tmp_path / "mirror.properties")
+    wait_until(lambda: partition_states(dest.bootstrap, "orders") == {0: "MIRRORING"}, "the partition mirroring")
+    fill_disk(dest, 1)  # the mirror's appends are what fill it
+    assert_halted_as_kafka(dest, 1)
+    acks_go_on(writer, 200, "at the source while the destination is down")
+    dest.start_node(1)  # space again: it cuts the torn batch and mirrors on from its log end
+    writer.finish()
+    assert not writer.failed
+    wait_until(lambda: (lambda d: d and d == log_batches(source, "orders", 0))(log_batches(dest, "orders", 0)),
+               "every batch of the source at the destination, byte for byte at the same offsets")
+    assert partition_states(dest.bootstrap, "orders") == {0: "MIRRORING"}

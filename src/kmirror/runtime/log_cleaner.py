@@ -58,6 +58,7 @@ class LogCleanerService:
         loop = asyncio.get_running_loop()
         # The compiled record scans load (or compile) off the loop, once, before any round.
         self._warm_up = loop.run_in_executor(None, _load_compiled_cleaner)
+        self._warm_up.add_done_callback(_on_warm_up)
         for i in range(self.config.num_threads):
             self._tasks.append(loop.create_task(self._run(i), name=f"kafka-log-cleaner-thread-{i}"))
 
@@ -168,6 +169,11 @@ def _delete_segments(segments: list[LogSegment]) -> None:
             segment.delete()
         except OSError:
             log.exception("deleting %s failed (the log's next load removes it)", segment.log_path)
+
+
+def _on_warm_up(loaded: asyncio.Future[None]) -> None:
+    if not loaded.cancelled() and loaded.exception() is None:  # a failure is logged by each cleaner thread
+        log.info("log cleaner's compiled functions loaded")
 
 
 def _load_compiled_cleaner() -> None:
