@@ -11,8 +11,8 @@ The faults, per cluster and one at a time there (with replication factor 3 and
   (controller first); what the processes wrote stays in the page cache;
 - `disk-full` on a broker: its writes fail past 1 KiB more than its largest file (EFBIG,
   `LocalCluster.fill_disk`), so the first file that grows that far makes it halt as a
-  broker whose disk filled; at the end of the hold a halted broker starts again, one that did
-  not write that far gets its limit lifted;
+  broker whose disk filled; at the end of the hold it starts again (killed -9 first if it
+  did not write that far);
 - at the destination, `mirror-pause`: `kmirror mirrors --pause`, then `--resume`.
 On a third track, faults of the network link between the two sites (`kmirror.testing.link`:
 the mirror reaches the other cluster only through it), both ways at once:
@@ -63,6 +63,7 @@ than the test suite does; a failing seed replays its plan."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import random
 import sys
@@ -94,7 +95,7 @@ from kmirror.testing.chaos_checks import (
 from kmirror.testing.group_committer import GroupCommitter, assert_only_committed_offsets, assert_synced
 from kmirror.testing.link import Link
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, wait_until
-from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block, kmirror
+from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block, kmirror, pid_path
 from kmirror.testing.transactional_writer import (
     TransactionalWriter,
 )
@@ -249,12 +250,14 @@ def fault_actions(cluster: LocalCluster, fault: Fault) -> tuple[Callable[[], obj
 
 
 def free_disk(cluster: LocalCluster, node: int) -> None:
-    """Space again: a broker that halted meanwhile starts (it cuts its torn tail), one that did
-    not write that far goes on without the limit."""
+    """Space again: the broker starts anew, after its halt (it cuts its torn tail) or, if it
+    did not write that far, after a kill -9 (lifting the limit instead would race with a
+    halt begun an instant before: that broker would stay down)."""
     if not cluster.exited(node):
-        cluster.limit_file_size(node)
-    else:
-        cluster.start_node(node, timeout_s=120)
+        with contextlib.suppress(ProcessLookupError):  # it halted since
+            cluster.kill9(node)
+        pid_path(cluster.dir, node).unlink(missing_ok=True)
+    cluster.start_node(node, timeout_s=120)
 
 
 def mirror_command(dest: LocalCluster, action: str) -> None:

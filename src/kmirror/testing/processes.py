@@ -250,10 +250,9 @@ class LocalCluster:
         for node_id in self.node_ids():
             self.start_node(node_id, timeout_s)
 
-    def limit_file_size(self, node_id: int, max_bytes: int = resource.RLIM_INFINITY) -> None:
+    def limit_file_size(self, node_id: int, max_bytes: int) -> None:
         """A running node's writes fail past `max_bytes` of any file (EFBIG, RLIMIT_FSIZE): the
-        storage refusing writes, as a full disk does, without a file system of its own.
-        Without `max_bytes`, the limit is lifted."""
+        storage refusing writes, as a full disk does, without a file system of its own."""
         pid = self.pid(node_id)
         _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
         resource.prlimit(pid, resource.RLIMIT_FSIZE, (max_bytes, hard))
