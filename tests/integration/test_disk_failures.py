@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kmirror.records.batch import valid_prefix
 from kmirror.runtime.local_cluster import CONTROLLER_NODE_ID
 from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout
+from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.mirror_clusters import create_mirror, partition_states, wait_until
 from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block
 from kmirror.testing.segments import log_batches
@@ -40,9 +41,8 @@ def fill_disk(cluster: LocalCluster, node_id: int) -> None:
 
 
 def create(bootstrap: str, topic: str, replicas: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     config = {"min.insync.replicas": "2"} if replicas > 1 else {}
-    admin.create_topics([NewTopic(topic, 1, replicas, config=config)])[topic].result(30)
+    create_topic(bootstrap, topic, config=config, replication_factor=replicas)
     wait_until(lambda: all(len(isr) == replicas for _, _, isr in partition_layout(bootstrap, topic).values()),
                f"{topic} in sync", retry_on=(Exception,))
 

@@ -10,8 +10,9 @@ Two walks with the same checks and messages: `record_scan.scan_section`, compile
 start, `load_compiled`); and `walk_python` (about 1 us a record) until `load_compiled` has
 returned, because importing numba and loading compiled code would hold the event loop for
 about a second. A section of more records than `_PYTHON_WALK_MAX_RECORDS` loads the compiled
-walk first instead, as a hostile batch would hold the loop longer in Python. (While another thread imports `record_scan`, the module is already in
-`sys.modules`, half initialized: the flag, not the module's presence, says the walk is ready.)
+walk first instead, as a hostile batch would hold the loop longer in Python. (While another
+thread imports `record_scan`, the module is already in `sys.modules`, half initialized: the
+flag, not the module's presence, says the walk is ready.)
 The compiled walk goes `_CHUNK` records at a time, so its memory is 9 bytes a record
 whatever the count a batch declares (a 64 MiB section holds up to 6.8 million records).
 """

@@ -32,6 +32,14 @@ def is_storage_failure(exc: OSError) -> bool:
     return exc.errno in STORAGE_ERRNOS
 
 
+def hand_over(exc: OSError, path: str, on_failure: Callable[[str, OSError], NoReturn] | None) -> NoReturn:
+    """`exc`, raised while accessing `path`: a storage failure goes to `on_failure` (the node's
+    halt); anything else, or any error without a handler, is raised again."""
+    if on_failure is None or not is_storage_failure(exc):
+        raise exc
+    on_failure(path, exc)
+
+
 class LogDirFailureHandler:
     """Called with the path an operation failed on and its error: logs both, then halts."""
 

@@ -21,7 +21,7 @@ from kmirror.config.properties import parse_properties
 from kmirror.records.batch import valid_prefix
 from kmirror.records.builder import SimpleRecord, build_batch
 from kmirror.records.record import decode_records
-from kmirror.runtime.log_dir_failure import is_storage_failure
+from kmirror.runtime.log_dir_failure import hand_over
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +90,7 @@ class FileMetadataLogStore:
                 f.flush()
                 os.fsync(f.fileno())
         except OSError as exc:
-            if self._on_failure is None or not is_storage_failure(exc):
-                raise
-            self._on_failure(str(self._path), exc)
+            hand_over(exc, str(self._path), self._on_failure)
         self._next_offset += len(encoded)
         self._file_size += len(batch)
         return self._next_offset - 1

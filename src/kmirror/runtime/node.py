@@ -78,7 +78,7 @@ from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesErr
 from kmirror.runtime.metadata_publisher import BrokerPublishSteps, MetadataPublisher
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
-from kmirror.runtime.periodic import PeriodicTasks
+from kmirror.runtime.scheduler import Scheduler
 from kmirror.runtime.server import KafkaServer, ListenerLimits
 from kmirror.runtime.transaction_wiring import (
     TxnMarkerWriter,
@@ -131,7 +131,7 @@ class Node:
         self.config = config
         self.clock = SystemClock()
         self._servers: list[KafkaServer] = []
-        self.periodic = PeriodicTasks()
+        self.scheduler = Scheduler()
         self.ports: dict[str, int] = {}
         self.metrics = MetricsRegistry(self.clock)
         self.request_metrics = RequestChannelMetrics(self.metrics, error_name)
@@ -372,10 +372,11 @@ class Node:
         asyncio.get_running_loop().run_in_executor(None, record_walk.load_compiled).add_done_callback(
             _on_record_walk_loaded)
         register_cleaner_metrics(self.metrics, self.log_cleaner.cleaner_metrics)
-        self.periodic.every(cfg.log_retention_check_interval_ms, "log retention",
-                            lambda: log_manager.run_retention(clock.now_ms()))
-        self.periodic.every_async(RECOVERY_POINT_CHECKPOINT_INTERVAL_MS, "recovery point checkpoint", checkpoint)
-        self.periodic.every(1000, "log flush", lambda: log_manager.flush_dirty(clock.now_ms()))
+        self.scheduler.schedule("kafka-log-retention", lambda: log_manager.run_retention(clock.now_ms()),
+                                cfg.log_retention_check_interval_ms)
+        self.scheduler.schedule_async("kafka-recovery-point-checkpoint", checkpoint,
+                                      RECOVERY_POINT_CHECKPOINT_INTERVAL_MS)
+        self.scheduler.schedule("kafka-log-flusher", lambda: log_manager.flush_dirty(clock.now_ms()), 1000)
 
         def remove_expired_producers() -> None:
             """With the current `producer.id.expiration.ms` (a dynamic broker config); run once
@@ -384,18 +385,18 @@ class Node:
             log_manager.remove_expired_producers(clock.now_ms(), int(str(expiration)))
 
         remove_expired_producers()
-        self.periodic.every(int(cfg.get("producer.id.expiration.check.interval.ms")), "producer id expiration",
-                            remove_expired_producers)
+        self.scheduler.schedule("PeriodicProducerExpirationCheck", remove_expired_producers,
+                                int(cfg.get("producer.id.expiration.check.interval.ms")))
         log_manager.defer_removal = True  # deleted logs' directories go on a worker thread
-        self.periodic.every_async(1000, "deleted log removal", remove_deleted_dirs)
+        self.scheduler.schedule_async("kafka-delete-logs", remove_deleted_dirs, 1000)
 
     def _start_controller_tasks(self, controller: MetadataService) -> None:
         cfg = self.config
-        self.periodic.every_async(CONTROLLER_SESSION_CHECK_MS, "broker session check",
-                                  controller.check_broker_sessions)
+        self.scheduler.schedule_async("broker session check", controller.check_broker_sessions,
+                                      CONTROLLER_SESSION_CHECK_MS)
         if cfg.auto_leader_rebalance_enable:
             interval_ms = cfg.leader_imbalance_check_interval_seconds * 1000
-            self.periodic.every_async(interval_ms, "leader rebalance", controller.rebalance_leaders)
+            self.scheduler.schedule_async("auto-leader-rebalance-task", controller.rebalance_leaders, interval_ms)
 
     async def stop(self) -> None:
         # a combined node's controller stops with it: nobody else could take its leaderships
@@ -417,7 +418,7 @@ class Node:
             await self.lifecycle.stop()
         if self.log_cleaner is not None:
             await self.log_cleaner.stop()
-        self.periodic.cancel()
+        self.scheduler.shutdown()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
         if self.transaction_coordinator is not None:

@@ -30,7 +30,7 @@ from functools import wraps
 from typing import Concatenate, NoReturn, ParamSpec, TypeVar
 
 from kmirror.log.fs import Buffer
-from kmirror.runtime.log_dir_failure import is_storage_failure
+from kmirror.runtime.log_dir_failure import hand_over, is_storage_failure
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -54,10 +54,8 @@ def _storage_op(method: Callable[Concatenate[OsFileSystem, P], R]) -> Callable[C
         try:
             return method(fs, *args, **kwargs)
         except OSError as exc:
-            if fs.on_failure is None or not is_storage_failure(exc):
-                raise
-            target = args[0] if args else next(iter(kwargs.values()))
-            fs.on_failure(target if isinstance(target, str) else str(target[0][0]), exc)  # type: ignore[index]
+            target = args[0] if args else next(iter(kwargs.values()))  # a path, or rename_all's moves
+            hand_over(exc, target if isinstance(target, str) else str(target[0][0]), fs.on_failure)  # type: ignore[index]
     return guarded
 
 

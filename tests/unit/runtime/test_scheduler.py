@@ -1,4 +1,4 @@
-"""A periodic task keeps running after a failed run, which is logged with its name."""
+"""A scheduled job keeps running after a failed run, which is logged with its name."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from kmirror.runtime.periodic import PeriodicTasks
+from kmirror.runtime.scheduler import Scheduler
 
 
 def test_a_failed_run_is_logged_and_the_next_one_runs(caplog: pytest.LogCaptureFixture) -> None:
@@ -23,28 +23,28 @@ def test_a_failed_run_is_logged_and_the_next_one_runs(caplog: pytest.LogCaptureF
             if len(runs) == 1:
                 raise RuntimeError("disk busy")
 
-        periodic = PeriodicTasks()
-        periodic.every(0, "log retention", action)
+        scheduler = Scheduler()
+        scheduler.schedule("kafka-log-retention", action, 0)
         await third.wait()
-        periodic.cancel()
+        scheduler.shutdown()
 
     with caplog.at_level(logging.ERROR):
         asyncio.run(scenario())
     assert runs[:3] == [0, 1, 2]
-    assert [r.getMessage() for r in caplog.records] == ["background task log retention failed"]
+    assert [r.getMessage() for r in caplog.records] == ["scheduled job kafka-log-retention failed"]
 
 
-def test_cancel_stops_every_task() -> None:
+def test_shutdown_stops_every_job() -> None:
     async def scenario() -> list[asyncio.Task[object]]:
-        periodic = PeriodicTasks()
+        scheduler = Scheduler()
 
         async def nothing() -> None:
             pass
 
-        periodic.every_async(1000, "checkpoint", nothing)
-        periodic.every(1000, "flush", lambda: None)
+        scheduler.schedule_async("checkpoint", nothing, 1000)
+        scheduler.schedule("flush", lambda: None, 1000)
         tasks = [t for t in asyncio.all_tasks() if t.get_name() in ("checkpoint", "flush")]
-        periodic.cancel()
+        scheduler.shutdown()
         await asyncio.gather(*tasks, return_exceptions=True)
         return tasks
 
