@@ -125,6 +125,7 @@ POLICIES: dict[int, Policy] = {
     51: PER_RESOURCE,  # AlterUserScramCredentials
     56: cluster(CLUSTER_ACTION),  # AlterPartition (controller plane)
     57: cluster(ALTER),  # UpdateFeatures
+    59: cluster(CLUSTER_ACTION),  # FetchSnapshot (controller plane)
     60: UNCHECKED,  # DescribeCluster
     61: PER_RESOURCE,  # DescribeProducers
     62: cluster(CLUSTER_ACTION),  # BrokerRegistration (controller plane)

@@ -4,7 +4,10 @@
 - Replication: a fetch loop reads `__cluster_metadata-0` from the active controller (Fetch on the
   controller listener, long poll), appends what it gets to the local copy in this node's log dir
   (flushed), replays it into the image and notifies subscribers. A restart replays the local copy
-  first, then catches up from its end offset.
+  (its latest snapshot, then the log after it) first, then catches up from its end offset. A
+  broker whose log ends below the controller's log start is answered with the controller's
+  latest snapshot id: it downloads that snapshot (FetchSnapshot), replaces its log with it and
+  goes on from its end offset. It snapshots its own copy as the controller does (`MetadataSnapshots`).
 - Writes: admin requests are forwarded unchanged to the controller (`forward`); the answer is
   given once the local image has caught up with the controller's log end offset seen after
   the write, or after `catch_up_timeout_ms`. `create_topics` and `allocate_producer_ids`,
@@ -32,20 +35,21 @@ from kmirror.metadata.controller import client_quotas as quota_ops
 from kmirror.metadata.controller import scram as scram_ops
 from kmirror.metadata.controller import topics as topic_ops
 from kmirror.metadata.controller.result import ApiError, MetadataOperationError
-from kmirror.metadata.controller_service import ImageListener, MetadataLogStore
+from kmirror.metadata.controller_service import ImageListener
 from kmirror.metadata.image import EMPTY_IMAGE, AclBinding, ConfigResource, MetadataImage, TopicImage
 from kmirror.metadata.internal_topics import ensure_internal_topic
 from kmirror.metadata.records import decode
+from kmirror.metadata.snapshot import batch_entries
+from kmirror.metadata.snapshot_service import MetadataLogStore, MetadataSnapshots, SnapshotId
 from kmirror.ports import Clock
 from kmirror.protocol.entities import build, nested
-from kmirror.records.batch import iter_batches
-from kmirror.records.record import decode_records
 
 log = logging.getLogger(__name__)
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 FETCH_MAX_WAIT_MS = 500
+SNAPSHOT_CHUNK_BYTES = 8 * 1024 * 1024
 
 
 class ControllerClient(Protocol):
@@ -82,6 +86,7 @@ class BrokerMetadataService:
         self._controller_end_offset = 0
         self._applied = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._snapshots = MetadataSnapshots(config, store, clock)
         self.broker_epoch = -1
         # Clients are told a broker is the controller (KRaft: controllers are not reachable by
         # clients; any broker forwards). This one forwards, so it names itself.
@@ -91,9 +96,7 @@ class BrokerMetadataService:
 
     async def start(self, timeout_ms: int = 60_000) -> None:
         """Replay the local copy, then catch up with the controller before returning."""
-        entries = self._store.read_all()
-        if entries:
-            self._image = EMPTY_IMAGE.apply((decode(d) for _, d in entries), entries[-1][0])
+        self._image = self._snapshots.load()[1]
         await self.fetch_once(0)
         deadline_ms = self._clock.monotonic_ms() + timeout_ms
         while self._image.offset + 1 < self._controller_end_offset or self._image.cluster_id is None:
@@ -152,33 +155,66 @@ class BrokerMetadataService:
                 if p.error_code != ErrorCode.none:
                     raise MetadataOperationError(ApiError(p.error_code, "metadata fetch"))
                 self._controller_end_offset = int(p.high_watermark)
-                if p.records:
+                snapshot = getattr(p, "snapshot_id", None)
+                if snapshot is not None and int(snapshot.end_offset) >= 0:
+                    await self._install_snapshot(SnapshotId(int(snapshot.end_offset), int(snapshot.epoch)))
+                elif p.records:
                     self._append(bytes(p.records), fetch_offset)
         self._applied.set()
         self._applied = asyncio.Event()
+        await self._snapshots.snapshot_if_due(self._image)
 
-    def _append(self, data: bytes, fetch_offset: int) -> None:
-        entries: list[tuple[int, bytes]] = []
-        pos = 0
-        for _, header in iter_batches(data):
-            for rec in decode_records(data, pos):
-                if rec.offset >= fetch_offset and rec.value is not None:
-                    entries.append((rec.offset, rec.value))
-            pos += header.size
-        if not entries:
-            return
-        if entries[0][0] != fetch_offset:
-            raise MetadataOperationError(ApiError(ErrorCode.corrupt_message, "gap in the replicated metadata log"))
-        last = self._store.append([d for _, d in entries])
-        if last != entries[-1][0]:
-            raise RuntimeError(f"local metadata log at {last}, controller at {entries[-1][0]}")
+    async def _install_snapshot(self, snapshot: SnapshotId) -> None:
+        """Download the controller's snapshot `snapshot` (FetchSnapshot, in chunks), make it
+        this node's whole log and its image."""
+        chunks: list[bytes] = []
+        position, size = 0, None
+        while size is None or position < size:
+            request_type = await _request_type(self._fetch_channel, 59)
+            wanted = build(nested(request_type, "SnapshotId"), end_offset=snapshot.end_offset, epoch=snapshot.epoch)
+            partition = build(nested(request_type, "PartitionSnapshot"), partition=0, current_leader_epoch=-1,
+                              snapshot_id=wanted, position=position)
+            response = await self._fetch_channel.send(
+                59, max_bytes=SNAPSHOT_CHUNK_BYTES,
+                topics=(build(nested(request_type, "TopicSnapshot"), name=METADATA_TOPIC, partitions=(partition,)),))
+            part = response.topics[0].partitions[0]
+            if part.error_code != ErrorCode.none:
+                raise MetadataOperationError(ApiError(part.error_code, f"fetching the metadata snapshot {snapshot}"))
+            chunk = bytes(part.unaligned_records or b"")
+            if not chunk:
+                raise MetadataOperationError(ApiError(ErrorCode.corrupt_message, "an empty metadata snapshot chunk"))
+            size = int(part.size)
+            chunks.append(chunk)
+            position += len(chunk)
+        records = self._store.install_snapshot(snapshot, b"".join(chunks))
+        self._snapshots.restarted()
         old = self._image
-        self._image = old.apply((decode(d) for _, d in entries), last)
+        self._image = EMPTY_IMAGE.apply((decode(d) for d in records), snapshot.end_offset - 1)
+        log.info("Loaded the controller's metadata snapshot at offset %d (%d bytes): this node's metadata log was "
+                 "behind the controller's log start", snapshot.end_offset, position)
+        self._notify(old)
+
+    def _notify(self, old: MetadataImage) -> None:
         for listener in list(self._listeners):
             try:
                 listener(old, self._image)
             except Exception:
                 log.exception("metadata listener %r failed", listener)
+
+    def _append(self, data: bytes, fetch_offset: int) -> None:
+        entries = [(offset, value) for offset, value in batch_entries(data) if offset >= fetch_offset]
+        if not entries:
+            return
+        if entries[0][0] != fetch_offset:
+            raise MetadataOperationError(ApiError(ErrorCode.corrupt_message, "gap in the replicated metadata log"))
+        encoded = [d for _, d in entries]
+        last = self._store.append(encoded)
+        if last != entries[-1][0]:
+            raise RuntimeError(f"local metadata log at {last}, controller at {entries[-1][0]}")
+        self._snapshots.appended(encoded)
+        old = self._image
+        self._image = old.apply((decode(d) for d in encoded), last)
+        self._notify(old)
 
     async def wait_caught_up(self, timeout_ms: int | None = None) -> bool:
         """Wait for a fetch answered after this call and for the image to reach its end offset."""

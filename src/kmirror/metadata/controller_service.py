@@ -14,7 +14,7 @@ import base64
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Literal, NamedTuple, Protocol, TypeVar
+from typing import Literal, NamedTuple, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -36,7 +36,8 @@ from kmirror.metadata.controller.producer_ids import allocate_producer_ids
 from kmirror.metadata.controller.result import ApiError, ControllerResult, MetadataOperationError, Rng
 from kmirror.metadata.image import EMPTY_IMAGE, AclBinding, ConfigResource, MetadataImage, TopicImage
 from kmirror.metadata.internal_topics import ensure_internal_topic
-from kmirror.metadata.records import BrokerEndpoint, Record, decode, encode
+from kmirror.metadata.records import BrokerEndpoint, Record, encode
+from kmirror.metadata.snapshot_service import MetadataLogStore, MetadataSnapshots, SnapshotId
 from kmirror.ports import Clock
 
 log = logging.getLogger(__name__)
@@ -51,22 +52,6 @@ def _response(result: ControllerResult[R]) -> R:
     return result.response
 
 ImageListener = Callable[[MetadataImage | None, MetadataImage], None]
-
-
-class MetadataLogStore(Protocol):
-    """Durable storage of encoded metadata records (the `__cluster_metadata` log)."""
-
-    def read_all(self) -> list[tuple[int, bytes]]:
-        """Every stored `(offset, encoded record)` in offset order."""
-        ...
-
-    def append(self, encoded: list[bytes]) -> int:
-        """Store the records durably (flushed) and return the offset of the last one."""
-        ...
-
-    def bind(self, cluster_id: str, node_id: int) -> None:
-        """Called once the cluster id is known: record or check the node's identity (meta.properties)."""
-        ...
 
 
 # Past this many partitions asked for by one CreateTopics or CreatePartitions, the controller
@@ -104,7 +89,9 @@ class MetadataService(ClusterControl):
         self.broker_epoch = -1
         self.heartbeats = BrokerHeartbeatManager(int(config.values.get("broker.session.timeout.ms", 9000)))
         self._entries: list[tuple[int, bytes]] = []
+        """The stored log from its start offset, served to brokers (Fetch)."""
         self._changed = asyncio.Event()
+        self._snapshots = MetadataSnapshots(config, store, clock)
 
     forwarding: Literal[False] = False  # admin writes run here; a broker-only node forwards them instead
 
@@ -112,10 +99,8 @@ class MetadataService(ClusterControl):
 
     async def start(self) -> None:
         """Replay the stored log; format it when empty; register this node as a broker."""
-        entries = self._store.read_all()
-        self._entries = list(entries)
-        if entries:
-            self._image = EMPTY_IMAGE.apply((decode(data) for _, data in entries), entries[-1][0])
+        loaded, self._image = self._snapshots.load()
+        self._entries = loaded.entries
         async with self._lock:
             if self._image.cluster_id is None:
                 cluster_id = self._config.cluster_id or new_cluster_id(self._rng)
@@ -179,6 +164,7 @@ class MetadataService(ClusterControl):
     def _announce(self, written: _Written) -> None:
         first = written.last_offset - len(written.encoded) + 1
         self._entries.extend((first + i, data) for i, data in enumerate(written.encoded))
+        self._snapshots.appended(written.encoded)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
         old, self._image = self._image, written.image
@@ -197,12 +183,21 @@ class MetadataService(ClusterControl):
             if not large:
                 result = op(self._image)
                 self._commit(result.records)
-                return _response(result)
-            image = self._image
-            result, written = await asyncio.to_thread(self._compute_and_write, op, image)
-            if written is not None:
-                self._announce(written)
+            else:
+                image = self._image
+                result, written = await asyncio.to_thread(self._compute_and_write, op, image)
+                if written is not None:
+                    self._announce(written)
             return _response(result)
+
+    async def snapshot_if_due(self) -> None:
+        """A periodic task: snapshot the image when due (`MetadataSnapshots`), under the lock,
+        so that the snapshot is of the whole log, and keep in memory only the log from its new
+        start. Brokers below it fetch the snapshot (FetchSnapshot)."""
+        async with self._lock:
+            log_start = await self._snapshots.snapshot_if_due(self._image)
+        if log_start is not None and self._entries and self._entries[0][0] < log_start:
+            del self._entries[: log_start - self._entries[0][0]]
 
     def _compute_and_write(self, op: Callable[[MetadataImage], ControllerResult[R]],
                            image: MetadataImage) -> tuple[ControllerResult[R], _Written | None]:
@@ -368,11 +363,25 @@ class MetadataService(ClusterControl):
 
     @property
     def log_end_offset(self) -> int:
-        return self._entries[-1][0] + 1 if self._entries else 0
+        return self._image.offset + 1
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._store.log_start_offset
+
+    @property
+    def latest_snapshot(self) -> SnapshotId | None:
+        return self._store.latest_snapshot
+
+    def read_snapshot(self, snapshot: SnapshotId, position: int, max_bytes: int) -> tuple[int, bytes] | None:
+        return self._store.read_snapshot(snapshot, position, max_bytes)
 
     def read_entries(self, fetch_offset: int, max_records: int = 1000) -> list[tuple[int, bytes]]:
-        """Stored `(offset, encoded record)` from `fetch_offset` (offsets are contiguous from 0)."""
-        start = max(0, fetch_offset - (self._entries[0][0] if self._entries else 0))
+        """Stored `(offset, encoded record)` from `fetch_offset` (offsets are contiguous from
+        the log start offset; nothing below it)."""
+        if not self._entries or fetch_offset < self._entries[0][0]:
+            return []
+        start = fetch_offset - self._entries[0][0]
         return self._entries[start : start + max_records]
 
     async def wait_for_records(self, fetch_offset: int, max_wait_ms: int) -> None:

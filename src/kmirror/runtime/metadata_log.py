@@ -1,9 +1,15 @@
-"""The metadata log on disk: `<log dir>/__cluster_metadata-0/00000000000000000000.log`.
+"""The metadata log on disk: `<log dir>/__cluster_metadata-0/`, segments and snapshots.
 
-One Kafka RecordBatch v2 per append (values are encoded metadata records, keys null), written
-and fsynced before `append` returns. Opening recovers: the file is cut back to its longest
-prefix of whole, CRC-valid batches (a torn tail from a crash). `meta.properties` in the log
-dir records the node's identity (Kafka's MetaProperties v1) and is checked on every start.
+- Segments `<base offset, 20 digits>.log`: one Kafka RecordBatch v2 per append (values are
+  encoded metadata records, keys null), written and fsynced before `append` returns. Opening
+  recovers: the last segment is cut back to its longest prefix of whole, CRC-valid batches (a
+  torn tail from a crash).
+- Snapshots `<end offset, 20 digits>-<epoch, 10 digits>.checkpoint` (KIP-630): the image of
+  every record below the end offset (`metadata.snapshot`), written as `.checkpoint.part`,
+  fsynced and renamed. A snapshot rolls the log: the next segment starts at its end offset, so
+  the segments below it can be deleted whole (`enforce_retention`).
+- `meta.properties` in the log dir records the node's identity (Kafka's MetaProperties v1) and
+  is checked on every start.
 """
 
 from __future__ import annotations
@@ -18,20 +24,36 @@ from pathlib import Path
 from typing import NoReturn
 
 from kmirror.config.properties import parse_properties
+from kmirror.metadata.snapshot import batch_entries, snapshot_bytes
+from kmirror.metadata.snapshot_service import LoadedLog, SnapshotId
 from kmirror.records.batch import valid_prefix
 from kmirror.records.builder import SimpleRecord, build_batch
-from kmirror.records.record import decode_records
 from kmirror.runtime.log_dir_failure import hand_over
 
 log = logging.getLogger(__name__)
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
-SEGMENT_NAME = "00000000000000000000.log"
 META_PROPERTIES = "meta.properties"
+SNAPSHOT_SUFFIX = ".checkpoint"
+PARTIAL_SUFFIX = ".checkpoint.part"
+SNAPSHOT_EPOCH = 0
+"""One active controller, no elections: every snapshot is of epoch 0 (docs/design/controller.md)."""
 
 
 class MetaPropertiesError(RuntimeError):
     """This log dir belongs to another node or cluster; str() is one line."""
+
+
+class CorruptMetadataLogError(RuntimeError):
+    """The metadata log cannot be read back whole (str() is one line)."""
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}.log"
+
+
+def snapshot_name(snapshot: SnapshotId) -> str:
+    return f"{snapshot.end_offset:020d}-{snapshot.epoch:010d}{SNAPSHOT_SUFFIX}"
 
 
 class FileMetadataLogStore:
@@ -42,41 +64,76 @@ class FileMetadataLogStore:
         self._on_failure = on_failure
         self._log_dir = Path(log_dir)
         self._dir = self._log_dir / METADATA_PARTITION_DIR
-        self._path = self._dir / SEGMENT_NAME
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self._segments: list[int] = [0]
+        """Base offsets of the segments, oldest first; the last one is appended to."""
+        self._snapshots: list[SnapshotId] = []
         self._next_offset = 0
-        self._file_size = 0
 
     @property
     def path(self) -> Path:
-        return self._path
+        """The active segment."""
+        return self._dir / segment_name(self._segments[-1])
 
-    def read_all(self) -> list[tuple[int, bytes]]:
-        """Recover (truncate a torn tail) and return every stored record."""
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0]
+
+    @property
+    def latest_snapshot(self) -> SnapshotId | None:
+        return self._snapshots[-1] if self._snapshots else None
+
+    def load(self) -> LoadedLog:
+        """Recover (drop a snapshot left half written, cut a torn tail) and read the latest
+        snapshot and every stored record."""
         self._dir.mkdir(parents=True, exist_ok=True)
-        if not self._path.exists():
-            self._path.touch()
-            _fsync_dir(self._dir)
-        data = self._path.read_bytes()
+        for partial in self._dir.glob("*" + PARTIAL_SUFFIX):
+            partial.unlink()
+        self._snapshots = sorted(_parse_snapshot_name(p.name) for p in self._dir.glob("*" + SNAPSHOT_SUFFIX))
+        self._segments = sorted(int(p.stem) for p in self._dir.glob("*.log") if p.stem.isdigit()) or [0]
+        snapshot = self.latest_snapshot
+        snapshot_end = snapshot.end_offset if snapshot else 0
+        if not (self._dir / segment_name(self._segments[-1])).exists():
+            self._create_segment(self._segments[-1])
+        entries: list[tuple[int, bytes]] = []
+        for i, base in enumerate(self._segments):
+            entries.extend(self._read_segment(base, last=i == len(self._segments) - 1))
+        self._next_offset = entries[-1][0] + 1 if entries else self._segments[-1]
+        if snapshot is not None and snapshot.end_offset > self._next_offset:
+            # a snapshot installed from the controller, the crash came before the log restarted at its end
+            self._restart_log_at(snapshot.end_offset)
+            entries = []
+        elif self._segments[0] > snapshot_end:
+            raise CorruptMetadataLogError(
+                f"the metadata log in {self._dir} starts at offset {self._segments[0]} and no snapshot covers the "
+                f"offsets below it")
+        records = None
+        if snapshot is not None:
+            records = [value for _, value in batch_entries(self._read_snapshot_file(snapshot))]
+        return LoadedLog(records, snapshot_end, entries)
+
+    def _read_segment(self, base: int, *, last: bool) -> list[tuple[int, bytes]]:
+        path = self._dir / segment_name(base)
+        data = path.read_bytes()
         n_valid, headers = valid_prefix(data)
         if n_valid < len(data):
+            if not last:
+                raise CorruptMetadataLogError(f"invalid batches in {path} at byte {n_valid}, before its last segment")
             log.warning("Found invalid batches in the metadata log %s: %d bytes truncated, the log ends at offset %d "
-                        "(a write cut short by a crash or a failed disk)", self._path, len(data) - n_valid,
-                        headers[-1].next_offset if headers else 0)
-            with open(self._path, "r+b") as f:
+                        "(a write cut short by a crash or a failed disk)", path, len(data) - n_valid,
+                        headers[-1].next_offset if headers else base)
+            with open(path, "r+b") as f:
                 f.truncate(n_valid)
                 f.flush()
                 os.fsync(f.fileno())
-        out: list[tuple[int, bytes]] = []
-        pos = 0
-        for header in headers:
-            for rec in decode_records(data, pos):
-                if rec.value is not None:
-                    out.append((rec.offset, rec.value))
-            pos += header.size
-        self._next_offset = headers[-1].next_offset if headers else 0
-        self._file_size = n_valid
-        return out
+        return batch_entries(data[:n_valid])
+
+    def _read_snapshot_file(self, snapshot: SnapshotId) -> bytes:
+        path = self._dir / snapshot_name(snapshot)
+        data = path.read_bytes()
+        if valid_prefix(data)[0] != len(data):
+            raise CorruptMetadataLogError(f"the metadata snapshot {path} holds invalid batches")
+        return data
 
     def append(self, encoded: list[bytes]) -> int:
         if not encoded:
@@ -84,19 +141,134 @@ class FileMetadataLogStore:
         now = self._now_ms()
         batch = build_batch([SimpleRecord(None, value, (), now) for value in encoded], base_offset=self._next_offset)
         try:
-            self._dir.mkdir(parents=True, exist_ok=True)
-            with open(self._path, "ab") as f:
+            with open(self.path, "ab") as f:
                 f.write(batch)
                 f.flush()
                 os.fsync(f.fileno())
         except OSError as exc:
-            hand_over(exc, str(self._path), self._on_failure)
+            hand_over(exc, str(self.path), self._on_failure)
         self._next_offset += len(encoded)
-        self._file_size += len(batch)
         return self._next_offset - 1
+
+    def write_snapshot(self, end_offset: int, encoded: list[bytes]) -> int:
+        """Store the snapshot of the image of every record below `end_offset`, which must be
+        the log end offset, and roll the log there. Returns the snapshot's size in bytes."""
+        if end_offset != self._next_offset:
+            raise ValueError(f"a snapshot at {end_offset} of a log ending at {self._next_offset}")
+        data = snapshot_bytes(encoded, self._now_ms())
+        self._store_snapshot(SnapshotId(end_offset, SNAPSHOT_EPOCH), data)
+        if self._segments[-1] != end_offset:
+            self._create_segment(end_offset)
+            self._segments.append(end_offset)
+        return len(data)
+
+    def install_snapshot(self, snapshot: SnapshotId, data: bytes) -> list[bytes]:
+        """Replace the whole log by a snapshot fetched from the controller (this node's log
+        ended below the controller's log start). Returns the snapshot's encoded records."""
+        if valid_prefix(data)[0] != len(data):
+            raise CorruptMetadataLogError(f"the fetched metadata snapshot {snapshot_name(snapshot)} holds invalid batches")
+        self._store_snapshot(snapshot, data)
+        self._restart_log_at(snapshot.end_offset)
+        return [value for _, value in batch_entries(data)]
+
+    def _store_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
+        path = self._dir / snapshot_name(snapshot)
+        partial = path.with_name(path.name.removesuffix(SNAPSHOT_SUFFIX) + PARTIAL_SUFFIX)
+        try:
+            with open(partial, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(partial, path)
+            _fsync_dir(self._dir)
+        except OSError as exc:
+            hand_over(exc, str(partial), self._on_failure)
+        self._snapshots = sorted({*self._snapshots, snapshot})
+
+    def _restart_log_at(self, offset: int) -> None:
+        """Delete every segment and start an empty one at `offset`."""
+        self._create_segment(offset)
+        for base in self._segments:
+            if base != offset:
+                self._delete(self._dir / segment_name(base))
+        self._segments = [offset]
+        self._next_offset = offset
+        self._delete_snapshots_below(offset)
+
+    def _create_segment(self, base: int) -> None:
+        try:
+            (self._dir / segment_name(base)).touch()
+            _fsync_dir(self._dir)
+        except OSError as exc:
+            hand_over(exc, str(self._dir / segment_name(base)), self._on_failure)
+
+    def read_snapshot(self, snapshot: SnapshotId, position: int, max_bytes: int) -> tuple[int, bytes] | None:
+        """`(size, bytes from position)` of a stored snapshot (FetchSnapshot), None if absent."""
+        if snapshot not in self._snapshots:
+            return None
+        path = self._dir / snapshot_name(snapshot)
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                f.seek(position)
+                return size, f.read(max(0, min(max_bytes, size - position)))
+        except FileNotFoundError:  # deleted by retention meanwhile
+            return None
+
+    def enforce_retention(self, max_bytes: int, max_ms: int) -> int:
+        """Kafka's metadata log retention: while the log and snapshots together exceed
+        `max_bytes`, or the oldest segment is older than `max_ms` (each < 0: no limit), delete
+        the oldest segment if it lies wholly below the latest snapshot; then every snapshot
+        below the new log start, the latest kept. Returns the log start offset."""
+        latest = self.latest_snapshot
+        if latest is None:
+            return self.log_start_offset
+        now = self._now_ms()
+        sizes = {base: _size(self._dir / segment_name(base)) for base in self._segments}
+        total = sum(sizes.values()) + sum(_size(self._dir / snapshot_name(s)) for s in self._snapshots)
+        while len(self._segments) > 1 and self._segments[1] <= latest.end_offset:
+            oldest = self._dir / segment_name(self._segments[0])
+            too_big = 0 <= max_bytes < total
+            too_old = 0 <= max_ms < now - _mtime_ms(oldest)
+            if not (too_big or too_old):
+                break
+            self._delete(oldest)
+            total -= sizes[self._segments.pop(0)]
+        self._delete_snapshots_below(self.log_start_offset)
+        return self.log_start_offset
+
+    def _delete_snapshots_below(self, offset: int) -> None:
+        for old in [s for s in self._snapshots[:-1] if s.end_offset < offset]:
+            self._delete(self._dir / snapshot_name(old))
+            self._snapshots.remove(old)
+
+    def _delete(self, path: Path) -> None:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            hand_over(exc, str(path), self._on_failure)
 
     def bind(self, cluster_id: str, node_id: int) -> None:
         ensure_meta_properties(self._log_dir, cluster_id, node_id)
+
+
+def _parse_snapshot_name(name: str) -> SnapshotId:
+    offset, _, epoch = name.removesuffix(SNAPSHOT_SUFFIX).partition("-")
+    return SnapshotId(int(offset), int(epoch))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _mtime_ms(path: Path) -> int:
+    try:
+        return int(path.stat().st_mtime * 1000)
+    except FileNotFoundError:
+        return 0
 
 
 def ensure_meta_properties(log_dir: str | Path, cluster_id: str, node_id: int) -> dict[str, str]:

@@ -14,7 +14,7 @@ from kmirror.ports import ManualClock
 from kmirror.protocol.codec import RequestHeaderView
 from kmirror.protocol.entities import build
 
-VERSIONS = {1: 12, 19: 7, 62: 4, 63: 1, 67: 0, 43: 2, 56: 3}
+VERSIONS = {1: 12, 19: 7, 59: 1, 62: 4, 63: 1, 67: 0, 43: 2, 56: 3}
 
 
 class _Connection:

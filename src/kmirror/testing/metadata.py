@@ -24,6 +24,8 @@ from kmirror.metadata.records import (
     Record,
     RegisterBrokerRecord,
 )
+from kmirror.metadata.snapshot import batch_entries, snapshot_bytes
+from kmirror.metadata.snapshot_service import LoadedLog, SnapshotId
 from kmirror.ports import ManualClock
 from kmirror.protocol.codec import RequestHeaderView
 from kmirror.protocol.entities import build, nested
@@ -52,23 +54,62 @@ def image_with_brokers(*broker_ids: int, fenced: tuple[int, ...] = ()) -> Metada
 
 
 class InMemoryMetadataLogStore:
-    """A MetadataLogStore that keeps records in a list; `fail_next_append` simulates a disk error."""
+    """A MetadataLogStore that keeps records and snapshots in memory; `fail_next_append`
+    simulates a disk error."""
 
     def __init__(self) -> None:
         self.entries: list[tuple[int, bytes]] = []
+        self.snapshots: dict[SnapshotId, bytes] = {}
         self.bound: tuple[str, int] | None = None
         self.fail_next_append = False
+        self._next_offset = 0
 
-    def read_all(self) -> list[tuple[int, bytes]]:
-        return list(self.entries)
+    @property
+    def log_start_offset(self) -> int:
+        return self.entries[0][0] if self.entries else self._next_offset
+
+    @property
+    def latest_snapshot(self) -> SnapshotId | None:
+        return max(self.snapshots) if self.snapshots else None
+
+    def load(self) -> LoadedLog:
+        latest = self.latest_snapshot
+        records = None if latest is None else [v for _, v in batch_entries(self.snapshots[latest])]
+        return LoadedLog(records, 0 if latest is None else latest.end_offset, list(self.entries))
 
     def append(self, encoded: list[bytes]) -> int:
         if self.fail_next_append:
             self.fail_next_append = False
             raise OSError("simulated metadata log write failure")
         for data in encoded:
-            self.entries.append((len(self.entries), data))
-        return len(self.entries) - 1
+            self.entries.append((self._next_offset, data))
+            self._next_offset += 1
+        return self._next_offset - 1
+
+    def write_snapshot(self, end_offset: int, encoded: list[bytes]) -> int:
+        assert end_offset == self._next_offset, (end_offset, self._next_offset)
+        data = snapshot_bytes(encoded, 0)
+        self.snapshots[SnapshotId(end_offset, 0)] = data
+        return len(data)
+
+    def install_snapshot(self, snapshot: SnapshotId, data: bytes) -> list[bytes]:
+        self.snapshots = {snapshot: data}
+        self.entries = []
+        self._next_offset = snapshot.end_offset
+        return [v for _, v in batch_entries(data)]
+
+    def read_snapshot(self, snapshot: SnapshotId, position: int, max_bytes: int) -> tuple[int, bytes] | None:
+        data = self.snapshots.get(snapshot)
+        return None if data is None else (len(data), data[position:position + max_bytes])
+
+    def enforce_retention(self, max_bytes: int, max_ms: int) -> int:
+        """Deletes all the log below the latest snapshot once over `max_bytes` (no segments here)."""
+        latest = self.latest_snapshot
+        total = sum(len(d) for _, d in self.entries) + sum(len(d) for d in self.snapshots.values())
+        if latest is not None and 0 <= max_bytes < total:
+            self.entries = [(o, d) for o, d in self.entries if o >= latest.end_offset]
+            self.snapshots = {latest: self.snapshots[latest]}
+        return self.log_start_offset
 
     def bind(self, cluster_id: str, node_id: int) -> None:
         self.bound = (cluster_id, node_id)

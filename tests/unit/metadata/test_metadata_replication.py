@@ -7,6 +7,7 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
+from kmirror.metadata import broker_service
 from kmirror.metadata.broker_lifecycle import VALID_FROM, BrokerLifecycle, BrokerState
 from kmirror.metadata.broker_service import BrokerMetadataService
 from kmirror.metadata.controller.topics import CreatableTopic
@@ -164,3 +165,43 @@ def test_lifecycle_transitions() -> None:
     assert lc.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN
     lc.on_heartbeat(is_fenced=True, should_shut_down=True)
     assert lc.state is BrokerState.SHUTTING_DOWN and not lc.want_shut_down
+
+
+def test_a_broker_behind_the_controllers_log_start_loads_its_snapshot_and_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(broker_service, "SNAPSHOT_CHUNK_BYTES", 100)  # several FetchSnapshot rounds
+
+    async def scenario() -> None:
+        store = InMemoryMetadataLogStore()
+        cfg = server_config(3000, metadata_log_max_record_bytes_between_snapshots="1",
+                            metadata_max_retention_bytes="0")  # combined: its broker takes the replicas
+        controller = MetadataService(cfg, store, ManualClock(), seeded_rng())
+        await controller.start()
+        await controller.create_topics([CreatableTopic("gone", 1, 1), CreatableTopic("kept", 2, 1)])
+        broker_store = InMemoryMetadataLogStore()
+        broker, _ = _broker(controller, 1, broker_store)
+        await broker.start()
+        await broker.stop()
+        await controller.create_topics([CreatableTopic(f"t{i}", 3, 1) for i in range(5)])
+        await controller.delete_topics(["gone"])
+        await controller.snapshot_if_due()
+        assert controller.log_start_offset == controller.image.offset + 1 == controller.latest_snapshot.end_offset
+        await controller.create_topics([CreatableTopic("after", 1, 1)])
+
+        restarted, channel = _broker(controller, 1, broker_store)
+        changes = []
+        restarted.subscribe(lambda old, new: changes.append((set(old.topics), set(new.topics))))
+        await restarted.start()
+        assert restarted.image == controller.image
+        assert sum(1 for request in channel.sent if int(request.__api_key__) == 59) > 1
+        assert "gone" in changes[0][0] and "gone" not in changes[0][1]  # a deletion the broker only sees as absence
+        assert broker_store.log_start_offset == controller.latest_snapshot.end_offset
+        again, _ = _broker(controller, 1, broker_store)
+        await again.start()  # its own copy now: the installed snapshot and the log after it
+        assert again.image == controller.image
+
+        later = MetadataService(cfg, store, ManualClock(), seeded_rng())
+        await later.start()  # a controller restarts from its snapshot and the log after it
+        assert set(later.image.topics) == set(controller.image.topics)
+
+    asyncio.run(scenario())

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kmirror.runtime.log_dir_failure import LogDirFailureHandler
-from kmirror.runtime.metadata_log import METADATA_PARTITION_DIR, SEGMENT_NAME, FileMetadataLogStore
+from kmirror.runtime.metadata_log import METADATA_PARTITION_DIR, FileMetadataLogStore, segment_name
 from kmirror.runtime.os_fs import OsFileSystem
 
 
@@ -77,10 +77,10 @@ def test_the_metadata_log_refused_by_the_disk_halts_before_its_next_record(tmp_p
     recorder = Recorder()
     store = FileMetadataLogStore(tmp_path, now_ms=lambda: 1000, on_failure=recorder)  # type: ignore[arg-type]
     (tmp_path / METADATA_PARTITION_DIR).mkdir()
-    on_full_disk(tmp_path / METADATA_PARTITION_DIR, SEGMENT_NAME)
+    on_full_disk(tmp_path / METADATA_PARTITION_DIR, segment_name(0))
     with pytest.raises(Halted):
         store.append([b"record"])
-    assert recorder.calls == [(str(tmp_path / METADATA_PARTITION_DIR / SEGMENT_NAME), errno.ENOSPC)]
+    assert recorder.calls == [(str(tmp_path / METADATA_PARTITION_DIR / segment_name(0)), errno.ENOSPC)]
     assert store.append([]) == -1  # nothing counted as written
 
 

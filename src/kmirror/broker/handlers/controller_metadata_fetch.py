@@ -5,7 +5,10 @@ AAAAAAAAAAAAAAAAAAAAAQ from v13). The answer carries the stored records from `fe
 as one RecordBatch v2 (offsets kept) and the high watermark, which is the log end offset:
 with one active controller every flushed record is committed. With nothing new the request
 waits up to `max_wait_ms` and completes as soon as the controller appends (long poll), so
-brokers learn of changes without polling delay. See docs/design/controller.md.
+brokers learn of changes without polling delay. A fetch below the log start offset (the log
+before the latest snapshot was deleted) is answered, as KRaft's leader does, with the latest
+snapshot's id (tagged field, v12+) and no records: the broker then fetches the snapshot
+(FetchSnapshot). See docs/design/controller.md.
 """
 
 from __future__ import annotations
@@ -41,10 +44,16 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     error = ErrorCode.none
     records: bytes | None = None
+    tagged: dict[str, Any] = {}
+    snapshot = controller.latest_snapshot
+    below_start = 0 <= fetch_offset < controller.log_start_offset
     if fetch_offset < 0:
         error = ErrorCode.unknown_topic_or_partition
-    elif fetch_offset > controller.log_end_offset:
+    elif fetch_offset > controller.log_end_offset or (below_start and (snapshot is None or ctx.api_version < 12)):
         error = ErrorCode.offset_out_of_range
+    elif below_start and snapshot is not None:
+        tagged["snapshot_id"] = build(nested(rt, "SnapshotId"), end_offset=i64(snapshot.end_offset),
+                                      epoch=i32(snapshot.epoch))
     else:
         await controller.wait_for_records(fetch_offset, max_wait_ms)
         entries = controller.read_entries(fetch_offset, MAX_RECORDS_PER_FETCH)
@@ -60,10 +69,11 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         error_code=error,
         high_watermark=i64(end),
         last_stable_offset=i64(end),
-        log_start_offset=i64(0),
+        log_start_offset=i64(controller.log_start_offset),
         aborted_transactions=None,
         preferred_read_replica=i32(-1),
         records=records,
+        **tagged,
     )
     topic_resp = build(topic_cls, topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=(partition,))
     return build(

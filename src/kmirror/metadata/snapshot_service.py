@@ -1,0 +1,122 @@
+"""`MetadataSnapshots`: when and how a node snapshots its metadata image and trims its log
+(Kafka's `SnapshotGenerator` and the metadata log's retention), for the controller and the
+broker alike. See docs/design/controller.md "Metadata snapshots".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import NamedTuple, Protocol
+
+from kmirror.config.server import ServerConfig
+from kmirror.metadata.image import EMPTY_IMAGE, MetadataImage
+from kmirror.metadata.records import decode, encode
+from kmirror.metadata.snapshot import SnapshotPolicy, snapshot_records
+from kmirror.ports import Clock
+
+log = logging.getLogger(__name__)
+
+
+class SnapshotId(NamedTuple):
+    end_offset: int
+    epoch: int
+
+
+class LoadedLog(NamedTuple):
+    snapshot: list[bytes] | None
+    """The latest snapshot's encoded records (the image below `snapshot_end`), or None."""
+    snapshot_end: int
+    entries: list[tuple[int, bytes]]
+    """Every stored `(offset, encoded record)` from the log start offset, in order; those below
+    `snapshot_end` are already in the snapshot."""
+
+
+class MetadataLogStore(Protocol):
+    """Durable storage of the `__cluster_metadata` log: encoded records and snapshots."""
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def latest_snapshot(self) -> SnapshotId | None: ...
+
+    def load(self) -> LoadedLog:
+        """Recover, then the latest snapshot and every stored record."""
+        ...
+
+    def append(self, encoded: list[bytes]) -> int:
+        """Store the records durably (flushed) and return the offset of the last one."""
+        ...
+
+    def write_snapshot(self, end_offset: int, encoded: list[bytes]) -> int:
+        """Store a snapshot of the image below `end_offset` (the log end); returns its size."""
+        ...
+
+    def install_snapshot(self, snapshot: SnapshotId, data: bytes) -> list[bytes]:
+        """Replace the whole log by a snapshot fetched from the controller; its records."""
+        ...
+
+    def read_snapshot(self, snapshot: SnapshotId, position: int, max_bytes: int) -> tuple[int, bytes] | None:
+        """`(size, bytes from position)` of a stored snapshot, None if there is none such."""
+        ...
+
+    def enforce_retention(self, max_bytes: int, max_ms: int) -> int:
+        """Delete what retention allows below the latest snapshot; the new log start offset."""
+        ...
+
+    def bind(self, cluster_id: str, node_id: int) -> None:
+        """Called once the cluster id is known: record or check the node's identity (meta.properties)."""
+        ...
+
+
+class MetadataSnapshots:
+    """Snapshots a node's image once `metadata.log.max.record.bytes.between.snapshots` of
+    records were appended since the last one (or `metadata.log.max.snapshot.interval.ms`
+    passed), then deletes the log and snapshots that `metadata.max.retention.bytes`/`.ms`
+    let go, below the latest snapshot."""
+
+    def __init__(self, config: ServerConfig, store: MetadataLogStore, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+        self._max_retention_bytes = int(config.get("metadata.max.retention.bytes"))
+        self._max_retention_ms = int(config.get("metadata.max.retention.ms"))
+        self._policy = SnapshotPolicy(int(config.get("metadata.log.max.record.bytes.between.snapshots")),
+                                      int(config.get("metadata.log.max.snapshot.interval.ms")), clock.now_ms())
+
+    def appended(self, encoded: list[bytes]) -> None:
+        self._policy.appended(sum(len(data) for data in encoded))
+
+    def load(self) -> tuple[LoadedLog, MetadataImage]:
+        """Load the stored log; its image (the snapshot, then the records after it), whose
+        records after the snapshot count towards the next one."""
+        loaded = self._store.load()
+        image = EMPTY_IMAGE
+        if loaded.snapshot is not None:
+            image = image.apply((decode(data) for data in loaded.snapshot), loaded.snapshot_end - 1)
+        tail = [(offset, data) for offset, data in loaded.entries if offset >= loaded.snapshot_end]
+        if tail:
+            image = image.apply((decode(data) for _, data in tail), tail[-1][0])
+        self.appended([data for _, data in tail])
+        return loaded, image
+
+    def restarted(self) -> None:
+        """The log restarted from an installed snapshot: nothing appended since."""
+        self._policy.taken(self._clock.now_ms())
+
+    async def snapshot_if_due(self, image: MetadataImage) -> int | None:
+        """Snapshot `image` (of the whole log: nothing may be appended meanwhile) when due, on
+        a worker thread, and apply retention; the log start offset after it, None if not due."""
+        if not self._policy.due(self._clock.now_ms()):
+            return None
+        self._policy.taken(self._clock.now_ms())
+        started = self._clock.monotonic_ms()
+        end_offset = image.offset + 1
+        size = await asyncio.to_thread(self._write, image, end_offset)
+        log_start = self._store.enforce_retention(self._max_retention_bytes, self._max_retention_ms)
+        log.info("Wrote a metadata snapshot at offset %d (%d bytes) in %d ms; the metadata log starts at offset %d",
+                 end_offset, size, self._clock.monotonic_ms() - started, log_start)
+        return log_start
+
+    def _write(self, image: MetadataImage, end_offset: int) -> int:
+        return self._store.write_snapshot(end_offset, [encode(record) for record in snapshot_records(image)])
