@@ -178,6 +178,10 @@ class BrokerMetadataService:
                 59, max_bytes=SNAPSHOT_CHUNK_BYTES,
                 topics=(build(nested(request_type, "TopicSnapshot"), name=METADATA_TOPIC, partitions=(partition,)),))
             part = response.topics[0].partitions[0]
+            if part.error_code in (ErrorCode.snapshot_not_found, ErrorCode.position_out_of_range):
+                log.info("The controller's metadata snapshot %s was replaced while this node fetched it: fetching "
+                         "again", snapshot)  # retention deleted it; the next Fetch names the newer one
+                return
             if part.error_code != ErrorCode.none:
                 raise MetadataOperationError(ApiError(part.error_code, f"fetching the metadata snapshot {snapshot}"))
             chunk = bytes(part.unaligned_records or b"")

@@ -205,3 +205,28 @@ def test_a_broker_behind_the_controllers_log_start_loads_its_snapshot_and_goes_o
         assert set(later.image.topics) == set(controller.image.topics)
 
     asyncio.run(scenario())
+
+
+def test_a_snapshot_deleted_while_a_broker_fetches_it_is_fetched_anew() -> None:
+    async def scenario() -> None:
+        cfg = server_config(3000, metadata_log_max_record_bytes_between_snapshots="1",
+                            metadata_max_retention_bytes="0")
+        controller = MetadataService(cfg, InMemoryMetadataLogStore(), ManualClock(), seeded_rng())
+        await controller.start()
+        await controller.create_topics([CreatableTopic("a", 1, 1)])
+        await controller.snapshot_if_due()
+        broker, channel = _broker(controller, 1)
+        real_send = channel.send
+
+        async def send(api_key, timeout_ms=None, **fields):
+            if api_key == 59 and not getattr(send, "raced", False):
+                send.raced = True  # retention replaces the snapshot under the first FetchSnapshot
+                await controller.create_topics([CreatableTopic("b", 1, 1)])
+                await controller.snapshot_if_due()
+            return await real_send(api_key, timeout_ms, **fields)
+
+        channel.send = send
+        await broker.start()
+        assert broker.image == controller.image and "b" in broker.image.topics
+
+    asyncio.run(scenario())
