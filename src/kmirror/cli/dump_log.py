@@ -1,12 +1,15 @@
 """`kmirror dump-log`: kafka-dump-log.sh for segment (.log), offset index (.index), time index
-(.timeindex), transaction index (.txnindex) and `leader-epoch-checkpoint` files. A local tool: it reads the files directly.
+(.timeindex), transaction index (.txnindex), metadata snapshot (.checkpoint) and
+`leader-epoch-checkpoint` files. A local tool: it reads the files directly.
 
 Formatting is separate from reading (`dump_segment(name, data, ...)` -> lines) so it is tested
 on bytes built with `kmirror.records.builder`.
 
 Record decoders, as kafka-dump-log's (each implies `--print-data-log`): `--offsets-decoder`
-for `__consumer_offsets`, `--transaction-log-decoder` for `__transaction_state` and
-`--mirror-state-decoder` for KIP-1279's `__mirror_state`. They
+for `__consumer_offsets`, `--transaction-log-decoder` for `__transaction_state`,
+`--mirror-state-decoder` for KIP-1279's `__mirror_state` and `--cluster-metadata-decoder` for
+`__cluster_metadata` segments and snapshots (`{"type":"TOPIC_RECORD","version":0,"data":{...}}`,
+as Kafka's metadata parser prints them). They
 print key and payload as Kafka's JSON converters do: `{"type":"2","data":{...}}` and
 `{"version":"0","data":{...}}` with camelCase field names, a tombstone as `<DELETE>`, and
 tagged fields left out at their default.
@@ -19,6 +22,7 @@ import base64
 import dataclasses
 import json
 import os
+import re
 import struct
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,6 +36,7 @@ from kmirror.coordinator.offsets import records as offsets_records
 from kmirror.coordinator.transaction import records as transaction_records
 from kmirror.kip1279 import state_records
 from kmirror.log.transaction_index import ENTRY as TXN_ENTRY
+from kmirror.metadata import records as metadata_records
 from kmirror.records.batch import BatchHeader, CorruptRecordError, crc_ok, iter_batches
 from kmirror.records.compression import CompressionType
 from kmirror.records.control import parse_control_key, parse_end_txn_marker
@@ -50,6 +55,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                           help="decode records as __transaction_state keys and values")
     decoders.add_argument("--mirror-state-decoder", action="store_true",
                           help="decode records as __mirror_state keys and values (cluster mirroring)")
+    decoders.add_argument("--cluster-metadata-decoder", action="store_true",
+                          help="decode records as __cluster_metadata records (log segments and .checkpoint snapshots)")
     p.set_defaults(func=run)
 
 
@@ -65,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         decoder = decode_transaction_log_record
     elif args.mirror_state_decoder:
         decoder = decode_mirror_state_record
+    elif args.cluster_metadata_decoder:
+        decoder = decode_cluster_metadata_record
     print_data = args.print_data_log or decoder is not None
     for path in args.files:
         try:
@@ -94,6 +103,12 @@ def dump_file(
     elif name.endswith(".log"):
         yield f"Log starting offset: {base_offset_of(path)}"
         yield from dump_segment(data, deep, print_data, decoder)
+    elif name.endswith(".checkpoint"):
+        end_offset, _, epoch = name.removesuffix(".checkpoint").partition("-")
+        if not (end_offset.isdigit() and epoch.isdigit()):
+            raise CommandError(f"{path}: snapshot file names are <end offset>-<epoch>.checkpoint")
+        yield f"Snapshot end offset: {int(end_offset)}, epoch: {int(epoch)}"
+        yield from dump_segment(data, deep, print_data, decoder)
     elif name.endswith(".timeindex"):
         yield from dump_time_index(base_offset_of(path), data)
     elif name.endswith(".index"):
@@ -102,7 +117,8 @@ def dump_file(
         base_offset_of(path)
         yield from dump_txn_index(data)
     else:
-        raise CommandError(f"{path}: not a .log, .index, .timeindex, .txnindex or leader-epoch-checkpoint file")
+        raise CommandError(
+            f"{path}: not a .log, .index, .timeindex, .txnindex, .checkpoint or leader-epoch-checkpoint file")
 
 
 def batch_line(pos: int, h: BatchHeader, valid: bool) -> str:
@@ -234,6 +250,8 @@ def entity_json(entity: Any) -> Any:
                 continue
             out[_camel(f.name)] = entity_json(value)
         return out
+    if isinstance(entity, tuple) and hasattr(entity, "_asdict"):  # a NamedTuple (a broker endpoint)
+        return {_camel(k): entity_json(v) for k, v in entity._asdict().items()}
     if isinstance(entity, tuple | list):
         return [entity_json(v) for v in entity]
     if isinstance(entity, uuid.UUID):
@@ -282,6 +300,18 @@ def _state_name(code: int) -> str:
         return state_records.MirrorPartitionState(code).name
     except ValueError:
         return str(code)
+
+
+def decode_cluster_metadata_record(key: bytes | None, value: bytes | None) -> tuple[str, str]:
+    """A metadata record as Kafka's `MetadataRecordSerde` JSON: type name, version, data."""
+    if value is None:
+        return _text(key), "<DELETE>"
+    try:
+        record = metadata_records.decode(value)
+    except metadata_records.CorruptMetadataRecordError as exc:
+        return _text(key), f"<unparseable: {exc}>"
+    type_name = re.sub(r"(?<!^)(?=[A-Z])", "_", type(record).__name__).upper()
+    return _text(key), _json({"type": type_name, "version": record.VERSION, "data": entity_json(record)})
 
 
 def decode_offsets_record(key: bytes | None, value: bytes | None) -> tuple[str, str]:

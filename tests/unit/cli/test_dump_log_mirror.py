@@ -1,5 +1,5 @@
-"""`kmirror dump-log --mirror-state-decoder` / `--offsets-decoder` / `--transaction-log-decoder` on
-batches built in memory."""
+"""`kmirror dump-log --mirror-state-decoder` / `--offsets-decoder` / `--transaction-log-decoder` /
+`--cluster-metadata-decoder` on batches built in memory or by the metadata log store."""
 
 import uuid
 from pathlib import Path
@@ -19,7 +19,18 @@ from kmirror.coordinator.offsets import records as offsets
 from kmirror.coordinator.transaction import records as txn
 from kmirror.coordinator.transaction.state import TransactionState
 from kmirror.kip1279 import state_records as sr
+from kmirror.metadata.image import EMPTY_IMAGE
+from kmirror.metadata.records import (
+    BrokerEndpoint,
+    ClusterIdRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+    encode,
+)
+from kmirror.metadata.snapshot import snapshot_records
 from kmirror.records.builder import SimpleRecord, build_batch
+from kmirror.runtime.metadata_log import FileMetadataLogStore
 
 T0 = 1_771_239_071_191
 TOPIC_ID = uuid.UUID("94dd1c7e-1d4d-4a5c-8a60-5f4b1f0f7a01")
@@ -108,3 +119,25 @@ def test_command_line_decoder_implies_print_data(tmp_path: Path, capsys: pytest.
     assert sum('"mirrorName":"my-mirror"' in line for line in out) == 4
     with pytest.raises(SystemExit):
         main(["dump-log", "--mirror-state-decoder", "--offsets-decoder", "--files", str(path)])
+
+
+def test_cluster_metadata_decoder_prints_a_snapshot_and_the_log_after_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = FileMetadataLogStore(tmp_path, now_ms=lambda: T0)
+    store.load()
+    image = EMPTY_IMAGE.apply([ClusterIdRecord("c1"), TopicRecord("orders", TOPIC_ID),
+                               PartitionRecord(0, TOPIC_ID, (1, 2), (1, 2), 1, 3, 5)], 2)
+    store.append([encode(r) for r in snapshot_records(image)])
+    store.write_snapshot(3, [encode(r) for r in snapshot_records(image)])
+    store.append([encode(RegisterBrokerRecord(1, TOPIC_ID, 7, (BrokerEndpoint("PLAINTEXT", "h", 9092),)))])
+    directory = tmp_path / "__cluster_metadata-0"
+    assert main(["dump-log", "--cluster-metadata-decoder", "--files", str(directory / "00000000000000000003-0000000000.checkpoint"),
+                 str(directory / "00000000000000000003.log")]) == 0
+    out = capsys.readouterr().out
+    assert "Snapshot end offset: 3, epoch: 0" in out and "Log starting offset: 3" in out
+    assert (f'payload: {{"type":"PARTITION_RECORD","version":1,"data":{{"partitionId":0,"topicId":"{kafka_uuid(TOPIC_ID)}",'
+            '"replicas":[1,2],"isr":[1,2],"leader":1,"leaderEpoch":3,"partitionEpoch":5,"removingReplicas":[],'
+            '"addingReplicas":[]}}') in out
+    assert '"type":"CLUSTER_ID_RECORD"' in out
+    assert ('"type":"REGISTER_BROKER_RECORD","version":3,"data":{"brokerId":1,' in out
+            and '"endpoints":[{"name":"PLAINTEXT","host":"h","port":9092,"securityProtocol":0}]' in out)
