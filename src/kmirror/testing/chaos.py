@@ -109,6 +109,10 @@ REPLICATED_CLUSTER = {
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.min.isr": "2",
     "transaction.state.log.num.partitions": "5",
+    # metadata snapshots every 16 KB of records, the log below each deleted: a broker down for
+    # a few seconds comes back below the controller's log start and loads its snapshot
+    "metadata.log.max.record.bytes.between.snapshots": "16384",
+    "metadata.max.retention.bytes": "0",
 }
 # (kind, on the controller, weight); mirror-pause only at the destination.
 FAULT_KINDS = (("kill9", False, 4), ("pause", False, 3), ("kill9", True, 1), ("pause", True, 1), ("crash", False, 1),
