@@ -14,6 +14,9 @@ The faults, per cluster and one at a time there (with replication factor 3 and
   broker whose disk filled; at the end of the hold it starts again (killed -9 first if it
   did not write that far);
 - at the destination, `mirror-pause`: `kmirror mirrors --pause`, then `--resume`.
+Every node snapshots its metadata every 16 KB of records and deletes the log below, so a
+broker down for a few seconds often comes back below its controller's log start and loads
+the controller's snapshot (FetchSnapshot).
 On a third track, faults of the network link between the two sites (`kmirror.testing.link`:
 the mirror reaches the other cluster only through it), both ways at once:
 - `link-cut`: every connection across it closed, new ones reset;
