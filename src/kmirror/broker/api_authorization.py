@@ -123,6 +123,7 @@ POLICIES: dict[int, Policy] = {
     49: PER_RESOURCE,  # AlterClientQuotas
     50: cluster(DESCRIBE),  # DescribeUserScramCredentials
     51: PER_RESOURCE,  # AlterUserScramCredentials
+    55: cluster(DESCRIBE),  # DescribeQuorum (a broker forwards it to the controller)
     56: cluster(CLUSTER_ACTION),  # AlterPartition (controller plane)
     57: cluster(ALTER),  # UpdateFeatures
     59: cluster(CLUSTER_ACTION),  # FetchSnapshot (controller plane)

@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "acls": "kmirror.cli.acls",
     "mirrors": "kmirror.cli.mirrors",
     "features": "kmirror.cli.features",
+    "metadata-quorum": "kmirror.cli.metadata_quorum",
     "console-producer": "kmirror.cli.console_producer",
     "console-consumer": "kmirror.cli.console_consumer",
     "dump-log": "kmirror.cli.dump_log",

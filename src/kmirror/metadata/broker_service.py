@@ -42,7 +42,7 @@ from kmirror.metadata.records import decode
 from kmirror.metadata.snapshot import batch_entries
 from kmirror.metadata.snapshot_service import MetadataLogStore, MetadataSnapshots, SnapshotId
 from kmirror.ports import Clock
-from kmirror.protocol.entities import build, nested
+from kmirror.protocol.entities import build, has_field, nested
 
 log = logging.getLogger(__name__)
 
@@ -137,9 +137,13 @@ class BrokerMetadataService:
         topic = build(
             nested(request_type, "FetchTopic"), topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=(partition,)
         )
+        replica_state = (build(nested(request_type, "ReplicaState"), replica_id=self._config.node_id,
+                               replica_epoch=self.broker_epoch)
+                         if has_field(request_type, "replica_state") else None)
         response = await self._fetch_channel.send(
             1,
-            replica_id=-1,
+            replica_id=self._config.node_id,  # an observer names itself (KRaft), v14 and older
+            **({"replica_state": replica_state} if replica_state is not None else {}),
             max_wait=datetime.timedelta(milliseconds=max_wait_ms),
             min_bytes=1,
             max_bytes=8 * 1024 * 1024,
@@ -267,9 +271,12 @@ class BrokerMetadataService:
 
     # -- writes: forwarded to the controller ----------------------------------------------------
 
-    async def forward(self, request: Any) -> Any:
+    async def forward(self, request: Any, *, catch_up: bool = True) -> Any:
+        """The controller's answer to `request`; after a write (`catch_up`), once this node's
+        image has caught up with it."""
         response = await self._channel.forward(request)
-        await self.wait_caught_up()
+        if catch_up:
+            await self.wait_caught_up()
         return response
 
     async def create_topics(

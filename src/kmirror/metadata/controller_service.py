@@ -36,6 +36,7 @@ from kmirror.metadata.controller.producer_ids import allocate_producer_ids
 from kmirror.metadata.controller.result import ApiError, ControllerResult, MetadataOperationError, Rng
 from kmirror.metadata.image import EMPTY_IMAGE, AclBinding, ConfigResource, MetadataImage, TopicImage
 from kmirror.metadata.internal_topics import ensure_internal_topic
+from kmirror.metadata.quorum_state import QuorumObservers
 from kmirror.metadata.records import BrokerEndpoint, Record, encode
 from kmirror.metadata.snapshot_service import MetadataLogStore, MetadataSnapshots, SnapshotId
 from kmirror.ports import Clock
@@ -92,6 +93,7 @@ class MetadataService(ClusterControl):
         """The stored log from its start offset, served to brokers (Fetch)."""
         self._changed = asyncio.Event()
         self._snapshots = MetadataSnapshots(config, store, clock)
+        self.observers = QuorumObservers()
 
     forwarding: Literal[False] = False  # admin writes run here; a broker-only node forwards them instead
 
@@ -375,6 +377,12 @@ class MetadataService(ClusterControl):
 
     def read_snapshot(self, snapshot: SnapshotId, position: int, max_bytes: int) -> tuple[int, bytes] | None:
         return self._store.read_snapshot(snapshot, position, max_bytes)
+
+    def observer_fetched(self, replica_id: int, fetch_offset: int) -> None:
+        """A broker's fetch of the metadata log (DescribeQuorum reports its position). Only
+        registered brokers are tracked, so a client naming made-up ids grows nothing."""
+        if replica_id in self._image.brokers:
+            self.observers.fetched(replica_id, fetch_offset, self.log_end_offset, self._clock.now_ms())
 
     def read_entries(self, fetch_offset: int, max_records: int = 1000) -> list[tuple[int, bytes]]:
         """Stored `(offset, encoded record)` from `fetch_offset` (offsets are contiguous from

@@ -41,6 +41,10 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         for p in topic.partitions:
             if matches and int(p.partition) == 0:
                 fetch_offset = int(p.fetch_offset)
+    replica_state = getattr(request, "replica_state", None)  # v15+; before, `replica_id`
+    replica_id = int(replica_state.replica_id if replica_state is not None else request.replica_id)
+    if fetch_offset >= 0:
+        controller.observer_fetched(replica_id, fetch_offset)
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     error = ErrorCode.none
     records: bytes | None = None
