@@ -15,6 +15,7 @@ import argparse
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from kmirror.cli.command_config import add_admin_arguments, admin_options
 from kmirror.cli.common import kafka_uuid
@@ -25,6 +26,13 @@ from kmirror.protocol.entities import build, nested
 
 DESCRIBE_QUORUM = 55
 METADATA_TOPIC = "__cluster_metadata"
+
+
+class _ReplicaState(Protocol):
+    """DescribeQuorum's ReplicaState (v1+ adds the timestamps, v2 the directory id)."""
+
+    replica_id: int
+    log_end_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +82,7 @@ async def describe_metadata_quorum(admin: Admin) -> QuorumInfo:
     partition = response.topics[0].partitions[0]
     check(partition.error_code, getattr(partition, "error_message", None), "DescribeQuorum")
 
-    def replica(s: object) -> ReplicaInfo:
+    def replica(s: _ReplicaState) -> ReplicaInfo:
         directory = getattr(s, "replica_directory_id", None)
         return ReplicaInfo(int(s.replica_id), kafka_uuid(directory), int(s.log_end_offset),
                            int(getattr(s, "last_fetch_timestamp", -1)), int(getattr(s, "last_caught_up_timestamp", -1)))
