@@ -1,6 +1,7 @@
-"""`kmirror get-offsets`, `delete-records` and `log-dirs` (kafka-get-offsets.sh,
-kafka-delete-records.sh, kafka-log-dirs.sh) against a real 2-broker cluster, checked against
-what confluent-kafka sees."""
+"""`kmirror get-offsets`, `delete-records`, `log-dirs` and `broker-api-versions`
+(kafka-get-offsets.sh, kafka-delete-records.sh, kafka-log-dirs.sh,
+kafka-broker-api-versions.sh) against a real 2-broker cluster, checked against what
+confluent-kafka sees."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from kmirror.broker.api import load_handlers
 from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
@@ -30,7 +32,7 @@ def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
         consumer.close()
 
 
-def test_get_offsets_delete_records_and_log_dirs(tmp_path: Path) -> None:
+def test_get_offsets_delete_records_log_dirs_and_broker_api_versions(tmp_path: Path) -> None:
     with LocalCluster(dir=tmp_path / "c", port=free_port_block(3), nodes=2) as cluster:
         b = cluster.bootstrap
         create_topic(b, "t", partitions=3, replication_factor=2)
@@ -75,6 +77,17 @@ def test_get_offsets_delete_records_and_log_dirs(tmp_path: Path) -> None:
             assert set(sizes) <= {"t-0", "t-1", "t-2"} and all(not p["isFuture"] for p in log_dir["partitions"])
             assert sizes.get("t-2", 0) == 0 and sizes.get("t-0", 1) > 0
         assert sum(len(broker["logDirs"][0]["partitions"]) for broker in described["brokers"]) == 6  # RF 2
+
+        versions = kmirror("broker-api-versions", "--bootstrap-server", b).stdout.splitlines()
+        heads = [i for i, line in enumerate(versions) if " -> (" in line]
+        assert [versions[i] for i in heads] == [
+            f"127.0.0.1:{cluster.port + n - 1} (id: {n} rack: null isFenced: false) -> (" for n in (1, 2)]
+        assert versions[heads[1] - 1] == ")" and versions[-1] == ")"
+        produce = next(h for h in load_handlers("broker") if h.api_key == 0)
+        assert f"\tProduce(0): {produce.min_version} to {produce.max_version} [usable: {produce.max_version}]," \
+            in versions
+        assert "\tVote(52): UNSUPPORTED," in versions  # a controller-quorum API: not on a broker listener
+        assert any(line.startswith("\tCreateMirror(94): 0 to 0 [usable: 0]") for line in versions)
 
         for args, message in (
             (("get-offsets", "--time", "yesterday"), "Error: Malformed time argument yesterday."),

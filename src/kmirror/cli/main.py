@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "get-offsets": "kmirror.cli.get_offsets",
     "log-dirs": "kmirror.cli.log_dirs",
     "delete-records": "kmirror.cli.delete_records",
+    "broker-api-versions": "kmirror.cli.broker_api_versions",
     "transactions": "kmirror.cli.transactions",
     "consumer-groups": "kmirror.cli.consumer_groups",
     "verify": "kmirror.cli.verify",
