@@ -137,13 +137,13 @@ class BrokerMetadataService:
         topic = build(
             nested(request_type, "FetchTopic"), topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=(partition,)
         )
-        replica_state = (build(nested(request_type, "ReplicaState"), replica_id=self._config.node_id,
-                               replica_epoch=self.broker_epoch)
-                         if has_field(request_type, "replica_state") else None)
+        observer: dict[str, Any] = {"replica_id": self._config.node_id}  # an observer names itself (KRaft)
+        if has_field(request_type, "replica_state"):  # v15+
+            observer["replica_state"] = build(nested(request_type, "ReplicaState"), replica_id=self._config.node_id,
+                                              replica_epoch=self.broker_epoch)
         response = await self._fetch_channel.send(
             1,
-            replica_id=self._config.node_id,  # an observer names itself (KRaft), v14 and older
-            **({"replica_state": replica_state} if replica_state is not None else {}),
+            **observer,
             max_wait=datetime.timedelta(milliseconds=max_wait_ms),
             min_bytes=1,
             max_bytes=8 * 1024 * 1024,
