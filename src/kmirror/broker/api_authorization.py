@@ -131,6 +131,7 @@ POLICIES: dict[int, Policy] = {
     61: PER_RESOURCE,  # DescribeProducers
     62: cluster(CLUSTER_ACTION),  # BrokerRegistration (controller plane)
     63: cluster(CLUSTER_ACTION),  # BrokerHeartbeat (controller plane)
+    64: cluster(ALTER),  # UnregisterBroker (a broker forwards it to the controller)
     65: PER_RESOURCE,  # DescribeTransactions
     66: PER_RESOURCE,  # ListTransactions
     67: cluster(CLUSTER_ACTION),  # AllocateProducerIds (controller plane)

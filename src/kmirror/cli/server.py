@@ -1,10 +1,13 @@
-"""`kmirror server start`, `kmirror cluster up|down` and `kmirror demo`."""
+"""`kmirror server start`, `kmirror cluster up|down` (and kafka-cluster.sh's commands,
+`kmirror.cli.cluster_tool`) and `kmirror demo`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+
+from kmirror.cli import cluster_tool
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -14,7 +17,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     start.add_argument("--config", required=True, help="server.properties file")
     start.set_defaults(func=_server_start)
 
-    cluster = subparsers.add_parser("cluster", help="local clusters of kmirror processes")
+    cluster = subparsers.add_parser(
+        "cluster", help="local clusters of kmirror processes; a cluster's id, brokers and unregistration (kafka-cluster.sh)")
     cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True)
     up = cluster_sub.add_parser("up", help="start N nodes in the background; returns when they serve")
     up.add_argument("--nodes", type=int, default=1)
@@ -28,6 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     down = cluster_sub.add_parser("down", help="stop the nodes started in DIR")
     down.add_argument("--dir", required=True, type=Path)
     down.set_defaults(func=_cluster_down)
+    cluster_tool.add_subcommands(cluster_sub)
 
     demo = subparsers.add_parser("demo", help="the disaster-recovery story: two clusters, a mirror, a Spark job that fails over, verify")
     demo.add_argument("--dir", type=Path, default=Path("demo-data"))

@@ -27,6 +27,7 @@ from kmirror.metadata.controller.brokers import (
     broker_heartbeat,
     fence_broker,
     register_broker,
+    unregister_broker,
 )
 from kmirror.metadata.controller.elections import ElectionResult, elect_leaders
 from kmirror.metadata.controller.partition_change import eligible_brokers, imbalanced_partitions
@@ -118,6 +119,16 @@ class ClusterControl:
                 fenced.append(broker_id)
             self._warn_unclean()
             return fenced
+
+    async def unregister_broker(self, broker_id: int) -> ApiError:
+        async with self._lock:
+            result = unregister_broker(self._image, broker_id, self.heartbeats, self._unclean_default())
+            self._commit(result.records)
+            self._warn_unclean()
+            assert result.response is not None
+            if result.response.code == ErrorCode.none:
+                log.info("unregistered broker %d", broker_id)
+            return result.response
 
     async def alter_partition(
         self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem]

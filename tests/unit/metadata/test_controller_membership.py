@@ -11,6 +11,7 @@ from kmirror.metadata.controller.brokers import (
     broker_heartbeat,
     fence_broker,
     register_broker,
+    unregister_broker,
 )
 from kmirror.metadata.controller.elections import PREFERRED, UNCLEAN, elect_leaders
 from kmirror.metadata.controller.partition_change import eligible_brokers, imbalanced_partitions
@@ -261,3 +262,17 @@ def test_rack_aware_placement_with_fewer_racks_than_replicas() -> None:
     assert isinstance(placed, list)
     for replicas in placed:
         assert len(set(replicas)) == 3 and {racks[b] for b in replicas} == {"a", "b"}
+
+
+def test_unregistering_a_leader_moves_its_leadership_and_removes_its_registration() -> None:
+    image = _cluster()
+    hb = BrokerHeartbeatManager()
+    hb.touch(1, 0)
+    result = unregister_broker(image, 1, hb, False)
+    assert result.response.code == ErrorCode.none
+    image = _apply(image, result.records)
+    assert 1 not in image.brokers and 1 not in hb.last_contact_ms
+    assert _p(image).leader in (2, 3) and 1 not in _p(image).isr and 1 in _p(image).replicas
+    again = unregister_broker(image, 1, hb, False)
+    assert again.records == [] and again.response.code == ErrorCode.broker_id_not_registered
+    assert again.response.message == "Broker ID 1 is not currently registered"

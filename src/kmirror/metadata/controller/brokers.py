@@ -39,6 +39,7 @@ from kmirror.metadata.records import (
     Record,
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
 )
 
 
@@ -109,6 +110,25 @@ def fence_broker(
     heartbeats.unclean_warnings.extend(unclean)
     records: list[Record] = [FenceBrokerRecord(broker_id, b.broker_epoch), *changes]
     return ControllerResult(records, None)
+
+
+def unregister_broker(
+    image: MetadataImage, broker_id: int, heartbeats: BrokerHeartbeatManager, broker_unclean_default: bool
+) -> ControllerResult[ApiError]:
+    """UnregisterBroker (Kafka's `ReplicationControlManager.unregisterBroker`): move the
+    broker's leaderships and ISR memberships away, then remove its registration. Its replicas
+    stay in the partitions' replica lists until they are reassigned; the broker registers
+    anew if it starts again."""
+    b = image.brokers.get(broker_id)
+    if b is None:
+        return ControllerResult(
+            [], ApiError(ErrorCode.broker_id_not_registered, f"Broker ID {broker_id} is not currently registered"))
+    eligible = eligible_brokers(image, heartbeats.shutting_down) - {broker_id}
+    changes, unclean = remove_broker_from_isrs(image, broker_id, eligible, broker_unclean_default)
+    heartbeats.unclean_warnings.extend(unclean)
+    heartbeats.last_contact_ms.pop(broker_id, None)
+    heartbeats.shutting_down.discard(broker_id)
+    return ControllerResult([*changes, UnregisterBrokerRecord(broker_id, b.broker_epoch)], ApiError(ErrorCode.none))
 
 
 def broker_heartbeat(
