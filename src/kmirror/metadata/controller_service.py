@@ -185,11 +185,11 @@ class MetadataService(ClusterControl):
             if not large:
                 result = op(self._image)
                 self._commit(result.records)
-            else:
-                image = self._image
-                result, written = await asyncio.to_thread(self._compute_and_write, op, image)
-                if written is not None:
-                    self._announce(written)
+                return _response(result)
+            image = self._image
+            result, written = await asyncio.to_thread(self._compute_and_write, op, image)
+            if written is not None:
+                self._announce(written)
             return _response(result)
 
     async def snapshot_if_due(self) -> None:
