@@ -15,6 +15,7 @@ from kmirror.runtime.local_cluster import CONTROLLER_NODE_ID
 from kmirror.runtime.metadata_log import METADATA_PARTITION_DIR, SNAPSHOT_SUFFIX
 from kmirror.testing.acked_writer import partition_layout
 from kmirror.testing.kafka_clients import consume_partition, create_topic, produce_acked
+from kmirror.testing.metrics_scrape import scrape
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block
 
@@ -54,8 +55,9 @@ def topics_seen_by(bootstrap: str) -> dict[str, dict[int, tuple[int, ...]]]:
 
 def test_a_broker_behind_the_log_start_loads_the_snapshot_and_the_controller_restarts_from_one(
         tmp_path: Path) -> None:
+    metrics_port = free_port_block(2)
     with LocalCluster(dir=tmp_path / "c", port=free_port_block(3), nodes=2,
-                      overrides=SNAPSHOTS_EVERY_2_KB) as cluster:
+                      overrides={**SNAPSHOTS_EVERY_2_KB, "metrics.port": str(metrics_port)}) as cluster:
         b = cluster.bootstrap
         broker1, broker2 = b.split(",")
         for topic in ("kept", "doomed"):
@@ -79,7 +81,11 @@ def test_a_broker_behind_the_log_start_loads_the_snapshot_and_the_controller_res
                    "the controller's log deleted below a snapshot past broker 2's log end")
         assert "Wrote a metadata snapshot at offset" in cluster.log_text(CONTROLLER_NODE_ID)
 
+        had_own_snapshot = bool(snapshot_ends(cluster, 2))
         cluster.start_node(2)
+        # the snapshot it started from, if it had written one, and the controller's it fetched
+        assert scrape(metrics_port + 1)["kafka_server_metadataloader_handleloadsnapshotcount"] == 1 + had_own_snapshot
+        assert scrape(metrics_port)["kafka_server_snapshotemitter_latestsnapshotgeneratedbytes"] > 0
         text = cluster.log_text(2)
         assert "Loaded the controller's metadata snapshot at offset" in text
         assert "Traceback" not in text

@@ -86,7 +86,7 @@ class BrokerMetadataService:
         self._controller_end_offset = 0
         self._applied = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._snapshots = MetadataSnapshots(config, store, clock)
+        self.snapshots = MetadataSnapshots(config, store, clock)
         self.broker_epoch = -1
         # Clients are told a broker is the controller (KRaft: controllers are not reachable by
         # clients; any broker forwards). This one forwards, so it names itself.
@@ -96,7 +96,7 @@ class BrokerMetadataService:
 
     async def start(self, timeout_ms: int = 60_000) -> None:
         """Replay the local copy, then catch up with the controller before returning."""
-        self._image = self._snapshots.load()[1]
+        self._image = self.snapshots.load()[1]
         await self.fetch_once(0)
         deadline_ms = self._clock.monotonic_ms() + timeout_ms
         while self._image.offset + 1 < self._controller_end_offset or self._image.cluster_id is None:
@@ -166,7 +166,7 @@ class BrokerMetadataService:
                     self._append(bytes(p.records), fetch_offset)
         self._applied.set()
         self._applied = asyncio.Event()
-        await self._snapshots.snapshot_if_due(self._image)
+        await self.snapshots.snapshot_if_due(self._image)
 
     async def _install_snapshot(self, snapshot: SnapshotId) -> None:
         """Download the controller's snapshot `snapshot` (FetchSnapshot, in chunks), make it
@@ -195,7 +195,7 @@ class BrokerMetadataService:
             chunks.append(chunk)
             position += len(chunk)
         records = self._store.install_snapshot(snapshot, b"".join(chunks))
-        self._snapshots.restarted()
+        self.snapshots.installed()
         old = self._image
         self._image = EMPTY_IMAGE.apply((decode(d) for d in records), snapshot.end_offset - 1)
         log.info("Loaded the controller's metadata snapshot at offset %d (%d bytes): this node's metadata log was "
@@ -219,7 +219,7 @@ class BrokerMetadataService:
         last = self._store.append(encoded)
         if last != entries[-1][0]:
             raise RuntimeError(f"local metadata log at {last}, controller at {entries[-1][0]}")
-        self._snapshots.appended(encoded)
+        self.snapshots.appended(encoded)
         old = self._image
         self._image = old.apply((decode(d) for d in encoded), last)
         self._notify(old)

@@ -92,7 +92,7 @@ class MetadataService(ClusterControl):
         self._entries: list[tuple[int, bytes]] = []
         """The stored log from its start offset, served to brokers (Fetch)."""
         self._changed = asyncio.Event()
-        self._snapshots = MetadataSnapshots(config, store, clock)
+        self.snapshots = MetadataSnapshots(config, store, clock)
         self.observers = QuorumObservers()
 
     forwarding: Literal[False] = False  # admin writes run here; a broker-only node forwards them instead
@@ -101,7 +101,7 @@ class MetadataService(ClusterControl):
 
     async def start(self) -> None:
         """Replay the stored log; format it when empty; register this node as a broker."""
-        loaded, self._image = self._snapshots.load()
+        loaded, self._image = self.snapshots.load()
         self._entries = loaded.entries
         async with self._lock:
             if self._image.cluster_id is None:
@@ -166,7 +166,7 @@ class MetadataService(ClusterControl):
     def _announce(self, written: _Written) -> None:
         first = written.last_offset - len(written.encoded) + 1
         self._entries.extend((first + i, data) for i, data in enumerate(written.encoded))
-        self._snapshots.appended(written.encoded)
+        self.snapshots.appended(written.encoded)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
         old, self._image = self._image, written.image
@@ -197,7 +197,7 @@ class MetadataService(ClusterControl):
         so that the snapshot is of the whole log, and keep in memory only the log from its new
         start. Brokers below it fetch the snapshot (FetchSnapshot)."""
         async with self._lock:
-            log_start = await self._snapshots.snapshot_if_due(self._image)
+            log_start = await self.snapshots.snapshot_if_due(self._image)
         if log_start is not None and self._entries and self._entries[0][0] < log_start:
             del self._entries[: log_start - self._entries[0][0]]
 

@@ -83,6 +83,12 @@ class MetadataSnapshots:
         self._max_retention_ms = int(config.get("metadata.max.retention.ms"))
         self._policy = SnapshotPolicy(int(config.get("metadata.log.max.record.bytes.between.snapshots")),
                                       int(config.get("metadata.log.max.snapshot.interval.ms")), clock.now_ms())
+        # Kafka's SnapshotEmitter and MetadataLoader metrics
+        self.latest_generated_bytes = 0
+        self.latest_generated_ms = clock.now_ms()
+        """When the latest snapshot was written (from the node's start until the first)."""
+        self.snapshots_loaded = 0
+        """Snapshots this node started from or fetched from the controller."""
 
     def appended(self, encoded: list[bytes]) -> None:
         self._policy.appended(sum(len(data) for data in encoded))
@@ -98,11 +104,13 @@ class MetadataSnapshots:
         if tail:
             image = image.apply((decode(data) for _, data in tail), tail[-1][0])
         self.appended([data for _, data in tail])
+        self.snapshots_loaded += loaded.snapshot is not None
         return loaded, image
 
-    def restarted(self) -> None:
-        """The log restarted from an installed snapshot: nothing appended since."""
+    def installed(self) -> None:
+        """The log restarted from a snapshot fetched from the controller: nothing appended since."""
         self._policy.taken(self._clock.now_ms())
+        self.snapshots_loaded += 1
 
     async def snapshot_if_due(self, image: MetadataImage) -> int | None:
         """Snapshot `image` (of the whole log: nothing may be appended meanwhile) when due, on
@@ -113,6 +121,7 @@ class MetadataSnapshots:
         started = self._clock.monotonic_ms()
         end_offset = image.offset + 1
         size = await asyncio.to_thread(self._write, image, end_offset)
+        self.latest_generated_bytes, self.latest_generated_ms = size, self._clock.now_ms()
         log_start = self._store.enforce_retention(self._max_retention_bytes, self._max_retention_ms)
         log.info("Wrote a metadata snapshot at offset %d (%d bytes) in %d ms; the metadata log starts at offset %d",
                  end_offset, size, self._clock.monotonic_ms() - started, log_start)

@@ -6,7 +6,8 @@ Providers (read at scrape time, never pushed):
   IsrExpands (cumulative counts, rated by meters), ReplicaLagTimeMax (ms), MaxLag (messages),
   LeaderCount, PartitionCount, OfflineReplicaCount. A key it lacks falls back to the image-based gauge, or is left out of the scrape;
 - the metadata image (`metadata.image`) for controller gauges and the image-based fallbacks;
-- `metadata.controller_id` for ActiveControllerCount (1 on the active controller).
+- `metadata.controller_id` for ActiveControllerCount (1 on the active controller);
+- `metadata.snapshots` (`MetadataSnapshots`) for the metadata snapshot gauges.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from kmirror.metrics.registry import GaugeFn, MetricsRegistry, metric_name
 REPLICA_MANAGER = ("kafka.server", "ReplicaManager")
 FETCH_SESSION_CACHE = ("kafka.server", "FetchSessionCache")
 CONTROLLER = ("kafka.controller", "KafkaController")
+SNAPSHOT_EMITTER = ("kafka.server", "SnapshotEmitter")
+METADATA_LOADER = ("kafka.server", "MetadataLoader")
 
 
 def register_node_metrics(
@@ -28,6 +31,7 @@ def register_node_metrics(
     *,
     node_id: int,
     metadata: Any,
+    now_ms: Callable[[], int],
     replica_manager: Any = None,
     default_min_insync_replicas: int = 1,
 ) -> None:
@@ -80,6 +84,10 @@ def register_node_metrics(
          lambda: image_gauges.preferred_replica_imbalance_count(image())),
         (CONTROLLER, "ActiveControllerCount",
          lambda: 1 if getattr(metadata, "controller_id", None) == node_id else 0),
+        (SNAPSHOT_EMITTER, "LatestSnapshotGeneratedBytes", lambda: metadata.snapshots.latest_generated_bytes),
+        (SNAPSHOT_EMITTER, "LatestSnapshotGeneratedAgeMs",
+         lambda: now_ms() - metadata.snapshots.latest_generated_ms),
+        (METADATA_LOADER, "HandleLoadSnapshotCount", lambda: metadata.snapshots.snapshots_loaded),
     ]
     for (domain, type_), name, read in gauges:
         registry.gauge(metric_name(domain, type_, name), read)

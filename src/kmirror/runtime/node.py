@@ -333,7 +333,7 @@ class Node:
         self.loop_lag.start()
         if self.replica_manager is None or self.log_manager is None:
             return  # a controller-only node
-        register_node_metrics(self.metrics, node_id=cfg.node_id, metadata=self.metadata,
+        register_node_metrics(self.metrics, node_id=cfg.node_id, metadata=self.metadata, now_ms=self.clock.now_ms,
                               replica_manager=self.replica_manager,
                               default_min_insync_replicas=cfg.min_insync_replicas)
         register_fetch_session_metrics(self.metrics, fetch_session_cache(services["broker"]))

@@ -1,16 +1,19 @@
+import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from kmirror.metadata.image import ConfigResourceType, MetadataImage
-from kmirror.metadata.records import ConfigRecord, PartitionRecord, Record, TopicRecord
+from kmirror.metadata.image import EMPTY_IMAGE, ConfigResourceType, MetadataImage
+from kmirror.metadata.records import ConfigRecord, PartitionRecord, Record, TopicRecord, encode
+from kmirror.metadata.snapshot import snapshot_records
+from kmirror.metadata.snapshot_service import MetadataSnapshots
 from kmirror.metrics import image_gauges
 from kmirror.metrics.meter import TICK_INTERVAL_MS
 from kmirror.metrics.node_metrics import register_node_metrics
 from kmirror.metrics.prometheus import render
 from kmirror.metrics.registry import MetricsRegistry
 from kmirror.ports import ManualClock
-from kmirror.testing.metadata import image_with_brokers
+from kmirror.testing.metadata import InMemoryMetadataLogStore, image_with_brokers, server_config
 
 
 def cluster_image() -> MetadataImage:
@@ -57,6 +60,7 @@ def test_broker_gauges_count_only_the_partitions_the_broker_leads() -> None:
 class FakeMetadata:
     image: MetadataImage
     controller_id: int
+    snapshots: Any = None
 
 
 class FakeReplicaManager:
@@ -71,9 +75,10 @@ class FakeReplicaManager:
 def test_register_node_metrics_reads_providers_at_scrape_time() -> None:
     clock = ManualClock()
     registry = MetricsRegistry(clock)
-    metadata = FakeMetadata(cluster_image(), controller_id=1)
+    metadata = FakeMetadata(cluster_image(), controller_id=1, snapshots=snapshots_of(clock))
     rm = FakeReplicaManager()
-    register_node_metrics(registry, node_id=1, metadata=metadata, replica_manager=rm, default_min_insync_replicas=1)
+    register_node_metrics(registry, node_id=1, metadata=metadata, now_ms=clock.now_ms, replica_manager=rm,
+                          default_min_insync_replicas=1)
     values = registry.values()
     assert values["kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"] == 5  # reported
     assert values["kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount"] == 1  # image fallback
@@ -99,12 +104,46 @@ def test_register_node_metrics_reads_providers_at_scrape_time() -> None:
 
 
 def test_without_a_replica_manager_report_every_replication_gauge_comes_from_the_image() -> None:
-    registry = MetricsRegistry(ManualClock())
-    metadata: Any = FakeMetadata(cluster_image(), controller_id=1)
-    register_node_metrics(registry, node_id=2, metadata=metadata, replica_manager=object())
+    clock = ManualClock()
+    registry = MetricsRegistry(clock)
+    metadata: Any = FakeMetadata(cluster_image(), controller_id=1, snapshots=snapshots_of(clock))
+    register_node_metrics(registry, node_id=2, metadata=metadata, now_ms=clock.now_ms, replica_manager=object())
     values = registry.values()
     assert values["kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"] == 1
     assert values["kafka.server:type=ReplicaManager,name=IsrShrinksPerSec"] == 0
     assert values["kafka.server:type=ReplicaManager,name=ReplicaLagTimeMax"] is None
     assert values["kafka.server:type=ReplicaManager,name=LeaderCount"] == 1
     assert values["kafka.server:type=ReplicaManager,name=PartitionCount"] == 4
+
+
+def snapshots_of(clock: ManualClock) -> MetadataSnapshots:
+    """A node's snapshots of an in-memory metadata log, snapshotting after every record."""
+    config = server_config(metadata_log_max_record_bytes_between_snapshots="1")
+    return MetadataSnapshots(config, InMemoryMetadataLogStore(), clock)
+
+
+def test_snapshot_gauges_follow_the_nodes_snapshots() -> None:
+    clock = ManualClock()
+    registry = MetricsRegistry(clock)
+    snapshots = snapshots_of(clock)
+    register_node_metrics(registry, node_id=1, metadata=FakeMetadata(cluster_image(), 1, snapshots),
+                          now_ms=clock.now_ms)
+    emitter = "kafka.server:type=SnapshotEmitter,name="
+    clock.advance(5000)
+    values = registry.values()
+    assert (values[emitter + "LatestSnapshotGeneratedBytes"], values[emitter + "LatestSnapshotGeneratedAgeMs"]) == \
+        (0, 5000)
+    image = cluster_image()
+    encoded = [encode(record) for record in snapshot_records(image)]
+    store = snapshots._store
+    store.append(encoded)
+    snapshots.appended(encoded)
+    asyncio.run(snapshots.snapshot_if_due(EMPTY_IMAGE.apply(snapshot_records(image), len(encoded) - 1)))
+    clock.advance(250)
+    values = registry.values()
+    assert values[emitter + "LatestSnapshotGeneratedBytes"] == len(store.snapshots[store.latest_snapshot]) > 0
+    assert values[emitter + "LatestSnapshotGeneratedAgeMs"] == 250
+    assert values["kafka.server:type=MetadataLoader,name=HandleLoadSnapshotCount"] == 0
+    snapshots.load()  # a start from that snapshot
+    assert registry.values()["kafka.server:type=MetadataLoader,name=HandleLoadSnapshotCount"] == 1
+    assert "kafka_server_snapshotemitter_latestsnapshotgeneratedbytes " in render(registry)
