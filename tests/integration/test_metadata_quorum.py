@@ -12,13 +12,12 @@ import pytest
 
 from kmirror.runtime.local_cluster import CONTROLLER_NODE_ID, CONTROLLER_PORT_OFFSET
 from kmirror.testing.kafka_clients import create_topic
-from kmirror.testing.mirror_clusters import wait_until
+from kmirror.testing.mirror_clusters import quorum_replication, wait_until
 from kmirror.testing.processes import (
     FAST_FAILURE_DETECTION,
     LocalCluster,
     free_port_block,
     kmirror,
-    kmirror_in_process,
 )
 
 pytestmark = pytest.mark.integration
@@ -29,19 +28,12 @@ def status(bootstrap: str) -> dict[str, str]:
     return {key: value.strip() for key, _, value in (line.partition(":") for line in out.splitlines())}
 
 
-def replication(bootstrap: str) -> dict[int, dict[str, str]]:
-    """Node id -> its row, by column name."""
-    out = kmirror_in_process("metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--replication").stdout
-    header, *rows = [line.rstrip("\t").split("\t") for line in out.splitlines()]
-    return {int(row[0]): {name.strip(): cell.strip() for name, cell in zip(header, row, strict=True)} for row in rows}
-
-
 def test_the_controller_leads_and_the_brokers_observe_and_fall_behind_while_stopped(tmp_path: Path) -> None:
     with LocalCluster(dir=tmp_path / "c", port=free_port_block(3), nodes=2,
                       overrides=dict(FAST_FAILURE_DETECTION)) as cluster:
         b = cluster.bootstrap
         broker1 = b.split(",")[0]
-        wait_until(lambda: set(replication(b)) == {CONTROLLER_NODE_ID, 1, 2}, "both brokers observed",
+        wait_until(lambda: set(quorum_replication(b)) == {CONTROLLER_NODE_ID, 1, 2}, "both brokers observed",
                    retry_on=(AssertionError,))
         s = status(b)
         assert re.fullmatch(r"\S{22}", s["ClusterId"])
@@ -52,26 +44,26 @@ def test_the_controller_leads_and_the_brokers_observe_and_fall_behind_while_stop
         assert json.loads(s["CurrentObservers"]) == [{"id": 1}, {"id": 2}]
 
         def rows_caught_up() -> bool:
-            rows = replication(b)
+            rows = quorum_replication(b)
             return all(rows[n]["Lag"] == "0" for n in (1, 2)) and rows[CONTROLLER_NODE_ID]["Status"] == "Leader"
 
         wait_until(rows_caught_up, "both observers at the log end")
-        rows = replication(b)
+        rows = quorum_replication(b)
         assert [rows[n]["Status"] for n in (CONTROLLER_NODE_ID, 1, 2)] == ["Leader", "Observer", "Observer"]
 
         cluster.kill9(2)
         for i in range(3):
             create_topic(broker1, f"while-2-is-down-{i}")
-        stopped_fetch = int(replication(b)[2]["LastFetchTimestamp"])
-        wait_until(lambda: int(replication(b)[2]["Lag"]) > 0 and replication(b)[1]["Lag"] == "0",
+        stopped_fetch = int(quorum_replication(b)[2]["LastFetchTimestamp"])
+        wait_until(lambda: int(quorum_replication(b)[2]["Lag"]) > 0 and quorum_replication(b)[1]["Lag"] == "0",
                    "broker 2 behind, broker 1 at the log end")
-        rows = replication(b)
+        rows = quorum_replication(b)
         assert int(rows[2]["LastFetchTimestamp"]) == stopped_fetch  # it fetches no more
         assert int(rows[2]["LastCaughtUpTimestamp"]) < int(rows[1]["LastCaughtUpTimestamp"])
 
         cluster.start_node(2)
         wait_until(rows_caught_up, "broker 2 caught up again")
-        assert int(replication(b)[2]["LastFetchTimestamp"]) > stopped_fetch
+        assert int(quorum_replication(b)[2]["LastFetchTimestamp"]) > stopped_fetch
         human = kmirror("metadata-quorum", "--bootstrap-server", broker1, "describe", "--replication",
                         "--human-readable").stdout
         assert re.search(r"\t\d+ ms ago\s*\t\d+ ms ago\s*\tObserver", human)
@@ -82,7 +74,7 @@ def test_a_combined_node_is_the_only_voter_and_has_no_observers(tmp_path: Path) 
         s = status(cluster.bootstrap)
         assert (s["LeaderId"], s["MaxFollowerLag"], s["CurrentObservers"]) == ("1", "0", "[]")
         assert json.loads(s["CurrentVoters"])[0]["id"] == 1
-        assert list(replication(cluster.bootstrap)) == [1]
+        assert list(quorum_replication(cluster.bootstrap)) == [1]
         refused = kmirror("metadata-quorum", "--bootstrap-server", cluster.bootstrap, "describe", "--status",
                           "--human-readable", check=False)
         assert refused.returncode == 1 and refused.stderr.strip() == \

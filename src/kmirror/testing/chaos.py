@@ -29,7 +29,9 @@ The source is written to by an idempotent acks=all producer (`orders`) and by a
 transactional producer committing and aborting at random (`payments`); both topics are
 mirrored. Consumer groups commit `orders` offsets at the source (`group_committer`). The checks, after every fault has ended: both writers get writes through again within
 3 minutes (liveness); then, with the writers finished:
-1. every partition fully in sync at both ends, and the mirror MIRRORING with lag 0;
+1. every partition fully in sync at both ends, and the mirror MIRRORING with lag 0; every
+   broker at its controller's metadata log end (`metadata-quorum describe --replication`: lag
+   0) and answering Metadata as the other brokers of its cluster do;
 2. every replica of both clusters holds the source leader's batches, byte for byte, at the
    same offsets;
 3. every record the source acknowledged is at its offset at the source and at the

@@ -12,7 +12,7 @@ from typing import TypeVar
 from kmirror.records.control import ControlType, read_control_type
 from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered, watermarks
-from kmirror.testing.mirror_clusters import create_mirror, describe, wait_until
+from kmirror.testing.mirror_clusters import create_mirror, describe, quorum_replication, wait_until
 from kmirror.testing.processes import LocalCluster, kmirror
 from kmirror.testing.segments import log_batches
 from kmirror.testing.transactional_writer import (
@@ -51,6 +51,17 @@ def fully_in_sync(cluster: LocalCluster, topics: tuple[str, ...] = TOPICS) -> bo
     """Every partition of `topics` has all three brokers in its ISR."""
     return all(len(isr) == len(BROKERS) for topic in topics
                for _, _, isr in partition_layout(cluster.bootstrap, topic).values())
+
+
+def metadata_caught_up(cluster: LocalCluster) -> bool:
+    """Every broker fetches the controller's metadata log at its end (DescribeQuorum: lag 0),
+    and each answers Metadata for the topics alike: no broker was left behind, by a fault or
+    by a snapshot it had to load."""
+    rows = quorum_replication(cluster.bootstrap)
+    if {n: rows.get(n, {}).get("Lag") for n in BROKERS} != dict.fromkeys(BROKERS, "0"):
+        return False
+    layouts = [{t: partition_layout(f"127.0.0.1:{cluster.port + n - 1}", t) for t in TOPICS} for n in BROKERS]
+    return all(layout == layouts[0] for layout in layouts)
 
 
 def source_batches(source: LocalCluster) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
@@ -93,6 +104,8 @@ def check_converged(source: LocalCluster, dest: LocalCluster, writer: AckedWrite
     """Checks 1-3 of the module's docstring; returns the source's log end offsets."""
     ends = check_source(source, writer, txn_writer)
     retry(partial(fully_in_sync, dest), "destination: every partition fully in sync")
+    for name, cluster in (("source", source), ("destination", dest)):
+        retry(partial(metadata_caught_up, cluster), f"{name}: every broker's metadata at the controller's log end")
     caught_up = {(t, p): (ends[t][p], ends[t][p], 0, "MIRRORING") for t in TOPICS for p in range(PARTITIONS)}
     retry(lambda: mirror_rows(dest.bootstrap) == caught_up, "--describe: every partition MIRRORING with lag 0")
     expected = source_batches(source)

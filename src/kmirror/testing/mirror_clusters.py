@@ -81,6 +81,14 @@ def describe(bootstrap: str, *extra: str) -> dict[tuple[str, str, int], tuple[in
             for m, t, p, src, dst, lag, state in lines[1:]}
 
 
+def quorum_replication(bootstrap: str) -> dict[int, dict[str, str]]:
+    """`kmirror metadata-quorum describe --replication` as {node id: {column: cell}} (run in
+    this process when a test polls it)."""
+    out = kmirror_in_process("metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--replication").stdout
+    header, *rows = [line.rstrip("\t").split("\t") for line in out.splitlines()]
+    return {int(row[0]): {name.strip(): cell.strip() for name, cell in zip(header, row, strict=True)} for row in rows}
+
+
 def _offset(cell: str) -> int:
     """The tool prints `-` for an offset it does not know."""
     return -1 if cell == "-" else int(cell)
