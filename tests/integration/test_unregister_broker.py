@@ -35,6 +35,9 @@ def test_a_gone_broker_is_unregistered_and_registers_anew_if_it_returns(tmp_path
         create_topic(b, "kept", partitions=3, replication_factor=3)
         assert endpoints(b) == {1: "unfenced", 2: "unfenced", 3: "unfenced"}
 
+        running = kmirror("cluster", "unregister", "--bootstrap-server", b, "--id", "2", check=False)
+        assert running.returncode == 1 and "INVALID_REQUEST" in running.stderr and \
+            "Broker 2 is unfenced (running)" in running.stderr
         cluster.kill9(3)
         wait_until(lambda: endpoints(broker1, "--include-fenced-brokers") == {1: "unfenced", 2: "unfenced",
                                                                               3: "fenced"}, "broker 3 fenced")

@@ -264,10 +264,14 @@ def test_rack_aware_placement_with_fewer_racks_than_replicas() -> None:
         assert len(set(replicas)) == 3 and {racks[b] for b in replicas} == {"a", "b"}
 
 
-def test_unregistering_a_leader_moves_its_leadership_and_removes_its_registration() -> None:
+def test_unregistering_a_fenced_broker_removes_its_registration_and_a_running_one_is_refused() -> None:
     image = _cluster()
     hb = BrokerHeartbeatManager()
     hb.touch(1, 0)
+    running = unregister_broker(image, 1, hb, False)
+    assert running.records == [] and running.response.code == ErrorCode.invalid_request
+    assert "Broker 1 is unfenced" in running.response.message
+    image = _apply(image, fence_broker(image, 1, hb, False).records)
     result = unregister_broker(image, 1, hb, False)
     assert result.response.code == ErrorCode.none
     image = _apply(image, result.records)

@@ -118,11 +118,17 @@ def unregister_broker(
     """UnregisterBroker (Kafka's `ReplicationControlManager.unregisterBroker`): move the
     broker's leaderships and ISR memberships away, then remove its registration. Its replicas
     stay in the partitions' replica lists until they are reassigned; the broker registers
-    anew if it starts again."""
+    anew if it starts again. Unlike Kafka, a broker still unfenced (running, with a live
+    session) is refused: it would re-register at its next heartbeat, after its partitions
+    lost it for nothing (docs/design/controller.md)."""
     b = image.brokers.get(broker_id)
     if b is None:
         return ControllerResult(
             [], ApiError(ErrorCode.broker_id_not_registered, f"Broker ID {broker_id} is not currently registered"))
+    if not b.fenced:
+        return ControllerResult([], ApiError(
+            ErrorCode.invalid_request,
+            f"Broker {broker_id} is unfenced (running): stop it, and unregister it once it is fenced"))
     eligible = eligible_brokers(image, heartbeats.shutting_down) - {broker_id}
     changes, unclean = remove_broker_from_isrs(image, broker_id, eligible, broker_unclean_default)
     heartbeats.unclean_warnings.extend(unclean)
