@@ -17,6 +17,9 @@ from kmirror.ports import Clock
 
 log = logging.getLogger(__name__)
 
+RETENTION_CHECK_MS = 60_000
+"""How often retention runs between snapshots."""
+
 
 class SnapshotId(NamedTuple):
     end_offset: int
@@ -89,6 +92,7 @@ class MetadataSnapshots:
         """When the latest snapshot was written (from the node's start until the first)."""
         self.snapshots_loaded = 0
         """Snapshots this node started from or fetched from the controller."""
+        self._retention_checked_ms = clock.now_ms()
 
     def appended(self, encoded: list[bytes]) -> None:
         self._policy.appended(sum(len(data) for data in encoded))
@@ -114,10 +118,17 @@ class MetadataSnapshots:
 
     async def snapshot_if_due(self, image: MetadataImage) -> int | None:
         """Snapshot `image` (of the whole log: nothing may be appended meanwhile) when due, on
-        a worker thread, and apply retention; the log start offset after it, None if not due."""
-        if not self._policy.due(self._clock.now_ms()):
-            return None
-        self._policy.taken(self._clock.now_ms())
+        a worker thread, and apply retention; between snapshots, apply retention every
+        `RETENTION_CHECK_MS` (`metadata.max.retention.ms` passes on a quiet log too). Returns
+        the log start offset after either, None if neither ran."""
+        now = self._clock.now_ms()
+        if not self._policy.due(now):
+            if now - self._retention_checked_ms < RETENTION_CHECK_MS:
+                return None
+            self._retention_checked_ms = now
+            return self._store.enforce_retention(self._max_retention_bytes, self._max_retention_ms)
+        self._retention_checked_ms = now
+        self._policy.taken(now)
         started = self._clock.monotonic_ms()
         end_offset = image.offset + 1
         size = await asyncio.to_thread(self._write, image, end_offset)

@@ -6,8 +6,10 @@ import pytest
 
 from kmirror.metadata.controller.topics import CreatableTopic
 from kmirror.metadata.controller_service import MetadataService
+from kmirror.metadata.image import EMPTY_IMAGE
+from kmirror.metadata.records import ClusterIdRecord, encode
 from kmirror.metadata.snapshot import snapshot_bytes
-from kmirror.metadata.snapshot_service import SnapshotId
+from kmirror.metadata.snapshot_service import RETENTION_CHECK_MS, MetadataSnapshots, SnapshotId
 from kmirror.ports import ManualClock
 from kmirror.records.batch import iter_batches
 from kmirror.runtime.metadata_log import (
@@ -144,3 +146,22 @@ def test_an_installed_snapshot_replaces_the_log(tmp_path: Path) -> None:
     assert (loaded.snapshot, loaded.snapshot_end, loaded.entries) == ([b"x", b"y"], 40, [(40, b"z")])
     with pytest.raises(CorruptMetadataLogError):
         store.install_snapshot(SnapshotId(50, 0), data[:-1])
+
+
+def test_time_retention_runs_between_snapshots_on_a_quiet_log(tmp_path: Path) -> None:
+    store_now = [int(time.time() * 1000)]
+    store = FileMetadataLogStore(tmp_path, now_ms=lambda: store_now[0])
+    clock = ManualClock()
+    snapshots = MetadataSnapshots(server_config(metadata_log_max_record_bytes_between_snapshots="1",
+                                                metadata_max_retention_ms="10000"), store, clock)
+    snapshots.load()
+    image = EMPTY_IMAGE.apply([ClusterIdRecord("c")], 0)
+    store.append([encode(ClusterIdRecord("c"))])
+    snapshots.appended([b"x"])
+    assert asyncio.run(snapshots.snapshot_if_due(image)) == 0  # a snapshot at 1; the segment below it is new
+    clock.advance(1000)
+    assert asyncio.run(snapshots.snapshot_if_due(image)) is None  # nothing appended, retention checked just now
+    store_now[0] += 20_000
+    clock.advance(RETENTION_CHECK_MS)
+    assert asyncio.run(snapshots.snapshot_if_due(image)) == 1  # the segment below the snapshot aged out
+    assert _names(tmp_path) == ["00000000000000000001-0000000000.checkpoint", "00000000000000000001.log"]
