@@ -19,15 +19,12 @@ from doc_section import main, replace_section
 from kio.schema.index import api_key_map, schema_name_map
 
 from kmirror.broker.api import HandlerDef, load_handlers
+from kmirror.cli.broker_api_versions import api_name
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "operations.md"
 BEGIN = "<!-- api-versions:begin -->"
 END = "<!-- api-versions:end -->"
-
-
-def _kafka_name(snake: str) -> str:
-    return "".join(part.capitalize() for part in snake.split("_"))
 
 
 def _kafka_versions(api_key: int) -> str:
@@ -72,7 +69,7 @@ def render() -> str:
         "| Key | API | Kafka |",
         "|---|---|---|",
     ]
-    lines += [f"| {key} | {_kafka_name(api_key_map[key])} | {_kafka_versions(key)} |" for key in missing]
+    lines += [f"| {key} | {api_name(key)} | {_kafka_versions(key)} |" for key in missing]
     lines += ["", END]
     return "\n".join(lines)
 

@@ -40,7 +40,7 @@ from kmirror.metadata.image import EMPTY_IMAGE, AclBinding, ConfigResource, Meta
 from kmirror.metadata.internal_topics import ensure_internal_topic
 from kmirror.metadata.records import decode
 from kmirror.metadata.snapshot import batch_entries
-from kmirror.metadata.snapshot_service import MetadataLogStore, MetadataSnapshots, SnapshotId
+from kmirror.metadata.snapshot_service import MetadataLogStore, MetadataSnapshots, SnapshotId, snapshot_image
 from kmirror.ports import Clock
 from kmirror.protocol.entities import build, has_field, nested
 
@@ -197,7 +197,7 @@ class BrokerMetadataService:
         records = self._store.install_snapshot(snapshot, b"".join(chunks))
         self.snapshots.installed()
         old = self._image
-        self._image = EMPTY_IMAGE.apply((decode(d) for d in records), snapshot.end_offset - 1)
+        self._image = snapshot_image(records, snapshot.end_offset)
         log.info("Loaded the controller's metadata snapshot at offset %d (%d bytes): this node's metadata log was "
                  "behind the controller's log start", snapshot.end_offset, position)
         self._notify(old)

@@ -9,7 +9,9 @@ log below E can be deleted (`SnapshotPolicy`, docs/design/controller.md "Metadat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kmirror.metadata.image import MetadataImage
 from kmirror.metadata.records import (
@@ -71,17 +73,30 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
     return out
 
 
+RETENTION_CHECK_MS = 60_000
+"""How often retention runs between snapshots."""
+
+
 @dataclass(slots=True)
 class SnapshotPolicy:
     """When a node writes a snapshot of its image (Kafka's `SnapshotGenerator`): once
     `max_bytes_between` bytes of records were appended since the last one
     (`metadata.log.max.record.bytes.between.snapshots`), or `max_interval_ms` after it with
-    any record appended (`metadata.log.max.snapshot.interval.ms`, 0 never)."""
+    any record appended (`metadata.log.max.snapshot.interval.ms`, 0 never). Retention runs
+    after each snapshot and every `RETENTION_CHECK_MS` between them, so that
+    `metadata.max.retention.ms` passes on a quiet log too."""
 
     max_bytes_between: int
     max_interval_ms: int
     last_snapshot_ms: int
     bytes_since: int = 0
+    last_retention_ms: int = 0
+
+    def retention_due(self, now_ms: int) -> bool:
+        if now_ms - self.last_retention_ms < RETENTION_CHECK_MS:
+            return False
+        self.last_retention_ms = now_ms
+        return True
 
     def appended(self, size: int) -> None:
         self.bytes_since += size
@@ -95,7 +110,31 @@ class SnapshotPolicy:
 
     def taken(self, now_ms: int) -> None:
         self.bytes_since = 0
-        self.last_snapshot_ms = now_ms
+        self.last_snapshot_ms = self.last_retention_ms = now_ms
+
+
+class SegmentInfo(NamedTuple):
+    base_offset: int
+    size: int
+    last_modified_ms: int
+
+
+def segments_past_retention(segments: Sequence[SegmentInfo], snapshots_size: int, latest_snapshot_end: int,
+                            max_bytes: int, max_ms: int, now_ms: int) -> int:
+    """How many of the oldest segments (oldest first) the metadata log's retention deletes
+    (Kafka's `KafkaMetadataLog` soft limits): while the segments and the snapshots together
+    exceed `max_bytes` (`metadata.max.retention.bytes`), or the oldest segment is older than
+    `max_ms` (`metadata.max.retention.ms`; each < 0: no limit), the oldest segment goes if it
+    lies wholly below the latest snapshot. The active segment always stays."""
+    total = snapshots_size + sum(segment.size for segment in segments)
+    deleted = 0
+    while deleted + 1 < len(segments) and segments[deleted + 1].base_offset <= latest_snapshot_end:
+        oldest = segments[deleted]
+        if not (0 <= max_bytes < total or 0 <= max_ms < now_ms - oldest.last_modified_ms):
+            break
+        total -= oldest.size
+        deleted += 1
+    return deleted
 
 
 SNAPSHOT_BATCH_RECORDS = 1000

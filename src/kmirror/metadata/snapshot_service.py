@@ -17,10 +17,6 @@ from kmirror.ports import Clock
 
 log = logging.getLogger(__name__)
 
-RETENTION_CHECK_MS = 60_000
-"""How often retention runs between snapshots."""
-
-
 class SnapshotId(NamedTuple):
     end_offset: int
     epoch: int
@@ -73,6 +69,11 @@ class MetadataLogStore(Protocol):
         ...
 
 
+def snapshot_image(encoded: list[bytes], end_offset: int) -> MetadataImage:
+    """The image a snapshot of the log below `end_offset` holds."""
+    return EMPTY_IMAGE.apply((decode(data) for data in encoded), end_offset - 1)
+
+
 class MetadataSnapshots:
     """Snapshots a node's image once `metadata.log.max.record.bytes.between.snapshots` of
     records were appended since the last one (or `metadata.log.max.snapshot.interval.ms`
@@ -85,14 +86,14 @@ class MetadataSnapshots:
         self._max_retention_bytes = int(config.get("metadata.max.retention.bytes"))
         self._max_retention_ms = int(config.get("metadata.max.retention.ms"))
         self._policy = SnapshotPolicy(int(config.get("metadata.log.max.record.bytes.between.snapshots")),
-                                      int(config.get("metadata.log.max.snapshot.interval.ms")), clock.now_ms())
+                                      int(config.get("metadata.log.max.snapshot.interval.ms")), clock.now_ms(),
+                                      last_retention_ms=clock.now_ms())
         # Kafka's SnapshotEmitter and MetadataLoader metrics
         self.latest_generated_bytes = 0
         self.latest_generated_ms = clock.now_ms()
         """When the latest snapshot was written (from the node's start until the first)."""
         self.snapshots_loaded = 0
         """Snapshots this node started from or fetched from the controller."""
-        self._retention_checked_ms = clock.now_ms()
 
     def appended(self, encoded: list[bytes]) -> None:
         self._policy.appended(sum(len(data) for data in encoded))
@@ -101,9 +102,7 @@ class MetadataSnapshots:
         """Load the stored log; its image (the snapshot, then the records after it), whose
         records after the snapshot count towards the next one."""
         loaded = self._store.load()
-        image = EMPTY_IMAGE
-        if loaded.snapshot is not None:
-            image = image.apply((decode(data) for data in loaded.snapshot), loaded.snapshot_end - 1)
+        image = EMPTY_IMAGE if loaded.snapshot is None else snapshot_image(loaded.snapshot, loaded.snapshot_end)
         tail = [(offset, data) for offset, data in loaded.entries if offset >= loaded.snapshot_end]
         if tail:
             image = image.apply((decode(data) for _, data in tail), tail[-1][0])
@@ -118,16 +117,13 @@ class MetadataSnapshots:
 
     async def snapshot_if_due(self, image: MetadataImage) -> int | None:
         """Snapshot `image` (of the whole log: nothing may be appended meanwhile) when due, on
-        a worker thread, and apply retention; between snapshots, apply retention every
-        `RETENTION_CHECK_MS` (`metadata.max.retention.ms` passes on a quiet log too). Returns
-        the log start offset after either, None if neither ran."""
+        a worker thread, and apply retention, or only retention when `SnapshotPolicy` says so.
+        Returns the log start offset after either, None if neither ran."""
         now = self._clock.now_ms()
         if not self._policy.due(now):
-            if now - self._retention_checked_ms < RETENTION_CHECK_MS:
+            if not self._policy.retention_due(now):
                 return None
-            self._retention_checked_ms = now
             return self._store.enforce_retention(self._max_retention_bytes, self._max_retention_ms)
-        self._retention_checked_ms = now
         self._policy.taken(now)
         started = self._clock.monotonic_ms()
         end_offset = image.offset + 1

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from kmirror.config.properties import parse_properties
-from kmirror.metadata.snapshot import batch_entries, snapshot_bytes
+from kmirror.metadata.snapshot import SegmentInfo, batch_entries, segments_past_retention, snapshot_bytes
 from kmirror.metadata.snapshot_service import LoadedLog, SnapshotId
 from kmirror.records.batch import valid_prefix
 from kmirror.records.builder import SimpleRecord, build_batch
@@ -216,24 +216,17 @@ class FileMetadataLogStore:
             return None
 
     def enforce_retention(self, max_bytes: int, max_ms: int) -> int:
-        """Kafka's metadata log retention: while the log and snapshots together exceed
-        `max_bytes`, or the oldest segment is older than `max_ms` (each < 0: no limit), delete
-        the oldest segment if it lies wholly below the latest snapshot; then every snapshot
-        below the new log start, the latest kept. Returns the log start offset."""
+        """Kafka's metadata log retention: delete the oldest segments `segments_past_retention`
+        lets go, then every snapshot below the new log start, the latest kept. Returns the log
+        start offset."""
         latest = self.latest_snapshot
         if latest is None:
             return self.log_start_offset
-        now = self._now_ms()
-        sizes = {base: _size(self._dir / segment_name(base)) for base in self._segments}
-        total = sum(sizes.values()) + sum(_size(self._dir / snapshot_name(s)) for s in self._snapshots)
-        while len(self._segments) > 1 and self._segments[1] <= latest.end_offset:
-            oldest = self._dir / segment_name(self._segments[0])
-            too_big = 0 <= max_bytes < total
-            too_old = 0 <= max_ms < now - _mtime_ms(oldest)
-            if not (too_big or too_old):
-                break
-            self._delete(oldest)
-            total -= sizes[self._segments.pop(0)]
+        segments = [SegmentInfo(base, *_size_and_mtime_ms(self._dir / segment_name(base))) for base in self._segments]
+        snapshots_size = sum(_size_and_mtime_ms(self._dir / snapshot_name(s))[0] for s in self._snapshots)
+        for _ in range(segments_past_retention(segments, snapshots_size, latest.end_offset, max_bytes, max_ms,
+                                               self._now_ms())):
+            self._delete(self._dir / segment_name(self._segments.pop(0)))
         self._delete_snapshots_below(self.log_start_offset)
         return self.log_start_offset
 
@@ -257,18 +250,12 @@ def _parse_snapshot_name(name: str) -> SnapshotId:
     return SnapshotId(int(offset), int(epoch))
 
 
-def _size(path: Path) -> int:
+def _size_and_mtime_ms(path: Path) -> tuple[int, int]:
     try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def _mtime_ms(path: Path) -> int:
-    try:
-        return int(path.stat().st_mtime * 1000)
-    except FileNotFoundError:
-        return 0
+        st = path.stat()
+    except FileNotFoundError:  # deleted meanwhile
+        return 0, 0
+    return st.st_size, int(st.st_mtime * 1000)
 
 
 def ensure_meta_properties(log_dir: str | Path, cluster_id: str, node_id: int) -> dict[str, str]:

@@ -8,8 +8,8 @@ from kmirror.metadata.controller.topics import CreatableTopic
 from kmirror.metadata.controller_service import MetadataService
 from kmirror.metadata.image import EMPTY_IMAGE
 from kmirror.metadata.records import ClusterIdRecord, encode
-from kmirror.metadata.snapshot import snapshot_bytes
-from kmirror.metadata.snapshot_service import RETENTION_CHECK_MS, MetadataSnapshots, SnapshotId
+from kmirror.metadata.snapshot import RETENTION_CHECK_MS, SegmentInfo, segments_past_retention, snapshot_bytes
+from kmirror.metadata.snapshot_service import MetadataSnapshots, SnapshotId
 from kmirror.ports import ManualClock
 from kmirror.records.batch import iter_batches
 from kmirror.runtime.metadata_log import (
@@ -165,3 +165,19 @@ def test_time_retention_runs_between_snapshots_on_a_quiet_log(tmp_path: Path) ->
     clock.advance(RETENTION_CHECK_MS)
     assert asyncio.run(snapshots.snapshot_if_due(image)) == 1  # the segment below the snapshot aged out
     assert _names(tmp_path) == ["00000000000000000001-0000000000.checkpoint", "00000000000000000001.log"]
+
+
+def test_retention_deletes_the_oldest_segments_wholly_below_the_latest_snapshot_while_a_limit_is_passed() -> None:
+    segments = [SegmentInfo(0, 100, 1_000), SegmentInfo(10, 100, 5_000), SegmentInfo(20, 100, 9_000),
+                SegmentInfo(30, 0, 9_500)]
+
+    def past(snapshot_end: int, max_bytes: int, max_ms: int) -> int:
+        return segments_past_retention(segments, 50, snapshot_end, max_bytes, max_ms, now_ms=10_000)
+
+    assert past(30, -1, -1) == 0  # no limit
+    assert past(30, 250, -1) == 1  # 350 bytes: the oldest goes, and the 250 left are not past 250
+    assert past(30, 249, -1) == 2
+    assert past(30, 0, -1) == 3  # everything below the snapshot; never the active segment
+    assert past(15, 0, -1) == 1  # the segment from 10 holds offsets past the snapshot's end
+    assert past(30, -1, 6_000) == 1  # only the segment last written 9 s ago is past 6 s
+    assert past(30, 10**9, 0) == 3
