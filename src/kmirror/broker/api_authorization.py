@@ -123,6 +123,9 @@ POLICIES: dict[int, Policy] = {
     49: PER_RESOURCE,  # AlterClientQuotas
     50: cluster(DESCRIBE),  # DescribeUserScramCredentials
     51: PER_RESOURCE,  # AlterUserScramCredentials
+    52: cluster(CLUSTER_ACTION),  # Vote (controller plane)
+    53: cluster(CLUSTER_ACTION),  # BeginQuorumEpoch (controller plane)
+    54: cluster(CLUSTER_ACTION),  # EndQuorumEpoch (controller plane)
     55: cluster(DESCRIBE),  # DescribeQuorum (a broker forwards it to the controller)
     56: cluster(CLUSTER_ACTION),  # AlterPartition (controller plane)
     57: cluster(ALTER),  # UpdateFeatures

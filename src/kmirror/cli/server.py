@@ -28,6 +28,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--override", action="append", default=[], metavar="KEY=VALUE", help="extra server.properties entry"
     )
     up.add_argument("--racks", default=None, metavar="R1,R2,...", help="broker.rack of broker 1, 2, ... (cycled)")
+    up.add_argument("--controllers", type=int, default=1,
+                    help="dedicated controllers, the voters of the metadata quorum (with --nodes 2 or more)")
     up.set_defaults(func=_cluster_up)
     down = cluster_sub.add_parser("down", help="stop the nodes started in DIR")
     down.add_argument("--dir", required=True, type=Path)
@@ -66,7 +68,8 @@ def _cluster_up(args: argparse.Namespace) -> int:
             return 1
         extra[key] = value
     try:
-        nodes = up(args.dir, args.nodes, args.port, extra, args.racks.split(",") if args.racks else None)
+        nodes = up(args.dir, args.nodes, args.port, extra, args.racks.split(",") if args.racks else None,
+                   controllers=args.controllers)
     except ClusterError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1

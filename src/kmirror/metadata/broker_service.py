@@ -39,7 +39,7 @@ from kmirror.metadata.controller_service import ImageListener
 from kmirror.metadata.image import EMPTY_IMAGE, AclBinding, ConfigResource, MetadataImage, TopicImage
 from kmirror.metadata.internal_topics import ensure_internal_topic
 from kmirror.metadata.records import decode
-from kmirror.metadata.snapshot import batch_entries
+from kmirror.metadata.snapshot import batch_entries_by_epoch
 from kmirror.metadata.snapshot_service import MetadataLogStore, MetadataSnapshots, SnapshotId, snapshot_image
 from kmirror.ports import Clock
 from kmirror.protocol.entities import build, has_field, nested
@@ -171,35 +171,15 @@ class BrokerMetadataService:
     async def _install_snapshot(self, snapshot: SnapshotId) -> None:
         """Download the controller's snapshot `snapshot` (FetchSnapshot, in chunks), make it
         this node's whole log and its image."""
-        chunks: list[bytes] = []
-        position, size = 0, None
-        while size is None or position < size:
-            request_type = await _request_type(self._fetch_channel, 59)
-            wanted = build(nested(request_type, "SnapshotId"), end_offset=snapshot.end_offset, epoch=snapshot.epoch)
-            partition = build(nested(request_type, "PartitionSnapshot"), partition=0, current_leader_epoch=-1,
-                              snapshot_id=wanted, position=position)
-            response = await self._fetch_channel.send(
-                59, max_bytes=SNAPSHOT_CHUNK_BYTES,
-                topics=(build(nested(request_type, "TopicSnapshot"), name=METADATA_TOPIC, partitions=(partition,)),))
-            part = response.topics[0].partitions[0]
-            if part.error_code in (ErrorCode.snapshot_not_found, ErrorCode.position_out_of_range):
-                log.info("The controller's metadata snapshot %s was replaced while this node fetched it: fetching "
-                         "again", snapshot)  # retention deleted it; the next Fetch names the newer one
-                return
-            if part.error_code != ErrorCode.none:
-                raise MetadataOperationError(ApiError(part.error_code, f"fetching the metadata snapshot {snapshot}"))
-            chunk = bytes(part.unaligned_records or b"")
-            if not chunk:
-                raise MetadataOperationError(ApiError(ErrorCode.corrupt_message, "an empty metadata snapshot chunk"))
-            size = int(part.size)
-            chunks.append(chunk)
-            position += len(chunk)
-        records = self._store.install_snapshot(snapshot, b"".join(chunks))
+        data = await download_snapshot(self._fetch_channel, snapshot)
+        if data is None:
+            return
+        records = self._store.install_snapshot(snapshot, data)
         self.snapshots.installed()
         old = self._image
         self._image = snapshot_image(records, snapshot.end_offset)
         log.info("Loaded the controller's metadata snapshot at offset %d (%d bytes): this node's metadata log was "
-                 "behind the controller's log start", snapshot.end_offset, position)
+                 "behind the controller's log start", snapshot.end_offset, len(data))
         self._notify(old)
 
     def _notify(self, old: MetadataImage) -> None:
@@ -210,15 +190,21 @@ class BrokerMetadataService:
                 log.exception("metadata listener %r failed", listener)
 
     def _append(self, data: bytes, fetch_offset: int) -> None:
-        entries = [(offset, value) for offset, value in batch_entries(data) if offset >= fetch_offset]
-        if not entries:
+        """Store the fetched batches from `fetch_offset` with their leader epochs, then replay them."""
+        encoded: list[bytes] = []
+        last = fetch_offset - 1
+        for epoch, entries in batch_entries_by_epoch(data):
+            entries = [(offset, value) for offset, value in entries if offset >= fetch_offset]
+            if not entries:
+                continue
+            if entries[0][0] != last + 1:
+                raise MetadataOperationError(ApiError(ErrorCode.corrupt_message, "gap in the replicated metadata log"))
+            last = self._store.append([d for _, d in entries], max(epoch, 0))
+            if last != entries[-1][0]:
+                raise RuntimeError(f"local metadata log at {last}, controller at {entries[-1][0]}")
+            encoded.extend(d for _, d in entries)
+        if not encoded:
             return
-        if entries[0][0] != fetch_offset:
-            raise MetadataOperationError(ApiError(ErrorCode.corrupt_message, "gap in the replicated metadata log"))
-        encoded = [d for _, d in entries]
-        last = self._store.append(encoded)
-        if last != entries[-1][0]:
-            raise RuntimeError(f"local metadata log at {last}, controller at {entries[-1][0]}")
         self.snapshots.appended(encoded)
         old = self._image
         self._image = old.apply((decode(d) for d in encoded), last)
@@ -333,3 +319,32 @@ async def _request_type(channel: ControllerClient, api_key: int) -> type[Any]:
     conn = await channel.connection()
     request_type: type[Any] = conn.request_type(api_key)
     return request_type
+
+
+async def download_snapshot(channel: ControllerClient, snapshot: SnapshotId) -> bytes | None:
+    """The bytes of the controller's snapshot `snapshot` (FetchSnapshot, in chunks); None when
+    retention replaced it meanwhile (the next Fetch names the newer one)."""
+    chunks: list[bytes] = []
+    position, size = 0, None
+    while size is None or position < size:
+        request_type = await _request_type(channel, 59)
+        wanted = build(nested(request_type, "SnapshotId"), end_offset=snapshot.end_offset, epoch=snapshot.epoch)
+        partition = build(nested(request_type, "PartitionSnapshot"), partition=0, current_leader_epoch=-1,
+                          snapshot_id=wanted, position=position)
+        response = await channel.send(
+            59, max_bytes=SNAPSHOT_CHUNK_BYTES,
+            topics=(build(nested(request_type, "TopicSnapshot"), name=METADATA_TOPIC, partitions=(partition,)),))
+        part = response.topics[0].partitions[0]
+        if part.error_code in (ErrorCode.snapshot_not_found, ErrorCode.position_out_of_range):
+            log.info("The controller's metadata snapshot %s was replaced while this node fetched it: fetching "
+                     "again", snapshot)
+            return None
+        if part.error_code != ErrorCode.none:
+            raise MetadataOperationError(ApiError(part.error_code, f"fetching the metadata snapshot {snapshot}"))
+        chunk = bytes(part.unaligned_records or b"")
+        if not chunk:
+            raise MetadataOperationError(ApiError(ErrorCode.corrupt_message, "an empty metadata snapshot chunk"))
+        size = int(part.size)
+        chunks.append(chunk)
+        position += len(chunk)
+    return b"".join(chunks)

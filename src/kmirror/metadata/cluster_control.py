@@ -54,7 +54,11 @@ class ClusterControl:
     _lock: AbstractAsyncContextManager[None]
     heartbeats: BrokerHeartbeatManager
 
-    def _commit(self, records: Sequence[Record]) -> None:
+    async def _commit(self, records: Sequence[Record]) -> None:
+        raise NotImplementedError
+
+    @property
+    def active(self) -> bool:
         raise NotImplementedError
 
     def _now_ms(self) -> int:
@@ -83,7 +87,7 @@ class ClusterControl:
             return ApiError(ErrorCode.inconsistent_cluster_id)
         async with self._lock:
             result = register_broker(self._image, broker_id, incarnation_id, endpoints, rack, self.heartbeats)
-            self._commit(result.records)
+            await self._commit(result.records)
             self.heartbeats.touch(broker_id, self._now_ms())
             assert result.response is not None
             return result.response
@@ -102,20 +106,22 @@ class ClusterControl:
     ) -> HeartbeatReply:
         async with self._lock:
             result = self._heartbeat_result(broker_id, broker_epoch, current_metadata_offset, want_fence, want_shut_down)
-            self._commit(result.records)
+            await self._commit(result.records)
             self._warn_unclean()
             assert result.response is not None
             return result.response
 
     async def check_broker_sessions(self) -> list[int]:
         """Fence every broker whose session expired; returns their ids."""
+        if not self.active:
+            return []  # another controller is active: it keeps the sessions
         async with self._lock:
             fenced = []
             for broker_id in self.heartbeats.expired(self._image, self._now_ms()):
                 if broker_id == self._config.node_id and self._config.is_broker:
                     continue  # the co-located broker shares this process: it is alive while we are
                 log.info("fencing broker %d: no heartbeat for %d ms", broker_id, self.heartbeats.session_timeout_ms)
-                self._commit(fence_broker(self._image, broker_id, self.heartbeats, self._unclean_default()).records)
+                await self._commit(fence_broker(self._image, broker_id, self.heartbeats, self._unclean_default()).records)
                 fenced.append(broker_id)
             self._warn_unclean()
             return fenced
@@ -123,7 +129,7 @@ class ClusterControl:
     async def unregister_broker(self, broker_id: int) -> ApiError:
         async with self._lock:
             result = unregister_broker(self._image, broker_id, self.heartbeats, self._unclean_default())
-            self._commit(result.records)
+            await self._commit(result.records)
             self._warn_unclean()
             assert result.response is not None
             if result.response.code == ErrorCode.none:
@@ -135,7 +141,7 @@ class ClusterControl:
     ) -> tuple[ApiError, list[AlterPartitionResult]]:
         async with self._lock:
             result = alter_partition(self._image, broker_id, broker_epoch, items, self.heartbeats.shutting_down)
-            self._commit(result.records)
+            await self._commit(result.records)
             assert result.response is not None
             return result.response
 
@@ -145,7 +151,7 @@ class ClusterControl:
         async with self._lock:
             eligible = eligible_brokers(self._image, self.heartbeats.shutting_down)
             result = elect_leaders(self._image, election_type, partitions, eligible)
-            self._commit(result.records)
+            await self._commit(result.records)
             assert result.response is not None
             for r in result.response:
                 if r.unclean_leader is not None:
@@ -162,7 +168,7 @@ class ClusterControl:
             eligible = eligible_brokers(self._image, self.heartbeats.shutting_down)
             result = alter_partition_reassignments(
                 self._image, topics, eligible, self._unclean_default(), allow_replication_factor_change)
-            self._commit(result.records)
+            await self._commit(result.records)
             assert result.response is not None
             for r in result.response:
                 if r.error.code != ErrorCode.none:
@@ -175,7 +181,9 @@ class ClusterControl:
 
     async def rebalance_leaders(self) -> int:
         """`auto.leader.rebalance.enable`: preferred elections for imbalanced partitions."""
+        if not self.active:
+            return 0
         async with self._lock:
             records = imbalanced_partitions(self._image, eligible_brokers(self._image, self.heartbeats.shutting_down))
-            self._commit(list(records))
+            await self._commit(list(records))
             return len(records)

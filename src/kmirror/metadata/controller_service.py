@@ -14,7 +14,7 @@ import base64
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Literal, NamedTuple, TypeVar
+from typing import Literal, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -33,9 +33,16 @@ from kmirror.metadata.controller import topics as topic_ops
 from kmirror.metadata.controller.brokers import BrokerHeartbeatManager, register_broker
 from kmirror.metadata.controller.features import bootstrap_records
 from kmirror.metadata.controller.producer_ids import allocate_producer_ids
-from kmirror.metadata.controller.result import ApiError, ControllerResult, MetadataOperationError, Rng
+from kmirror.metadata.controller.result import (
+    ApiError,
+    ControllerResult,
+    MetadataOperationError,
+    NotControllerError,
+    Rng,
+)
 from kmirror.metadata.image import EMPTY_IMAGE, AclBinding, ConfigResource, MetadataImage, TopicImage
 from kmirror.metadata.internal_topics import ensure_internal_topic
+from kmirror.metadata.quorum_service import OperationLock, QuorumControl, Written
 from kmirror.metadata.quorum_state import QuorumObservers
 from kmirror.metadata.records import BrokerEndpoint, Record, encode
 from kmirror.metadata.snapshot_service import MetadataLogStore, MetadataSnapshots, SnapshotId
@@ -60,12 +67,6 @@ ImageListener = Callable[[MetadataImage | None, MetadataImage], None]
 LARGE_OPERATION_PARTITIONS = 100
 
 
-class _Written(NamedTuple):
-    encoded: list[bytes]
-    last_offset: int
-    image: MetadataImage
-
-
 def _partitions_asked(counts: Iterable[int | None]) -> int:
     """The partitions a request asks for; nonsense counts are refused by the operation itself."""
     return sum(c for c in counts if isinstance(c, int) and 0 < c)
@@ -77,7 +78,7 @@ def new_cluster_id(rng: Rng) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-class MetadataService(ClusterControl):
+class MetadataService(QuorumControl, ClusterControl):
     def __init__(self, config: ServerConfig, store: MetadataLogStore, clock: Clock, rng: Rng) -> None:
         self._config = config
         self._store = store
@@ -85,7 +86,9 @@ class MetadataService(ClusterControl):
         self._rng = rng
         self._image = EMPTY_IMAGE
         self._listeners: list[ImageListener] = []
-        self._lock = asyncio.Lock()
+        self._log_lock = asyncio.Lock()
+        """One writer of the metadata log at a time (activation and snapshots take it as it is)."""
+        self._lock = OperationLock(self._log_lock, lambda: self.active, self._not_controller_message)
         self._started = False
         self.broker_epoch = -1
         self.heartbeats = BrokerHeartbeatManager(int(config.values.get("broker.session.timeout.ms", 9000)))
@@ -94,28 +97,30 @@ class MetadataService(ClusterControl):
         self._changed = asyncio.Event()
         self.snapshots = MetadataSnapshots(config, store, clock)
         self.observers = QuorumObservers()
+        self._init_quorum()
 
     forwarding: Literal[False] = False  # admin writes run here; a broker-only node forwards them instead
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Replay the stored log; format it when empty; register this node as a broker."""
+        """Replay the stored log; with one voter, format it when empty and register this node
+        as a broker; with several, join the quorum (`QuorumControl`): the voter elected leader
+        formats the log and becomes the active controller."""
         loaded, self._image = self.snapshots.load()
         self._entries = loaded.entries
-        async with self._lock:
-            if self._image.cluster_id is None:
-                cluster_id = self._config.cluster_id or new_cluster_id(self._rng)
-                self._commit(bootstrap_records(cluster_id))
-            elif self._config.cluster_id is not None and self._config.cluster_id != self._image.cluster_id:
-                raise MetadataOperationError(
-                    ApiError(
-                        ErrorCode.inconsistent_cluster_id,
-                        f"cluster.id {self._config.cluster_id} does not match the metadata log's {self._image.cluster_id}",
-                    )
-                )
-            assert self._image.cluster_id is not None
+        if self._image.cluster_id is not None:
+            self._check_cluster_id(self._image.cluster_id)
             self._store.bind(self._image.cluster_id, self._config.node_id)
+        if len(self._config.controller_quorum_voters) > 1:
+            self._join_quorum()
+            self._started = True
+            return
+        async with self._log_lock:
+            if self._image.cluster_id is None:
+                cluster_id = self._config.cluster_id or self._new_cluster_id()
+                self._announce(self._write(self._image, bootstrap_records(cluster_id)))
+                self._store.bind(cluster_id, self._config.node_id)
             if self._config.is_broker:
                 endpoints = tuple(
                     BrokerEndpoint(lst.name, lst.host, lst.port, 0) for lst in self._config.advertised_listeners
@@ -124,13 +129,22 @@ class MetadataService(ClusterControl):
                 result = register_broker(
                     self._image, self._config.node_id, incarnation, endpoints, self._config.broker_rack, self.heartbeats
                 )
-                self._commit(result.records)
+                await self._commit(result.records)
                 assert result.response is not None
                 self.broker_epoch = result.response
                 # the co-located broker has replayed everything: its first heartbeat unfences it
                 beat = self._heartbeat_result(self._config.node_id, self.broker_epoch, self._image.offset, False, False)
-                self._commit(beat.records)
+                await self._commit(beat.records)
         self._started = True
+
+    def _check_cluster_id(self, cluster_id: str) -> None:
+        if self._config.cluster_id is not None and self._config.cluster_id != cluster_id:
+            raise MetadataOperationError(
+                ApiError(
+                    ErrorCode.inconsistent_cluster_id,
+                    f"cluster.id {self._config.cluster_id} does not match the metadata log's {cluster_id}",
+                )
+            )
 
     @property
     def image(self) -> MetadataImage:
@@ -141,9 +155,17 @@ class MetadataService(ClusterControl):
         return self._config
 
     @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def metadata_log(self) -> MetadataLogStore:
+        return self._store
+
+    @property
     def controller_id(self) -> int:
-        """The active controller: this node (one controller for now)."""
-        return self._config.node_id
+        """The active controller: this node with one voter, else the quorum's leader (-1 unknown)."""
+        return self._config.node_id if self.quorum is None else self.quorum.leader_id
 
     def subscribe(self, callback: ImageListener) -> Callable[[], None]:
         """`callback(old_image, new_image)` after every change; returns an unsubscribe function."""
@@ -152,27 +174,47 @@ class MetadataService(ClusterControl):
 
     # -- writing ------------------------------------------------------------------------------
 
-    def _commit(self, records: Sequence[Record]) -> None:
+    async def _commit(self, records: Sequence[Record]) -> None:
+        """Append `records` and return once they are committed and replayed into the image
+        (with one voter: once flushed). Refused unless this controller is the active one."""
+        if not self.active:
+            raise NotControllerError(self._not_controller_message())
         if records:
-            self._announce(self._write(self._image, records))
+            await self._committed(self._write(self._image, records))
 
-    def _write(self, image: MetadataImage, records: Sequence[Record]) -> _Written:
+    def _write(self, image: MetadataImage, records: Sequence[Record]) -> Written:
         """Encode, append durably and replay `records` onto `image`: no loop state is touched,
         so a large operation runs this on a worker thread (under the lock: single writer)."""
         encoded = [encode(r) for r in records]
-        last_offset = self._store.append(encoded)
-        return _Written(encoded, last_offset, image.apply(records, last_offset))
+        last_offset = self._store.append(encoded, self._epoch())
+        return Written(encoded, last_offset, image.apply(records, last_offset))
 
-    def _announce(self, written: _Written) -> None:
+    async def _committed(self, written: Written) -> None:
+        if self.quorum is None:
+            self._announce(written)
+        else:
+            await self._replicate(written)
+
+    def _announce(self, written: Written) -> None:
+        self._appended(written)
+        self._publish(written.image)
+
+    def _appended(self, written: Written) -> None:
         first = written.last_offset - len(written.encoded) + 1
         self._entries.extend((first + i, data) for i, data in enumerate(written.encoded))
         self.snapshots.appended(written.encoded)
+        self._wake_fetchers()
+
+    def _wake_fetchers(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
-        old, self._image = self._image, written.image
+
+    def _publish(self, image: MetadataImage) -> None:
+        old, self._image = self._image, image
+        self._wake_fetchers()
         for listener in list(self._listeners):
             try:
-                listener(old, written.image)
+                listener(old, image)
             except Exception:  # a subscriber's bug must not undo a durable change
                 log.exception("metadata listener %r failed", listener)
 
@@ -184,25 +226,30 @@ class MetadataService(ClusterControl):
         async with self._lock:
             if not large:
                 result = op(self._image)
-                self._commit(result.records)
+                await self._commit(result.records)
                 return _response(result)
+            if not self.active:
+                raise NotControllerError(self._not_controller_message())
             image = self._image
             result, written = await asyncio.to_thread(self._compute_and_write, op, image)
             if written is not None:
-                self._announce(written)
+                await self._committed(written)
             return _response(result)
 
     async def snapshot_if_due(self) -> None:
         """A periodic task: snapshot the image when due (`MetadataSnapshots`), under the lock,
         so that the snapshot is of the whole log, and keep in memory only the log from its new
         start. Brokers below it fetch the snapshot (FetchSnapshot)."""
-        async with self._lock:
+        async with self._log_lock:
             log_start = await self.snapshots.snapshot_if_due(self._image)
         if log_start is not None and self._entries and self._entries[0][0] < log_start:
             del self._entries[: log_start - self._entries[0][0]]
 
+    def _new_cluster_id(self) -> str:
+        return new_cluster_id(self._rng)
+
     def _compute_and_write(self, op: Callable[[MetadataImage], ControllerResult[R]],
-                           image: MetadataImage) -> tuple[ControllerResult[R], _Written | None]:
+                           image: MetadataImage) -> tuple[ControllerResult[R], Written | None]:
         result = op(image)
         return result, (self._write(image, result.records) if result.records else None)
 
@@ -365,7 +412,7 @@ class MetadataService(ClusterControl):
 
     @property
     def log_end_offset(self) -> int:
-        return self._image.offset + 1
+        return self._store.log_end_offset
 
     @property
     def log_start_offset(self) -> int:
@@ -382,7 +429,7 @@ class MetadataService(ClusterControl):
         """A broker's fetch of the metadata log (DescribeQuorum reports its position). Only
         registered brokers are tracked, so a client naming made-up ids grows nothing."""
         if replica_id in self._image.brokers:
-            self.observers.fetched(replica_id, fetch_offset, self.log_end_offset, self._clock.now_ms())
+            self.observers.fetched(replica_id, fetch_offset, self.high_watermark, self._clock.now_ms())
 
     def read_entries(self, fetch_offset: int, max_records: int = 1000) -> list[tuple[int, bytes]]:
         """Stored `(offset, encoded record)` from `fetch_offset` (offsets are contiguous from
@@ -392,12 +439,23 @@ class MetadataService(ClusterControl):
         start = fetch_offset - self._entries[0][0]
         return self._entries[start : start + max_records]
 
-    async def wait_for_records(self, fetch_offset: int, max_wait_ms: int) -> None:
-        """Return once the log extends past `fetch_offset` or `max_wait_ms` passes (long poll)."""
-        if self.log_end_offset > fetch_offset or max_wait_ms <= 0:
+    def epoch_ranges(self, start: int, end: int) -> list[tuple[int, int, int]]:
+        """`(epoch, first offset, end offset)` runs of the stored log over `[start, end)`."""
+        return self._store.epoch_ranges(start, end)
+
+    async def wait_for_records(self, fetch_offset: int, max_wait_ms: int, *, voter: bool = False) -> None:
+        """Return once the log a fetcher may read (a voter: all of it; a broker: what is
+        committed) extends past `fetch_offset`, once anything changes for a voter (the high
+        watermark it learns from the answer), or after `max_wait_ms` (long poll)."""
+        end = self.log_end_offset if voter else self.high_watermark
+        if end > fetch_offset or max_wait_ms <= 0:
             return
-        try:
-            async with asyncio.timeout(max_wait_ms / 1000):
-                await self._changed.wait()
-        except TimeoutError:
-            pass
+        deadline = self._clock.monotonic_ms() + max_wait_ms
+        while True:
+            try:
+                async with asyncio.timeout(max(0, deadline - self._clock.monotonic_ms()) / 1000):
+                    await self._changed.wait()
+            except TimeoutError:
+                return
+            if voter or self.high_watermark > fetch_offset:
+                return

@@ -150,6 +150,13 @@ def snapshot_bytes(encoded: list[bytes], now_ms: int) -> bytes:
     )
 
 
+def batch_entries_by_epoch(data: bytes) -> list[tuple[int, list[tuple[int, bytes]]]]:
+    """`(leader epoch, [(offset, value), ...])` of each whole batch in `data` (a Fetch answer)."""
+    return [(header.partition_leader_epoch, [(rec.offset, rec.value) for rec in decode_records(data, pos)
+                                             if rec.value is not None])
+            for pos, header in iter_batches(data)]
+
+
 def batch_entries(data: bytes) -> list[tuple[int, bytes]]:
     """`(offset, value)` of every record with a value in whole batches `data` (a metadata log
     segment, a Fetch answer or a snapshot)."""

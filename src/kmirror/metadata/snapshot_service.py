@@ -14,6 +14,7 @@ from kmirror.metadata.image import EMPTY_IMAGE, MetadataImage
 from kmirror.metadata.records import decode, encode
 from kmirror.metadata.snapshot import SnapshotPolicy, snapshot_records
 from kmirror.ports import Clock
+from kmirror.quorum.election_state import ElectionState
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +41,42 @@ class MetadataLogStore(Protocol):
     @property
     def latest_snapshot(self) -> SnapshotId | None: ...
 
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record takes."""
+        ...
+
+    @property
+    def last_epoch(self) -> int:
+        """The last record's epoch; the latest snapshot's if none is above it; 0 if neither."""
+        ...
+
     def load(self) -> LoadedLog:
         """Recover, then the latest snapshot and every stored record."""
         ...
 
-    def append(self, encoded: list[bytes]) -> int:
-        """Store the records durably (flushed) and return the offset of the last one."""
+    def append(self, encoded: list[bytes], epoch: int = 0) -> int:
+        """Store the records durably (flushed) as of leader epoch `epoch`; the offset of the last one."""
+        ...
+
+    def epoch_of(self, offset: int) -> int:
+        """The epoch of the record at `offset` (log start or snapshot end - 1 to log end), else ValueError."""
+        ...
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """`(largest known epoch <= epoch, its end offset)` (Kafka's `endOffsetFor`), `(-1, -1)` below all."""
+        ...
+
+    def epoch_ranges(self, start: int, end: int) -> list[tuple[int, int, int]]:
+        """`(epoch, first offset, end offset exclusive)` runs of one epoch covering `[start, end)`."""
+        ...
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every record at and above `offset`, never below the latest snapshot (ValueError)."""
         ...
 
     def write_snapshot(self, end_offset: int, encoded: list[bytes]) -> int:
-        """Store a snapshot of the image below `end_offset` (the log end); returns its size."""
+        """Store a snapshot of the image below `end_offset` (at most the log end); returns its size."""
         ...
 
     def install_snapshot(self, snapshot: SnapshotId, data: bytes) -> list[bytes]:
@@ -62,6 +89,14 @@ class MetadataLogStore(Protocol):
 
     def enforce_retention(self, max_bytes: int, max_ms: int) -> int:
         """Delete what retention allows below the latest snapshot; the new log start offset."""
+        ...
+
+    def read_election_state(self) -> ElectionState | None:
+        """The voter's stored election state (Kafka's `quorum-state`), None if none was stored."""
+        ...
+
+    def write_election_state(self, state: ElectionState) -> None:
+        """Store the voter's election state durably, replacing the previous one atomically."""
         ...
 
     def bind(self, cluster_id: str, node_id: int) -> None:

@@ -83,7 +83,7 @@ def register_node_metrics(
         (CONTROLLER, "PreferredReplicaImbalanceCount",
          lambda: image_gauges.preferred_replica_imbalance_count(image())),
         (CONTROLLER, "ActiveControllerCount",
-         lambda: 1 if getattr(metadata, "controller_id", None) == node_id else 0),
+         lambda: 1 if getattr(metadata, "controller_id", None) == node_id and getattr(metadata, "active", True) else 0),
         (SNAPSHOT_EMITTER, "LatestSnapshotGeneratedBytes", lambda: metadata.snapshots.latest_generated_bytes),
         (SNAPSHOT_EMITTER, "LatestSnapshotGeneratedAgeMs",
          lambda: now_ms() - metadata.snapshots.latest_generated_ms),

@@ -1,8 +1,9 @@
 """The broker's channel to the active controller (Kafka `NodeToControllerChannelManager`).
 
 Requests are kio request entities built for the version the controller supports; the
-channel connects to the controller listener named in `controller.quorum.voters`, reconnects
-after a failure and retries a request until `timeout_ms` passes. Used for BrokerRegistration,
+channel connects to a controller listener named in `controller.quorum.voters`, and goes on to
+the next voter after a failure, a closed connection or a NOT_CONTROLLER answer (a voter that
+is not the active controller), retrying a request until `timeout_ms` passes. Used for BrokerRegistration,
 BrokerHeartbeat, AlterPartition and forwarded admin requests. A combined broker+controller
 node talks to its own controller listener the same way, as Kafka does.
 """
@@ -12,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from kmirror.client.connection import BrokerConnection
 from kmirror.client.errors import KafkaConnectionError
@@ -58,29 +61,27 @@ class ControllerChannel:
     async def send(self, api_key: int, timeout_ms: int | None = None, **fields: Any) -> Any:
         """Build the request at the controller's version from `fields` and send it, retrying
         on connection failures until `timeout_ms` (default: the request timeout) passes."""
-        deadline = time.monotonic() + (timeout_ms or self._request_timeout_ms) / 1000
-        while True:
-            try:
-                conn = await self.connection()
-                return await conn.send(conn.build_request(api_key, **fields))
-            except (KafkaConnectionError, OSError) as exc:
-                await self._drop()
-                if time.monotonic() >= deadline:
-                    raise ControllerUnavailable(f"controller unreachable: {exc}") from exc
-                await asyncio.sleep(self._retry_backoff_ms / 1000)
+        return await self._retry(lambda conn: conn.build_request(api_key, **fields), timeout_ms)
 
     async def forward(self, request: Any, timeout_ms: int | None = None) -> Any:
         """Send a kio request entity as it is (the client's version: a forwarded admin write)."""
+        return await self._retry(lambda _conn: request, timeout_ms)
+
+    async def _retry(self, request_for: Callable[[BrokerConnection], Any], timeout_ms: int | None) -> Any:
         deadline = time.monotonic() + (timeout_ms or self._request_timeout_ms) / 1000
         while True:
             try:
                 conn = await self.connection()
-                return await conn.send(request)
+                response = await conn.send(request_for(conn))
+                if getattr(response, "error_code", ErrorCode.none) != ErrorCode.not_controller:
+                    return response
+                failure: Exception = KafkaConnectionError(f"{conn.address} is not the active controller")
             except (KafkaConnectionError, OSError) as exc:
-                await self._drop()
-                if time.monotonic() >= deadline:
-                    raise ControllerUnavailable(f"controller unreachable: {exc}") from exc
-                await asyncio.sleep(self._retry_backoff_ms / 1000)
+                failure = exc
+            await self._drop()
+            if time.monotonic() >= deadline:
+                raise ControllerUnavailable(f"controller unreachable: {failure}") from failure
+            await asyncio.sleep(self._retry_backoff_ms / 1000)
 
     async def _drop(self) -> None:
         conn, self._connection = self._connection, None

@@ -5,13 +5,14 @@ its `server.properties`, log and pid file (`node-<node id>.pid`) under DIR.
 
 - `--nodes 1`: one combined node (broker and controller), node id 1, clients on `port`,
   controller listener on `port + 100`.
-- `--nodes N > 1`: one dedicated controller, node id 3000 (`CONTROLLER_NODE_ID`) on
-  127.0.0.1:(port + 100), plus N broker-only nodes, broker i with node id i on
+- `--nodes N > 1`: dedicated controllers (`--controllers C`, default 1: node ids 3000 ...
+  3000 + C - 1, `CONTROLLER_NODE_ID`, on 127.0.0.1:(port + 100 + i), the voters of the
+  metadata quorum), plus N broker-only nodes, broker i with node id i on
   127.0.0.1:(port + i - 1); `offsets.topic.replication.factor` is min(3, N).
 
 `up` returns once every broker answers ApiVersions (a broker opens its listeners only after
 the controller unfenced it) and lists all N brokers in its metadata; `down` stops the
-brokers first (SIGTERM: controlled shutdown), then the controller, with SIGKILL after a
+brokers first (SIGTERM: controlled shutdown), then the controllers, with SIGKILL after a
 grace period.
 """
 
@@ -71,36 +72,47 @@ def layout(base: Path, nodes: int, port: int) -> list[NodeLayout]:
     ]
 
 
-def controller_layout(base: Path, port: int) -> NodeLayout:
-    return NodeLayout(
-        node_id=CONTROLLER_NODE_ID,
-        port=port + CONTROLLER_PORT_OFFSET,
-        controller_port=port + CONTROLLER_PORT_OFFSET,
-        dir=base / f"node-{CONTROLLER_NODE_ID}",
-    )
+def controller_layout(base: Path, port: int, index: int = 0) -> NodeLayout:
+    node_id = CONTROLLER_NODE_ID + index
+    controller_port = port + CONTROLLER_PORT_OFFSET + index
+    return NodeLayout(node_id=node_id, port=controller_port, controller_port=controller_port,
+                      dir=base / f"node-{node_id}")
 
 
-def controller_properties(node: NodeLayout, extra: dict[str, str]) -> str:
+def controller_layouts(base: Path, port: int, controllers: int) -> list[NodeLayout]:
+    return [controller_layout(base, port, i) for i in range(controllers)]
+
+
+def quorum_voters(controllers: list[NodeLayout]) -> str:
+    """`controller.quorum.voters` of a cluster with these controllers."""
+    return ",".join(f"{c.node_id}@127.0.0.1:{c.controller_port}" for c in controllers)
+
+
+def is_controller_id(node_id: int) -> bool:
+    return node_id >= CONTROLLER_NODE_ID
+
+
+def controller_properties(node: NodeLayout, extra: dict[str, str], voters: str | None = None) -> str:
     props = {
         "node.id": str(node.node_id),
         "process.roles": "controller",
         "listeners": f"CONTROLLER://127.0.0.1:{node.controller_port}",
         "controller.listener.names": "CONTROLLER",
-        "controller.quorum.voters": f"{node.node_id}@127.0.0.1:{node.controller_port}",
+        "controller.quorum.voters": voters or f"{node.node_id}@127.0.0.1:{node.controller_port}",
         "log.dirs": str(node.dir / "data"),
     }
     props.update(extra)
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
-def broker_properties(node: NodeLayout, nodes: int, extra: dict[str, str]) -> str:
+def broker_properties(node: NodeLayout, nodes: int, extra: dict[str, str], voters: str | None = None) -> str:
     props = {
         "node.id": str(node.node_id),
         "process.roles": "broker",
         "listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
         "controller.listener.names": "CONTROLLER",
-        "controller.quorum.voters": f"{CONTROLLER_NODE_ID}@127.0.0.1:{node.controller_port}",
+        "controller.quorum.voters": voters or f"{CONTROLLER_NODE_ID}@127.0.0.1:{node.controller_port}",
         "log.dirs": str(node.dir / "data"),
         "offsets.topic.replication.factor": str(min(3, nodes)),
     }
@@ -200,7 +212,7 @@ def _wait_serving(node: NodeLayout, proc: subprocess.Popen[bytes], deadline: flo
 def _is_own_node(node: NodeLayout) -> bool:
     """A controller-only node serves no Metadata: its process being alive and its port having
     been free before the start stand for it. A broker answers with its meta.properties' cluster id."""
-    if node.node_id == CONTROLLER_NODE_ID:
+    if is_controller_id(node.node_id):
         return True
     cluster_id = _meta_cluster_id(node.dir / "data")
     return cluster_id is not None and cluster_id == cluster_id_at("127.0.0.1", node.port)
@@ -234,22 +246,29 @@ def broker_extra(extra: dict[str, str], node: NodeLayout, racks: list[str] | Non
 
 def up(
     base: Path, nodes: int, port: int, extra: dict[str, str] | None = None, racks: list[str] | None = None,
-    per_broker: Callable[[int], dict[str, str]] | None = None,
+    per_broker: Callable[[int], dict[str, str]] | None = None, controllers: int = 1,
 ) -> list[NodeLayout]:
     base.mkdir(parents=True, exist_ok=True)
     extra = extra or {}
     deadline = time.monotonic() + READY_TIMEOUT_S
     brokers = layout(base, nodes, port)
-    _check_ports_free(brokers if nodes == 1 else [controller_layout(base, port), *brokers])
+    if controllers > 1 and nodes == 1:
+        raise ClusterError("several controllers need dedicated brokers: --nodes 2 or more")
+    quorum = controller_layouts(base, port, controllers)
+    _check_ports_free(brokers if nodes == 1 else [*quorum, *brokers])
     if nodes == 1:
         node = brokers[0]
         _wait_serving(node, _launch(base, node, server_properties(node, broker_extra(extra, node, racks, per_broker))), deadline)
         return brokers
-    controller = controller_layout(base, port)
-    controller_proc = _launch(base, controller, controller_properties(controller, extra))
-    _wait_serving(controller, controller_proc, deadline)
+    voters = quorum_voters(quorum)
+    # the brokers' metrics ports count up from `metrics.port`; the controllers serve none here
+    controller_extra = {k: v for k, v in extra.items() if k != "metrics.port"}
+    launched = [(c, _launch(base, c, controller_properties(c, controller_extra, voters))) for c in quorum]
+    for controller, controller_proc in launched:
+        _wait_serving(controller, controller_proc, deadline)
     started = [
-        (node, _launch(base, node, broker_properties(node, nodes, broker_extra(extra, node, racks, per_broker)))) for node in brokers
+        (node, _launch(base, node, broker_properties(node, nodes, broker_extra(extra, node, racks, per_broker), voters)))
+        for node in brokers
     ]
     for node, proc in started:
         _wait_serving(node, proc, deadline)
@@ -303,7 +322,7 @@ def down_nodes(base: Path) -> list[tuple[int, str]]:
 
     def order(path: Path) -> tuple[bool, int]:
         node_id = int(path.stem.split("-", 1)[1])
-        return node_id == CONTROLLER_NODE_ID, node_id
+        return is_controller_id(node_id), node_id
 
     pid_files = sorted(base.glob("node-*.pid"), key=order)
     for pid_file in pid_files:

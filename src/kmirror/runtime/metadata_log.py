@@ -1,13 +1,19 @@
 """The metadata log on disk: `<log dir>/__cluster_metadata-0/`, segments and snapshots.
 
 - Segments `<base offset, 20 digits>.log`: one Kafka RecordBatch v2 per append (values are
-  encoded metadata records, keys null), written and fsynced before `append` returns. Opening
-  recovers: the last segment is cut back to its longest prefix of whole, CRC-valid batches (a
-  torn tail from a crash).
+  encoded metadata records, keys null, the partition leader epoch the epoch of its leader),
+  written and fsynced before `append` returns. Opening recovers: the last segment is cut back
+  to its longest prefix of whole, CRC-valid batches (a torn tail from a crash). `truncate_to`
+  drops a suffix that diverged from the quorum's leader (Kafka's `truncateTo`).
+- The epoch cache (`kmirror.log.epoch_cache`, Kafka's `LeaderEpochFileCache`) is kept in
+  memory only: `load` rebuilds it from the batch headers and the latest snapshot's epoch.
 - Snapshots `<end offset, 20 digits>-<epoch, 10 digits>.checkpoint` (KIP-630): the image of
-  every record below the end offset (`metadata.snapshot`), written as `.checkpoint.part`,
-  fsynced and renamed. A snapshot rolls the log: the next segment starts at its end offset, so
-  the segments below it can be deleted whole (`enforce_retention`).
+  every record below the end offset (`metadata.snapshot`), its epoch that of the record at
+  end offset - 1, written as `.checkpoint.part`, fsynced and renamed. A snapshot at the log end
+  rolls the log: the next segment starts at its end offset, so the segments below it can be
+  deleted whole (`enforce_retention`).
+- `quorum-state` (Kafka's `FileQuorumStateStore`, JSON, data_version 0): the voter's election
+  state, replaced atomically.
 - `meta.properties` in the log dir records the node's identity (Kafka's MetaProperties v1) and
   is checked on every start.
 """
@@ -15,6 +21,8 @@
 from __future__ import annotations
 
 import base64
+import bisect
+import json
 import logging
 import os
 import time
@@ -24,10 +32,13 @@ from pathlib import Path
 from typing import NoReturn
 
 from kmirror.config.properties import parse_properties
+from kmirror.log.epoch_cache import EpochCache
 from kmirror.metadata.snapshot import SegmentInfo, batch_entries, segments_past_retention, snapshot_bytes
 from kmirror.metadata.snapshot_service import LoadedLog, SnapshotId
-from kmirror.records.batch import valid_prefix
+from kmirror.quorum.election_state import ElectionState
+from kmirror.records.batch import BatchHeader, valid_prefix
 from kmirror.records.builder import SimpleRecord, build_batch
+from kmirror.records.record import decode_records
 from kmirror.runtime.log_dir_failure import hand_over
 
 log = logging.getLogger(__name__)
@@ -36,8 +47,9 @@ METADATA_PARTITION_DIR = "__cluster_metadata-0"
 META_PROPERTIES = "meta.properties"
 SNAPSHOT_SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = ".checkpoint.part"
-SNAPSHOT_EPOCH = 0
-"""One active controller, no elections: every snapshot is of epoch 0 (docs/design/controller.md)."""
+QUORUM_STATE = "quorum-state"
+QUORUM_STATE_VERSIONS = (0, 1)
+"""The `data_version`s of `quorum-state` read (1 adds `votedDirectoryId`); 0 is written."""
 
 
 class MetaPropertiesError(RuntimeError):
@@ -69,6 +81,8 @@ class FileMetadataLogStore:
         """Base offsets of the segments, oldest first; the last one is appended to."""
         self._snapshots: list[SnapshotId] = []
         self._next_offset = 0
+        self._epochs = EpochCache()
+        """The epoch of every offset from `_first_known_offset` to the log end."""
 
     @property
     def path(self) -> Path:
@@ -80,8 +94,75 @@ class FileMetadataLogStore:
         return self._segments[0]
 
     @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
     def latest_snapshot(self) -> SnapshotId | None:
         return self._snapshots[-1] if self._snapshots else None
+
+    @property
+    def last_epoch(self) -> int:
+        """The epoch of the last record, that of the latest snapshot when the log is empty
+        above it, 0 when there is neither."""
+        latest = self._epochs.latest_epoch
+        if latest is not None:
+            return latest
+        snapshot = self.latest_snapshot
+        return snapshot.epoch if snapshot is not None else 0
+
+    def epoch_of(self, offset: int) -> int:
+        """The epoch of the record at `offset`, from the log start (or the last offset the
+        latest snapshot covers) to the log end; ValueError elsewhere."""
+        self._check_known(offset, offset + 1)
+        epoch = self._epochs.epoch_for_offset(offset)
+        if epoch is None:
+            raise ValueError(f"no epoch is known for offset {offset} of the metadata log")
+        return epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """`(largest known epoch <= epoch, its end offset)`: the start offset of the next known
+        epoch, or the log end offset for the latest. `(-1, -1)` below every known epoch."""
+        entries = self._epochs.entries
+        i = bisect.bisect_right([e.epoch for e in entries], epoch)
+        if i == 0:
+            return -1, -1
+        if i == len(entries):
+            return entries[-1].epoch, self._next_offset
+        return entries[i - 1].epoch, entries[i].start_offset
+
+    def epoch_ranges(self, start: int, end: int) -> list[tuple[int, int, int]]:
+        """`(epoch, first offset, end offset exclusive)` of the runs of one epoch covering
+        `[start, end)`, in order."""
+        if start == end:
+            return []
+        self._check_known(start, end)
+        entries = self._epochs.entries
+        ranges = []
+        for i, entry in enumerate(entries):
+            run_end = entries[i + 1].start_offset if i + 1 < len(entries) else self._next_offset
+            first, last_exclusive = max(start, entry.start_offset), min(end, run_end)
+            if first < last_exclusive:
+                ranges.append((entry.epoch, first, last_exclusive))
+        return ranges
+
+    def _check_known(self, start: int, end: int) -> None:
+        if not self._first_known_offset() <= start < end <= self._next_offset:
+            raise ValueError(f"offsets [{start}, {end}) are outside the metadata log's known offsets "
+                             f"[{self._first_known_offset()}, {self._next_offset})")
+
+    def _first_known_offset(self) -> int:
+        """The log start offset, or the last offset the latest snapshot covers when that is lower."""
+        snapshot = self.latest_snapshot
+        if snapshot is not None and snapshot.end_offset > 0:
+            return min(self.log_start_offset, snapshot.end_offset - 1)
+        return self.log_start_offset
+
+    def _seed_epochs(self, snapshot: SnapshotId | None) -> None:
+        """Restart the epoch cache from a snapshot: the record at its end offset - 1 is of its epoch."""
+        self._epochs = EpochCache()
+        if snapshot is not None and snapshot.end_offset > 0:
+            self._epochs.assign(snapshot.epoch, snapshot.end_offset - 1)
 
     def load(self) -> LoadedLog:
         """Recover (drop a snapshot left half written, cut a torn tail) and read the latest
@@ -95,9 +176,13 @@ class FileMetadataLogStore:
         snapshot_end = snapshot.end_offset if snapshot else 0
         if not (self._dir / segment_name(self._segments[-1])).exists():
             self._create_segment(self._segments[-1])
+        self._seed_epochs(snapshot)
         entries: list[tuple[int, bytes]] = []
         for i, base in enumerate(self._segments):
-            entries.extend(self._read_segment(base, last=i == len(self._segments) - 1))
+            segment_entries, headers = self._read_segment(base, last=i == len(self._segments) - 1)
+            entries.extend(segment_entries)
+            for header in headers:
+                self._epochs.assign(_leader_epoch(header), header.base_offset)
         self._next_offset = entries[-1][0] + 1 if entries else self._segments[-1]
         if snapshot is not None and snapshot.end_offset > self._next_offset:
             # a snapshot installed from the controller, the crash came before the log restarted at its end
@@ -112,7 +197,7 @@ class FileMetadataLogStore:
             records = [value for _, value in batch_entries(self._read_snapshot_file(snapshot))]
         return LoadedLog(records, snapshot_end, entries)
 
-    def _read_segment(self, base: int, *, last: bool) -> list[tuple[int, bytes]]:
+    def _read_segment(self, base: int, *, last: bool) -> tuple[list[tuple[int, bytes]], list[BatchHeader]]:
         path = self._dir / segment_name(base)
         data = path.read_bytes()
         n_valid, headers = valid_prefix(data)
@@ -126,7 +211,7 @@ class FileMetadataLogStore:
                 f.truncate(n_valid)
                 f.flush()
                 os.fsync(f.fileno())
-        return batch_entries(data[:n_valid])
+        return batch_entries(data[:n_valid]), headers
 
     def _read_snapshot_file(self, snapshot: SnapshotId) -> bytes:
         path = self._dir / snapshot_name(snapshot)
@@ -135,11 +220,16 @@ class FileMetadataLogStore:
             raise CorruptMetadataLogError(f"the metadata snapshot {path} holds invalid batches")
         return data
 
-    def append(self, encoded: list[bytes]) -> int:
+    def append(self, encoded: list[bytes], epoch: int = 0) -> int:
+        """Write the records as one batch of leader epoch `epoch` (never below the last
+        epoch), flushed; the offset of the last one."""
         if not encoded:
             return self._next_offset - 1
+        if epoch < self.last_epoch:
+            raise ValueError(f"an append of epoch {epoch} to a metadata log whose last epoch is {self.last_epoch}")
         now = self._now_ms()
-        batch = build_batch([SimpleRecord(None, value, (), now) for value in encoded], base_offset=self._next_offset)
+        batch = build_batch([SimpleRecord(None, value, (), now) for value in encoded], base_offset=self._next_offset,
+                            partition_leader_epoch=epoch)
         try:
             with open(self.path, "ab") as f:
                 f.write(batch)
@@ -147,17 +237,50 @@ class FileMetadataLogStore:
                 os.fsync(f.fileno())
         except OSError as exc:
             hand_over(exc, str(self.path), self._on_failure)
+        self._epochs.assign(epoch, self._next_offset)
         self._next_offset += len(encoded)
         return self._next_offset - 1
 
+    def truncate_to(self, offset: int) -> None:
+        """Drop every record at and above `offset` (Kafka's `truncateTo`): the segments based
+        above it are deleted, newest first, and the one holding it is cut where the batch
+        holding `offset` starts, that batch's records below `offset` written back as one
+        batch of its epoch. Nothing at or above the log end: no change. Below the latest
+        snapshot's end offset (committed): ValueError."""
+        snapshot_end = self.latest_snapshot.end_offset if self.latest_snapshot else 0
+        if offset < max(snapshot_end, self.log_start_offset):
+            raise ValueError(f"a truncation of the metadata log to {offset}, below its snapshot at {snapshot_end} "
+                             f"or its log start offset {self.log_start_offset}")
+        if offset >= self._next_offset:
+            return
+        while self._segments[-1] > offset:
+            self._delete(self._dir / segment_name(self._segments.pop()))
+        path = self.path
+        try:
+            _fsync_dir(self._dir)
+            data = path.read_bytes()
+            position, kept = _cut_at(data, offset)
+            with open(path, "r+b") as f:
+                f.seek(position)
+                f.write(kept)
+                f.truncate(position + len(kept))
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            hand_over(exc, str(path), self._on_failure)
+        self._epochs.truncate_from_end(offset)
+        self._next_offset = offset
+
     def write_snapshot(self, end_offset: int, encoded: list[bytes]) -> int:
-        """Store the snapshot of the image of every record below `end_offset`, which must be
-        the log end offset, and roll the log there. Returns the snapshot's size in bytes."""
-        if end_offset != self._next_offset:
-            raise ValueError(f"a snapshot at {end_offset} of a log ending at {self._next_offset}")
+        """Store the snapshot of the image of every record below `end_offset`, from the log
+        start to the log end, of the epoch of the record at `end_offset - 1`; at the log end
+        it rolls the log there. Returns the snapshot's size in bytes."""
+        if not self.log_start_offset <= end_offset <= self._next_offset:
+            raise ValueError(f"a snapshot at {end_offset} of a log from {self.log_start_offset} to {self._next_offset}")
+        epoch = self.epoch_of(end_offset - 1) if end_offset > 0 else 0
         data = snapshot_bytes(encoded, self._now_ms())
-        self._store_snapshot(SnapshotId(end_offset, SNAPSHOT_EPOCH), data)
-        if self._segments[-1] != end_offset:
+        self._store_snapshot(SnapshotId(end_offset, epoch), data)
+        if end_offset == self._next_offset and self._segments[-1] != end_offset:
             self._create_segment(end_offset)
             self._segments.append(end_offset)
         return len(data)
@@ -186,7 +309,7 @@ class FileMetadataLogStore:
         self._snapshots = sorted({*self._snapshots, snapshot})
 
     def _restart_log_at(self, offset: int) -> None:
-        """Delete every segment and start an empty one at `offset`."""
+        """Delete every segment and start an empty one at `offset`, above the latest snapshot."""
         self._create_segment(offset)
         for base in self._segments:
             if base != offset:
@@ -194,6 +317,7 @@ class FileMetadataLogStore:
         self._segments = [offset]
         self._next_offset = offset
         self._delete_snapshots_below(offset)
+        self._seed_epochs(self.latest_snapshot)
 
     def _create_segment(self, base: int) -> None:
         try:
@@ -228,6 +352,7 @@ class FileMetadataLogStore:
                                                self._now_ms())):
             self._delete(self._dir / segment_name(self._segments.pop(0)))
         self._delete_snapshots_below(self.log_start_offset)
+        self._epochs.truncate_from_start(self._first_known_offset())
         return self.log_start_offset
 
     def _delete_snapshots_below(self, offset: int) -> None:
@@ -241,8 +366,95 @@ class FileMetadataLogStore:
         except OSError as exc:
             hand_over(exc, str(path), self._on_failure)
 
+    def read_election_state(self) -> ElectionState | None:
+        """The voter's stored election state (`quorum-state`), None if it never stored one."""
+        path = self._dir / QUORUM_STATE
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            hand_over(exc, str(path), self._on_failure)
+        return _parse_quorum_state(data, path)
+
+    def write_election_state(self, state: ElectionState) -> None:
+        """Replace `quorum-state` atomically (written aside, fsynced, renamed, the directory
+        fsynced); callable before `load`."""
+        path = self._dir / QUORUM_STATE
+        partial = path.with_name(QUORUM_STATE + ".tmp")
+        try:
+            if not self._dir.exists():
+                self._dir.mkdir(parents=True, exist_ok=True)
+                _fsync_dir(self._log_dir)
+            with open(partial, "wb") as f:
+                f.write(_quorum_state_json(state))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(partial, path)
+            _fsync_dir(self._dir)
+        except OSError as exc:
+            hand_over(exc, str(partial), self._on_failure)
+
     def bind(self, cluster_id: str, node_id: int) -> None:
         ensure_meta_properties(self._log_dir, cluster_id, node_id)
+
+
+def _leader_epoch(header: BatchHeader) -> int:
+    """A batch's leader epoch; one written without any (-1) is of epoch 0, the first leader's."""
+    return max(header.partition_leader_epoch, 0)
+
+
+def _cut_at(data: bytes, offset: int) -> tuple[int, bytes]:
+    """`(position, batch)`: a segment's bytes `data` without its records from `offset` on are
+    `data[:position] + batch`, where `batch` holds the records below `offset` of the batch
+    holding `offset` (empty when `offset` starts a batch)."""
+    position = 0
+    for header in valid_prefix(data)[1]:
+        if header.next_offset > offset:
+            if header.base_offset >= offset:
+                break
+            kept = [SimpleRecord(r.key, r.value, r.headers, r.timestamp)
+                    for r in decode_records(data, position) if r.offset < offset]
+            return position, build_batch(kept, compression=header.compression, base_offset=header.base_offset,
+                                         partition_leader_epoch=header.partition_leader_epoch)
+        position += header.size
+    return position, b""
+
+
+def _quorum_state_json(state: ElectionState) -> bytes:
+    """Kafka's `QuorumStateData` version 0 as `FileQuorumStateStore` writes it."""
+    return json.dumps({
+        "clusterId": "",
+        "leaderId": state.leader_id,
+        "leaderEpoch": state.epoch,
+        "votedId": state.voted_id,
+        "appliedOffset": 0,
+        "currentVoters": [],
+        "data_version": 0,
+    }, separators=(",", ":")).encode()
+
+
+def _parse_quorum_state(data: bytes, path: Path) -> ElectionState:
+    try:
+        fields = json.loads(data)
+    except ValueError as exc:
+        raise CorruptMetadataLogError(f"the quorum state {path} is not JSON: {exc}") from None
+    if not isinstance(fields, dict):
+        raise CorruptMetadataLogError(f"the quorum state {path} is not a JSON object")
+    if (version := _quorum_state_int(fields, "data_version", 0, path)) not in QUORUM_STATE_VERSIONS:
+        raise CorruptMetadataLogError(f"the quorum state {path} is of data_version {version}, not "
+                                      f"{' or '.join(map(str, QUORUM_STATE_VERSIONS))}")
+    epoch = _quorum_state_int(fields, "leaderEpoch", 0, path)
+    leader_id = _quorum_state_int(fields, "leaderId", -1, path)
+    voted_id = _quorum_state_int(fields, "votedId", -1, path)
+    return ElectionState(epoch, leader_id, voted_id)
+
+
+def _quorum_state_int(fields: dict[str, object], key: str, minimum: int, path: Path) -> int:
+    value = fields.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise CorruptMetadataLogError(f"the quorum state {path} holds {key} {value!r}, not an integer >= {minimum}")
+    return value
 
 
 def _parse_snapshot_name(name: str) -> SnapshotId:

@@ -55,6 +55,7 @@ from kmirror.metrics.coordinator_metrics import register_coordinator_metrics
 from kmirror.metrics.mirror_metrics import register_mirror_metrics
 from kmirror.metrics.node_metrics import register_fetch_session_metrics, register_node_metrics
 from kmirror.metrics.quota_metrics import register_quota_metrics
+from kmirror.metrics.raft_metrics import register_raft_metrics
 from kmirror.metrics.registry import MetricsRegistry
 from kmirror.metrics.request_metrics import RequestChannelMetrics
 from kmirror.mirror.coordinator.coordinator import MirrorCoordinator
@@ -78,6 +79,7 @@ from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesErr
 from kmirror.runtime.metadata_publisher import BrokerPublishSteps, MetadataPublisher
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
+from kmirror.runtime.quorum_client import QuorumClient
 from kmirror.runtime.scheduler import Scheduler
 from kmirror.runtime.server import KafkaServer, ListenerLimits
 from kmirror.runtime.transaction_wiring import (
@@ -160,6 +162,7 @@ class Node:
         self.log_cleaner: LogCleanerService | None = None
         self.metrics_server: MetricsServer | None = None  # with `metrics.port`
         self._checkpoint_write: asyncio.Future[None] | None = None
+        self.quorum_client: QuorumClient | None = None
 
     @property
     def metadata(self) -> MetadataService | BrokerMetadataService:
@@ -180,6 +183,10 @@ class Node:
             await self._start_broker(metadata)
         await self._open_listeners(registries)
         if self.controller is not None:
+            if self.controller.quorum is not None:  # several voters: elections and fetches between them
+                self.quorum_client = QuorumClient(self.controller, list(cfg.controller_quorum_voters),
+                                                  int(cfg.get("controller.quorum.request.timeout.ms")))
+                self.quorum_client.start()
             self._start_controller_tasks(self.controller)
 
     async def _start_metadata(self) -> MetadataService | BrokerMetadataService:
@@ -331,8 +338,11 @@ class Node:
             self._servers.append(server)
         log.info("node %d serving %s", cfg.node_id, ", ".join(f"{k}={v}" for k, v in self.ports.items()))
         self.loop_lag.start()
-        if self.replica_manager is None or self.log_manager is None:
-            return  # a controller-only node
+        if self.controller is not None:
+            register_raft_metrics(self.metrics, self.controller)
+        if self.replica_manager is None or self.log_manager is None:  # a controller-only node
+            await self._serve_metrics()
+            return
         register_node_metrics(self.metrics, node_id=cfg.node_id, metadata=self.metadata, now_ms=self.clock.now_ms,
                               replica_manager=self.replica_manager,
                               default_min_insync_replicas=cfg.min_insync_replicas)
@@ -343,10 +353,13 @@ class Node:
                                None if self.mirror_data_plane is None else self.mirror_data_plane.replication_quota)
         register_authorizer_metrics(self.metrics, services["broker"].authorization)
         register_coordinator_metrics(self.metrics, self.clock, self.group_coordinator, self.transaction_coordinator)
-        if cfg.metrics_port:
-            self.metrics_server = MetricsServer(self.metrics, "127.0.0.1", cfg.metrics_port)
-            self.ports["metrics"] = await self.metrics_server.start()
+        await self._serve_metrics()
         self._start_log_tasks(self.log_manager, self.replica_manager)
+
+    async def _serve_metrics(self) -> None:
+        if self.config.metrics_port:
+            self.metrics_server = MetricsServer(self.metrics, "127.0.0.1", self.config.metrics_port)
+            self.ports["metrics"] = await self.metrics_server.start()
 
     def _start_log_tasks(self, log_manager: LogManager, replica_manager: ReplicaManager) -> None:
         cfg = self.config
@@ -409,6 +422,8 @@ class Node:
                 await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_MS)
             except Exception:
                 log.exception("controlled shutdown failed")
+        if self.quorum_client is not None:  # a leader resigns while it can still answer fetches
+            await self.quorum_client.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
         await self.loop_lag.stop()

@@ -57,6 +57,7 @@ from kmirror.broker.quotas.client_quota_manager import ANONYMOUS
 from kmirror.broker.quotas.managers import QuotaManagers, client_throttles
 from kmirror.broker.quotas.request_time import CURRENT_REQUEST_TIMER
 from kmirror.broker.services import BrokerServices
+from kmirror.metadata.controller.result import NotControllerError
 from kmirror.metrics.request_metrics import RequestChannelMetrics
 from kmirror.protocol.codec import (
     DecodedRequest,
@@ -337,6 +338,10 @@ class KafkaConnection(asyncio.Protocol):
                 result = await result
         except asyncio.CancelledError:
             raise
+        except NotControllerError as exc:  # the sender's channel goes on to the next controller
+            log.info("%s v%d from %s: %s; closing the connection", spec.name, version, self.peer, exc)
+            self.close()
+            return None, None
         except Exception:
             log.exception("error handling %s v%d from %s; closing connection", spec.name, version, self.peer)
             if metrics is not None:

@@ -54,11 +54,12 @@ def fully_in_sync(cluster: LocalCluster, topics: tuple[str, ...] = TOPICS) -> bo
 
 
 def metadata_caught_up(cluster: LocalCluster) -> bool:
-    """Every broker fetches the controller's metadata log at its end (DescribeQuorum: lag 0),
-    and each answers Metadata for the topics alike: no broker was left behind, by a fault or
-    by a snapshot it had to load."""
+    """Every broker, and every voter of a quorum of controllers, is at the end of the active
+    controller's metadata log (DescribeQuorum: lag 0), and each broker answers Metadata for the
+    topics alike: no node was left behind, by a fault or by a snapshot it had to load."""
     rows = quorum_replication(cluster.bootstrap)
-    if {n: rows.get(n, {}).get("Lag") for n in BROKERS} != dict.fromkeys(BROKERS, "0"):
+    nodes = [*BROKERS, *(n for n in cluster.node_ids() if n not in BROKERS and cluster.controllers > 1)]
+    if {n: rows.get(n, {}).get("Lag") for n in nodes} != dict.fromkeys(nodes, "0"):
         return False
     layouts = [{t: partition_layout(f"127.0.0.1:{cluster.port + n - 1}", t) for t in TOPICS} for n in BROKERS]
     return all(layout == layouts[0] for layout in layouts)

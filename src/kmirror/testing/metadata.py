@@ -29,6 +29,7 @@ from kmirror.metadata.snapshot_service import LoadedLog, SnapshotId
 from kmirror.ports import ManualClock
 from kmirror.protocol.codec import RequestHeaderView
 from kmirror.protocol.entities import build, nested
+from kmirror.quorum.election_state import ElectionState
 
 
 def server_config(node_id: int = 1, **overrides: str) -> ServerConfig:
@@ -63,6 +64,9 @@ class InMemoryMetadataLogStore:
         self.bound: tuple[str, int] | None = None
         self.fail_next_append = False
         self._next_offset = 0
+        self.epochs: dict[int, int] = {}
+        """The leader epoch of each stored offset."""
+        self.election: ElectionState | None = None
 
     @property
     def log_start_offset(self) -> int:
@@ -77,19 +81,59 @@ class InMemoryMetadataLogStore:
         records = None if latest is None else [v for _, v in batch_entries(self.snapshots[latest])]
         return LoadedLog(records, 0 if latest is None else latest.end_offset, list(self.entries))
 
-    def append(self, encoded: list[bytes]) -> int:
+    def append(self, encoded: list[bytes], epoch: int = 0) -> int:
         if self.fail_next_append:
             self.fail_next_append = False
             raise OSError("simulated metadata log write failure")
         for data in encoded:
             self.entries.append((self._next_offset, data))
+            self.epochs[self._next_offset] = epoch
             self._next_offset += 1
         return self._next_offset - 1
 
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def last_epoch(self) -> int:
+        return self.epoch_of(self._next_offset - 1) if self._next_offset else 0
+
+    def epoch_of(self, offset: int) -> int:
+        latest = self.latest_snapshot
+        return self.epochs.get(offset, latest.epoch if latest is not None else 0)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        known = sorted({e for o, e in self.epochs.items() if o < self._next_offset and e <= epoch})
+        if not known:
+            return -1, -1
+        later = [o for o, e in self.epochs.items() if e > known[-1] and o < self._next_offset]
+        return known[-1], min(later, default=self._next_offset)
+
+    def epoch_ranges(self, start: int, end: int) -> list[tuple[int, int, int]]:
+        runs: list[tuple[int, int, int]] = []
+        for offset in range(start, end):
+            epoch = self.epoch_of(offset)
+            if runs and runs[-1][0] == epoch:
+                runs[-1] = (epoch, runs[-1][1], offset + 1)
+            else:
+                runs.append((epoch, offset, offset + 1))
+        return runs
+
+    def truncate_to(self, offset: int) -> None:
+        self.entries = [(o, d) for o, d in self.entries if o < offset]
+        self._next_offset = min(self._next_offset, offset)
+
+    def read_election_state(self) -> ElectionState | None:
+        return self.election
+
+    def write_election_state(self, state: ElectionState) -> None:
+        self.election = state
+
     def write_snapshot(self, end_offset: int, encoded: list[bytes]) -> int:
-        assert end_offset == self._next_offset, (end_offset, self._next_offset)
+        assert end_offset <= self._next_offset, (end_offset, self._next_offset)
         data = snapshot_bytes(encoded, 0)
-        self.snapshots[SnapshotId(end_offset, 0)] = data
+        self.snapshots[SnapshotId(end_offset, self.epoch_of(end_offset - 1))] = data
         return len(data)
 
     def install_snapshot(self, snapshot: SnapshotId, data: bytes) -> list[bytes]:

@@ -162,6 +162,8 @@ class LocalCluster:
     # LINK at link_port + i - 1 and advertises there its proxy, link_port + nodes + i - 1
     # (`kmirror.testing.link`).
     link_port: int | None = None
+    controllers: int = 1
+    """Dedicated controllers (the metadata quorum's voters) of a cluster of several brokers."""
 
     @property
     def bootstrap(self) -> str:
@@ -193,7 +195,7 @@ class LocalCluster:
         more than half a CPU-second of interpreter start and imports."""
         try:
             local_cluster.up(self.dir, self.nodes, self.port, {**TEST_BROKER_DEFAULTS, **self.overrides}, self.racks,
-                             self._link_listener if self.link_port is not None else None)
+                             self._link_listener if self.link_port is not None else None, self.controllers)
         except local_cluster.ClusterError as exc:
             raise AssertionError(f"cluster up in {self.dir} failed: {exc}") from None
 
@@ -238,7 +240,8 @@ class LocalCluster:
 
     def node_ids(self) -> list[int]:
         """Every node: the controller first (it starts first), then the brokers."""
-        return [*([CONTROLLER_NODE_ID] if self.nodes > 1 else []), *range(1, self.nodes + 1)]
+        controllers = [CONTROLLER_NODE_ID + i for i in range(self.controllers)] if self.nodes > 1 else []
+        return [*controllers, *range(1, self.nodes + 1)]
 
     def crash(self) -> None:
         """kill -9 of every node at once: every process dies, what they wrote stays in the page cache."""
@@ -280,8 +283,8 @@ class LocalCluster:
         os.kill(self.pid(node_id), signal.SIGCONT)
 
     def serving(self, node_id: int = 1) -> bool:
-        if node_id == CONTROLLER_NODE_ID:
-            return api_versions_ok("127.0.0.1", self.port + CONTROLLER_PORT_OFFSET)
+        if node_id >= CONTROLLER_NODE_ID:
+            return api_versions_ok("127.0.0.1", self.port + CONTROLLER_PORT_OFFSET + node_id - CONTROLLER_NODE_ID)
         return api_versions_ok("127.0.0.1", self.port + node_id - 1)
 
     def log_text(self, node_id: int = 1) -> str:

@@ -81,7 +81,9 @@ def test_retention_precedence_ms_over_minutes_over_hours() -> None:
 
 def test_log_dir_fallback_and_voters() -> None:
     cfg = ServerConfig.from_properties(
-        {"node.id": "1", "log.dir": "/data/k", "controller.quorum.voters": "1@127.0.0.1:9093,2@[::1]:9094"}
+        {"node.id": "1", "log.dir": "/data/k", "controller.quorum.voters": "1@127.0.0.1:9093,2@[::1]:9094",
+         "process.roles": "controller", "listeners": "CONTROLLER://127.0.0.1:9093",
+         "controller.listener.names": "CONTROLLER"}
     )
     assert cfg.log_dirs == ["/data/k"]
     assert [(v.node_id, v.host, v.port) for v in cfg.controller_quorum_voters] == [(1, "127.0.0.1", 9093), (2, "::1", 9094)]
@@ -95,6 +97,12 @@ def test_log_dir_fallback_and_voters() -> None:
         ({"node.id": "1", "num.partitions": "0"}, "invalid value '0' for 'num.partitions': expected a value >= 1"),
         ({"node.id": "1", "delete.topic.enable": "yes"}, "invalid value 'yes' for 'delete.topic.enable': expected true or false"),
         ({}, "missing required configuration 'node.id'"),
+        ({"node.id": "1", "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094"},
+         "invalid value for 'process.roles': a combined broker and controller needs 'controller.quorum.voters' to "
+         "name only itself; run several voters as process.roles=controller"),
+        ({"node.id": "3", "process.roles": "controller", "listeners": "CONTROLLER://127.0.0.1:9093",
+          "controller.listener.names": "CONTROLLER", "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094"},
+         "invalid value for 'controller.quorum.voters': node.id 3 is not among them"),
         ({"node.id": "1", "listeners": "PLAINTEXT//x:1"}, "expected NAME://host:port"),
         ({"node.id": "1", "listeners": "SSL://x:1"}, "only PEM is supported (set ssl.keystore.type=PEM)"),
         ({"node.id": "1", "listeners": "X://x:1", "listener.security.protocol.map": "X:KERBEROS"},

@@ -43,3 +43,10 @@ class MetadataOperationError(RuntimeError):
     def __init__(self, error: ApiError) -> None:
         super().__init__(error.message or error.code.name)
         self.error = error
+
+
+class NotControllerError(MetadataOperationError):
+    """This controller is not the active one (NOT_CONTROLLER): the request goes to another."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ApiError(ErrorCode.not_controller, message))
