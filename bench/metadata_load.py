@@ -38,7 +38,6 @@ from kmirror.ports import ManualClock
 from kmirror.records.builder import SimpleRecord, build_batch
 from kmirror.runtime.metadata_log import (
     METADATA_PARTITION_DIR,
-    SNAPSHOT_EPOCH,
     FileMetadataLogStore,
     segment_name,
     snapshot_name,
@@ -85,7 +84,7 @@ def write_snapshot(log_dir: Path, image: MetadataImage) -> int:
     directory = log_dir / METADATA_PARTITION_DIR
     directory.mkdir(parents=True)
     data = snapshot_bytes([r.encode(rec) for rec in snapshot_records(image)], NOW_MS)
-    (directory / snapshot_name(SnapshotId(image.offset + 1, SNAPSHOT_EPOCH))).write_bytes(data)
+    (directory / snapshot_name(SnapshotId(image.offset + 1, 0))).write_bytes(data)
     (directory / segment_name(image.offset + 1)).touch()
     return len(data)
 

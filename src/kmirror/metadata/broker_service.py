@@ -84,7 +84,9 @@ class BrokerMetadataService:
         self._image = EMPTY_IMAGE
         self._listeners: list[ImageListener] = []
         self._controller_end_offset = 0
-        self._applied = asyncio.Event()
+        self._log_lock = asyncio.Lock()
+        """Fetch answers are applied one at a time (the loop's and a catch-up's may cross), and
+        no snapshot is written meanwhile."""
         self._task: asyncio.Task[None] | None = None
         self.snapshots = MetadataSnapshots(config, store, clock)
         self.broker_epoch = -1
@@ -122,9 +124,12 @@ class BrokerMetadataService:
                 log.warning("metadata fetch from the controller failed: %s", exc)
                 await asyncio.sleep(0.5)
 
-    async def fetch_once(self, max_wait_ms: int) -> None:
+    async def fetch_once(self, max_wait_ms: int, channel: ControllerClient | None = None) -> int:
+        """One metadata fetch (on `channel`, by default the fetch loop's), applied; the
+        controller's high watermark it answered."""
+        channel = channel or self._fetch_channel
         fetch_offset = self._image.offset + 1
-        request_type = await _request_type(self._fetch_channel, 1)
+        request_type = await _request_type(channel, 1)
         partition = build(
             nested(request_type, "FetchPartition"),
             partition=0,
@@ -141,7 +146,7 @@ class BrokerMetadataService:
         if has_field(request_type, "replica_state"):  # v15+
             observer["replica_state"] = build(nested(request_type, "ReplicaState"), replica_id=self._config.node_id,
                                               replica_epoch=self.broker_epoch)
-        response = await self._fetch_channel.send(
+        response = await channel.send(
             1,
             **observer,
             max_wait=datetime.timedelta(milliseconds=max_wait_ms),
@@ -154,19 +159,21 @@ class BrokerMetadataService:
             forgotten_topics_data=(),
             rack_id="",
         )
-        for topic in response.responses:
-            for p in topic.partitions:
-                if p.error_code != ErrorCode.none:
-                    raise MetadataOperationError(ApiError(p.error_code, "metadata fetch"))
-                self._controller_end_offset = int(p.high_watermark)
-                snapshot = getattr(p, "snapshot_id", None)
-                if snapshot is not None and int(snapshot.end_offset) >= 0:
-                    await self._install_snapshot(SnapshotId(int(snapshot.end_offset), int(snapshot.epoch)))
-                elif p.records:
-                    self._append(bytes(p.records), fetch_offset)
-        self._applied.set()
-        self._applied = asyncio.Event()
-        await self.snapshots.snapshot_if_due(self._image)
+        high_watermark = 0
+        async with self._log_lock:
+            for topic in response.responses:
+                for p in topic.partitions:
+                    if p.error_code != ErrorCode.none:
+                        raise MetadataOperationError(ApiError(p.error_code, "metadata fetch"))
+                    high_watermark = int(p.high_watermark)
+                    self._controller_end_offset = max(self._controller_end_offset, high_watermark)
+                    snapshot = getattr(p, "snapshot_id", None)
+                    if snapshot is not None and int(snapshot.end_offset) > self._image.offset + 1:
+                        await self._install_snapshot(SnapshotId(int(snapshot.end_offset), int(snapshot.epoch)))
+                    elif p.records:
+                        self._append(bytes(p.records))
+            await self.snapshots.snapshot_if_due(self._image)
+        return high_watermark
 
     async def _install_snapshot(self, snapshot: SnapshotId) -> None:
         """Download the controller's snapshot `snapshot` (FetchSnapshot, in chunks), make it
@@ -189,12 +196,13 @@ class BrokerMetadataService:
             except Exception:
                 log.exception("metadata listener %r failed", listener)
 
-    def _append(self, data: bytes, fetch_offset: int) -> None:
-        """Store the fetched batches from `fetch_offset` with their leader epochs, then replay them."""
+    def _append(self, data: bytes) -> None:
+        """Store the fetched batches past this log's end with their leader epochs, then replay
+        them (another fetch's answer may have brought some of them already)."""
         encoded: list[bytes] = []
-        last = fetch_offset - 1
+        last = self._image.offset
         for epoch, entries in batch_entries_by_epoch(data):
-            entries = [(offset, value) for offset, value in entries if offset >= fetch_offset]
+            entries = [(offset, value) for offset, value in entries if offset > last]
             if not entries:
                 continue
             if entries[0][0] != last + 1:
@@ -211,18 +219,23 @@ class BrokerMetadataService:
         self._notify(old)
 
     async def wait_caught_up(self, timeout_ms: int | None = None) -> bool:
-        """Wait for a fetch answered after this call and for the image to reach its end offset."""
+        """Fetch, without waiting, what the controller has committed when this is called (a
+        write this node forwarded is among it), on the write channel: the fetch loop's
+        connection may be holding a long poll. False if that cannot be done in `timeout_ms`."""
         deadline_ms = self._clock.monotonic_ms() + (timeout_ms if timeout_ms is not None else self._catch_up_timeout_ms)
-        rounds = 0
+        target = -1
         while self._clock.monotonic_ms() < deadline_ms:
-            applied = self._applied
             try:
                 async with asyncio.timeout(max(0.0, (deadline_ms - self._clock.monotonic_ms()) / 1000)):
-                    await applied.wait()
+                    high_watermark = await self.fetch_once(0, self._channel)
             except TimeoutError:
                 return False
-            rounds += 1
-            if rounds >= 2 and self._image.offset + 1 >= self._controller_end_offset:
+            except Exception as exc:  # the controller is away or moving: try again until the deadline
+                log.debug("metadata catch-up fetch failed: %s", exc)
+                await asyncio.sleep(0.05)
+                continue
+            target = max(target, high_watermark)
+            if self._image.offset + 1 >= target:
                 return True
         return False
 

@@ -228,8 +228,6 @@ class MetadataService(QuorumControl, ClusterControl):
                 result = op(self._image)
                 await self._commit(result.records)
                 return _response(result)
-            if not self.active:
-                raise NotControllerError(self._not_controller_message())
             image = self._image
             result, written = await asyncio.to_thread(self._compute_and_write, op, image)
             if written is not None:

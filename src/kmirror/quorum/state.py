@@ -42,6 +42,15 @@ class IllegalQuorumTransition(RuntimeError):
     pass
 
 
+def mermaid_diagram() -> str:
+    """`TRANSITIONS` as a Mermaid `stateDiagram-v2` for docs/design/controller.md (generated,
+    kept equal to the table by a test)."""
+    lines = ["stateDiagram-v2", "    [*] --> unattached"]
+    lines += [f"    {current} --> {target}" for current, targets in TRANSITIONS.items()
+              for target in sorted(targets) if target != current]
+    return "\n".join(lines) + "\n"
+
+
 class QuorumLog(Protocol):
     """What the core reads of the metadata log."""
 

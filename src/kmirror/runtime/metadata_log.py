@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import bisect
-import json
 import logging
 import os
 import time
@@ -40,6 +39,13 @@ from kmirror.records.batch import BatchHeader, valid_prefix
 from kmirror.records.builder import SimpleRecord, build_batch
 from kmirror.records.record import decode_records
 from kmirror.runtime.log_dir_failure import hand_over
+from kmirror.runtime.quorum_state_file import (
+    QUORUM_STATE,
+    CorruptQuorumStateError,
+    fsync_dir,
+    read_quorum_state,
+    write_quorum_state,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +53,6 @@ METADATA_PARTITION_DIR = "__cluster_metadata-0"
 META_PROPERTIES = "meta.properties"
 SNAPSHOT_SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = ".checkpoint.part"
-QUORUM_STATE = "quorum-state"
-QUORUM_STATE_VERSIONS = (0, 1)
-"""The `data_version`s of `quorum-state` read (1 adds `votedDirectoryId`); 0 is written."""
 
 
 class MetaPropertiesError(RuntimeError):
@@ -257,7 +260,7 @@ class FileMetadataLogStore:
             self._delete(self._dir / segment_name(self._segments.pop()))
         path = self.path
         try:
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
             data = path.read_bytes()
             position, kept = _cut_at(data, offset)
             with open(path, "r+b") as f:
@@ -303,7 +306,7 @@ class FileMetadataLogStore:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(partial, path)
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
         except OSError as exc:
             hand_over(exc, str(partial), self._on_failure)
         self._snapshots = sorted({*self._snapshots, snapshot})
@@ -322,7 +325,7 @@ class FileMetadataLogStore:
     def _create_segment(self, base: int) -> None:
         try:
             (self._dir / segment_name(base)).touch()
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
         except OSError as exc:
             hand_over(exc, str(self._dir / segment_name(base)), self._on_failure)
 
@@ -368,32 +371,22 @@ class FileMetadataLogStore:
 
     def read_election_state(self) -> ElectionState | None:
         """The voter's stored election state (`quorum-state`), None if it never stored one."""
-        path = self._dir / QUORUM_STATE
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
+            return read_quorum_state(self._dir)
+        except CorruptQuorumStateError as exc:
+            raise CorruptMetadataLogError(str(exc)) from None
         except OSError as exc:
-            hand_over(exc, str(path), self._on_failure)
-        return _parse_quorum_state(data, path)
+            hand_over(exc, str(self._dir / QUORUM_STATE), self._on_failure)
 
     def write_election_state(self, state: ElectionState) -> None:
-        """Replace `quorum-state` atomically (written aside, fsynced, renamed, the directory
-        fsynced); callable before `load`."""
-        path = self._dir / QUORUM_STATE
-        partial = path.with_name(QUORUM_STATE + ".tmp")
+        """Replace `quorum-state` atomically; callable before `load`."""
         try:
             if not self._dir.exists():
                 self._dir.mkdir(parents=True, exist_ok=True)
-                _fsync_dir(self._log_dir)
-            with open(partial, "wb") as f:
-                f.write(_quorum_state_json(state))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(partial, path)
-            _fsync_dir(self._dir)
+                fsync_dir(self._log_dir)
+            write_quorum_state(self._dir, state)
         except OSError as exc:
-            hand_over(exc, str(partial), self._on_failure)
+            hand_over(exc, str(self._dir / QUORUM_STATE), self._on_failure)
 
     def bind(self, cluster_id: str, node_id: int) -> None:
         ensure_meta_properties(self._log_dir, cluster_id, node_id)
@@ -419,42 +412,6 @@ def _cut_at(data: bytes, offset: int) -> tuple[int, bytes]:
                                          partition_leader_epoch=header.partition_leader_epoch)
         position += header.size
     return position, b""
-
-
-def _quorum_state_json(state: ElectionState) -> bytes:
-    """Kafka's `QuorumStateData` version 0 as `FileQuorumStateStore` writes it."""
-    return json.dumps({
-        "clusterId": "",
-        "leaderId": state.leader_id,
-        "leaderEpoch": state.epoch,
-        "votedId": state.voted_id,
-        "appliedOffset": 0,
-        "currentVoters": [],
-        "data_version": 0,
-    }, separators=(",", ":")).encode()
-
-
-def _parse_quorum_state(data: bytes, path: Path) -> ElectionState:
-    try:
-        fields = json.loads(data)
-    except ValueError as exc:
-        raise CorruptMetadataLogError(f"the quorum state {path} is not JSON: {exc}") from None
-    if not isinstance(fields, dict):
-        raise CorruptMetadataLogError(f"the quorum state {path} is not a JSON object")
-    if (version := _quorum_state_int(fields, "data_version", 0, path)) not in QUORUM_STATE_VERSIONS:
-        raise CorruptMetadataLogError(f"the quorum state {path} is of data_version {version}, not "
-                                      f"{' or '.join(map(str, QUORUM_STATE_VERSIONS))}")
-    epoch = _quorum_state_int(fields, "leaderEpoch", 0, path)
-    leader_id = _quorum_state_int(fields, "leaderId", -1, path)
-    voted_id = _quorum_state_int(fields, "votedId", -1, path)
-    return ElectionState(epoch, leader_id, voted_id)
-
-
-def _quorum_state_int(fields: dict[str, object], key: str, minimum: int, path: Path) -> int:
-    value = fields.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise CorruptMetadataLogError(f"the quorum state {path} holds {key} {value!r}, not an integer >= {minimum}")
-    return value
 
 
 def _parse_snapshot_name(name: str) -> SnapshotId:
@@ -500,17 +457,9 @@ def ensure_meta_properties(log_dir: str | Path, cluster_id: str, node_id: int) -
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(directory)
+    fsync_dir(directory)
     return props
 
 
 def _directory_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -92,9 +92,16 @@ class QuorumClient:
         self._channels = {v.node_id: _VoterChannel(v, f"raft-client-{node_id}", request_timeout_ms)
                           for v in voters if v.node_id != node_id}
         self._wake = asyncio.Event()
+        """Set on a role change: the timers run at once."""
+        self._role_changed = asyncio.Event()
+        """Set on a role change: a new follower starts fetching."""
         self._tasks: list[asyncio.Task[None]] = []
         self._sends: set[asyncio.Task[None]] = set()
-        controller.on_role_change = self._wake.set
+        controller.on_role_change = self._on_role_change
+
+    def _on_role_change(self) -> None:
+        self._wake.set()
+        self._role_changed.set()
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -182,8 +189,8 @@ class QuorumClient:
         while True:
             channel = self._channels.get(self._quorum.leader_id)
             if self._quorum.role != "follower" or channel is None:
-                self._wake.clear()
-                await self._wake.wait()
+                self._role_changed.clear()
+                await self._role_changed.wait()
                 continue
             try:
                 await self._fetch(channel)

@@ -339,7 +339,7 @@ class KafkaConnection(asyncio.Protocol):
         except asyncio.CancelledError:
             raise
         except NotControllerError as exc:  # the sender's channel goes on to the next controller
-            log.info("%s v%d from %s: %s; closing the connection", spec.name, version, self.peer, exc)
+            log.debug("%s v%d from %s: %s; closing the connection", spec.name, version, self.peer, exc)
             self.close()
             return None, None
         except Exception:
