@@ -124,8 +124,11 @@ class QuorumClient:
 
     async def _timers(self) -> None:
         while True:
-            now = self._clock.monotonic_ms()
-            self._send_all(self._controller.execute(self._quorum.poll(now)))
+            try:
+                self._send_all(self._controller.execute(self._quorum.poll(self._clock.monotonic_ms())))
+            except Exception:  # a bug here must not leave this voter without timers
+                log.exception("metadata quorum timers failed")
+            # a request handled meanwhile may bring a deadline forward (EndQuorumEpoch): look again soon
             wait_ms = min(self._quorum.until_next_poll_ms(self._clock.monotonic_ms()), 100)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
@@ -151,6 +154,8 @@ class QuorumClient:
                 await self._quorum_epoch(channel, 54, message.epoch, message.leader_id, message)
         except (KafkaConnectionError, OSError, TimeoutError) as exc:
             log.debug("%s to voter %d failed: %s", type(message).__name__, voter_id, exc)
+        except Exception:
+            log.exception("%s to voter %d failed", type(message).__name__, voter_id)
 
     def _cluster_id(self) -> str | None:
         return self._controller.image.cluster_id
@@ -199,6 +204,9 @@ class QuorumClient:
             except (KafkaConnectionError, OSError, TimeoutError) as exc:
                 log.debug("metadata fetch from the leader %d failed: %s", channel.voter.node_id, exc)
                 await asyncio.sleep(0.05)
+            except Exception:
+                log.exception("metadata fetch from the leader %d failed", channel.voter.node_id)
+                await asyncio.sleep(0.5)
 
     async def _fetch(self, channel: _VoterChannel) -> None:
         store = self._controller.metadata_log

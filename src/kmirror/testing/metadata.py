@@ -183,11 +183,11 @@ def metadata_services(config: ServerConfig | None = None, seed: int = 0) -> Any:
 
 
 def call(services: Any, api_key: int, version: int, request_fields: dict[str, Any],
-         listener: str = "PLAINTEXT", principal: str = "ANONYMOUS") -> Any:
+         listener: str = "PLAINTEXT", principal: str = "ANONYMOUS", plane: str = "broker") -> Any:
     """Build the kio request of `version` from `request_fields` (nested values as dicts are not
-    supported: pass kio entities), run the registered handler the way the server does, and
-    return the response after a kio encode/decode round trip."""
-    handler = {d.api_key: d for d in load_handlers()}[api_key].handler
+    supported: pass kio entities), run the handler registered on `plane` the way the server
+    does, and return the response after a kio encode/decode round trip."""
+    handler = {d.api_key: d for d in load_handlers(plane)}[api_key].handler
     request = build(load_request_schema(api_key, version), **request_fields)
     response_type = load_response_schema(api_key, version)
     ctx = RequestContext(RequestHeaderView(api_key, version, 1, "test"), response_type, "127.0.0.1", 1, listener,

@@ -8,24 +8,18 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kmirror.broker.api import RequestContext, api
-from kmirror.broker.handlers.quorum_requests import answer, quorum_partition, refusal
+from kmirror.broker.handlers.quorum_requests import QuorumRequest, accept, answer
 from kmirror.broker.services import BrokerServices
-from kmirror.protocol.entities import build, nested
 from kmirror.quorum.state import EndQuorumEpoch
 
 
 @api(54, "EndQuorumEpoch", 0, 0, planes=("controller",))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    rt = ctx.response_type
-    controller = services.controller_metadata
-    found = quorum_partition(request)
-    error = refusal(controller, request.cluster_id, found)
-    quorum = controller.quorum
-    if error is not None or quorum is None or found is None:
-        return build(rt, error_code=error or ErrorCode.inconsistent_voter_set, topics=())
+    accepted = accept(services.controller_metadata, ctx.response_type, request)
+    if not isinstance(accepted, QuorumRequest):
+        return accepted
+    controller, quorum, p = accepted
     controller.execute(quorum.handle_end_epoch(
-        EndQuorumEpoch(int(found.leader_epoch), int(found.leader_id),
-                       tuple(int(v) for v in found.preferred_successors)), services.clock.monotonic_ms()))
-    partition = build(nested(rt, "PartitionData"), partition_index=0, error_code=ErrorCode.none,
-                      leader_id=quorum.leader_id, leader_epoch=quorum.epoch)
-    return answer(rt, partition)
+        EndQuorumEpoch(int(p.leader_epoch), int(p.leader_id), tuple(int(v) for v in p.preferred_successors)),
+        services.clock.monotonic_ms()))
+    return answer(ctx.response_type, error_code=ErrorCode.none, leader_id=quorum.leader_id, leader_epoch=quorum.epoch)

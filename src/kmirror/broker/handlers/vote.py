@@ -14,31 +14,23 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kmirror.broker.api import RequestContext, api
-from kmirror.broker.handlers.quorum_requests import answer, quorum_partition, refusal
+from kmirror.broker.handlers.quorum_requests import QuorumRequest, accept, answer
 from kmirror.broker.services import BrokerServices
-from kmirror.protocol.entities import build, nested
 from kmirror.quorum.state import VoteRequest
 
 
 @api(52, "Vote", 0, 0, planes=("controller",))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    rt = ctx.response_type
-    controller = services.controller_metadata
-    found = quorum_partition(request)
-    error = refusal(controller, request.cluster_id, found)
-    quorum = controller.quorum
-    if error is not None or quorum is None or found is None:
-        return build(rt, error_code=error or ErrorCode.inconsistent_voter_set, topics=())
-    if not controller.is_voter(int(found.replica_id)):
-        return _answer(rt, ErrorCode.inconsistent_voter_set, quorum.leader_id, quorum.epoch, False)
+    accepted = accept(services.controller_metadata, ctx.response_type, request)
+    if not isinstance(accepted, QuorumRequest):
+        return accepted
+    controller, quorum, p = accepted
+    if not controller.is_voter(int(p.replica_id)):
+        return answer(ctx.response_type, error_code=ErrorCode.inconsistent_voter_set, leader_id=quorum.leader_id,
+                      leader_epoch=quorum.epoch, vote_granted=False)
     vote, actions = quorum.handle_vote(
-        VoteRequest(int(found.replica_epoch), int(found.replica_id), int(found.last_offset_epoch),
-                    int(found.last_offset)), services.clock.monotonic_ms())
+        VoteRequest(int(p.replica_epoch), int(p.replica_id), int(p.last_offset_epoch), int(p.last_offset)),
+        services.clock.monotonic_ms())
     controller.execute(actions)
-    error = ErrorCode.fenced_leader_epoch if vote.fenced else ErrorCode.none
-    return _answer(rt, error, vote.leader_id, vote.epoch, vote.granted)
-
-
-def _answer(rt: type[Any], error: ErrorCode, leader_id: int, epoch: int, granted: bool) -> Any:
-    return answer(rt, build(nested(rt, "PartitionData"), partition_index=0, error_code=error, leader_id=leader_id,
-                            leader_epoch=epoch, vote_granted=granted))
+    return answer(ctx.response_type, error_code=ErrorCode.fenced_leader_epoch if vote.fenced else ErrorCode.none,
+                  leader_id=vote.leader_id, leader_epoch=vote.epoch, vote_granted=vote.granted)
