@@ -79,3 +79,15 @@ def test_overrides_and_racks_reach_every_broker(tmp_path: Path) -> None:
                        "--override", "no-equals-sign", check=False).returncode == 1
     finally:
         kmirror("cluster", "down", "--dir", str(tmp_path / "c"))
+
+
+@pytest.mark.parametrize(("nodes", "controllers", "message"), [
+    ("1", "3", "several controllers need dedicated brokers: --nodes 2 or more"),
+    ("3", "0", "--controllers 0: a cluster needs at least one controller"),
+])
+def test_a_quorum_of_controllers_that_cannot_be_is_refused(tmp_path: Path, nodes: str, controllers: str,
+                                                         message: str) -> None:
+    proc = kmirror("cluster", "up", "--nodes", nodes, "--controllers", controllers, "--dir", str(tmp_path / "c"),
+                   "--port", str(free_port_block(3)), check=False)
+    assert proc.returncode == 1 and f"Error: {message}" in proc.stderr, proc.stderr + proc.stdout
+    assert not list((tmp_path / "c").glob("node-*.pid"))

@@ -252,6 +252,8 @@ def up(
     extra = extra or {}
     deadline = time.monotonic() + READY_TIMEOUT_S
     brokers = layout(base, nodes, port)
+    if controllers < 1:
+        raise ClusterError(f"--controllers {controllers}: a cluster needs at least one controller")
     if controllers > 1 and nodes == 1:
         raise ClusterError("several controllers need dedicated brokers: --nodes 2 or more")
     quorum = controller_layouts(base, port, controllers)
