@@ -100,7 +100,9 @@ class QuorumControl:
         self._active_epoch = -1
         self._pending: dict[int, Written] = {}
         """The active controller's own appends not yet committed, by first offset: their
-        records replayed ahead (`_Written`), so a large operation is not replayed twice."""
+        records replayed ahead (`Written`), so a large operation is not replayed twice. Only
+        used when the image is right below them: a new leader's first record is replayed from
+        the log, with the records of earlier epochs before it."""
         self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._role_seen: tuple[str, int] = ("", -1)
         self.on_role_change: Callable[[], None] = lambda: None
@@ -214,6 +216,8 @@ class QuorumControl:
             if not entries:
                 break
             self._publish(self._image.apply((decode(data) for _, data in entries), entries[-1][0]))
+        for first in [first for first in self._pending if first <= self._image.offset]:
+            del self._pending[first]  # replayed from the log instead (a new leader's first record)
         self._wake_fetchers()
         done = [w for w in self._commit_waiters if w[0] < self._image.offset + 1]
         self._commit_waiters = [w for w in self._commit_waiters if w[0] >= self._image.offset + 1]

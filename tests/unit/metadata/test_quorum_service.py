@@ -122,3 +122,30 @@ def test_a_follower_replays_only_what_the_leader_committed_and_truncates_where_i
         assert store.log_end_offset == len(encoded) and service.high_watermark == len(encoded)
 
     asyncio.run(scenario())
+
+
+def test_a_new_leader_commits_the_records_of_the_earlier_epoch_with_its_first_record() -> None:
+    async def scenario() -> None:
+        store, clock = InMemoryMetadataLogStore(), ManualClock()
+        service = voter(store, clock)
+        await service.start()
+        quorum = service.quorum
+        assert quorum is not None
+        service.execute(quorum.handle_begin_epoch(BeginQuorumEpoch(1, 3001), clock.monotonic_ms())[1])
+        encoded = [encode(r) for r in bootstrap_records("c1")]
+        await service.follower_append(0, encoded, 1)
+        service.follower_fetched(1, 0)  # the leader of epoch 1 dies before they commit
+        assert service.image.cluster_id is None
+        clock.advance(10_000)
+        service.execute(quorum.poll(clock.monotonic_ms()))
+        assert quorum.role == "candidate" and quorum.epoch == 2
+        service.execute(quorum.handle_vote_answer(3002, VoteAnswer(2, -1, True), clock.monotonic_ms()))
+        fetcher = asyncio.get_running_loop().create_task(follower_fetches(service, 3002))
+        await until(lambda: service.active, "active")
+        fetcher.cancel()
+        # epoch 1's records committed with the no-op of epoch 2 and replayed first: not formatted again
+        assert service.image.cluster_id == "c1"
+        assert [store.epoch_of(o) for o in range(store.log_end_offset)] == [1] * len(encoded) + [2]
+        assert service.image.offset == store.log_end_offset - 1
+
+    asyncio.run(scenario())
