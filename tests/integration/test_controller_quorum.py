@@ -19,6 +19,7 @@ from kmirror.testing.chaos_checks import (
     TOPICS,
     fail_over,
     set_up,
+    voter_logs_agree,
     write_after_failover,
 )
 from kmirror.testing.kafka_clients import consume_partition, create_topic, end_offsets, produce_acked
@@ -103,9 +104,10 @@ def test_the_cluster_survives_the_loss_of_its_active_controller(tmp_path: Path) 
             read = consume_partition(bootstrap, "orders", p, max(wanted) + 1)
             assert {m.offset(): m.value() for m in read if m.offset() in wanted} == wanted
 
-        # every voter holds the same committed metadata log
+        # every voter holds the same metadata log, record for record
         ends = {n: int(row["LogEndOffset"]) for n, row in quorum_replication(bootstrap).items() if n in CONTROLLERS}
         assert len(set(ends.values())) == 1, ends
+        wait_until(lambda: voter_logs_agree(cluster), "every voter's metadata log alike")
 
 
 def test_a_destination_fails_over_while_its_active_controller_is_dead(tmp_path: Path) -> None:

@@ -9,7 +9,10 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
+from kmirror.metadata.snapshot import batch_entries_by_epoch
+from kmirror.records.batch import valid_prefix
 from kmirror.records.control import ControlType, read_control_type
+from kmirror.runtime.metadata_log import METADATA_PARTITION_DIR
 from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered, watermarks
 from kmirror.testing.mirror_clusters import create_mirror, describe, quorum_replication, wait_until
@@ -65,6 +68,27 @@ def metadata_caught_up(cluster: LocalCluster) -> bool:
     return all(layout == layouts[0] for layout in layouts)
 
 
+def voter_logs_agree(cluster: LocalCluster) -> bool:
+    """Raft's log matching, on disk: every voter of a quorum of controllers holds the same record
+    (leader epoch and bytes) at every offset two of them still hold (each deletes its own log
+    below its snapshots), and their logs end alike."""
+    logs = [metadata_log_entries(cluster.dir / f"node-{n}") for n in cluster.node_ids() if n not in BROKERS]
+    if len(logs) < 2:
+        return True
+    ends = {max(entries, default=-1) for entries in logs}
+    return len(ends) == 1 and all(a[o] == b[o] for a in logs for b in logs for o in a.keys() & b.keys())
+
+
+def metadata_log_entries(node_dir: Path) -> dict[int, tuple[int, bytes]]:
+    """offset -> (leader epoch, record) of the whole batches of a node's metadata log segments."""
+    out: dict[int, tuple[int, bytes]] = {}
+    for segment in sorted((node_dir / "data" / METADATA_PARTITION_DIR).glob("*.log")):
+        data = segment.read_bytes()
+        for epoch, entries in batch_entries_by_epoch(data[:valid_prefix(data)[0]]):
+            out.update((offset, (max(epoch, 0), value)) for offset, value in entries)
+    return out
+
+
 def source_batches(source: LocalCluster) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
     out = {}
     for topic in TOPICS:
@@ -107,6 +131,7 @@ def check_converged(source: LocalCluster, dest: LocalCluster, writer: AckedWrite
     retry(partial(fully_in_sync, dest), "destination: every partition fully in sync")
     for name, cluster in (("source", source), ("destination", dest)):
         retry(partial(metadata_caught_up, cluster), f"{name}: every broker's metadata at the controller's log end")
+        retry(partial(voter_logs_agree, cluster), f"{name}: every voter's metadata log alike")
     caught_up = {(t, p): (ends[t][p], ends[t][p], 0, "MIRRORING") for t in TOPICS for p in range(PARTITIONS)}
     retry(lambda: mirror_rows(dest.bootstrap) == caught_up, "--describe: every partition MIRRORING with lag 0")
     expected = source_batches(source)
