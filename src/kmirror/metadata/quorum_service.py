@@ -263,7 +263,7 @@ class QuorumControl:
 
     def follower_fetched(self, leader_epoch: int, high_watermark: int) -> None:
         assert self.quorum is not None
-        self.quorum.fetched(leader_epoch, high_watermark, self._clock.monotonic_ms())
+        self.execute(self.quorum.fetched(leader_epoch, high_watermark, self._clock.monotonic_ms()))
         self._apply_committed()
 
     async def truncate(self, offset: int) -> None:

@@ -9,6 +9,11 @@ appends and truncates it; the core says what to truncate).
 Roles and their transitions (`TRANSITIONS`, checked on every change):
 
 - unattached: an epoch without a known leader, maybe with a vote cast (`voted_id`);
+- prospective: its timer ran out; it asks the voters whether they would vote for it in the
+  next epoch (KIP-996 pre-vote) before it stands, without changing its epoch: a voter that
+  was cut off (a partition, a pause) finds the others still following their leader and
+  goes back to it, instead of making the leader step down by standing in a newer epoch. One
+  that knows the leader of its epoch keeps fetching from it meanwhile;
 - candidate: asked the voters for their votes in its epoch;
 - leader: won its epoch; the high watermark is the largest offset a majority of voters has
   (only once a record of its own epoch is among them: Raft's commit rule);
@@ -25,17 +30,18 @@ from typing import Literal, NamedTuple, Protocol
 
 from kmirror.quorum.election_state import NO_VOTER, ElectionState
 
-Role = Literal["unattached", "candidate", "leader", "follower", "resigned"]
+Role = Literal["unattached", "prospective", "candidate", "leader", "follower", "resigned"]
 
 TRANSITIONS: dict[Role, frozenset[Role]] = {
-    "unattached": frozenset({"unattached", "candidate", "follower", "leader"}),
-    "candidate": frozenset({"unattached", "candidate", "follower", "leader"}),
+    "unattached": frozenset({"unattached", "prospective", "candidate", "follower"}),
+    "prospective": frozenset({"unattached", "prospective", "candidate", "follower"}),
+    "candidate": frozenset({"unattached", "prospective", "follower", "leader"}),
     "leader": frozenset({"unattached", "follower", "resigned"}),
-    "follower": frozenset({"unattached", "candidate", "follower"}),
-    "resigned": frozenset({"unattached", "candidate", "follower"}),
+    "follower": frozenset({"unattached", "prospective", "follower"}),
+    "resigned": frozenset({"unattached", "prospective", "candidate", "follower"}),
 }
-"""Role changes Kafka's `QuorumState` allows (a single voter goes from unattached straight to
-leader: its own vote is a majority)."""
+"""Role changes Kafka's `QuorumState` allows (KIP-996). A single voter stands at once, without
+asking for pre-votes: its own vote is a majority (unattached or resigned -> candidate -> leader)."""
 
 
 class IllegalQuorumTransition(RuntimeError):
@@ -85,6 +91,8 @@ class VoteRequest(NamedTuple):
     candidate_id: int
     last_epoch: int
     last_offset: int
+    pre_vote: bool = False
+    """KIP-996: would the voter vote for it in `epoch`? Nothing changes at the voter."""
 
 
 class BeginQuorumEpoch(NamedTuple):
@@ -107,6 +115,8 @@ class VoteAnswer(NamedTuple):
     granted: bool
     fenced: bool = False
     """The candidate's epoch is older than this voter's (FENCED_LEADER_EPOCH)."""
+    pre_vote: bool = False
+    """The answer to a pre-vote."""
 
 
 @dataclass
@@ -198,7 +208,8 @@ class Quorum:
             raise IllegalQuorumTransition(f"epoch {self.epoch} -> {epoch}")
         # Kafka's transitionToUnattached: a voter that only learns of a newer epoch keeps the
         # time it had left; granting a vote restarts it
-        keeps_timer = role == "unattached" and voted_id == NO_VOTER and self.role in ("unattached", "candidate")
+        keeps_timer = role == "unattached" and voted_id == NO_VOTER and self.role in ("unattached", "candidate",
+                                                                                       "prospective")
         self.role, self.epoch, self.leader_id, self.voted_id = role, epoch, leader_id, voted_id
         self._granted = set()
         self._backing_off = False
@@ -227,11 +238,24 @@ class Quorum:
             if leader_id not in (NO_VOTER, self.local_id):
                 return Actions(persist=self._transition("follower", epoch, leader_id=leader_id, now_ms=now_ms))
             return Actions(persist=self._transition("unattached", epoch, now_ms=now_ms))
+        if self.role == "prospective" and leader_id == self.leader_id:
+            return Actions()  # the leader it timed out on, named by a voter that has not yet
         if epoch == self.epoch and leader_id not in (NO_VOTER, self.local_id) and self.role in (
-                "unattached", "candidate", "resigned"):
+                "unattached", "prospective", "candidate", "resigned"):
             return Actions(persist=self._transition("follower", epoch, leader_id=leader_id, voted_id=self.voted_id,
                                                     now_ms=now_ms))
         return Actions()
+
+    def _prospect(self, now_ms: int) -> Actions:
+        """Ask for pre-votes (KIP-996), or stand at once as the only voter."""
+        if len(self.voters) == 1:
+            return self._start_election(now_ms)
+        leader = self.leader_id if self.role in ("follower", "prospective") else NO_VOTER
+        self._transition("prospective", self.epoch, leader_id=leader, voted_id=self.voted_id, now_ms=now_ms)
+        self._granted = {self.local_id}
+        request = VoteRequest(self.epoch + 1, self.local_id, self._log.last_epoch, self._log.log_end_offset,
+                              pre_vote=True)
+        return Actions(send=[(v, request) for v in sorted(self.voters - {self.local_id})])
 
     def _start_election(self, now_ms: int) -> Actions:
         persist = self._transition("candidate", self.epoch + 1, voted_id=self.local_id, now_ms=now_ms)
@@ -263,18 +287,17 @@ class Quorum:
             heard = {v for v, r in self._replicas.items()
                      if v == self.local_id or now_ms - r.last_fetch_ms < self._check_quorum_ms()}
             if not self._has_majority(heard):
-                return Actions(persist=self._transition("resigned", self.epoch, leader_id=self.local_id,
-                                                        voted_id=self.voted_id, now_ms=now_ms))
+                return self.resign(now_ms)
             self._deadline_ms = min(now_ms + self._config.fetch_timeout_ms // 2, self._check_quorum_expiry_ms(now_ms))
             begin = BeginQuorumEpoch(self.epoch, self.local_id)
             return Actions(send=[(v, begin) for v, r in sorted(self._replicas.items())
                                  if v != self.local_id and not r.fetched])
         if self.role == "candidate" and not self._backing_off:
-            # the vote split or was lost: back off a random time, then stand in a new epoch
+            # the vote split or was lost: back off a random time, then ask again
             self._backing_off = True
             self._deadline_ms = now_ms + self._rng.randrange(self._config.election_backoff_max_ms + 1)
             return Actions()
-        return self._start_election(now_ms)
+        return self._prospect(now_ms)
 
     def _check_quorum_expiry_ms(self, now_ms: int) -> int:
         """When the leader resigns unless more voters fetch: a majority's oldest latest fetch,
@@ -290,7 +313,9 @@ class Quorum:
 
     def handle_vote(self, request: VoteRequest, now_ms: int) -> tuple[VoteAnswer, Actions]:
         if request.epoch < self.epoch:
-            return VoteAnswer(self.epoch, self.leader_id, False, fenced=True), Actions()
+            return VoteAnswer(self.epoch, self.leader_id, False, fenced=True, pre_vote=request.pre_vote), Actions()
+        if request.pre_vote:
+            return VoteAnswer(self.epoch, self.leader_id, self._grants_pre_vote(request, now_ms), pre_vote=True), Actions()
         actions = self._observe_epoch(request.epoch, NO_VOTER, now_ms)
         granted = self._grants(request)
         if granted and self.voted_id != request.candidate_id:
@@ -305,13 +330,24 @@ class Quorum:
         mine = (self._log.last_epoch, self._log.log_end_offset)
         return (request.last_epoch, request.last_offset) >= mine
 
+    def _grants_pre_vote(self, request: VoteRequest, now_ms: int) -> bool:
+        """Would vote for it in the next epoch: its log is as up to date as this one's, and this
+        voter has not heard from a leader within the fetch timeout (KIP-996)."""
+        if request.candidate_id not in self.voters or request.epoch <= self.epoch and self.voted_id not in (
+                NO_VOTER, request.candidate_id):
+            return False
+        if self.role == "leader" or self.role == "follower" and now_ms < self._deadline_ms:
+            return False
+        return (request.last_epoch, request.last_offset) >= (self._log.last_epoch, self._log.log_end_offset)
+
     def handle_vote_answer(self, voter_id: int, answer: VoteAnswer, now_ms: int) -> Actions:
         actions = self._observe_epoch(answer.epoch, answer.leader_id, now_ms)
-        if self.role != "candidate" or answer.epoch != self.epoch or not answer.granted:
+        wanted: Role = "prospective" if answer.pre_vote else "candidate"
+        if self.role != wanted or answer.epoch != self.epoch or not answer.granted:
             return actions
         self._granted.add(voter_id)
         if self._has_majority(self._granted):
-            actions.extend(self._become_leader(now_ms))
+            actions.extend(self._start_election(now_ms) if answer.pre_vote else self._become_leader(now_ms))
         return actions
 
     # -- BeginQuorumEpoch / EndQuorumEpoch -----------------------------------------------------
@@ -327,10 +363,18 @@ class Quorum:
             self._deadline_ms = now_ms + self._config.fetch_timeout_ms
         return True, actions
 
+    def observed(self, epoch: int, leader_id: int, now_ms: int) -> Actions:
+        """An answer from another voter naming its epoch and leader (to BeginQuorumEpoch or
+        EndQuorumEpoch): a newer epoch moves this voter. A leader whose BeginQuorumEpoch a voter
+        fences with a newer epoch steps down, so that a voter left in a newer epoch (it stood
+        while cut off) is not left out for good: Kafka's `maybeHandleCommonResponse`."""
+        return self._observe_epoch(epoch, leader_id, now_ms)
+
     def handle_end_epoch(self, message: EndQuorumEpoch, now_ms: int) -> Actions:
         """The leader of this epoch resigns: its preferred successors stand first (the first
         at once), the others after an election timeout."""
-        if message.epoch != self.epoch or self.leader_id != message.leader_id or self.role != "follower":
+        if message.epoch != self.epoch or self.leader_id != message.leader_id or self.role not in (
+                "follower", "prospective"):
             return Actions()
         successors = list(message.preferred_successors)
         rank = successors.index(self.local_id) if self.local_id in successors else len(successors)
@@ -338,7 +382,8 @@ class Quorum:
         return Actions()
 
     def resign(self, now_ms: int) -> Actions:
-        """A leader that shuts down: EndQuorumEpoch to the others, the most caught up first."""
+        """A leader that shuts down, or lost a majority: EndQuorumEpoch to the others, the most
+        caught up first."""
         if self.role != "leader":
             return Actions()
         successors = tuple(v for v, _ in sorted(
@@ -393,11 +438,17 @@ class Quorum:
 
     # -- a follower: answers from the leader ---------------------------------------------------
 
-    def fetched(self, leader_epoch: int, high_watermark: int, now_ms: int) -> None:
-        """A valid Fetch answer from the leader, its records appended: the leader is alive."""
+    def fetched(self, leader_epoch: int, high_watermark: int, now_ms: int) -> Actions:
+        """A valid Fetch answer from the leader, its records appended: the leader is alive (a
+        prospective voter follows it again)."""
+        actions = Actions()
+        if self.role == "prospective" and leader_epoch == self.epoch and self.leader_id != NO_VOTER:
+            actions.persist = self._transition("follower", self.epoch, leader_id=self.leader_id,
+                                               voted_id=self.voted_id, now_ms=now_ms)
         if self.role == "follower" and leader_epoch == self.epoch:
             self._deadline_ms = now_ms + self._config.fetch_timeout_ms
             self.high_watermark = max(self.high_watermark, min(high_watermark, self._log.log_end_offset))
+        return actions
 
     def fetch_refused(self, refusal: FetchRefused, now_ms: int) -> Actions:
         """The fetched voter is not the leader: follow whom it names, in a newer epoch."""

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -35,7 +36,11 @@ from kmirror.quorum.state import (
 
 log = logging.getLogger(__name__)
 
+ZERO_DIRECTORY_ID = uuid.UUID(int=0)
+"""Kafka's zero uuid: kmirror does not track its voters' log directories (KIP-853)."""
 FOLLOWER_FETCH_MAX_WAIT_MS = 500
+FETCHING = ("follower", "prospective")
+"""The roles that fetch from the leader they know (a prospective voter still does, KIP-996)."""
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 _ERROR_REFUSALS = {
     ErrorCode.not_leader_or_follower: "not_leader",
@@ -163,17 +168,25 @@ class QuorumClient:
     async def _vote(self, channel: _VoterChannel, message: VoteRequest) -> None:
         conn = await channel.connection()
         rt = conn.request_type(52)
-        partition = build(nested(rt, "PartitionData"), partition_index=0, replica_epoch=message.epoch,
-                          replica_id=message.candidate_id, last_offset_epoch=message.last_epoch,
-                          last_offset=message.last_offset)
-        response = await channel.send(52, cluster_id=self._cluster_id(), topics=(
+        fields: dict[str, Any] = {"partition_index": 0, "replica_epoch": message.epoch,
+                                  "replica_id": message.candidate_id, "last_offset_epoch": message.last_epoch,
+                                  "last_offset": message.last_offset}
+        top: dict[str, Any] = {}
+        if has_field(nested(rt, "PartitionData"), "pre_vote"):  # v2 (KIP-996)
+            fields |= {"pre_vote": message.pre_vote, "replica_directory_id": ZERO_DIRECTORY_ID,
+                       "voter_directory_id": ZERO_DIRECTORY_ID}
+            top["voter_id"] = channel.voter.node_id
+        elif message.pre_vote:
+            return  # a voter of an older version takes no pre-votes: this one stands without its answer
+        partition = build(nested(rt, "PartitionData"), **fields)
+        response = await channel.send(52, cluster_id=self._cluster_id(), **top, topics=(
             build(nested(rt, "TopicData"), topic_name=METADATA_TOPIC, partitions=(partition,)),))
         if response.error_code != ErrorCode.none or not response.topics:
             return
         p = response.topics[0].partitions[0]
         if p.error_code not in (ErrorCode.none, ErrorCode.fenced_leader_epoch):
             return
-        answer = VoteAnswer(int(p.leader_epoch), int(p.leader_id), bool(p.vote_granted))
+        answer = VoteAnswer(int(p.leader_epoch), int(p.leader_id), bool(p.vote_granted), pre_vote=message.pre_vote)
         self._send_all(self._controller.execute(
             self._quorum.handle_vote_answer(channel.voter.node_id, answer, self._clock.monotonic_ms())))
 
@@ -185,15 +198,19 @@ class QuorumClient:
         if end is not None:
             fields["preferred_successors"] = end.preferred_successors
         partition = build(nested(rt, "PartitionData"), **fields)
-        await channel.send(api_key, cluster_id=self._cluster_id(), topics=(
+        response = await channel.send(api_key, cluster_id=self._cluster_id(), topics=(
             build(nested(rt, "TopicData"), topic_name=METADATA_TOPIC, partitions=(partition,)),))
+        if response.error_code == ErrorCode.none and response.topics:
+            p = response.topics[0].partitions[0]  # a voter in a newer epoch makes this leader step down
+            self._send_all(self._controller.execute(
+                self._quorum.observed(int(p.leader_epoch), int(p.leader_id), self._clock.monotonic_ms())))
 
     # -- a follower's fetches ------------------------------------------------------------------
 
     async def _follow(self) -> None:
         while True:
             channel = self._channels.get(self._quorum.leader_id)
-            if self._quorum.role != "follower" or channel is None:
+            if self._quorum.role not in FETCHING or channel is None:
                 self._role_changed.clear()
                 await self._role_changed.wait()
                 continue
@@ -228,7 +245,7 @@ class QuorumClient:
             max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1, topics=(topic,),
             forgotten_topics_data=(), rack_id="",
             timeout_ms=FOLLOWER_FETCH_MAX_WAIT_MS + self._quorum_request_timeout_ms())
-        if self._quorum.epoch != epoch or self._quorum.role != "follower":
+        if self._quorum.epoch != epoch or self._quorum.role not in FETCHING:
             return  # the quorum moved on while this fetch was out
         p = response.responses[0].partitions[0]
         now = self._clock.monotonic_ms()
@@ -238,7 +255,7 @@ class QuorumClient:
                                    int(leader.leader_id) if leader is not None else -1,
                                    int(leader.leader_epoch) if leader is not None else -1)
             self._send_all(self._controller.execute(self._quorum.fetch_refused(refusal, now)))
-            if self._quorum.role == "follower" and self._quorum.epoch == epoch:
+            if self._quorum.role in FETCHING and self._quorum.epoch == epoch:
                 await asyncio.sleep(0.05)
             return
         if p.error_code != ErrorCode.none:

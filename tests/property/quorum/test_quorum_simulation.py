@@ -62,6 +62,8 @@ TICK_MS = 10
 REQUEST_TIMEOUT_MS = 500
 """A Fetch without an answer by then is given up and sent again."""
 MAX_FETCH_RECORDS = 32
+FETCHING = ("follower", "prospective")
+"""The roles that fetch from the leader they know (a prospective voter still does, KIP-996)."""
 FAULTS_MS = 20_000
 """Faults happen in [0, FAULTS_MS); then every voter runs, the network heals and stops losing."""
 APPEND_AFTER_FAULTS_MS = 1_000
@@ -89,7 +91,14 @@ class FetchAnswer(NamedTuple):
     records: tuple[Entry, ...]
 
 
-Body: TypeAlias = VoteRequest | VoteAnswer | BeginQuorumEpoch | EndQuorumEpoch | Fetch | FetchAnswer
+class EpochAnswer(NamedTuple):
+    """The answer to a BeginQuorumEpoch: the voter's epoch and leader."""
+
+    epoch: int
+    leader_id: int
+
+
+Body: TypeAlias = VoteRequest | VoteAnswer | BeginQuorumEpoch | EndQuorumEpoch | Fetch | FetchAnswer | EpochAnswer
 
 
 class SimLog:
@@ -347,6 +356,9 @@ class QuorumSimulation:
             self._execute(node, quorum.handle_vote_answer(src, body, self.now))
         elif isinstance(body, BeginQuorumEpoch):
             self._execute(node, quorum.handle_begin_epoch(body, self.now)[1])
+            self._send(node, src, EpochAnswer(quorum.epoch, quorum.leader_id))
+        elif isinstance(body, EpochAnswer):
+            self._execute(node, quorum.observed(body.epoch, body.leader_id, self.now))
         elif isinstance(body, EndQuorumEpoch):
             self._execute(node, quorum.handle_end_epoch(body, self.now))
         elif isinstance(body, Fetch):
@@ -371,7 +383,7 @@ class QuorumSimulation:
             self._execute(node, quorum.fetch_refused(decision, self.now))
             return
         request = in_flight.request
-        if (quorum.role != "follower" or quorum.leader_id != src or quorum.epoch != request.epoch
+        if (quorum.role not in FETCHING or quorum.leader_id != src or quorum.epoch != request.epoch
                 or answer.leader_epoch != request.epoch or node.log.log_end_offset != request.fetch_offset
                 or node.log.last_epoch != request.last_fetched_epoch):
             return  # this voter moved on since it asked
@@ -386,7 +398,7 @@ class QuorumSimulation:
             return
         for entry in answer.records:
             self._append(node, entry)
-        quorum.fetched(answer.leader_epoch, decision.high_watermark, self.now)
+        self._execute(node, quorum.fetched(answer.leader_epoch, decision.high_watermark, self.now))
 
     def _append(self, node: Node, entry: Entry) -> None:
         offset = node.log.log_end_offset
@@ -401,7 +413,7 @@ class QuorumSimulation:
             self._records += 1
             self._append(node, (quorum.epoch, f"r{self._records}"))
             quorum.appended(node.log.log_end_offset, self.now)
-        elif quorum.role == "follower" and (
+        elif quorum.role in FETCHING and quorum.leader_id >= 0 and (
                 node.in_flight is None or self.now - node.in_flight.sent_ms >= REQUEST_TIMEOUT_MS):
             self._request_ids += 1
             request = Fetch(self._request_ids, quorum.epoch, node.log.log_end_offset, node.log.last_epoch)

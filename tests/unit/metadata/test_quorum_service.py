@@ -34,12 +34,22 @@ async def elected(service: MetadataService, clock: ManualClock) -> int:
     quorum = service.quorum
     assert quorum is not None
     clock.advance(2_001)
-    sends = service.execute(quorum.poll(clock.monotonic_ms()))
-    assert sorted(v for v, _ in sends) == [3001, 3002]
-    assert all(isinstance(m, VoteRequest) for _, m in sends)
+    stand(service, clock)
     service.execute(quorum.handle_vote_answer(3001, VoteAnswer(quorum.epoch, -1, True), clock.monotonic_ms()))
     assert quorum.role == "leader"
     return quorum.epoch
+
+
+def stand(service: MetadataService, clock: ManualClock) -> None:
+    """Its timer has run out: it asks for pre-votes, gets 3001's and stands."""
+    quorum = service.quorum
+    assert quorum is not None
+    asking = service.execute(quorum.poll(clock.monotonic_ms()))
+    assert quorum.role == "prospective" and sorted(v for v, _ in asking) == [3001, 3002]
+    assert all(isinstance(m, VoteRequest) and m.pre_vote for _, m in asking)
+    standing = service.execute(quorum.handle_vote_answer(3001, VoteAnswer(quorum.epoch, -1, True, pre_vote=True),
+                                                         clock.monotonic_ms()))
+    assert quorum.role == "candidate" and sorted(v for v, _ in standing) == [3001, 3002]
 
 
 async def follower_fetches(service: MetadataService, replica_id: int) -> None:
@@ -137,8 +147,8 @@ def test_a_new_leader_commits_the_records_of_the_earlier_epoch_with_its_first_re
         service.follower_fetched(1, 0)  # the leader of epoch 1 dies before they commit
         assert service.image.cluster_id is None
         clock.advance(10_000)
-        service.execute(quorum.poll(clock.monotonic_ms()))
-        assert quorum.role == "candidate" and quorum.epoch == 2
+        stand(service, clock)
+        assert quorum.epoch == 2
         service.execute(quorum.handle_vote_answer(3002, VoteAnswer(2, -1, True), clock.monotonic_ms()))
         fetcher = asyncio.get_running_loop().create_task(follower_fetches(service, 3002))
         await until(lambda: service.active, "active")

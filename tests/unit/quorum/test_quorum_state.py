@@ -10,6 +10,7 @@ import pytest
 from kmirror.quorum.election_state import NO_VOTER, ElectionState
 from kmirror.quorum.state import (
     TRANSITIONS,
+    Actions,
     BeginQuorumEpoch,
     EndQuorumEpoch,
     FetchDiverging,
@@ -68,9 +69,25 @@ def voter(local_id: int, voters: Sequence[int] = (1, 2, 3), epochs: Iterable[int
     return Quorum(local_id, voters, stored, log, CONFIG, LowestRng(), now_ms), log
 
 
+def stand(candidate: Quorum, now_ms: int) -> Actions:
+    """Its timer runs out at `now_ms`: it asks the others for pre-votes (KIP-996), without
+    changing its epoch or persisting anything; granted by a majority, it stands. Returns what
+    standing asks of the shell."""
+    asking = candidate.poll(now_ms)
+    assert candidate.role == "prospective", candidate.role
+    assert asking.persist is None and asking.send
+    assert all(isinstance(m, VoteRequest) and m.pre_vote and m.epoch == candidate.epoch + 1 for _, m in asking.send)
+    for voter_id, _ in asking.send:
+        standing = candidate.handle_vote_answer(voter_id, VoteAnswer(candidate.epoch, NO_VOTER, True, pre_vote=True),
+                                                now_ms)
+        if candidate.role == "candidate":
+            return standing
+    raise AssertionError("no majority of pre-votes")
+
+
 def elect(leader: Quorum, others: Sequence[Quorum], now_ms: int) -> None:
     """`leader` stands at `now_ms` and each of `others` answers its Vote, in order."""
-    actions = leader.poll(now_ms)
+    actions = stand(leader, now_ms)
     assert leader.role == "candidate", leader.role
     for other in others:
         request = next(m for v, m in actions.send if v == other.local_id)
@@ -110,7 +127,14 @@ def test_three_voters_elect_the_first_to_stand_and_it_begins_its_epoch() -> None
     three, _ = voter(3)
     assert one.poll(ELECTION_MS - 1).send == [] and one.role == "unattached"
 
-    standing = one.poll(ELECTION_MS)
+    asking = one.poll(ELECTION_MS)  # KIP-996: would they vote for it in epoch 1?
+    assert one.role == "prospective" and one.epoch == 0 and asking.persist is None
+    assert asking.send == [(2, VoteRequest(1, 1, 0, 0, pre_vote=True)), (3, VoteRequest(1, 1, 0, 0, pre_vote=True))]
+    pre_vote, nothing = two.handle_vote(VoteRequest(1, 1, 0, 0, pre_vote=True), ELECTION_MS + 2)
+    assert pre_vote == VoteAnswer(0, NO_VOTER, True, pre_vote=True)
+    assert nothing.persist is None and two.epoch == 0 and two.voted_id == NO_VOTER  # a pre-vote binds nobody
+
+    standing = one.handle_vote_answer(2, pre_vote, ELECTION_MS + 4)
     assert one.role == "candidate" and one.epoch == 1 and one.voted_id == 1
     assert standing.persist == ElectionState(1, NO_VOTER, 1)
     assert standing.send == [(2, VoteRequest(1, 1, 0, 0)), (3, VoteRequest(1, 1, 0, 0))]
@@ -131,7 +155,7 @@ def test_three_voters_elect_the_first_to_stand_and_it_begins_its_epoch() -> None
 
 def test_five_voters_need_three_votes() -> None:
     one, _ = voter(1, voters=range(1, 6))
-    one.poll(ELECTION_MS)
+    stand(one, ELECTION_MS)
     assert one.handle_vote_answer(2, VoteAnswer(1, NO_VOTER, True), ELECTION_MS).send == []
     assert one.handle_vote_answer(2, VoteAnswer(1, NO_VOTER, True), ELECTION_MS).send == []  # a duplicate
     assert one.handle_vote_answer(4, VoteAnswer(1, NO_VOTER, False), ELECTION_MS).send == []
@@ -178,7 +202,7 @@ def test_a_vote_of_an_older_epoch_is_fenced_and_the_candidate_steps_down() -> No
     assert two.epoch == 5
 
     one, _ = voter(1, stored=ElectionState(2))
-    one.poll(ELECTION_MS)
+    stand(one, ELECTION_MS)
     assert one.role == "candidate" and one.epoch == 3
     stepped = one.handle_vote_answer(2, answer, ELECTION_MS + 1)
     assert one.role == "unattached" and one.epoch == 5 and stepped.persist == ElectionState(5)
@@ -196,7 +220,7 @@ def test_a_voter_that_refuses_a_newer_candidate_keeps_its_election_timer() -> No
     assert two.until_next_poll_ms(900) == ELECTION_MS - 900
 
     one, _ = voter(1, epochs=[1, 1], now_ms=0)
-    one.poll(ELECTION_MS)
+    stand(one, ELECTION_MS)
     assert one.role == "candidate" and one.until_next_poll_ms(ELECTION_MS) == ELECTION_MS
     assert not one.handle_vote(VoteRequest(2, 3, 0, 0), ELECTION_MS + 900)[0].granted
     assert one.role == "unattached" and one.epoch == 2
@@ -218,7 +242,7 @@ def test_a_leader_or_follower_refuses_a_vote_of_its_epoch_and_names_the_leader()
         assert answer == VoteAnswer(1, 1, False)
 
     rival, _ = voter(3, stored=ElectionState(0))
-    rival.poll(ELECTION_MS)
+    stand(rival, ELECTION_MS)
     assert rival.role == "candidate" and rival.epoch == 1
     rival.handle_vote_answer(1, VoteAnswer(1, 1, False), ELECTION_MS + 2)
     assert rival.role == "follower" and rival.leader_id == 1 and rival.voted_id == 3
@@ -334,20 +358,49 @@ def test_a_follower_that_stops_hearing_from_its_leader_stands_after_the_fetch_ti
     assert three.poll(100 + FETCH_MS).persist is None and three.role == "follower"
     assert three.poll(1500 + FETCH_MS - 1).persist is None and three.role == "follower"
 
-    standing = three.poll(1500 + FETCH_MS)
+    asking = three.poll(1500 + FETCH_MS)  # it keeps its leader and fetches on while it asks (KIP-996)
+    assert three.role == "prospective" and three.epoch == 1 and three.leader_id == 1 and asking.persist is None
+    assert asking.send == [(1, VoteRequest(2, 3, 1, 1, pre_vote=True)), (2, VoteRequest(2, 3, 1, 1, pre_vote=True))]
+    # a voter that still follows the leader says no; it names the leader this one timed out on
+    assert three.handle_vote_answer(2, VoteAnswer(1, 1, False, pre_vote=True), 1500 + FETCH_MS).persist is None
+    assert three.role == "prospective"
+    standing = three.handle_vote_answer(1, VoteAnswer(1, NO_VOTER, True, pre_vote=True), 1500 + FETCH_MS)
     assert three.role == "candidate" and three.epoch == 2
     assert standing.persist == ElectionState(2, NO_VOTER, 3)
     assert standing.send == [(1, VoteRequest(2, 3, 1, 1)), (2, VoteRequest(2, 3, 1, 1))]
 
 
+def test_a_prospective_voter_that_hears_from_its_leader_follows_it_again() -> None:
+    three, _ = voter(3, epochs=[1])
+    three.handle_begin_epoch(BeginQuorumEpoch(1, 1), 0)
+    three.poll(FETCH_MS)
+    assert three.role == "prospective" and three.leader_id == 1
+    following = three.fetched(1, 1, FETCH_MS + 10)
+    assert three.role == "follower" and following.persist == ElectionState(1, 1, NO_VOTER)
+    assert three.until_next_poll_ms(FETCH_MS + 10) == FETCH_MS
+
+
+def test_a_voter_grants_a_pre_vote_only_without_a_live_leader_and_changes_nothing() -> None:
+    two, _ = voter(2, epochs=[1])
+    two.handle_begin_epoch(BeginQuorumEpoch(1, 1), 0)
+    ask = VoteRequest(2, 3, 1, 1, pre_vote=True)
+    assert two.handle_vote(ask, FETCH_MS - 1) == (VoteAnswer(1, 1, False, pre_vote=True), Actions())
+    assert two.handle_vote(ask, FETCH_MS) == (VoteAnswer(1, 1, True, pre_vote=True), Actions())  # it timed out
+    assert two.handle_vote(VoteRequest(2, 3, 0, 0, pre_vote=True), FETCH_MS)[0].granted is False  # a shorter log
+    assert (two.role, two.epoch, two.voted_id) == ("follower", 1, NO_VOTER)
+    leader, _ = voter(1)
+    elect(leader, [voter(3)[0]], ELECTION_MS)
+    assert not leader.handle_vote(VoteRequest(2, 3, 9, 9, pre_vote=True), ELECTION_MS)[0].granted
+
+
 def test_a_candidate_without_a_majority_stands_again_in_a_new_epoch() -> None:
     one, _ = voter(1)
-    one.poll(ELECTION_MS)
+    stand(one, ELECTION_MS)
     one.handle_vote_answer(2, VoteAnswer(1, NO_VOTER, False), ELECTION_MS + 1)
     assert one.until_next_poll_ms(ELECTION_MS) == ELECTION_MS
     assert one.poll(2 * ELECTION_MS).persist is None  # it backs off first (the rng draws 0 here)
     assert one.role == "candidate" and one.epoch == 1
-    again = one.poll(2 * ELECTION_MS)
+    again = stand(one, 2 * ELECTION_MS)  # then asks for pre-votes again
     assert one.role == "candidate" and one.epoch == 2 and again.persist == ElectionState(2, NO_VOTER, 1)
     assert one.handle_vote_answer(2, VoteAnswer(1, NO_VOTER, True), 2 * ELECTION_MS + 1).send == []
     assert one.role == "candidate"  # a late grant of the previous epoch counts for nothing
@@ -371,7 +424,8 @@ def test_a_leader_not_fetched_by_a_majority_for_one_and_a_half_fetch_timeouts_re
         resigned = one.poll(now)
         now += 100
     assert one.role == "resigned" and one.epoch == 1
-    assert resigned.persist == ElectionState(1, 1, 1) and resigned.send == []
+    assert resigned.persist == ElectionState(1, 1, 1)
+    assert resigned.send == [(2, EndQuorumEpoch(1, 1, (2, 3))), (3, EndQuorumEpoch(1, 1, (2, 3)))]
     refusal, _ = one.handle_fetch(2, 1, 1, 1, now)
     assert refusal == FetchRefused("not_leader", 1, 1)
 
@@ -426,7 +480,7 @@ def test_a_begin_quorum_epoch_of_an_older_epoch_is_refused() -> None:
 
 def test_a_resigning_leader_hands_over_to_the_most_caught_up_first() -> None:
     one, log = voter(1, voters=range(1, 6))
-    one.poll(ELECTION_MS)
+    stand(one, ELECTION_MS)
     for v in (2, 3):
         one.handle_vote_answer(v, VoteAnswer(1, NO_VOTER, True), ELECTION_MS)
     one.appended(log.append(1, 10), ELECTION_MS)
@@ -455,7 +509,7 @@ def test_a_restarted_voter_waits_to_hear_from_the_leader_it_knew() -> None:
     assert three.role == "follower" and three.leader_id == 1 and three.voted_id == 2
     assert three.high_watermark == 0
     assert not three.handle_vote(VoteRequest(2, 2, 9, 9), 60)[0].granted
-    three.poll(50 + ELECTION_MS)
+    stand(three, 50 + ELECTION_MS)
     assert three.role == "candidate" and three.epoch == 3
 
 
@@ -488,3 +542,13 @@ def test_a_voter_outside_the_quorum_is_rejected() -> None:
         voter(4)
     two, _ = voter(2)
     assert not two.handle_vote(VoteRequest(1, 7, 0, 0), 0)[0].granted
+
+
+def test_a_leader_steps_down_for_a_voter_left_in_a_newer_epoch() -> None:
+    """A voter that stood while cut off keeps its newer epoch; it answers the leader's
+    BeginQuorumEpoch with it, and the leader steps down so that the quorum can move on."""
+    one, _ = voter(1)
+    elect(one, [voter(2)[0]], ELECTION_MS)
+    assert one.observed(1, 1, ELECTION_MS + 1).persist is None and one.role == "leader"  # its own epoch
+    stepping_down = one.observed(3, NO_VOTER, ELECTION_MS + 2)
+    assert one.role == "unattached" and one.epoch == 3 and stepping_down.persist == ElectionState(3)

@@ -1,4 +1,5 @@
-"""Vote (key 52, v0; KIP-595), controller plane: a candidate asks this voter for its vote.
+"""Vote (key 52, v0-2; KIP-595, KIP-996), controller plane: a candidate asks this voter for its
+vote, or a prospective voter whether it would get it (v2's pre-vote, which changes nothing here).
 
 Granted once per epoch, to a voter whose log is at least as up to date as this one's (its last
 epoch, then its end offset), and only by a voter that knows no leader of that epoch
@@ -19,7 +20,7 @@ from kmirror.broker.services import BrokerServices
 from kmirror.quorum.state import VoteRequest
 
 
-@api(52, "Vote", 0, 0, planes=("controller",))
+@api(52, "Vote", 0, 2, planes=("controller",))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     accepted = accept(services.controller_metadata, ctx.response_type, request)
     if not isinstance(accepted, QuorumRequest):
@@ -29,7 +30,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         return answer(ctx.response_type, error_code=ErrorCode.inconsistent_voter_set, leader_id=quorum.leader_id,
                       leader_epoch=quorum.epoch, vote_granted=False)
     vote, actions = quorum.handle_vote(
-        VoteRequest(int(p.replica_epoch), int(p.replica_id), int(p.last_offset_epoch), int(p.last_offset)),
+        VoteRequest(int(p.replica_epoch), int(p.replica_id), int(p.last_offset_epoch), int(p.last_offset),
+                    pre_vote=bool(getattr(p, "pre_vote", False))),
         services.clock.monotonic_ms())
     controller.execute(actions)
     return answer(ctx.response_type, error_code=ErrorCode.fenced_leader_epoch if vote.fenced else ErrorCode.none,
