@@ -332,11 +332,15 @@ class Quorum:
 
     def _grants_pre_vote(self, request: VoteRequest, now_ms: int) -> bool:
         """Would vote for it in the next epoch: its log is as up to date as this one's, and this
-        voter has not heard from a leader within the fetch timeout (KIP-996)."""
+        voter has not heard from a leader within the election timeout (KIP-996; the Raft
+        thesis's 4.2.3: a follower that fetched from a live leader moments ago says no, one
+        whose leader has been silent that long says yes, so that the first voter to time out is
+        not turned down by the others, which time out a moment later)."""
         if request.candidate_id not in self.voters or request.epoch <= self.epoch and self.voted_id not in (
                 NO_VOTER, request.candidate_id):
             return False
-        if self.role == "leader" or self.role == "follower" and now_ms < self._deadline_ms:
+        heard_ms = self._deadline_ms - self._config.fetch_timeout_ms  # a follower's last answer from its leader
+        if self.role == "leader" or self.role == "follower" and now_ms - heard_ms < self._config.election_timeout_ms:
             return False
         return (request.last_epoch, request.last_offset) >= (self._log.last_epoch, self._log.log_end_offset)
 

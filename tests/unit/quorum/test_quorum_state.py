@@ -384,9 +384,10 @@ def test_a_voter_grants_a_pre_vote_only_without_a_live_leader_and_changes_nothin
     two, _ = voter(2, epochs=[1])
     two.handle_begin_epoch(BeginQuorumEpoch(1, 1), 0)
     ask = VoteRequest(2, 3, 1, 1, pre_vote=True)
-    assert two.handle_vote(ask, FETCH_MS - 1) == (VoteAnswer(1, 1, False, pre_vote=True), Actions())
-    assert two.handle_vote(ask, FETCH_MS) == (VoteAnswer(1, 1, True, pre_vote=True), Actions())  # it timed out
-    assert two.handle_vote(VoteRequest(2, 3, 0, 0, pre_vote=True), FETCH_MS)[0].granted is False  # a shorter log
+    assert two.handle_vote(ask, ELECTION_MS - 1) == (VoteAnswer(1, 1, False, pre_vote=True), Actions())
+    # its leader silent for an election timeout: yes, though its own fetch timeout has not run out
+    assert two.handle_vote(ask, ELECTION_MS) == (VoteAnswer(1, 1, True, pre_vote=True), Actions())
+    assert two.handle_vote(VoteRequest(2, 3, 0, 0, pre_vote=True), ELECTION_MS)[0].granted is False  # shorter log
     assert (two.role, two.epoch, two.voted_id) == ("follower", 1, NO_VOTER)
     leader, _ = voter(1)
     elect(leader, [voter(3)[0]], ELECTION_MS)
