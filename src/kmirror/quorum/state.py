@@ -239,7 +239,7 @@ class Quorum:
                 return Actions(persist=self._transition("follower", epoch, leader_id=leader_id, now_ms=now_ms))
             return Actions(persist=self._transition("unattached", epoch, now_ms=now_ms))
         if self.role == "prospective" and leader_id == self.leader_id:
-            return Actions()  # the leader it timed out on, named by a voter that has not yet
+            return Actions()  # the leader it timed out on, named by a voter that has not timed out yet
         if epoch == self.epoch and leader_id not in (NO_VOTER, self.local_id) and self.role in (
                 "unattached", "prospective", "candidate", "resigned"):
             return Actions(persist=self._transition("follower", epoch, leader_id=leader_id, voted_id=self.voted_id,
