@@ -77,8 +77,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         tagged["current_leader"] = build(nested(rt, "LeaderIdAndEpoch"), leader_id=i32(decision.leader_id),
                                          leader_epoch=i32(decision.epoch))
     elif isinstance(decision, FetchDiverging):
-        tagged["diverging_epoch"] = build(nested(rt, "EpochEndOffset"), epoch=i32(decision.epoch),
-                                          end_offset=i64(decision.end_offset))
+        # no epoch in common ((-1, -1), which the wire reads as "not diverging"): truncate to 0
+        tagged["diverging_epoch"] = build(nested(rt, "EpochEndOffset"), epoch=i32(max(decision.epoch, 0)),
+                                          end_offset=i64(max(decision.end_offset, 0)))
     elif fetch_offset < 0:
         error = ErrorCode.unknown_topic_or_partition
     elif fetch_offset > end or (below_start and (snapshot is None or ctx.api_version < 12)):
