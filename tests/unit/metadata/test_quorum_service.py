@@ -52,6 +52,15 @@ def stand(service: MetadataService, clock: ManualClock) -> None:
     assert quorum.role == "candidate" and sorted(v for v, _ in standing) == [3001, 3002]
 
 
+async def follower_of_3001(store: InMemoryMetadataLogStore, clock: ManualClock) -> MetadataService:
+    """A started voter that follows 3001 in epoch 1."""
+    service = voter(store, clock)
+    await service.start()
+    assert service.quorum is not None
+    service.execute(service.quorum.handle_begin_epoch(BeginQuorumEpoch(1, 3001), clock.monotonic_ms())[1])
+    return service
+
+
 async def follower_fetches(service: MetadataService, replica_id: int) -> None:
     """A follower that always has everything the leader has: it fetches at the leader's end."""
     store = service.metadata_log
@@ -115,11 +124,9 @@ def test_a_leader_is_active_once_its_epoch_commits_and_answers_once_a_majority_h
 def test_a_follower_replays_only_what_the_leader_committed_and_truncates_where_it_diverged() -> None:
     async def scenario() -> None:
         store, clock = InMemoryMetadataLogStore(), ManualClock()
-        service = voter(store, clock)
-        await service.start()
+        service = await follower_of_3001(store, clock)
         quorum = service.quorum
         assert quorum is not None
-        service.execute(quorum.handle_begin_epoch(BeginQuorumEpoch(1, 3001), clock.monotonic_ms())[1])
         assert quorum.role == "follower" and quorum.leader_id == 3001
         encoded = [encode(NoOpRecord()), *(encode(r) for r in bootstrap_records("c1"))]
         await service.follower_append(0, encoded, 1)
@@ -137,11 +144,9 @@ def test_a_follower_replays_only_what_the_leader_committed_and_truncates_where_i
 def test_a_new_leader_commits_the_records_of_the_earlier_epoch_with_its_first_record() -> None:
     async def scenario() -> None:
         store, clock = InMemoryMetadataLogStore(), ManualClock()
-        service = voter(store, clock)
-        await service.start()
+        service = await follower_of_3001(store, clock)
         quorum = service.quorum
         assert quorum is not None
-        service.execute(quorum.handle_begin_epoch(BeginQuorumEpoch(1, 3001), clock.monotonic_ms())[1])
         encoded = [encode(r) for r in bootstrap_records("c1")]
         await service.follower_append(0, encoded, 1)
         service.follower_fetched(1, 0)  # the leader of epoch 1 dies before they commit
