@@ -72,21 +72,24 @@ def voter_logs_agree(cluster: LocalCluster) -> bool:
     """Raft's log matching, on disk: every voter of a quorum of controllers holds the same record
     (leader epoch and bytes) at every offset two of them still hold (each deletes its own log
     below its snapshots), and their logs end alike."""
-    logs = [metadata_log_entries(cluster.dir / f"node-{n}") for n in cluster.node_ids() if n not in BROKERS]
+    logs = [metadata_log(cluster.dir / f"node-{n}") for n in cluster.node_ids() if n not in BROKERS]
     if len(logs) < 2:
         return True
-    ends = {max(entries, default=-1) for entries in logs}
-    return len(ends) == 1 and all(a[o] == b[o] for a in logs for b in logs for o in a.keys() & b.keys())
+    return (len({end for end, _ in logs}) == 1
+            and all(a[o] == b[o] for _, a in logs for _, b in logs for o in a.keys() & b.keys()))
 
 
-def metadata_log_entries(node_dir: Path) -> dict[int, tuple[int, bytes]]:
-    """offset -> (leader epoch, record) of the whole batches of a node's metadata log segments."""
-    out: dict[int, tuple[int, bytes]] = {}
-    for segment in sorted((node_dir / "data" / METADATA_PARTITION_DIR).glob("*.log")):
+def metadata_log(node_dir: Path) -> tuple[int, dict[int, tuple[int, bytes]]]:
+    """A node's metadata log end offset (a log emptied by a snapshot ends at its last segment's
+    base offset) and offset -> (leader epoch, record) of its segments' whole batches."""
+    entries: dict[int, tuple[int, bytes]] = {}
+    segments = sorted((node_dir / "data" / METADATA_PARTITION_DIR).glob("*.log"))
+    for segment in segments:
         data = segment.read_bytes()
-        for epoch, entries in batch_entries_by_epoch(data[:valid_prefix(data)[0]]):
-            out.update((offset, (max(epoch, 0), value)) for offset, value in entries)
-    return out
+        for epoch, batch in batch_entries_by_epoch(data[:valid_prefix(data)[0]]):
+            entries.update((offset, (max(epoch, 0), value)) for offset, value in batch)
+    end = max((offset + 1 for offset in entries), default=0)
+    return max(end, int(segments[-1].stem) if segments else 0), entries
 
 
 def source_batches(source: LocalCluster) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
