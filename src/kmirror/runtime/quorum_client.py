@@ -176,8 +176,11 @@ class QuorumClient:
             fields |= {"pre_vote": message.pre_vote, "replica_directory_id": ZERO_DIRECTORY_ID,
                        "voter_directory_id": ZERO_DIRECTORY_ID}
             top["voter_id"] = channel.voter.node_id
-        elif message.pre_vote:
-            return  # a voter of an older version takes no pre-votes: this one stands without its answer
+        elif message.pre_vote:  # a voter of an older version takes no pre-votes: it decides on the vote itself
+            self._send_all(self._controller.execute(self._quorum.handle_vote_answer(
+                channel.voter.node_id, VoteAnswer(self._quorum.epoch, -1, True, pre_vote=True),
+                self._clock.monotonic_ms())))
+            return
         partition = build(nested(rt, "PartitionData"), **fields)
         response = await channel.send(52, cluster_id=self._cluster_id(), **top, topics=(
             build(nested(rt, "TopicData"), topic_name=METADATA_TOPIC, partitions=(partition,)),))
