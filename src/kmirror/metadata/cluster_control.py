@@ -38,7 +38,7 @@ from kmirror.metadata.controller.reassignment import (
     alter_partition_reassignments,
     list_partition_reassignments,
 )
-from kmirror.metadata.controller.result import ApiError, ControllerResult
+from kmirror.metadata.controller.result import ApiError, ControllerResult, NotControllerError
 from kmirror.metadata.image import MetadataImage
 from kmirror.metadata.records import BrokerEndpoint, Record
 from kmirror.ports import Clock
@@ -112,19 +112,22 @@ class ClusterControl:
             return result.response
 
     async def check_broker_sessions(self) -> list[int]:
-        """Fence every broker whose session expired; returns their ids."""
-        if not self.active:
-            return []  # another controller is active: it keeps the sessions
-        async with self._lock:
-            fenced = []
-            for broker_id in self.heartbeats.expired(self._image, self._now_ms()):
-                if broker_id == self._config.node_id and self._config.is_broker:
-                    continue  # the co-located broker shares this process: it is alive while we are
-                log.info("fencing broker %d: no heartbeat for %d ms", broker_id, self.heartbeats.session_timeout_ms)
-                await self._commit(fence_broker(self._image, broker_id, self.heartbeats, self._unclean_default()).records)
-                fenced.append(broker_id)
-            self._warn_unclean()
-            return fenced
+        """Fence every broker whose session expired; returns their ids. Nothing on a controller
+        that is not active, or stops being active meanwhile: the active one keeps the sessions."""
+        fenced: list[int] = []
+        try:
+            async with self._lock:
+                for broker_id in self.heartbeats.expired(self._image, self._now_ms()):
+                    if broker_id == self._config.node_id and self._config.is_broker:
+                        continue  # the co-located broker shares this process: it is alive while we are
+                    log.info("fencing broker %d: no heartbeat for %d ms", broker_id, self.heartbeats.session_timeout_ms)
+                    await self._commit(fence_broker(self._image, broker_id, self.heartbeats,
+                                                    self._unclean_default()).records)
+                    fenced.append(broker_id)
+                self._warn_unclean()
+        except NotControllerError as exc:
+            log.debug("broker session check: %s", exc)
+        return fenced
 
     async def unregister_broker(self, broker_id: int) -> ApiError:
         async with self._lock:
@@ -180,10 +183,13 @@ class ClusterControl:
         return list_partition_reassignments(self._image, topics)
 
     async def rebalance_leaders(self) -> int:
-        """`auto.leader.rebalance.enable`: preferred elections for imbalanced partitions."""
-        if not self.active:
+        """`auto.leader.rebalance.enable`: preferred elections for imbalanced partitions (by the
+        active controller only)."""
+        try:
+            async with self._lock:
+                records = imbalanced_partitions(self._image, eligible_brokers(self._image, self.heartbeats.shutting_down))
+                await self._commit(list(records))
+                return len(records)
+        except NotControllerError as exc:
+            log.debug("leader rebalance: %s", exc)
             return 0
-        async with self._lock:
-            records = imbalanced_partitions(self._image, eligible_brokers(self._image, self.heartbeats.shutting_down))
-            await self._commit(list(records))
-            return len(records)

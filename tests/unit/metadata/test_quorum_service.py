@@ -164,3 +164,29 @@ def test_a_new_leader_commits_the_records_of_the_earlier_epoch_with_its_first_re
         assert service.image.offset == store.log_end_offset - 1
 
     asyncio.run(scenario())
+
+
+def test_the_session_check_of_a_controller_that_loses_its_leadership_fences_nobody_and_does_not_fail() -> None:
+    async def scenario() -> None:
+        store, clock = InMemoryMetadataLogStore(), ManualClock()
+        service = voter(store, clock)
+        await service.start()
+        epoch = await elected(service, clock)
+        fetcher = asyncio.get_running_loop().create_task(follower_fetches(service, 3001))
+        await until(lambda: service.active, "active")
+        broker_epoch = await register(service, 1)
+        assert isinstance(broker_epoch, int)
+        await service.broker_heartbeat(1, broker_epoch, service.image.offset)  # caught up: unfenced
+        assert not service.image.brokers[1].fenced
+        fetcher.cancel()
+        clock.advance(60_000)  # broker 1's session has expired
+        check = asyncio.get_running_loop().create_task(service.check_broker_sessions())
+        await until(lambda: store.log_end_offset > service.high_watermark, "the fencing appended")
+        assert service.quorum is not None
+        service.execute(service.quorum.handle_begin_epoch(BeginQuorumEpoch(epoch + 1, 3002),
+                                                          clock.monotonic_ms())[1])
+        assert await check == [] and not service.image.brokers[1].fenced  # nothing committed, no error
+        assert await service.check_broker_sessions() == []  # a follower keeps no sessions
+        assert await service.rebalance_leaders() == 0
+
+    asyncio.run(scenario())
