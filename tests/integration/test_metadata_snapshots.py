@@ -108,7 +108,10 @@ def test_a_broker_behind_the_log_start_loads_the_snapshot_and_the_controller_res
 
         # the controller restarts from its latest snapshot and the log after it
         before = topics_seen_by(broker1)
-        assert snapshot_ends(cluster, CONTROLLER_NODE_ID)[-1] == log_start(cluster, CONTROLLER_NODE_ID)
+        # a snapshot's file appears a moment before retention deletes the segments below it
+        wait_until(lambda: snapshot_ends(cluster, CONTROLLER_NODE_ID)[-1] == log_start(cluster, CONTROLLER_NODE_ID),
+                   "the controller's log starting at its latest snapshot",
+                   seen=lambda: (snapshot_ends(cluster, CONTROLLER_NODE_ID), log_start(cluster, CONTROLLER_NODE_ID)))
         cluster.kill9(CONTROLLER_NODE_ID)
         cluster.start_node(CONTROLLER_NODE_ID)
         create_topic(b, "after-restart", partitions=1, replication_factor=2)
