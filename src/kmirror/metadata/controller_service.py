@@ -441,12 +441,16 @@ class MetadataService(QuorumControl, ClusterControl):
         """`(epoch, first offset, end offset)` runs of the stored log over `[start, end)`."""
         return self._store.epoch_ranges(start, end)
 
+    def readable_end(self, voter: bool) -> int:
+        """Where the log a fetcher may read ends: a voter replicates all of it (KIP-595), a broker
+        only what is committed."""
+        return self.log_end_offset if voter else self.high_watermark
+
     async def wait_for_records(self, fetch_offset: int, max_wait_ms: int, *, voter: bool = False) -> None:
-        """Return once the log a fetcher may read (a voter: all of it; a broker: what is
-        committed) extends past `fetch_offset`, once anything changes for a voter (the high
-        watermark it learns from the answer), or after `max_wait_ms` (long poll)."""
-        end = self.log_end_offset if voter else self.high_watermark
-        if end > fetch_offset or max_wait_ms <= 0:
+        """Return once the log a fetcher may read (`readable_end`) extends past `fetch_offset`,
+        once anything changes for a voter (the high watermark it learns from the answer), or
+        after `max_wait_ms` (long poll)."""
+        if self.readable_end(voter) > fetch_offset or max_wait_ms <= 0:
             return
         deadline = self._clock.monotonic_ms() + max_wait_ms
         while True:

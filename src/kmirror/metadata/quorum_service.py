@@ -94,6 +94,7 @@ class QuorumControl:
     _appended: Callable[[Written], None]
     _write: Callable[[MetadataImage, Sequence[Record]], Written]
     _new_cluster_id: Callable[[], str]
+    read_entries: Callable[[int, int], list[tuple[int, bytes]]]
 
     def _init_quorum(self) -> None:
         self.quorum = None
@@ -212,7 +213,7 @@ class QuorumControl:
             if written is not None and written.last_offset < hw:
                 self._publish(written.image)
                 continue
-            entries = self._read_log(first, hw)
+            entries = self.read_entries(first, hw - first)
             if not entries:
                 break
             self._publish(self._image.apply((decode(data) for _, data in entries), entries[-1][0]))
@@ -224,12 +225,6 @@ class QuorumControl:
         for _, waiter in done:
             if not waiter.done():
                 waiter.set_result(None)
-
-    def _read_log(self, start: int, end: int) -> list[tuple[int, bytes]]:
-        if not self._entries or start < self._entries[0][0]:
-            return []
-        i = start - self._entries[0][0]
-        return self._entries[i : i + (end - start)]
 
     # -- the leader: the voters' and brokers' fetches ------------------------------------------
 
@@ -251,15 +246,12 @@ class QuorumControl:
         """Records fetched from the leader, in one batch of `epoch`, at this log's end (under
         the log's lock: a snapshot is written meanwhile on a worker thread)."""
         async with self._log_lock:
-            self._follower_append(base_offset, values, epoch)
-
-    def _follower_append(self, base_offset: int, values: list[bytes], epoch: int) -> None:
-        if base_offset != self._store.log_end_offset:
-            raise RuntimeError(f"fetched records at offset {base_offset}, the metadata log ends at "
-                               f"{self._store.log_end_offset}")
-        last = self._store.append(values, epoch)
-        self._entries.extend((last - len(values) + 1 + i, data) for i, data in enumerate(values))
-        self.snapshots.appended(values)
+            if base_offset != self._store.log_end_offset:
+                raise RuntimeError(f"fetched records at offset {base_offset}, the metadata log ends at "
+                                   f"{self._store.log_end_offset}")
+            last = self._store.append(values, epoch)
+            self._entries.extend((last - len(values) + 1 + i, data) for i, data in enumerate(values))
+            self.snapshots.appended(values)
 
     def follower_fetched(self, leader_epoch: int, high_watermark: int) -> None:
         assert self.quorum is not None
@@ -280,12 +272,9 @@ class QuorumControl:
     async def install_leader_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
         """The leader's log starts past this follower's end: its snapshot becomes this log."""
         async with self._log_lock:
-            self._install_leader_snapshot(snapshot, data)
-
-    def _install_leader_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
-        records = self._store.install_snapshot(snapshot, data)
-        self.snapshots.installed()
-        self._entries = []
-        self._pending.clear()
-        self._publish(snapshot_image(records, snapshot.end_offset))
+            records = self._store.install_snapshot(snapshot, data)
+            self.snapshots.installed()
+            self._entries = []
+            self._pending.clear()
+            self._publish(snapshot_image(records, snapshot.end_offset))
         log.info("Loaded the leader's metadata snapshot at offset %d (%d bytes)", snapshot.end_offset, len(data))

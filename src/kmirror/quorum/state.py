@@ -442,6 +442,14 @@ class Quorum:
 
     # -- a follower: answers from the leader ---------------------------------------------------
 
+    @property
+    def fetch_leader(self) -> int | None:
+        """The leader this voter fetches from: a follower's, or the one a prospective voter
+        timed out on, which it still fetches from while it asks for pre-votes (KIP-996)."""
+        if self.role in ("follower", "prospective") and self.leader_id != NO_VOTER:
+            return self.leader_id
+        return None
+
     def fetched(self, leader_epoch: int, high_watermark: int, now_ms: int) -> Actions:
         """A valid Fetch answer from the leader, its records appended: the leader is alive (a
         prospective voter follows it again)."""

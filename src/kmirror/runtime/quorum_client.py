@@ -10,11 +10,12 @@ import asyncio
 import contextlib
 import datetime
 import logging
-import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kmirror.broker.handlers.controller_metadata_fetch import REFUSAL_ERRORS
+from kmirror.broker.handlers.describe_quorum import ZERO_DIRECTORY_ID
 from kmirror.client.connection import BrokerConnection
 from kmirror.client.errors import KafkaConnectionError
 from kmirror.config.server import QuorumVoter
@@ -36,17 +37,9 @@ from kmirror.quorum.state import (
 
 log = logging.getLogger(__name__)
 
-ZERO_DIRECTORY_ID = uuid.UUID(int=0)
-"""Kafka's zero uuid: kmirror does not track its voters' log directories (KIP-853)."""
 FOLLOWER_FETCH_MAX_WAIT_MS = 500
-FETCHING = ("follower", "prospective")
-"""The roles that fetch from the leader they know (a prospective voter still does, KIP-996)."""
 FETCH_MAX_BYTES = 8 * 1024 * 1024
-_ERROR_REFUSALS = {
-    ErrorCode.not_leader_or_follower: "not_leader",
-    ErrorCode.fenced_leader_epoch: "fenced",
-    ErrorCode.unknown_leader_epoch: "unknown_epoch",
-}
+_ERROR_REFUSALS = {code: refusal for refusal, code in REFUSAL_ERRORS.items()}
 
 
 class _VoterChannel:
@@ -212,8 +205,9 @@ class QuorumClient:
 
     async def _follow(self) -> None:
         while True:
-            channel = self._channels.get(self._quorum.leader_id)
-            if self._quorum.role not in FETCHING or channel is None:
+            leader = self._quorum.fetch_leader
+            channel = None if leader is None else self._channels.get(leader)
+            if channel is None:
                 self._role_changed.clear()
                 await self._role_changed.wait()
                 continue
@@ -248,7 +242,7 @@ class QuorumClient:
             max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1, topics=(topic,),
             forgotten_topics_data=(), rack_id="",
             timeout_ms=FOLLOWER_FETCH_MAX_WAIT_MS + self._quorum_request_timeout_ms())
-        if self._quorum.epoch != epoch or self._quorum.role not in FETCHING:
+        if self._quorum.epoch != epoch or self._quorum.fetch_leader != channel.voter.node_id:
             return  # the quorum moved on while this fetch was out
         p = response.responses[0].partitions[0]
         now = self._clock.monotonic_ms()
@@ -258,7 +252,7 @@ class QuorumClient:
                                    int(leader.leader_id) if leader is not None else -1,
                                    int(leader.leader_epoch) if leader is not None else -1)
             self._send_all(self._controller.execute(self._quorum.fetch_refused(refusal, now)))
-            if self._quorum.role in FETCHING and self._quorum.epoch == epoch:
+            if self._quorum.fetch_leader == channel.voter.node_id and self._quorum.epoch == epoch:
                 await asyncio.sleep(0.05)
             return
         if p.error_code != ErrorCode.none:

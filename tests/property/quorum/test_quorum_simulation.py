@@ -62,8 +62,6 @@ TICK_MS = 10
 REQUEST_TIMEOUT_MS = 500
 """A Fetch without an answer by then is given up and sent again."""
 MAX_FETCH_RECORDS = 32
-FETCHING = ("follower", "prospective")
-"""The roles that fetch from the leader they know (a prospective voter still does, KIP-996)."""
 FAULTS_MS = 20_000
 """Faults happen in [0, FAULTS_MS); then every voter runs, the network heals and stops losing."""
 APPEND_AFTER_FAULTS_MS = 1_000
@@ -383,7 +381,7 @@ class QuorumSimulation:
             self._execute(node, quorum.fetch_refused(decision, self.now))
             return
         request = in_flight.request
-        if (quorum.role not in FETCHING or quorum.leader_id != src or quorum.epoch != request.epoch
+        if (quorum.fetch_leader != src or quorum.epoch != request.epoch
                 or answer.leader_epoch != request.epoch or node.log.log_end_offset != request.fetch_offset
                 or node.log.last_epoch != request.last_fetched_epoch):
             return  # this voter moved on since it asked
@@ -413,12 +411,12 @@ class QuorumSimulation:
             self._records += 1
             self._append(node, (quorum.epoch, f"r{self._records}"))
             quorum.appended(node.log.log_end_offset, self.now)
-        elif quorum.role in FETCHING and quorum.leader_id >= 0 and (
+        elif quorum.fetch_leader is not None and (
                 node.in_flight is None or self.now - node.in_flight.sent_ms >= REQUEST_TIMEOUT_MS):
             self._request_ids += 1
             request = Fetch(self._request_ids, quorum.epoch, node.log.log_end_offset, node.log.last_epoch)
-            node.in_flight = InFlightFetch(request, quorum.leader_id, self.now)
-            self._send(node, quorum.leader_id, request)
+            node.in_flight = InFlightFetch(request, quorum.fetch_leader, self.now)
+            self._send(node, quorum.fetch_leader, request)
 
     def _shell(self, node: Node) -> None:
         """What the shell does after every event of a voter: a new leader's no-op, the next poll."""

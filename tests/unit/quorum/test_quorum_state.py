@@ -373,11 +373,15 @@ def test_a_follower_that_stops_hearing_from_its_leader_stands_after_the_fetch_ti
 def test_a_prospective_voter_that_hears_from_its_leader_follows_it_again() -> None:
     three, _ = voter(3, epochs=[1])
     three.handle_begin_epoch(BeginQuorumEpoch(1, 1), 0)
+    assert three.fetch_leader == 1
     three.poll(FETCH_MS)
-    assert three.role == "prospective" and three.leader_id == 1
+    assert three.role == "prospective" and three.fetch_leader == 1  # it fetches on while it asks
     following = three.fetched(1, 1, FETCH_MS + 10)
     assert three.role == "follower" and following.persist == ElectionState(1, 1, NO_VOTER)
     assert three.until_next_poll_ms(FETCH_MS + 10) == FETCH_MS
+    three.poll(10 * FETCH_MS)
+    stand_answers = three.handle_vote_answer(2, VoteAnswer(1, NO_VOTER, True, pre_vote=True), 10 * FETCH_MS)
+    assert three.role == "candidate" and three.fetch_leader is None and stand_answers.persist is not None
 
 
 def test_a_voter_grants_a_pre_vote_only_without_a_live_leader_and_changes_nothing() -> None:

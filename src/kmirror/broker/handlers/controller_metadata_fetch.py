@@ -36,11 +36,12 @@ from kmirror.records.builder import SimpleRecord, build_batch
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 MAX_RECORDS_PER_FETCH = 2000
-_REFUSALS = {
+REFUSAL_ERRORS = {
     "not_leader": ErrorCode.not_leader_or_follower,
     "fenced": ErrorCode.fenced_leader_epoch,
     "unknown_epoch": ErrorCode.unknown_leader_epoch,
 }
+"""A `FetchRefused`'s error as Kafka's error code (the quorum client reads it back)."""
 
 
 @api(1, "Fetch", 4, 17, planes=("controller",))
@@ -71,9 +72,9 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         controller.observer_fetched(replica_id, fetch_offset)
     elif voter and fetch_offset >= 0 and not below_start:
         decision = controller.quorum_fetch(replica_id, fetcher_epoch, fetch_offset, last_fetched_epoch)
-    end = controller.log_end_offset if voter else controller.high_watermark
+    end = controller.readable_end(voter)
     if isinstance(decision, FetchRefused):
-        error = _REFUSALS[decision.error]
+        error = REFUSAL_ERRORS[decision.error]
         tagged["current_leader"] = build(nested(rt, "LeaderIdAndEpoch"), leader_id=i32(decision.leader_id),
                                          leader_epoch=i32(decision.epoch))
     elif isinstance(decision, FetchDiverging):
@@ -89,14 +90,14 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                                       epoch=i32(snapshot.epoch))
     else:
         await controller.wait_for_records(fetch_offset, max_wait_ms, voter=voter)
-        end = controller.log_end_offset if voter else controller.high_watermark
+        end = controller.readable_end(voter)
         entries = controller.read_entries(fetch_offset, min(MAX_RECORDS_PER_FETCH, end - fetch_offset))
         if entries:
             now = services.clock.now_ms()
-            records = b"".join(
-                build_batch([SimpleRecord(None, data, (), now) for _, data in entries[first - fetch_offset:stop - fetch_offset]],
-                            base_offset=first, partition_leader_epoch=epoch)
-                for epoch, first, stop in controller.epoch_ranges(fetch_offset, fetch_offset + len(entries)))
+            records = b"".join(  # one batch per leader epoch: a voter keeps each record's epoch
+                build_batch([SimpleRecord(None, data, (), now) for _, data in entries[start - fetch_offset:stop - fetch_offset]],
+                            base_offset=start, partition_leader_epoch=epoch)
+                for epoch, start, stop in controller.epoch_ranges(fetch_offset, fetch_offset + len(entries)))
     part_cls = nested(rt, "PartitionData")
     topic_cls = nested(rt, "FetchableTopicResponse")
     hw = controller.high_watermark
