@@ -75,7 +75,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,12 +143,12 @@ class Fault:
         return f"{self.at_s:6.1f}s {self.cluster} {self.kind}{target} for {self.hold_s:.1f}s"
 
 
-def plan_faults(seed: int, seconds: float, controllers: int = 1) -> list[Fault]:
+def plan_faults(seed: int, seconds: float, voters: Sequence[int] = (CONTROLLER_NODE_ID,)) -> list[Fault]:
     """The faults of a run of `seconds`, in start order. Each cluster's faults never overlap,
     and each starts 1-5 s after the previous one there ended; holds of 0.5-8 s, so some outlast
     the 3 s session and replica lag timeouts (fencing, ISR shrink, elections) and some do not.
     The link's faults are a third such track (a black hole held up to 40 s). A controller
-    fault hits one of the `controllers` voters of the cluster."""
+    fault hits one of the cluster's `voters` (with combined voters, a broker)."""
     rng = random.Random(seed)
     faults: list[Fault] = []
     for cluster in CLUSTERS:
@@ -157,7 +157,7 @@ def plan_faults(seed: int, seconds: float, controllers: int = 1) -> list[Fault]:
         while at < seconds:
             kind, on_controller, _ = rng.choices(kinds, weights=[k[2] for k in kinds])[0]
             node = 0 if kind in WHOLE_CLUSTER else rng.choice(BROKERS) if not on_controller else (
-                CONTROLLER_NODE_ID + (rng.randrange(controllers) if controllers > 1 else 0))
+                rng.choice(voters) if len(voters) > 1 else voters[0])
             hold = round(rng.uniform(0.5, 8.0), 1)
             faults.append(Fault(round(at, 1), cluster, kind, node, hold))
             at += hold + rng.uniform(1.0, 5.0)
@@ -314,7 +314,7 @@ def run(source: LocalCluster, dest: LocalCluster, seed: int, seconds: float, wor
 
 def run_linked(source: LocalCluster, dest: LocalCluster, links: list[Link], seed: int, seconds: float, work: Path,
                log: Callable[[str], None], disaster: str | None) -> tuple[AckedWriter, TransactionalWriter]:
-    plan = plan_faults(seed, seconds, source.controllers)
+    plan = plan_faults(seed, seconds, source.voter_ids())
     log(f"chaos seed {seed}, {seconds:.0f} s, {len(plan)} faults{f', then a {disaster}' if disaster else ''}:")
     for fault in plan:
         log(f"  {fault}")
@@ -364,7 +364,7 @@ def fail_back(source: LocalCluster, dest: LocalCluster, links: list[Link], seed:
     same name, towards the destination) while new writers write at the destination and a
     second plan injects faults with the roles swapped; then the old source must converge with
     the destination (checks 1-3 the other way round: its own unmirrored tail is truncated)."""
-    plan = plan_faults(seed + 1, seconds, source.controllers)
+    plan = plan_faults(seed + 1, seconds, source.voter_ids())
     log(f"failback with roles swapped (source = the destination), {len(plan)} faults:")
     for fault in plan:
         log(f"  {fault}")
@@ -386,14 +386,15 @@ def fail_back(source: LocalCluster, dest: LocalCluster, links: list[Link], seed:
         "acknowledged by the destination once at the old source, every committed transaction whole")
 
 
-def clusters_in(work: Path, controllers: int = 1) -> tuple[LocalCluster, LocalCluster]:
+def clusters_in(work: Path, controllers: int = 1, combined: bool = False) -> tuple[LocalCluster, LocalCluster]:
     """The two clusters, each reachable from the other only through its link proxies, each with
-    `controllers` controllers (the voters of its metadata quorum)."""
+    `controllers` controllers (the voters of its metadata quorum), or with its three brokers
+    the voters (`combined`)."""
     source = LocalCluster(dir=work / "source", port=free_port_block(3), nodes=3, overrides=dict(REPLICATED_CLUSTER),
-                          link_port=free_port_block(6), controllers=controllers)
+                          link_port=free_port_block(6), controllers=controllers, combined=combined)
     dest = LocalCluster(dir=work / "dest", port=free_port_block(3), nodes=3, link_port=free_port_block(6),
                         overrides={**REPLICATED_CLUSTER, "mirror.metadata.refresh.interval.ms": "1000"},
-                        controllers=controllers)
+                        controllers=controllers, combined=combined)
     return source, dest
 
 
@@ -407,12 +408,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="where the clusters live (default: a new temp dir)")
     parser.add_argument("--controllers", type=int, default=1,
                         help="controllers per cluster, the voters of its metadata quorum (default 1)")
+    parser.add_argument("--combined", action="store_true",
+                        help="no dedicated controllers: each cluster's three brokers are its voters")
     args = parser.parse_args(argv)
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(line_buffering=True)  # progress shows as it happens, also in a file
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     work = args.dir or Path(tempfile.mkdtemp(prefix="kmirror-chaos-"))
-    source, dest = clusters_in(work, args.controllers)
+    source, dest = clusters_in(work, args.controllers, args.combined)
     started = time.monotonic()
     try:
         with clusters_up(source, dest):

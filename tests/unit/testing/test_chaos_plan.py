@@ -49,3 +49,15 @@ def test_link_faults_never_overlap() -> None:
         assert mine, seed
         for before, after in zip(mine, mine[1:], strict=False):
             assert after.at_s >= before.at_s + before.hold_s + 0.9, (seed, before, after)
+
+
+def test_controller_faults_hit_the_voters() -> None:
+    """Several dedicated controllers share the controller faults; combined voters take them
+    as brokers (each is one)."""
+    quorum = (CONTROLLER_NODE_ID, CONTROLLER_NODE_ID + 1, CONTROLLER_NODE_ID + 2)
+    hit = Counter(f.node for seed in range(50) for f in plan_faults(seed, 120, quorum) if f.node >= CONTROLLER_NODE_ID)
+    assert set(hit) == set(quorum)
+    for seed in range(20):
+        combined = plan_faults(seed, 120, BROKERS)
+        assert all(f.node in (0, *BROKERS) for f in combined)
+        assert [(f.at_s, f.kind) for f in combined] == [(f.at_s, f.kind) for f in plan_faults(seed, 120, quorum)]
