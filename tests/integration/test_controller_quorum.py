@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from kmirror.runtime.local_cluster import CONTROLLER_NODE_ID
 from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once
@@ -22,33 +21,26 @@ from kmirror.testing.chaos_checks import (
     voter_logs_agree,
     write_after_failover,
 )
-from kmirror.testing.kafka_clients import consume_partition, create_topic, end_offsets, produce_acked
+from kmirror.testing.kafka_clients import (
+    consume_partition,
+    create_topic,
+    end_offsets,
+    produce_acked,
+)
+from kmirror.testing.kafka_clients import (
+    leaders_and_isr_sizes as replicas_of,
+)
 from kmirror.testing.mirror_clusters import clusters_up, quorum_replication, wait_until
+from kmirror.testing.mirror_clusters import quorum_leader as leader
 from kmirror.testing.processes import (
     FAST_FAILURE_DETECTION,
     LocalCluster,
     free_port_block,
-    kmirror_in_process,
 )
 
 pytestmark = pytest.mark.integration
 
 CONTROLLERS = [CONTROLLER_NODE_ID, CONTROLLER_NODE_ID + 1, CONTROLLER_NODE_ID + 2]
-
-
-def quorum_status(bootstrap: str) -> dict[str, str]:
-    out = kmirror_in_process("metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--status").stdout
-    return {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in out.splitlines())}
-
-
-def leader(bootstrap: str) -> tuple[int, int]:
-    status = quorum_status(bootstrap)
-    return int(status["LeaderId"]), int(status["LeaderEpoch"])
-
-
-def replicas_of(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
-    return {p: (m.leader, len(m.isrs)) for p, m in md.topics[topic].partitions.items()}
 
 
 def test_the_cluster_survives_the_loss_of_its_active_controller(tmp_path: Path) -> None:

@@ -30,6 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     up.add_argument("--racks", default=None, metavar="R1,R2,...", help="broker.rack of broker 1, 2, ... (cycled)")
     up.add_argument("--controllers", type=int, default=1,
                     help="dedicated controllers, the voters of the metadata quorum (with --nodes 2 or more)")
+    up.add_argument("--combined", action="store_true",
+                    help="every node is a broker and a controller, a voter of the metadata quorum (combined mode)")
     up.set_defaults(func=_cluster_up)
     down = cluster_sub.add_parser("down", help="stop the nodes started in DIR")
     down.add_argument("--dir", required=True, type=Path)
@@ -69,7 +71,7 @@ def _cluster_up(args: argparse.Namespace) -> int:
         extra[key] = value
     try:
         nodes = up(args.dir, args.nodes, args.port, extra, args.racks.split(",") if args.racks else None,
-                   controllers=args.controllers)
+                   controllers=args.controllers, combined=args.combined)
     except ClusterError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1

@@ -129,14 +129,9 @@ class ServerConfig:
             flush_ms = values["log.flush.scheduler.interval.ms"]
         _parse_ip_overrides(values["max.connections.per.ip.overrides"])
         voters = _parse_voters(values["controller.quorum.voters"])
-        if len(voters) > 1 and "controller" in roles:
-            if "broker" in roles:
-                raise ConfigError("invalid value for 'process.roles': a combined broker and controller needs "
-                                  "'controller.quorum.voters' to name only itself; run several voters as "
-                                  "process.roles=controller")
-            if values["node.id"] not in {v.node_id for v in voters}:
-                raise ConfigError(f"invalid value for 'controller.quorum.voters': node.id {values['node.id']} "
-                                  "is not among them")
+        if len(voters) > 1 and "controller" in roles and values["node.id"] not in {v.node_id for v in voters}:
+            raise ConfigError(f"invalid value for 'controller.quorum.voters': node.id {values['node.id']} "
+                              "is not among them")
         if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
             raise ConfigError(
                 "invalid value for 'group.min.session.timeout.ms': greater than group.max.session.timeout.ms"

@@ -74,8 +74,13 @@ class BrokerMetadataService:
         clock: Clock,
         *,
         catch_up_timeout_ms: int = 5000,
+        observer_id: int | None = None,
     ) -> None:
+        """`observer_id`: the replica id its fetches name, by default the node id; -1 (an
+        anonymous observer) for the broker role of a node that is also a voter, whose id names
+        its controller's own fetches."""
         self._config = config
+        self._observer_id = config.node_id if observer_id is None else observer_id
         self._clock = clock
         self._store = store
         self._fetch_channel = fetch_channel
@@ -97,14 +102,23 @@ class BrokerMetadataService:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self, timeout_ms: int = 60_000) -> None:
-        """Replay the local copy, then catch up with the controller before returning."""
+        """Replay the local copy, then catch up with the active controller before returning. No
+        controller may answer yet (a quorum starting with this node among its voters elects its
+        leader meanwhile): fetches are retried until `timeout_ms`."""
         self._image = self.snapshots.load()[1]
-        await self.fetch_once(0)
         deadline_ms = self._clock.monotonic_ms() + timeout_ms
-        while self._image.offset + 1 < self._controller_end_offset or self._image.cluster_id is None:
+        fetched = False
+        while not fetched or self._image.offset + 1 < self._controller_end_offset or self._image.cluster_id is None:
+            try:
+                await self.fetch_once(0)
+                fetched = True
+            except Exception as exc:
+                if self._clock.monotonic_ms() > deadline_ms:
+                    raise
+                log.info("Waiting for the active controller: %s", exc)
+                await asyncio.sleep(0.2)
             if self._clock.monotonic_ms() > deadline_ms:
                 raise MetadataOperationError(ApiError(ErrorCode.request_timed_out, "metadata log catch-up timed out"))
-            await self.fetch_once(0)
         assert self._image.cluster_id is not None
         self._store.bind(self._image.cluster_id, self._config.node_id)
         self._task = asyncio.get_running_loop().create_task(self._fetch_loop())
@@ -142,9 +156,9 @@ class BrokerMetadataService:
         topic = build(
             nested(request_type, "FetchTopic"), topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=(partition,)
         )
-        observer: dict[str, Any] = {"replica_id": self._config.node_id}  # an observer names itself (KRaft)
+        observer: dict[str, Any] = {"replica_id": self._observer_id}  # an observer names itself (KRaft)
         if has_field(request_type, "replica_state"):  # v15+
-            observer["replica_state"] = build(nested(request_type, "ReplicaState"), replica_id=self._config.node_id,
+            observer["replica_state"] = build(nested(request_type, "ReplicaState"), replica_id=self._observer_id,
                                               replica_epoch=self.broker_epoch)
         response = await channel.send(
             1,

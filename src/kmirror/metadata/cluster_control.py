@@ -129,6 +129,16 @@ class ClusterControl:
             log.debug("broker session check: %s", exc)
         return fenced
 
+    def controlled_shutdowns_pending(self) -> list[int]:
+        """The other brokers whose controlled shutdown has begun and is not yet granted (a
+        broker told to shut down is fenced): those the committed image shows, and on the active
+        controller those whose first request is not committed yet."""
+        brokers = self._image.brokers
+        begun = {b for b, reg in brokers.items() if reg.in_controlled_shutdown}
+        if self.active:
+            begun |= self.heartbeats.shutting_down
+        return sorted(b for b in begun if b != self._config.node_id and b in brokers and not brokers[b].fenced)
+
     async def unregister_broker(self, broker_id: int) -> ApiError:
         async with self._lock:
             result = unregister_broker(self._image, broker_id, self.heartbeats, self._unclean_default())

@@ -1,4 +1,5 @@
-"""`register_node_metrics`: every replication and controller metric of one node, in one call.
+"""`register_node_metrics`: every replication and controller metric of one broker, in one call
+(a controller's own, ActiveControllerCount among them, are `raft_metrics`).
 
 Providers (read at scrape time, never pushed):
 - the replica manager's `replication_metrics() -> dict[str, float]` with keys
@@ -6,7 +7,6 @@ Providers (read at scrape time, never pushed):
   IsrExpands (cumulative counts, rated by meters), ReplicaLagTimeMax (ms), MaxLag (messages),
   LeaderCount, PartitionCount, OfflineReplicaCount. A key it lacks falls back to the image-based gauge, or is left out of the scrape;
 - the metadata image (`metadata.image`) for controller gauges and the image-based fallbacks;
-- `metadata.controller_id` for ActiveControllerCount (1 on the active controller);
 - `metadata.snapshots` (`MetadataSnapshots`) for the metadata snapshot gauges.
 """
 
@@ -82,8 +82,6 @@ def register_node_metrics(
         (CONTROLLER, "ActiveBrokerCount", lambda: image_gauges.active_broker_count(image())),
         (CONTROLLER, "PreferredReplicaImbalanceCount",
          lambda: image_gauges.preferred_replica_imbalance_count(image())),
-        (CONTROLLER, "ActiveControllerCount",
-         lambda: 1 if getattr(metadata, "controller_id", None) == node_id and getattr(metadata, "active", True) else 0),
         (SNAPSHOT_EMITTER, "LatestSnapshotGeneratedBytes", lambda: metadata.snapshots.latest_generated_bytes),
         (SNAPSHOT_EMITTER, "LatestSnapshotGeneratedAgeMs",
          lambda: now_ms() - metadata.snapshots.latest_generated_ms),

@@ -1,6 +1,6 @@
 """Kafka's `kafka.server:type=raft-metrics` of a controller: who leads the metadata log in which
 epoch, this voter's vote, its log end offset and high watermark (read at scrape time), and
-`KafkaController` `ActiveControllerCount` for a controller-only node."""
+`KafkaController` `ActiveControllerCount` (1 on the active controller)."""
 
 from __future__ import annotations
 
@@ -27,5 +27,4 @@ def register_raft_metrics(registry: MetricsRegistry, controller: Any) -> None:
     }
     for name, read in gauges.items():
         registry.gauge(metric_name(*RAFT, name), read)
-    if not controller.config.is_broker:  # a broker's node metrics count it
-        registry.gauge(metric_name(*CONTROLLER, "ActiveControllerCount"), lambda: 1 if controller.active else 0)
+    registry.gauge(metric_name(*CONTROLLER, "ActiveControllerCount"), lambda: 1 if controller.active else 0)

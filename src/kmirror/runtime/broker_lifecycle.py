@@ -188,16 +188,19 @@ class BrokerLifecycleManager:
             self._task.cancel()
             self._task = None
         self.lifecycle.begin_controlled_shutdown()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_ms / 1000
-        while loop.time() < deadline:
-            try:
-                await self.heartbeat_once()
-            except Exception as exc:
-                log.warning("controlled shutdown heartbeat failed: %s", exc)
-                return False
-            if self.lifecycle.state is BrokerState.SHUTTING_DOWN:
-                log.info("broker %d: controlled shutdown complete", self._config.node_id)
-                return True
-            await asyncio.sleep(0.1)
-        return False
+        try:
+            async with asyncio.timeout(timeout_ms / 1000):  # a heartbeat too: no controller may answer
+                while True:
+                    try:
+                        await self.heartbeat_once()
+                    except Exception as exc:
+                        log.warning("controlled shutdown heartbeat failed: %s", exc)
+                        return False
+                    if self.lifecycle.state is BrokerState.SHUTTING_DOWN:
+                        log.info("broker %d: controlled shutdown complete", self._config.node_id)
+                        return True
+                    await asyncio.sleep(0.1)
+        except TimeoutError:
+            log.warning("broker %d: no controller completed its controlled shutdown within %d ms; stopping anyway",
+                        self._config.node_id, timeout_ms)
+            return False

@@ -5,6 +5,9 @@ its `server.properties`, log and pid file (`node-<node id>.pid`) under DIR.
 
 - `--nodes 1`: one combined node (broker and controller), node id 1, clients on `port`,
   controller listener on `port + 100`.
+- `--nodes N --combined`: N combined nodes, every one a voter of the metadata quorum (Kafka's
+  combined mode), node i with clients on `port + i - 1` and its controller listener on
+  `port + 100 + i - 1`.
 - `--nodes N > 1`: dedicated controllers (`--controllers C`, default 1: node ids 3000 ...
   3000 + C - 1, `CONTROLLER_NODE_ID`, on 127.0.0.1:(port + 100 + i), the voters of the
   metadata quorum), plus N broker-only nodes, broker i with node id i on
@@ -19,6 +22,7 @@ grace period.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -64,10 +68,12 @@ def pid_path(base: Path, node_id: int) -> Path:
     return base / f"node-{node_id}.pid"
 
 
-def layout(base: Path, nodes: int, port: int) -> list[NodeLayout]:
-    """The brokers (the combined node when `nodes` is 1)."""
+def layout(base: Path, nodes: int, port: int, combined: bool = False) -> list[NodeLayout]:
+    """The brokers: combined nodes with `combined` or when `nodes` is 1, each with its own
+    controller listener; else the `controller_port` is that of the first dedicated controller."""
     return [
-        NodeLayout(node_id=i, port=port + i - 1, controller_port=port + CONTROLLER_PORT_OFFSET, dir=base / f"node-{i}")
+        NodeLayout(node_id=i, port=port + i - 1, controller_port=port + CONTROLLER_PORT_OFFSET + (i - 1) * combined,
+                   dir=base / f"node-{i}")
         for i in range(1, nodes + 1)
     ]
 
@@ -120,16 +126,19 @@ def broker_properties(node: NodeLayout, nodes: int, extra: dict[str, str], voter
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
-def server_properties(node: NodeLayout, extra: dict[str, str]) -> str:
+def server_properties(node: NodeLayout, extra: dict[str, str], voters: list[NodeLayout] | None = None) -> str:
+    """A combined node's; `voters`: the combined nodes of a cluster of several."""
     props = {
         "node.id": str(node.node_id),
         "process.roles": "broker,controller",
         "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
         "controller.listener.names": "CONTROLLER",
-        "controller.quorum.voters": f"{node.node_id}@127.0.0.1:{node.controller_port}",
+        "controller.quorum.voters": quorum_voters(voters or [node]),
         "log.dirs": str(node.dir / "data"),
     }
+    if voters is not None and len(voters) > 1:
+        props["offsets.topic.replication.factor"] = str(min(3, len(voters)))
     props.update(extra)
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
@@ -246,32 +255,35 @@ def broker_extra(extra: dict[str, str], node: NodeLayout, racks: list[str] | Non
 
 def up(
     base: Path, nodes: int, port: int, extra: dict[str, str] | None = None, racks: list[str] | None = None,
-    per_broker: Callable[[int], dict[str, str]] | None = None, controllers: int = 1,
+    per_broker: Callable[[int], dict[str, str]] | None = None, controllers: int = 1, combined: bool = False,
 ) -> list[NodeLayout]:
     base.mkdir(parents=True, exist_ok=True)
     extra = extra or {}
     deadline = time.monotonic() + READY_TIMEOUT_S
-    brokers = layout(base, nodes, port)
+    combined = combined or nodes == 1
+    brokers = layout(base, nodes, port, combined)
     if controllers < 1:
         raise ClusterError(f"--controllers {controllers}: a cluster needs at least one controller")
-    if controllers > 1 and nodes == 1:
-        raise ClusterError("several controllers need dedicated brokers: --nodes 2 or more")
-    quorum = controller_layouts(base, port, controllers)
-    _check_ports_free(brokers if nodes == 1 else [*quorum, *brokers])
-    if nodes == 1:
-        node = brokers[0]
-        _wait_serving(node, _launch(base, node, server_properties(node, broker_extra(extra, node, racks, per_broker))), deadline)
-        return brokers
-    voters = quorum_voters(quorum)
-    # the brokers' metrics ports count up from `metrics.port`; the controllers serve none here
-    controller_extra = {k: v for k, v in extra.items() if k != "metrics.port"}
-    launched = [(c, _launch(base, c, controller_properties(c, controller_extra, voters))) for c in quorum]
-    for controller, controller_proc in launched:
-        _wait_serving(controller, controller_proc, deadline)
-    started = [
-        (node, _launch(base, node, broker_properties(node, nodes, broker_extra(extra, node, racks, per_broker), voters)))
-        for node in brokers
-    ]
+    if controllers > 1 and combined:
+        raise ClusterError("several controllers need dedicated brokers: --nodes 2 or more, without --combined "
+                           "(with --combined, every node is a voter)")
+    quorum = brokers if combined else controller_layouts(base, port, controllers)
+    _check_ports_free(brokers if combined else [*quorum, *brokers])
+    if combined:  # every node is a voter: they elect a leader together, so they start together
+        started = [(node, _launch(base, node, server_properties(
+            node, broker_extra(extra, node, racks, per_broker), brokers if nodes > 1 else None))) for node in brokers]
+    else:
+        voters = quorum_voters(quorum)
+        # the brokers' metrics ports count up from `metrics.port`; the controllers serve none here
+        controller_extra = {k: v for k, v in extra.items() if k != "metrics.port"}
+        launched = [(c, _launch(base, c, controller_properties(c, controller_extra, voters))) for c in quorum]
+        for controller, controller_proc in launched:
+            _wait_serving(controller, controller_proc, deadline)
+        started = [
+            (node, _launch(base, node, broker_properties(node, nodes, broker_extra(extra, node, racks, per_broker),
+                                                         voters)))
+            for node in brokers
+        ]
     for node, proc in started:
         _wait_serving(node, proc, deadline)
     wanted = {node.node_id for node in brokers}
@@ -314,36 +326,53 @@ def down(base: Path) -> list[int]:
 
 
 def down_nodes(base: Path) -> list[tuple[int, str]]:
-    """Stops every node with a pid file in `base`, brokers before the controller (their
-    controlled shutdown needs it): (node id, what happened) per pid file.
+    """Stops every node with a pid file in `base`, brokers before the controllers (their
+    controlled shutdown needs one): (node id, what happened) per pid file. The combined voters
+    of a quorum stop together: the last ones stopped one at a time would have no majority left
+    to elect the controller their controlled shutdown needs.
 
     A pid is signalled only when its /proc/PID/cmdline is `kmirror server start --config`
     with this node's server.properties: a pid file left by a dead node may name a process
     that reused the pid, which is left alone."""
+
+    def node_of(path: Path) -> int:
+        return int(path.stem.split("-", 1)[1])
+
+    pid_files = sorted(base.glob("node-*.pid"), key=lambda path: (is_controller_id(node_of(path)), node_of(path)))
+    together = [path for path in pid_files if _is_combined_voter(base / f"node-{node_of(path)}" / "server.properties")]
+    groups = [together] if together else []
+    groups += [[path] for path in pid_files if path not in together]
     outcomes = []
-
-    def order(path: Path) -> tuple[bool, int]:
-        node_id = int(path.stem.split("-", 1)[1])
-        return is_controller_id(node_id), node_id
-
-    pid_files = sorted(base.glob("node-*.pid"), key=order)
-    for pid_file in pid_files:
-        node_id = int(pid_file.stem.split("-", 1)[1])
-        text = pid_file.read_text().strip()
-        pid = int(text) if text.isdigit() else 0
-        config = base / f"node-{node_id}" / "server.properties"
-        if not process_alive(pid):
-            outcome = f"already dead (pid {pid})" if pid else "no pid recorded"
-        elif not is_node_process(pid, config):
-            outcome = f"pid {pid} is not this node's kmirror process; not signalled"
-        else:
-            if stop_pid(pid):
-                outcome = f"stopped (pid {pid})"
+    for group in groups:
+        signalled: dict[int, int] = {}
+        for pid_file in group:
+            node_id = node_of(pid_file)
+            text = pid_file.read_text().strip()
+            pid = int(text) if text.isdigit() else 0
+            if not process_alive(pid):
+                outcomes.append((node_id, f"already dead (pid {pid})" if pid else "no pid recorded"))
+            elif not is_node_process(pid, base / f"node-{node_id}" / "server.properties"):
+                outcomes.append((node_id, f"pid {pid} is not this node's kmirror process; not signalled"))
             else:
-                outcome = f"did not stop within {STOP_TIMEOUT_S:.0f} s of SIGTERM; killed (pid {pid})"
-        pid_file.unlink(missing_ok=True)
-        outcomes.append((node_id, outcome))
+                signalled[node_id] = pid
+        ended = stop_pids(list(signalled.values()))
+        for node_id, pid in signalled.items():
+            outcomes.append((node_id, f"stopped (pid {pid})" if ended[pid]
+                             else f"did not stop within {STOP_TIMEOUT_S:.0f} s of SIGTERM; killed (pid {pid})"))
+        for pid_file in group:
+            pid_file.unlink(missing_ok=True)
     return outcomes
+
+
+def _is_combined_voter(config: Path) -> bool:
+    """A broker and controller that is one voter of several (from its server.properties)."""
+    try:
+        lines = config.read_text().splitlines()
+    except OSError:
+        return False
+    props = dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+    roles = props.get("process.roles", "").split(",")
+    return "broker" in roles and "controller" in roles and "," in props.get("controller.quorum.voters", "")
 
 
 def is_node_process(pid: int, config: Path) -> bool:
@@ -365,22 +394,22 @@ def is_node_process(pid: int, config: Path) -> bool:
     return (Path(cwd) / argv[i + 1]).resolve() == config.resolve()
 
 
-def stop_pid(pid: int, timeout_s: float = STOP_TIMEOUT_S) -> bool:
-    """SIGTERM, then SIGKILL after `timeout_s`; True when the process ended by itself."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return True
+def stop_pids(pids: list[int], timeout_s: float = STOP_TIMEOUT_S) -> dict[int, bool]:
+    """SIGTERM to each, then SIGKILL to those alive after `timeout_s`; per pid, True when the
+    process ended by itself."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not process_alive(pid):
-            return True
-        time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return True
-    return False
+    alive = set(pids)
+    while alive and time.monotonic() < deadline:
+        alive = {pid for pid in alive if process_alive(pid)}
+        if alive:
+            time.sleep(0.05)
+    for pid in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return {pid: pid not in alive for pid in pids}
 
 
 def process_alive(pid: int) -> bool:

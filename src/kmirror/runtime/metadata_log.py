@@ -50,6 +50,9 @@ from kmirror.runtime.quorum_state_file import (
 log = logging.getLogger(__name__)
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
+BROKER_METADATA_DIR = "__cluster_metadata-broker"
+"""The broker role's replica of the metadata log on a combined node that is one voter of
+several (its controller role keeps `__cluster_metadata-0`); not a partition directory."""
 META_PROPERTIES = "meta.properties"
 SNAPSHOT_SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = ".checkpoint.part"
@@ -73,12 +76,14 @@ def snapshot_name(snapshot: SnapshotId) -> str:
 
 class FileMetadataLogStore:
     def __init__(self, log_dir: str | Path, now_ms: Callable[[], int] | None = None,
-                 on_failure: Callable[[str, OSError], NoReturn] | None = None) -> None:
+                 on_failure: Callable[[str, OSError], NoReturn] | None = None,
+                 directory: str = METADATA_PARTITION_DIR) -> None:
         """`on_failure`: called when the storage refuses a write (`log_dir_failure`); it halts
-        the node, so that the next record is never appended after a torn one."""
+        the node, so that the next record is never appended after a torn one. `directory`: the
+        log's directory under `log_dir`."""
         self._on_failure = on_failure
         self._log_dir = Path(log_dir)
-        self._dir = self._log_dir / METADATA_PARTITION_DIR
+        self._dir = self._log_dir / directory
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._segments: list[int] = [0]
         """Base offsets of the segments, oldest first; the last one is appended to."""

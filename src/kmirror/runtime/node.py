@@ -1,19 +1,22 @@
 """Node composition: builds one kmirror node from its ServerConfig and runs it.
 
-Roles (`process.roles`): a controller owns the metadata log (`MetadataService`) and serves the
-controller listener; a broker-only node replicates the metadata log from the controller
-(`BrokerMetadataService`); a combined node's broker uses the in-process controller's image.
+Roles (`process.roles`): a controller owns a voter's copy of the metadata log (`MetadataService`)
+and serves the controller listener; a broker replicates the metadata log from the active
+controller (`BrokerMetadataService`) and sends it its writes. A combined node that is the only
+voter is the exception: its broker uses the in-process controller's image and calls it directly.
 
 Start order (each step durable before the next is visible to clients):
-1. metadata: read (or format) the metadata log and replay it into the image (a broker-only
-   node replays its local copy and catches up with the controller);
-2. logs: load and recover every partition directory under `log.dirs`;
-3. replica manager follows the image (creates, updates, deletes partitions);
-4. group and transaction coordinators load the `__consumer_offsets` and
+1. controller role: read (or format) its metadata log, replay it into the image, open the
+   controller listener and join the quorum;
+2. broker role: its metadata (a replica replays its local copy and catches up with the
+   active controller);
+3. logs: load and recover every partition directory under `log.dirs`;
+4. replica manager follows the image (creates, updates, deletes partitions);
+5. group and transaction coordinators load the `__consumer_offsets` and
    `__transaction_state` partitions this node leads;
-5. the broker registers and heartbeats until the controller unfences it;
-6. listeners open. Stop first runs the controlled shutdown (leaderships move away), then the
-   reverse order, and checkpoints the logs.
+6. the broker registers and heartbeats until the controller unfences it;
+7. the broker listeners open. Stop first runs the controlled shutdown (leaderships move away),
+   then the reverse order, and checkpoints the logs.
 """
 
 from __future__ import annotations
@@ -43,14 +46,11 @@ from kmirror.coordinator.group.service import GroupCoordinatorService
 from kmirror.coordinator.transaction.config import TRANSACTION_STATE_TOPIC, TransactionConfig
 from kmirror.coordinator.transaction.service import TransactionCoordinatorService
 from kmirror.kip1279.errors import error_name
-from kmirror.log.cleaner.config import CleanerConfig
 from kmirror.log.config import LogConfig
 from kmirror.log.log_manager import LogManager
 from kmirror.metadata.broker_service import BrokerMetadataService
-from kmirror.metadata.config_description import broker_config_entry
 from kmirror.metadata.controller_service import MetadataService
 from kmirror.metrics.authorizer_metrics import register_authorizer_metrics
-from kmirror.metrics.cleaner_metrics import register_cleaner_metrics
 from kmirror.metrics.coordinator_metrics import register_coordinator_metrics
 from kmirror.metrics.mirror_metrics import register_mirror_metrics
 from kmirror.metrics.node_metrics import register_fetch_session_metrics, register_node_metrics
@@ -63,19 +63,23 @@ from kmirror.mirror.read_only import MirrorWriteGuard
 from kmirror.mirror.service import MirrorCoordinatorService
 from kmirror.mirror.wiring import MirrorDataPlane
 from kmirror.protocol.registry import ApiRegistry
-from kmirror.records import record_walk
 from kmirror.replication.producer_id_source import producer_id_source
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.replication.service import ReplicationService
 from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, LocalController, RemoteController
+from kmirror.runtime.broker_log_tasks import BrokerLogTasks
 from kmirror.runtime.broker_sender import ListenerBrokerSender
 from kmirror.runtime.controller_channel import ControllerChannel
 from kmirror.runtime.coordinator_log import ReplicatedCoordinatorLog
-from kmirror.runtime.log_cleaner import LogCleanerService
 from kmirror.runtime.log_dir_failure import LogDirFailureHandler
 from kmirror.runtime.logger_levels import ProcessLoggerLevels
 from kmirror.runtime.loop_lag import LoopLagMonitor, TimedEventLoop
-from kmirror.runtime.metadata_log import FileMetadataLogStore, MetaPropertiesError
+from kmirror.runtime.metadata_log import (
+    BROKER_METADATA_DIR,
+    METADATA_PARTITION_DIR,
+    FileMetadataLogStore,
+    MetaPropertiesError,
+)
 from kmirror.runtime.metadata_publisher import BrokerPublishSteps, MetadataPublisher
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.os_fs import OsFileSystem
@@ -88,26 +92,14 @@ from kmirror.runtime.transaction_wiring import (
     coordinator_epoch_lookup,
     leader_lookup,
 )
-from kmirror.types import TopicPartition
 
 log = logging.getLogger("kmirror.node")
 
 CONSUMER_OFFSETS = "__consumer_offsets"
-RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60_000
 CONTROLLER_SESSION_CHECK_MS = 1000
 METADATA_SNAPSHOT_CHECK_MS = 1000
 """How often a controller checks whether its metadata snapshot is due (a broker checks at each fetch)."""
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 15_000
-
-
-def _on_record_walk_loaded(loaded: asyncio.Future[None]) -> None:
-    if loaded.cancelled():
-        return
-    if (error := loaded.exception()) is not None:
-        log.error("loading the compiled record walk failed; produce validation keeps the Python walk",
-                  exc_info=error)
-    else:
-        log.info("compiled record walk loaded: produce validation walks records compiled")
 
 
 def _broker_log_defaults(cfg: ServerConfig) -> LogConfig:
@@ -159,51 +151,67 @@ class Node:
         self.lifecycle: BrokerLifecycleManager | None = None
         self.replication: ReplicationService | None = None
         self._broker_services: BrokerServices | None = None  # the broker plane's, once the listeners open
-        self.log_cleaner: LogCleanerService | None = None
+        self.log_tasks: BrokerLogTasks | None = None
         self.metrics_server: MetricsServer | None = None  # with `metrics.port`
-        self._checkpoint_write: asyncio.Future[None] | None = None
         self.quorum_client: QuorumClient | None = None
 
     @property
     def metadata(self) -> MetadataService | BrokerMetadataService:
-        """The node's metadata service (once `start` has built it)."""
-        if self.controller is not None:
-            return self.controller
+        """The broker role's metadata: its replica of the metadata log, or the controller's own on
+        a single voter (and on a controller-only node)."""
         if self.broker_metadata is not None:
             return self.broker_metadata
+        if self.controller is not None:
+            return self.controller
         raise RuntimeError(f"node {self.config.node_id} has not started")
 
     async def start(self) -> None:
         cfg = self.config
         registries = {plane: build_registry(plane=plane) for plane in ("broker", "controller")}
-        metadata = await self._start_metadata()
-        metadata.subscribe(lambda _old, new: self.quotas.update_quotas(new.client_quotas))
-        self.quotas.update_quotas(metadata.image.client_quotas)
-        if cfg.is_broker:
-            await self._start_broker(metadata)
-        await self._open_listeners(registries)
-        if self.controller is not None:
-            if self.controller.quorum is not None:  # several voters: elections and fetches between them
-                self.quorum_client = QuorumClient(self.controller, list(cfg.controller_quorum_voters),
-                                                  int(cfg.get("controller.quorum.request.timeout.ms")))
-                self.quorum_client.start()
-            self._start_controller_tasks(self.controller)
-
-    async def _start_metadata(self) -> MetadataService | BrokerMetadataService:
-        cfg = self.config
         if cfg.is_controller:
-            store = FileMetadataLogStore(cfg.log_dirs[0], on_failure=self.log_dir_failure)
-            self.controller = MetadataService(cfg, store, self.clock, random.Random())
-            await self.controller.start()
-            return self.controller
+            await self._start_controller(registries["controller"])
+        if cfg.is_broker:
+            if self.controller is not None and self.controller.quorum is None:
+                metadata: MetadataService | BrokerMetadataService = self.controller
+            else:
+                metadata = await self._start_broker_metadata()
+            metadata.subscribe(lambda _old, new: self.quotas.update_quotas(new.client_quotas))
+            self.quotas.update_quotas(metadata.image.client_quotas)
+            await self._start_broker(metadata)
+            await self._open_listeners("broker", registries["broker"])
+        await self._serve()
+
+    async def _start_controller(self, registry: ApiRegistry) -> None:
+        """The controller role serves (and, with several voters, elects) before a broker role on
+        the same node asks it for anything."""
+        cfg = self.config
+        store = FileMetadataLogStore(cfg.log_dirs[0], on_failure=self.log_dir_failure)
+        controller = self.controller = MetadataService(cfg, store, self.clock, random.Random())
+        await controller.start()
+        await self._open_listeners("controller", registry)
+        if controller.quorum is not None:  # several voters: elections and fetches between them
+            self.quorum_client = QuorumClient(controller, list(cfg.controller_quorum_voters),
+                                              int(cfg.get("controller.quorum.request.timeout.ms")))
+            self.quorum_client.start()
+        self._start_controller_tasks(controller)
+
+    async def _start_broker_metadata(self) -> BrokerMetadataService:
+        """The broker role's replica of the metadata log, fetched from the active controller, to
+        which its writes go. On a node that is also one voter of several, that replica is kept
+        apart from the voter's log, and its fetches name no replica id (the node's id is the
+        voter's), as Kafka's combined mode reads the voter's log."""
+        cfg = self.config
         voters = [(v.node_id, v.host, v.port) for v in cfg.controller_quorum_voters] or [
             (-1, host, port) for host, port in cfg.controller_quorum_bootstrap_servers
         ]
         fetch_channel = ControllerChannel(voters, client_id=f"broker-{cfg.node_id}-metadata-fetch")
         write_channel = ControllerChannel(voters, client_id=f"broker-{cfg.node_id}-to-controller")
         self._metadata_fetch_channel, self._controller_channel = fetch_channel, write_channel
-        store = FileMetadataLogStore(cfg.log_dirs[0], on_failure=self.log_dir_failure)
-        self.broker_metadata = BrokerMetadataService(cfg, store, fetch_channel, write_channel, self.clock)
+        voter = cfg.is_controller
+        store = FileMetadataLogStore(cfg.log_dirs[0], on_failure=self.log_dir_failure,
+                                     directory=BROKER_METADATA_DIR if voter else METADATA_PARTITION_DIR)
+        self.broker_metadata = BrokerMetadataService(cfg, store, fetch_channel, write_channel, self.clock,
+                                                     observer_id=-1 if voter else None)
         await self.broker_metadata.start()
         return self.broker_metadata
 
@@ -268,18 +276,19 @@ class Node:
             self._controller_channel,
             self.clock,
             broker_epoch=lambda: int(metadata.broker_epoch),
-            local_controller=self.controller,
+            local_controller=self.controller if self.broker_metadata is None else None,
         )
         steps.replication = self.replication
         self.replication.start()
         data_plane.start()
 
     async def _register_broker(self, metadata: MetadataService | BrokerMetadataService) -> BrokerLifecycleManager:
-        """A combined node's broker is registered by its controller's `start`; a broker-only
-        node registers with the active controller."""
+        """The broker of a single voter is registered by its controller's `start`; any other
+        registers with the active controller."""
         cfg = self.config
         incarnation = uuid.uuid4()
-        if self.controller is not None:
+        if self.broker_metadata is None:
+            assert self.controller is not None
             lifecycle = BrokerLifecycleManager(
                 cfg, LocalController(cfg, self.controller), lambda: metadata.image.cluster_id or "",
                 lambda: metadata.image.offset, incarnation,
@@ -296,28 +305,31 @@ class Node:
 
     def _services(self, plane: str, registry: ApiRegistry) -> BrokerServices:
         cfg = self.config
+        metadata = self.controller if plane == "controller" and self.controller is not None else self.metadata
         services = BrokerServices(
             node_id=cfg.node_id,
             config=cfg,
             registry=registry,
             clock=self.clock,
-            metadata=self.metadata,
+            metadata=metadata,
             group_coordinator=self.group_coordinator,
             transaction_coordinator=self.transaction_coordinator,
             mirror_coordinator=self.mirror_coordinator,
             mirror_manager=None if self.mirror_data_plane is None else self.mirror_data_plane.manager,
             quotas=self.quotas if plane == "broker" else None,
-            authorization=RequestAuthorizer.from_config(cfg, lambda: self.metadata.image.acls, self.clock),
+            authorization=RequestAuthorizer.from_config(cfg, lambda: metadata.image.acls, self.clock),
             loggers=ProcessLoggerLevels(),
         )
         if self.replica_manager is not None:  # a controller-only node's handlers never use one
             services.replica_manager = self.replica_manager
         return services
 
-    async def _open_listeners(self, registries: dict[str, ApiRegistry]) -> None:
+    async def _open_listeners(self, plane: str, registry: ApiRegistry) -> None:
+        """Open the listeners of `plane` ("controller": those of `controller.listener.names`)."""
         cfg = self.config
-        services = {plane: self._services(plane, registry) for plane, registry in registries.items()}
-        self._broker_services = services["broker"]
+        services = self._services(plane, registry)
+        if plane == "broker":
+            self._broker_services = services
         limits = ListenerLimits(
             max_request_bytes=cfg.socket_request_max_bytes,
             queued_max_requests=int(cfg.get("queued.max.requests")),
@@ -326,9 +338,10 @@ class Node:
             max_connections_per_ip_overrides=cfg.max_connections_per_ip_overrides,
         )
         for listener in cfg.listeners:
-            plane = "controller" if listener.name in cfg.controller_listener_names else "broker"
+            if ("controller" if listener.name in cfg.controller_listener_names else "broker") != plane:
+                continue
             security = cfg.listener_securities.get(listener.name)
-            server = KafkaServer(registries[plane], services[plane], cfg.socket_request_max_bytes,
+            server = KafkaServer(registry, services, cfg.socket_request_max_bytes,
                                  request_metrics=self.request_metrics, listener=listener.name,
                                  sasl=None if security is None else security.sasl, limits=limits,
                                  certificate_principal_rules=None if security is None or security.tls is None
@@ -336,74 +349,37 @@ class Node:
             tls = None if security is None or security.tls is None else server_context(security.tls)
             self.ports[listener.name] = await server.start(listener.host, listener.port, tls)
             self._servers.append(server)
+
+    async def _serve(self) -> None:
+        """Every listener is open: metrics and the broker's log tasks."""
+        cfg = self.config
         log.info("node %d serving %s", cfg.node_id, ", ".join(f"{k}={v}" for k, v in self.ports.items()))
         self.loop_lag.start()
         if self.controller is not None:
             register_raft_metrics(self.metrics, self.controller)
-        if self.replica_manager is None or self.log_manager is None:  # a controller-only node
+        services = self._broker_services
+        if self.replica_manager is None or self.log_manager is None or services is None:  # a controller-only node
             await self._serve_metrics()
             return
         register_node_metrics(self.metrics, node_id=cfg.node_id, metadata=self.metadata, now_ms=self.clock.now_ms,
                               replica_manager=self.replica_manager,
                               default_min_insync_replicas=cfg.min_insync_replicas)
-        register_fetch_session_metrics(self.metrics, fetch_session_cache(services["broker"]))
+        register_fetch_session_metrics(self.metrics, fetch_session_cache(services))
         if self.mirror_data_plane is not None:
             register_mirror_metrics(self.metrics, self.mirror_data_plane)
         register_quota_metrics(self.metrics, self.quotas, self.clock,
                                None if self.mirror_data_plane is None else self.mirror_data_plane.replication_quota)
-        register_authorizer_metrics(self.metrics, services["broker"].authorization)
+        register_authorizer_metrics(self.metrics, services.authorization)
         register_coordinator_metrics(self.metrics, self.clock, self.group_coordinator, self.transaction_coordinator)
         await self._serve_metrics()
-        self._start_log_tasks(self.log_manager, self.replica_manager)
+        self.log_tasks = BrokerLogTasks(cfg, self.clock, self.scheduler, self.log_manager, self.replica_manager,
+                                        lambda: self.metadata.image)
+        self.log_tasks.start(self.metrics)
 
     async def _serve_metrics(self) -> None:
         if self.config.metrics_port:
             self.metrics_server = MetricsServer(self.metrics, "127.0.0.1", self.config.metrics_port)
             self.ports["metrics"] = await self.metrics_server.start()
-
-    def _start_log_tasks(self, log_manager: LogManager, replica_manager: ReplicaManager) -> None:
-        cfg = self.config
-        clock = self.clock
-
-        def may_clean(tp: TopicPartition) -> bool:
-            """A mirror partition that is still read-only is not cleaned here: it stays a
-            byte-identical copy of its source (docs/design/storage.md)."""
-            guard = replica_manager.write_guard
-            return guard is None or guard.write_refusal(tp) is None
-
-        async def checkpoint() -> None:
-            """The offsets are read on the loop, the files (one line per partition, fsync'd) are
-            written on a worker thread; `stop` waits for a write in flight before the last one."""
-            snapshot = log_manager.checkpoint_snapshot()
-            self._checkpoint_write = asyncio.ensure_future(asyncio.to_thread(log_manager.write_checkpoints, snapshot))
-            await asyncio.shield(self._checkpoint_write)
-
-        async def remove_deleted_dirs() -> None:
-            await asyncio.to_thread(log_manager.remove_deleted_dirs)
-
-        self.log_cleaner = LogCleanerService(CleanerConfig.from_values(cfg.values), log_manager, clock, may_clean)
-        self.log_cleaner.start()
-        # Produce validation walks the records of compressed batches in Python until this is loaded
-        asyncio.get_running_loop().run_in_executor(None, record_walk.load_compiled).add_done_callback(
-            _on_record_walk_loaded)
-        register_cleaner_metrics(self.metrics, self.log_cleaner.cleaner_metrics)
-        self.scheduler.schedule("kafka-log-retention", lambda: log_manager.run_retention(clock.now_ms()),
-                                cfg.log_retention_check_interval_ms)
-        self.scheduler.schedule_async("kafka-recovery-point-checkpoint", checkpoint,
-                                      RECOVERY_POINT_CHECKPOINT_INTERVAL_MS)
-        self.scheduler.schedule("kafka-log-flusher", lambda: log_manager.flush_dirty(clock.now_ms()), 1000)
-
-        def remove_expired_producers() -> None:
-            """With the current `producer.id.expiration.ms` (a dynamic broker config); run once
-            on the loaded logs first, as Kafka skips expired producers when it loads a log."""
-            expiration = broker_config_entry(self.metadata.image, cfg, "producer.id.expiration.ms").value
-            log_manager.remove_expired_producers(clock.now_ms(), int(str(expiration)))
-
-        remove_expired_producers()
-        self.scheduler.schedule("PeriodicProducerExpirationCheck", remove_expired_producers,
-                                int(cfg.get("producer.id.expiration.check.interval.ms")))
-        log_manager.defer_removal = True  # deleted logs' directories go on a worker thread
-        self.scheduler.schedule_async("kafka-delete-logs", remove_deleted_dirs, 1000)
 
     def _start_controller_tasks(self, controller: MetadataService) -> None:
         cfg = self.config
@@ -416,8 +392,8 @@ class Node:
             self.scheduler.schedule_async("auto-leader-rebalance-task", controller.rebalance_leaders, interval_ms)
 
     async def stop(self) -> None:
-        # a combined node's controller stops with it: nobody else could take its leaderships
-        if self.lifecycle is not None and not self.config.is_controller:
+        # a single voter's broker stops with its controller: nobody else could take its leaderships
+        if self.lifecycle is not None and self.broker_metadata is not None:
             try:
                 await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_MS)
             except Exception:
@@ -435,8 +411,8 @@ class Node:
             await self.replication.stop()
         if self.lifecycle is not None:
             await self.lifecycle.stop()
-        if self.log_cleaner is not None:
-            await self.log_cleaner.stop()
+        if self.log_tasks is not None:
+            await self.log_tasks.cleaner.stop()
         self.scheduler.shutdown()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
@@ -451,8 +427,8 @@ class Node:
                 await channel.close()
         if self.publisher is not None:
             await self.publisher.stop()
-        if self._checkpoint_write is not None:
-            await asyncio.wait([self._checkpoint_write])
+        if self.log_tasks is not None:
+            await self.log_tasks.checkpoint_written()
         if self.log_manager is not None:
             self.log_manager.close()
         log.info("node %d stopped", self.config.node_id)

@@ -37,6 +37,9 @@ from kmirror.quorum.state import (
 
 log = logging.getLogger(__name__)
 
+RESIGN_GRACE_MS = 5_000
+"""How long a stopping voter stays for other brokers' controlled shutdowns."""
+
 FOLLOWER_FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 _ERROR_REFUSALS = {code: refusal for refusal, code in REFUSAL_ERRORS.items()}
@@ -93,6 +96,8 @@ class QuorumClient:
         """Set on a role change: the timers run at once."""
         self._role_changed = asyncio.Event()
         """Set on a role change: a new follower starts fetching."""
+        self._changed: asyncio.Event | None = None
+        """While stopping: set on a role change or a new image."""
         self._tasks: list[asyncio.Task[None]] = []
         self._sends: set[asyncio.Task[None]] = set()
         controller.on_role_change = self._on_role_change
@@ -100,6 +105,8 @@ class QuorumClient:
     def _on_role_change(self) -> None:
         self._wake.set()
         self._role_changed.set()
+        if self._changed is not None:
+            self._changed.set()
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -107,7 +114,9 @@ class QuorumClient:
         self._tasks = [loop.create_task(self._timers()), loop.create_task(self._follow())]
 
     async def stop(self) -> None:
-        """A leader resigns first (EndQuorumEpoch), so that another voter is elected at once."""
+        """A leader resigns first (EndQuorumEpoch), so that another voter is elected at once.
+        Before that, a voter stays while other brokers' controlled shutdowns are under way."""
+        await self._stay_for_controlled_shutdowns()
         if self._quorum.role == "leader":
             sends = self._controller.execute(self._quorum.resign(self._clock.monotonic_ms()))
             with contextlib.suppress(TimeoutError):
@@ -117,6 +126,29 @@ class QuorumClient:
             task.cancel()
         for channel in self._channels.values():
             await channel.close()
+
+    async def _stay_for_controlled_shutdowns(self) -> None:
+        """Stay in the quorum while the controlled shutdowns of other brokers are under way and
+        a leader is there to grant them (for at most `RESIGN_GRACE_MS`): the combined voters of
+        a quorum stop together, and each controlled shutdown commits records, which takes a
+        majority, until its last heartbeat is answered."""
+        controller = self._controller
+        self._changed = changed = asyncio.Event()
+        unsubscribe = controller.subscribe(lambda _old, _new: changed.set())
+        try:
+            async with asyncio.timeout(RESIGN_GRACE_MS / 1000):
+                while self._quorum.role in ("leader", "follower") and (
+                        pending := controller.controlled_shutdowns_pending()):
+                    log.info("Staying in the metadata quorum until the controlled shutdown of brokers %s is "
+                             "granted", pending)
+                    changed.clear()
+                    await changed.wait()
+        except TimeoutError:
+            log.warning("Leaving the metadata quorum with the controlled shutdown of brokers %s not granted",
+                        controller.controlled_shutdowns_pending())
+        finally:
+            unsubscribe()
+            self._changed = None
 
     # -- timers and messages to voters ---------------------------------------------------------
 

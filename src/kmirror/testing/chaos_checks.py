@@ -72,7 +72,7 @@ def voter_logs_agree(cluster: LocalCluster) -> bool:
     """Raft's log matching, on disk: every voter of a quorum of controllers holds the same record
     (leader epoch and bytes) at every offset two of them still hold (each deletes its own log
     below its snapshots), and their logs end alike."""
-    logs = [metadata_log(cluster.dir / f"node-{n}") for n in cluster.node_ids() if n not in BROKERS]
+    logs = [metadata_log(cluster.dir / f"node-{n}") for n in cluster.voter_ids()]
     if len(logs) < 2:
         return True
     return (len({end for end, _ in logs}) == 1

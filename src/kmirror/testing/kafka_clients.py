@@ -176,6 +176,12 @@ def produce_delivered(config: dict[str, str | int | float | bool], topic: str,
     return delivered
 
 
+def leaders_and_isr_sizes(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    """{partition: (leader, ISR size)} of `topic`, from confluent-kafka's metadata."""
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return {p: (m.leader, len(m.isrs)) for p, m in md.topics[topic].partitions.items()}
+
+
 def partition_count(bootstrap: str, topic: str) -> int:
     """How many partitions the cluster's Metadata lists for `topic`."""
     admin = AdminClient({"bootstrap.servers": bootstrap})

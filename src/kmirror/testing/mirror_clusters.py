@@ -89,6 +89,13 @@ def quorum_replication(bootstrap: str) -> dict[int, dict[str, str]]:
     return {int(row[0]): {name.strip(): cell.strip() for name, cell in zip(header, row, strict=True)} for row in rows}
 
 
+def quorum_leader(bootstrap: str) -> tuple[int, int]:
+    """(LeaderId, LeaderEpoch) of `kmirror metadata-quorum describe --status`."""
+    out = kmirror_in_process("metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--status").stdout
+    status = {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in out.splitlines())}
+    return int(status["LeaderId"]), int(status["LeaderEpoch"])
+
+
 def _offset(cell: str) -> int:
     """The tool prints `-` for an offset it does not know."""
     return -1 if cell == "-" else int(cell)

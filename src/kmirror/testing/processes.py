@@ -164,6 +164,8 @@ class LocalCluster:
     link_port: int | None = None
     controllers: int = 1
     """Dedicated controllers (the metadata quorum's voters) of a cluster of several brokers."""
+    combined: bool = False
+    """Every node a broker and a voter (`kmirror cluster up --combined`)."""
 
     @property
     def bootstrap(self) -> str:
@@ -183,7 +185,8 @@ class LocalCluster:
     def _link_listener(self, node_id: int) -> dict[str, str]:
         assert self.link_port is not None
         plain = f"PLAINTEXT://127.0.0.1:{self.port + node_id - 1}"
-        controller = f",CONTROLLER://127.0.0.1:{self.port + CONTROLLER_PORT_OFFSET}" if self.nodes == 1 else ""
+        controller = (f",CONTROLLER://127.0.0.1:{self.port + CONTROLLER_PORT_OFFSET + node_id - 1}"
+                      if self.nodes == 1 or self.combined else "")
         return {"listeners": f"{plain},LINK://127.0.0.1:{self.link_port + node_id - 1}{controller}",
                 "advertised.listeners": f"{plain},LINK://127.0.0.1:{self.link_port + self.nodes + node_id - 1}",
                 "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,LINK:PLAINTEXT",
@@ -195,7 +198,8 @@ class LocalCluster:
         more than half a CPU-second of interpreter start and imports."""
         try:
             local_cluster.up(self.dir, self.nodes, self.port, {**TEST_BROKER_DEFAULTS, **self.overrides}, self.racks,
-                             self._link_listener if self.link_port is not None else None, self.controllers)
+                             self._link_listener if self.link_port is not None else None, self.controllers,
+                             self.combined)
         except local_cluster.ClusterError as exc:
             raise AssertionError(f"cluster up in {self.dir} failed: {exc}") from None
 
@@ -225,6 +229,9 @@ class LocalCluster:
 
     def start_node(self, node_id: int, timeout_s: float = 60) -> None:
         """Start one stopped node again with its existing server.properties (after kill9)."""
+        self._wait_started(node_id, self._launch(node_id), timeout_s)
+
+    def _launch(self, node_id: int) -> subprocess.Popen[bytes]:
         node_dir = self.dir / f"node-{node_id}"
         with open(node_dir / "server.log", "ab") as log:
             proc = subprocess.Popen(
@@ -232,6 +239,9 @@ class LocalCluster:
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )
         pid_path(self.dir, node_id).write_text(f"{proc.pid}\n")
+        return proc
+
+    def _wait_started(self, node_id: int, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while not self.serving(node_id):
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -240,8 +250,14 @@ class LocalCluster:
 
     def node_ids(self) -> list[int]:
         """Every node: the controller first (it starts first), then the brokers."""
-        controllers = [CONTROLLER_NODE_ID + i for i in range(self.controllers)] if self.nodes > 1 else []
+        controllers = [CONTROLLER_NODE_ID + i for i in range(self.controllers)] if self.nodes > 1 and not self.combined else []
         return [*controllers, *range(1, self.nodes + 1)]
+
+    def voter_ids(self) -> list[int]:
+        """The voters of the metadata quorum."""
+        if self.combined or self.nodes == 1:
+            return list(range(1, self.nodes + 1))
+        return [CONTROLLER_NODE_ID + i for i in range(self.controllers)]
 
     def crash(self) -> None:
         """kill -9 of every node at once: every process dies, what they wrote stays in the page cache."""
@@ -249,7 +265,12 @@ class LocalCluster:
             self.kill9(node_id)
 
     def start_all(self, timeout_s: float = 120) -> None:
-        """Start every node after `crash`, the controller first."""
+        """Start every node after `crash`, the controller first; combined voters together (a
+        broker of theirs serves once they have elected a leader)."""
+        if self.combined:
+            for node_id, proc in [(node_id, self._launch(node_id)) for node_id in self.node_ids()]:
+                self._wait_started(node_id, proc, timeout_s)
+            return
         for node_id in self.node_ids():
             self.start_node(node_id, timeout_s)
 

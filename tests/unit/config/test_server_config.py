@@ -87,6 +87,9 @@ def test_log_dir_fallback_and_voters() -> None:
     )
     assert cfg.log_dirs == ["/data/k"]
     assert [(v.node_id, v.host, v.port) for v in cfg.controller_quorum_voters] == [(1, "127.0.0.1", 9093), (2, "::1", 9094)]
+    # a combined broker and controller may be one voter of several (Kafka's combined mode)
+    combined = ServerConfig.from_properties({"node.id": "2", "controller.quorum.voters": "1@127.0.0.1:9093,2@[::1]:9094"})
+    assert combined.is_broker and combined.is_controller and len(combined.controller_quorum_voters) == 2
 
 
 @pytest.mark.parametrize(
@@ -97,9 +100,8 @@ def test_log_dir_fallback_and_voters() -> None:
         ({"node.id": "1", "num.partitions": "0"}, "invalid value '0' for 'num.partitions': expected a value >= 1"),
         ({"node.id": "1", "delete.topic.enable": "yes"}, "invalid value 'yes' for 'delete.topic.enable': expected true or false"),
         ({}, "missing required configuration 'node.id'"),
-        ({"node.id": "1", "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094"},
-         "invalid value for 'process.roles': a combined broker and controller needs 'controller.quorum.voters' to "
-         "name only itself; run several voters as process.roles=controller"),
+        ({"node.id": "3", "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094"},
+         "invalid value for 'controller.quorum.voters': node.id 3 is not among them"),
         ({"node.id": "3", "process.roles": "controller", "listeners": "CONTROLLER://127.0.0.1:9093",
           "controller.listener.names": "CONTROLLER", "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094"},
          "invalid value for 'controller.quorum.voters': node.id 3 is not among them"),

@@ -1,6 +1,7 @@
 import asyncio
 import uuid
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from kmirror.metadata.image import EMPTY_IMAGE, ConfigResourceType, MetadataImage
@@ -11,6 +12,7 @@ from kmirror.metrics import image_gauges
 from kmirror.metrics.meter import TICK_INTERVAL_MS
 from kmirror.metrics.node_metrics import register_node_metrics
 from kmirror.metrics.prometheus import render
+from kmirror.metrics.raft_metrics import register_raft_metrics
 from kmirror.metrics.registry import MetricsRegistry
 from kmirror.ports import ManualClock
 from kmirror.testing.metadata import InMemoryMetadataLogStore, image_with_brokers, server_config
@@ -59,7 +61,6 @@ def test_broker_gauges_count_only_the_partitions_the_broker_leads() -> None:
 @dataclass
 class FakeMetadata:
     image: MetadataImage
-    controller_id: int
     snapshots: Any = None
 
 
@@ -75,7 +76,7 @@ class FakeReplicaManager:
 def test_register_node_metrics_reads_providers_at_scrape_time() -> None:
     clock = ManualClock()
     registry = MetricsRegistry(clock)
-    metadata = FakeMetadata(cluster_image(), controller_id=1, snapshots=snapshots_of(clock))
+    metadata = FakeMetadata(cluster_image(), snapshots=snapshots_of(clock))
     rm = FakeReplicaManager()
     register_node_metrics(registry, node_id=1, metadata=metadata, now_ms=clock.now_ms, replica_manager=rm,
                           default_min_insync_replicas=1)
@@ -85,15 +86,12 @@ def test_register_node_metrics_reads_providers_at_scrape_time() -> None:
     assert values["kafka.server:type=ReplicaManager,name=ReplicaLagTimeMax"] == 1200
     assert values["kafka.server:type=ReplicaFetcherManager,name=MaxLag,clientId=Replica"] is None
     assert values["kafka.controller:type=KafkaController,name=OfflinePartitionsCount"] == 1
-    assert values["kafka.controller:type=KafkaController,name=ActiveControllerCount"] == 1
     assert values["kafka.controller:type=KafkaController,name=ActiveBrokerCount"] == 2
-    metadata.controller_id = 2
     rm.values["UnderReplicatedPartitions"] = 0
     rm.values["IsrShrinks"] = 3
     registry.poll()
     clock.advance(TICK_INTERVAL_MS + 1)
     values = registry.values()
-    assert values["kafka.controller:type=KafkaController,name=ActiveControllerCount"] == 0
     assert values["kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"] == 0
     assert values["kafka.server:type=ReplicaManager,name=IsrShrinksPerSec"] == 3
     text = render(registry)
@@ -106,7 +104,7 @@ def test_register_node_metrics_reads_providers_at_scrape_time() -> None:
 def test_without_a_replica_manager_report_every_replication_gauge_comes_from_the_image() -> None:
     clock = ManualClock()
     registry = MetricsRegistry(clock)
-    metadata: Any = FakeMetadata(cluster_image(), controller_id=1, snapshots=snapshots_of(clock))
+    metadata: Any = FakeMetadata(cluster_image(), snapshots=snapshots_of(clock))
     register_node_metrics(registry, node_id=2, metadata=metadata, now_ms=clock.now_ms, replica_manager=object())
     values = registry.values()
     assert values["kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"] == 1
@@ -126,7 +124,7 @@ def test_snapshot_gauges_follow_the_nodes_snapshots() -> None:
     clock = ManualClock()
     registry = MetricsRegistry(clock)
     snapshots = snapshots_of(clock)
-    register_node_metrics(registry, node_id=1, metadata=FakeMetadata(cluster_image(), 1, snapshots),
+    register_node_metrics(registry, node_id=1, metadata=FakeMetadata(cluster_image(), snapshots),
                           now_ms=clock.now_ms)
     emitter = "kafka.server:type=SnapshotEmitter,name="
     clock.advance(5000)
@@ -147,3 +145,22 @@ def test_snapshot_gauges_follow_the_nodes_snapshots() -> None:
     snapshots.load()  # a start from that snapshot
     assert registry.values()["kafka.server:type=MetadataLoader,name=HandleLoadSnapshotCount"] == 1
     assert "kafka_server_snapshotemitter_latestsnapshotgeneratedbytes " in render(registry)
+
+
+def test_active_controller_count_is_a_controllers_own() -> None:
+    """Only a controller reports it, 1 while it is the active one: a broker names itself the
+    controller to clients (it forwards), so its metadata cannot say who is active."""
+    clock = ManualClock()
+    registry = MetricsRegistry(clock)
+    controller: Any = SimpleNamespace(quorum=None, active=True, high_watermark=7, log_end_offset=7,
+                                      config=SimpleNamespace(node_id=3000))
+    register_raft_metrics(registry, controller)
+    name = "kafka.controller:type=KafkaController,name=ActiveControllerCount"
+    assert registry.values()[name] == 1
+    assert registry.values()["kafka.server:type=raft-metrics,name=current-leader"] == 3000
+    controller.active = False
+    assert registry.values()[name] == 0
+    broker = MetricsRegistry(clock)
+    register_node_metrics(broker, node_id=1, metadata=FakeMetadata(cluster_image(), snapshots=snapshots_of(clock)),
+                          now_ms=clock.now_ms, replica_manager=object())
+    assert name not in broker.values()
