@@ -10,7 +10,8 @@ must hold a byte-identical prefix of the source, each transaction whole or absen
 partition; then the old source mirrors the destination back.
 
 The "quorum" run gives each cluster three controllers (a Raft quorum of voters), so that its
-controller faults kill or stop one voter, the active one or not.
+controller faults kill or stop one voter, the active one or not; the "combined" run makes each
+cluster's three brokers its voters (combined mode), and ends with the crash disaster.
 
 `KMIRROR_CHAOS_SEED` replays a seed and `KMIRROR_CHAOS_SECONDS` sets how long faults are
 injected; `python -m kmirror.testing.chaos --seconds 600` runs longer."""
@@ -29,13 +30,16 @@ from kmirror.testing.mirror_clusters import clusters_up
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@pytest.mark.parametrize(("disaster", "controllers"), [(None, 1), ("crash", 1), ("partition", 1), (None, 3)],
-                         ids=["healed", "crash", "partition", "quorum"])
-def test_mirror_survives_random_faults_at_both_ends(tmp_path: Path, disaster: str | None, controllers: int) -> None:
+@pytest.mark.parametrize(("disaster", "controllers", "combined"),
+                         [(None, 1, False), ("crash", 1, False), ("partition", 1, False), (None, 3, False),
+                          ("crash", 1, True)],
+                         ids=["healed", "crash", "partition", "quorum", "combined"])
+def test_mirror_survives_random_faults_at_both_ends(tmp_path: Path, disaster: str | None, controllers: int,
+                                                    combined: bool) -> None:
     seed = int(os.environ.get("KMIRROR_CHAOS_SEED", random.randrange(1 << 31)))
     seconds = float(os.environ.get("KMIRROR_CHAOS_SECONDS", "45"))
     print(f"KMIRROR_CHAOS_SEED={seed} replays this run")
-    source, dest = clusters_in(tmp_path, controllers)
+    source, dest = clusters_in(tmp_path, controllers, combined)
     with clusters_up(source, dest):
         writer, txn_writer = run(source, dest, seed, seconds, tmp_path, disaster=disaster)
     assert len(writer.acked) > 500, f"seed {seed}: only {len(writer.acked)} records acknowledged"
