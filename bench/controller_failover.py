@@ -11,9 +11,10 @@ factor 3) sent to the brokers by confluent-kafka's AdminClient, in three ways:
   (`controller.quorum.election.timeout.ms`, 1 s, randomised up to twice).
 A broker's forwarded CreateTopics goes on from voter to voter until one is active, so its time
 is the cluster's time without a controller, plus the write. The stopped controller is started
-again and caught up before the next round.
+again and caught up before the next round. With `--combined`, the three brokers are the voters
+(combined mode): the node lost is also a broker, so the topics get replication factor 2.
 
-    .venv/bin/python bench/controller_failover.py [--rounds 5] [--plot docs/controller_failover.png]
+    .venv/bin/python bench/controller_failover.py [--rounds 5] [--combined] [--plot docs/controller_failover.png]
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ def active_controller(cluster: LocalCluster) -> int:
 
 
 def caught_up(cluster: LocalCluster) -> bool:
+    """Every voter, and every broker that is not one (an observer), at lag 0."""
     rows = quorum_replication(cluster.bootstrap)
-    return len(rows) == 6 and all(row["Lag"] == "0" for row in rows.values())
+    return len(rows) == (3 if cluster.combined else 6) and all(row["Lag"] == "0" for row in rows.values())
 
 
 def lose(cluster: LocalCluster, mode: str) -> int:
@@ -76,11 +78,14 @@ def restore(cluster: LocalCluster, node: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--combined", action="store_true", help="the three brokers are the voters")
     parser.add_argument("--plot", type=Path, default=None)
     args = parser.parse_args()
     times: dict[str, list[float]] = {mode: [] for mode in MODES}
+    replication_factor = 2 if args.combined else 3
     with tempfile.TemporaryDirectory(prefix="kmirror-failover-") as work, \
-            LocalCluster(dir=Path(work) / "c", port=free_port_block(3), nodes=3, controllers=3) as cluster:
+            LocalCluster(dir=Path(work) / "c", port=free_port_block(3), nodes=3, controllers=1 if args.combined else 3,
+                         combined=args.combined) as cluster:
         wait_until(lambda: caught_up(cluster), "the cluster up", retry_on=(AssertionError,))
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # one client: its start is not timed
         admin.list_topics(timeout=10)
@@ -89,7 +94,7 @@ def main() -> None:
                 node = lose(cluster, mode)
                 started = time.monotonic()
                 name = f"probe-{i}-{MODES.index(mode)}"
-                admin.create_topics([NewTopic(name, 1, 3)], request_timeout=60)[name].result(timeout=60)
+                admin.create_topics([NewTopic(name, 1, replication_factor)], request_timeout=60)[name].result(timeout=60)
                 times[mode].append(time.monotonic() - started)
                 print(f"round {i + 1}: {mode}: {times[mode][-1]:.2f} s", flush=True)
                 restore(cluster, node)
@@ -102,7 +107,8 @@ def main() -> None:
     if args.plot is not None:
         save_line_plot(args.plot, {mode: [(i + 1, t) for i, t in enumerate(ts)] for mode, ts in times.items()},
                        "round", "CreateTopics time (s)",
-                       "A metadata change while the active controller is lost (3 voters)")
+                       "A metadata change while the active controller is lost "
+                       f"(3 {'combined ' if args.combined else ''}voters)")
         print(f"plot: {args.plot}")
 
 
