@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from kmirror.runtime.local_cluster import NodeLayout, _is_own_node
+from kmirror.testing.mirror_clusters import quorum_replication
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 pytestmark = pytest.mark.integration
@@ -91,3 +92,28 @@ def test_a_quorum_of_controllers_that_cannot_be_is_refused(tmp_path: Path, nodes
                    "--port", str(free_port_block(3)), check=False)
     assert proc.returncode == 1 and f"Error: {message}" in proc.stderr, proc.stderr + proc.stdout
     assert not list((tmp_path / "c").glob("node-*.pid"))
+
+
+def test_combined_voters_up_and_down(tmp_path: Path) -> None:
+    """`--combined`: every node a broker and a voter, no dedicated controller; `down` stops the
+    three together, each within its grace period (none killed)."""
+    port = free_port_block(3)
+    refused = kmirror("cluster", "up", "--nodes", "3", "--controllers", "3", "--combined", "--dir",
+                      str(tmp_path / "r"), "--port", str(port), check=False)
+    assert refused.returncode == 1 and "with --combined, every node is a voter" in refused.stderr, refused.stderr
+    proc = kmirror("cluster", "up", "--nodes", "3", "--combined", "--dir", str(tmp_path / "c"), "--port", str(port))
+    try:
+        assert [line.split()[1] for line in proc.stdout.splitlines() if " serving on " in line] == ["1", "2", "3"]
+        assert sorted(p.name for p in (tmp_path / "c").glob("node-*.pid")) == ["node-1.pid", "node-2.pid", "node-3.pid"]
+        voters = ",".join(f"{n}@127.0.0.1:{port + 100 + n - 1}" for n in (1, 2, 3))
+        assert f"controller.quorum.voters={voters}\n" in (tmp_path / "c" / "node-2" / "server.properties").read_text()
+        rows = quorum_replication(f"127.0.0.1:{port + 1}")
+        assert sorted(rows) == [1, 2, 3] and sorted(row["Status"] for row in rows.values()) == [
+            "Follower", "Follower", "Leader"]
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        brokers = admin.describe_cluster().result(timeout=30).nodes
+        assert sorted(b.id for b in brokers) == [1, 2, 3]
+    finally:
+        down = kmirror("cluster", "down", "--dir", str(tmp_path / "c"))
+    outcomes = [line for line in down.stdout.splitlines() if line.startswith("node ")]
+    assert len(outcomes) == 3 and all(": stopped (pid " in line for line in outcomes), down.stdout

@@ -156,6 +156,9 @@ class ClusterControl:
             result = alter_partition(self._image, broker_id, broker_epoch, items, self.heartbeats.shutting_down)
             await self._commit(result.records)
             assert result.response is not None
+            for r in result.response[1]:
+                if r.error.code == ErrorCode.invalid_update_version:
+                    log.info("Rejecting AlterPartition from broker %d for %s", broker_id, r.error.message)
             return result.response
 
     async def elect_leaders(

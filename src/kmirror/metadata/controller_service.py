@@ -42,7 +42,7 @@ from kmirror.metadata.controller.result import (
 )
 from kmirror.metadata.image import EMPTY_IMAGE, AclBinding, ConfigResource, MetadataImage, TopicImage
 from kmirror.metadata.internal_topics import ensure_internal_topic
-from kmirror.metadata.quorum_service import OperationLock, QuorumControl, Written
+from kmirror.metadata.quorum_service import OperationLock, QuorumControl, Written, to_the_end
 from kmirror.metadata.quorum_state import QuorumObservers
 from kmirror.metadata.records import BrokerEndpoint, Record, encode
 from kmirror.metadata.snapshot_service import MetadataLogStore, MetadataSnapshots, SnapshotId
@@ -187,7 +187,7 @@ class MetadataService(QuorumControl, ClusterControl):
         so a large operation runs this on a worker thread (under the lock: single writer)."""
         encoded = [encode(r) for r in records]
         last_offset = self._store.append(encoded, self._epoch())
-        return Written(encoded, last_offset, image.apply(records, last_offset))
+        return Written(encoded, last_offset, image.apply(records, last_offset), image.offset)
 
     async def _committed(self, written: Written) -> None:
         if self.quorum is None:
@@ -229,7 +229,7 @@ class MetadataService(QuorumControl, ClusterControl):
                 await self._commit(result.records)
                 return _response(result)
             image = self._image
-            result, written = await asyncio.to_thread(self._compute_and_write, op, image)
+            result, written = await to_the_end(asyncio.to_thread(self._compute_and_write, op, image))
             if written is not None:
                 await self._committed(written)
             return _response(result)

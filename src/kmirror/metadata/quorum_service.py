@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from kmirror.config.server import ServerConfig
 from kmirror.metadata.controller.features import bootstrap_records
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from kmirror.metadata.controller.brokers import BrokerHeartbeatManager
 
 log = logging.getLogger("kmirror.metadata.controller_service")
+T = TypeVar("T")
 
 
 class Written(NamedTuple):
@@ -45,6 +46,9 @@ class Written(NamedTuple):
     encoded: list[bytes]
     last_offset: int
     image: MetadataImage
+    base_offset: int
+    """The offset of the image the records were replayed onto: `image` is the log's only when
+    that is the offset right below them."""
 
 
 def quorum_config(config: ServerConfig) -> QuorumConfig:
@@ -53,6 +57,21 @@ def quorum_config(config: ServerConfig) -> QuorumConfig:
         fetch_timeout_ms=int(config.get("controller.quorum.fetch.timeout.ms")),
         election_backoff_max_ms=int(config.get("controller.quorum.election.backoff.max.ms")),
     )
+
+
+async def to_the_end(awaitable: Awaitable[T]) -> T:
+    """Await `awaitable` to its end even when the caller is cancelled meanwhile, then raise the
+    cancellation. An operation holds the controller's lock while its records commit: a request
+    whose client left (the server cancels its handler) must not release the lock with records
+    in the log that the image does not hold yet, or the next operation would compute on an
+    image without them. A second cancellation is not held back."""
+    future = asyncio.ensure_future(awaitable)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        if not future.done():
+            await asyncio.wait([future])
+        raise
 
 
 class OperationLock:
@@ -188,6 +207,8 @@ class QuorumControl:
     async def _replicate(self, written: Written) -> None:
         """Wait until the records `written` appended are on a majority (then replayed)."""
         assert self.quorum is not None
+        if self.quorum.role != "leader":  # lost while a large operation wrote on a worker thread
+            raise NotControllerError(self._not_controller_message())
         first = written.last_offset - len(written.encoded) + 1
         self._appended(written)
         self._pending[first] = written
@@ -195,7 +216,7 @@ class QuorumControl:
         self._commit_waiters.append((written.last_offset, waiter))
         if self.quorum.appended(self._store.log_end_offset, self._clock.monotonic_ms()):
             self._apply_committed()
-        await waiter
+        await to_the_end(waiter)
 
     def _fail_waiters(self) -> None:
         waiters, self._commit_waiters = self._commit_waiters, []
@@ -211,8 +232,12 @@ class QuorumControl:
             first = self._image.offset + 1
             written = self._pending.pop(first, None)
             if written is not None and written.last_offset < hw:
-                self._publish(written.image)
-                continue
+                if written.base_offset == first - 1:
+                    self._publish(written.image)
+                    continue
+                log.warning("The image of the metadata records at offsets %d-%d was computed on offset %d, not %d: "
+                            "they are replayed from the log", first, written.last_offset, written.base_offset,
+                            first - 1)
             entries = self.read_entries(first, hw - first)
             if not entries:
                 break

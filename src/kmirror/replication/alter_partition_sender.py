@@ -117,7 +117,8 @@ class AlterPartitionSender(_AlterPartitionTasks):
                         int(p.leader_id), int(p.leader_epoch), int(p.partition_epoch), (), tuple(int(b) for b in p.isr)
                     )
                 else:
-                    log.info("AlterPartition for %s-%d: %s", item.topic, item.partition, code.name)
+                    log.info("AlterPartition for %s-%d (leader epoch %d, partition epoch %d, ISR %s): %s", item.topic,
+                             item.partition, item.leader_epoch, item.partition_epoch, list(item.new_isr), code.name)
                 self.replica_manager.handle_alter_partition_response(item, code, committed)
                 return
         self.replica_manager.handle_alter_partition_response(item, ErrorCode.unknown_server_error)

@@ -345,8 +345,11 @@ class ReplicaManager(PartitionHosting):
         partition = self._partitions.get(TopicPartition(item.topic, item.partition))
         if partition is None:
             return
-        self._submitted.pop(partition.topic_partition, None)
         partition.handle_alter_partition_response(item, ErrorCode(error), committed)
+        if partition.pending_alter_partition() != item:
+            self._submitted.pop(partition.topic_partition, None)
+        # else refused until the image brings a newer registration (INVALID_UPDATE_VERSION and
+        # alike): it stays submitted, so that a follower's fetch does not send it again
         self._notify_append(partition.topic_partition)
 
     # -- follower side (the replica fetcher's local replica) -----------------------------

@@ -75,6 +75,16 @@ async def register(service: MetadataService, broker_id: int) -> int | object:
                                          [BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9092 + broker_id, 0)], None)
 
 
+async def active_leader(store: InMemoryMetadataLogStore, clock: ManualClock) -> tuple[MetadataService, asyncio.Task[None]]:
+    """An elected voter, active once 3001 (the returned task) fetched its first record."""
+    service = voter(store, clock)
+    await service.start()
+    await elected(service, clock)
+    fetcher = asyncio.get_running_loop().create_task(follower_fetches(service, 3001))
+    await until(lambda: service.active, "active")
+    return service, fetcher
+
+
 async def until(condition: object, what: str) -> None:
     async with asyncio.timeout(5):
         while not condition():  # type: ignore[operator]
@@ -188,5 +198,54 @@ def test_the_session_check_of_a_controller_that_loses_its_leadership_fences_nobo
         assert await check == [] and not service.image.brokers[1].fenced  # nothing committed, no error
         assert await service.check_broker_sessions() == []  # a follower keeps no sessions
         assert await service.rebalance_leaders() == 0
+
+    asyncio.run(scenario())
+
+
+def test_records_whose_image_was_computed_on_an_older_image_are_replayed_from_the_log(caplog) -> None:
+    """The image an operation computed with its records replaces the controller's only when it
+    was computed on the image right below them; otherwise publishing it would drop what was
+    committed in between (the controller's image would then lack records its log and every
+    broker have). Such records are replayed from the log instead, with a warning."""
+    async def scenario() -> None:
+        store, clock = InMemoryMetadataLogStore(), ManualClock()
+        service, fetcher = await active_leader(store, clock)
+        before = service.image
+        assert await register(service, 1) == store.log_end_offset - 1
+        stale = service._write(before, [NoOpRecord()])  # computed without broker 1's registration
+        with caplog.at_level("WARNING"):
+            await service._replicate(stale)
+        fetcher.cancel()
+        assert 1 in service.image.brokers and service.image.offset == store.log_end_offset - 1
+        assert any("computed on offset" in r.getMessage() for r in caplog.records)
+
+    asyncio.run(scenario())
+
+
+def test_an_operation_whose_client_left_holds_the_lock_until_its_records_commit() -> None:
+    """The server cancels a request's handler when its connection closes (a broker killed
+    while its AlterPartition waits for a majority). The records are in the log: the lock is
+    held until they commit, so that the next operation computes on an image that holds them
+    (before, it computed on the image without them, and its own commit published an image
+    that dropped them: the controller then refused the partition leader's ISR changes forever)."""
+    async def scenario() -> None:
+        store, clock = InMemoryMetadataLogStore(), ManualClock()
+        service, fetcher = await active_leader(store, clock)
+        fetcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await fetcher
+        first = asyncio.get_running_loop().create_task(register(service, 1))
+        await until(lambda: store.log_end_offset > service.high_watermark, "broker 1's records appended")
+        end = store.log_end_offset
+        first.cancel()  # its client left
+        second = asyncio.get_running_loop().create_task(register(service, 2))
+        await asyncio.sleep(0.01)
+        assert store.log_end_offset == end and not first.done()  # the second waits for the first's commit
+        fetcher = asyncio.get_running_loop().create_task(follower_fetches(service, 3001))
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert await second == end  # broker 2's registration, after broker 1's
+        fetcher.cancel()
+        assert {1, 2} <= set(service.image.brokers) and service.image.offset == store.log_end_offset - 1
 
     asyncio.run(scenario())

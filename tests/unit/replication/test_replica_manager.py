@@ -6,6 +6,7 @@ from kmirror.protocol.errors import ErrorCode
 from kmirror.records.builder import SimpleRecord, build_batch
 from kmirror.replication.outcomes import READ_UNCOMMITTED, AppendOutcome, PartitionError, ReadOutcome
 from kmirror.replication.replica_manager import FetchPartitionRequest, ReplicaManager
+from kmirror.replication.replica_ports import AlterPartitionOutbox
 from kmirror.testing.replication import FakeLogManager, image_with, server_config, single_node_image
 from kmirror.types import TopicPartition
 
@@ -199,3 +200,28 @@ def test_apply_image_steps_yields_every_step_and_ends_as_apply_image() -> None:
     assert hosted_between_steps == [0, 9, 19]
     at_once, _ = manager(image)
     assert stepped.leader_partitions("big") == at_once.leader_partitions("big") == list(range(25))
+
+
+def test_a_refused_isr_change_is_not_sent_again_until_a_new_registration() -> None:
+    """A follower caught up: the leader proposes it for the ISR once. Refused with
+    INVALID_UPDATE_VERSION (the controller holds a newer registration), the proposal waits for
+    that registration (Kafka keeps it pending): the follower's later fetches do not send it
+    again, which they did on every fetch (about a thousand requests a second)."""
+    image = image_with({"t": (T_ID, {0: PartitionRegistration((NODE, 2), (NODE,), NODE, 0, 0)})})
+    rm, _ = manager(image)
+    outbox = rm.alter_partition
+    assert isinstance(outbox, AlterPartitionOutbox)
+    follower_fetch = [FetchPartitionRequest(T0, 0, 1 << 20)]
+    rm.fetch(follower_fetch, 1 << 20, READ_UNCOMMITTED, replica_id=2)
+    [proposal] = outbox.drain()
+    assert proposal.new_isr == (NODE, 2) and proposal.partition_epoch == 0
+    rm.handle_alter_partition_response(proposal, ErrorCode.invalid_update_version)
+    for _ in range(5):
+        rm.fetch(follower_fetch, 1 << 20, READ_UNCOMMITTED, replica_id=2)
+    assert outbox.drain() == []
+    # the controller's newer registration arrives: the leader proposes again, on its epoch
+    rm.apply_image(image, image_with({"t": (T_ID, {0: PartitionRegistration((NODE, 2), (NODE,), NODE, 0, 1)})},
+                                     offset=2))
+    rm.fetch(follower_fetch, 1 << 20, READ_UNCOMMITTED, replica_id=2)
+    [again] = outbox.drain()
+    assert again.new_isr == (NODE, 2) and again.partition_epoch == 1

@@ -74,7 +74,9 @@ def alter_partition(
             continue
         error = _validate(image, broker_id, item, reg, shutting_down)
         if error is not None:
-            results.append(AlterPartitionResult(item.topic_id, item.partition_index, ApiError(error)))
+            message = (f"{topic.name}-{item.partition_index}: the partition epoch is {reg.partition_epoch}, not "
+                       f"{item.partition_epoch}" if error == ErrorCode.invalid_update_version else None)
+            results.append(AlterPartitionResult(item.topic_id, item.partition_index, ApiError(error, message)))
             continue
         if item.new_isr != reg.isr:
             change = _isr_change(image, item, reg, shutting_down)

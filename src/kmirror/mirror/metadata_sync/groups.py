@@ -144,7 +144,14 @@ class GroupOffsetSync(CoordinatedMirrorSync):
                 self._failed(mirror_name, group_id, offsets)
         commits = {g: c for g, m in mirrored.items() if (c := self._commits(mirror_name, g, m, at_destination.get(g, {})))}
         now = self.clock.monotonic_ms()
-        for group_id, result in (await destination.alter_consumer_groups_offsets(commits)).items():
+        try:
+            results = await destination.alter_consumer_groups_offsets(commits) if commits else {}
+        except Exception as exc:  # a destination broker lost meanwhile: the next pass commits them
+            self.sync_errors.consumer_group_offset += 1
+            log.warning("mirror %s: committing the consumer groups' offsets at this cluster failed: %s", mirror_name,
+                        exc)
+            return
+        for group_id, result in results.items():
             self._committed(mirror_name, group_id, result, now)
 
     def _commits(self, mirror_name: str, group_id: str, mirrored: Offsets,

@@ -136,6 +136,7 @@ class FakeAdmin:
         self.deleted: list[AclBinding] = []
         self.acl_error = 0
         self.fail: Exception | None = None
+        self.commit_fail: Exception | None = None
         self.closed = False
         self.topic_ids: dict[str, UUID | None] | None = None
 
@@ -156,6 +157,8 @@ class FakeAdmin:
                 for g in group_ids}
 
     async def alter_consumer_groups_offsets(self, offsets):
+        if self.commit_fail:
+            raise self.commit_fail
         out = {}
         for group_id, group_offsets in offsets.items():
             code = self.commit_error.get(group_id, 0)
@@ -282,6 +285,27 @@ def test_a_group_with_members_at_the_destination_is_skipped_and_other_failures_c
     src.fail = KafkaConnectionError("refused")
     asyncio.run(sync.run_once())
     assert errors.consumer_group_offset == 2
+
+
+def test_a_destination_lost_while_committing_counts_a_failure_and_the_next_pass_commits(caplog):
+    """The commit goes to this cluster's group coordinators: one killed meanwhile is a warning
+    and a counted failure, not a traceback, and the next pass commits."""
+    src, dst = FakeAdmin(), FakeAdmin()
+    src.groups = [ListedGroup("g", "consumer", "Empty")]
+    src.offsets = {"g": {TP("a", 0): om(4)}}
+    ref = {"image": image({"m": {}}, {"a": ("m", 1)})}
+    errors = MirrorSyncErrors()
+    sync = GroupOffsetSync(1, lambda: ref["image"], admins_for(ref, src, dst)[0], errors, clock=ManualClock())
+    dst.commit_fail = KafkaConnectionError("connection to 127.0.0.1:9092 lost: Connection reset by peer")
+    with caplog.at_level("WARNING"):
+        asyncio.run(sync.run_once())
+    assert (dst.offsets, errors.consumer_group_offset) == ({}, 1)
+    assert [r.getMessage() for r in caplog.records] == [
+        "mirror m: committing the consumer groups' offsets at this cluster failed: connection to 127.0.0.1:9092 "
+        "lost: Connection reset by peer"]
+    dst.commit_fail = None
+    asyncio.run(sync.run_once())
+    assert (dst.offsets, errors.consumer_group_offset) == ({"g": {TP("a", 0): om(4)}}, 1)
 
 
 def test_a_source_without_list_groups_is_said_once_and_not_counted_each_pass(caplog):
