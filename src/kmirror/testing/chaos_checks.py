@@ -9,10 +9,13 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from kmirror.metadata.snapshot import batch_entries_by_epoch
+from kmirror.metadata.image import EMPTY_IMAGE, MetadataImage
+from kmirror.metadata.records import decode, encode
+from kmirror.metadata.snapshot import batch_entries, batch_entries_by_epoch, snapshot_records
+from kmirror.metadata.snapshot_service import snapshot_image
 from kmirror.records.batch import valid_prefix
 from kmirror.records.control import ControlType, read_control_type
-from kmirror.runtime.metadata_log import METADATA_PARTITION_DIR
+from kmirror.runtime.metadata_log import BROKER_METADATA_DIR, METADATA_PARTITION_DIR
 from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered, watermarks
 from kmirror.testing.mirror_clusters import create_mirror, describe, quorum_replication, wait_until
@@ -79,17 +82,48 @@ def voter_logs_agree(cluster: LocalCluster) -> bool:
             and all(a[o] == b[o] for _, a in logs for _, b in logs for o in a.keys() & b.keys()))
 
 
+def metadata_images_agree(cluster: LocalCluster) -> bool:
+    """Every copy of the metadata log (each voter's, each broker's replica) loads the same image
+    from disk: its latest snapshot, then its log after it. A voter's snapshots are written from
+    its image, a broker's replica replays the log, so a controller whose image lost a committed
+    record (its log and the brokers' replicas hold it) fails this at its next snapshot."""
+    images = [image_on_disk(d) for n in cluster.node_ids()
+              for d in (cluster.dir / f"node-{n}" / "data" / name for name in (METADATA_PARTITION_DIR, BROKER_METADATA_DIR))
+              if d.is_dir()]
+    contents = {(image.offset, tuple(sorted(encode(r) for r in snapshot_records(image)))) for image in images}
+    return len(contents) == 1
+
+
+def image_on_disk(directory: Path) -> MetadataImage:
+    """The image a copy of the metadata log in `directory` loads (read only)."""
+    snapshots = sorted(directory.glob("*.checkpoint"), key=lambda p: int(p.name.split("-")[0]))
+    image, end = EMPTY_IMAGE, 0
+    if snapshots:
+        data = snapshots[-1].read_bytes()
+        end = int(snapshots[-1].name.split("-")[0])
+        image = snapshot_image([value for _, value in batch_entries(data[:valid_prefix(data)[0]])], end)
+    entries = sorted((o, v) for o, (_, v) in metadata_log_entries(directory).items() if o >= end)
+    return image.apply((decode(v) for _, v in entries), entries[-1][0]) if entries else image
+
+
 def metadata_log(node_dir: Path) -> tuple[int, dict[int, tuple[int, bytes]]]:
     """A node's metadata log end offset (a log emptied by a snapshot ends at its last segment's
     base offset) and offset -> (leader epoch, record) of its segments' whole batches."""
-    entries: dict[int, tuple[int, bytes]] = {}
     segments = sorted((node_dir / "data" / METADATA_PARTITION_DIR).glob("*.log"))
-    for segment in segments:
+    entries = metadata_log_entries(node_dir / "data" / METADATA_PARTITION_DIR)
+    end = max((offset + 1 for offset in entries), default=0)
+    return max(end, int(segments[-1].stem) if segments else 0), entries
+
+
+def metadata_log_entries(directory: Path) -> dict[int, tuple[int, bytes]]:
+    """offset -> (leader epoch, record) of the whole batches of the metadata log segments in
+    `directory`."""
+    entries: dict[int, tuple[int, bytes]] = {}
+    for segment in sorted(directory.glob("*.log")):
         data = segment.read_bytes()
         for epoch, batch in batch_entries_by_epoch(data[:valid_prefix(data)[0]]):
             entries.update((offset, (max(epoch, 0), value)) for offset, value in batch)
-    end = max((offset + 1 for offset in entries), default=0)
-    return max(end, int(segments[-1].stem) if segments else 0), entries
+    return entries
 
 
 def source_batches(source: LocalCluster) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
@@ -135,6 +169,7 @@ def check_converged(source: LocalCluster, dest: LocalCluster, writer: AckedWrite
     for name, cluster in (("source", source), ("destination", dest)):
         retry(partial(metadata_caught_up, cluster), f"{name}: every broker's metadata at the controller's log end")
         retry(partial(voter_logs_agree, cluster), f"{name}: every voter's metadata log alike")
+        retry(partial(metadata_images_agree, cluster), f"{name}: every copy of the metadata loads the same image")
     caught_up = {(t, p): (ends[t][p], ends[t][p], 0, "MIRRORING") for t in TOPICS for p in range(PARTITIONS)}
     retry(lambda: mirror_rows(dest.bootstrap) == caught_up, "--describe: every partition MIRRORING with lag 0")
     expected = source_batches(source)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
-from kmirror.runtime.metadata_log import FileMetadataLogStore
-from kmirror.testing.chaos_checks import voter_logs_agree
+from kmirror.metadata.controller.features import bootstrap_records
+from kmirror.metadata.records import RegisterBrokerRecord, encode
+from kmirror.metadata.snapshot import snapshot_records
+from kmirror.metadata.snapshot_service import snapshot_image
+from kmirror.runtime.metadata_log import BROKER_METADATA_DIR, FileMetadataLogStore
+from kmirror.testing.chaos_checks import metadata_images_agree, voter_logs_agree
 from kmirror.testing.processes import LocalCluster
 
 
@@ -38,3 +43,23 @@ def test_a_voter_whose_log_a_snapshot_emptied_ends_where_its_new_segment_begins(
     assert not voter_logs_agree(cluster)  # 3000 ends at 3, 3001 at 4
     write_log(tmp_path / "node-3000", [(2, [b"d"])])
     assert voter_logs_agree(cluster)
+
+
+def test_every_copy_of_the_metadata_loads_the_same_image_or_the_check_fails(tmp_path: Path) -> None:
+    """A voter's snapshot is written from its image, a broker's replica replays the log: a
+    snapshot that lacks a committed record (its log holds it) is told apart."""
+    cluster = LocalCluster(dir=tmp_path, port=0, nodes=1, combined=True)
+    records = [encode(r) for r in bootstrap_records("c1")]
+    records.append(encode(RegisterBrokerRecord(1, uuid.UUID(int=1), 5, (), None, True)))
+    node = tmp_path / "node-1" / "data"
+    voter = FileMetadataLogStore(node)
+    voter.load()
+    voter.append(records, 1)
+    replica = FileMetadataLogStore(node, directory=BROKER_METADATA_DIR)
+    replica.load()
+    replica.append(records, 1)
+    assert metadata_images_agree(cluster)
+    # the voter's snapshot at the log end, written from an image that lost the registration
+    voter.write_snapshot(len(records), [encode(r) for r in snapshot_records(snapshot_image(records[:-1], len(records)))])
+    voter.enforce_retention(0, 0)
+    assert not metadata_images_agree(cluster)
