@@ -126,18 +126,18 @@ def broker_properties(node: NodeLayout, nodes: int, extra: dict[str, str], voter
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
-def server_properties(node: NodeLayout, extra: dict[str, str], voters: list[NodeLayout] | None = None) -> str:
-    """A combined node's; `voters`: the combined nodes of a cluster of several."""
+def server_properties(node: NodeLayout, extra: dict[str, str], voters: list[NodeLayout]) -> str:
+    """A combined node's; `voters`: the combined nodes of its cluster (itself alone, or several)."""
     props = {
         "node.id": str(node.node_id),
         "process.roles": "broker,controller",
         "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
         "controller.listener.names": "CONTROLLER",
-        "controller.quorum.voters": quorum_voters(voters or [node]),
+        "controller.quorum.voters": quorum_voters(voters),
         "log.dirs": str(node.dir / "data"),
     }
-    if voters is not None and len(voters) > 1:
+    if len(voters) > 1:  # one node keeps the default
         props["offsets.topic.replication.factor"] = str(min(3, len(voters)))
     props.update(extra)
     return "".join(f"{k}={v}\n" for k, v in props.items())
@@ -271,7 +271,7 @@ def up(
     _check_ports_free(brokers if combined else [*quorum, *brokers])
     if combined:  # every node is a voter: they elect a leader together, so they start together
         started = [(node, _launch(base, node, server_properties(
-            node, broker_extra(extra, node, racks, per_broker), brokers if nodes > 1 else None))) for node in brokers]
+            node, broker_extra(extra, node, racks, per_broker), brokers))) for node in brokers]
     else:
         voters = quorum_voters(quorum)
         # the brokers' metrics ports count up from `metrics.port`; the controllers serve none here
