@@ -156,7 +156,8 @@ class BrokerMetadataService:
         topic = build(
             nested(request_type, "FetchTopic"), topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=(partition,)
         )
-        observer: dict[str, Any] = {"replica_id": self._observer_id}  # an observer names itself (KRaft)
+        # an observer names itself (KRaft), unless its id is its node's voter's (then -1)
+        observer: dict[str, Any] = {"replica_id": self._observer_id}
         if has_field(request_type, "replica_state"):  # v15+
             observer["replica_state"] = build(nested(request_type, "ReplicaState"), replica_id=self._observer_id,
                                               replica_epoch=self.broker_epoch)

@@ -130,14 +130,9 @@ class ClusterControl:
         return fenced
 
     def controlled_shutdowns_pending(self) -> list[int]:
-        """The other brokers whose controlled shutdown has begun and is not yet granted (a
-        broker told to shut down is fenced): those the committed image shows, and on the active
-        controller those whose first request is not committed yet."""
-        brokers = self._image.brokers
-        begun = {b for b, reg in brokers.items() if reg.in_controlled_shutdown}
-        if self.active:
-            begun |= self.heartbeats.shutting_down
-        return sorted(b for b in begun if b != self._config.node_id and b in brokers and not brokers[b].fenced)
+        """The other brokers whose controlled shutdown is under way, not granted yet."""
+        pending = self.heartbeats.controlled_shutdowns_pending(self._image, asked=self.active)
+        return [b for b in pending if b != self._config.node_id]
 
     async def unregister_broker(self, broker_id: int) -> ApiError:
         async with self._lock:

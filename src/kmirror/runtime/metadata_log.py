@@ -178,7 +178,7 @@ class FileMetadataLogStore:
         self._dir.mkdir(parents=True, exist_ok=True)
         for partial in self._dir.glob("*" + PARTIAL_SUFFIX):
             partial.unlink()
-        self._snapshots = sorted(_parse_snapshot_name(p.name) for p in self._dir.glob("*" + SNAPSHOT_SUFFIX))
+        self._snapshots = sorted(parse_snapshot_name(p.name) for p in self._dir.glob("*" + SNAPSHOT_SUFFIX))
         self._segments = sorted(int(p.stem) for p in self._dir.glob("*.log") if p.stem.isdigit()) or [0]
         snapshot = self.latest_snapshot
         snapshot_end = snapshot.end_offset if snapshot else 0
@@ -419,7 +419,7 @@ def _cut_at(data: bytes, offset: int) -> tuple[int, bytes]:
     return position, b""
 
 
-def _parse_snapshot_name(name: str) -> SnapshotId:
+def parse_snapshot_name(name: str) -> SnapshotId:
     offset, _, epoch = name.removesuffix(SNAPSHOT_SUFFIX).partition("-")
     return SnapshotId(int(offset), int(epoch))
 

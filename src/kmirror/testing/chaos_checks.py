@@ -15,7 +15,12 @@ from kmirror.metadata.snapshot import batch_entries, batch_entries_by_epoch, sna
 from kmirror.metadata.snapshot_service import snapshot_image
 from kmirror.records.batch import valid_prefix
 from kmirror.records.control import ControlType, read_control_type
-from kmirror.runtime.metadata_log import BROKER_METADATA_DIR, METADATA_PARTITION_DIR
+from kmirror.runtime.metadata_log import (
+    BROKER_METADATA_DIR,
+    METADATA_PARTITION_DIR,
+    SNAPSHOT_SUFFIX,
+    parse_snapshot_name,
+)
 from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once, partition_layout
 from kmirror.testing.kafka_clients import end_offsets, produce_delivered, watermarks
 from kmirror.testing.mirror_clusters import create_mirror, describe, quorum_replication, wait_until
@@ -96,11 +101,12 @@ def metadata_images_agree(cluster: LocalCluster) -> bool:
 
 def image_on_disk(directory: Path) -> MetadataImage:
     """The image a copy of the metadata log in `directory` loads (read only)."""
-    snapshots = sorted(directory.glob("*.checkpoint"), key=lambda p: int(p.name.split("-")[0]))
+    snapshots = sorted((parse_snapshot_name(p.name), p) for p in directory.glob("*" + SNAPSHOT_SUFFIX))
     image, end = EMPTY_IMAGE, 0
     if snapshots:
-        data = snapshots[-1].read_bytes()
-        end = int(snapshots[-1].name.split("-")[0])
+        latest, path = snapshots[-1]
+        data = path.read_bytes()
+        end = latest.end_offset
         image = snapshot_image([value for _, value in batch_entries(data[:valid_prefix(data)[0]])], end)
     entries = sorted((o, v) for o, (_, v) in metadata_log_entries(directory).items() if o >= end)
     return image.apply((decode(v) for _, v in entries), entries[-1][0]) if entries else image

@@ -143,6 +143,21 @@ def test_controlled_shutdown_moves_leadership_then_allows_shutdown() -> None:
     assert 1 not in eligible_brokers(image, hb.shutting_down)
 
 
+def test_a_controlled_shutdown_is_pending_from_its_first_request_until_it_is_granted() -> None:
+    """What a stopping voter waits for: asked of the active controller (not committed yet), then
+    in the image, until the grant fences the broker."""
+    hb = BrokerHeartbeatManager()
+    image = _cluster()
+    epoch = image.brokers[1].broker_epoch
+    first = broker_heartbeat(image, 1, epoch, image.offset, False, True, hb, 0, False)
+    assert hb.controlled_shutdowns_pending(image, asked=True) == [1]
+    assert hb.controlled_shutdowns_pending(image, asked=False) == []  # a follower sees only the image
+    image = _apply(image, first.records)
+    assert hb.controlled_shutdowns_pending(image, asked=False) == [1]
+    image = _apply(image, broker_heartbeat(image, 1, epoch, image.offset, False, True, hb, 0, False).records)
+    assert hb.controlled_shutdowns_pending(image, asked=True) == []
+
+
 def test_controlled_shutdown_is_in_the_metadata_log_so_every_image_and_a_new_controller_know_it() -> None:
     hb = BrokerHeartbeatManager()
     image = _cluster()

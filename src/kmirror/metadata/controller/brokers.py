@@ -63,6 +63,15 @@ class BrokerHeartbeatManager:
     def touch(self, broker_id: int, now_ms: int) -> None:
         self.last_contact_ms[broker_id] = now_ms
 
+    def controlled_shutdowns_pending(self, image: MetadataImage, asked: bool) -> list[int]:
+        """Brokers whose controlled shutdown has begun and is not granted yet (a broker told to
+        shut down is fenced): those `image` shows, and with `asked` (on the active controller)
+        those whose first request is not committed yet."""
+        begun = {b for b, reg in image.brokers.items() if reg.in_controlled_shutdown}
+        if asked:
+            begun |= self.shutting_down
+        return sorted(b for b in begun if b in image.brokers and not image.brokers[b].fenced)
+
     def expired(self, image: MetadataImage, now_ms: int) -> list[int]:
         """Unfenced brokers whose session has timed out (unknown contact counts from now)."""
         out = []
