@@ -2,7 +2,9 @@
 # Creates .venv with kmirror and its test tools (PySpark and pyarrow included), installs kcat
 # (Debian) when missing, a headless Java runtime (Debian) when `java` is missing (PySpark
 # needs Java 17 or later), and Chromium (Debian) when missing: the test of `kmirror verify`'s
-# HTML report renders it in headless Chromium.
+# HTML report renders it in headless Chromium. MIT Kerberos (Debian: a KDC for the Kerberos
+# tests, libkrb5-dev to build the gssapi package, Cyrus SASL's GSSAPI plugin for kcat) and the
+# gssapi package, for SASL/GSSAPI.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +47,18 @@ apt_install() {  # apt_install PACKAGE...: installs from Debian, updating the pa
 if ! command -v kcat >/dev/null 2>&1; then
   echo "bootstrap: installing kcat (Debian)"
   apt_install kcat || echo "warning: could not install kcat; its tests will be skipped" >&2
+fi
+
+if ! command -v krb5kdc >/dev/null 2>&1 && [ ! -x /usr/sbin/krb5kdc ] || ! command -v krb5-config >/dev/null 2>&1; then
+  echo "bootstrap: installing MIT Kerberos (Debian)"
+  apt_install krb5-kdc krb5-user libkrb5-dev libsasl2-modules-gssapi-mit \
+    || echo "warning: could not install MIT Kerberos; the Kerberos tests will be skipped" >&2
+fi
+if ! .venv/bin/python -c 'import gssapi' >/dev/null 2>&1; then
+  echo "bootstrap: installing the gssapi package (SASL/GSSAPI)"
+  { .venv/bin/python -m pip install -q 'gssapi>=1.8' 2>&1 || true; } | { grep -v 'is neither a file nor a directory' || true; }
+  .venv/bin/python -c 'import gssapi' >/dev/null 2>&1 \
+    || echo "warning: could not install gssapi (needs libkrb5-dev); SASL/GSSAPI and its tests are unavailable" >&2
 fi
 
 java_ok() {  # Java 17 or later on PATH

@@ -31,6 +31,7 @@ from kmirror.client.errors import (
     KafkaProtocolError,
     KafkaTimeoutError,
 )
+from kmirror.client.kerberos import KerberosUnavailable, initiator
 from kmirror.client.protocol import (
     API_VERSIONS_KEY,
     CLIENT_MAX_VERSIONS,
@@ -42,7 +43,13 @@ from kmirror.client.protocol import (
 )
 from kmirror.client.tls import TlsSetupError, client_context
 from kmirror.protocol.entities import build
-from kmirror.security.client_config import PLAINTEXT, ClientSecurity, TlsClientSettings
+from kmirror.security.client_config import (
+    PLAINTEXT,
+    ClientSecurity,
+    KerberosClientSettings,
+    TlsClientSettings,
+)
+from kmirror.security.gssapi import GssapiClient, GssFailure
 from kmirror.security.plain import plain_client_token
 from kmirror.security.scram import ScramMechanism
 from kmirror.security.scram_client import ScramClient, ScramClientError
@@ -116,8 +123,8 @@ class BrokerConnection:
             await self._authenticate()
 
     async def _authenticate(self) -> None:
-        """SaslHandshake v1, then SaslAuthenticate rounds: one PLAIN token, or SCRAM's two
-        messages with the server's signature checked at the end."""
+        """SaslHandshake v1, then SaslAuthenticate rounds: one PLAIN token, SCRAM's two
+        messages with the server's signature checked at the end, or GSSAPI's exchange."""
         sasl = self.security.sasl
         assert sasl is not None
         context = f"SASL/{sasl.mechanism} authentication to {self.address}"
@@ -128,7 +135,9 @@ class BrokerConnection:
                     handshake.error_code, f"broker mechanisms: {', '.join(handshake.mechanisms)}",
                     context=f"SaslHandshake {sasl.mechanism} to {self.address}")
             scram = ScramMechanism.from_mechanism_name(sasl.mechanism)
-            if scram is None:
+            if sasl.kerberos is not None:
+                await self._gssapi(sasl.kerberos, context)
+            elif scram is None:
                 await self._sasl_round(plain_client_token(sasl.username, sasl.password), context)
             else:
                 client = ScramClient(scram, sasl.username, sasl.password, secrets.token_urlsafe(24))
@@ -148,6 +157,16 @@ class BrokerConnection:
         except KafkaAuthenticationError:
             await self.close()
             raise
+
+    async def _gssapi(self, settings: KerberosClientSettings, context: str) -> None:
+        """GSSAPI's rounds; the library's calls run on a thread (they may ask the KDC for tickets)."""
+        try:
+            client = GssapiClient(await asyncio.to_thread(initiator, settings, self.host))
+            challenge = await self._sasl_round(await asyncio.to_thread(client.respond, None), context)
+            while not client.complete:
+                challenge = await self._sasl_round(await asyncio.to_thread(client.respond, challenge), context)
+        except (GssFailure, KerberosUnavailable) as exc:
+            raise KafkaAuthenticationError(ErrorCode.sasl_authentication_failed, str(exc), context=context) from None
 
     async def _sasl_round(self, token: bytes, context: str) -> bytes:
         response = await self.send(self.build_request(SASL_AUTHENTICATE_KEY, auth_bytes=token))

@@ -230,7 +230,15 @@ _SECURITY_DEFS = (
     ConfigDef("ssl.protocol", S, "TLSv1.3", "Accepted, ignored."),
     ConfigDef("ssl.cipher.suites", LI, "", "Accepted, ignored (Python's defaults)."),
     ConfigDef("ssl.endpoint.identification.algorithm", S, "https", "Accepted (inter-broker traffic is PLAINTEXT)."),
-    ConfigDef("sasl.enabled.mechanisms", LI, "GSSAPI", "SASL mechanisms of SASL listeners; kmirror supports PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512."),
+    ConfigDef("sasl.enabled.mechanisms", LI, "GSSAPI",
+              "SASL mechanisms of SASL listeners: GSSAPI (Kerberos), PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512."),
+    ConfigDef("sasl.kerberos.service.name", S, None,
+              "GSSAPI: the first part of the broker's Kerberos principal (the JAAS config's principal), "
+              "often kafka; required when a listener enables GSSAPI."),
+    ConfigDef("sasl.kerberos.principal.to.local.rules", LI, "DEFAULT",
+              "GSSAPI: how a Kerberos principal becomes a user name: DEFAULT (the first part, for the default "
+              "realm) or RULE:[n:string](regexp)s/pattern/replacement/[g][/L|/U] entries, the first that "
+              "applies wins."),
     ConfigDef("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "Accepted (inter-broker traffic is PLAINTEXT)."),
     ConfigDef("sasl.jaas.config", P, None, "JAAS login module config (listener-prefixed form preferred).",
               sensitive=True),

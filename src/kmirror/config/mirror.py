@@ -216,11 +216,14 @@ SOURCE_CONNECTION_CONFIG_DEFS: Final = (
     ConfigDef(SECURITY_PROTOCOL, ConfigType.STRING, "PLAINTEXT",
               "Protocol to the source: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.", read_only=False),
     ConfigDef("sasl.mechanism", ConfigType.STRING, "GSSAPI",
-              "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; Kafka's default GSSAPI is not supported, so a SASL "
-              "protocol needs it set.", read_only=False),
+              "GSSAPI (Kerberos), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.", read_only=False),
     ConfigDef("sasl.jaas.config", ConfigType.PASSWORD, None,
-              "PlainLoginModule (PLAIN) or ScramLoginModule (SCRAM) with username and password; required with SASL.",
+              "PlainLoginModule (PLAIN) or ScramLoginModule (SCRAM) with username and password; for GSSAPI "
+              "Krb5LoginModule with useKeyTab=true, keyTab and principal, or useTicketCache=true; required with SASL.",
               read_only=False, sensitive=True),
+    ConfigDef("sasl.kerberos.service.name", ConfigType.STRING, None,
+              "GSSAPI: the first part of the source brokers' Kerberos principals (often kafka); required with GSSAPI.",
+              read_only=False),
     ConfigDef("ssl.truststore.type", ConfigType.STRING, None, "PEM, the only format read.", read_only=False),
     ConfigDef("ssl.truststore.location", ConfigType.STRING, None,
               "PEM file of the CA certificates that verify the source's brokers (unset: the system CAs).",

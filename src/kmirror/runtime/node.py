@@ -71,6 +71,7 @@ from kmirror.runtime.broker_log_tasks import BrokerLogTasks
 from kmirror.runtime.broker_sender import ListenerBrokerSender
 from kmirror.runtime.controller_channel import ControllerChannel
 from kmirror.runtime.coordinator_log import ReplicatedCoordinatorLog
+from kmirror.runtime.kerberos import KerberosSetupError, acceptor_credentials
 from kmirror.runtime.log_dir_failure import LogDirFailureHandler
 from kmirror.runtime.logger_levels import ProcessLoggerLevels
 from kmirror.runtime.loop_lag import LoopLagMonitor, TimedEventLoop
@@ -347,6 +348,8 @@ class Node:
                                  certificate_principal_rules=None if security is None or security.tls is None
                                  else security.tls.principal_rules)
             tls = None if security is None or security.tls is None else server_context(security.tls)
+            if security is not None and security.sasl is not None and security.sasl.kerberos is not None:
+                acceptor_credentials(security.sasl.kerberos)  # a keytab without the principal refuses the start
             self.ports[listener.name] = await server.start(listener.host, listener.port, tls)
             self._servers.append(server)
 
@@ -463,8 +466,8 @@ def run(config: ServerConfig) -> int:
     try:
         with asyncio.Runner(loop_factory=TimedEventLoop) as runner:
             runner.run(serve(config))
-    except (MetaPropertiesError, OSError, TlsSetupError) as exc:
-        # a start-up refusal (wrong meta.properties, port in use, unreadable log dir or PEM): one line
+    except (MetaPropertiesError, OSError, TlsSetupError, KerberosSetupError) as exc:
+        # a start-up refusal (wrong meta.properties, port in use, unreadable log dir, PEM or keytab): one line
         print(f"Error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -9,8 +9,11 @@ import datetime
 import secrets
 from collections.abc import Callable
 
+from kmirror.metadata.image import MetadataImage
 from kmirror.protocol.codec import DecodedRequest
 from kmirror.protocol.entities import build
+from kmirror.runtime.kerberos import gssapi_server
+from kmirror.security.gssapi import GSSAPI
 from kmirror.security.listener_config import SaslServerSettings
 from kmirror.security.plain import PLAIN, PlainServer
 from kmirror.security.sasl_mechanism import MechanismServer
@@ -25,9 +28,25 @@ def mechanism_server(settings: SaslServerSettings, mechanism: str, credentials: 
     """The server side of one authentication with `mechanism` (one of the listener's enabled ones)."""
     if mechanism == PLAIN:
         return PlainServer(settings.plain_users)
+    if mechanism == GSSAPI:
+        assert settings.kerberos is not None
+        return gssapi_server(settings.kerberos)
     scram = ScramMechanism.from_mechanism_name(mechanism)
     assert scram is not None, mechanism
     return ScramServer(scram, credentials, _scram_nonce)
+
+
+def sasl_mechanisms(settings: SaslServerSettings | None,
+                    image: Callable[[], MetadataImage]) -> Callable[[str], MechanismServer]:
+    """A listener's mechanism servers; SCRAM's credentials from the node's current metadata image."""
+    def credential(user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        found: ScramCredential | None = image().scram_credentials.get((user, int(mechanism)))
+        return found
+
+    def server(mechanism: str) -> MechanismServer:
+        assert settings is not None
+        return mechanism_server(settings, mechanism, credential)
+    return server
 
 
 def sasl_response(req: DecodedRequest, decision: SaslDecision) -> object:

@@ -69,11 +69,9 @@ from kmirror.protocol.codec import (
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.framing import FrameDecoder, FrameTooLarge
 from kmirror.protocol.registry import ApiRegistry
-from kmirror.runtime.sasl_listener import mechanism_server, sasl_response
+from kmirror.runtime.sasl_listener import sasl_mechanisms, sasl_response
 from kmirror.security.listener_config import SaslServerSettings
-from kmirror.security.sasl_mechanism import MechanismServer
 from kmirror.security.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE, Action, SaslServer
-from kmirror.security.scram import ScramCredential, ScramMechanism
 from kmirror.security.ssl_principal import PrincipalMappingError, Rule, certificate_principal
 
 log = logging.getLogger(__name__)
@@ -120,7 +118,7 @@ class KafkaConnection(asyncio.Protocol):
         self.connection_id = next(_ids)
         self.peer = "?"
         self._sasl = None if server.sasl is None else SaslServer(server.sasl.enabled_mechanisms,
-                                                                 server.mechanism_server)
+                                                                 server.mechanisms)
         self._tls_principal: str | None = None  # a client certificate's (SSL listeners)
 
     # asyncio.Protocol
@@ -244,8 +242,10 @@ class KafkaConnection(asyncio.Protocol):
         except asyncio.CancelledError:
             pass
 
-    async def _handle(self, raw: bytes) -> memoryview | None:
+    async def _handle(self, raw: bytes) -> memoryview | bytes | None:
         server = self._server
+        if self._sasl is not None and self._sasl.raw_tokens and not self._sasl.authenticated:
+            return self._authenticate(None, raw)
         try:
             decoded = decode_request(server.registry, raw)
         except MalformedRequest as exc:
@@ -268,12 +268,15 @@ class KafkaConnection(asyncio.Protocol):
         )
         return payload
 
-    def _authenticate(self, req: DecodedRequest) -> memoryview | None:
-        """A request before SASL authentication completed (see the module docstring)."""
+    def _authenticate(self, req: DecodedRequest | None, token: bytes = b"") -> memoryview | bytes | None:
+        """A request before SASL authentication completed (see the module docstring), or
+        (`req` None) a bare token after SaslHandshake v0."""
         assert self._sasl is not None
-        key = req.header.api_key
-        if key == SASL_HANDSHAKE:
-            decision = self._sasl.on_handshake(str(req.body.mechanism))
+        key = SASL_AUTHENTICATE if req is None else req.header.api_key
+        if req is None:
+            decision = self._sasl.on_authenticate(token)
+        elif key == SASL_HANDSHAKE:
+            decision = self._sasl.on_handshake(str(req.body.mechanism), req.header.api_version)
         elif key == SASL_AUTHENTICATE:
             decision = self._sasl.on_authenticate(bytes(req.body.auth_bytes))
         else:
@@ -284,6 +287,7 @@ class KafkaConnection(asyncio.Protocol):
             self.close()
             return None
         if decision.action is Action.DISPATCH:
+            assert req is not None
             # only ApiVersions is dispatched before authentication; it never awaits
             ctx = self._context(req)
             result = req.spec.handler(self._server.services, ctx, req.body)
@@ -295,6 +299,10 @@ class KafkaConnection(asyncio.Protocol):
         elif self._sasl.authenticated:
             log.info("connection %s from %s on listener %s authenticated as User:%s",
                      self.connection_id, self.peer, self._server.listener, self._sasl.principal)
+        if req is None:  # SaslHandshake v0: a bare frame back, none on a refusal
+            if decision.error is not ErrorCode.none:
+                self.close()
+            return len(decision.auth_bytes).to_bytes(4, "big") + decision.auth_bytes if decision.raw_reply else None
         payload = encode_response(req.spec, req.header.api_version, req.header.correlation_id,
                                   sasl_response(req, decision))
         if decision.close_after_response and self._transport is not None:
@@ -428,6 +436,7 @@ class KafkaServer:
         self.request_metrics = request_metrics
         self.listener = listener
         self.sasl = sasl
+        self.mechanisms = sasl_mechanisms(sasl, lambda: services.metadata.image)
         # a TLS listener's ssl.principal.mapping.rules (None: no TLS, no certificate principal)
         self.certificate_principal_rules = certificate_principal_rules
         self.connections: set[KafkaConnection] = set()
@@ -469,16 +478,6 @@ class KafkaServer:
         if self.paused and self.queued < self.limits.queued_max_requests:
             for conn in list(self.paused):
                 conn.maybe_resume_reading()
-
-    def mechanism_server(self, mechanism: str) -> MechanismServer:
-        assert self.sasl is not None
-        return mechanism_server(self.sasl, mechanism, self._scram_credential)
-
-    def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
-        """The credential in this node's current metadata image (KIP-554: the metadata log)."""
-        image = self.services.metadata.image
-        found: ScramCredential | None = image.scram_credentials.get((user, int(mechanism)))
-        return found
 
     async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> int:
         loop = asyncio.get_running_loop()

@@ -7,10 +7,12 @@ the system CAs otherwise. `ssl.endpoint.identification.algorithm` "https" (defau
 verifies the broker's host name, "" does not. A client certificate (for
 `ssl.client.auth=required` brokers): `ssl.keystore.type=PEM` with `ssl.keystore.location`
 (key and certificate in one PEM) or inline `ssl.keystore.certificate.chain` +
-`ssl.keystore.key`, `ssl.key.password` for an encrypted key. SASL: `sasl.mechanism`
-(default GSSAPI as Kafka, which is not supported: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512
-are) and `sasl.jaas.config` with the
-login module's `username` and `password`. Keys this client does not know are ignored, as
+`ssl.keystore.key`, `ssl.key.password` for an encrypted key. SASL: `sasl.mechanism` (GSSAPI,
+Kafka's default, PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512) and `sasl.jaas.config`: PLAIN and SCRAM
+take the login module's `username` and `password`; GSSAPI (Kerberos) takes
+`com.sun.security.auth.module.Krb5LoginModule` with `useKeyTab=true keyTab=... principal=...`
+or `useTicketCache=true` (optionally `ticketCache=...`, else the default cache), and
+`sasl.kerberos.service.name`, the first part of the brokers' principals. Keys this client does not know are ignored, as
 Kafka's clients only warn about them; values it cannot honour are a `SecurityConfigError`.
 """
 
@@ -19,9 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kmirror.security.gssapi import GSSAPI, KRB5_LOGIN_MODULE
 from kmirror.security.jaas import (
     PLAIN_LOGIN_MODULE,
     SCRAM_LOGIN_MODULE,
+    JaasConfig,
     JaasConfigError,
     parse_jaas_config,
 )
@@ -29,15 +33,16 @@ from kmirror.security.plain import PLAIN
 from kmirror.security.scram import SCRAM_MECHANISM_NAMES
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-CLIENT_SASL_MECHANISMS = (PLAIN, *SCRAM_MECHANISM_NAMES)
-_LOGIN_MODULES = {PLAIN: PLAIN_LOGIN_MODULE, **{m: SCRAM_LOGIN_MODULE for m in SCRAM_MECHANISM_NAMES}}
+CLIENT_SASL_MECHANISMS = (GSSAPI, PLAIN, *SCRAM_MECHANISM_NAMES)
+_LOGIN_MODULES = {GSSAPI: KRB5_LOGIN_MODULE, PLAIN: PLAIN_LOGIN_MODULE,
+                  **{m: SCRAM_LOGIN_MODULE for m in SCRAM_MECHANISM_NAMES}}
 
 # The keys `client_security` reads; a tool that refuses unknown client properties accepts these.
 CLIENT_SECURITY_KEYS = frozenset({
     "security.protocol", "sasl.mechanism", "sasl.jaas.config", "ssl.truststore.type", "ssl.truststore.location",
     "ssl.truststore.password", "ssl.truststore.certificates", "ssl.ca.location", "ssl.endpoint.identification.algorithm",
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.certificate.chain",
-    "ssl.keystore.key", "ssl.key.password", "ssl.protocol", "ssl.enabled.protocols",
+    "ssl.keystore.key", "ssl.key.password", "ssl.protocol", "ssl.enabled.protocols", "sasl.kerberos.service.name",
 })
 
 
@@ -57,10 +62,19 @@ class TlsClientSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class KerberosClientSettings:
+    service_name: str
+    principal: str | None = None  # with keytab: log in from the keytab
+    keytab: str | None = None
+    ticket_cache: str | None = None  # None with no keytab: the default cache (KRB5CCNAME)
+
+
+@dataclass(frozen=True, slots=True)
 class SaslClientSettings:
     mechanism: str
-    username: str
-    password: str
+    username: str = ""
+    password: str = ""
+    kerberos: KerberosClientSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +133,30 @@ def _sasl(props: Mapping[str, str]) -> SaslClientSettings:
     if jaas.login_module != _LOGIN_MODULES[mechanism]:
         raise SecurityConfigError(f"invalid value for 'sasl.jaas.config': {mechanism} needs "
                                   f"{_LOGIN_MODULES[mechanism]}, got {jaas.login_module}")
+    if mechanism == GSSAPI:
+        return SaslClientSettings(mechanism, kerberos=_kerberos(props, jaas))
     username, password = jaas.options.get("username"), jaas.options.get("password")
     if username is None or password is None:
         raise SecurityConfigError("invalid value for 'sasl.jaas.config': username and password are required")
     return SaslClientSettings(mechanism, username, password)
+
+
+def _kerberos(props: Mapping[str, str], jaas: JaasConfig) -> KerberosClientSettings:
+    service = (props.get("sasl.kerberos.service.name") or jaas.options.get("serviceName") or "").strip()
+    if not service:
+        raise SecurityConfigError("'sasl.kerberos.service.name' is required with sasl.mechanism=GSSAPI "
+                                  "(the first part of the brokers' Kerberos principals, often kafka)")
+    options = jaas.options
+    if options.get("useKeyTab", "false").lower() == "true":
+        keytab, principal = options.get("keyTab"), options.get("principal")
+        if not keytab or not principal:
+            raise SecurityConfigError("invalid value for 'sasl.jaas.config': useKeyTab=true needs keyTab and principal")
+        return KerberosClientSettings(service, principal=principal, keytab=keytab)
+    if options.get("useTicketCache", "false").lower() == "true":
+        return KerberosClientSettings(service, principal=options.get("principal"),
+                                      ticket_cache=options.get("ticketCache"))
+    raise SecurityConfigError("invalid value for 'sasl.jaas.config': GSSAPI needs useKeyTab=true (with keyTab and "
+                              "principal) or useTicketCache=true")
 
 
 def client_security(props: Mapping[str, str]) -> ClientSecurity:

@@ -5,7 +5,10 @@ wins over the unprefixed key (Kafka's listener prefix). The JAAS config of a SAS
 is `listener.name.<listener>.<mechanism lower-case>.sasl.jaas.config` (Kafka's form), else
 the unprefixed `sasl.jaas.config`; PLAIN's users are its `user_<name>="<password>"` options.
 SCRAM-SHA-256/512 users are the credentials in the metadata log (AlterUserScramCredentials);
-a JAAS config for them is optional and, when given, must name ScramLoginModule.
+a JAAS config for them is optional and, when given, must name ScramLoginModule. GSSAPI
+(Kerberos) needs `sasl.kerberos.service.name` and a JAAS config naming Krb5LoginModule with
+`useKeyTab=true`, `keyTab` and the broker's `principal` (`<service name>/<host>@<REALM>`);
+`sasl.kerberos.principal.to.local.rules` maps client principals to user names.
 SSL: `ssl.keystore.type=PEM` with `ssl.keystore.location` (key and certificate in one file)
 or inline `ssl.keystore.certificate.chain` + `ssl.keystore.key`, `ssl.key.password` for an
 encrypted key; `ssl.truststore.type=PEM` with `ssl.truststore.location` or inline
@@ -19,13 +22,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kmirror.security.gssapi import GSSAPI, KRB5_LOGIN_MODULE
 from kmirror.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasConfigError, parse_jaas_config
+from kmirror.security.kerberos_name import KerberosNameError
+from kmirror.security.kerberos_name import parse_rules as parse_kerberos_rules
 from kmirror.security.plain import PLAIN
 from kmirror.security.scram import SCRAM_MECHANISM_NAMES
 from kmirror.security.ssl_principal import PrincipalMappingError, Rule, parse_rules
 
 LISTENER_PREFIX = "listener.name."
-SERVER_SASL_MECHANISMS = (PLAIN, *SCRAM_MECHANISM_NAMES)
+SERVER_SASL_MECHANISMS = (GSSAPI, PLAIN, *SCRAM_MECHANISM_NAMES)
 CLIENT_AUTH = ("none", "requested", "required")
 
 # Broker keys that may also be given per listener (`listener.name.<listener>.<key>`).
@@ -34,7 +40,8 @@ LISTENER_SECURITY_KEYS = frozenset({
     "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type", "ssl.truststore.location",
     "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
     "ssl.protocol", "ssl.cipher.suites", "ssl.endpoint.identification.algorithm",
-    "ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "sasl.jaas.config",
+    "ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.kerberos.service.name",
+    "sasl.kerberos.principal.to.local.rules",
 })
 
 
@@ -55,9 +62,18 @@ class TlsServerSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class KerberosServerSettings:
+    service_name: str
+    principal: str  # the broker's: <service name>/<host>@<REALM>
+    keytab: str
+    principal_to_local_rules: str = "DEFAULT"
+
+
+@dataclass(frozen=True, slots=True)
 class SaslServerSettings:
     enabled_mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str] = field(default_factory=dict)
+    kerberos: KerberosServerSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +169,40 @@ def _sasl(get: _Lookup, listener: str) -> SaslServerSettings:
     for mechanism in mechanisms:
         if mechanism in SCRAM_MECHANISM_NAMES:
             _check_scram_jaas(get(f"{mechanism.lower()}.sasl.jaas.config"), mechanism, listener)
-    return SaslServerSettings(mechanisms, users)
+    kerberos = _kerberos(get, listener) if GSSAPI in mechanisms else None
+    return SaslServerSettings(mechanisms, users, kerberos)
+
+
+def _kerberos(get: _Lookup, listener: str) -> KerberosServerSettings:
+    service = (get("gssapi.sasl.kerberos.service.name") or get("sasl.kerberos.service.name") or "").strip()
+    if not service:
+        raise ListenerConfigError(f"listener {listener}: GSSAPI needs 'sasl.kerberos.service.name' (the first part "
+                                  "of the broker's Kerberos principal, often kafka)")
+    jaas_text = get("gssapi.sasl.jaas.config") or get("sasl.jaas.config")
+    where = f"'{LISTENER_PREFIX}{listener.lower()}.gssapi.sasl.jaas.config'"
+    if jaas_text is None:
+        raise ListenerConfigError(f"listener {listener}: GSSAPI needs {where} ({KRB5_LOGIN_MODULE} required "
+                                  'useKeyTab=true keyTab="..." principal="...";)')
+    try:
+        jaas = parse_jaas_config(jaas_text)
+    except JaasConfigError as exc:
+        raise ListenerConfigError(f"invalid JAAS config for GSSAPI on listener {listener}: {exc}") from None
+    if jaas.login_module != KRB5_LOGIN_MODULE:
+        raise ListenerConfigError(f"invalid JAAS config for GSSAPI on listener {listener}: "
+                                  f"expected {KRB5_LOGIN_MODULE}, got {jaas.login_module}")
+    keytab, principal = jaas.options.get("keyTab"), jaas.options.get("principal")
+    if jaas.options.get("useKeyTab", "false").lower() != "true" or not keytab or not principal:
+        raise ListenerConfigError(f"invalid JAAS config for GSSAPI on listener {listener}: a broker logs in from "
+                                  "a keytab: set useKeyTab=true, keyTab and principal")
+    if principal.partition("@")[0].partition("/")[0] != service:
+        raise ListenerConfigError(f"listener {listener}: the JAAS principal {principal} does not start with "
+                                  f"sasl.kerberos.service.name {service}")
+    rules = get("gssapi.sasl.kerberos.principal.to.local.rules") or get("sasl.kerberos.principal.to.local.rules")
+    try:
+        parse_kerberos_rules(rules or "DEFAULT")
+    except KerberosNameError as exc:
+        raise ListenerConfigError(f"invalid value for 'sasl.kerberos.principal.to.local.rules': {exc}") from None
+    return KerberosServerSettings(service, principal, keytab, rules or "DEFAULT")
 
 
 def _check_scram_jaas(text: str | None, mechanism: str, listener: str) -> None:

@@ -12,7 +12,7 @@ class AuthenticationFailed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class MechanismStep:
-    challenge: bytes
+    challenge: bytes | None  # None: nothing to send after SaslHandshake v0 (Java's null), b"" in SaslAuthenticate
     complete: bool
     principal: str | None = None
 

@@ -9,6 +9,9 @@ UNSUPPORTED_SASL_MECHANISM and the enabled mechanisms; refused credentials with
 SASL_AUTHENTICATION_FAILED and the mechanism's message; both close the connection after
 the response. Once authenticated every request goes to its handler (a second SaslHandshake
 then gets ILLEGAL_SASL_STATE from the handler: re-authentication is not offered).
+After a SaslHandshake v0 (`raw_tokens`) the client's tokens come as bare size-prefixed frames,
+not SaslAuthenticate requests, and the server's challenges go back so (`on_authenticate` with
+the frame; a challenge of None sends nothing); a refusal then closes without an answer.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ class SaslDecision:
     mechanisms: tuple[str, ...] = ()
     auth_bytes: bytes = b""
     close_after_response: bool = False
+    raw_reply: bool = True  # after SaslHandshake v0: whether `auth_bytes` go back as a bare frame
 
 
 class SaslServer:
@@ -85,6 +89,7 @@ class SaslServer:
         self.state = SaslState.HANDSHAKE_OR_VERSIONS_REQUEST
         self.principal: str | None = None
         self.failure: str | None = None
+        self.raw_tokens = False  # SaslHandshake v0: tokens in bare frames
 
     @property
     def authenticated(self) -> bool:
@@ -111,7 +116,7 @@ class SaslServer:
             return SaslDecision(Action.DISPATCH)
         return self._illegal()
 
-    def on_handshake(self, mechanism: str) -> SaslDecision:
+    def on_handshake(self, mechanism: str, version: int = 1) -> SaslDecision:
         if self.state is SaslState.COMPLETE:
             self._move(SaslEvent.HANDSHAKE)
             return SaslDecision(Action.DISPATCH)
@@ -124,6 +129,7 @@ class SaslServer:
         if not self._move(SaslEvent.HANDSHAKE):
             return self._illegal()
         self._mechanism = self._mechanism_server(mechanism)
+        self.raw_tokens = version == 0
         return SaslDecision(Action.RESPOND, mechanisms=self.enabled_mechanisms)
 
     def on_authenticate(self, token: bytes) -> SaslDecision:
@@ -145,4 +151,4 @@ class SaslServer:
             self.principal = step.principal
         else:
             self._move(SaslEvent.CHALLENGE)
-        return SaslDecision(Action.RESPOND, auth_bytes=step.challenge)
+        return SaslDecision(Action.RESPOND, auth_bytes=step.challenge or b"", raw_reply=step.challenge is not None)

@@ -38,8 +38,10 @@ def test_source_connection_gets_security_sasl_ssl_only():
 
 @pytest.mark.parametrize(("configs", "why"), [
     ({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, "'sasl.jaas.config' is required"),
-    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI", "sasl.jaas.config": "x required;"},
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.jaas.config": "x required;"},
      "sasl.mechanism"),
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI", "sasl.jaas.config": "x required;"},
+     "GSSAPI needs com.sun.security.auth.module.Krb5LoginModule"),
     ({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": "x required;"},
      "SCRAM-SHA-512 needs org.apache.kafka.common.security.scram.ScramLoginModule"),
     ({"security.protocol": "SSL", "ssl.truststore.type": "JKS"}, "only PEM"),

@@ -4,7 +4,7 @@ import pytest
 
 from kmirror.protocol.errors import ErrorCode
 from kmirror.security.plain import PlainServer, plain_client_token
-from kmirror.security.sasl_mechanism import AuthenticationFailed
+from kmirror.security.sasl_mechanism import AuthenticationFailed, MechanismStep
 from kmirror.security.sasl_server import (
     API_VERSIONS,
     TRANSITIONS,
@@ -111,3 +111,23 @@ def test_plain_refuses_malformed_tokens(token: bytes, message: str) -> None:
 def test_plain_accepts_a_matching_authorization_id() -> None:
     step = PlainServer(USERS).evaluate(plain_client_token("alice", "alice-secret", authorization_id="alice"))
     assert step.complete and step.principal == "alice"
+
+
+def test_handshake_v0_takes_bare_tokens_and_answers_what_the_mechanism_returns() -> None:
+    s = server()
+    s.on_handshake("PLAIN", version=0)
+    assert s.raw_tokens
+    d = s.on_authenticate(plain_client_token("alice", "alice-secret"))
+    assert (d.action, d.auth_bytes, d.raw_reply) == (Action.RESPOND, b"", True)  # PLAIN answers an empty frame
+    assert s.authenticated
+    v1 = server()
+    v1.on_handshake("PLAIN")
+    assert not v1.raw_tokens
+
+
+def test_a_final_step_with_nothing_to_send_sends_no_bare_frame() -> None:
+    final = MechanismStep(challenge=None, complete=True, principal="alice")
+    s = SaslServer(("GSSAPI",), lambda mechanism: type("Done", (), {"evaluate": lambda self, token: final})())
+    s.on_handshake("GSSAPI", version=0)
+    d = s.on_authenticate(b"token")
+    assert (d.auth_bytes, d.raw_reply, s.principal) == (b"", False, "alice")

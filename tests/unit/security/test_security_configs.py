@@ -4,9 +4,15 @@ import pytest
 
 from kmirror.config.definitions import ConfigError
 from kmirror.config.server import ServerConfig
-from kmirror.security.client_config import SecurityConfigError, client_security
+from kmirror.security.client_config import KerberosClientSettings, SecurityConfigError, client_security
+from kmirror.security.gssapi import KRB5_LOGIN_MODULE as KRB5_MODULE
 from kmirror.security.jaas import JaasConfigError, parse_jaas_config
-from kmirror.security.listener_config import ListenerConfigError, is_listener_security_key, listener_security
+from kmirror.security.listener_config import (
+    KerberosServerSettings,
+    ListenerConfigError,
+    is_listener_security_key,
+    listener_security,
+)
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
@@ -47,7 +53,14 @@ def test_client_security_defaults_to_plaintext_and_ssl_verifies_host_names() -> 
 
 @pytest.mark.parametrize(("props", "why"), [
     ({"security.protocol": "TLS"}, "'security.protocol'"),
-    ({"security.protocol": "SASL_PLAINTEXT"}, "'sasl.mechanism'"),  # Kafka's default GSSAPI
+    ({"security.protocol": "SASL_PLAINTEXT"}, "'sasl.jaas.config' is required"),  # Kafka's default GSSAPI
+    ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}, "'sasl.mechanism'"),
+    ({"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": f"{KRB5_MODULE} required useTicketCache=true;"},
+     "'sasl.kerberos.service.name' is required"),
+    ({"security.protocol": "SASL_PLAINTEXT", "sasl.kerberos.service.name": "kafka",
+      "sasl.jaas.config": f"{KRB5_MODULE} required useKeyTab=true principal=a;"}, "needs keyTab and principal"),
+    ({"security.protocol": "SASL_PLAINTEXT", "sasl.kerberos.service.name": "kafka",
+      "sasl.jaas.config": f"{KRB5_MODULE} required;"}, "useKeyTab=true .* or useTicketCache=true"),
     ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
       "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required username=u password=p;"},
      "PLAIN needs"),
@@ -59,6 +72,44 @@ def test_client_security_defaults_to_plaintext_and_ssl_verifies_host_names() -> 
 def test_client_security_errors(props: dict[str, str], why: str) -> None:
     with pytest.raises(SecurityConfigError, match=why):
         client_security(props)
+
+
+def test_client_security_gssapi_from_a_keytab_or_a_ticket_cache() -> None:
+    keytab = client_security({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI", "sasl.kerberos.service.name": "kafka",
+        "sasl.jaas.config": f'{KRB5_MODULE} required useKeyTab=true keyTab="/k.keytab" principal="m@R";'}).sasl
+    assert keytab is not None and keytab.kerberos == KerberosClientSettings("kafka", "m@R", "/k.keytab")
+    cache = client_security({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.kerberos.service.name": "kafka",
+        "sasl.jaas.config": f"{KRB5_MODULE} required useTicketCache=true;"}).sasl
+    assert cache is not None and cache.mechanism == "GSSAPI" and cache.kerberos == KerberosClientSettings("kafka")
+
+
+def gssapi_listener(**extra: str) -> dict[str, str]:
+    return {"sasl.enabled.mechanisms": "GSSAPI,PLAIN", "sasl.kerberos.service.name": "kafka",
+            "sasl.jaas.config": f'{PLAIN_MODULE} required user_x="y";',
+            "listener.name.sasl_plaintext.gssapi.sasl.jaas.config":
+                f'{KRB5_MODULE} required useKeyTab=true keyTab="/b.keytab" principal="kafka/b1@R";', **extra}
+
+
+def test_gssapi_listener_settings() -> None:
+    sasl = listener_security(gssapi_listener(**{"sasl.kerberos.principal.to.local.rules": "RULE:[1:$1]s/x/y/,DEFAULT"}),
+                             "SASL_PLAINTEXT", "SASL_PLAINTEXT").sasl
+    assert sasl is not None and sasl.enabled_mechanisms == ("GSSAPI", "PLAIN")
+    assert sasl.kerberos == KerberosServerSettings("kafka", "kafka/b1@R", "/b.keytab", "RULE:[1:$1]s/x/y/,DEFAULT")
+
+
+@pytest.mark.parametrize(("extra", "why"), [
+    ({"sasl.kerberos.service.name": ""}, "needs 'sasl.kerberos.service.name'"),
+    ({"listener.name.sasl_plaintext.gssapi.sasl.jaas.config": f"{PLAIN_MODULE} required;"}, "expected " + KRB5_MODULE),
+    ({"listener.name.sasl_plaintext.gssapi.sasl.jaas.config": f"{KRB5_MODULE} required useTicketCache=true;"},
+     "logs in from a keytab"),
+    ({"sasl.kerberos.service.name": "kafka-dr"}, "does not start with sasl.kerberos.service.name kafka-dr"),
+    ({"sasl.kerberos.principal.to.local.rules": "RULE:[1:$1](x"}, "principal.to.local.rules"),
+])
+def test_gssapi_listener_errors(extra: dict[str, str], why: str) -> None:
+    with pytest.raises(ListenerConfigError, match=why):
+        listener_security(gssapi_listener(**extra), "SASL_PLAINTEXT", "SASL_PLAINTEXT")
 
 
 def base(**extra: str) -> dict[str, str]:
@@ -110,7 +161,8 @@ def test_listener_key_shapes() -> None:
 
 
 @pytest.mark.parametrize(("extra", "why"), [
-    ({"sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI not supported"),
+    ({"sasl.enabled.mechanisms": "OAUTHBEARER"}, "OAUTHBEARER not supported"),
+    ({"sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI needs 'sasl.kerberos.service.name'"),
     ({"listener.name.sasl_ssl.plain.sasl.jaas.config": "x required user_a=b;"}, "expected " + PLAIN_MODULE),
     ({"ssl.keystore.type": "JKS"}, "only PEM is supported"),
     ({"ssl.client.auth": "required"}, "needs a truststore"),

@@ -1,4 +1,4 @@
-"""SaslHandshake (key 17, v1) outside a SASL exchange.
+"""SaslHandshake (key 17, v0-1) outside a SASL exchange.
 
 On a SASL listener the connection's `SaslServer` answers the handshake before
 authentication; a request reaching this handler came on a listener without SASL or after
@@ -15,6 +15,6 @@ from kmirror.protocol.entities import build
 from kmirror.protocol.errors import ErrorCode
 
 
-@api(17, "SaslHandshake", 1, 1)
+@api(17, "SaslHandshake", 0, 1)
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     return build(ctx.response_type, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
