@@ -1,6 +1,6 @@
 """SASL/GSSAPI (Kerberos) with real processes, a real KDC (MIT krb5kdc, `kmirror.testing.kdc`)
-and real clients: kcat (librdkafka with Cyrus SASL) and kafka-python produce and consume as
-Kerberos principals; `kmirror topics` logs in from a keytab through a `--command-config`; a
+and real clients: kcat (librdkafka with Cyrus SASL), kafka-python and aiokafka produce and consume
+as Kerberos principals; `kmirror topics` logs in from a keytab through a `--command-config`; a
 ticket for another service is refused with SASL_AUTHENTICATION_FAILED while the node keeps
 serving; `sasl.kerberos.principal.to.local.rules` names the users; a mirror reads its
 Kerberos source with byte-identical batches (the KIP's "Security Validation" with Kerberos);
@@ -8,6 +8,7 @@ and after a SaslHandshake v0 the listener takes bare tokens (the legacy framing)
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import shutil
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from kafka import KafkaConsumer, KafkaProducer
 
 from kmirror.protocol.entities import build
@@ -145,7 +147,8 @@ def test_kcat_produces_and_consumes_as_a_kerberos_principal(node: KerberosNode) 
     assert "on listener SASL_PLAINTEXT authenticated as User:admin" in log  # the CLI's keytab login
 
 
-def test_kafka_python_logs_in_from_a_ticket_cache(node: KerberosNode, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kafka_python_and_aiokafka_log_in_from_a_ticket_cache(node: KerberosNode,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     topic = "krb-kafka-python"
     ccache = node.dir / "bob-kinit.ccache"
     node.kdc.kinit(node.kdc.principal("bob"), node.keytab("bob"), ccache)
@@ -160,6 +163,28 @@ def test_kafka_python_logs_in_from_a_ticket_cache(node: KerberosNode, monkeypatc
     assert next(iter(consumer)).value == b"from kafka-python"
     consumer.close()
     assert "authenticated as User:bob" in node.cluster.log_text()
+
+    async def aiokafka_round_trip() -> bytes:
+        config = {"bootstrap_servers": node.gssapi, "security_protocol": "SASL_PLAINTEXT",
+                  "sasl_mechanism": "GSSAPI", "sasl_kerberos_service_name": "kafka"}
+        producer = AIOKafkaProducer(**config)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"from aiokafka", partition=0)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, group_id="g-krb-aio", auto_offset_reset="earliest", **config)
+        await consumer.start()
+        try:
+            values = []
+            while b"from aiokafka" not in values:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 60)
+                values += [r.value for records in batch.values() for r in records]
+            return values[0]
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(aiokafka_round_trip()) == b"from kafka-python"  # the partition's first record
 
 
 def test_a_ticket_for_another_service_is_refused_and_the_node_keeps_serving(node: KerberosNode) -> None:
