@@ -32,6 +32,7 @@ from kmirror.client.errors import (
     KafkaTimeoutError,
 )
 from kmirror.client.kerberos import KerberosUnavailable, initiator
+from kmirror.client.oauth import OAuthTokenError, access_token
 from kmirror.client.protocol import (
     API_VERSIONS_KEY,
     CLIENT_MAX_VERSIONS,
@@ -47,9 +48,11 @@ from kmirror.security.client_config import (
     PLAINTEXT,
     ClientSecurity,
     KerberosClientSettings,
+    OAuthClientSettings,
     TlsClientSettings,
 )
 from kmirror.security.gssapi import GssapiClient, GssFailure
+from kmirror.security.oauthbearer import SEPARATOR, client_initial_response
 from kmirror.security.plain import plain_client_token
 from kmirror.security.scram import ScramMechanism
 from kmirror.security.scram_client import ScramClient, ScramClientError
@@ -137,6 +140,8 @@ class BrokerConnection:
             scram = ScramMechanism.from_mechanism_name(sasl.mechanism)
             if sasl.kerberos is not None:
                 await self._gssapi(sasl.kerberos, context)
+            elif sasl.oauth is not None:
+                await self._oauthbearer(sasl.oauth, context)
             elif scram is None:
                 await self._sasl_round(plain_client_token(sasl.username, sasl.password), context)
             else:
@@ -167,6 +172,19 @@ class BrokerConnection:
                 challenge = await self._sasl_round(await asyncio.to_thread(client.respond, challenge), context)
         except (GssFailure, KerberosUnavailable) as exc:
             raise KafkaAuthenticationError(ErrorCode.sasl_authentication_failed, str(exc), context=context) from None
+
+    async def _oauthbearer(self, settings: OAuthClientSettings, context: str) -> None:
+        """One message with the token; an error answer is acknowledged with ^A, and the broker
+        then fails the exchange with its reason."""
+        try:
+            token = await asyncio.to_thread(access_token, settings)
+        except OAuthTokenError as exc:
+            raise KafkaAuthenticationError(ErrorCode.sasl_authentication_failed, str(exc), context=context) from None
+        error = await self._sasl_round(client_initial_response(token), context)
+        if error:
+            await self._sasl_round(SEPARATOR.encode(), context)
+            raise KafkaAuthenticationError(ErrorCode.sasl_authentication_failed, error.decode(errors="replace"),
+                                           context=context)
 
     async def _sasl_round(self, token: bytes, context: str) -> bytes:
         response = await self.send(self.build_request(SASL_AUTHENTICATE_KEY, auth_bytes=token))

@@ -231,10 +231,24 @@ _SECURITY_DEFS = (
     ConfigDef("ssl.cipher.suites", LI, "", "Accepted, ignored (Python's defaults)."),
     ConfigDef("ssl.endpoint.identification.algorithm", S, "https", "Accepted (inter-broker traffic is PLAINTEXT)."),
     ConfigDef("sasl.enabled.mechanisms", LI, "GSSAPI",
-              "SASL mechanisms of SASL listeners: GSSAPI (Kerberos), PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512."),
+              "SASL mechanisms of SASL listeners: GSSAPI (Kerberos), OAUTHBEARER, PLAIN, SCRAM-SHA-256 and "
+              "SCRAM-SHA-512."),
     ConfigDef("sasl.kerberos.service.name", S, None,
               "GSSAPI: the first part of the broker's Kerberos principal (the JAAS config's principal), "
               "often kafka; required when a listener enables GSSAPI."),
+    ConfigDef("sasl.server.callback.handler.class", S, None,
+              "OAUTHBEARER: org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler checks "
+              "signed JWTs against sasl.oauthbearer.jwks.endpoint.url; unset: Kafka's unsecured tokens."),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.url", S, None,
+              "OAUTHBEARER: the identity provider's JWK Set (https://, http:// or file:), fetched at start and "
+              "every sasl.oauthbearer.jwks.endpoint.refresh.ms, and when a token names an unknown key id."),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", L, "3600000", "OAUTHBEARER: how often the JWK Set is fetched."),
+    ConfigDef("sasl.oauthbearer.expected.audience", LI, "",
+              "OAUTHBEARER: audiences a token's aud claim must name one of (empty: not checked)."),
+    ConfigDef("sasl.oauthbearer.expected.issuer", S, None, "OAUTHBEARER: the iss claim a token must carry (unset: not checked)."),
+    ConfigDef("sasl.oauthbearer.sub.claim.name", S, "sub", "OAUTHBEARER: the claim holding the principal's name."),
+    ConfigDef("sasl.oauthbearer.scope.claim.name", S, "scope", "OAUTHBEARER: the claim holding the token's scopes."),
+    ConfigDef("sasl.oauthbearer.clock.skew.seconds", INT, "30", "OAUTHBEARER: clock difference allowed when checking exp, iat and nbf."),
     ConfigDef("sasl.kerberos.principal.to.local.rules", LI, "DEFAULT",
               "GSSAPI: how a Kerberos principal becomes a user name: DEFAULT (the first part, for the default "
               "realm) or RULE:[n:string](regexp)s/pattern/replacement/[g][/L|/U] entries, the first that "

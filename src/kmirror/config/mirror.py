@@ -216,11 +216,22 @@ SOURCE_CONNECTION_CONFIG_DEFS: Final = (
     ConfigDef(SECURITY_PROTOCOL, ConfigType.STRING, "PLAINTEXT",
               "Protocol to the source: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.", read_only=False),
     ConfigDef("sasl.mechanism", ConfigType.STRING, "GSSAPI",
-              "GSSAPI (Kerberos), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.", read_only=False),
+              "GSSAPI (Kerberos), OAUTHBEARER, PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.", read_only=False),
     ConfigDef("sasl.jaas.config", ConfigType.PASSWORD, None,
               "PlainLoginModule (PLAIN) or ScramLoginModule (SCRAM) with username and password; for GSSAPI "
-              "Krb5LoginModule with useKeyTab=true, keyTab and principal, or useTicketCache=true; required with SASL.",
-              read_only=False, sensitive=True),
+              "Krb5LoginModule with useKeyTab=true, keyTab and principal, or useTicketCache=true; for OAUTHBEARER "
+              "OAuthBearerLoginModule with clientId and clientSecret (and scope), or unsecuredLogin* options; "
+              "required with SASL.", read_only=False, sensitive=True),
+    ConfigDef("sasl.oauthbearer.token.endpoint.url", ConfigType.STRING, None,
+              "OAUTHBEARER: the identity provider's token endpoint (OAuth client credentials grant).", read_only=False),
+    ConfigDef("sasl.login.callback.handler.class", ConfigType.STRING, None,
+              "Accepted (OAUTHBEARER's token endpoint decides the login).", read_only=False),
+    ConfigDef("sasl.oauthbearer.client.credentials.client.id", ConfigType.STRING, None,
+              "OAUTHBEARER: the client id (else the JAAS clientId).", read_only=False),
+    ConfigDef("sasl.oauthbearer.client.credentials.client.secret", ConfigType.PASSWORD, None,
+              "OAUTHBEARER: the client secret (else the JAAS clientSecret).", read_only=False, sensitive=True),
+    ConfigDef("sasl.oauthbearer.scope", ConfigType.STRING, None,
+              "OAUTHBEARER: the scope asked for (else the JAAS scope).", read_only=False),
     ConfigDef("sasl.kerberos.service.name", ConfigType.STRING, None,
               "GSSAPI: the first part of the source brokers' Kerberos principals (often kafka); required with GSSAPI.",
               read_only=False),
@@ -260,7 +271,7 @@ MIRROR_CONFIG_DEFAULTS: Final = {d.name: d.default for d in MIRROR_CONFIG_DEFS i
 
 # Source connection secrets (Kafka's PASSWORD type): described as null, never echoed.
 SENSITIVE_MIRROR_CONFIGS: Final = frozenset({
-    "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password", "ssl.keystore.key",
+    "sasl.jaas.config", "sasl.oauthbearer.client.credentials.client.secret", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password", "ssl.keystore.key",
     "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
 })
 

@@ -83,6 +83,7 @@ from kmirror.runtime.metadata_log import (
 )
 from kmirror.runtime.metadata_publisher import BrokerPublishSteps, MetadataPublisher
 from kmirror.runtime.metrics_http import MetricsServer
+from kmirror.runtime.oauth import JwksValidator, token_validator
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.runtime.quorum_client import QuorumClient
 from kmirror.runtime.scheduler import Scheduler
@@ -128,6 +129,7 @@ class Node:
         self.config = config
         self.clock = SystemClock()
         self._servers: list[KafkaServer] = []
+        self._jwks: list[JwksValidator] = []  # OAUTHBEARER listeners' key sets, refreshed in the background
         self.scheduler = Scheduler()
         self.ports: dict[str, int] = {}
         self.metrics = MetricsRegistry(self.clock)
@@ -348,8 +350,14 @@ class Node:
                                  certificate_principal_rules=None if security is None or security.tls is None
                                  else security.tls.principal_rules)
             tls = None if security is None or security.tls is None else server_context(security.tls)
-            if security is not None and security.sasl is not None and security.sasl.kerberos is not None:
-                acceptor_credentials(security.sasl.kerberos)  # a keytab without the principal refuses the start
+            sasl = None if security is None else security.sasl
+            if sasl is not None and sasl.kerberos is not None:
+                acceptor_credentials(sasl.kerberos)  # a keytab without the principal refuses the start
+            validator = None if sasl is None or sasl.oauthbearer is None else token_validator(sasl.oauthbearer)
+            if isinstance(validator, JwksValidator):
+                validator.start()
+                self._jwks.append(validator)
+            server.token_validator = validator
             self.ports[listener.name] = await server.start(listener.host, listener.port, tls)
             self._servers.append(server)
 
@@ -408,6 +416,8 @@ class Node:
         await self.loop_lag.stop()
         for server in self._servers:
             await server.stop()
+        for jwks in self._jwks:
+            await jwks.stop()
         if self.mirror_data_plane is not None:
             await self.mirror_data_plane.stop()
         if self.replication is not None:

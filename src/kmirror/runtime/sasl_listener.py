@@ -15,6 +15,7 @@ from kmirror.protocol.entities import build
 from kmirror.runtime.kerberos import gssapi_server
 from kmirror.security.gssapi import GSSAPI
 from kmirror.security.listener_config import SaslServerSettings
+from kmirror.security.oauthbearer import OAUTHBEARER, OAuthBearerServer, TokenValidator
 from kmirror.security.plain import PLAIN, PlainServer
 from kmirror.security.sasl_mechanism import MechanismServer
 from kmirror.security.sasl_server import SASL_HANDSHAKE, SaslDecision
@@ -24,8 +25,12 @@ from kmirror.security.scram_server import ScramServer
 CredentialLookup = Callable[[str, ScramMechanism], ScramCredential | None]
 
 
-def mechanism_server(settings: SaslServerSettings, mechanism: str, credentials: CredentialLookup) -> MechanismServer:
+def mechanism_server(settings: SaslServerSettings, mechanism: str, credentials: CredentialLookup,
+                     token_validator: TokenValidator | None = None) -> MechanismServer:
     """The server side of one authentication with `mechanism` (one of the listener's enabled ones)."""
+    if mechanism == OAUTHBEARER:
+        assert token_validator is not None
+        return OAuthBearerServer(token_validator)
     if mechanism == PLAIN:
         return PlainServer(settings.plain_users)
     if mechanism == GSSAPI:
@@ -36,8 +41,8 @@ def mechanism_server(settings: SaslServerSettings, mechanism: str, credentials: 
     return ScramServer(scram, credentials, _scram_nonce)
 
 
-def sasl_mechanisms(settings: SaslServerSettings | None,
-                    image: Callable[[], MetadataImage]) -> Callable[[str], MechanismServer]:
+def sasl_mechanisms(settings: SaslServerSettings | None, image: Callable[[], MetadataImage],
+                    token_validator: Callable[[], TokenValidator | None]) -> Callable[[str], MechanismServer]:
     """A listener's mechanism servers; SCRAM's credentials from the node's current metadata image."""
     def credential(user: str, mechanism: ScramMechanism) -> ScramCredential | None:
         found: ScramCredential | None = image().scram_credentials.get((user, int(mechanism)))
@@ -45,7 +50,7 @@ def sasl_mechanisms(settings: SaslServerSettings | None,
 
     def server(mechanism: str) -> MechanismServer:
         assert settings is not None
-        return mechanism_server(settings, mechanism, credential)
+        return mechanism_server(settings, mechanism, credential, token_validator())
     return server
 
 

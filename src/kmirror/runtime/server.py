@@ -71,6 +71,7 @@ from kmirror.protocol.framing import FrameDecoder, FrameTooLarge
 from kmirror.protocol.registry import ApiRegistry
 from kmirror.runtime.sasl_listener import sasl_mechanisms, sasl_response
 from kmirror.security.listener_config import SaslServerSettings
+from kmirror.security.oauthbearer import TokenValidator
 from kmirror.security.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE, Action, SaslServer
 from kmirror.security.ssl_principal import PrincipalMappingError, Rule, certificate_principal
 
@@ -436,7 +437,8 @@ class KafkaServer:
         self.request_metrics = request_metrics
         self.listener = listener
         self.sasl = sasl
-        self.mechanisms = sasl_mechanisms(sasl, lambda: services.metadata.image)
+        self.token_validator: TokenValidator | None = None  # OAUTHBEARER's, set before the listener opens
+        self.mechanisms = sasl_mechanisms(sasl, lambda: services.metadata.image, lambda: self.token_validator)
         # a TLS listener's ssl.principal.mapping.rules (None: no TLS, no certificate principal)
         self.certificate_principal_rules = certificate_principal_rules
         self.connections: set[KafkaConnection] = set()

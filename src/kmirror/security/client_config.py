@@ -12,7 +12,13 @@ Kafka's default, PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512) and `sasl.jaas.config`: 
 take the login module's `username` and `password`; GSSAPI (Kerberos) takes
 `com.sun.security.auth.module.Krb5LoginModule` with `useKeyTab=true keyTab=... principal=...`
 or `useTicketCache=true` (optionally `ticketCache=...`, else the default cache), and
-`sasl.kerberos.service.name`, the first part of the brokers' principals. Keys this client does not know are ignored, as
+`sasl.kerberos.service.name`, the first part of the brokers' principals. OAUTHBEARER takes
+`org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule`: with
+`sasl.oauthbearer.token.endpoint.url`, a token of the OAuth client credentials grant
+(`clientId`, `clientSecret`, optional `scope` options, or Kafka 4.1's
+`sasl.oauthbearer.client.credentials.client.id` / `.client.secret` and
+`sasl.oauthbearer.scope`); without it, Kafka's unsecured token of the `unsecuredLogin*`
+options. Keys this client does not know are ignored, as
 Kafka's clients only warn about them; values it cannot honour are a `SecurityConfigError`.
 """
 
@@ -29,12 +35,13 @@ from kmirror.security.jaas import (
     JaasConfigError,
     parse_jaas_config,
 )
+from kmirror.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE
 from kmirror.security.plain import PLAIN
 from kmirror.security.scram import SCRAM_MECHANISM_NAMES
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-CLIENT_SASL_MECHANISMS = (GSSAPI, PLAIN, *SCRAM_MECHANISM_NAMES)
-_LOGIN_MODULES = {GSSAPI: KRB5_LOGIN_MODULE, PLAIN: PLAIN_LOGIN_MODULE,
+CLIENT_SASL_MECHANISMS = (GSSAPI, OAUTHBEARER, PLAIN, *SCRAM_MECHANISM_NAMES)
+_LOGIN_MODULES = {GSSAPI: KRB5_LOGIN_MODULE, OAUTHBEARER: OAUTHBEARER_LOGIN_MODULE, PLAIN: PLAIN_LOGIN_MODULE,
                   **{m: SCRAM_LOGIN_MODULE for m in SCRAM_MECHANISM_NAMES}}
 
 # The keys `client_security` reads; a tool that refuses unknown client properties accepts these.
@@ -43,6 +50,8 @@ CLIENT_SECURITY_KEYS = frozenset({
     "ssl.truststore.password", "ssl.truststore.certificates", "ssl.ca.location", "ssl.endpoint.identification.algorithm",
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.certificate.chain",
     "ssl.keystore.key", "ssl.key.password", "ssl.protocol", "ssl.enabled.protocols", "sasl.kerberos.service.name",
+    "sasl.login.callback.handler.class", "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.client.credentials.client.id", "sasl.oauthbearer.client.credentials.client.secret",
 })
 
 
@@ -70,11 +79,22 @@ class KerberosClientSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class OAuthClientSettings:
+    token_endpoint: str | None = None  # None: an unsecured token of `unsecured_claims`
+    client_id: str = ""
+    client_secret: str = ""
+    scope: str = ""
+    unsecured_claims: tuple[tuple[str, str | float | tuple[str, ...]], ...] = ()
+    unsecured_lifetime_s: int = 3600
+
+
+@dataclass(frozen=True, slots=True)
 class SaslClientSettings:
     mechanism: str
     username: str = ""
     password: str = ""
     kerberos: KerberosClientSettings | None = None
+    oauth: OAuthClientSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +155,8 @@ def _sasl(props: Mapping[str, str]) -> SaslClientSettings:
                                   f"{_LOGIN_MODULES[mechanism]}, got {jaas.login_module}")
     if mechanism == GSSAPI:
         return SaslClientSettings(mechanism, kerberos=_kerberos(props, jaas))
+    if mechanism == OAUTHBEARER:
+        return SaslClientSettings(mechanism, oauth=_oauth(props, jaas))
     username, password = jaas.options.get("username"), jaas.options.get("password")
     if username is None or password is None:
         raise SecurityConfigError("invalid value for 'sasl.jaas.config': username and password are required")
@@ -157,6 +179,42 @@ def _kerberos(props: Mapping[str, str], jaas: JaasConfig) -> KerberosClientSetti
                                       ticket_cache=options.get("ticketCache"))
     raise SecurityConfigError("invalid value for 'sasl.jaas.config': GSSAPI needs useKeyTab=true (with keyTab and "
                               "principal) or useTicketCache=true")
+
+
+def _oauth(props: Mapping[str, str], jaas: JaasConfig) -> OAuthClientSettings:
+    options = jaas.options
+    endpoint = props.get("sasl.oauthbearer.token.endpoint.url")
+    if endpoint:
+        client_id = props.get("sasl.oauthbearer.client.credentials.client.id") or options.get("clientId", "")
+        secret = props.get("sasl.oauthbearer.client.credentials.client.secret") or options.get("clientSecret", "")
+        if not client_id or not secret:
+            raise SecurityConfigError("OAUTHBEARER with 'sasl.oauthbearer.token.endpoint.url' needs a client id and "
+                                      "secret (JAAS clientId and clientSecret)")
+        return OAuthClientSettings(endpoint, client_id, secret, props.get("sasl.oauthbearer.scope")
+                                   or options.get("scope", ""))
+    claims: list[tuple[str, str | float | tuple[str, ...]]] = []
+    for key, value in options.items():
+        kind, _, name = key.removeprefix("unsecuredLogin").partition("Claim_")
+        if not key.startswith("unsecuredLogin") or not name:
+            continue
+        if kind == "String":
+            claims.append((name, value))
+        elif kind == "Number":
+            try:
+                claims.append((name, float(value)))
+            except ValueError:
+                raise SecurityConfigError(f"invalid value for 'sasl.jaas.config': {key} is not a number") from None
+        elif kind == "List":  # the first character is the separator, as in Kafka
+            claims.append((name, tuple(v for v in value[1:].split(value[:1])) if value else ()))
+    if not any(name == options.get("unsecuredLoginPrincipalClaimName", "sub") for name, _ in claims):
+        raise SecurityConfigError("invalid value for 'sasl.jaas.config': OAUTHBEARER needs "
+                                  "'sasl.oauthbearer.token.endpoint.url' or an unsecured token's "
+                                  "unsecuredLoginStringClaim_sub")
+    try:
+        lifetime = int(options.get("unsecuredLoginLifetimeSeconds", "3600"))
+    except ValueError:
+        raise SecurityConfigError("invalid value for 'sasl.jaas.config': unsecuredLoginLifetimeSeconds") from None
+    return OAuthClientSettings(unsecured_claims=tuple(claims), unsecured_lifetime_s=lifetime)
 
 
 def client_security(props: Mapping[str, str]) -> ClientSecurity:

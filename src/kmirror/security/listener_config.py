@@ -8,7 +8,12 @@ SCRAM-SHA-256/512 users are the credentials in the metadata log (AlterUserScramC
 a JAAS config for them is optional and, when given, must name ScramLoginModule. GSSAPI
 (Kerberos) needs `sasl.kerberos.service.name` and a JAAS config naming Krb5LoginModule with
 `useKeyTab=true`, `keyTab` and the broker's `principal` (`<service name>/<host>@<REALM>`);
-`sasl.kerberos.principal.to.local.rules` maps client principals to user names.
+`sasl.kerberos.principal.to.local.rules` maps client principals to user names. OAUTHBEARER
+needs a JAAS config naming OAuthBearerLoginModule; tokens are Kafka's unsecured ones
+(`unsecuredValidator*` JAAS options) unless `sasl.server.callback.handler.class` names Kafka's
+`OAuthBearerValidatorCallbackHandler`, which checks signed JWTs against the keys at
+`sasl.oauthbearer.jwks.endpoint.url` (with `sasl.oauthbearer.expected.audience`,
+`expected.issuer`, `sub.claim.name`, `scope.claim.name`, `clock.skew.seconds`).
 SSL: `ssl.keystore.type=PEM` with `ssl.keystore.location` (key and certificate in one file)
 or inline `ssl.keystore.certificate.chain` + `ssl.keystore.key`, `ssl.key.password` for an
 encrypted key; `ssl.truststore.type=PEM` with `ssl.truststore.location` or inline
@@ -26,12 +31,20 @@ from kmirror.security.gssapi import GSSAPI, KRB5_LOGIN_MODULE
 from kmirror.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasConfigError, parse_jaas_config
 from kmirror.security.kerberos_name import KerberosNameError
 from kmirror.security.kerberos_name import parse_rules as parse_kerberos_rules
+from kmirror.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE
 from kmirror.security.plain import PLAIN
 from kmirror.security.scram import SCRAM_MECHANISM_NAMES
 from kmirror.security.ssl_principal import PrincipalMappingError, Rule, parse_rules
 
 LISTENER_PREFIX = "listener.name."
-SERVER_SASL_MECHANISMS = (GSSAPI, PLAIN, *SCRAM_MECHANISM_NAMES)
+SERVER_SASL_MECHANISMS = (GSSAPI, OAUTHBEARER, PLAIN, *SCRAM_MECHANISM_NAMES)
+SECURED_VALIDATORS = frozenset({
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
+})
+# keys also given per listener and mechanism: listener.name.<listener>.<mechanism>.<key>
+MECHANISM_KEYS = frozenset({"sasl.jaas.config", "sasl.kerberos.service.name", "sasl.kerberos.principal.to.local.rules",
+                            "sasl.server.callback.handler.class"})
 CLIENT_AUTH = ("none", "requested", "required")
 
 # Broker keys that may also be given per listener (`listener.name.<listener>.<key>`).
@@ -41,7 +54,10 @@ LISTENER_SECURITY_KEYS = frozenset({
     "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
     "ssl.protocol", "ssl.cipher.suites", "ssl.endpoint.identification.algorithm",
     "ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.kerberos.service.name",
-    "sasl.kerberos.principal.to.local.rules",
+    "sasl.kerberos.principal.to.local.rules", "sasl.server.callback.handler.class",
+    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
 })
 
 
@@ -70,10 +86,23 @@ class KerberosServerSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class OAuthBearerServerSettings:
+    jwks_url: str | None = None  # None: Kafka's unsecured tokens
+    expected_audience: tuple[str, ...] = ()
+    expected_issuer: str | None = None
+    principal_claim: str = "sub"
+    scope_claim: str = "scope"
+    required_scopes: tuple[str, ...] = ()
+    clock_skew_ms: int = 30_000
+    jwks_refresh_ms: int = 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
 class SaslServerSettings:
     enabled_mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str] = field(default_factory=dict)
     kerberos: KerberosServerSettings | None = None
+    oauthbearer: OAuthBearerServerSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +124,7 @@ def is_listener_security_key(key: str) -> bool:
     if rest in LISTENER_SECURITY_KEYS:
         return True
     mech, _, tail = rest.partition(".")
-    return bool(mech) and tail == "sasl.jaas.config"
+    return bool(mech) and tail in MECHANISM_KEYS
 
 
 class _Lookup:
@@ -170,7 +199,50 @@ def _sasl(get: _Lookup, listener: str) -> SaslServerSettings:
         if mechanism in SCRAM_MECHANISM_NAMES:
             _check_scram_jaas(get(f"{mechanism.lower()}.sasl.jaas.config"), mechanism, listener)
     kerberos = _kerberos(get, listener) if GSSAPI in mechanisms else None
-    return SaslServerSettings(mechanisms, users, kerberos)
+    oauthbearer = _oauthbearer(get, listener) if OAUTHBEARER in mechanisms else None
+    return SaslServerSettings(mechanisms, users, kerberos, oauthbearer)
+
+
+def _oauthbearer(get: _Lookup, listener: str) -> OAuthBearerServerSettings:
+    jaas_text = get("oauthbearer.sasl.jaas.config") or get("sasl.jaas.config")
+    if jaas_text is None:
+        raise ListenerConfigError(f"listener {listener}: OAUTHBEARER needs "
+                                  f"'{LISTENER_PREFIX}{listener.lower()}.oauthbearer.sasl.jaas.config' "
+                                  f"({OAUTHBEARER_LOGIN_MODULE} required;)")
+    try:
+        jaas = parse_jaas_config(jaas_text)
+    except JaasConfigError as exc:
+        raise ListenerConfigError(f"invalid JAAS config for OAUTHBEARER on listener {listener}: {exc}") from None
+    if jaas.login_module != OAUTHBEARER_LOGIN_MODULE:
+        raise ListenerConfigError(f"invalid JAAS config for OAUTHBEARER on listener {listener}: "
+                                  f"expected {OAUTHBEARER_LOGIN_MODULE}, got {jaas.login_module}")
+    handler = get("oauthbearer.sasl.server.callback.handler.class") or get("sasl.server.callback.handler.class")
+    try:
+        skew_s = int(get("sasl.oauthbearer.clock.skew.seconds", "30") or "30")
+        refresh_ms = int(get("sasl.oauthbearer.jwks.endpoint.refresh.ms", "3600000") or "3600000")
+        unsecured_skew_ms = int(jaas.options.get("unsecuredValidatorAllowableClockSkewMs", "0"))
+    except ValueError as exc:
+        raise ListenerConfigError(f"listener {listener}: OAUTHBEARER: {exc}") from None
+    if not handler:
+        options = jaas.options
+        scopes = options.get("unsecuredValidatorRequiredScope", "")
+        return OAuthBearerServerSettings(
+            principal_claim=options.get("unsecuredValidatorPrincipalClaimName", "sub"),
+            scope_claim=options.get("unsecuredValidatorScopeClaimName", "scope"),
+            required_scopes=tuple(s for s in scopes.replace(",", " ").split() if s), clock_skew_ms=unsecured_skew_ms)
+    if handler not in SECURED_VALIDATORS:
+        raise ListenerConfigError(f"listener {listener}: sasl.server.callback.handler.class {handler} is not "
+                                  f"supported (supported: {', '.join(sorted(SECURED_VALIDATORS))})")
+    url = get("sasl.oauthbearer.jwks.endpoint.url")
+    if not url:
+        raise ListenerConfigError(f"listener {listener}: {handler} needs 'sasl.oauthbearer.jwks.endpoint.url'")
+    audience = get("sasl.oauthbearer.expected.audience") or ""
+    return OAuthBearerServerSettings(
+        jwks_url=url, expected_audience=tuple(a.strip() for a in audience.split(",") if a.strip()),
+        expected_issuer=get("sasl.oauthbearer.expected.issuer") or None,
+        principal_claim=get("sasl.oauthbearer.sub.claim.name", "sub") or "sub",
+        scope_claim=get("sasl.oauthbearer.scope.claim.name", "scope") or "scope",
+        clock_skew_ms=skew_s * 1000, jwks_refresh_ms=refresh_ms)
 
 
 def _kerberos(get: _Lookup, listener: str) -> KerberosServerSettings:

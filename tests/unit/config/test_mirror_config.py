@@ -38,7 +38,7 @@ def test_source_connection_gets_security_sasl_ssl_only():
 
 @pytest.mark.parametrize(("configs", "why"), [
     ({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, "'sasl.jaas.config' is required"),
-    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.jaas.config": "x required;"},
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "AWS_MSK_IAM", "sasl.jaas.config": "x required;"},
      "sasl.mechanism"),
     ({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI", "sasl.jaas.config": "x required;"},
      "GSSAPI needs com.sun.security.auth.module.Krb5LoginModule"),

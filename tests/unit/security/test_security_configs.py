@@ -4,12 +4,18 @@ import pytest
 
 from kmirror.config.definitions import ConfigError
 from kmirror.config.server import ServerConfig
-from kmirror.security.client_config import KerberosClientSettings, SecurityConfigError, client_security
+from kmirror.security.client_config import (
+    KerberosClientSettings,
+    OAuthClientSettings,
+    SecurityConfigError,
+    client_security,
+)
 from kmirror.security.gssapi import KRB5_LOGIN_MODULE as KRB5_MODULE
 from kmirror.security.jaas import JaasConfigError, parse_jaas_config
 from kmirror.security.listener_config import (
     KerberosServerSettings,
     ListenerConfigError,
+    OAuthBearerServerSettings,
     is_listener_security_key,
     listener_security,
 )
@@ -54,7 +60,7 @@ def test_client_security_defaults_to_plaintext_and_ssl_verifies_host_names() -> 
 @pytest.mark.parametrize(("props", "why"), [
     ({"security.protocol": "TLS"}, "'security.protocol'"),
     ({"security.protocol": "SASL_PLAINTEXT"}, "'sasl.jaas.config' is required"),  # Kafka's default GSSAPI
-    ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"}, "'sasl.mechanism'"),
+    ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "AWS_MSK_IAM"}, "'sasl.mechanism'"),
     ({"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": f"{KRB5_MODULE} required useTicketCache=true;"},
      "'sasl.kerberos.service.name' is required"),
     ({"security.protocol": "SASL_PLAINTEXT", "sasl.kerberos.service.name": "kafka",
@@ -83,6 +89,58 @@ def test_client_security_gssapi_from_a_keytab_or_a_ticket_cache() -> None:
         "security.protocol": "SASL_PLAINTEXT", "sasl.kerberos.service.name": "kafka",
         "sasl.jaas.config": f"{KRB5_MODULE} required useTicketCache=true;"}).sasl
     assert cache is not None and cache.mechanism == "GSSAPI" and cache.kerberos == KerberosClientSettings("kafka")
+
+
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+
+
+def test_client_security_oauthbearer_client_credentials_or_an_unsecured_token() -> None:
+    oidc = client_security({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+        "sasl.jaas.config": f'{OAUTH_MODULE} required clientId="app" clientSecret="s" scope="kafka";'}).sasl
+    assert oidc is not None and oidc.oauth == OAuthClientSettings("https://idp/token", "app", "s", "kafka")
+    kip1139 = client_security({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp/token", "sasl.jaas.config": f"{OAUTH_MODULE} required;",
+        "sasl.oauthbearer.client.credentials.client.id": "app", "sasl.oauthbearer.client.credentials.client.secret": "s"})
+    assert kip1139.sasl is not None and kip1139.sasl.oauth == OAuthClientSettings("https://idp/token", "app", "s")
+    unsecured = client_security({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+        "sasl.jaas.config": f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="alice" '
+                            'unsecuredLoginListClaim_scope=",kafka,read" unsecuredLoginLifetimeSeconds=60;'}).sasl
+    assert unsecured is not None and unsecured.oauth == OAuthClientSettings(
+        unsecured_claims=(("sub", "alice"), ("scope", ("kafka", "read"))), unsecured_lifetime_s=60)
+    with pytest.raises(SecurityConfigError, match="needs a client id and secret"):
+        client_security({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+                         "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+                         "sasl.jaas.config": f"{OAUTH_MODULE} required;"})
+    with pytest.raises(SecurityConfigError, match="unsecuredLoginStringClaim_sub"):
+        client_security({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+                         "sasl.jaas.config": f"{OAUTH_MODULE} required;"})
+
+
+def test_oauthbearer_listener_settings() -> None:
+    raw = {"sasl.enabled.mechanisms": "OAUTHBEARER", "sasl.jaas.config": f"{OAUTH_MODULE} required;",
+           "listener.name.signed.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+           "sasl.oauthbearer.jwks.endpoint.url": "https://idp/jwks",
+           "sasl.oauthbearer.expected.audience": "brokers, admins", "sasl.oauthbearer.clock.skew.seconds": "5",
+           "listener.name.open.oauthbearer.sasl.jaas.config":
+               f'{OAUTH_MODULE} required unsecuredValidatorRequiredScope="kafka read";'}
+    signed = listener_security(raw, "SIGNED", "SASL_PLAINTEXT").sasl
+    assert signed is not None and signed.oauthbearer == OAuthBearerServerSettings(
+        jwks_url="https://idp/jwks", expected_audience=("brokers", "admins"), clock_skew_ms=5000)
+    unsecured = listener_security(raw, "OPEN", "SASL_PLAINTEXT").sasl
+    assert unsecured is not None and unsecured.oauthbearer == OAuthBearerServerSettings(
+        required_scopes=("kafka", "read"), clock_skew_ms=0)
+    assert is_listener_security_key("listener.name.signed.oauthbearer.sasl.server.callback.handler.class")
+    with pytest.raises(ListenerConfigError, match="needs 'sasl.oauthbearer.jwks.endpoint.url'"):
+        listener_security({**raw, "sasl.oauthbearer.jwks.endpoint.url": ""}, "SIGNED", "SASL_PLAINTEXT")
+    with pytest.raises(ListenerConfigError, match="com.example.Handler is not supported"):
+        listener_security({**raw, "sasl.server.callback.handler.class": "com.example.Handler"}, "X", "SASL_PLAINTEXT")
+    with pytest.raises(ListenerConfigError, match="OAUTHBEARER needs"):
+        listener_security({"sasl.enabled.mechanisms": "OAUTHBEARER"}, "X", "SASL_PLAINTEXT")
 
 
 def gssapi_listener(**extra: str) -> dict[str, str]:
@@ -161,7 +219,7 @@ def test_listener_key_shapes() -> None:
 
 
 @pytest.mark.parametrize(("extra", "why"), [
-    ({"sasl.enabled.mechanisms": "OAUTHBEARER"}, "OAUTHBEARER not supported"),
+    ({"sasl.enabled.mechanisms": "AWS_MSK_IAM"}, "AWS_MSK_IAM not supported"),
     ({"sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI needs 'sasl.kerberos.service.name'"),
     ({"listener.name.sasl_ssl.plain.sasl.jaas.config": "x required user_a=b;"}, "expected " + PLAIN_MODULE),
     ({"ssl.keystore.type": "JKS"}, "only PEM is supported"),

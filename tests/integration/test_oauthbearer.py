@@ -1,0 +1,218 @@
+"""SASL/OAUTHBEARER with real processes, a real identity provider (an HTTP token endpoint and
+JWK Set, `kmirror.testing.oidc`) and real clients. One node has two OAUTHBEARER listeners:
+SASL_PLAINTEXT checks signed JWTs against the provider's keys (Kafka's
+OAuthBearerValidatorCallbackHandler), UNSECURED takes Kafka's unsecured tokens with a required
+scope. confluent-kafka logs in through the provider (librdkafka's OIDC client credentials) and
+with an unsecured token, kafka-python with a token provider; `kmirror topics` logs in through
+the provider; refused tokens get SASL_AUTHENTICATION_FAILED while the node keeps serving; the
+broker follows the provider's key rotation; and a mirror reads its source through OAuth with
+byte-identical batches."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.net.sasl.oauth import AbstractTokenProvider
+
+from kmirror.security.jwt import unsecured_token
+from kmirror.testing.kafka_clients import consume_values, produce_values, watermarks
+from kmirror.testing.mirror_clusters import create_mirror, wait_until
+from kmirror.testing.oidc import AUDIENCE, IdentityProvider
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.segments import log_batches
+
+pytestmark = pytest.mark.integration
+
+MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+CLIENTS = {"app": "app-secret", "ops": "ops-secret", "mirror": "mirror-secret"}
+
+
+@dataclass
+class OAuthNode:
+    idp: IdentityProvider
+    cluster: LocalCluster
+
+    @property
+    def plaintext(self) -> str:
+        return f"127.0.0.1:{self.cluster.port}"
+
+    @property
+    def signed(self) -> str:
+        return f"127.0.0.1:{self.cluster.port + 1}"
+
+    @property
+    def unsecured(self) -> str:
+        return f"127.0.0.1:{self.cluster.port + 2}"
+
+    def java_client(self, client_id: str, idp: IdentityProvider | None = None) -> dict[str, str]:
+        secret = CLIENTS.get(client_id, "unknown")
+        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                "sasl.login.callback.handler.class":
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+                "sasl.oauthbearer.token.endpoint.url": (idp or self.idp).token_endpoint,
+                "sasl.jaas.config": f'{MODULE} required clientId="{client_id}" clientSecret="{secret}" scope="kafka";'}
+
+    def command_config(self, directory: Path, client: dict[str, str]) -> Path:
+        path = directory / f"client-{abs(hash(tuple(client.items())))}.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in client.items()))
+        return path
+
+    def topics(self, bootstrap: str, config: Path, *args: str, check: bool = True) -> tuple[int, str]:
+        out = kmirror("topics", "--bootstrap-server", bootstrap, "--command-config", str(config), *args, check=check)
+        return out.returncode, out.stdout + out.stderr
+
+
+def oauth_node(idp: IdentityProvider, directory: Path) -> OAuthNode:
+    port = free_port_block(3)
+    cluster = LocalCluster(directory, port, 1, {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1},"
+                     f"UNSECURED://127.0.0.1:{port + 2},CONTROLLER://127.0.0.1:{port + 100}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1},"
+                                f"UNSECURED://127.0.0.1:{port + 2}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                          "UNSECURED:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": f"{MODULE} required;",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+        "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
+        "sasl.oauthbearer.expected.audience": AUDIENCE,
+        "sasl.oauthbearer.expected.issuer": idp.issuer,
+        "listener.name.unsecured.oauthbearer.sasl.jaas.config":
+            f'{MODULE} required unsecuredValidatorRequiredScope="kafka";',
+    })
+    cluster.up()
+    return OAuthNode(idp, cluster)
+
+
+@pytest.fixture(scope="module")
+def idp() -> Iterator[IdentityProvider]:
+    with IdentityProvider(dict(CLIENTS)) as provider:
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def node(idp: IdentityProvider, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthNode]:
+    n = oauth_node(idp, tmp_path_factory.mktemp("oauth"))
+    try:
+        yield n
+    finally:
+        n.cluster.down()
+
+
+def test_confluent_kafka_logs_in_through_the_identity_provider(node: OAuthNode) -> None:
+    topic = "oauth-oidc"
+    config = {"bootstrap.servers": node.signed, "security.protocol": "SASL_PLAINTEXT",
+              "sasl.mechanisms": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+              "sasl.oauthbearer.client.id": "app", "sasl.oauthbearer.client.secret": "app-secret",
+              "sasl.oauthbearer.scope": "kafka", "sasl.oauthbearer.token.endpoint.url": node.idp.token_endpoint}
+    kmirror("topics", "--bootstrap-server", node.plaintext, "--create", "--topic", topic,
+            "--partitions", "1", "--replication-factor", "1")
+    values = [f"oidc {i}".encode() for i in range(20)]
+    produce_values(config, topic, values)
+    assert consume_values(config, topic, len(values), "g-oidc") == values
+    assert "on listener SASL_PLAINTEXT authenticated as User:app" in node.cluster.log_text()
+
+
+def test_refused_tokens_get_an_authentication_error_and_the_node_keeps_serving(node: OAuthNode,
+                                                                                tmp_path: Path) -> None:
+    # an unsecured token on the listener that wants signed ones
+    unsecured = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                 "sasl.jaas.config": f'{MODULE} required unsecuredLoginStringClaim_sub="mallory";'}
+    code, out = node.topics(node.signed, node.command_config(tmp_path, unsecured), "--list", check=False)
+    assert code == 1 and len(out.strip().splitlines()) == 1, out
+    assert "SASL_AUTHENTICATION_FAILED" in out and '{"status":"invalid_token"}' in out
+    # a token signed by another provider's key under the same key id
+    with IdentityProvider(dict(CLIENTS)) as impostor:
+        code, out = node.topics(node.signed, node.command_config(tmp_path, node.java_client("ops", impostor)),
+                                "--list", check=False)
+    assert code == 1 and "SASL_AUTHENTICATION_FAILED" in out and "invalid_token" in out, out
+    # a secret the provider refuses: the client's own error, before the broker is asked
+    code, out = node.topics(node.signed, node.command_config(tmp_path, node.java_client("nobody")), "--list",
+                            check=False)
+    assert code == 1 and "HTTP 401" in out, out
+    # librdkafka with an unsecured token, refused on the signed listener
+    errors: list[KafkaError] = []
+    producer = Producer({"bootstrap.servers": node.signed, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanisms": "OAUTHBEARER", "sasl.oauthbearer.config": "principal=mallory",
+                         "enable.sasl.oauthbearer.unsecure.jwt": True,
+                         "error_cb": errors.append})
+    deadline = time.monotonic() + 30
+    while not any(e.code() == KafkaError._AUTHENTICATION for e in errors) and time.monotonic() < deadline:
+        producer.poll(0.2)
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+    code, out = node.topics(node.signed, node.command_config(tmp_path, node.java_client("ops")), "--list")
+    assert code == 0
+    assert "authenticated as User:ops" in node.cluster.log_text()
+
+
+def test_the_broker_follows_the_providers_key_rotation(node: OAuthNode, tmp_path: Path) -> None:
+    config = node.command_config(tmp_path, node.java_client("ops"))
+    assert node.topics(node.signed, config, "--list")[0] == 0
+    node.idp.rotate()  # new tokens are signed with key-2, which the broker has not fetched yet
+    wait_until(lambda: node.topics(node.signed, node.command_config(tmp_path, node.java_client("app")), "--list",
+                                   check=False)[0] == 0, "the broker to fetch the rotated key", timeout_s=60)
+
+
+class UnsecuredTokens(AbstractTokenProvider):  # type: ignore[misc]
+    def __init__(self, subject: str, scope: str) -> None:
+        self.subject, self.scope = subject, scope
+
+    def token(self) -> str:
+        now = int(time.time())
+        return unsecured_token({"sub": self.subject, "scope": self.scope, "iat": now, "exp": now + 600})
+
+
+def test_unsecured_tokens_with_the_required_scope(node: OAuthNode) -> None:
+    topic = "oauth-unsecured"
+    config = {"bootstrap.servers": node.unsecured, "security.protocol": "SASL_PLAINTEXT",
+              "sasl.mechanisms": "OAUTHBEARER", "sasl.oauthbearer.config": "principal=carol scope=kafka",
+              "enable.sasl.oauthbearer.unsecure.jwt": "true"}
+    kmirror("topics", "--bootstrap-server", node.plaintext, "--create", "--topic", topic,
+            "--partitions", "1", "--replication-factor", "1")
+    produce_values(config, topic, [b"unsecured"])
+    common = {"bootstrap_servers": node.unsecured, "security_protocol": "SASL_PLAINTEXT",
+              "sasl_mechanism": "OAUTHBEARER"}
+    producer = KafkaProducer(sasl_oauth_token_provider=UnsecuredTokens("dave", "kafka"), **common)
+    producer.send(topic, b"from kafka-python").get(timeout=60)
+    producer.close()
+    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=30_000,
+                             sasl_oauth_token_provider=UnsecuredTokens("dave", "kafka"), **common)
+    assert [r.value for _, r in zip(range(2), consumer, strict=False)] == [b"unsecured", b"from kafka-python"]
+    consumer.close()
+    log = node.cluster.log_text()
+    assert "on listener UNSECURED authenticated as User:carol" in log and "authenticated as User:dave" in log
+    refusals = log.count("on listener UNSECURED failed")
+    with pytest.raises(Exception):  # noqa: B017 (kafka-python retries the refused login until its bootstrap ends)
+        KafkaProducer(sasl_oauth_token_provider=UnsecuredTokens("erin", "read"), bootstrap_timeout_ms=5000,
+                      **common)
+    assert node.cluster.log_text().count("on listener UNSECURED failed") > refusals
+
+
+def test_mirror_from_an_oauth_source(idp: IdentityProvider, tmp_path: Path) -> None:
+    topic = "mirrored-oauth"
+    source = oauth_node(idp, tmp_path / "source")
+    dest = LocalCluster(tmp_path / "dest", free_port_block())
+    try:
+        dest.up()
+        kmirror("topics", "--bootstrap-server", source.plaintext, "--create", "--topic", topic,
+                "--partitions", "1", "--replication-factor", "1")
+        produce_values({"bootstrap.servers": source.plaintext, "compression.type": "lz4"}, topic,
+                       [f"oauth {i}".encode() * 9 for i in range(40)])
+        create_mirror(dest, source.signed, "oauth", topic, tmp_path / "mirror.properties",
+                      source.java_client("mirror"))
+        source_end = watermarks(source.plaintext, topic, 0)[1]
+        wait_until(lambda: watermarks(dest.bootstrap, topic, 0)[1] == source_end, "the mirror to catch up")
+        wait_until(lambda: log_batches(dest, topic, 0) == log_batches(source.cluster, topic, 0),
+                   "byte-identical batches")
+        assert log_batches(dest, topic, 0)
+        assert "authenticated as User:mirror" in source.cluster.log_text()
+    finally:
+        dest.down()
+        source.cluster.down()
