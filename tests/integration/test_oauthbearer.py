@@ -3,19 +3,22 @@ JWK Set, `kmirror.testing.oidc`) and real clients. One node has two OAUTHBEARER 
 SASL_PLAINTEXT checks signed JWTs against the provider's keys (Kafka's
 OAuthBearerValidatorCallbackHandler), UNSECURED takes Kafka's unsecured tokens with a required
 scope. confluent-kafka logs in through the provider (librdkafka's OIDC client credentials) and
-with an unsecured token, kafka-python with a token provider; `kmirror topics` logs in through
-the provider; refused tokens get SASL_AUTHENTICATION_FAILED while the node keeps serving; the
-broker follows the provider's key rotation; and a mirror reads its source through OAuth with
-byte-identical batches."""
+with an unsecured token, kafka-python and aiokafka with token providers; `kmirror topics` logs
+in through the provider; refused tokens get SASL_AUTHENTICATION_FAILED while the node keeps
+serving; the broker follows the provider's key rotation; and a mirror reads its source through
+OAuth with byte-identical batches."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
 from confluent_kafka import KafkaError, Producer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.net.sasl.oauth import AbstractTokenProvider
@@ -160,13 +163,25 @@ def test_the_broker_follows_the_providers_key_rotation(node: OAuthNode, tmp_path
                                    check=False)[0] == 0, "the broker to fetch the rotated key", timeout_s=60)
 
 
+def _unsecured(subject: str, scope: str) -> str:
+    now = int(time.time())
+    return unsecured_token({"sub": subject, "scope": scope, "iat": now, "exp": now + 600})
+
+
 class UnsecuredTokens(AbstractTokenProvider):  # type: ignore[misc]
     def __init__(self, subject: str, scope: str) -> None:
         self.subject, self.scope = subject, scope
 
     def token(self) -> str:
-        now = int(time.time())
-        return unsecured_token({"sub": self.subject, "scope": self.scope, "iat": now, "exp": now + 600})
+        return _unsecured(self.subject, self.scope)
+
+
+class AioUnsecuredTokens(AioTokenProvider):  # type: ignore[misc]
+    def __init__(self, subject: str, scope: str) -> None:
+        self.subject, self.scope = subject, scope
+
+    async def token(self) -> str:
+        return _unsecured(self.subject, self.scope)
 
 
 def test_unsecured_tokens_with_the_required_scope(node: OAuthNode) -> None:
@@ -193,6 +208,20 @@ def test_unsecured_tokens_with_the_required_scope(node: OAuthNode) -> None:
         KafkaProducer(sasl_oauth_token_provider=UnsecuredTokens("erin", "read"), bootstrap_timeout_ms=5000,
                       **common)
     assert node.cluster.log_text().count("on listener UNSECURED failed") > refusals
+
+    async def aiokafka_send() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=node.unsecured, security_protocol="SASL_PLAINTEXT",
+                                    sasl_mechanism="OAUTHBEARER",
+                                    sasl_oauth_token_provider=AioUnsecuredTokens("frank", "kafka"))
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"from aiokafka", partition=0)
+        finally:
+            await producer.stop()
+
+    asyncio.run(aiokafka_send())
+    assert "authenticated as User:frank" in node.cluster.log_text()
+    assert consume_values({"bootstrap.servers": node.plaintext}, topic, 3, "g-unsecured")[2] == b"from aiokafka"
 
 
 def test_mirror_from_an_oauth_source(idp: IdentityProvider, tmp_path: Path) -> None:

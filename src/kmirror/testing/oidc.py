@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from kmirror.security.jwt import public_jwk, signed_token
+from kmirror.security.jwt_signing import public_jwk, signed_token
 
 AUDIENCE = "kmirror-brokers"
 

@@ -13,14 +13,13 @@ from kmirror.security.jwt import (
     JwtError,
     ValidatedToken,
     parse_jws,
-    public_jwk,
-    signed_token,
     unsecured_token,
     validate_claims,
     validate_signed,
     validate_unsecured,
     verify_signature,
 )
+from kmirror.security.jwt_signing import public_jwk, signed_token
 
 NOW_MS = 1_700_000_000_000
 NOW_S = NOW_MS // 1000
