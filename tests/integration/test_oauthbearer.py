@@ -6,11 +6,14 @@ scope. confluent-kafka logs in through the provider (librdkafka's OIDC client cr
 with an unsecured token, kafka-python and aiokafka with token providers; `kmirror topics` logs
 in through the provider; refused tokens get SASL_AUTHENTICATION_FAILED while the node keeps
 serving; the broker follows the provider's key rotation; and a mirror reads its source through
-OAuth with byte-identical batches."""
+OAuth with byte-identical batches, its connections re-authenticating as their sessions end (KIP-368).
+Clients that re-authenticate (librdkafka, kmirror's client) keep their connections past
+`connections.max.reauth.ms`; a connection that does not is closed at its next request."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +26,10 @@ from confluent_kafka import KafkaError, Producer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
+from kmirror.protocol.entities import build
 from kmirror.security.jwt import unsecured_token
+from kmirror.security.oauthbearer import client_initial_response
+from kmirror.testing.hostile import decode_response, encode_request, load_request_schema, recv_frame
 from kmirror.testing.kafka_clients import consume_values, produce_values, watermarks
 from kmirror.testing.mirror_clusters import create_mirror, wait_until
 from kmirror.testing.oidc import AUDIENCE, IdentityProvider
@@ -35,6 +41,7 @@ pytestmark = pytest.mark.integration
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 CLIENTS = {"app": "app-secret", "ops": "ops-secret", "mirror": "mirror-secret"}
+REAUTH_MS = 3000  # the UNSECURED listener's connections.max.reauth.ms (KIP-368)
 
 
 @dataclass
@@ -72,7 +79,7 @@ class OAuthNode:
         return out.returncode, out.stdout + out.stderr
 
 
-def oauth_node(idp: IdentityProvider, directory: Path) -> OAuthNode:
+def oauth_node(idp: IdentityProvider, directory: Path, extra: dict[str, str] | None = None) -> OAuthNode:
     port = free_port_block(3)
     cluster = LocalCluster(directory, port, 1, {
         "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1},"
@@ -89,6 +96,8 @@ def oauth_node(idp: IdentityProvider, directory: Path) -> OAuthNode:
         "sasl.oauthbearer.expected.issuer": idp.issuer,
         "listener.name.unsecured.oauthbearer.sasl.jaas.config":
             f'{MODULE} required unsecuredValidatorRequiredScope="kafka";',
+        "listener.name.unsecured.oauthbearer.connections.max.reauth.ms": str(REAUTH_MS),
+        **(extra or {}),
     })
     cluster.up()
     return OAuthNode(idp, cluster)
@@ -226,7 +235,8 @@ def test_unsecured_tokens_with_the_required_scope(node: OAuthNode) -> None:
 
 def test_mirror_from_an_oauth_source(idp: IdentityProvider, tmp_path: Path) -> None:
     topic = "mirrored-oauth"
-    source = oauth_node(idp, tmp_path / "source")
+    source = oauth_node(idp, tmp_path / "source",
+                        {"listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms": str(REAUTH_MS)})
     dest = LocalCluster(tmp_path / "dest", free_port_block())
     try:
         dest.up()
@@ -241,7 +251,51 @@ def test_mirror_from_an_oauth_source(idp: IdentityProvider, tmp_path: Path) -> N
         wait_until(lambda: log_batches(dest, topic, 0) == log_batches(source.cluster, topic, 0),
                    "byte-identical batches")
         assert log_batches(dest, topic, 0)
-        assert "authenticated as User:mirror" in source.cluster.log_text()
+        # the mirror's connections outlive their sessions: they re-authenticate and go on mirroring
+        wait_until(lambda: "re-authenticated as User:mirror" in source.cluster.log_text(),
+                   "the mirror's connections to re-authenticate")
+        produce_values({"bootstrap.servers": source.plaintext, "compression.type": "lz4"}, topic,
+                       [f"after {i}".encode() * 9 for i in range(10)])
+        source_end = watermarks(source.plaintext, topic, 0)[1]
+        wait_until(lambda: log_batches(dest, topic, 0) == log_batches(source.cluster, topic, 0)
+                   and watermarks(dest.bootstrap, topic, 0)[1] == source_end, "byte-identical batches again")
+        assert "expired without re-authentication" not in source.cluster.log_text()
     finally:
         dest.down()
         source.cluster.down()
+
+
+def test_clients_reauthenticate_and_a_connection_that_does_not_is_closed(node: OAuthNode) -> None:
+    topic = "oauth-reauth"
+    kmirror("topics", "--bootstrap-server", node.plaintext, "--create", "--topic", topic,
+            "--partitions", "1", "--replication-factor", "1")
+    errors: list[KafkaError] = []
+    producer = Producer({"bootstrap.servers": node.unsecured, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanisms": "OAUTHBEARER", "sasl.oauthbearer.config": "principal=henry scope=kafka",
+                         "enable.sasl.oauthbearer.unsecure.jwt": "true", "error_cb": errors.append})
+    delivered: list[object] = []
+    sent = 0
+    deadline = time.monotonic() + 60
+    while node.cluster.log_text().count("re-authenticated as User:henry") < 2 and time.monotonic() < deadline:
+        producer.produce(topic, f"r{sent}".encode(), on_delivery=lambda err, msg: delivered.append(err))
+        sent += 1
+        producer.poll(0.25)
+    assert producer.flush(30) == 0
+    assert node.cluster.log_text().count("re-authenticated as User:henry") >= 2
+    assert len(delivered) == sent and not any(delivered) and not errors, (errors, delivered[:3])
+
+    with socket.create_connection(("127.0.0.1", node.cluster.port + 2), timeout=30) as sock:
+        sock.sendall(encode_request(17, 1, 1, build(load_request_schema(17, 1), mechanism="OAUTHBEARER")))
+        assert recv_frame(sock) is not None
+        token = client_initial_response(_unsecured("ivy", "kafka"))
+        sock.sendall(encode_request(36, 2, 2, build(load_request_schema(36, 2), auth_bytes=token)))
+        frame = recv_frame(sock)
+        authenticated_at = time.monotonic()
+        assert frame is not None
+        answer = decode_response(36, 2, frame)
+        assert answer.error_code == 0 and answer.session_lifetime.total_seconds() * 1000 == REAUTH_MS
+        time.sleep(max(0.0, authenticated_at + REAUTH_MS / 1000 + 0.3 - time.monotonic()))  # the session's end
+        sock.sendall(encode_request(3, 1, 3, build(load_request_schema(3, 1), topics=())))
+        assert recv_frame(sock) is None  # closed, unanswered
+    assert "the SASL session of User:ivy expired without re-authentication" in node.cluster.log_text()
+

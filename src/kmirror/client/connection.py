@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import random
 import secrets
 import ssl
 from typing import Any
@@ -95,6 +96,8 @@ class BrokerConnection:
         self._pending: dict[int, asyncio.Future[Response]] = {}
         self._read_task: asyncio.Task[None] | None = None
         self._closed_error: Exception | None = None
+        self._reauth_at: float | None = None  # loop time to re-authenticate by (KIP-368 session lifetime)
+        self._reauth_task: asyncio.Future[None] | None = None
 
     @property
     def address(self) -> str:
@@ -132,7 +135,7 @@ class BrokerConnection:
         assert sasl is not None
         context = f"SASL/{sasl.mechanism} authentication to {self.address}"
         try:
-            handshake = await self.send(self.build_request(SASL_HANDSHAKE_KEY, mechanism=sasl.mechanism))
+            handshake = await self._send(self.build_request(SASL_HANDSHAKE_KEY, mechanism=sasl.mechanism))
             if handshake.error_code:
                 raise KafkaAuthenticationError(
                     handshake.error_code, f"broker mechanisms: {', '.join(handshake.mechanisms)}",
@@ -187,10 +190,29 @@ class BrokerConnection:
                                            context=context)
 
     async def _sasl_round(self, token: bytes, context: str) -> bytes:
-        response = await self.send(self.build_request(SASL_AUTHENTICATE_KEY, auth_bytes=token))
+        response = await self._send(self.build_request(SASL_AUTHENTICATE_KEY, auth_bytes=token))
         if response.error_code:
             raise KafkaAuthenticationError(response.error_code, response.error_message, context=context)
+        lifetime = getattr(response, "session_lifetime", None)
+        if lifetime:  # the broker ends the session then: re-authenticate at 85-95% of it, as Kafka's clients
+            self._reauth_at = asyncio.get_running_loop().time() + lifetime.total_seconds() * random.uniform(0.85, 0.95)
         return bytes(response.auth_bytes)
+
+    async def _reauthenticate(self) -> None:
+        """KIP-368: once the requests in flight are answered, the SASL exchange again on this
+        connection; requests sent meanwhile wait for it."""
+        if self._reauth_task is None:
+            self._reauth_task = asyncio.ensure_future(self._reauthenticate_now())
+        await asyncio.shield(self._reauth_task)
+
+    async def _reauthenticate_now(self) -> None:
+        try:
+            self._reauth_at = None
+            if self._pending:
+                await asyncio.wait(list(self._pending.values()), timeout=self.request_timeout_ms / 1000)
+            await self._authenticate()
+        finally:
+            self._reauth_task = None
 
     async def _negotiate(self) -> None:
         version = min(CLIENT_MAX_VERSIONS[API_VERSIONS_KEY], max(kio_versions(API_VERSIONS_KEY)))
@@ -233,6 +255,12 @@ class BrokerConnection:
 
     async def send(self, request: Any, *, expect_response: bool = True, timeout_ms: int | None = None) -> Any:
         """Send a request entity (kio's or a KIP-1279 one) and return the decoded response body (None if not expected)."""
+        if self._reauth_task is not None or (
+                self._reauth_at is not None and asyncio.get_running_loop().time() >= self._reauth_at):
+            await self._reauthenticate()
+        return await self._send(request, expect_response=expect_response, timeout_ms=timeout_ms)
+
+    async def _send(self, request: Any, *, expect_response: bool = True, timeout_ms: int | None = None) -> Any:
         if self._writer is None or self._closed_error is not None:
             raise KafkaConnectionError(f"connection to {self.address} is closed")
         correlation_id, data = self._protocol.send(request, expect_response)

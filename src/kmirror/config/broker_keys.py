@@ -236,6 +236,10 @@ _SECURITY_DEFS = (
     ConfigDef("sasl.kerberos.service.name", S, None,
               "GSSAPI: the first part of the broker's Kerberos principal (the JAAS config's principal), "
               "often kafka; required when a listener enables GSSAPI."),
+    ConfigDef("connections.max.reauth.ms", L, "0",
+              "SASL (KIP-368): a session's longest life before the client must re-authenticate on its "
+              "connection (0: none; an OAUTHBEARER token's own expiry always applies); per listener and "
+              "mechanism as listener.name.<listener>.<mechanism>.connections.max.reauth.ms."),
     ConfigDef("sasl.server.callback.handler.class", S, None,
               "OAUTHBEARER: org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler checks "
               "signed JWTs against sasl.oauthbearer.jwks.endpoint.url; unset: Kafka's unsecured tokens."),

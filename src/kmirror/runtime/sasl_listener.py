@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import secrets
+import time
 from collections.abc import Callable
 
 from kmirror.metadata.image import MetadataImage
@@ -18,7 +19,7 @@ from kmirror.security.listener_config import SaslServerSettings
 from kmirror.security.oauthbearer import OAUTHBEARER, OAuthBearerServer, TokenValidator
 from kmirror.security.plain import PLAIN, PlainServer
 from kmirror.security.sasl_mechanism import MechanismServer
-from kmirror.security.sasl_server import SASL_HANDSHAKE, SaslDecision
+from kmirror.security.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslDecision, SaslServer
 from kmirror.security.scram import ScramCredential, ScramMechanism
 from kmirror.security.scram_server import ScramServer
 
@@ -54,12 +55,34 @@ def sasl_mechanisms(settings: SaslServerSettings | None, image: Callable[[], Met
     return server
 
 
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def sasl_decision(sasl: SaslServer, req: DecodedRequest | None, token: bytes = b"") -> SaslDecision:
+    """`sasl`'s decision on a request of an unauthenticated (or re-authenticating) connection,
+    or on a SaslHandshake; `req` None: a bare token after SaslHandshake v0."""
+    if req is None:
+        return sasl.on_authenticate(token, wall_ms(), version=0)
+    key = req.header.api_key
+    if key == SASL_HANDSHAKE:
+        return sasl.on_handshake(str(req.body.mechanism), req.header.api_version)
+    if key == SASL_AUTHENTICATE:
+        return sasl.on_authenticate(bytes(req.body.auth_bytes), wall_ms(), req.header.api_version)
+    return sasl.on_request(key)
+
+
+def session_text(decision: SaslDecision) -> str:
+    lifetime = decision.session_lifetime_ms
+    return f" (session lifetime {lifetime} ms)" if lifetime else ""
+
+
 def sasl_response(req: DecodedRequest, decision: SaslDecision) -> object:
     rt = req.spec.response_type(req.header.api_version)
     if req.header.api_key == SASL_HANDSHAKE:
         return build(rt, error_code=decision.error, mechanisms=decision.mechanisms)
-    return build(rt, error_code=decision.error, error_message=decision.message,
-                 auth_bytes=decision.auth_bytes, session_lifetime=datetime.timedelta(0))
+    return build(rt, error_code=decision.error, error_message=decision.message, auth_bytes=decision.auth_bytes,
+                 session_lifetime=datetime.timedelta(milliseconds=decision.session_lifetime_ms))
 
 
 def _scram_nonce() -> str:

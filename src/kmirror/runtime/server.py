@@ -69,10 +69,10 @@ from kmirror.protocol.codec import (
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.framing import FrameDecoder, FrameTooLarge
 from kmirror.protocol.registry import ApiRegistry
-from kmirror.runtime.sasl_listener import sasl_mechanisms, sasl_response
+from kmirror.runtime.sasl_listener import sasl_decision, sasl_mechanisms, sasl_response, session_text, wall_ms
 from kmirror.security.listener_config import SaslServerSettings
 from kmirror.security.oauthbearer import TokenValidator
-from kmirror.security.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE, Action, SaslServer
+from kmirror.security.sasl_server import SASL_HANDSHAKE, Action, SaslServer
 from kmirror.security.ssl_principal import PrincipalMappingError, Rule, certificate_principal
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class KafkaConnection(asyncio.Protocol):
         self.connection_id = next(_ids)
         self.peer = "?"
         self._sasl = None if server.sasl is None else SaslServer(server.sasl.enabled_mechanisms,
-                                                                 server.mechanisms)
+                                                                 server.mechanisms, server.sasl.max_reauth_ms)
         self._tls_principal: str | None = None  # a client certificate's (SSL listeners)
 
     # asyncio.Protocol
@@ -255,8 +255,14 @@ class KafkaConnection(asyncio.Protocol):
             return None
         if isinstance(decoded, UnsupportedRequest):
             return self._unsupported(decoded)
-        if self._sasl is not None and not self._sasl.authenticated:
+        sasl = self._sasl
+        if sasl is not None and (not sasl.authenticated or decoded.header.api_key == SASL_HANDSHAKE):
             return self._authenticate(decoded)
+        if sasl is not None and sasl.session_expires_ms is not None and sasl.session_expired(wall_ms()):
+            log.warning("closing connection %s from %s on listener %s: the SASL session of User:%s expired "
+                        "without re-authentication", self.connection_id, self.peer, server.listener, sasl.principal)
+            self.close()
+            return None
         metrics = server.request_metrics
         if metrics is None:
             return (await self._dispatch(decoded, size=len(raw)))[0]
@@ -273,15 +279,8 @@ class KafkaConnection(asyncio.Protocol):
         """A request before SASL authentication completed (see the module docstring), or
         (`req` None) a bare token after SaslHandshake v0."""
         assert self._sasl is not None
-        key = SASL_AUTHENTICATE if req is None else req.header.api_key
-        if req is None:
-            decision = self._sasl.on_authenticate(token)
-        elif key == SASL_HANDSHAKE:
-            decision = self._sasl.on_handshake(str(req.body.mechanism), req.header.api_version)
-        elif key == SASL_AUTHENTICATE:
-            decision = self._sasl.on_authenticate(bytes(req.body.auth_bytes))
-        else:
-            decision = self._sasl.on_request(key)
+        reauthenticating = self._sasl.reauthentications
+        decision = sasl_decision(self._sasl, req, token)
         if decision.action is Action.CLOSE:
             log.warning("closing connection %s from %s on listener %s: illegal SASL state (%s)",
                         self.connection_id, self.peer, self._server.listener, self._sasl.failure)
@@ -297,9 +296,10 @@ class KafkaConnection(asyncio.Protocol):
         if decision.error is not ErrorCode.none:
             log.warning("authentication of connection %s from %s on listener %s failed: %s",
                         self.connection_id, self.peer, self._server.listener, decision.message)
-        elif self._sasl.authenticated:
-            log.info("connection %s from %s on listener %s authenticated as User:%s",
-                     self.connection_id, self.peer, self._server.listener, self._sasl.principal)
+        elif self._sasl.authenticated and decision.action is Action.RESPOND:
+            log.info("connection %s from %s on listener %s %s as User:%s%s", self.connection_id, self.peer,
+                     self._server.listener, "re-authenticated" if self._sasl.reauthentications > reauthenticating
+                     else "authenticated", self._sasl.principal, session_text(decision))
         if req is None:  # SaslHandshake v0: a bare frame back, none on a refusal
             if decision.error is not ErrorCode.none:
                 self.close()

@@ -44,7 +44,7 @@ SECURED_VALIDATORS = frozenset({
 })
 # keys also given per listener and mechanism: listener.name.<listener>.<mechanism>.<key>
 MECHANISM_KEYS = frozenset({"sasl.jaas.config", "sasl.kerberos.service.name", "sasl.kerberos.principal.to.local.rules",
-                            "sasl.server.callback.handler.class"})
+                            "sasl.server.callback.handler.class", "connections.max.reauth.ms"})
 CLIENT_AUTH = ("none", "requested", "required")
 
 # Broker keys that may also be given per listener (`listener.name.<listener>.<key>`).
@@ -57,7 +57,7 @@ LISTENER_SECURITY_KEYS = frozenset({
     "sasl.kerberos.principal.to.local.rules", "sasl.server.callback.handler.class",
     "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
     "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds",
-    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms", "connections.max.reauth.ms",
 })
 
 
@@ -103,6 +103,10 @@ class SaslServerSettings:
     plain_users: Mapping[str, str] = field(default_factory=dict)
     kerberos: KerberosServerSettings | None = None
     oauthbearer: OAuthBearerServerSettings | None = None
+    max_reauth_ms_by_mechanism: Mapping[str, int] = field(default_factory=dict)  # connections.max.reauth.ms
+
+    def max_reauth_ms(self, mechanism: str) -> int:
+        return self.max_reauth_ms_by_mechanism.get(mechanism, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +204,15 @@ def _sasl(get: _Lookup, listener: str) -> SaslServerSettings:
             _check_scram_jaas(get(f"{mechanism.lower()}.sasl.jaas.config"), mechanism, listener)
     kerberos = _kerberos(get, listener) if GSSAPI in mechanisms else None
     oauthbearer = _oauthbearer(get, listener) if OAUTHBEARER in mechanisms else None
-    return SaslServerSettings(mechanisms, users, kerberos, oauthbearer)
+    reauth: dict[str, int] = {}
+    for mechanism in mechanisms:
+        text = get(f"{mechanism.lower()}.connections.max.reauth.ms") or get("connections.max.reauth.ms") or "0"
+        try:
+            reauth[mechanism] = int(text)
+        except ValueError:
+            raise ListenerConfigError(f"invalid value {text!r} for 'connections.max.reauth.ms' of listener "
+                                      f"{listener}: not a number") from None
+    return SaslServerSettings(mechanisms, users, kerberos, oauthbearer, reauth)
 
 
 def _oauthbearer(get: _Lookup, listener: str) -> OAuthBearerServerSettings:

@@ -91,4 +91,5 @@ class OAuthBearerServer:
         if response.authorization_id and response.authorization_id != validated.principal:
             raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
                                        "different from the token's principal name")
-        return MechanismStep(challenge=b"", complete=True, principal=validated.principal)
+        return MechanismStep(challenge=b"", complete=True, principal=validated.principal,
+                             expires_ms=validated.expires_ms)

@@ -15,6 +15,7 @@ class MechanismStep:
     challenge: bytes | None  # None: nothing to send after SaslHandshake v0 (Java's null), b"" in SaslAuthenticate
     complete: bool
     principal: str | None = None
+    expires_ms: int | None = None  # when the credential itself expires (an OAUTHBEARER token's), wall clock
 
 
 class MechanismServer(Protocol):

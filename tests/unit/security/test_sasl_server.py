@@ -11,6 +11,7 @@ from kmirror.security.sasl_server import (
     Action,
     SaslServer,
     SaslState,
+    session_lifetime_ms,
 )
 
 USERS = {"alice": "alice-secret"}
@@ -27,11 +28,11 @@ def test_api_versions_handshake_authenticate_then_every_request_is_dispatched() 
     assert s.state is SaslState.HANDSHAKE_REQUEST
     hs = s.on_handshake("PLAIN")
     assert (hs.action, hs.error, hs.mechanisms) == (Action.RESPOND, ErrorCode.none, ("PLAIN",))
-    auth = s.on_authenticate(plain_client_token("alice", "alice-secret"))
+    auth = s.on_authenticate(plain_client_token("alice", "alice-secret"), version=0)
     assert (auth.action, auth.error, auth.close_after_response) == (Action.RESPOND, ErrorCode.none, False)
-    assert s.authenticated and s.principal == "alice"
+    assert s.authenticated and s.principal == "alice" and auth.session_lifetime_ms == 0
     assert s.on_request(METADATA).action is Action.DISPATCH
-    # after authentication SaslHandshake goes to its handler (ILLEGAL_SASL_STATE there)
+    # after SaslAuthenticate v0 (no re-authentication) SaslHandshake goes to its handler (ILLEGAL_SASL_STATE)
     assert s.on_handshake("PLAIN").action is Action.DISPATCH
 
 
@@ -93,7 +94,9 @@ def test_out_of_order_requests_close_without_a_response(steps: list[tuple[str, o
 
 def test_failed_is_terminal_in_the_table() -> None:
     assert not [k for k in TRANSITIONS if k[0] is SaslState.FAILED]
-    assert {v for (state, _), v in TRANSITIONS.items() if state is SaslState.COMPLETE} == {SaslState.COMPLETE}
+    # once authenticated, a connection only re-authenticates (KIP-368) or fails doing so
+    assert {v for (state, _), v in TRANSITIONS.items() if state is SaslState.COMPLETE} == {
+        SaslState.COMPLETE, SaslState.REAUTHENTICATE, SaslState.FAILED}
 
 
 @pytest.mark.parametrize(("token", "message"), [
@@ -131,3 +134,55 @@ def test_a_final_step_with_nothing_to_send_sends_no_bare_frame() -> None:
     s.on_handshake("GSSAPI", version=0)
     d = s.on_authenticate(b"token")
     assert (d.auth_bytes, d.raw_reply, s.principal) == (b"", False, "alice")
+
+
+def reauthenticating_server(max_reauth_ms: int = 0, expires_ms: int | None = None,
+                            principals: tuple[str, ...] = ("alice", "alice")) -> SaslServer:
+    steps = iter(MechanismStep(challenge=b"", complete=True, principal=p, expires_ms=expires_ms) for p in principals)
+    mechanism = type("Scripted", (), {"evaluate": lambda self, token: next(steps)})
+    return SaslServer(("OAUTHBEARER", "PLAIN"), lambda m: mechanism(), lambda m: max_reauth_ms)
+
+
+@pytest.mark.parametrize(("now", "expires", "max_reauth", "lifetime"), [
+    (1000, None, 0, 0), (1000, None, 5000, 5000), (1000, 4000, 0, 3000), (1000, 4000, 2000, 2000),
+    (1000, 9000, 5000, 5000), (1000, 500, 5000, 0),
+])
+def test_session_lifetime_is_the_lesser_of_the_config_and_the_credentials_life(
+        now: int, expires: int | None, max_reauth: int, lifetime: int) -> None:
+    assert session_lifetime_ms(now, expires, max_reauth) == lifetime
+
+
+def test_reauthentication_renews_the_session_of_the_same_principal() -> None:
+    s = reauthenticating_server(max_reauth_ms=5000)
+    s.on_handshake("OAUTHBEARER")
+    assert s.on_authenticate(b"t", now_ms=1000).session_lifetime_ms == 5000
+    assert not s.session_expired(6000) and s.session_expired(6001)
+    assert s.on_handshake("OAUTHBEARER").action is Action.RESPOND and s.state is SaslState.REAUTHENTICATE
+    assert not s.authenticated  # nothing but SaslAuthenticate until it completes
+    assert s.on_request(METADATA).action is Action.CLOSE
+
+
+def test_reauthentication_completes_and_moves_the_expiry() -> None:
+    s = reauthenticating_server(max_reauth_ms=5000)
+    s.on_handshake("OAUTHBEARER")
+    s.on_authenticate(b"t", now_ms=1000)
+    s.on_handshake("OAUTHBEARER")
+    d = s.on_authenticate(b"t", now_ms=5500)
+    assert d.error is ErrorCode.none and s.authenticated and s.reauthentications == 1
+    assert not s.session_expired(10_500) and s.session_expired(10_501)
+
+
+def test_reauthentication_as_another_principal_or_mechanism_is_refused() -> None:
+    s = reauthenticating_server(principals=("alice", "mallory"))
+    s.on_handshake("OAUTHBEARER")
+    s.on_authenticate(b"t", now_ms=1000)
+    s.on_handshake("OAUTHBEARER")
+    d = s.on_authenticate(b"t", now_ms=2000)
+    assert (d.error, d.close_after_response) == (ErrorCode.sasl_authentication_failed, True)
+    assert d.message == "Cannot change principals during re-authentication from User:alice: User:mallory"
+    other = reauthenticating_server()
+    other.on_handshake("OAUTHBEARER")
+    other.on_authenticate(b"t", now_ms=1000)
+    d = other.on_handshake("PLAIN")
+    assert (d.error, d.close_after_response) == (ErrorCode.unsupported_sasl_mechanism, True)
+    assert "not supported for re-authentication of mechanism 'OAUTHBEARER'" in (d.message or "")

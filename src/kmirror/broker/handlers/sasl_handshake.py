@@ -2,7 +2,8 @@
 
 On a SASL listener the connection's `SaslServer` answers the handshake before
 authentication; a request reaching this handler came on a listener without SASL or after
-authentication (re-authentication is not offered): ILLEGAL_SASL_STATE, as Kafka's KafkaApis.
+authentication by a client that cannot re-authenticate (its SaslAuthenticate was v0; KIP-368
+re-authentication is the connection's `SaslServer`'s): ILLEGAL_SASL_STATE, as Kafka's KafkaApis.
 """
 
 from __future__ import annotations
