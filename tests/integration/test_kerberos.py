@@ -25,11 +25,9 @@ from kafka import KafkaConsumer, KafkaProducer
 from kmirror.protocol.entities import build
 from kmirror.security.plain import plain_client_token
 from kmirror.testing.hostile import decode_response, encode_request, load_request_schema, recv_frame
-from kmirror.testing.kafka_clients import produce_values, watermarks
 from kmirror.testing.kdc import TOOLS, Kdc
-from kmirror.testing.mirror_clusters import create_mirror, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
-from kmirror.testing.segments import log_batches
+from kmirror.testing.secured_mirrors import mirrored_through
 
 pytestmark = [
     pytest.mark.integration,
@@ -208,25 +206,12 @@ def test_principal_to_local_rules_name_the_user(node: KerberosNode) -> None:
 
 
 def test_mirror_from_a_kerberos_source(kdc: Kdc, tmp_path: Path) -> None:
-    topic = "mirrored-krb"
     source = kerberos_node(kdc, tmp_path / "source")
-    dest = LocalCluster(tmp_path / "dest", free_port_block())
     try:
-        dest.up()
-        kmirror("topics", "--bootstrap-server", source.plaintext, "--create", "--topic", topic,
-                "--partitions", "1", "--replication-factor", "1")
-        produce_values({"bootstrap.servers": source.plaintext, "compression.type": "zstd"}, topic,
-                       [f"kerberos {i}".encode() * 7 for i in range(40)])
-        create_mirror(dest, source.gssapi, "krb", topic, tmp_path / "mirror.properties",
-                      source.java_client("mirror/dr-site"))
-        source_end = watermarks(source.plaintext, topic, 0)[1]
-        wait_until(lambda: watermarks(dest.bootstrap, topic, 0)[1] == source_end, "the mirror to catch up")
-        wait_until(lambda: log_batches(dest, topic, 0) == log_batches(source.cluster, topic, 0),
-                   "byte-identical batches")
-        assert log_batches(dest, topic, 0)
-        assert "authenticated as User:dr-mirror" in source.cluster.log_text()
+        with mirrored_through(source.cluster, source.gssapi, source.java_client("mirror/dr-site"), tmp_path,
+                              "mirrored-krb", "zstd"):
+            assert "authenticated as User:dr-mirror" in source.cluster.log_text()
     finally:
-        dest.down()
         source.cluster.down()
 
 

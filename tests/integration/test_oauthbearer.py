@@ -30,11 +30,11 @@ from kmirror.protocol.entities import build
 from kmirror.security.jwt import unsecured_token
 from kmirror.security.oauthbearer import client_initial_response
 from kmirror.testing.hostile import decode_response, encode_request, load_request_schema, recv_frame
-from kmirror.testing.kafka_clients import consume_values, produce_values, watermarks
-from kmirror.testing.mirror_clusters import create_mirror, wait_until
+from kmirror.testing.kafka_clients import consume_values, produce_values
+from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.oidc import AUDIENCE, IdentityProvider
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
-from kmirror.testing.segments import log_batches
+from kmirror.testing.secured_mirrors import mirrored_through, wait_byte_identical
 
 pytestmark = pytest.mark.integration
 
@@ -237,31 +237,17 @@ def test_mirror_from_an_oauth_source(idp: IdentityProvider, tmp_path: Path) -> N
     topic = "mirrored-oauth"
     source = oauth_node(idp, tmp_path / "source",
                         {"listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms": str(REAUTH_MS)})
-    dest = LocalCluster(tmp_path / "dest", free_port_block())
     try:
-        dest.up()
-        kmirror("topics", "--bootstrap-server", source.plaintext, "--create", "--topic", topic,
-                "--partitions", "1", "--replication-factor", "1")
-        produce_values({"bootstrap.servers": source.plaintext, "compression.type": "lz4"}, topic,
-                       [f"oauth {i}".encode() * 9 for i in range(40)])
-        create_mirror(dest, source.signed, "oauth", topic, tmp_path / "mirror.properties",
-                      source.java_client("mirror"))
-        source_end = watermarks(source.plaintext, topic, 0)[1]
-        wait_until(lambda: watermarks(dest.bootstrap, topic, 0)[1] == source_end, "the mirror to catch up")
-        wait_until(lambda: log_batches(dest, topic, 0) == log_batches(source.cluster, topic, 0),
-                   "byte-identical batches")
-        assert log_batches(dest, topic, 0)
-        # the mirror's connections outlive their sessions: they re-authenticate and go on mirroring
-        wait_until(lambda: "re-authenticated as User:mirror" in source.cluster.log_text(),
-                   "the mirror's connections to re-authenticate")
-        produce_values({"bootstrap.servers": source.plaintext, "compression.type": "lz4"}, topic,
-                       [f"after {i}".encode() * 9 for i in range(10)])
-        source_end = watermarks(source.plaintext, topic, 0)[1]
-        wait_until(lambda: log_batches(dest, topic, 0) == log_batches(source.cluster, topic, 0)
-                   and watermarks(dest.bootstrap, topic, 0)[1] == source_end, "byte-identical batches again")
+        with mirrored_through(source.cluster, source.signed, source.java_client("mirror"), tmp_path, topic,
+                              "lz4") as dest:
+            # the mirror's connections outlive their sessions: they re-authenticate and go on mirroring
+            wait_until(lambda: "re-authenticated as User:mirror" in source.cluster.log_text(),
+                       "the mirror's connections to re-authenticate")
+            produce_values({"bootstrap.servers": source.plaintext, "compression.type": "lz4"}, topic,
+                           [f"after {i}".encode() * 9 for i in range(10)])
+            wait_byte_identical(dest, source.cluster, topic)
         assert "expired without re-authentication" not in source.cluster.log_text()
     finally:
-        dest.down()
         source.cluster.down()
 
 

@@ -20,10 +20,10 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError as KafkaPythonError
 
 from kmirror.client.connection import BrokerConnection
-from kmirror.testing.kafka_clients import consume_values, produce_values, watermarks
-from kmirror.testing.mirror_clusters import create_mirror, wait_until
+from kmirror.testing.kafka_clients import consume_values, produce_values
+from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
-from kmirror.testing.segments import log_batches
+from kmirror.testing.secured_mirrors import mirrored_through
 
 pytestmark = pytest.mark.integration
 
@@ -140,25 +140,15 @@ def test_deleted_credential_no_longer_logs_in(node: ScramNode) -> None:
 
 @pytest.mark.slow
 def test_mirror_from_a_scram_source(tmp_path: Path) -> None:
-    topic = "mirrored-scram"
     source = scram_node(tmp_path / "source")
-    dest = LocalCluster(tmp_path / "dest", free_port_block())
     try:
-        dest.up()
         source.configs("--entity-name", "mirror", "--alter", "--add-config",
                        "SCRAM-SHA-512=[iterations=4096,password=mirror-secret]")
-        kmirror("topics", "--bootstrap-server", source.plaintext, "--create", "--topic", topic,
-                "--partitions", "1", "--replication-factor", "1")
-        produce_values({"bootstrap.servers": source.plaintext}, topic, [f"scram {i}".encode() * 5 for i in range(30)])
-        create_mirror(dest, source.sasl_plaintext, "scram", topic, tmp_path / "mirror.properties",
-                      source.java_client("mirror", "mirror-secret", "SCRAM-SHA-512"))
-        source_end = watermarks(source.plaintext, topic, 0)[1]
-        wait_until(lambda: watermarks(dest.bootstrap, topic, 0)[1] == source_end, "the mirror to catch up")
-        wait_until(lambda: log_batches(dest, topic, 0) == log_batches(source.cluster, topic, 0),
-                   "byte-identical batches")
-        assert log_batches(dest, topic, 0)
+        with mirrored_through(source.cluster, source.sasl_plaintext,
+                              source.java_client("mirror", "mirror-secret", "SCRAM-SHA-512"), tmp_path,
+                              "mirrored-scram", "none"):
+            pass
     finally:
-        dest.down()
         source.cluster.down()
 
 

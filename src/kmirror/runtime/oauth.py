@@ -18,7 +18,14 @@ import time
 import urllib.request
 from collections.abc import Mapping
 
-from kmirror.security.jwt import JwtError, ValidatedToken, parse_jws, validate_signed, validate_unsecured
+from kmirror.security.jwt import (
+    ClaimRules,
+    JwtError,
+    ValidatedToken,
+    parse_jws,
+    validate_signed,
+    validate_unsecured,
+)
 from kmirror.security.listener_config import OAuthBearerServerSettings
 from kmirror.security.oauthbearer import TokenValidator
 
@@ -27,6 +34,12 @@ log = logging.getLogger(__name__)
 MIN_REFRESH_S = 10.0
 RETRY_S = 5.0
 TIMEOUT_S = 30.0
+
+
+def claim_rules(settings: OAuthBearerServerSettings) -> ClaimRules:
+    return ClaimRules(clock_skew_ms=settings.clock_skew_ms, principal_claim=settings.principal_claim,
+                      scope_claim=settings.scope_claim, expected_audience=settings.expected_audience,
+                      expected_issuer=settings.expected_issuer, required_scopes=settings.required_scopes)
 
 
 def fetch_jwks(url: str) -> Mapping[str, object]:
@@ -44,6 +57,7 @@ class JwksValidator:
     def __init__(self, settings: OAuthBearerServerSettings) -> None:
         assert settings.jwks_url is not None
         self.settings = settings
+        self.rules = claim_rules(settings)
         self.url = settings.jwks_url
         self.jwks: Mapping[str, object] | None = None
         self._last_fetch = 0.0
@@ -77,11 +91,8 @@ class JwksValidator:
     def __call__(self, token: str) -> ValidatedToken:
         if self.jwks is None:
             raise JwtError(f"the JWK Set of {self.url} is not fetched yet")
-        s = self.settings
         try:
-            return validate_signed(token, self.jwks, now_ms=int(time.time() * 1000), clock_skew_ms=s.clock_skew_ms,
-                                   principal_claim=s.principal_claim, scope_claim=s.scope_claim,
-                                   expected_audience=s.expected_audience, expected_issuer=s.expected_issuer)
+            return validate_signed(token, self.jwks, now_ms=int(time.time() * 1000), **self.rules)
         except JwtError:
             if self._unknown_kid(token):
                 self._wanted.set()  # fetch again: the provider may have rotated its keys
@@ -103,8 +114,8 @@ def token_validator(settings: OAuthBearerServerSettings) -> TokenValidator | Jwk
     if settings.jwks_url is not None:
         return JwksValidator(settings)
 
+    rules = claim_rules(settings)
+
     def unsecured(token: str) -> ValidatedToken:
-        return validate_unsecured(token, now_ms=int(time.time() * 1000), clock_skew_ms=settings.clock_skew_ms,
-                                  principal_claim=settings.principal_claim, scope_claim=settings.scope_claim,
-                                  required_scopes=settings.required_scopes)
+        return validate_unsecured(token, now_ms=int(time.time() * 1000), **rules)
     return unsecured

@@ -27,6 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TypedDict, Unpack
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes
@@ -43,6 +44,7 @@ __all__ = [
     "unsecured_token",
     "validate_unsecured",
     "validate_signed",
+    "ClaimRules",
 ]
 
 # jose4j, under Kafka's validator, refuses RSA keys shorter than this.
@@ -344,6 +346,17 @@ def _audiences(claims: Mapping[str, object]) -> list[str] | None:
     raise JwtError("The aud claim had the incorrect type: expected a string or an array of strings")
 
 
+class ClaimRules(TypedDict, total=False):
+    """What `validate_claims` checks beyond the token's own times (its keywords)."""
+
+    clock_skew_ms: int
+    principal_claim: str
+    scope_claim: str
+    expected_audience: Sequence[str]
+    expected_issuer: str | None
+    required_scopes: Sequence[str]
+
+
 def validate_claims(
     claims: Mapping[str, object],
     *,
@@ -449,17 +462,7 @@ def unsecured_token(claims: Mapping[str, object]) -> str:
     return f"{_b64url_encode(_json_bytes({'alg': 'none'}))}.{_b64url_encode(_json_bytes(claims))}."
 
 
-def validate_unsecured(
-    token: str,
-    *,
-    now_ms: int,
-    clock_skew_ms: int = 0,
-    principal_claim: str = "sub",
-    scope_claim: str = "scope",
-    expected_audience: Sequence[str] = (),
-    expected_issuer: str | None = None,
-    required_scopes: Sequence[str] = (),
-) -> ValidatedToken:
+def validate_unsecured(token: str, *, now_ms: int, **rules: Unpack[ClaimRules]) -> ValidatedToken:
     """Kafka's `OAuthBearerUnsecuredValidatorCallbackHandler`: an `alg` "none" token, unsigned.
 
     The clock skew defaults to 0, as Kafka's `unsecuredValidatorAllowableClockSkewMs`.
@@ -469,40 +472,13 @@ def validate_unsecured(
         raise JwtError("Unsecured JWS must have 'none' for an algorithm")
     if jws.signature:
         raise JwtError("Unsecured JWS must not contain a digital signature")
-    return validate_claims(
-        jws.claims,
-        now_ms=now_ms,
-        clock_skew_ms=clock_skew_ms,
-        principal_claim=principal_claim,
-        scope_claim=scope_claim,
-        expected_audience=expected_audience,
-        expected_issuer=expected_issuer,
-        required_scopes=required_scopes,
-    )
+    rules.setdefault("clock_skew_ms", 0)  # Kafka's unsecuredValidatorAllowableClockSkewMs
+    return validate_claims(jws.claims, now_ms=now_ms, **rules)
 
 
-def validate_signed(
-    token: str,
-    jwks: Mapping[str, object],
-    *,
-    now_ms: int,
-    clock_skew_ms: int = 30_000,
-    principal_claim: str = "sub",
-    scope_claim: str = "scope",
-    expected_audience: Sequence[str] = (),
-    expected_issuer: str | None = None,
-    required_scopes: Sequence[str] = (),
-) -> ValidatedToken:
+def validate_signed(token: str, jwks: Mapping[str, object], *, now_ms: int,
+                    **rules: Unpack[ClaimRules]) -> ValidatedToken:
     """Kafka's broker `JwtValidator`: parse, verify against the JWK Set, then check the claims."""
     jws = parse_jws(token)
     verify_signature(jws, jwks)
-    return validate_claims(
-        jws.claims,
-        now_ms=now_ms,
-        clock_skew_ms=clock_skew_ms,
-        principal_claim=principal_claim,
-        scope_claim=scope_claim,
-        expected_audience=expected_audience,
-        expected_issuer=expected_issuer,
-        required_scopes=required_scopes,
-    )
+    return validate_claims(jws.claims, now_ms=now_ms, **rules)

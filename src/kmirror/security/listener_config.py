@@ -28,7 +28,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kmirror.security.gssapi import GSSAPI, KRB5_LOGIN_MODULE
-from kmirror.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasConfigError, parse_jaas_config
+from kmirror.security.jaas import (
+    PLAIN_LOGIN_MODULE,
+    SCRAM_LOGIN_MODULE,
+    JaasConfig,
+    JaasConfigError,
+    parse_jaas_config,
+)
 from kmirror.security.kerberos_name import KerberosNameError
 from kmirror.security.kerberos_name import parse_rules as parse_kerberos_rules
 from kmirror.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE
@@ -187,21 +193,12 @@ def _sasl(get: _Lookup, listener: str) -> SaslServerSettings:
                                   f"(supported: {', '.join(SERVER_SASL_MECHANISMS)})")
     users: dict[str, str] = {}
     if PLAIN in mechanisms:
-        jaas_text = get(f"{PLAIN.lower()}.sasl.jaas.config") or get("sasl.jaas.config")
-        if jaas_text is None:
-            raise ListenerConfigError(f"listener {listener}: PLAIN needs "
-                                      f"'{LISTENER_PREFIX}{listener.lower()}.plain.sasl.jaas.config'")
-        try:
-            jaas = parse_jaas_config(jaas_text)
-        except JaasConfigError as exc:
-            raise ListenerConfigError(f"invalid JAAS config for PLAIN on listener {listener}: {exc}") from None
-        if jaas.login_module != PLAIN_LOGIN_MODULE:
-            raise ListenerConfigError(f"invalid JAAS config for PLAIN on listener {listener}: "
-                                      f"expected {PLAIN_LOGIN_MODULE}, got {jaas.login_module}")
+        jaas = _jaas(get, listener, PLAIN, PLAIN_LOGIN_MODULE, 'required user_<name>="<password>";')
         users = jaas.users
     for mechanism in mechanisms:
-        if mechanism in SCRAM_MECHANISM_NAMES:
-            _check_scram_jaas(get(f"{mechanism.lower()}.sasl.jaas.config"), mechanism, listener)
+        # SCRAM's users are in the metadata log: its own JAAS config is optional, checked when given
+        if mechanism in SCRAM_MECHANISM_NAMES and get(f"{mechanism.lower()}.sasl.jaas.config") is not None:
+            _jaas(get, listener, mechanism, SCRAM_LOGIN_MODULE)
     kerberos = _kerberos(get, listener) if GSSAPI in mechanisms else None
     oauthbearer = _oauthbearer(get, listener) if OAUTHBEARER in mechanisms else None
     reauth: dict[str, int] = {}
@@ -216,18 +213,7 @@ def _sasl(get: _Lookup, listener: str) -> SaslServerSettings:
 
 
 def _oauthbearer(get: _Lookup, listener: str) -> OAuthBearerServerSettings:
-    jaas_text = get("oauthbearer.sasl.jaas.config") or get("sasl.jaas.config")
-    if jaas_text is None:
-        raise ListenerConfigError(f"listener {listener}: OAUTHBEARER needs "
-                                  f"'{LISTENER_PREFIX}{listener.lower()}.oauthbearer.sasl.jaas.config' "
-                                  f"({OAUTHBEARER_LOGIN_MODULE} required;)")
-    try:
-        jaas = parse_jaas_config(jaas_text)
-    except JaasConfigError as exc:
-        raise ListenerConfigError(f"invalid JAAS config for OAUTHBEARER on listener {listener}: {exc}") from None
-    if jaas.login_module != OAUTHBEARER_LOGIN_MODULE:
-        raise ListenerConfigError(f"invalid JAAS config for OAUTHBEARER on listener {listener}: "
-                                  f"expected {OAUTHBEARER_LOGIN_MODULE}, got {jaas.login_module}")
+    jaas = _jaas(get, listener, OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE)
     handler = get("oauthbearer.sasl.server.callback.handler.class") or get("sasl.server.callback.handler.class")
     try:
         skew_s = int(get("sasl.oauthbearer.clock.skew.seconds", "30") or "30")
@@ -262,18 +248,7 @@ def _kerberos(get: _Lookup, listener: str) -> KerberosServerSettings:
     if not service:
         raise ListenerConfigError(f"listener {listener}: GSSAPI needs 'sasl.kerberos.service.name' (the first part "
                                   "of the broker's Kerberos principal, often kafka)")
-    jaas_text = get("gssapi.sasl.jaas.config") or get("sasl.jaas.config")
-    where = f"'{LISTENER_PREFIX}{listener.lower()}.gssapi.sasl.jaas.config'"
-    if jaas_text is None:
-        raise ListenerConfigError(f"listener {listener}: GSSAPI needs {where} ({KRB5_LOGIN_MODULE} required "
-                                  'useKeyTab=true keyTab="..." principal="...";)')
-    try:
-        jaas = parse_jaas_config(jaas_text)
-    except JaasConfigError as exc:
-        raise ListenerConfigError(f"invalid JAAS config for GSSAPI on listener {listener}: {exc}") from None
-    if jaas.login_module != KRB5_LOGIN_MODULE:
-        raise ListenerConfigError(f"invalid JAAS config for GSSAPI on listener {listener}: "
-                                  f"expected {KRB5_LOGIN_MODULE}, got {jaas.login_module}")
+    jaas = _jaas(get, listener, GSSAPI, KRB5_LOGIN_MODULE, 'required useKeyTab=true keyTab="..." principal="...";')
     keytab, principal = jaas.options.get("keyTab"), jaas.options.get("principal")
     if jaas.options.get("useKeyTab", "false").lower() != "true" or not keytab or not principal:
         raise ListenerConfigError(f"invalid JAAS config for GSSAPI on listener {listener}: a broker logs in from "
@@ -289,16 +264,22 @@ def _kerberos(get: _Lookup, listener: str) -> KerberosServerSettings:
     return KerberosServerSettings(service, principal, keytab, rules or "DEFAULT")
 
 
-def _check_scram_jaas(text: str | None, mechanism: str, listener: str) -> None:
+def _jaas(get: _Lookup, listener: str, mechanism: str, module: str, example: str = "required;") -> JaasConfig:
+    """`mechanism`'s JAAS config on `listener`: `listener.name.<listener>.<mechanism>.sasl.jaas.config`,
+    else the unprefixed `sasl.jaas.config`; it must name `module`."""
+    text = get(f"{mechanism.lower()}.sasl.jaas.config") or get("sasl.jaas.config")
     if text is None:
-        return
+        raise ListenerConfigError(f"listener {listener}: {mechanism} needs "
+                                  f"'{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.sasl.jaas.config' "
+                                  f"({module} {example})")
     try:
         jaas = parse_jaas_config(text)
     except JaasConfigError as exc:
         raise ListenerConfigError(f"invalid JAAS config for {mechanism} on listener {listener}: {exc}") from None
-    if jaas.login_module != SCRAM_LOGIN_MODULE:
+    if jaas.login_module != module:
         raise ListenerConfigError(f"invalid JAAS config for {mechanism} on listener {listener}: "
-                                  f"expected {SCRAM_LOGIN_MODULE}, got {jaas.login_module}")
+                                  f"expected {module}, got {jaas.login_module}")
+    return jaas
 
 
 def listener_security(raw: Mapping[str, str], listener: str, protocol: str) -> ListenerSecurity:
