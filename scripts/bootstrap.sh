@@ -35,11 +35,12 @@ if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi
 apt_updated=""
 apt_install() {  # apt_install PACKAGE...: installs from Debian, updating the package lists once if needed
   command -v apt-get >/dev/null 2>&1 || return 1
-  $SUDO apt-get install -y -q "$@" >/dev/null 2>&1 && return 0
+  # noninteractive: krb5-config would otherwise ask for a default realm
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" </dev/null >/dev/null 2>&1 && return 0
   if [ -z "$apt_updated" ]; then
     apt_updated=1
     $SUDO apt-get update -q >/dev/null 2>&1 || return 1
-    $SUDO apt-get install -y -q "$@" >/dev/null 2>&1 && return 0
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" </dev/null >/dev/null 2>&1 && return 0
   fi
   return 1
 }
