@@ -29,6 +29,7 @@ from kafka.net.sasl.oauth import AbstractTokenProvider
 from kmirror.protocol.entities import build
 from kmirror.security.jwt import unsecured_token
 from kmirror.security.oauthbearer import client_initial_response
+from kmirror.testing.certs import make_certificates
 from kmirror.testing.hostile import decode_response, encode_request, load_request_schema, recv_frame
 from kmirror.testing.kafka_clients import consume_values, produce_values
 from kmirror.testing.mirror_clusters import wait_until
@@ -285,3 +286,29 @@ def test_clients_reauthenticate_and_a_connection_that_does_not_is_closed(node: O
         assert recv_frame(sock) is None  # closed, unanswered
     assert "the SASL session of User:ivy expired without re-authentication" in node.cluster.log_text()
 
+
+
+def test_an_identity_provider_over_tls_and_a_token_file(tmp_path: Path) -> None:
+    """The provider's endpoints are trusted through the JAAS options' `ssl.truststore.*`, as in
+    Kafka (a broker's JWK Set, a client's token endpoint); a token can also come from a file."""
+    certs = make_certificates(tmp_path / "certs")
+    with IdentityProvider(dict(CLIENTS), tls_keystore=certs.server_pem) as tls_idp:
+        trusted = f'ssl.truststore.type="PEM" ssl.truststore.location="{certs.ca_pem}"'
+        source = oauth_node(tls_idp, tmp_path / "node",
+                            {"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": f"{MODULE} required {trusted};"})
+        try:
+            client = source.java_client("ops")
+            code, out = source.topics(source.signed, source.command_config(tmp_path, client), "--list", check=False)
+            assert code == 1 and "CERTIFICATE_VERIFY_FAILED" in out and len(out.strip().splitlines()) == 1, out
+            client["sasl.jaas.config"] = client["sasl.jaas.config"].replace("required", f"required {trusted}")
+            assert source.topics(source.signed, source.command_config(tmp_path, client), "--list")[0] == 0
+            token_file = tmp_path / "token"
+            token_file.write_text(tls_idp.token("app", "kafka"))
+            from_file = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                         "sasl.oauthbearer.token.endpoint.url": token_file.as_uri(),
+                         "sasl.jaas.config": f"{MODULE} required;"}
+            assert source.topics(source.signed, source.command_config(tmp_path, from_file), "--list")[0] == 0
+            log = source.cluster.log_text()
+            assert "authenticated as User:ops" in log and "authenticated as User:app" in log
+        finally:
+            source.cluster.down()

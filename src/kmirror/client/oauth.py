@@ -1,6 +1,8 @@
 """OAUTHBEARER tokens for kmirror's client: the OAuth client credentials grant against the
 identity provider's token endpoint (Kafka's `OAuthBearerLoginCallbackHandler` with its client
-credentials retriever), or Kafka's unsecured token (`unsecuredLogin*` JAAS options).
+credentials retriever), a token file (`file:` endpoint, Kafka's `FileTokenRetriever`), or
+Kafka's unsecured token (`unsecuredLogin*` JAAS options). An https:// endpoint is trusted
+through the JAAS options' `ssl.*` (`EndpointTrust`), else the system CAs.
 
 Blocking (an HTTP request): callers run `access_token` on a worker thread. A token is kept per
 client configuration and fetched again once 80% of its lifetime has passed, as Kafka's login
@@ -10,7 +12,9 @@ refresh does (`sasl.login.refresh.window.factor` 0.8).
 from __future__ import annotations
 
 import base64
+import functools
 import json
+import ssl
 import threading
 import time
 import urllib.error
@@ -19,6 +23,7 @@ import urllib.request
 
 from kmirror.security.client_config import OAuthClientSettings
 from kmirror.security.jwt import JwtError, parse_jws, unsecured_token
+from kmirror.security.oauthbearer import EndpointTrust
 
 REFRESH_FACTOR = 0.8
 TIMEOUT_S = 30.0
@@ -31,13 +36,33 @@ class OAuthTokenError(Exception):
     """No token could be had; `str()` says why in one line."""
 
 
+@functools.lru_cache(maxsize=16)
+def endpoint_context(trust: EndpointTrust) -> ssl.SSLContext:
+    """The TLS context of an identity provider's https:// endpoints (token, JWK Set)."""
+    context = ssl.create_default_context(cafile=trust.ca_location, cadata=trust.ca_pem)
+    if not trust.check_hostname:
+        context.check_hostname = False
+    return context
+
+
+def open_url(request: urllib.request.Request | str, trust: EndpointTrust) -> bytes:
+    """The body at an http(s):// or file: URL; raises OSError (urllib's errors are OSErrors)."""
+    url = request if isinstance(request, str) else request.full_url
+    context = endpoint_context(trust) if url.lower().startswith("https:") else None
+    with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context) as answer:  # noqa: S310 (operator's URL)
+        body: bytes = answer.read()
+    return body
+
+
 def access_token(settings: OAuthClientSettings) -> str:
     with _lock:
         cached = _tokens.get(settings)
         if cached is not None and time.monotonic() < cached[1]:
             return cached[0]
     now = time.time()
-    if settings.token_endpoint is None:
+    if settings.token_endpoint is not None and settings.token_endpoint.lower().startswith("file:"):
+        token, lifetime = _token_file(settings.token_endpoint)
+    elif settings.token_endpoint is None:
         claims: dict[str, object] = {"iat": int(now), "exp": int(now) + settings.unsecured_lifetime_s}
         claims.update({k: list(v) if isinstance(v, tuple) else v for k, v in settings.unsecured_claims})
         token, lifetime = unsecured_token(claims), float(settings.unsecured_lifetime_s)
@@ -59,8 +84,7 @@ def _client_credentials(settings: OAuthClientSettings) -> tuple[str, float]:
                  "Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"})
     where = f"token endpoint {settings.token_endpoint}"
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:  # noqa: S310 (the operator's URL)
-            body = json.loads(answer.read())
+        body = json.loads(open_url(request, settings.trust))
     except urllib.error.HTTPError as exc:
         raise OAuthTokenError(f"{where} answered HTTP {exc.code}: {exc.read()[:200].decode(errors='replace')}") from None
     except (OSError, ValueError) as exc:
@@ -71,8 +95,25 @@ def _client_credentials(settings: OAuthClientSettings) -> tuple[str, float]:
     expires_in = body.get("expires_in")
     if isinstance(expires_in, (int, float)) and expires_in > 0:
         return token, float(expires_in)
+    return token, _lifetime_s(token)
+
+
+def _token_file(url: str) -> tuple[str, float]:
+    """Kafka's `FileTokenRetriever`: a token written to a file by another process, read again
+    once 80% of its life has passed."""
+    try:
+        token = open_url(url, EndpointTrust()).decode().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OAuthTokenError(f"token file {url}: {exc}") from None
+    if not token:
+        raise OAuthTokenError(f"token file {url} is empty")
+    return token, _lifetime_s(token)
+
+
+def _lifetime_s(token: str) -> float:
+    """What is left of a JWT's life by its `exp` claim (60 s when it has none)."""
     try:
         exp = parse_jws(token).claims.get("exp")
     except JwtError:
         exp = None
-    return token, max(0.0, float(exp) - time.time()) if isinstance(exp, (int, float)) else 60.0
+    return max(0.0, float(exp) - time.time()) if isinstance(exp, (int, float)) else 60.0

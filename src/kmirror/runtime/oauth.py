@@ -15,9 +15,9 @@ import asyncio
 import json
 import logging
 import time
-import urllib.request
 from collections.abc import Mapping
 
+from kmirror.client.oauth import open_url
 from kmirror.security.jwt import (
     ClaimRules,
     JwtError,
@@ -27,13 +27,12 @@ from kmirror.security.jwt import (
     validate_unsecured,
 )
 from kmirror.security.listener_config import OAuthBearerServerSettings
-from kmirror.security.oauthbearer import TokenValidator
+from kmirror.security.oauthbearer import EndpointTrust, TokenValidator
 
 log = logging.getLogger(__name__)
 
 MIN_REFRESH_S = 10.0
 RETRY_S = 5.0
-TIMEOUT_S = 30.0
 
 
 def claim_rules(settings: OAuthBearerServerSettings) -> ClaimRules:
@@ -42,10 +41,9 @@ def claim_rules(settings: OAuthBearerServerSettings) -> ClaimRules:
                       expected_issuer=settings.expected_issuer, required_scopes=settings.required_scopes)
 
 
-def fetch_jwks(url: str) -> Mapping[str, object]:
+def fetch_jwks(url: str, trust: EndpointTrust) -> Mapping[str, object]:
     """The JWK Set at `url`; raises OSError or ValueError."""
-    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as answer:  # noqa: S310 (the operator's URL)
-        body = json.loads(answer.read())
+    body = json.loads(open_url(url, trust))
     if not isinstance(body, dict) or not isinstance(body.get("keys"), list):
         raise ValueError(f"{url} is not a JWK Set (no 'keys' list)")
     return body
@@ -75,7 +73,7 @@ class JwksValidator:
         while True:
             self._last_fetch = time.monotonic()
             try:
-                self.jwks = await asyncio.to_thread(fetch_jwks, self.url)
+                self.jwks = await asyncio.to_thread(fetch_jwks, self.url, self.settings.jwks_trust)
                 wait = self.settings.jwks_refresh_ms / 1000
             except (OSError, ValueError) as exc:
                 log.error("cannot fetch the OAUTHBEARER JWK Set from %s: %s (retrying in %.0f s)", self.url, exc,

@@ -35,7 +35,7 @@ from kmirror.security.jaas import (
     JaasConfigError,
     parse_jaas_config,
 )
-from kmirror.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE
+from kmirror.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE, EndpointTrust, endpoint_trust
 from kmirror.security.plain import PLAIN
 from kmirror.security.scram import SCRAM_MECHANISM_NAMES
 
@@ -86,6 +86,7 @@ class OAuthClientSettings:
     scope: str = ""
     unsecured_claims: tuple[tuple[str, str | float | tuple[str, ...]], ...] = ()
     unsecured_lifetime_s: int = 3600
+    trust: EndpointTrust = EndpointTrust()  # of an https:// token endpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,14 +185,20 @@ def _kerberos(props: Mapping[str, str], jaas: JaasConfig) -> KerberosClientSetti
 def _oauth(props: Mapping[str, str], jaas: JaasConfig) -> OAuthClientSettings:
     options = jaas.options
     endpoint = props.get("sasl.oauthbearer.token.endpoint.url")
+    if endpoint and endpoint.lower().startswith("file:"):  # a token another process keeps fresh
+        return OAuthClientSettings(endpoint)
     if endpoint:
         client_id = props.get("sasl.oauthbearer.client.credentials.client.id") or options.get("clientId", "")
         secret = props.get("sasl.oauthbearer.client.credentials.client.secret") or options.get("clientSecret", "")
         if not client_id or not secret:
             raise SecurityConfigError("OAUTHBEARER with 'sasl.oauthbearer.token.endpoint.url' needs a client id and "
                                       "secret (JAAS clientId and clientSecret)")
+        try:
+            trust = endpoint_trust(options)
+        except ValueError as exc:
+            raise SecurityConfigError(f"invalid value for 'sasl.jaas.config': {exc}") from None
         return OAuthClientSettings(endpoint, client_id, secret, props.get("sasl.oauthbearer.scope")
-                                   or options.get("scope", ""))
+                                   or options.get("scope", ""), trust=trust)
     claims: list[tuple[str, str | float | tuple[str, ...]]] = []
     for key, value in options.items():
         kind, _, name = key.removeprefix("unsecuredLogin").partition("Claim_")

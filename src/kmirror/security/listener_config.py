@@ -37,7 +37,7 @@ from kmirror.security.jaas import (
 )
 from kmirror.security.kerberos_name import KerberosNameError
 from kmirror.security.kerberos_name import parse_rules as parse_kerberos_rules
-from kmirror.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE
+from kmirror.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE, EndpointTrust, endpoint_trust
 from kmirror.security.plain import PLAIN
 from kmirror.security.scram import SCRAM_MECHANISM_NAMES
 from kmirror.security.ssl_principal import PrincipalMappingError, Rule, parse_rules
@@ -101,6 +101,7 @@ class OAuthBearerServerSettings:
     required_scopes: tuple[str, ...] = ()
     clock_skew_ms: int = 30_000
     jwks_refresh_ms: int = 3_600_000
+    jwks_trust: EndpointTrust = EndpointTrust()
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,12 +236,16 @@ def _oauthbearer(get: _Lookup, listener: str) -> OAuthBearerServerSettings:
     if not url:
         raise ListenerConfigError(f"listener {listener}: {handler} needs 'sasl.oauthbearer.jwks.endpoint.url'")
     audience = get("sasl.oauthbearer.expected.audience") or ""
+    try:
+        trust = endpoint_trust(jaas.options)
+    except ValueError as exc:
+        raise ListenerConfigError(f"listener {listener}: {exc}") from None
     return OAuthBearerServerSettings(
         jwks_url=url, expected_audience=tuple(a.strip() for a in audience.split(",") if a.strip()),
         expected_issuer=get("sasl.oauthbearer.expected.issuer") or None,
         principal_claim=get("sasl.oauthbearer.sub.claim.name", "sub") or "sub",
         scope_claim=get("sasl.oauthbearer.scope.claim.name", "scope") or "scope",
-        clock_skew_ms=skew_s * 1000, jwks_refresh_ms=refresh_ms)
+        clock_skew_ms=skew_s * 1000, jwks_refresh_ms=refresh_ms, jwks_trust=trust)
 
 
 def _kerberos(get: _Lookup, listener: str) -> KerberosServerSettings:

@@ -4,17 +4,19 @@ signs RS256 JWTs, and the JWK Set that verifies them (`GET /jwks`).
 
 Each client id has a secret; a token's `sub` is its client id, `aud` and `iss` are the
 provider's, `scope` the requested scope. `rotate()` replaces the signing key (the old key is no
-longer published), as a provider rotating its keys does.
+longer published), as a provider rotating its keys does. With a keystore it serves https://.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import ssl
 import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -31,7 +33,8 @@ def new_rsa_key() -> bytes:
 
 
 class IdentityProvider:
-    def __init__(self, clients: dict[str, str], lifetime_s: int = 3600) -> None:
+    def __init__(self, clients: dict[str, str], lifetime_s: int = 3600, tls_keystore: Path | None = None) -> None:
+        """`tls_keystore`: a PEM key and certificate to serve https:// with."""
         self.clients = clients
         self.lifetime_s = lifetime_s
         self.key = new_rsa_key()
@@ -69,7 +72,12 @@ class IdentityProvider:
                                        "token_type": "Bearer", "expires_in": provider.lifetime_s})
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        if tls_keystore is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(tls_keystore)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        scheme = "https" if tls_keystore is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

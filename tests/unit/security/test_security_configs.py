@@ -19,6 +19,7 @@ from kmirror.security.listener_config import (
     is_listener_security_key,
     listener_security,
 )
+from kmirror.security.oauthbearer import EndpointTrust
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
@@ -112,6 +113,21 @@ def test_client_security_oauthbearer_client_credentials_or_an_unsecured_token() 
                             'unsecuredLoginListClaim_scope=",kafka,read" unsecuredLoginLifetimeSeconds=60;'}).sasl
     assert unsecured is not None and unsecured.oauth == OAuthClientSettings(
         unsecured_claims=(("sub", "alice"), ("scope", ("kafka", "read"))), unsecured_lifetime_s=60)
+    tls = client_security({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+        "sasl.jaas.config": f'{OAUTH_MODULE} required clientId="app" clientSecret="s" '
+                            'ssl.truststore.location="/ca.pem" ssl.endpoint.identification.algorithm="";'}).sasl
+    assert tls is not None and tls.oauth is not None and tls.oauth.trust == EndpointTrust("/ca.pem", None, False)
+    file_token = client_security({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+                                  "sasl.oauthbearer.token.endpoint.url": "file:///run/token",
+                                  "sasl.jaas.config": f"{OAUTH_MODULE} required;"}).sasl
+    assert file_token is not None and file_token.oauth == OAuthClientSettings("file:///run/token")
+    with pytest.raises(SecurityConfigError, match="only PEM"):
+        client_security({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+                         "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+                         "sasl.jaas.config": f'{OAUTH_MODULE} required clientId="a" clientSecret="s" '
+                                             'ssl.truststore.type="JKS";'})
     with pytest.raises(SecurityConfigError, match="needs a client id and secret"):
         client_security({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
                          "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
