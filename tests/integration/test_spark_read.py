@@ -25,6 +25,7 @@ from kmirror.runtime.node import SystemClock
 from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.testing.kafka_clients import create_topic, watermarks
 from kmirror.testing.mirror_clusters import wait_until
+from kmirror.testing.oidc import IdentityProvider
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.segments import partition_dir
 from kmirror.testing.spark import SKIP_REASON, java_available
@@ -295,43 +296,61 @@ def test_unsupported_save_mode_and_bad_sink_columns(module_node: LocalCluster, s
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 
 
 def test_sasl_options_reach_the_client(spark: Any, tmp_path: Path) -> None:
     """kafka.security.protocol / kafka.sasl.* go to kmirror's client in the planner and in the
     tasks: a SASL_PLAINTEXT listener is read and written with the right password, with PLAIN
-    and with SCRAM-SHA-512; a wrong one fails with the broker's SASL_AUTHENTICATION_FAILED."""
+    and with SCRAM-SHA-512, and read with OAUTHBEARER tokens of an identity provider; a wrong
+    password fails with the broker's SASL_AUTHENTICATION_FAILED."""
     port = free_port_block(2)
+    idp = IdentityProvider({"spark-app": "spark-secret"})
     node = LocalCluster(tmp_path / "sasl", port, 1, {
         "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1},"
                      f"CONTROLLER://127.0.0.1:{port + 100}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1}",
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512,OAUTHBEARER",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": f'{PLAIN_MODULE} required user_alice="alice-secret";',
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": f"{OAUTH_MODULE} required;",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
     })
-    node.up()
-    try:
-        create_topic(node.bootstrap, "secured", 1)
+    with idp:
+        node.up()
+        try:
+            _read_and_write_through_sasl(spark, node, port, idp)
+        finally:
+            node.down()
 
-        def sasl(password: str) -> dict[str, str]:
-            return {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
-                    "kafka.sasl.jaas.config": f'{PLAIN_MODULE} required username="alice" password="{password}";'}
 
-        writer = spark.createDataFrame([("a",), ("b",)], "value string").write.mode("append").format("kmirror") \
-            .option("kafka.bootstrap.servers", f"127.0.0.1:{port + 1}").option("topic", "secured")
-        for k, v in sasl("alice-secret").items():
-            writer = writer.option(k, v)
-        writer.save()
-        df = read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **sasl("alice-secret"))
-        assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b"]
-        with pytest.raises(Exception) as info:
-            read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **sasl("wrong")).count()
-        assert "SASL_AUTHENTICATION_FAILED" in str(info.value)
-        kmirror("configs", "--bootstrap-server", node.bootstrap, "--entity-type", "users", "--entity-name", "bob",
-                "--alter", "--add-config", "SCRAM-SHA-512=[password=bob-secret]")
-        scram = {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-512",
-                 "kafka.sasl.jaas.config": f'{SCRAM_MODULE} required username="bob" password="bob-secret";'}
-        df = read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **scram)
-        assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b"]
-    finally:
-        node.down()
+def _read_and_write_through_sasl(spark: Any, node: LocalCluster, port: int, idp: IdentityProvider) -> None:
+    create_topic(node.bootstrap, "secured", 1)
+
+    def sasl(password: str) -> dict[str, str]:
+        return {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
+                "kafka.sasl.jaas.config": f'{PLAIN_MODULE} required username="alice" password="{password}";'}
+
+    writer = spark.createDataFrame([("a",), ("b",)], "value string").write.mode("append").format("kmirror") \
+        .option("kafka.bootstrap.servers", f"127.0.0.1:{port + 1}").option("topic", "secured")
+    for k, v in sasl("alice-secret").items():
+        writer = writer.option(k, v)
+    writer.save()
+    df = read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **sasl("alice-secret"))
+    assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b"]
+    with pytest.raises(Exception) as info:
+        read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **sasl("wrong")).count()
+    assert "SASL_AUTHENTICATION_FAILED" in str(info.value)
+    kmirror("configs", "--bootstrap-server", node.bootstrap, "--entity-type", "users", "--entity-name", "bob",
+            "--alter", "--add-config", "SCRAM-SHA-512=[password=bob-secret]")
+    scram = {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+             "kafka.sasl.jaas.config": f'{SCRAM_MODULE} required username="bob" password="bob-secret";'}
+    df = read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **scram)
+    assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b"]
+    oauth = {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "OAUTHBEARER",
+             "kafka.sasl.oauthbearer.token.endpoint.url": idp.token_endpoint,
+             "kafka.sasl.jaas.config": f'{OAUTH_MODULE} required clientId="spark-app" clientSecret="spark-secret";'}
+    df = read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **oauth)
+    assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b"]
+    assert "authenticated as User:spark-app" in node.log_text()
