@@ -26,7 +26,7 @@ from kmirror.protocol.entities import build
 from kmirror.security.plain import plain_client_token
 from kmirror.testing.hostile import decode_response, encode_request, load_request_schema, recv_frame
 from kmirror.testing.kdc import TOOLS, Kdc
-from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror, write_properties
 from kmirror.testing.secured_mirrors import mirrored_through
 
 pytestmark = [
@@ -65,9 +65,7 @@ class KerberosNode:
                                     f'keyTab="{self.keytab(name)}" principal="{self.kdc.principal(name)}";'}
 
     def command_config(self, name: str, service: str = "kafka") -> Path:
-        path = self.dir / f"{name.replace('/', '_')}-{service}.properties"
-        path.write_text("".join(f"{k}={v}\n" for k, v in self.java_client(name, service).items()))
-        return path
+        return write_properties(self.dir / f"{name.replace('/', '_')}-{service}.properties", self.java_client(name, service))
 
     def kcat(self, name: str, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(

@@ -34,7 +34,7 @@ from kmirror.testing.hostile import decode_response, encode_request, load_reques
 from kmirror.testing.kafka_clients import consume_values, produce_values
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.oidc import AUDIENCE, IdentityProvider
-from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror, write_properties
 from kmirror.testing.secured_mirrors import mirrored_through, wait_byte_identical
 
 pytestmark = pytest.mark.integration
@@ -71,9 +71,7 @@ class OAuthNode:
                 "sasl.jaas.config": f'{MODULE} required clientId="{client_id}" clientSecret="{secret}" scope="kafka";'}
 
     def command_config(self, directory: Path, client: dict[str, str]) -> Path:
-        path = directory / f"client-{abs(hash(tuple(client.items())))}.properties"
-        path.write_text("".join(f"{k}={v}\n" for k, v in client.items()))
-        return path
+        return write_properties(directory / f"client-{abs(hash(tuple(client.items())))}.properties", client)
 
     def topics(self, bootstrap: str, config: Path, *args: str, check: bool = True) -> tuple[int, str]:
         out = kmirror("topics", "--bootstrap-server", bootstrap, "--command-config", str(config), *args, check=check)

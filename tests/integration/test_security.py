@@ -28,7 +28,7 @@ from kmirror.testing.certs import GeneratedCertificates, make_certificates
 from kmirror.testing.kafka_clients import consume_values, produce_values, watermarks
 from kmirror.testing.metrics_scrape import metric_value
 from kmirror.testing.mirror_clusters import clusters_up, create_mirror, wait_until
-from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror, write_properties
 from kmirror.testing.segments import log_batches
 
 pytestmark = pytest.mark.integration
@@ -134,10 +134,10 @@ def test_plaintext_client_on_the_tls_port_is_disconnected_and_the_node_keeps_ser
 def test_mirrors_cli_command_config_speaks_sasl_ssl(node: SecureNode, tmp_path: Path) -> None:
     kmirror("features", "--bootstrap-server", node.plaintext, "upgrade", "--feature", "mirror.version=1")
     props = tmp_path / "client.properties"
-    props.write_text("".join(f"{k}={v}\n" for k, v in node.java_client("alice", "alice-secret").items()))
+    write_properties(props, node.java_client("alice", "alice-secret"))
     out = kmirror("mirrors", "--bootstrap-server", node.sasl_ssl, "--command-config", str(props), "--list")
     assert out.returncode == 0 and out.stdout.startswith("MIRROR")
-    props.write_text("".join(f"{k}={v}\n" for k, v in node.java_client("alice", "nope").items()))
+    write_properties(props, node.java_client("alice", "nope"))
     refused = kmirror("mirrors", "--bootstrap-server", node.sasl_ssl, "--command-config", str(props), "--list",
                       check=False)
     assert refused.returncode != 0 and "SASL_AUTHENTICATION_FAILED" in refused.stderr

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import random
 import secrets
@@ -43,14 +42,13 @@ from kmirror.client.protocol import (
     kio_versions,
     request_schema,
 )
-from kmirror.client.tls import TlsSetupError, client_context
+from kmirror.client.tls import TlsSetupError, tls_context
 from kmirror.protocol.entities import build
 from kmirror.security.client_config import (
     PLAINTEXT,
     ClientSecurity,
     KerberosClientSettings,
     OAuthClientSettings,
-    TlsClientSettings,
 )
 from kmirror.security.gssapi import GssapiClient, GssFailure
 from kmirror.security.oauthbearer import SEPARATOR, client_initial_response
@@ -66,11 +64,6 @@ CLIENT_SOFTWARE_VERSION = "0.1.0"
 SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
 
-
-@functools.lru_cache(maxsize=64)
-def tls_context(settings: TlsClientSettings) -> ssl.SSLContext:
-    """One context per distinct TLS setting (contexts are reusable across connections)."""
-    return client_context(settings)
 
 
 class BrokerConnection:

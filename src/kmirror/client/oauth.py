@@ -2,7 +2,7 @@
 identity provider's token endpoint (Kafka's `OAuthBearerLoginCallbackHandler` with its client
 credentials retriever), a token file (`file:` endpoint, Kafka's `FileTokenRetriever`), or
 Kafka's unsecured token (`unsecuredLogin*` JAAS options). An https:// endpoint is trusted
-through the JAAS options' `ssl.*` (`EndpointTrust`), else the system CAs.
+through the JAAS options' `ssl.*` (`client_config.jaas_tls`), else the system CAs.
 
 Blocking (an HTTP request): callers run `access_token` on a worker thread. A token is kept per
 client configuration and fetched again once 80% of its lifetime has passed, as Kafka's login
@@ -12,18 +12,16 @@ refresh does (`sasl.login.refresh.window.factor` 0.8).
 from __future__ import annotations
 
 import base64
-import functools
 import json
-import ssl
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
-from kmirror.security.client_config import OAuthClientSettings
+from kmirror.client.tls import tls_context
+from kmirror.security.client_config import OAuthClientSettings, TlsClientSettings
 from kmirror.security.jwt import JwtError, parse_jws, unsecured_token
-from kmirror.security.oauthbearer import EndpointTrust
 
 REFRESH_FACTOR = 0.8
 TIMEOUT_S = 30.0
@@ -36,19 +34,11 @@ class OAuthTokenError(Exception):
     """No token could be had; `str()` says why in one line."""
 
 
-@functools.lru_cache(maxsize=16)
-def endpoint_context(trust: EndpointTrust) -> ssl.SSLContext:
-    """The TLS context of an identity provider's https:// endpoints (token, JWK Set)."""
-    context = ssl.create_default_context(cafile=trust.ca_location, cadata=trust.ca_pem)
-    if not trust.check_hostname:
-        context.check_hostname = False
-    return context
-
-
-def open_url(request: urllib.request.Request | str, trust: EndpointTrust) -> bytes:
-    """The body at an http(s):// or file: URL; raises OSError (urllib's errors are OSErrors)."""
+def open_url(request: urllib.request.Request | str, trust: TlsClientSettings) -> bytes:
+    """The body at an http(s):// or file: URL; raises OSError (urllib's errors are OSErrors), or
+    ValueError for a truststore that cannot be read."""
     url = request if isinstance(request, str) else request.full_url
-    context = endpoint_context(trust) if url.lower().startswith("https:") else None
+    context = tls_context(trust) if url.lower().startswith("https:") else None
     with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context) as answer:  # noqa: S310 (operator's URL)
         body: bytes = answer.read()
     return body
@@ -102,7 +92,7 @@ def _token_file(url: str) -> tuple[str, float]:
     """Kafka's `FileTokenRetriever`: a token written to a file by another process, read again
     once 80% of its life has passed."""
     try:
-        token = open_url(url, EndpointTrust()).decode().strip()
+        token = open_url(url, TlsClientSettings()).decode().strip()
     except (OSError, UnicodeDecodeError) as exc:
         raise OAuthTokenError(f"token file {url}: {exc}") from None
     if not token:

@@ -7,6 +7,7 @@ pass through a private temporary file, because `load_cert_chain` only reads file
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import ssl
 import tempfile
@@ -72,3 +73,9 @@ def client_context(settings: TlsClientSettings) -> ssl.SSLContext:
     _load_chain(ctx, settings.keystore_location, settings.certificate_chain_pem, settings.key_pem,
                 settings.key_password)
     return ctx
+
+
+@functools.lru_cache(maxsize=64)
+def tls_context(settings: TlsClientSettings) -> ssl.SSLContext:
+    """One context per distinct TLS setting (contexts are reusable across connections)."""
+    return client_context(settings)

@@ -353,7 +353,7 @@ class Node:
             sasl = None if security is None else security.sasl
             if sasl is not None and sasl.kerberos is not None:
                 acceptor_credentials(sasl.kerberos)  # a keytab without the principal refuses the start
-            validator = None if sasl is None or sasl.oauthbearer is None else token_validator(sasl.oauthbearer)
+            validator = None if sasl is None or sasl.oauthbearer is None else token_validator(sasl.oauthbearer, self.clock)
             if isinstance(validator, JwksValidator):
                 validator.start()
                 self._jwks.append(validator)

@@ -2,7 +2,7 @@
 checked against the identity provider's JWK Set (Kafka's `OAuthBearerValidatorCallbackHandler`).
 
 The JWK Set is fetched (http(s):// or file:) when the listener opens, every
-`sasl.oauthbearer.jwks.endpoint.refresh.ms`, and, at most every `MIN_REFRESH_S`, when a token
+`sasl.oauthbearer.jwks.endpoint.refresh.ms`, and, at most every `MIN_REFRESH_MS`, when a token
 names a key id the set does not hold (the provider rotated its keys). Fetches run on a worker
 thread. A provider that cannot be reached is logged and retried; meanwhile signed tokens are
 refused (Kafka's broker instead fails its start), so that an identity provider's outage does
@@ -14,24 +14,25 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import Mapping
 
 from kmirror.client.oauth import open_url
+from kmirror.ports import Clock
+from kmirror.security.client_config import TlsClientSettings
 from kmirror.security.jwt import (
     ClaimRules,
     JwtError,
     ValidatedToken,
-    parse_jws,
+    names_unknown_key,
     validate_signed,
     validate_unsecured,
 )
 from kmirror.security.listener_config import OAuthBearerServerSettings
-from kmirror.security.oauthbearer import EndpointTrust, TokenValidator
+from kmirror.security.oauthbearer import TokenValidator
 
 log = logging.getLogger(__name__)
 
-MIN_REFRESH_S = 10.0
+MIN_REFRESH_MS = 10_000
 RETRY_S = 5.0
 
 
@@ -41,7 +42,7 @@ def claim_rules(settings: OAuthBearerServerSettings) -> ClaimRules:
                       expected_issuer=settings.expected_issuer, required_scopes=settings.required_scopes)
 
 
-def fetch_jwks(url: str, trust: EndpointTrust) -> Mapping[str, object]:
+def fetch_jwks(url: str, trust: TlsClientSettings) -> Mapping[str, object]:
     """The JWK Set at `url`; raises OSError or ValueError."""
     body = json.loads(open_url(url, trust))
     if not isinstance(body, dict) or not isinstance(body.get("keys"), list):
@@ -52,13 +53,14 @@ def fetch_jwks(url: str, trust: EndpointTrust) -> Mapping[str, object]:
 class JwksValidator:
     """Validates signed tokens with the latest JWK Set it fetched."""
 
-    def __init__(self, settings: OAuthBearerServerSettings) -> None:
+    def __init__(self, settings: OAuthBearerServerSettings, clock: Clock) -> None:
         assert settings.jwks_url is not None
+        self.clock = clock
         self.settings = settings
         self.rules = claim_rules(settings)
         self.url = settings.jwks_url
         self.jwks: Mapping[str, object] | None = None
-        self._last_fetch = 0.0
+        self._last_fetch_ms = 0
         self._wanted = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -71,7 +73,7 @@ class JwksValidator:
 
     async def _refresh_loop(self) -> None:
         while True:
-            self._last_fetch = time.monotonic()
+            self._last_fetch_ms = self.clock.monotonic_ms()
             try:
                 self.jwks = await asyncio.to_thread(fetch_jwks, self.url, self.settings.jwks_trust)
                 wait = self.settings.jwks_refresh_ms / 1000
@@ -82,38 +84,30 @@ class JwksValidator:
             self._wanted.clear()
             try:
                 await asyncio.wait_for(self._wanted.wait(), wait)
-                await asyncio.sleep(max(0.0, self._last_fetch + MIN_REFRESH_S - time.monotonic()))
+                await asyncio.sleep(max(0, self._last_fetch_ms + MIN_REFRESH_MS - self.clock.monotonic_ms()) / 1000)
             except TimeoutError:
                 pass
 
     def __call__(self, token: str) -> ValidatedToken:
-        if self.jwks is None:
+        jwks = self.jwks
+        if jwks is None:
             raise JwtError(f"the JWK Set of {self.url} is not fetched yet")
         try:
-            return validate_signed(token, self.jwks, now_ms=int(time.time() * 1000), **self.rules)
+            return validate_signed(token, jwks, now_ms=self.clock.now_ms(), **self.rules)
         except JwtError:
-            if self._unknown_kid(token):
+            if names_unknown_key(token, jwks):
                 self._wanted.set()  # fetch again: the provider may have rotated its keys
             raise
 
-    def _unknown_kid(self, token: str) -> bool:
-        try:
-            kid = parse_jws(token).kid
-        except JwtError:
-            return False
-        keys = self.jwks.get("keys") if self.jwks is not None else None
-        return kid is not None and isinstance(keys, list) and not any(
-            isinstance(k, dict) and k.get("kid") == kid for k in keys)
 
-
-def token_validator(settings: OAuthBearerServerSettings) -> TokenValidator | JwksValidator:
+def token_validator(settings: OAuthBearerServerSettings, clock: Clock) -> TokenValidator | JwksValidator:
     """The listener's validation: a `JwksValidator` (to `start`) for signed tokens, else Kafka's
     unsecured tokens' rules."""
     if settings.jwks_url is not None:
-        return JwksValidator(settings)
+        return JwksValidator(settings, clock)
 
     rules = claim_rules(settings)
 
     def unsecured(token: str) -> ValidatedToken:
-        return validate_unsecured(token, now_ms=int(time.time() * 1000), **rules)
+        return validate_unsecured(token, now_ms=clock.now_ms(), **rules)
     return unsecured

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime
 import secrets
-import time
 from collections.abc import Callable
 
 from kmirror.metadata.image import MetadataImage
@@ -55,20 +54,17 @@ def sasl_mechanisms(settings: SaslServerSettings | None, image: Callable[[], Met
     return server
 
 
-def wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def sasl_decision(sasl: SaslServer, req: DecodedRequest | None, token: bytes = b"") -> SaslDecision:
-    """`sasl`'s decision on a request of an unauthenticated (or re-authenticating) connection,
-    or on a SaslHandshake; `req` None: a bare token after SaslHandshake v0."""
+def sasl_decision(sasl: SaslServer, now_ms: int, req: DecodedRequest | None, token: bytes = b"") -> SaslDecision:
+    """`sasl`'s decision, at wall-clock `now_ms`, on a request of an unauthenticated (or
+    re-authenticating) connection, or on a SaslHandshake; `req` None: a bare token after
+    SaslHandshake v0."""
     if req is None:
-        return sasl.on_authenticate(token, wall_ms(), version=0)
+        return sasl.on_authenticate(token, now_ms, version=0)
     key = req.header.api_key
     if key == SASL_HANDSHAKE:
         return sasl.on_handshake(str(req.body.mechanism), req.header.api_version)
     if key == SASL_AUTHENTICATE:
-        return sasl.on_authenticate(bytes(req.body.auth_bytes), wall_ms(), req.header.api_version)
+        return sasl.on_authenticate(bytes(req.body.auth_bytes), now_ms, req.header.api_version)
     return sasl.on_request(key)
 
 

@@ -69,7 +69,7 @@ from kmirror.protocol.codec import (
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.framing import FrameDecoder, FrameTooLarge
 from kmirror.protocol.registry import ApiRegistry
-from kmirror.runtime.sasl_listener import sasl_decision, sasl_mechanisms, sasl_response, session_text, wall_ms
+from kmirror.runtime.sasl_listener import sasl_decision, sasl_mechanisms, sasl_response, session_text
 from kmirror.security.listener_config import SaslServerSettings
 from kmirror.security.oauthbearer import TokenValidator
 from kmirror.security.sasl_server import SASL_HANDSHAKE, Action, SaslServer
@@ -258,7 +258,7 @@ class KafkaConnection(asyncio.Protocol):
         sasl = self._sasl
         if sasl is not None and (not sasl.authenticated or decoded.header.api_key == SASL_HANDSHAKE):
             return self._authenticate(decoded)
-        if sasl is not None and sasl.session_expires_ms is not None and sasl.session_expired(wall_ms()):
+        if sasl is not None and sasl.session_expires_ms is not None and sasl.session_expired(server.services.clock.now_ms()):
             log.warning("closing connection %s from %s on listener %s: the SASL session of User:%s expired "
                         "without re-authentication", self.connection_id, self.peer, server.listener, sasl.principal)
             self.close()
@@ -280,7 +280,7 @@ class KafkaConnection(asyncio.Protocol):
         (`req` None) a bare token after SaslHandshake v0."""
         assert self._sasl is not None
         reauthenticating = self._sasl.reauthentications
-        decision = sasl_decision(self._sasl, req, token)
+        decision = sasl_decision(self._sasl, self._server.services.clock.now_ms(), req, token)
         if decision.action is Action.CLOSE:
             log.warning("closing connection %s from %s on listener %s: illegal SASL state (%s)",
                         self.connection_id, self.peer, self._server.listener, self._sasl.failure)

@@ -35,7 +35,7 @@ from kmirror.security.jaas import (
     JaasConfigError,
     parse_jaas_config,
 )
-from kmirror.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE, EndpointTrust, endpoint_trust
+from kmirror.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE
 from kmirror.security.plain import PLAIN
 from kmirror.security.scram import SCRAM_MECHANISM_NAMES
 
@@ -86,7 +86,7 @@ class OAuthClientSettings:
     scope: str = ""
     unsecured_claims: tuple[tuple[str, str | float | tuple[str, ...]], ...] = ()
     unsecured_lifetime_s: int = 3600
-    trust: EndpointTrust = EndpointTrust()  # of an https:// token endpoint
+    trust: TlsClientSettings = TlsClientSettings()  # of an https:// token endpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +182,19 @@ def _kerberos(props: Mapping[str, str], jaas: JaasConfig) -> KerberosClientSetti
                               "principal) or useTicketCache=true")
 
 
+def jaas_tls(options: Mapping[str, str]) -> TlsClientSettings:
+    """How an identity provider's https:// endpoints are trusted: the `ssl.*` options of an
+    OAuthBearerLoginModule JAAS config, as Kafka's `JaasOptionsUtils` reads them (PEM only);
+    the system CAs when none is given. `ValueError` for a truststore that is not PEM."""
+    kind = options.get("ssl.truststore.type", "PEM").strip().upper()
+    if kind != "PEM":
+        raise ValueError(f"ssl.truststore.type {kind} in the OAUTHBEARER JAAS options: only PEM is supported")
+    return TlsClientSettings(ca_location=options.get("ssl.truststore.location") or None,
+                             ca_pem=options.get("ssl.truststore.certificates") or None,
+                             check_hostname=options.get("ssl.endpoint.identification.algorithm", "https")
+                             .strip().lower() == "https")
+
+
 def _oauth(props: Mapping[str, str], jaas: JaasConfig) -> OAuthClientSettings:
     options = jaas.options
     endpoint = props.get("sasl.oauthbearer.token.endpoint.url")
@@ -194,7 +207,7 @@ def _oauth(props: Mapping[str, str], jaas: JaasConfig) -> OAuthClientSettings:
             raise SecurityConfigError("OAUTHBEARER with 'sasl.oauthbearer.token.endpoint.url' needs a client id and "
                                       "secret (JAAS clientId and clientSecret)")
         try:
-            trust = endpoint_trust(options)
+            trust = jaas_tls(options)
         except ValueError as exc:
             raise SecurityConfigError(f"invalid value for 'sasl.jaas.config': {exc}") from None
         return OAuthClientSettings(endpoint, client_id, secret, props.get("sasl.oauthbearer.scope")

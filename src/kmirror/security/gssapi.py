@@ -18,6 +18,7 @@ through `sasl.kerberos.principal.to.local.rules` (`security/kerberos_name.py`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import Enum
 from typing import Protocol
 
 from kmirror.security.sasl_mechanism import AuthenticationFailed, MechanismStep
@@ -61,23 +62,31 @@ def _layer_message(layers: int, max_buffer: int, authorization_id: bytes = b"") 
     return bytes([layers]) + max_buffer.to_bytes(3, "big") + authorization_id
 
 
+class Stage(Enum):
+    """The server's side of RFC 4752: the three steps of the module docstring."""
+
+    ESTABLISHING = "ESTABLISHING"
+    OFFERING_LAYERS = "OFFERING_LAYERS"
+    READING_CHOICE = "READING_CHOICE"
+
+
 class GssapiServer:
     """One GSSAPI authentication on one connection (a `MechanismServer`)."""
 
     def __init__(self, context: GssContext, short_name: Callable[[str], str]) -> None:
         self._context = context
         self._short_name = short_name
-        self._stage = 0  # 0: establishing, 1: layers to offer, 2: the client's choice to read
+        self._stage = Stage.ESTABLISHING
 
     def evaluate(self, token: bytes) -> MechanismStep:
         try:
-            if self._stage == 0:
+            if self._stage is Stage.ESTABLISHING:
                 out = self._context.step(token)
                 if self._context.complete:
-                    self._stage = 1
+                    self._stage = Stage.OFFERING_LAYERS
                 return MechanismStep(challenge=out or b"", complete=False)
-            if self._stage == 1:
-                self._stage = 2
+            if self._stage is Stage.OFFERING_LAYERS:
+                self._stage = Stage.READING_CHOICE
                 offer = _layer_message(NO_SECURITY_LAYER, MAX_BUFFER)
                 return MechanismStep(challenge=self._context.wrap(offer), complete=False)
             layer, _, _ = _layers(self._context.unwrap(token))

@@ -44,6 +44,7 @@ __all__ = [
     "unsecured_token",
     "validate_unsecured",
     "validate_signed",
+    "names_unknown_key",
     "ClaimRules",
 ]
 
@@ -253,6 +254,18 @@ def _verifies(
         return True
     except InvalidSignature:
         return False
+
+
+def names_unknown_key(token: str, jwks: Mapping[str, object]) -> bool:
+    """Whether `token` names a key id (`kid`) that no key of the JWK Set has: the identity
+    provider may have rotated its keys, and the set is worth fetching again."""
+    try:
+        kid = parse_jws(token).kid
+    except JwtError:
+        return False
+    keys = jwks.get("keys")
+    return kid is not None and isinstance(keys, list) and not any(
+        isinstance(k, Mapping) and k.get("kid") == kid for k in keys)
 
 
 def verify_signature(jws: Jws, jwks: Mapping[str, object]) -> None:

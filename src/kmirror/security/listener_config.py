@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kmirror.security.client_config import TlsClientSettings, jaas_tls
 from kmirror.security.gssapi import GSSAPI, KRB5_LOGIN_MODULE
 from kmirror.security.jaas import (
     PLAIN_LOGIN_MODULE,
@@ -37,7 +38,7 @@ from kmirror.security.jaas import (
 )
 from kmirror.security.kerberos_name import KerberosNameError
 from kmirror.security.kerberos_name import parse_rules as parse_kerberos_rules
-from kmirror.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE, EndpointTrust, endpoint_trust
+from kmirror.security.oauthbearer import OAUTHBEARER, OAUTHBEARER_LOGIN_MODULE
 from kmirror.security.plain import PLAIN
 from kmirror.security.scram import SCRAM_MECHANISM_NAMES
 from kmirror.security.ssl_principal import PrincipalMappingError, Rule, parse_rules
@@ -101,7 +102,7 @@ class OAuthBearerServerSettings:
     required_scopes: tuple[str, ...] = ()
     clock_skew_ms: int = 30_000
     jwks_refresh_ms: int = 3_600_000
-    jwks_trust: EndpointTrust = EndpointTrust()
+    jwks_trust: TlsClientSettings = TlsClientSettings()  # of an https:// JWK Set
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +238,7 @@ def _oauthbearer(get: _Lookup, listener: str) -> OAuthBearerServerSettings:
         raise ListenerConfigError(f"listener {listener}: {handler} needs 'sasl.oauthbearer.jwks.endpoint.url'")
     audience = get("sasl.oauthbearer.expected.audience") or ""
     try:
-        trust = endpoint_trust(jaas.options)
+        trust = jaas_tls(jaas.options)
     except ValueError as exc:
         raise ListenerConfigError(f"listener {listener}: {exc}") from None
     return OAuthBearerServerSettings(

@@ -26,25 +26,6 @@ SEPARATOR = "\x01"
 _AUTH = re.compile(r"Bearer +([A-Za-z0-9\-._~+/]+=*)")
 _KEY = re.compile(r"[A-Za-z]+")
 
-@dataclass(frozen=True, slots=True)
-class EndpointTrust:
-    """How an identity provider's https:// endpoints are trusted: the `ssl.*` options of the
-    OAuthBearerLoginModule JAAS config, as Kafka reads them (its `JaasOptionsUtils`); PEM only."""
-
-    ca_location: str | None = None  # ssl.truststore.location; None: the system CAs
-    ca_pem: str | None = None  # ssl.truststore.certificates
-    check_hostname: bool = True  # ssl.endpoint.identification.algorithm https (default) or empty
-
-
-def endpoint_trust(options: Mapping[str, str]) -> EndpointTrust:
-    kind = options.get("ssl.truststore.type", "PEM").strip().upper()
-    if kind != "PEM":
-        raise ValueError(f"ssl.truststore.type {kind} in the OAUTHBEARER JAAS options: only PEM is supported")
-    return EndpointTrust(options.get("ssl.truststore.location") or None,
-                         options.get("ssl.truststore.certificates") or None,
-                         options.get("ssl.endpoint.identification.algorithm", "https").strip().lower() == "https")
-
-
 TokenValidator = Callable[[str], ValidatedToken]
 """A token's validation; raises `JwtError` with the reason."""
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kmirror.testing.metrics_scrape import mirror_fetch_requests
-from kmirror.testing.processes import LocalCluster, kmirror, kmirror_in_process
+from kmirror.testing.processes import LocalCluster, kmirror, kmirror_in_process, write_properties
 
 T = TypeVar("T")
 
@@ -128,7 +128,7 @@ def create_mirror(dest: LocalCluster | str, source: LocalCluster | str, mirror: 
     cli = bootstrap_of(dest)
     kmirror("features", "--bootstrap-server", cli, "upgrade", "--feature", "mirror.version=1")
     mirror_configs = {"bootstrap.servers": bootstrap_of(source), **(configs or {})}
-    config_path.write_text("".join(f"{k}={v}\n" for k, v in mirror_configs.items()))
+    write_properties(config_path, mirror_configs)
     kmirror("mirrors", "--bootstrap-server", cli, "--create", "--mirror", mirror, "--mirror-config", str(config_path))
     if topic is not None:
         kmirror("mirrors", "--bootstrap-server", cli, "--add", "--mirror", mirror, "--topic", topic)

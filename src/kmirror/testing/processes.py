@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,6 +83,12 @@ def _free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def write_properties(path: Path, props: Mapping[str, str]) -> Path:
+    """`props` as a Java properties file at `path` (a CLI `--command-config` or `--mirror-config`)."""
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return path
 
 
 def kmirror(*args: str, check: bool = True, timeout: float = 120, input: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -12,6 +12,7 @@ from kmirror.security.jwt import (
     Jws,
     JwtError,
     ValidatedToken,
+    names_unknown_key,
     parse_jws,
     unsecured_token,
     validate_claims,
@@ -411,3 +412,11 @@ def test_parsed_jws_is_read_only() -> None:
     assert jws.alg == "none" and jws.kid is None and jws.signature == b""
     with pytest.raises(TypeError):
         cast("dict[str, object]", jws.claims)["sub"] = "mallory"
+
+
+def test_names_unknown_key_tells_a_rotated_key_from_a_known_one(rsa_pem: bytes) -> None:
+    jwks = {"keys": [public_jwk(rsa_pem, "key-1")]}
+    assert not names_unknown_key(signed_token(_claims(), rsa_pem, "key-1"), jwks)
+    assert names_unknown_key(signed_token(_claims(), rsa_pem, "key-2"), jwks)
+    assert not names_unknown_key(unsecured_token(_claims()), jwks)  # no kid: nothing to fetch
+    assert not names_unknown_key("not a token", jwks)

@@ -8,6 +8,7 @@ from kmirror.security.client_config import (
     KerberosClientSettings,
     OAuthClientSettings,
     SecurityConfigError,
+    TlsClientSettings,
     client_security,
 )
 from kmirror.security.gssapi import KRB5_LOGIN_MODULE as KRB5_MODULE
@@ -19,7 +20,6 @@ from kmirror.security.listener_config import (
     is_listener_security_key,
     listener_security,
 )
-from kmirror.security.oauthbearer import EndpointTrust
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
@@ -118,7 +118,7 @@ def test_client_security_oauthbearer_client_credentials_or_an_unsecured_token() 
         "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
         "sasl.jaas.config": f'{OAUTH_MODULE} required clientId="app" clientSecret="s" '
                             'ssl.truststore.location="/ca.pem" ssl.endpoint.identification.algorithm="";'}).sasl
-    assert tls is not None and tls.oauth is not None and tls.oauth.trust == EndpointTrust("/ca.pem", None, False)
+    assert tls is not None and tls.oauth is not None and tls.oauth.trust == TlsClientSettings(ca_location="/ca.pem", check_hostname=False)
     file_token = client_security({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
                                   "sasl.oauthbearer.token.endpoint.url": "file:///run/token",
                                   "sasl.jaas.config": f"{OAUTH_MODULE} required;"}).sasl
