@@ -48,7 +48,9 @@ def default_realm() -> str | None:
     return KerberosName.parse(str(name)).realm
 
 
+@functools.lru_cache(maxsize=8)
 def short_namer(settings: KerberosServerSettings) -> Callable[[str], str]:
+    """The listener's `sasl.kerberos.principal.to.local.rules`, parsed once."""
     realm = default_realm()
     rules = parse_rules(settings.principal_to_local_rules, realm)
     return lambda principal: short_name(KerberosName.parse(principal), rules, realm)
