@@ -140,6 +140,10 @@ POLICIES: dict[int, Policy] = {
     67: cluster(CLUSTER_ACTION),  # AllocateProducerIds (controller plane)
     68: checks(group(READ)),  # ConsumerGroupHeartbeat (and DESCRIBE on subscribed topics in the handler)
     69: PER_RESOURCE,  # ConsumerGroupDescribe
+    76: checks(group(READ)),  # ShareGroupHeartbeat (and DESCRIBE on subscribed topics in the handler)
+    77: PER_RESOURCE,  # ShareGroupDescribe
+    78: checks(group(READ)),  # ShareFetch (and READ on each topic in the handler)
+    79: checks(group(READ)),  # ShareAcknowledge (and READ on each topic in the handler)
     94: PER_RESOURCE,  # CreateMirror
     95: PER_RESOURCE,  # AddTopicsToMirror
     96: PER_RESOURCE,  # RemoveTopicsFromMirror

@@ -3,8 +3,8 @@
 defaults) and its validation, bounds included.
 
 kmirror stores and describes them; `consumer.session.timeout.ms` and
-`consumer.heartbeat.interval.ms` apply to KIP-848 consumer groups, as in Kafka; the `share.*`
-keys have no effect (kmirror has no KIP-932 share groups).
+`consumer.heartbeat.interval.ms` apply to KIP-848 consumer groups, the `share.*` keys to
+KIP-932 share groups, as in Kafka.
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ GROUP_CONFIG_DEFS: dict[str, ConfigDef] = {d.name: d for d in (
     ConfigDef("share.auto.offset.reset", ConfigType.STRING, "latest",
               "The strategy to initialize the share-partition start offset.", one_of("latest", "earliest"),
               read_only=False),
+    ConfigDef("share.isolation.level", ConfigType.STRING, "read_uncommitted",
+              "Which records a share group reads: read_committed skips aborted transactional records.",
+              one_of("read_committed", "read_uncommitted"), read_only=False),
 )}
 
 # Kafka's broker bounds (GroupCoordinatorConfig / ShareGroupConfig): name -> (min key, max key).

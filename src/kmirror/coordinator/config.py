@@ -28,6 +28,10 @@ class CoordinatorConfig:
     # the first is the default of members that name no ServerAssignor
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     group_consumer_migration_policy: str = "bidirectional"
+    # KIP-932 share groups (Kafka `ShareGroupConfig`).
+    group_share_session_timeout_ms: int = 45_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    group_share_max_size: int = 200
 
     @property
     def offsets_retention_ms(self) -> int:

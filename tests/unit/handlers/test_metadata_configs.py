@@ -193,7 +193,8 @@ def test_group_configs_are_described_and_altered_as_kafka_does() -> None:
     services = _services()
     described = {c.name: c for c in _describe(services, 4, [(GROUP, "g", None)]).results[0].configs}
     assert set(described) == {"consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "share.session.timeout.ms",
-                              "share.heartbeat.interval.ms", "share.record.lock.duration.ms", "share.auto.offset.reset"}
+                              "share.heartbeat.interval.ms", "share.record.lock.duration.ms", "share.auto.offset.reset",
+                              "share.isolation.level"}
     assert (described["consumer.session.timeout.ms"].value, described["consumer.session.timeout.ms"].config_source) == (
         "45000", 5)  # DEFAULT_CONFIG
     resp = _incremental(services, 1, [(GROUP, "g", [("consumer.session.timeout.ms", 0, "50000"),

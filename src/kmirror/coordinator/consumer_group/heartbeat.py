@@ -141,6 +141,8 @@ def _group_for(
     group = core.consumer_groups.get(req.group_id)
     if group is not None:
         return group
+    if req.group_id in core.share_groups:
+        return HeartbeatResult(E.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
     classic = core.groups.get(req.group_id)
     if req.member_epoch != 0:
         return HeartbeatResult(E.unknown_member_id, f"Consumer group {req.group_id} not found.")

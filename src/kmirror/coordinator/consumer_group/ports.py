@@ -13,6 +13,7 @@ from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.group.group import ClassicGroup
 from kmirror.coordinator.group.sensors import GroupCoordinatorSensors
 from kmirror.coordinator.results import GroupOutput
+from kmirror.coordinator.share_group.group import ShareGroup
 from kmirror.metadata.image import MetadataImage
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
@@ -61,6 +62,9 @@ class GroupsCore(Protocol):
 
     @property
     def consumer_groups(self) -> dict[str, ConsumerGroup]: ...
+
+    @property
+    def share_groups(self) -> dict[str, ShareGroup]: ...
 
     def coordinator_error(self, group_id: str) -> ErrorCode | None: ...
 

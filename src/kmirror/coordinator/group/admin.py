@@ -24,7 +24,8 @@ E = ErrorCode
 
 def list_groups(core: GroupCoordinator, states_filter: list[str], types_filter: list[str]) -> ListGroupsResult:
     """Groups of every loaded partition; COORDINATOR_LOAD_IN_PROGRESS while any loads.
-    Filters match case-insensitively; types are `classic` and `consumer` (KIP-848)."""
+    Filters match case-insensitively; types are `classic`, `consumer` (KIP-848) and `share`
+    (KIP-932)."""
     error = E.none
     if any(s is PartitionStatus.LOADING for s in core.state.partitions.values()):
         error = E.coordinator_load_in_progress
@@ -35,6 +36,8 @@ def list_groups(core: GroupCoordinator, states_filter: list[str], types_filter: 
         listed.extend(ListedGroup(g.group_id, g.protocol_type or "", str(g.state)) for g in core.groups.values())
     if not types or "consumer" in types:
         listed.extend(consumer_admin.listed(g) for g in core.consumer_groups.values())
+    if not types or "share" in types:
+        listed.extend(ListedGroup(g.group_id, "share", str(g.state), "share") for g in core.share_groups.values())
     groups = tuple(
         g for g in sorted(listed, key=lambda g: g.group_id)
         if core.coordinator_error(g.group_id) is None and (not states_filter or g.state in wanted_states)

@@ -39,6 +39,8 @@ from kmirror.coordinator.results import (
     LeaveResult,
     SyncResult,
 )
+from kmirror.coordinator.share_group import heartbeat as share_heartbeat
+from kmirror.coordinator.share_group.group import ShareGroup
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
@@ -59,6 +61,8 @@ class CoreState:
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
     # KIP-848 consumer groups; a group id is in `groups` or here, never both
     consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
+    # KIP-932 share groups, in memory (`kmirror.coordinator.share_group`); an id is in one map only
+    share_groups: dict[str, ShareGroup] = field(default_factory=dict)
     partitions: dict[int, PartitionStatus] = field(default_factory=dict)
     # (group id, member id) -> request id of the JoinGroup / SyncGroup waiting on a rebalance.
     pending_joins: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -91,6 +95,10 @@ class GroupCoordinator:
     @property
     def consumer_groups(self) -> dict[str, ConsumerGroup]:
         return self.state.consumer_groups
+
+    @property
+    def share_groups(self) -> dict[str, ShareGroup]:
+        return self.state.share_groups
 
     def new_uuid(self) -> str:
         return self._new_uuid()
@@ -139,6 +147,8 @@ class GroupCoordinator:
         self.state.offsets_expiration_deadline_ms.pop(partition, None)
         for group_id in [g for g in self.state.consumer_groups if self.partition_for(g) == partition]:
             del self.state.consumer_groups[group_id]
+        for group_id in [g for g in self.state.share_groups if self.partition_for(g) == partition]:
+            del self.state.share_groups[group_id]
         for group_id in [g for g in self.state.groups if self.partition_for(g) == partition]:
             group = self.state.groups.pop(group_id)
             out.extend(sync_group.fail_waiters(self, group, E.not_coordinator))
@@ -423,6 +433,9 @@ class GroupCoordinator:
         consumer = membership.next_deadline_ms(self)
         if consumer is not None:
             deadlines.append(consumer)
+        share = share_heartbeat.next_deadline_ms(self.state.share_groups.values())
+        if share is not None:
+            deadlines.append(share)
         deadlines.extend(self.state.offsets_expiration_deadline_ms.values())
         return min(deadlines, default=None)
 
@@ -432,6 +445,7 @@ class GroupCoordinator:
         for group in list(self.state.groups.values()):
             expiry.expire(self, group, now_ms, out)
         out.extend(membership.expire(self, now_ms))
+        share_heartbeat.expire(self.state.share_groups.values(), now_ms)
         out.extend(expiration.poll(self, now_ms))
         return out
 

@@ -33,6 +33,8 @@ from kmirror.coordinator.results import (
     SyncResult,
 )
 from kmirror.coordinator.runtime import KeyValueCoordinatorRuntime
+from kmirror.coordinator.share_group import admin as share_admin
+from kmirror.coordinator.share_group import heartbeat as share_heartbeat
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 
@@ -187,3 +189,14 @@ class GroupCoordinatorService(KeyValueCoordinatorRuntime):
 
     def consumer_group_describe(self, group_ids: list[str]) -> list[consumer_admin.DescribedConsumerGroup]:
         return [consumer_admin.describe(self.core, g) for g in group_ids]
+
+    # ---- KIP-932 share groups ---------------------------------------------------------
+
+    def share_group_heartbeat(self, request: share_heartbeat.ShareHeartbeatRequest, topics: TopicsView,
+                              group_config: share_heartbeat.ShareGroupConfig) -> share_heartbeat.ShareHeartbeatResult:
+        result = share_heartbeat.heartbeat(self.core, request, topics, group_config)
+        self._rearm()
+        return result
+
+    def share_group_describe(self, group_ids: list[str]) -> list[share_admin.DescribedShareGroup]:
+        return [share_admin.describe(self.core, g) for g in group_ids]

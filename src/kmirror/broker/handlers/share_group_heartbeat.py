@@ -1,0 +1,57 @@
+"""ShareGroupHeartbeat (key 76, v1; KIP-932). The member generates its member id; topics
+travel by id; the coordinator is given the cluster's topics from the metadata image.
+
+Authorization (Kafka's): READ on the group (checked before the handler, `api_authorization`)
+and DESCRIBE on every subscribed topic name, else TOPIC_AUTHORIZATION_FAILED."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kmirror.broker.api import RequestContext, api
+from kmirror.broker.authorization import DESCRIBE, TOPIC
+from kmirror.broker.handlers.consumer_group_heartbeat import topics_view
+from kmirror.broker.handlers.join_group import client_host
+from kmirror.broker.services import BrokerServices
+from kmirror.broker.share_partitions import group_configs
+from kmirror.coordinator.share_group.heartbeat import ShareGroupConfig, ShareHeartbeatRequest
+from kmirror.protocol.entities import build, nested
+from kmirror.protocol.errors import ErrorCode
+
+
+def share_group_config(services: BrokerServices, group_id: str) -> ShareGroupConfig:
+    """The group's `share.session.timeout.ms` / `share.heartbeat.interval.ms` (GROUP resource
+    configs, validated when altered), else the broker defaults."""
+    configs = group_configs(services, group_id)
+    session, interval = configs.get("share.session.timeout.ms"), configs.get("share.heartbeat.interval.ms")
+    return ShareGroupConfig(int(session) if session else None, int(interval) if interval else None)
+
+
+@api(76, "ShareGroupHeartbeat", 1, 1)
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    rt = ctx.response_type
+    subscribed = request.subscribed_topic_names or ()
+    if subscribed and not services.authorization.filter(ctx, DESCRIBE, TOPIC, subscribed).issuperset(subscribed):
+        return build(rt, throttle_time=datetime.timedelta(0), error_code=ErrorCode.topic_authorization_failed,
+                     error_message="Topic authorization failed.", member_id=None, member_epoch=-1,
+                     heartbeat_interval=datetime.timedelta(0), assignment=None)
+    result = services.groups.share_group_heartbeat(
+        ShareHeartbeatRequest(
+            group_id=request.group_id, member_id=request.member_id, member_epoch=request.member_epoch,
+            rack_id=request.rack_id,
+            subscribed_topic_names=(tuple(request.subscribed_topic_names)
+                                    if request.subscribed_topic_names is not None else None),
+            client_id=ctx.header.client_id or "", client_host=client_host(ctx)),
+        topics_view(services), share_group_config(services, request.group_id))
+    assignment = None
+    if result.assignment is not None:
+        Assignment = nested(rt, "Assignment")
+        TopicPartitions = nested(rt, "TopicPartitions")
+        assignment = build(Assignment, topic_partitions=tuple(
+            build(TopicPartitions, topic_id=t, partitions=tuple(sorted(ps)))
+            for t, ps in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))))
+    return build(rt, throttle_time=datetime.timedelta(0), error_code=result.error,
+                 error_message=result.error_message, member_id=result.member_id, member_epoch=result.member_epoch,
+                 heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
+                 assignment=assignment)

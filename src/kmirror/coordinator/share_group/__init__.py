@@ -1,0 +1,1 @@
+"""KIP-932 share groups on the group coordinator: membership, assignment and descriptions."""

@@ -1,0 +1,201 @@
+"""ShareGroupHeartbeat (KIP-932) on the group coordinator core (Kafka
+`GroupMetadataManager.shareGroupHeartbeat`), and the sessions of share group members.
+
+One heartbeat, in order: validate the request; leave if the epoch is -1; find or create the
+group (an id held by a classic or consumer group is GROUP_ID_NOT_FOUND); find or create the
+member and check its epoch (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH); apply its subscription,
+bumping the group epoch when it or the subscribed topics' metadata changed; run the assignor
+when the group epoch is ahead of the assignment epoch; move the member to its target
+assignment at the assignment epoch; re-arm its session.
+
+Share group membership is kept in memory by the coordinator of the group's
+`__consumer_offsets` partition: after the coordinator moves, members are told
+UNKNOWN_MEMBER_ID and join again (docs/design/share-groups.md).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.consumer_group.group import ConsumerGroup
+from kmirror.coordinator.consumer_group.ports import TopicsView
+from kmirror.coordinator.group.group import ClassicGroup
+from kmirror.coordinator.share_group import assignor
+from kmirror.coordinator.share_group.group import ShareGroup, ShareGroupMember, TopicPartitions
+from kmirror.ports import Clock
+from kmirror.protocol.errors import ErrorCode
+
+E = ErrorCode
+LEAVE_EPOCH = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ShareHeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None = None
+    subscribed_topic_names: tuple[str, ...] | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ShareHeartbeatResult:
+    error: ErrorCode
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: TopicPartitions | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupConfig:
+    """The group's `share.session.timeout.ms` / `share.heartbeat.interval.ms` (GROUP
+    resource configs); None: the broker's `group.share.*` default."""
+
+    session_timeout_ms: int | None = None
+    heartbeat_interval_ms: int | None = None
+
+
+BROKER_DEFAULTS = ShareGroupConfig()
+
+
+class ShareGroupsCore(Protocol):
+    config: CoordinatorConfig
+    clock: Clock
+
+    @property
+    def groups(self) -> dict[str, ClassicGroup]: ...
+
+    @property
+    def consumer_groups(self) -> dict[str, ConsumerGroup]: ...
+
+    @property
+    def share_groups(self) -> dict[str, ShareGroup]: ...
+
+    def coordinator_error(self, group_id: str) -> ErrorCode | None: ...
+
+
+def validate(req: ShareHeartbeatRequest) -> str | None:
+    """Kafka `throwIfShareGroupHeartbeatRequestIsInvalid`: why the request is INVALID_REQUEST."""
+    if not req.group_id:
+        return "GroupId can't be empty."
+    if req.rack_id is not None and not req.rack_id:
+        return "RackId can't be empty."
+    if not req.member_id:
+        return "MemberId can't be empty."
+    if req.member_epoch == 0 and not req.subscribed_topic_names:
+        return "SubscribedTopicNames must be set in first request."
+    if req.member_epoch < LEAVE_EPOCH:
+        return f"MemberEpoch is invalid: {req.member_epoch}."
+    return None
+
+
+def heartbeat(core: ShareGroupsCore, req: ShareHeartbeatRequest, topics: TopicsView,
+              group_config: ShareGroupConfig = BROKER_DEFAULTS) -> ShareHeartbeatResult:
+    err = core.coordinator_error(req.group_id)
+    if err is not None:
+        return ShareHeartbeatResult(err)
+    invalid = validate(req)
+    if invalid is not None:
+        return ShareHeartbeatResult(E.invalid_request, invalid)
+    if req.group_id in core.groups or req.group_id in core.consumer_groups:
+        return ShareHeartbeatResult(E.group_id_not_found, f"Group {req.group_id} is not a share group.")
+    group = core.share_groups.get(req.group_id)
+    if req.member_epoch == LEAVE_EPOCH:
+        return _leave(core, group, req)
+    if group is None:
+        if req.member_epoch != 0:
+            return ShareHeartbeatResult(E.unknown_member_id, f"Share group {req.group_id} not found.")
+        group = core.share_groups[req.group_id] = ShareGroup(req.group_id)
+
+    member = group.members.get(req.member_id)
+    if req.member_epoch == 0:
+        if member is None:
+            if len(group.members) >= core.config.group_share_max_size:
+                return ShareHeartbeatResult(
+                    E.group_max_size_reached,
+                    f"The share group has reached its maximum capacity of {core.config.group_share_max_size} members.")
+            member = ShareGroupMember(req.member_id)
+    elif member is None:
+        return ShareHeartbeatResult(E.unknown_member_id,
+                                    f"Member {req.member_id} is not a member of group {req.group_id}.")
+    elif req.member_epoch != member.member_epoch:
+        return ShareHeartbeatResult(
+            E.fenced_member_epoch, f"The share group member has a member epoch ({req.member_epoch}) other than the "
+            f"one known by the group coordinator ({member.member_epoch}).")
+
+    joined = member.member_id not in group.members
+    subscribed = (tuple(sorted(set(req.subscribed_topic_names)))
+                  if req.subscribed_topic_names is not None else member.subscribed_topic_names)
+    updated = member.with_changes(
+        rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+        client_id=req.client_id, client_host=req.client_host, subscribed_topic_names=subscribed)
+    group.members[updated.member_id] = updated
+    metadata = _subscribed_metadata(group, topics)
+    if joined or subscribed != member.subscribed_topic_names or metadata != group.subscribed_metadata:
+        group.group_epoch += 1
+        group.subscribed_metadata = metadata
+    if group.group_epoch > group.assignment_epoch:
+        group.target = assignor.assign(group.members, metadata)
+        group.assignment_epoch = group.group_epoch
+
+    target = group.target.get(updated.member_id, {})
+    current = updated.with_changes(member_epoch=group.assignment_epoch, assignment=target)
+    group.members[current.member_id] = current
+    now = core.clock.monotonic_ms()
+    group.session_deadline_ms[current.member_id] = now + (
+        group_config.session_timeout_ms or core.config.group_share_session_timeout_ms)
+    send_assignment = req.member_epoch == 0 or target != member.assignment
+    return ShareHeartbeatResult(
+        E.none, member_id=current.member_id, member_epoch=current.member_epoch,
+        heartbeat_interval_ms=group_config.heartbeat_interval_ms or core.config.group_share_heartbeat_interval_ms,
+        assignment=dict(target) if send_assignment else None)
+
+
+def _leave(core: ShareGroupsCore, group: ShareGroup | None, req: ShareHeartbeatRequest) -> ShareHeartbeatResult:
+    if group is None or req.member_id not in group.members:
+        return ShareHeartbeatResult(E.unknown_member_id,
+                                    f"Member {req.member_id} is not a member of group {req.group_id}.")
+    remove_members(group, [req.member_id])
+    return ShareHeartbeatResult(E.none, member_id=req.member_id, member_epoch=LEAVE_EPOCH)
+
+
+def remove_members(group: ShareGroup, member_ids: Iterable[str]) -> None:
+    """The members leave (or their sessions ended): the group epoch moves, so the others'
+    next heartbeats get the new assignment."""
+    removed = False
+    for member_id in member_ids:
+        if group.members.pop(member_id, None) is not None:
+            removed = True
+        group.session_deadline_ms.pop(member_id, None)
+        group.target.pop(member_id, None)
+    if removed:
+        group.group_epoch += 1
+
+
+def _subscribed_metadata(group: ShareGroup, topics: TopicsView) -> dict[str, tuple[uuid.UUID, int]]:
+    return {name: (topics[name].topic_id, topics[name].partitions)
+            for name in sorted(group.subscribed_topics()) if name in topics}
+
+
+def next_deadline_ms(share_groups: Iterable[ShareGroup]) -> int | None:
+    return min((d for g in share_groups for d in g.session_deadline_ms.values()), default=None)
+
+
+def expire(share_groups: Iterable[ShareGroup], now_ms: int) -> list[tuple[str, str]]:
+    """Remove every member whose session ended at or before `now_ms`; (group id, member id)
+    of each, for the log."""
+    expired: list[tuple[str, str]] = []
+    for group in share_groups:
+        ended = [m for m, deadline in group.session_deadline_ms.items() if deadline <= now_ms]
+        if ended:
+            remove_members(group, ended)
+            expired.extend((group.group_id, m) for m in ended)
+    return expired

@@ -1,0 +1,1 @@
+"""Share groups (KIP-932): queue-like consumption with per-record acquisition and acknowledgement."""

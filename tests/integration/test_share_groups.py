@@ -1,0 +1,155 @@
+"""KIP-932 share groups on a real kmirror node, driven by confluent-kafka's ShareConsumer
+(librdkafka's share consumer): two members share the partitions of one topic and every record
+is delivered once; explicit RELEASE redelivers a record with its delivery count raised, REJECT
+archives it, a record released `group.share.delivery.count.limit` times is archived; a
+member's close releases what it held; a share group id cannot be used by a consumer group."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from kmirror.testing.kafka_clients import create_topic
+from kmirror.testing.processes import LocalCluster, free_port_block
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(dir=tmp_path_factory.mktemp("share") / "cluster", port=free_port_block(),
+                      overrides={"group.share.heartbeat.interval.ms": "1000",
+                                 "group.share.delivery.count.limit": "3"}) as c:
+        yield c
+
+
+def earliest(bootstrap: str, group: str) -> None:
+    """`share.auto.offset.reset=earliest` for the group (Kafka's default is latest)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def produce(bootstrap: str, topic: str, n: int, partitions: int, codec: str = "lz4") -> set[tuple[int, int]]:
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5})
+    delivered: set[tuple[int, int]] = set()
+
+    def on_delivery(err, msg) -> None:
+        assert err is None, err
+        delivered.add((msg.partition(), msg.offset()))
+
+    for i in range(n):
+        producer.produce(topic, value=b"v%d" % i, key=b"k%d" % i, partition=i % partitions, on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    return delivered
+
+
+def share_consumer(bootstrap: str, group: str, topic: str, **extra: str) -> ShareConsumer:
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, **extra})
+    consumer.subscribe([topic])
+    return consumer
+
+
+def poll_until(consumers: list[ShareConsumer], seen: Counter[tuple[int, int]], want: int,
+               timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < want and time.monotonic() < deadline:
+        for consumer in consumers:
+            for message in consumer.poll(0.5):
+                assert message.error() is None, message.error()
+                seen[(message.partition(), message.offset())] += 1
+    assert len(seen) >= want, f"{len(seen)} of {want} records delivered"
+
+
+def test_two_members_share_a_topic_and_every_record_is_delivered_once(cluster: LocalCluster) -> None:
+    create_topic(cluster.bootstrap, "jobs", partitions=3)
+    earliest(cluster.bootstrap, "workers")
+    produced = produce(cluster.bootstrap, "jobs", 300, 3, "zstd")
+    consumers = [share_consumer(cluster.bootstrap, "workers", "jobs") for _ in range(2)]
+    seen: Counter[tuple[int, int]] = Counter()
+    try:
+        poll_until(consumers, seen, len(produced))
+        more = produce(cluster.bootstrap, "jobs", 150, 3, "none")
+        poll_until(consumers, seen, len(produced) + len(more))
+        for consumer in consumers:  # nothing more comes: every record was accepted (implicit mode)
+            assert not [m for m in consumer.poll(1.0) if m.error() is None]
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    assert set(seen) == produced | more
+    assert max(seen.values()) == 1, [k for k, v in seen.items() if v > 1]
+
+
+def test_release_redelivers_reject_archives_and_the_delivery_limit_archives(cluster: LocalCluster) -> None:
+    create_topic(cluster.bootstrap, "tasks", partitions=1)
+    earliest(cluster.bootstrap, "acks")
+    produce(cluster.bootstrap, "tasks", 3, 1)  # offsets 0, 1, 2
+    consumer = share_consumer(cluster.bootstrap, "acks", "tasks", **{"share.acknowledgement.mode": "explicit"})
+    deliveries: list[tuple[int, int]] = []  # (offset, delivery count)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(deliveries) < 5:
+            for message in consumer.poll(0.5):
+                assert message.error() is None, message.error()
+                deliveries.append((message.offset(), message.delivery_count()))
+                # 0: accepted; 1: rejected; 2: released at every delivery
+                kind = {0: AcknowledgeType.ACCEPT, 1: AcknowledgeType.REJECT}.get(message.offset(),
+                                                                                 AcknowledgeType.RELEASE)
+                consumer.acknowledge(message, kind)
+            consumer.commit_sync(30)
+        # offset 2 is delivered 3 times (group.share.delivery.count.limit=3), then archived
+        time.sleep(1.0)
+        assert not [m for m in consumer.poll(1.0) if m.error() is None]
+    finally:
+        consumer.close()
+    assert sorted(deliveries) == [(0, 1), (1, 1), (2, 1), (2, 2), (2, 3)]
+
+
+def test_a_closed_member_releases_what_it_held(cluster: LocalCluster) -> None:
+    create_topic(cluster.bootstrap, "held", partitions=1)
+    earliest(cluster.bootstrap, "holders")
+    produced = produce(cluster.bootstrap, "held", 20, 1)
+    first = share_consumer(cluster.bootstrap, "holders", "held", **{"share.acknowledgement.mode": "explicit"})
+    got: list[int] = []
+    deadline = time.monotonic() + 60
+    while not got and time.monotonic() < deadline:
+        got = [m.offset() for m in first.poll(0.5) if m.error() is None]
+    assert got
+    first.close()  # acquired, never acknowledged: the close releases them
+    second = share_consumer(cluster.bootstrap, "holders", "held")
+    seen: Counter[tuple[int, int]] = Counter()
+    try:
+        poll_until([second], seen, len(produced), timeout_s=20)  # well within the 30 s lock
+    finally:
+        second.close()
+    assert set(seen) == produced
+
+
+def test_a_share_group_id_is_not_a_consumer_group(cluster: LocalCluster) -> None:
+    create_topic(cluster.bootstrap, "shared-id", partitions=1)
+    produce(cluster.bootstrap, "shared-id", 5, 1)
+    earliest(cluster.bootstrap, "taken")
+    consumer = share_consumer(cluster.bootstrap, "taken", "shared-id")
+    seen: Counter[tuple[int, int]] = Counter()
+    try:
+        poll_until([consumer], seen, 5)  # the group exists, as a share group
+        other = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "taken", "group.protocol": "consumer",
+                          "auto.offset.reset": "earliest"})
+        other.subscribe(["shared-id"])
+        errors = []
+        deadline = time.monotonic() + 20
+        while not errors and time.monotonic() < deadline:
+            message = other.poll(0.5)
+            if message is not None and message.error() is not None:
+                errors.append(message.error())
+            assert message is None or message.error() is not None, "a consumer group read the share group's topic"
+        other.close()
+        assert errors and "group id does not exist" in errors[0].str(), errors  # fatal: GROUP_ID_NOT_FOUND
+    finally:
+        consumer.close()
