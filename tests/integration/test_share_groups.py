@@ -11,11 +11,11 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka import AcknowledgeType, Consumer
 
 from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.processes import LocalCluster, free_port_block
+from kmirror.testing.share_consumers import earliest, poll_until, produce, share_consumer
 
 pytestmark = pytest.mark.integration
 
@@ -26,45 +26,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                       overrides={"group.share.heartbeat.interval.ms": "1000",
                                  "group.share.delivery.count.limit": "3"}) as c:
         yield c
-
-
-def earliest(bootstrap: str, group: str) -> None:
-    """`share.auto.offset.reset=earliest` for the group (Kafka's default is latest)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    admin.incremental_alter_configs([resource])[resource].result(30)
-
-
-def produce(bootstrap: str, topic: str, n: int, partitions: int, codec: str = "lz4") -> set[tuple[int, int]]:
-    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5})
-    delivered: set[tuple[int, int]] = set()
-
-    def on_delivery(err, msg) -> None:
-        assert err is None, err
-        delivered.add((msg.partition(), msg.offset()))
-
-    for i in range(n):
-        producer.produce(topic, value=b"v%d" % i, key=b"k%d" % i, partition=i % partitions, on_delivery=on_delivery)
-    assert producer.flush(30) == 0
-    return delivered
-
-
-def share_consumer(bootstrap: str, group: str, topic: str, **extra: str) -> ShareConsumer:
-    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, **extra})
-    consumer.subscribe([topic])
-    return consumer
-
-
-def poll_until(consumers: list[ShareConsumer], seen: Counter[tuple[int, int]], want: int,
-               timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(seen) < want and time.monotonic() < deadline:
-        for consumer in consumers:
-            for message in consumer.poll(0.5):
-                assert message.error() is None, message.error()
-                seen[(message.partition(), message.offset())] += 1
-    assert len(seen) >= want, f"{len(seen)} of {want} records delivered"
 
 
 def test_two_members_share_a_topic_and_every_record_is_delivered_once(cluster: LocalCluster) -> None:
