@@ -2,10 +2,12 @@
 (librdkafka's share consumer): two members share the partitions of one topic and every record
 is delivered once; explicit RELEASE redelivers a record with its delivery count raised, REJECT
 archives it, a record released `group.share.delivery.count.limit` times is archived; a
-member's close releases what it held; a share group id cannot be used by a consumer group."""
+member's close releases what it held; a share group id cannot be used by a consumer group;
+`kmirror share-groups` lists, describes and deletes share groups."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -14,7 +16,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, Consumer
 
 from kmirror.testing.kafka_clients import create_topic
-from kmirror.testing.processes import LocalCluster, free_port_block
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.share_consumers import earliest, poll_until, produce, share_consumer
 
 pytestmark = pytest.mark.integration
@@ -114,3 +116,40 @@ def test_a_share_group_id_is_not_a_consumer_group(cluster: LocalCluster) -> None
         assert errors and "group id does not exist" in errors[0].str(), errors  # fatal: GROUP_ID_NOT_FOUND
     finally:
         consumer.close()
+
+
+def test_share_groups_command_lists_describes_and_deletes(cluster: LocalCluster) -> None:
+    create_topic(cluster.bootstrap, "cli-share", partitions=2)
+    consumer = share_consumer(cluster.bootstrap, "cli-sg", "cli-share")
+
+    def command(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return kmirror("share-groups", "--bootstrap-server", cluster.bootstrap, *args, check=check)
+
+    try:
+        deadline = time.monotonic() + 30
+        while "cli-sg" not in command("--list").stdout.split():
+            assert time.monotonic() < deadline, "the share group is not listed"
+            consumer.poll(0.2)
+        states = command("--list", "--state").stdout.splitlines()
+        assert states[0].split() == ["GROUP", "STATE"] and ["cli-sg", "Stable"] in [s.split() for s in states]
+        members = command("--describe", "--group", "cli-sg", "--members").stdout.splitlines()
+        assert members[1].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        assert members[2].split()[0] == "cli-sg" and members[2].split()[-1] == "2"
+        state = command("--describe", "--group", "cli-sg", "--state", "--verbose").stdout.splitlines()
+        assert state[1].split() == ["GROUP", "COORDINATOR", "(ID)", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH",
+                                    "#MEMBERS"]
+        assert state[2].split()[-4:] == ["Stable", "1", "1", "1"]
+        refused = command("--delete", "--group", "cli-sg", check=False)
+        assert refused.returncode == 1 and "NON_EMPTY_GROUP" in refused.stderr
+        missing = command("--describe", "--group", "nobody", "--state", check=False)
+        assert missing.returncode == 1 and missing.stderr.strip() == "Error: Share group 'nobody' does not exist."
+        offsets = command("--describe", "--group", "cli-sg", check=False)
+        assert offsets.returncode == 1 and "--members or --state" in offsets.stderr
+    finally:
+        consumer.close()
+    deadline = time.monotonic() + 30
+    while (deleted := command("--delete", "--group", "cli-sg", check=False)).returncode != 0:
+        assert time.monotonic() < deadline, deleted.stderr
+        time.sleep(0.3)  # the close's leave heartbeat reaches the coordinator
+    assert deleted.stdout.strip() == "Deletion of requested share groups ('cli-sg') was successful."
+    assert "cli-sg" not in command("--list").stdout.split()

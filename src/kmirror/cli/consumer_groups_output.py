@@ -42,7 +42,7 @@ def _value(v: object) -> str:
     return MISSING if v is None else str(v)
 
 
-def _line(widths: Sequence[int], cells: Sequence[str]) -> str:
+def line(widths: Sequence[int], cells: Sequence[str]) -> str:
     """Java's `%-Ns` for each width, joined by one space; the last cell is not padded."""
     padded = [cell.ljust(w) for cell, w in zip(cells, widths, strict=False)] + list(cells[len(widths):])
     return " ".join(padded).rstrip()
@@ -78,13 +78,13 @@ def offsets_table(rows: Sequence[PartitionAssignmentState], *, verbose: bool = F
         widths = [g, t, 10, 15, 15, 15, c, h]
         header = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
                   "CLIENT-ID"]
-    lines = ["", _line(widths, header)]
+    lines = ["", line(widths, header)]
     for r in rows:
         cells = [r.group, r.topic, str(r.partition)]
         if verbose:
             cells.append(_value(r.leader_epoch))
         cells += [_value(r.offset), _value(r.log_end_offset), _value(r.lag), r.consumer_id, r.host, r.client_id]
-        lines.append(_line(widths, cells))
+        lines.append(line(widths, cells))
     return lines
 
 
@@ -120,7 +120,7 @@ def members_table(description: ConsumerGroupDescription, *, verbose: bool = Fals
         header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
         if with_upgraded:
             header.append("UPGRADED")
-    lines = ["", _line(widths, header)]
+    lines = ["", line(widths, header)]
     for i, m in enumerate(members):
         cells = [group, m.consumer_id]
         if with_instance:
@@ -130,7 +130,7 @@ def members_table(description: ConsumerGroupDescription, *, verbose: bool = Fals
             cells += [_value(m.member_epoch), current[i], _value(description.target_assignment_epoch), target[i]]
             if with_upgraded:
                 cells.append(_value(m.upgraded).lower())
-        lines.append(_line(widths, cells))
+        lines.append(line(widths, cells))
     return lines
 
 
@@ -148,7 +148,7 @@ def state_table(description: ConsumerGroupDescription, *, verbose: bool = False)
         row += [_value(d.group_epoch), _value(d.target_assignment_epoch)]
     header.append("#MEMBERS")
     row.append(str(len(d.members)))
-    return ["", _line(widths, header), _line(widths, row)]
+    return ["", line(widths, header), line(widths, row)]
 
 
 def list_table(groups: Sequence[ListedGroup], *, include_type: bool, include_state: bool) -> list[str]:
@@ -162,14 +162,14 @@ def list_table(groups: Sequence[ListedGroup], *, include_type: bool, include_sta
     if include_state:
         widths.append(20)
         header.append("STATE")
-    lines = [_line(widths, header)]
+    lines = [line(widths, header)]
     for g in groups:
         cells = [g.group_id]
         if include_type:
             cells.append(g.group_type.capitalize() or "Unknown")
         if include_state:
             cells.append(g.state or "Unknown")
-        lines.append(_line(widths, cells))
+        lines.append(line(widths, cells))
     return lines
 
 
@@ -178,10 +178,10 @@ def reset_table(plan: Mapping[str, Mapping[TopicPartition, int]]) -> list[str]:
     g = max([15, *(len(group) for group in plan)])
     t = max([15, *(len(tp.topic) for offsets in plan.values() for tp in offsets)])
     widths = [g, t, 10]
-    lines = ["", _line(widths, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"])]
+    lines = ["", line(widths, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"])]
     for group in sorted(plan):
         for tp, offset in sorted(plan[group].items()):
-            lines.append(_line(widths, [group, tp.topic, str(tp.partition), str(offset)]))
+            lines.append(line(widths, [group, tp.topic, str(tp.partition), str(offset)]))
     return lines
 
 
@@ -208,9 +208,9 @@ def delete_offsets_table(results: Mapping[TopicPartition, str | None]) -> list[s
     not be described) shows `-`."""
     t = max([15, *(len(tp.topic) for tp in results)])
     widths = [t, 10, 15]
-    lines = ["", _line(widths, ["TOPIC", "PARTITION", "STATUS"])]
+    lines = ["", line(widths, ["TOPIC", "PARTITION", "STATUS"])]
     for tp in sorted(results):
         error = results[tp]
-        lines.append(_line(widths, [tp.topic, str(tp.partition) if tp.partition >= 0 else MISSING,
+        lines.append(line(widths, [tp.topic, str(tp.partition) if tp.partition >= 0 else MISSING,
                                     "Successful" if error is None else f"Error: {error}"]))
     return lines

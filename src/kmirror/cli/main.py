@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "broker-api-versions": "kmirror.cli.broker_api_versions",
     "transactions": "kmirror.cli.transactions",
     "consumer-groups": "kmirror.cli.consumer_groups",
+    "share-groups": "kmirror.cli.share_groups",
     "verify": "kmirror.cli.verify",
     # node and local clusters; may not exist in every build
     "server": "kmirror.cli.server",

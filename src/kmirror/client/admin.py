@@ -20,12 +20,12 @@ from kio.schema.errors import ErrorCode
 from kmirror.client.acls import AclAdmin
 from kmirror.client.cluster import REFRESH_ERRORS, Cluster
 from kmirror.client.errors import KafkaError, check
-from kmirror.client.groups import GroupAdmin
 from kmirror.client.metadata import BrokerMetadata, TopicMetadata
 from kmirror.client.mirrors import MirrorAdmin
 from kmirror.client.quotas import QuotaAdmin
 from kmirror.client.reassignments import ReassignmentAdmin
 from kmirror.client.scram_credentials import ScramAdmin
+from kmirror.client.share_groups import ShareGroupAdmin
 from kmirror.client.transactions import TransactionAdmin
 from kmirror.config.topic import ConfigSource
 from kmirror.protocol.entities import build, nested
@@ -125,9 +125,9 @@ def _ms(ms: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=ms)
 
 
-class Admin(MirrorAdmin, TransactionAdmin, GroupAdmin, AclAdmin, ScramAdmin, QuotaAdmin, ReassignmentAdmin):
+class Admin(MirrorAdmin, TransactionAdmin, ShareGroupAdmin, AclAdmin, ScramAdmin, QuotaAdmin, ReassignmentAdmin):
     """Kafka's Admin; the cluster mirror methods (KIP-1279) come from `MirrorAdmin`, the
-    consumer group ones from `GroupAdmin`, the ACL ones from `AclAdmin`, the transaction
+    consumer and share group ones from `ShareGroupAdmin` (on `GroupAdmin`), the ACL ones from `AclAdmin`, the transaction
     ones from `TransactionAdmin`, the client quota ones from `QuotaAdmin`, the partition
     reassignment ones from `ReassignmentAdmin`."""
 

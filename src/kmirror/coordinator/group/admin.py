@@ -70,12 +70,19 @@ def describe_group(core: GroupCoordinator, group_id: str, *, missing_is_error: b
 
 
 def delete_groups(core: GroupCoordinator, request_id: int, group_ids: list[str]) -> GroupOutput:
-    """DeleteGroups: only Empty groups (NON_EMPTY_GROUP otherwise). The group's offsets and
+    """DeleteGroups: only Empty groups (NON_EMPTY_GROUP otherwise), share groups too. The group's offsets and
     metadata are tombstoned; the shell answers after executing the appends (GroupOutput order)."""
     out = GroupOutput()
     results: list[DeleteGroupResult] = []
     for group_id in group_ids:
         err = core.coordinator_error(group_id)
+        if err is None and group_id in core.share_groups:
+            # share group membership is in memory only (docs/design/share-groups.md): nothing to tombstone
+            err = E.non_empty_group if core.share_groups[group_id].members else E.none
+            if err == E.none:
+                del core.share_groups[group_id]
+            results.append(DeleteGroupResult(group_id, err))
+            continue
         if err is None and group_id in core.consumer_groups:
             err, records = consumer_admin.delete(core, group_id)
             results.append(DeleteGroupResult(group_id, err))

@@ -139,3 +139,13 @@ def test_unloading_the_partition_forgets_the_group(h: CoreHarness) -> None:
     beat(h, "m1", 0)
     h.core.unload(0)
     assert "sg" not in h.core.share_groups
+
+
+def test_an_empty_share_group_is_deleted_and_one_with_members_is_not(h: CoreHarness) -> None:
+    from kmirror.coordinator.group.admin import delete_groups
+    beat(h, "m1", 0)
+    h.run(delete_groups(h.core, 1, ["sg"]))
+    assert h.responses[1].results[0].error == ErrorCode.non_empty_group
+    beat(h, "m1", -1, None)
+    h.run(delete_groups(h.core, 2, ["sg"]))
+    assert h.responses[2].results[0].error == ErrorCode.none and "sg" not in h.core.share_groups
