@@ -153,3 +153,40 @@ def test_share_groups_command_lists_describes_and_deletes(cluster: LocalCluster)
         time.sleep(0.3)  # the close's leave heartbeat reaches the coordinator
     assert deleted.stdout.strip() == "Deletion of requested share groups ('cli-sg') was successful."
     assert "cli-sg" not in command("--list").stdout.split()
+
+
+def test_acknowledged_records_stay_acknowledged_after_kill_9_and_restart(cluster: LocalCluster) -> None:
+    """Last in the module: it restarts the node. The share partition's state is stored at the
+    group's coordinator after each acknowledgement: after the restart only the records that
+    were released are delivered again, not the accepted ones (with the state lost they all
+    would be, the group being at `earliest`)."""
+    create_topic(cluster.bootstrap, "durable", partitions=1)
+    earliest(cluster.bootstrap, "keepers")
+    produce(cluster.bootstrap, "durable", 20, 1)  # offsets 0-19
+    consumer = share_consumer(cluster.bootstrap, "keepers", "durable", **{"share.acknowledgement.mode": "explicit"})
+    delivered: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(delivered) < 20 and time.monotonic() < deadline:
+        for message in consumer.poll(0.5):
+            assert message.error() is None, message.error()
+            delivered.append(message.offset())
+            consumer.acknowledge(message, AcknowledgeType.ACCEPT if message.offset() < 12 else AcknowledgeType.RELEASE)
+        consumer.commit_sync(30)
+    assert sorted(delivered[:20]) == list(range(20))
+    cluster.kill9()
+    consumer.close()
+    cluster.start_node(1)
+    again = share_consumer(cluster.bootstrap, "keepers", "durable", **{"share.acknowledgement.mode": "explicit"})
+    redelivered: list[tuple[int, int]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(redelivered) < 8 and time.monotonic() < deadline:
+            for message in again.poll(0.5):
+                if message.error() is None:
+                    redelivered.append((message.offset(), message.delivery_count()))
+                    again.acknowledge(message)
+        again.commit_sync(30)
+        assert not [m for m in again.poll(1.0) if m.error() is None]
+    finally:
+        again.close()
+    assert sorted(redelivered) == [(offset, 2) for offset in range(12, 20)]

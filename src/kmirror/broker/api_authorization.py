@@ -144,6 +144,8 @@ POLICIES: dict[int, Policy] = {
     77: PER_RESOURCE,  # ShareGroupDescribe
     78: checks(group(READ)),  # ShareFetch (and READ on each topic in the handler)
     79: checks(group(READ)),  # ShareAcknowledge (and READ on each topic in the handler)
+    84: cluster(CLUSTER_ACTION),  # ReadShareGroupState (share partition leaders)
+    85: cluster(CLUSTER_ACTION),  # WriteShareGroupState (share partition leaders)
     94: PER_RESOURCE,  # CreateMirror
     95: PER_RESOURCE,  # AddTopicsToMirror
     96: PER_RESOURCE,  # RemoveTopicsFromMirror

@@ -38,6 +38,8 @@ class BrokerServices:
     quotas: QuotaManagers | None = None  # client quotas; None on the controller plane (exempt)
     authorization: RequestAuthorizer = ALLOW_ALL  # `authorizer.class.name`; ALLOW_ALL without one
     loggers: LoggerLevels | None = None  # BROKER_LOGGER configs (KIP-412); every node has them
+    # where share partition states are stored (`runtime.share_persister`); None: this node's memory
+    share_persister: Any = None
 
     @property
     def logger_levels(self) -> LoggerLevels:

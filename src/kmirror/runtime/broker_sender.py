@@ -4,7 +4,8 @@
 entity (raises if the broker cannot be reached). It keeps one `kmirror.client` connection per
 broker, found in the metadata image, and replaces a connection that failed. The mirror
 coordinator routes ReadMirrorStates / WriteMirrorStates through it; the transaction
-coordinator its WriteTxnMarkers and verification requests.
+coordinator its WriteTxnMarkers and verification requests; share partition leaders their
+ReadShareGroupState / WriteShareGroupState.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from typing import overload
 
 from kio.schema.add_partitions_to_txn.v4 import request as add_partitions_to_txn_request
 from kio.schema.add_partitions_to_txn.v4 import response as add_partitions_to_txn_response
+from kio.schema.read_share_group_state.v0 import request as read_share_state_request
+from kio.schema.read_share_group_state.v0 import response as read_share_state_response
+from kio.schema.write_share_group_state.v0 import request as write_share_state_request
+from kio.schema.write_share_group_state.v0 import response as write_share_state_response
 from kio.schema.write_txn_markers.v1 import request as write_txn_markers_request
 from kio.schema.write_txn_markers.v1 import response as write_txn_markers_response
 
@@ -48,6 +53,14 @@ class ListenerBrokerSender:
     @overload
     async def __call__(self, node_id: int, request: add_partitions_to_txn_request.AddPartitionsToTxnRequest,
                        ) -> add_partitions_to_txn_response.AddPartitionsToTxnResponse: ...
+
+    @overload
+    async def __call__(self, node_id: int, request: read_share_state_request.ReadShareGroupStateRequest,
+                       ) -> read_share_state_response.ReadShareGroupStateResponse: ...
+
+    @overload
+    async def __call__(self, node_id: int, request: write_share_state_request.WriteShareGroupStateRequest,
+                       ) -> write_share_state_response.WriteShareGroupStateResponse: ...
 
     async def __call__(self, node_id: int, request: object) -> object:
         conn = self._connections.get(node_id)

@@ -88,6 +88,7 @@ from kmirror.runtime.os_fs import OsFileSystem
 from kmirror.runtime.quorum_client import QuorumClient
 from kmirror.runtime.scheduler import Scheduler
 from kmirror.runtime.server import KafkaServer, ListenerLimits
+from kmirror.runtime.share_persister import CoordinatorSharePersister
 from kmirror.runtime.transaction_wiring import (
     TxnMarkerWriter,
     TxnVerifier,
@@ -148,6 +149,7 @@ class Node:
         self.replica_manager: ReplicaManager | None = None
         self.transaction_coordinator: TransactionCoordinatorService | None = None
         self.group_coordinator: GroupCoordinatorService | None = None
+        self.share_persister: CoordinatorSharePersister | None = None
         self.mirror_coordinator: MirrorCoordinatorService | None = None
         self.mirror_data_plane: MirrorDataPlane | None = None
         self.publisher: MetadataPublisher | None = None
@@ -244,6 +246,8 @@ class Node:
             self.clock, topics=lambda: topics_of(metadata.image),
         )
         self.group_coordinator = groups
+        self.share_persister = CoordinatorSharePersister(cfg.node_id, groups, leader_lookup(metadata), ListenerBrokerSender(
+            metadata, cfg.inter_broker_listener_name, f"broker-{cfg.node_id}-share-persister"))
         await groups.start()
         await transactions.start()
         # KIP-1279 MirrorCoordinator: states persisted in __mirror_state, loaded on leadership
@@ -322,6 +326,7 @@ class Node:
             quotas=self.quotas if plane == "broker" else None,
             authorization=RequestAuthorizer.from_config(cfg, lambda: metadata.image.acls, self.clock),
             loggers=ProcessLoggerLevels(),
+            share_persister=self.share_persister if plane == "broker" else None,
         )
         if self.replica_manager is not None:  # a controller-only node's handlers never use one
             services.replica_manager = self.replica_manager

@@ -5,7 +5,9 @@ The share session must exist (epoch 0 is INVALID_SHARE_SESSION_EPOCH); a final r
 (epoch -1) ends it after its acknowledgements and releases what the member still holds. Each
 partition is answered with its acknowledgement's error: INVALID_RECORD_STATE for a record the
 member does not hold (its lock expired, or another member's), INVALID_REQUEST for malformed
-batches, NOT_LEADER_OR_FOLLOWER with the current leader where this node does not lead.
+batches, NOT_LEADER_OR_FOLLOWER with the current leader where this node does not lead, or
+the error of storing the share partition's state at its coordinator (the acknowledgement is
+answered once stored).
 Authorization as ShareFetch's: READ on the group, READ on each topic.
 """
 
@@ -74,11 +76,11 @@ def denied_topics(services: BrokerServices, ctx: RequestContext, partitions: Ite
     return {tp.topic for tp in tps} - set(authorization.filter(ctx, READ, TOPIC, (tp.topic for tp in tps)))
 
 
-def acknowledge_all(manager: SharePartitionManager, group_id: str, member_id: str,
-                    acks: dict[TopicPartition, list[AcknowledgementBatch]], denied: set[str],
-                    now_ms: int) -> dict[TopicPartition, ErrorCode]:
+async def acknowledge_all(manager: SharePartitionManager, group_id: str, member_id: str,
+                          acks: dict[TopicPartition, list[AcknowledgementBatch]], denied: set[str],
+                          now_ms: int) -> dict[TopicPartition, ErrorCode]:
     return {tp: (ErrorCode.topic_authorization_failed if tp.topic in denied
-                 else manager.acknowledge(group_id, member_id, tp, batches, now_ms))
+                 else await manager.acknowledge(group_id, member_id, tp, batches, now_ms))
             for tp, batches in acks.items()}
 
 
@@ -92,7 +94,7 @@ def leader_fields(services: BrokerServices, rt: type, tp: TopicPartition | None,
 
 
 @api(79, "ShareAcknowledge", 1, 1)
-def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     rm = services.replica_manager
     manager = share_manager(services)
@@ -105,11 +107,11 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     if isinstance(final, ErrorCode):
         return _answer(rt, final, top_level_error(final))
     acks = acknowledgements(rm, request.topics)
-    errors = acknowledge_all(manager, group_id, member_id, acks, denied_topics(services, ctx, acks), now_ms)
+    errors = await acknowledge_all(manager, group_id, member_id, acks, denied_topics(services, ctx, acks), now_ms)
     if final:
         session = manager.sessions.remove(key)
         if session is not None:
-            manager.release(group_id, member_id, session.partitions)
+            await manager.release(group_id, member_id, session.partitions)
     PartitionData = nested(rt, "PartitionData")
     Topic = nested(rt, "ShareAcknowledgeTopicResponse")
     topics: dict[uuid.UUID, list[Any]] = {}

@@ -2,7 +2,8 @@
 piggybacked (Kafka `KafkaApis.handleShareFetchRequest`).
 
 In order: the share session (`kmirror.share.sessions`: open, go on, or end it); the
-acknowledgements, per partition (`acknowledge_error_code`); then, unless the session ends,
+acknowledgements, per partition (`acknowledge_error_code`, once the share partition's state
+is stored at its coordinator); the share partitions loaded from their stored state; then, unless the session ends,
 records acquired for the member from every partition of its session, up to `max_records`
 (soft: whole batches) and `max_bytes` (the first partition with records may pass it by one
 batch). When nothing was acquired the request waits up to `max_wait_ms` for appends to its
@@ -71,14 +72,15 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         if tp not in ids and (topic_id := rm.topic_id(tp.topic)) is not None:
             ids[tp] = topic_id
     denied = denied_topics(services, ctx, set(context.partitions) | set(acks))
-    ack_errors = acknowledge_all(manager, group_id, member_id, acks, denied, now_ms)
+    ack_errors = await acknowledge_all(manager, group_id, member_id, acks, denied, now_ms)
     results: dict[TopicPartition, Acquired | PartitionError] = {
         tp: PartitionError(ErrorCode.topic_authorization_failed) for tp in context.partitions if tp.topic in denied}
     if context.final:
-        manager.release(group_id, member_id, context.partitions)
+        await manager.release(group_id, member_id, context.partitions)
         manager.sessions.remove(key)
     else:
         to_fetch = [tp for tp in context.partitions if tp.topic not in denied]
+        await manager.load(group_id, to_fetch)
         max_records, max_bytes = int(request.max_records), int(request.max_bytes)
 
         def acquire() -> bool:

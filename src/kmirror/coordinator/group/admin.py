@@ -17,6 +17,7 @@ from kmirror.coordinator.results import (
     ListedGroup,
     ListGroupsResult,
 )
+from kmirror.coordinator.share_group import admin as share_admin
 from kmirror.protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -77,11 +78,10 @@ def delete_groups(core: GroupCoordinator, request_id: int, group_ids: list[str])
     for group_id in group_ids:
         err = core.coordinator_error(group_id)
         if err is None and group_id in core.share_groups:
-            # share group membership is in memory only (docs/design/share-groups.md): nothing to tombstone
-            err = E.non_empty_group if core.share_groups[group_id].members else E.none
-            if err == E.none:
-                del core.share_groups[group_id]
+            err, records = share_admin.delete(core, group_id)
             results.append(DeleteGroupResult(group_id, err))
+            if records:
+                out.extend(core.append(group_id, records, GroupOutput, lambda _e: GroupOutput()))
             continue
         if err is None and group_id in core.consumer_groups:
             err, records = consumer_admin.delete(core, group_id)

@@ -40,7 +40,9 @@ from kmirror.coordinator.results import (
     SyncResult,
 )
 from kmirror.coordinator.share_group import heartbeat as share_heartbeat
+from kmirror.coordinator.share_group import state_records
 from kmirror.coordinator.share_group.group import ShareGroup
+from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
@@ -63,6 +65,8 @@ class CoreState:
     consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
     # KIP-932 share groups, in memory (`kmirror.coordinator.share_group`); an id is in one map only
     share_groups: dict[str, ShareGroup] = field(default_factory=dict)
+    # share partition states of the loaded partitions (`share_group.state_store`)
+    share_states: dict[ShareStateKey, ShareSnapshot] = field(default_factory=dict)
     partitions: dict[int, PartitionStatus] = field(default_factory=dict)
     # (group id, member id) -> request id of the JoinGroup / SyncGroup waiting on a rebalance.
     pending_joins: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -100,6 +104,10 @@ class GroupCoordinator:
     def share_groups(self) -> dict[str, ShareGroup]:
         return self.state.share_groups
 
+    @property
+    def share_states(self) -> dict[ShareStateKey, ShareSnapshot]:
+        return self.state.share_states
+
     def new_uuid(self) -> str:
         return self._new_uuid()
 
@@ -127,6 +135,7 @@ class GroupCoordinator:
         records = list(records)
         groups = replay.replay(records, now_wall_ms=self.clock.now_ms())
         consumer_groups = consumer_replay.replay(records)
+        self.state.share_states.update(state_records.replay(records))
         coexistence.merge_loaded(groups, consumer_groups)
         for consumer_group in consumer_groups.values():
             for member_id in consumer_group.members:
@@ -149,6 +158,8 @@ class GroupCoordinator:
             del self.state.consumer_groups[group_id]
         for group_id in [g for g in self.state.share_groups if self.partition_for(g) == partition]:
             del self.state.share_groups[group_id]
+        for key in [k for k in self.state.share_states if self.partition_for(k.group_id) == partition]:
+            del self.state.share_states[key]
         for group_id in [g for g in self.state.groups if self.partition_for(g) == partition]:
             group = self.state.groups.pop(group_id)
             out.extend(sync_group.fail_waiters(self, group, E.not_coordinator))

@@ -35,6 +35,8 @@ from kmirror.coordinator.results import (
 from kmirror.coordinator.runtime import KeyValueCoordinatorRuntime
 from kmirror.coordinator.share_group import admin as share_admin
 from kmirror.coordinator.share_group import heartbeat as share_heartbeat
+from kmirror.coordinator.share_group import state_store as share_state_store
+from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 
@@ -200,3 +202,11 @@ class GroupCoordinatorService(KeyValueCoordinatorRuntime):
 
     def share_group_describe(self, group_ids: list[str]) -> list[share_admin.DescribedShareGroup]:
         return [share_admin.describe(self.core, g) for g in group_ids]
+
+    def read_share_state(self, key: ShareStateKey) -> ShareSnapshot | None | ErrorCode:
+        return share_state_store.read(self.core, key)
+
+    async def write_share_state(self, key: ShareStateKey, snapshot: ShareSnapshot) -> ErrorCode:
+        rid, future = self._new_waiter()
+        out = share_state_store.write(self.core, rid, key, snapshot)
+        return (await self._answer_as(share_state_store.ShareStateWritten, rid, future, out)).error

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kmirror.coordinator.share_group import assignor
+from kmirror.coordinator.share_group import assignor, state_records
 from kmirror.coordinator.share_group.group import ShareGroupMember
 from kmirror.coordinator.share_group.heartbeat import ShareGroupsCore
 from kmirror.protocol.errors import ErrorCode
@@ -35,3 +35,15 @@ def describe(core: ShareGroupsCore, group_id: str) -> DescribedShareGroup:
     return DescribedShareGroup(group_id, ErrorCode.none, None, str(group.state), group.group_epoch,
                                group.assignment_epoch, assignor.NAME,
                                tuple(group.members[m] for m in sorted(group.members)))
+
+
+def delete(core: ShareGroupsCore, group_id: str) -> tuple[ErrorCode, list[tuple[bytes, bytes | None]]]:
+    """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else it goes, and
+    its share partitions' stored states are tombstoned (Kafka's DeleteShareGroupState)."""
+    if core.share_groups[group_id].members:
+        return ErrorCode.non_empty_group, []
+    del core.share_groups[group_id]
+    keys = [k for k in core.share_states if k.group_id == group_id]
+    for key in keys:
+        del core.share_states[key]
+    return ErrorCode.none, [(state_records.encode_key(k), None) for k in keys]

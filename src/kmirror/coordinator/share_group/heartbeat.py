@@ -26,6 +26,7 @@ from kmirror.coordinator.consumer_group.ports import TopicsView
 from kmirror.coordinator.group.group import ClassicGroup
 from kmirror.coordinator.share_group import assignor
 from kmirror.coordinator.share_group.group import ShareGroup, ShareGroupMember, TopicPartitions
+from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 
@@ -78,6 +79,9 @@ class ShareGroupsCore(Protocol):
 
     @property
     def share_groups(self) -> dict[str, ShareGroup]: ...
+
+    @property
+    def share_states(self) -> dict[ShareStateKey, ShareSnapshot]: ...
 
     def coordinator_error(self, group_id: str) -> ErrorCode | None: ...
 

@@ -1,0 +1,69 @@
+"""Share partition states on the group coordinator (the work of Kafka's share coordinator,
+`ShareCoordinatorShard`): ReadShareGroupState and WriteShareGroupState for the share
+partition leaders.
+
+A state is the whole snapshot of a share partition (start offset and state batches), written
+by its leader after each change; the coordinator of the group's `__consumer_offsets`
+partition stores it there (`state_records`). A write from a leader epoch older than the
+stored one is FENCED_LEADER_EPOCH, one with an older state epoch FENCED_STATE_EPOCH (a reset
+of the group's offsets moves the state epoch); a write is visible once appended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from kmirror.coordinator.results import GroupOutput
+from kmirror.coordinator.share_group import state_records
+from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
+from kmirror.protocol.errors import ErrorCode
+
+E = ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class ShareStateWritten:
+    error: ErrorCode
+
+
+class ShareStatesCore(Protocol):
+    """What the store needs from the group coordinator core."""
+
+    @property
+    def share_states(self) -> dict[ShareStateKey, ShareSnapshot]: ...
+
+    def coordinator_error(self, group_id: str) -> ErrorCode | None: ...
+
+    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+               on_success: Callable[[], GroupOutput], on_failure: Callable[[ErrorCode], GroupOutput]) -> GroupOutput: ...
+
+
+def read(core: ShareStatesCore, key: ShareStateKey) -> ShareSnapshot | None | ErrorCode:
+    """The stored state, None when the partition has none yet, or the coordinator error."""
+    return core.coordinator_error(key.group_id) or core.share_states.get(key)
+
+
+def write(core: ShareStatesCore, request_id: int, key: ShareStateKey, snapshot: ShareSnapshot) -> GroupOutput:
+    """Append the snapshot and answer once it is stored (`ShareStateWritten`)."""
+
+    def reply(error: ErrorCode) -> GroupOutput:
+        return GroupOutput(responses=[(request_id, ShareStateWritten(error))])
+
+    error = core.coordinator_error(key.group_id)
+    stored = core.share_states.get(key)
+    if error is None and stored is not None:
+        if snapshot.leader_epoch < stored.leader_epoch:
+            error = E.fenced_leader_epoch
+        elif snapshot.state_epoch < stored.state_epoch:
+            error = E.fenced_state_epoch
+    if error is not None:
+        return reply(error)
+
+    def stored_now() -> GroupOutput:
+        core.share_states[key] = snapshot
+        return reply(E.none)
+
+    record = (state_records.encode_key(key), state_records.encode_value(snapshot))
+    return core.append(key.group_id, [record], stored_now, reply)
