@@ -146,6 +146,9 @@ POLICIES: dict[int, Policy] = {
     79: checks(group(READ)),  # ShareAcknowledge (and READ on each topic in the handler)
     84: cluster(CLUSTER_ACTION),  # ReadShareGroupState (share partition leaders)
     85: cluster(CLUSTER_ACTION),  # WriteShareGroupState (share partition leaders)
+    90: PER_RESOURCE,  # DescribeShareGroupOffsets
+    91: checks(group(READ)),  # AlterShareGroupOffsets (and READ on each topic in the handler)
+    92: checks(group(DELETE)),  # DeleteShareGroupOffsets (and READ on each topic in the handler)
     94: PER_RESOURCE,  # CreateMirror
     95: PER_RESOURCE,  # AddTopicsToMirror
     96: PER_RESOURCE,  # RemoveTopicsFromMirror

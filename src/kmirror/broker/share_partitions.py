@@ -150,6 +150,20 @@ class SharePartitionManager:
         if snapshot is None:
             await self.persist(group_id, [tp])
 
+    async def refresh(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """A member opens a share session: a loaded share partition whose stored state has a
+        newer state epoch (its group's offsets were altered while it had no member) is loaded
+        again at its next use."""
+        if self._persister is None:
+            return
+        for tp in partitions:
+            hosted = self._partitions.get((group_id, tp))
+            if hosted is None:
+                continue
+            found = await self._persister.read(hosted.key, hosted.leader_epoch)
+            if isinstance(found, ShareSnapshot) and found.state_epoch > hosted.state_epoch:
+                self._partitions.pop((group_id, tp), None)
+
     async def persist(self, group_id: str, partitions: Iterable[TopicPartition]) -> ErrorCode:
         """Store the share partitions' states (whole snapshots) at their coordinator; the first
         error. A fenced one (another leader, or its group's offsets reset) is unloaded."""

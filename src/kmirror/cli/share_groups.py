@@ -2,12 +2,12 @@
 groups.
 
   --list [--state [S,...]]
-  --describe (--group G ... | --all-groups) (--members | --state) [--verbose]
+  --describe (--group G ... | --all-groups) [--offsets | --members | --state] [--verbose]
   --delete (--group G ... | --all-groups)
 
-Describing a share group's offsets (the command's default, DescribeShareGroupOffsets) is not
-served yet (docs/design/share-groups.md): `--describe` needs `--members` or `--state`. A
-failure prints `Error: ...` on stderr and the command exits 1 once the other groups are done.
+`--describe` shows each partition's share-partition start offset and its lag to the log end
+offset by default. A failure prints `Error: ...` on stderr and the command exits 1 once the
+other groups are done.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from kmirror.cli import consumer_groups_output as out
 from kmirror.cli.command_config import add_admin_arguments, admin_options
 from kmirror.cli.errors import CommandError
-from kmirror.client.admin import Admin
+from kmirror.cli.group_offsets_reset import log_offsets
+from kmirror.client.admin import LATEST_TIMESTAMP, Admin
 from kmirror.client.errors import KafkaError
 from kmirror.client.groups import ConsumerGroupDescription
 
@@ -31,11 +32,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_admin_arguments(p)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list all share groups")
-    action.add_argument("--describe", action="store_true", help="describe groups: --members or --state")
+    action.add_argument("--describe", action="store_true", help="describe groups: start offsets and lag (default), "
+                                                                "--members or --state")
     action.add_argument("--delete", action="store_true", help="delete groups (only groups with no members)")
     p.add_argument("--group", action="append", metavar="GROUP", help="the share group (repeatable)")
     p.add_argument("--all-groups", action="store_true", help="every share group")
     p.add_argument("--members", action="store_true", help="describe the members (--describe)")
+    p.add_argument("--offsets", action="store_true", help="describe start offsets and lag, the default (--describe)")
     p.add_argument("--verbose", action="store_true", help="more columns (--describe)")
     p.add_argument("--state", nargs="?", const="", metavar="STATE[,STATE]",
                    help="--describe: the group's state; --list: show states, or only groups in these")
@@ -48,21 +51,18 @@ def validate(args: argparse.Namespace) -> None:
         raise CommandError('Option "--group" can\'t be used with option "--all-groups"')
     if args.list and args.group:
         raise CommandError('Option "--group" can\'t be used with option "--list"')
-    if not args.describe and (args.members or args.verbose):
-        raise CommandError("Options --members and --verbose may only be used with --describe")
+    if not args.describe and (args.members or args.offsets or args.verbose):
+        raise CommandError("Options --members, --offsets and --verbose may only be used with --describe")
     if args.delete and args.state is not None:
         raise CommandError("Option --state may only be used with --describe or --list")
     if (args.describe or args.delete) and not (args.group or args.all_groups):
         action = "--describe" if args.describe else "--delete"
         raise CommandError(f"Option {action} takes one of these options: --all-groups, --group")
     if args.describe:
-        if args.members and args.state is not None:
-            raise CommandError("Option --describe takes at most one of these options: --members, --state")
+        if sum([args.members, args.offsets, args.state is not None]) > 1:
+            raise CommandError("Option --describe takes at most one of these options: --members, --offsets, --state")
         if args.state:
             raise CommandError("Option --describe does not take a value for --state")
-        if not args.members and args.state is None:
-            raise CommandError("Describing share group offsets (DescribeShareGroupOffsets) is not supported yet: "
-                               "use --members or --state")
 
 
 def parse_states(value: str) -> list[str]:
@@ -108,9 +108,25 @@ async def describe(admin: Admin, groups: Sequence[str], args: argparse.Namespace
         if args.members:
             if description.members:
                 _emit(out.members_table(description, verbose=args.verbose))
-        else:
+        elif args.state is not None:
             _emit(state_table(description, verbose=args.verbose))
+        else:
+            _emit(await offsets_table(admin, group_id))
     return 1 if failed else 0
+
+
+async def offsets_table(admin: Admin, group_id: str) -> list[str]:
+    """GROUP TOPIC PARTITION START-OFFSET LAG: each partition's share-partition start offset and
+    the log end offset's distance from it (`-` where either is unknown)."""
+    starts = await admin.list_share_group_offsets(group_id)
+    ends = await log_offsets(admin, starts, LATEST_TIMESTAMP)
+    rows = [(tp, start, ends.get(tp)) for tp, start in sorted(starts.items())]
+    widths = [max([15, len(group_id)]), max([15, *(len(tp.topic) for tp, _, _ in rows)]), 10, 15]
+    lines = ["", out.line(widths, ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"])]
+    for tp, start, end in rows:
+        lag = "-" if start < 0 or end is None else str(max(0, end - start))
+        lines.append(out.line(widths, [group_id, tp.topic, str(tp.partition), "-" if start < 0 else str(start), lag]))
+    return lines
 
 
 def state_table(description: ConsumerGroupDescription, *, verbose: bool = False) -> list[str]:

@@ -1,20 +1,22 @@
-"""Share group admin operations (KIP-932, Kafka's `Admin.describeShareGroups`): ShareGroupDescribe
-at each group's coordinator, retried while the coordinator moves or loads."""
+"""Share group admin operations (KIP-932): Kafka's `Admin.describeShareGroups`,
+`listShareGroupOffsets` and `alterShareGroupOffsets`, at each group's coordinator, retried
+while the coordinator moves or loads."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kmirror.client.errors import check
+from kmirror.client.errors import KafkaError, check
 from kmirror.client.groups import ConsumerGroupDescription, GroupAdmin, MemberDescription
 from kmirror.client.metadata import BrokerMetadata
+from kmirror.protocol.entities import build, nested
 from kmirror.types import TopicPartition
 
-SHARE_GROUP_DESCRIBE = 77
+SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS = 77, 90, 91
 _RETRIES = 10
 _COORDINATOR_ERRORS = frozenset({int(ErrorCode.coordinator_not_available), int(ErrorCode.coordinator_load_in_progress),
                                  int(ErrorCode.not_coordinator)})
@@ -42,6 +44,54 @@ class ShareGroupAdmin(GroupAdmin):
         return _share_group(group, self.cluster.metadata.brokers[node_id])
 
 
+    async def list_share_group_offsets(self, group_id: str) -> dict[TopicPartition, int]:
+        """The group's start offset of every partition it has one for (-1: none stored)."""
+        for attempt in range(_RETRIES):
+            conn = await self.find_coordinator(group_id)
+            response = await conn.send(conn.build_request(DESCRIBE_SHARE_GROUP_OFFSETS, groups=(
+                build(nested(conn.request_type(DESCRIBE_SHARE_GROUP_OFFSETS), "DescribeShareGroupOffsetsRequestGroup"),
+                      group_id=group_id, topics=None),)))
+            (group,) = response.groups
+            code = int(group.error_code)
+            if code in _COORDINATOR_ERRORS and attempt < _RETRIES - 1:
+                await asyncio.sleep(0.1 * (attempt + 1))
+                continue
+            check(code, group.error_message, f"DescribeShareGroupOffsets {group_id}")
+            break
+        out: dict[TopicPartition, int] = {}
+        for topic in group.topics:
+            for p in topic.partitions:
+                check(int(p.error_code), p.error_message, f"DescribeShareGroupOffsets {group_id} {topic.topic_name}")
+                out[TopicPartition(topic.topic_name, int(p.partition_index))] = int(p.start_offset)
+        return out
+
+    async def alter_share_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]
+                                        ) -> dict[TopicPartition, KafkaError | None]:
+        """Set the group's start offsets (an empty group only; created if missing): each
+        partition -> None, or its error. A group-level refusal raises."""
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for tp, offset in sorted(offsets.items()):
+            by_topic.setdefault(tp.topic, []).append((tp.partition, offset))
+        for attempt in range(_RETRIES):
+            conn = await self.find_coordinator(group_id)
+            rt = conn.request_type(ALTER_SHARE_GROUP_OFFSETS)
+            Topic, Partition = nested(rt, "AlterShareGroupOffsetsRequestTopic"), nested(
+                rt, "AlterShareGroupOffsetsRequestPartition")
+            response = await conn.send(conn.build_request(ALTER_SHARE_GROUP_OFFSETS, group_id=group_id, topics=tuple(
+                build(Topic, topic_name=name, partitions=tuple(
+                    build(Partition, partition_index=p, start_offset=o) for p, o in parts))
+                for name, parts in by_topic.items())))
+            code = int(response.error_code)
+            if code in _COORDINATOR_ERRORS and attempt < _RETRIES - 1:
+                await asyncio.sleep(0.1 * (attempt + 1))
+                continue
+            check(code, response.error_message, f"AlterShareGroupOffsets {group_id}")
+            break
+        return {TopicPartition(t.topic_name, int(p.partition_index)):
+                KafkaError(int(p.error_code), p.error_message, f"AlterShareGroupOffsets {group_id}")
+                if int(p.error_code) else None
+                for t in response.responses for p in t.partitions}
+
 def _share_group(group: Any, coordinator: BrokerMetadata) -> ConsumerGroupDescription:
     def partitions(assignment: Any) -> frozenset[TopicPartition]:
         return frozenset(TopicPartition(t.topic_name, int(p)) for t in assignment.topic_partitions
@@ -51,3 +101,4 @@ def _share_group(group: Any, coordinator: BrokerMetadata) -> ConsumerGroupDescri
                                       None, int(m.member_epoch)) for m in group.members)
     return ConsumerGroupDescription(group.group_id, False, members, group.assignor_name, "share", group.group_state,
                                     coordinator, int(group.group_epoch), int(group.assignment_epoch))
+

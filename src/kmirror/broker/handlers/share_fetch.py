@@ -80,6 +80,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         manager.sessions.remove(key)
     else:
         to_fetch = [tp for tp in context.partitions if tp.topic not in denied]
+        if int(request.share_session_epoch) == 0:
+            await manager.refresh(group_id, to_fetch)
         await manager.load(group_id, to_fetch)
         max_records, max_bytes = int(request.max_records), int(request.max_bytes)
 

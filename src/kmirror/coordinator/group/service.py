@@ -35,6 +35,7 @@ from kmirror.coordinator.results import (
 from kmirror.coordinator.runtime import KeyValueCoordinatorRuntime
 from kmirror.coordinator.share_group import admin as share_admin
 from kmirror.coordinator.share_group import heartbeat as share_heartbeat
+from kmirror.coordinator.share_group import offsets as share_offsets
 from kmirror.coordinator.share_group import state_store as share_state_store
 from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
 from kmirror.ports import Clock
@@ -210,3 +211,18 @@ class GroupCoordinatorService(KeyValueCoordinatorRuntime):
         rid, future = self._new_waiter()
         out = share_state_store.write(self.core, rid, key, snapshot)
         return (await self._answer_as(share_state_store.ShareStateWritten, rid, future, out)).error
+
+    def describe_share_group_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
+                                     ) -> share_offsets.ShareOffsetsResult:
+        return share_offsets.describe(self.core, group_id, topics)
+
+    async def alter_share_group_offsets(self, group_id: str, offsets: list[tuple[str, int, int]]
+                                        ) -> share_offsets.ShareOffsetsResult:
+        rid, future = self._new_waiter()
+        out = share_offsets.alter(self.core, rid, group_id, offsets)
+        return await self._answer_as(share_offsets.ShareOffsetsResult, rid, future, out)
+
+    async def delete_share_group_offsets(self, group_id: str, topics: list[str]) -> share_offsets.ShareOffsetsResult:
+        rid, future = self._new_waiter()
+        out = share_offsets.delete(self.core, rid, group_id, topics)
+        return await self._answer_as(share_offsets.ShareOffsetsResult, rid, future, out)
