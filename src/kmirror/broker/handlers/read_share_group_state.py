@@ -1,6 +1,7 @@
 """ReadShareGroupState (key 84, v0; KIP-932): a share partition leader reads the stored state
 of its share partitions from the group's coordinator (`coordinator/share_group/state_store`).
-A partition without a stored state answers start offset -1 and no batches. Inter-broker:
+A partition without a stored state answers start offset -1 and no batches; a request
+without a group id or topic id INVALID_REQUEST. Inter-broker:
 CLUSTER_ACTION on the cluster (Kafka's)."""
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            found = services.groups.read_share_state(ShareStateKey(request.group_id, topic.topic_id, int(p.partition)))
+            found = (ErrorCode.invalid_request if topic.topic_id is None or not request.group_id else
+                     services.groups.read_share_state(ShareStateKey(request.group_id, topic.topic_id, int(p.partition))))
             error = found if isinstance(found, ErrorCode) else ErrorCode.none
             snapshot = None if isinstance(found, ErrorCode) else found
             partitions.append(build(

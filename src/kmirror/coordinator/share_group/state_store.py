@@ -45,13 +45,30 @@ def read(core: ShareStatesCore, key: ShareStateKey) -> ShareSnapshot | None | Er
     return core.coordinator_error(key.group_id) or core.share_states.get(key)
 
 
+_DELIVERY_STATES = frozenset({0, 1, 2, 4})  # AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED
+
+
+def invalid(key: ShareStateKey, snapshot: ShareSnapshot) -> ErrorCode | None:
+    """INVALID_REQUEST for a state no share partition could have (Kafka
+    `ShareCoordinatorShard`'s checks): no group, a negative partition or start offset, or a
+    state batch out of order, empty, below the start offset or of an unknown state."""
+    if not key.group_id or key.partition < 0 or snapshot.start_offset < 0:
+        return E.invalid_request
+    previous = snapshot.start_offset - 1
+    for first, last, state, count in snapshot.state_batches:
+        if first <= previous or last < first or state not in _DELIVERY_STATES or count < 0:
+            return E.invalid_request
+        previous = last
+    return None
+
+
 def write(core: ShareStatesCore, request_id: int, key: ShareStateKey, snapshot: ShareSnapshot) -> GroupOutput:
     """Append the snapshot and answer once it is stored (`ShareStateWritten`)."""
 
     def reply(error: ErrorCode) -> GroupOutput:
         return GroupOutput(responses=[(request_id, ShareStateWritten(error))])
 
-    error = core.coordinator_error(key.group_id)
+    error = invalid(key, snapshot) or core.coordinator_error(key.group_id)
     stored = core.share_states.get(key)
     if error is None and stored is not None:
         if snapshot.leader_epoch < stored.leader_epoch:

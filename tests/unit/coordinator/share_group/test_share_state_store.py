@@ -87,3 +87,13 @@ def test_deleting_the_share_group_tombstones_its_states() -> None:
     h.core.complete_load(0, h.log.read_all(0))
     assert state_store.read(h.core, KEY) is None
     assert state_store.read(h.core, ShareStateKey("other", T, 0)) == ShareSnapshot(0, 1, 10)
+
+
+def test_a_state_no_share_partition_could_have_is_refused() -> None:
+    h = CoreHarness()
+    for bad in (ShareSnapshot(0, 1, -5), ShareSnapshot(0, 1, 10, ((9, 12, 0, 1),)),
+                ShareSnapshot(0, 1, 10, ((10, 12, 3, 1),)), ShareSnapshot(0, 1, 10, ((12, 11, 0, 1),)),
+                ShareSnapshot(0, 1, 10, ((10, 12, 0, 1), (12, 13, 0, 1)))):
+        assert write(h, bad) == ErrorCode.invalid_request, bad
+    assert write(h, ShareSnapshot(0, 1, 0), ShareStateKey("", T, 0)) == ErrorCode.invalid_request
+    assert state_store.read(h.core, KEY) is None
