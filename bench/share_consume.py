@@ -49,9 +49,12 @@ def load(bootstrap: str, records: int, partitions: int, value_bytes: int) -> Non
                          "batch.size": 262144})
     value = os.urandom(value_bytes // 2).hex().encode()
     for i in range(records):
-        producer.produce(TOPIC, value=value, key=b"%d" % i, partition=i % partitions)
-        if i % 10000 == 0:
-            producer.poll(0)
+        while True:
+            try:
+                producer.produce(TOPIC, value=value, key=b"%d" % i, partition=i % partitions)
+                break
+            except BufferError:  # the client's queue is full: let it send
+                producer.poll(0.1)
     assert producer.flush(120) == 0
 
 

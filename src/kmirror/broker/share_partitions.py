@@ -233,9 +233,9 @@ class SharePartitionManager:
         deliverable = [(pos, h) for pos, h in headers if not h.is_control and pos not in aborted]
         acquired = partition.acquire(member_id, [(h.base_offset, h.last_offset) for _, h in deliverable],
                                      now_ms, max_records)
-        if headers:  # control batches and aborted records past the last delivered one: never delivered
-            undeliverable = [h for pos, h in headers if pos not in {p for p, _ in deliverable}]
-            partition.archive_undelivered([(h.base_offset, h.last_offset) for h in undeliverable])
+        if len(deliverable) < len(headers):  # control batches, aborted records: never delivered
+            delivered = {pos for pos, _ in deliverable}
+            partition.archive_undelivered([(h.base_offset, h.last_offset) for pos, h in headers if pos not in delivered])
         if not acquired:
             return Acquired(b"", ())
         first, last = acquired[0].first_offset, acquired[-1].last_offset

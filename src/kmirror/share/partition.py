@@ -140,6 +140,8 @@ class SharePartition:
         self._start = start_offset
         self._end = start_offset
         self._records: dict[int, _InFlightRecord] = {}
+        # no lock expires before this (a lower bound: every acquisition lowers it, a scan resets it)
+        self._expiry_floor_ms: int | None = None
 
     @classmethod
     def from_state(
@@ -241,6 +243,8 @@ class SharePartition:
         acquired: list[AcquiredRecords] = []
         taken = 0
         deadline_ms = now_ms + self.lock_duration_ms
+        if self._expiry_floor_ms is None or deadline_ms < self._expiry_floor_ms:
+            self._expiry_floor_ms = deadline_ms
         previous_last = -1
         for base, last in batches:
             if base > last or base <= previous_last:
@@ -263,11 +267,12 @@ class SharePartition:
                 self._start = self._end = first_new
             for offset in range(self._end, first_new):
                 self._records[offset] = _InFlightRecord(S.ARCHIVED, 0)
+            # never delivered: the table's first acquisition, written for the whole batch at once
+            state = TRANSITIONS[(S.AVAILABLE, E.ACQUIRE, False)]
             for offset in range(first_new, last + 1):
-                record = self._records[offset] = _InFlightRecord(S.AVAILABLE, 0)
-                self._transition(record, E.ACQUIRE, member_id, deadline_ms)
-                taken += 1
-                _append(acquired, offset, record.delivery_count)
+                self._records[offset] = _InFlightRecord(state, 1, member_id, deadline_ms)
+            taken += last + 1 - first_new
+            _append(acquired, first_new, 1, last)
             self._end = last + 1
         return acquired
 
@@ -300,8 +305,12 @@ class SharePartition:
 
     def expire_locks(self, now_ms: int) -> int:
         """Release every record whose lock deadline is <= now_ms; the number released."""
-        return self._release_where(
+        if self._expiry_floor_ms is None or now_ms < self._expiry_floor_ms:
+            return 0
+        released = self._release_where(
             lambda r: r.lock_deadline_ms is not None and r.lock_deadline_ms <= now_ms, E.LOCK_TIMEOUT)
+        self._expiry_floor_ms = self.next_deadline_ms()
+        return released
 
     def release_member(self, member_id: str) -> int:
         """Release every record `member_id` holds (it left the group or closed its share session)."""
@@ -374,9 +383,12 @@ class SharePartition:
             self._start += 1
 
 
-def _append(acquired: list[AcquiredRecords], offset: int, delivery_count: int) -> None:
-    last = acquired[-1] if acquired else None
-    if last is not None and last.last_offset == offset - 1 and last.delivery_count == delivery_count:
-        acquired[-1] = last._replace(last_offset=offset)
+def _append(acquired: list[AcquiredRecords], offset: int, delivery_count: int, last_offset: int | None = None) -> None:
+    """Add offsets `offset`..`last_offset` (default: `offset` alone), merged into the last range
+    when they continue it with the same delivery count."""
+    last_offset = offset if last_offset is None else last_offset
+    previous = acquired[-1] if acquired else None
+    if previous is not None and previous.last_offset == offset - 1 and previous.delivery_count == delivery_count:
+        acquired[-1] = AcquiredRecords(previous.first_offset, last_offset, delivery_count)
     else:
-        acquired.append(AcquiredRecords(offset, offset, delivery_count))
+        acquired.append(AcquiredRecords(offset, last_offset, delivery_count))
