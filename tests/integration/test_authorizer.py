@@ -6,7 +6,7 @@ admin grants ACLs with AdminClient.create_acls, then served; a DENY binding wins
 MIRROR_AUTHORIZATION_FAILED, and sees exactly the mirror it is granted. A refused produce and
 fetch are written to the node's log as Kafka's `kafka.authorizer.logger` INFO lines (a listing
 that leaves topics out is not), and the metrics endpoint reports the authorizer's decision
-rates and its ACL count. A mirror between two such clusters works with the KIP's source
+rates and its ACL count. A share consumer needs READ on its group, then on its topic. A mirror between two such clusters works with the KIP's source
 permissions for its principal, and cannot add a topic before they are granted."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -42,6 +42,7 @@ from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.replication import request_type
 from kmirror.testing.segments import log_batches
+from kmirror.testing.share_consumers import earliest
 
 pytestmark = pytest.mark.integration
 
@@ -437,3 +438,36 @@ def test_a_mirror_between_authorizing_clusters_needs_the_kips_source_permissions
     finally:
         dest.cluster.down()
         source.cluster.down()
+
+
+def share_poll_outcome(config: dict[str, str], group: str, topic: str, want: int) -> tuple[list[bytes], str]:
+    """What a share consumer as the config's principal gets within 20 s: up to `want` values, or
+    the first error it reports (poll's error messages or exceptions)."""
+    consumer = ShareConsumer({**config, "group.id": group})
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 20
+        while len(values) < want and time.monotonic() < deadline:
+            try:
+                for message in consumer.poll(0.5):
+                    if message.error() is not None:
+                        return values, message.error().name()
+                    values.append(message.value())
+            except KafkaException as exc:
+                return values, exc.args[0].name()
+    finally:
+        consumer.close()
+    return values, ""
+
+
+def test_share_groups_need_read_on_the_group_and_the_topic(node: AuthorizedNode) -> None:
+    create_topic(node, "work-queue")
+    produce_values(node.client("admin"), "work-queue", [b"a", b"b", b"c"])
+    assert share_poll_outcome(node.client("alice"), "workers", "work-queue", 3)[1] == "GROUP_AUTHORIZATION_FAILED"
+    node.grant(AclBinding(ResourceType.GROUP, "workers", ResourcePatternType.LITERAL, "User:alice", "*",
+                          AclOperation.READ, AclPermissionType.ALLOW))
+    assert share_poll_outcome(node.client("alice"), "workers", "work-queue", 3)[1] == "TOPIC_AUTHORIZATION_FAILED"
+    node.grant(topic_acl("work-queue", "User:alice", AclOperation.READ))
+    earliest(node.plaintext, "workers")  # through the cluster's own listener
+    assert share_poll_outcome(node.client("alice"), "workers", "work-queue", 3) == ([b"a", b"b", b"c"], "")

@@ -13,7 +13,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import AcknowledgeType, Consumer
+from confluent_kafka import AcknowledgeType, Consumer, Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
@@ -158,6 +159,40 @@ def test_share_groups_command_lists_describes_and_deletes(cluster: LocalCluster)
         time.sleep(0.3)  # the close's leave heartbeat reaches the coordinator
     assert deleted.stdout.strip() == "Deletion of requested share groups ('cli-sg') was successful."
     assert "cli-sg" not in command("--list").stdout.split()
+
+
+def test_read_committed_share_groups_never_get_aborted_records(cluster: LocalCluster) -> None:
+    create_topic(cluster.bootstrap, "txns", partitions=1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "share-txn"})
+    producer.init_transactions(30)
+    for commit in (False, True, False, True):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce("txns", value=b"%s-%d" % (b"commit" if commit else b"abort", i))
+        assert producer.flush(30) == 0  # written before the abort (an abort drops what is unsent)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for group, level in (("committed-only", "read_committed"), ("everything", "read_uncommitted")):
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("share.isolation.level", level, incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource])[resource].result(30)
+    values: dict[str, list[bytes]] = {}
+    for group, want in (("committed-only", 10), ("everything", 20)):
+        consumer = share_consumer(cluster.bootstrap, group, "txns")
+        got: list[bytes] = []
+        try:
+            deadline = time.monotonic() + 30
+            while len(got) < want:
+                assert time.monotonic() < deadline, f"{group}: {got}"
+                got += [m.value() for m in consumer.poll(0.5) if m.error() is None]
+            assert not [m for m in consumer.poll(1.0) if m.error() is None]  # markers are never delivered
+        finally:
+            consumer.close()
+        values[group] = got
+    assert sorted(values["committed-only"]) == sorted([b"commit-%d" % i for i in range(5)] * 2)
+    assert sorted(values["everything"]) == sorted([b"%s-%d" % (kind, i) for kind in (b"abort", b"commit")
+                                                   for i in range(5)] * 2)
 
 
 def test_acknowledged_records_stay_acknowledged_after_kill_9_and_restart(cluster: LocalCluster) -> None:
