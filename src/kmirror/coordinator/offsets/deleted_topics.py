@@ -12,6 +12,9 @@ Offsets of a transaction still open on the deleted topic go too, with the same t
 (Kafka writes one when the offset is committed or pending): written outside the transaction,
 it removes the transaction's commit of that offset, in memory now and when the partition is
 loaded again, so the transaction's COMMIT marker does not bring the offset back.
+
+Share groups' stored share partition states of topics the image no longer has (by topic id)
+are tombstoned the same way (Kafka deletes a deleted topic's share state).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from kmirror.coordinator.group.group import ClassicGroup
 from kmirror.coordinator.offsets import replay
 from kmirror.coordinator.offsets.expiration import MAX_RECORDS_PER_APPEND, ExpiringCore, Records
 from kmirror.coordinator.results import GroupOutput
+from kmirror.coordinator.share_group import state_records
 
 
 def delete_offsets_of(core: ExpiringCore, topics: Collection[str], loaded: Collection[int]) -> GroupOutput:
@@ -44,6 +48,11 @@ def delete_offsets_of(core: ExpiringCore, topics: Collection[str], loaded: Colle
             committed.pop(tp, None)
             replay.remove_pending_transactional_offset(state.pending_txn_offsets, group_id, tp)
         by_partition.setdefault(partition, []).extend(replay.offset_commit_record(group_id, tp, None) for tp in gone)
+    live = {info.topic_id for info in core.topics().values()}
+    for key in sorted((k for k in state.share_states if k.topic_id not in live
+                       and core.partition_for(k.group_id) in loaded), key=str):
+        del state.share_states[key]
+        by_partition.setdefault(core.partition_for(key.group_id), []).append((state_records.encode_key(key), None))
     out = GroupOutput()
     for partition, records in sorted(by_partition.items()):
         for start in range(0, len(records), MAX_RECORDS_PER_APPEND):

@@ -43,6 +43,7 @@ from kmirror.coordinator.group.sensors import GroupCoordinatorSensors, GroupSens
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.offsets import replay
 from kmirror.coordinator.results import GroupOutput
+from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
 from kmirror.ports import Clock
 from kmirror.protocol.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
@@ -65,6 +66,7 @@ class ExpiringState(Protocol):
     pending_txn_offsets: dict[str, dict[int, dict[TopicPartition, OffsetAndMetadata]]]
     # partition -> monotonic deadline of its next check
     offsets_expiration_deadline_ms: dict[int, int]
+    share_states: dict[ShareStateKey, ShareSnapshot]
 
 
 class ExpiringCore(Protocol):

@@ -97,3 +97,20 @@ def test_a_state_no_share_partition_could_have_is_refused() -> None:
         assert write(h, bad) == ErrorCode.invalid_request, bad
     assert write(h, ShareSnapshot(0, 1, 0), ShareStateKey("", T, 0)) == ErrorCode.invalid_request
     assert state_store.read(h.core, KEY) is None
+
+
+def test_a_deleted_topics_share_states_are_tombstoned() -> None:
+    h = CoreHarness()
+    h.topics["t"] = TopicInfo(T, 4)
+    other = uuid.UUID(int=8)
+    h.topics["u"] = TopicInfo(other, 1)
+    write(h, ShareSnapshot(0, 1, 10))
+    write(h, ShareSnapshot(0, 1, 3), ShareStateKey("sg", other, 0))
+    del h.topics["t"]
+    h.run(h.core.on_topics_deleted(["t"]))
+    assert state_store.read(h.core, KEY) is None
+    h.core.unload(0)
+    h.core.begin_load(0)
+    h.core.complete_load(0, h.log.read_all(0))
+    assert state_store.read(h.core, KEY) is None
+    assert state_store.read(h.core, ShareStateKey("sg", other, 0)) == ShareSnapshot(0, 1, 3)
