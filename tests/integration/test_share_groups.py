@@ -3,7 +3,7 @@
 is delivered once; explicit RELEASE redelivers a record with its delivery count raised, REJECT
 archives it, a record released `group.share.delivery.count.limit` times is archived; a
 member's close releases what it held; a share group id cannot be used by a consumer group;
-`kmirror share-groups` lists, describes and deletes share groups."""
+`kmirror share-groups` lists, describes, resets and deletes share groups."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_a_share_group_id_is_not_a_consumer_group(cluster: LocalCluster) -> None
         consumer.close()
 
 
-def test_share_groups_command_lists_describes_and_deletes(cluster: LocalCluster) -> None:
+def test_share_groups_command_lists_describes_resets_and_deletes(cluster: LocalCluster) -> None:
     create_topic(cluster.bootstrap, "cli-share", partitions=2)
     earliest(cluster.bootstrap, "cli-sg")
     consumer = share_consumer(cluster.bootstrap, "cli-sg", "cli-share")
@@ -154,9 +154,30 @@ def test_share_groups_command_lists_describes_and_deletes(cluster: LocalCluster)
     finally:
         consumer.close()
     deadline = time.monotonic() + 30
+    while ["cli-sg", "Empty"] not in [line.split() for line in command("--list", "--state").stdout.splitlines()]:
+        assert time.monotonic() < deadline, "the group did not become Empty"
+        time.sleep(0.3)  # the close's leave heartbeat reaches the coordinator
+    # no member now: the start offsets can be reset, and a new member gets every record again
+    dry = command("--reset-offsets", "--group", "cli-sg", "--topic", "cli-share", "--to-earliest", "--dry-run")
+    assert sorted(line.split() for line in dry.stdout.splitlines()[2:]) == [
+        ["cli-sg", "cli-share", "0", "0"], ["cli-sg", "cli-share", "1", "0"]]
+    assert sorted(offsets[1:]) == sorted(
+        line.split() for line in command("--describe", "--group", "cli-sg").stdout.splitlines()[2:])
+    command("--reset-offsets", "--group", "cli-sg", "--topic", "cli-share:1", "--to-offset", "2", "--execute")
+    again = share_consumer(cluster.bootstrap, "cli-sg", "cli-share")
+    replayed: Counter[tuple[int, int]] = Counter()
+    try:
+        poll_until([again], replayed, 3)
+        assert set(replayed) == {(1, 2), (1, 3), (1, 4)}
+        busy = command("--reset-offsets", "--group", "cli-sg", "--all-topics", "--to-latest", "--execute",
+                       check=False)
+        assert busy.returncode == 1 and "Share group 'cli-sg' is not empty." in busy.stderr
+    finally:
+        again.close()
+    deadline = time.monotonic() + 30
     while (deleted := command("--delete", "--group", "cli-sg", check=False)).returncode != 0:
         assert time.monotonic() < deadline, deleted.stderr
-        time.sleep(0.3)  # the close's leave heartbeat reaches the coordinator
+        time.sleep(0.3)
     assert deleted.stdout.strip() == "Deletion of requested share groups ('cli-sg') was successful."
     assert "cli-sg" not in command("--list").stdout.split()
 

@@ -40,13 +40,6 @@ CONSUMER_GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", 
                          "Reconciling")
 GROUP_TYPES = ("classic", "consumer")
 GROUP_LEVEL_ERRORS = ("INVALID_GROUP_ID", "GROUP_ID_NOT_FOUND", "GROUP_AUTHORIZATION_FAILED", "NON_EMPTY_GROUP")
-SCENARIOS = ("to_offset", "shift_by", "to_datetime", "by_duration", "to_earliest", "to_latest", "to_current")
-NO_EXECUTE_WARNING = (
-    "WARN: No action will be performed as the --execute option is missing. In a future major release, the default "
-    "behavior of this command will be to prompt the user before executing the reset rather than doing a dry run. "
-    "You should add the --dry-run option explicitly if you are scripting this command and want to keep the current "
-    "default behavior without prompting."
-)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -109,7 +102,7 @@ def validate(args: argparse.Namespace) -> None:
     if not args.list and args.type is not None:
         raise CommandError("Option --type may only be used with --list")
     if not args.reset_offsets and (args.all_topics or args.dry_run or args.execute
-                                   or any(_scenario_given(args, s) for s in SCENARIOS)):
+                                   or any(_scenario_given(args, s) for s in reset.SCENARIOS)):
         raise CommandError("Options --all-topics, --dry-run, --execute and the reset scenarios may only be used "
                            "with --reset-offsets")
     if args.describe:
@@ -129,9 +122,9 @@ def validate(args: argparse.Namespace) -> None:
     if args.reset_offsets:
         if not (args.group or args.all_groups):
             raise CommandError(f"Option --reset-offsets takes one of these options: {scope}")
-        if not any(_scenario_given(args, s) for s in SCENARIOS):
+        if not any(_scenario_given(args, s) for s in reset.SCENARIOS):
             raise CommandError("Option --reset-offsets requires one of the following scenarios: "
-                               + ", ".join(_option(s) for s in SCENARIOS))
+                               + ", ".join(_option(s) for s in reset.SCENARIOS))
         if not (args.topic or args.all_topics):
             raise CommandError("One of the reset scopes should be defined: --all-topics, --topic.")
         if args.topic and args.all_topics:
@@ -176,7 +169,7 @@ def _error(message: str) -> None:
 async def run(args: argparse.Namespace) -> int:
     validate(args)
     if args.reset_offsets and not (args.dry_run or args.execute):
-        print(NO_EXECUTE_WARNING, file=sys.stderr)
+        print(reset.NO_EXECUTE_WARNING, file=sys.stderr)
     options = admin_options(args)
     if args.timeout is not None:
         options["request_timeout_ms"] = args.timeout

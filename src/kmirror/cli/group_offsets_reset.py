@@ -21,6 +21,14 @@ from kmirror.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin
 from kmirror.client.groups import OffsetAndMetadata
 from kmirror.types import TopicPartition
 
+SCENARIOS = ("to_offset", "shift_by", "to_datetime", "by_duration", "to_earliest", "to_latest", "to_current")
+NO_EXECUTE_WARNING = (
+    "WARN: No action will be performed as the --execute option is missing. In a future major release, the default "
+    "behavior of this command will be to prompt the user before executing the reset rather than doing a dry run. "
+    "You should add the --dry-run option explicitly if you are scripting this command and want to keep the current "
+    "default behavior without prompting."
+)
+
 
 def parse_topic_partitions(arg: str) -> list[TopicPartition]:
     """`topic:0,1,2` -> its partitions (Kafka's `parseTopicsWithPartitions`)."""

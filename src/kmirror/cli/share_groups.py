@@ -4,7 +4,12 @@ groups.
   --list [--state [S,...]]
   --describe (--group G ... | --all-groups) [--offsets | --members | --state] [--verbose]
   --delete (--group G ... | --all-groups)
+  --reset-offsets (--group G ... | --all-groups) (--topic T[:P,...] ... | --all-topics) SCENARIO
+                  [--dry-run | --execute]
 
+`--reset-offsets` takes `kmirror consumer-groups`' scenarios (`--to-earliest`, `--to-latest`,
+`--to-offset`, `--shift-by`, `--to-datetime`, `--by-duration`, `--to-current`) and sets the
+share-partition start offsets with AlterShareGroupOffsets, only for a group without members.
 `--describe` shows each partition's share-partition start offset and its lag to the log end
 offset by default. A failure prints `Error: ...` on stderr and the command exits 1 once the
 other groups are done.
@@ -14,15 +19,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 
 from kmirror.cli import consumer_groups_output as out
+from kmirror.cli import group_offsets_reset as reset
 from kmirror.cli.command_config import add_admin_arguments, admin_options
 from kmirror.cli.errors import CommandError
 from kmirror.cli.group_offsets_reset import log_offsets
 from kmirror.client.admin import LATEST_TIMESTAMP, Admin
 from kmirror.client.errors import KafkaError
-from kmirror.client.groups import ConsumerGroupDescription
+from kmirror.client.groups import ConsumerGroupDescription, OffsetAndMetadata
+from kmirror.types import TopicPartition
 
 SHARE_GROUP_STATES = ("Stable", "Empty", "Dead")
 
@@ -35,6 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     action.add_argument("--describe", action="store_true", help="describe groups: start offsets and lag (default), "
                                                                 "--members or --state")
     action.add_argument("--delete", action="store_true", help="delete groups (only groups with no members)")
+    action.add_argument("--reset-offsets", action="store_true",
+                        help="reset the start offsets of groups without members (dry run unless --execute)")
     p.add_argument("--group", action="append", metavar="GROUP", help="the share group (repeatable)")
     p.add_argument("--all-groups", action="store_true", help="every share group")
     p.add_argument("--members", action="store_true", help="describe the members (--describe)")
@@ -42,7 +52,21 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--verbose", action="store_true", help="more columns (--describe)")
     p.add_argument("--state", nargs="?", const="", metavar="STATE[,STATE]",
                    help="--describe: the group's state; --list: show states, or only groups in these")
+    p.add_argument("--topic", action="append", metavar="TOPIC[:P,...]",
+                   help="a topic, or some of its partitions as t:0,1 (repeatable; --reset-offsets)")
+    p.add_argument("--all-topics", action="store_true", help="every topic the group has offsets for (--reset-offsets)")
     p.add_argument("--timeout", type=int, metavar="MS", help="request timeout (default: 30000)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="only show the new offsets (the default)")
+    mode.add_argument("--execute", action="store_true", help="set the new offsets")
+    scenario = p.add_mutually_exclusive_group()
+    scenario.add_argument("--to-offset", type=int, metavar="OFFSET")
+    scenario.add_argument("--shift-by", type=int, metavar="N", help="move the start offset by N (may be < 0)")
+    scenario.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss", help="the first offset at or after it")
+    scenario.add_argument("--by-duration", metavar="PnDTnHnMnS", help="the first offset at or after now minus this")
+    scenario.add_argument("--to-earliest", action="store_true")
+    scenario.add_argument("--to-latest", action="store_true")
+    scenario.add_argument("--to-current", action="store_true")
     p.set_defaults(func=run)
 
 
@@ -55,8 +79,18 @@ def validate(args: argparse.Namespace) -> None:
         raise CommandError("Options --members, --offsets and --verbose may only be used with --describe")
     if args.delete and args.state is not None:
         raise CommandError("Option --state may only be used with --describe or --list")
-    if (args.describe or args.delete) and not (args.group or args.all_groups):
-        action = "--describe" if args.describe else "--delete"
+    if args.reset_offsets:
+        if not any(getattr(args, n) not in (None, False) for n in reset.SCENARIOS):
+            raise CommandError("Option --reset-offsets requires one of the following scenarios: "
+                               + ", ".join("--" + n.replace("_", "-") for n in reset.SCENARIOS))
+        if not (args.topic or args.all_topics) or (args.topic and args.all_topics):
+            raise CommandError("One of the reset scopes should be defined: --all-topics, --topic.")
+    elif args.topic or args.all_topics or args.dry_run or args.execute or any(
+            getattr(args, n) not in (None, False) for n in reset.SCENARIOS):
+        raise CommandError("Options --topic, --all-topics, --dry-run, --execute and the reset scenarios may only "
+                           "be used with --reset-offsets")
+    if (args.describe or args.delete or args.reset_offsets) and not (args.group or args.all_groups):
+        action = "--describe" if args.describe else "--delete" if args.delete else "--reset-offsets"
         raise CommandError(f"Option {action} takes one of these options: --all-groups, --group")
     if args.describe:
         if sum([args.members, args.offsets, args.state is not None]) > 1:
@@ -90,7 +124,43 @@ async def run(args: argparse.Namespace) -> int:
         groups = args.group or [g.group_id for g in await admin.list_groups((), ["share"]) if g.group_type == "share"]
         if args.delete:
             return _report_deletes(await admin.delete_consumer_groups(groups))
+        if args.reset_offsets:
+            return await reset_offsets(admin, groups, args)
         return await describe(admin, groups, args)
+
+
+async def reset_offsets(admin: Admin, groups: Sequence[str], args: argparse.Namespace) -> int:
+    """Kafka's `ShareGroupCommand.resetOffsets`: only a group without members (or none yet)."""
+    if not (args.dry_run or args.execute):
+        print(reset.NO_EXECUTE_WARNING, file=sys.stderr)
+    scenario = reset.ResetScenario(args.to_earliest, args.to_latest, args.to_current, args.to_offset,
+                                   args.shift_by, args.to_datetime, args.by_duration)
+    plan: dict[str, dict[TopicPartition, int]] = {}
+    failed = False
+    for group_id in groups:
+        try:
+            state = (await admin.describe_share_groups([group_id]))[group_id].state
+            current = await admin.list_share_group_offsets(group_id)
+        except KafkaError as error:
+            if error.error_name != "GROUP_ID_NOT_FOUND":
+                raise
+            state, current = "Dead", {}
+        if state not in ("Empty", "Dead"):
+            _error(f"Share group '{group_id}' is not empty.")
+            failed = True
+            continue
+        starts = {tp: OffsetAndMetadata(o) for tp, o in current.items() if o >= 0}
+        partitions = await reset.partitions_to_reset(admin, args.topic or [], starts, args.all_topics)
+        await reset.check_partitions_valid(admin, partitions)
+        offsets = await reset.new_offsets(admin, scenario, partitions, starts, int(time.time() * 1000))
+        if args.execute and offsets:
+            errors = [e for e in (await admin.alter_share_group_offsets(group_id, offsets)).values() if e is not None]
+            if errors:
+                raise errors[0]
+        plan[group_id] = offsets
+    if any(plan.values()):
+        _emit(out.reset_table(plan))
+    return 1 if failed else 0
 
 
 async def describe(admin: Admin, groups: Sequence[str], args: argparse.Namespace) -> int:
