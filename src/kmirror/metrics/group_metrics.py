@@ -1,9 +1,10 @@
 """`register_group_coordinator_metrics`: Kafka's group coordinator metrics of one node
 (`kmirror.coordinator.group.metrics`), read at scrape time:
 - `kafka.server:type=group-coordinator-metrics,name=offset-count`,
-  `name=group-count,protocol=classic|consumer`,
-  `name=classic-group-count,state=PreparingRebalance|CompletingRebalance|Stable|Dead|Empty` and
-  `name=consumer-group-count,state=Empty|Assigning|Reconciling|Stable|Dead`;
+  `name=group-count,protocol=classic|consumer|share`,
+  `name=classic-group-count,state=PreparingRebalance|CompletingRebalance|Stable|Dead|Empty`,
+  `name=consumer-group-count,state=Empty|Assigning|Reconciling|Stable|Dead` and
+  `name=share-group-count,state=Empty|Stable|Dead`;
 - `kafka.coordinator.group:type=GroupMetadataManager,name=NumOffsets|NumGroups|
   NumGroupsPreparingRebalance|NumGroupsCompletingRebalance|NumGroupsStable|NumGroupsDead|
   NumGroupsEmpty` (deprecated by Kafka 4.4 for the above);
@@ -19,6 +20,7 @@ from collections.abc import Callable, Mapping
 from kmirror.coordinator.consumer_group.state import ConsumerGroupState
 from kmirror.coordinator.group.metrics import CLASSIC_STATE_GAUGES, PROTOCOLS
 from kmirror.coordinator.group.sensors import GroupSensor
+from kmirror.coordinator.share_group.group import ShareGroupState
 from kmirror.metrics.registry import GaugeFn, MetricsRegistry, metric_name
 
 GROUP_METADATA_MANAGER = ("kafka.coordinator.group", "GroupMetadataManager")
@@ -45,6 +47,9 @@ def register_group_coordinator_metrics(registry: MetricsRegistry, read: Callable
     for state in ConsumerGroupState:
         registry.gauge(metric_name(*GROUP_COORDINATOR_METRICS, "consumer-group-count", state=state.value),
                        reader(f"consumer-group-count:{state.value}"))
+    for share_state in ShareGroupState:
+        registry.gauge(metric_name(*GROUP_COORDINATOR_METRICS, "share-group-count", state=share_state.value),
+                       reader(f"share-group-count:{share_state.value}"))
     for sensor in GroupSensor:
         for stat in (f"{sensor.value}-rate", f"{sensor.value}-count"):
             registry.gauge(metric_name(*GROUP_COORDINATOR_METRICS, stat), reader(stat))

@@ -10,6 +10,7 @@ from kmirror.coordinator.group.sensors import GroupCoordinatorSensors
 from kmirror.coordinator.group.state import GroupState
 from kmirror.coordinator.offsets.commits import OffsetToCommit, commit_offsets, delete_offsets
 from kmirror.coordinator.offsets.records import OffsetAndMetadata
+from kmirror.coordinator.share_group.group import ShareGroup, ShareGroupMember
 from kmirror.ports import ManualClock
 from kmirror.protocol.errors import ErrorCode as E
 from kmirror.testing.consumer_groups import ConsumerGroups
@@ -29,6 +30,8 @@ def test_groups_are_counted_per_protocol_and_state_with_their_offsets() -> None:
     state.groups["c"] = ClassicGroup("c", GroupState.PREPARING_REBALANCE, offsets=_offsets(1))
     state.groups["d"] = ClassicGroup("d", GroupState.EMPTY, offsets=_offsets(2))
     state.consumer_groups["e"] = ConsumerGroup("e", offsets=_offsets(4))
+    state.share_groups["f"] = ShareGroup("f", members={"m": ShareGroupMember("m")})
+    state.share_groups["g"] = ShareGroup("g")
     values = group_coordinator_metrics(state, GroupCoordinatorSensors(ManualClock()))
     assert values["NumOffsets"] == 10
     assert values["NumGroups"] == 4
@@ -38,6 +41,8 @@ def test_groups_are_counted_per_protocol_and_state_with_their_offsets() -> None:
     assert values["consumer-group-count:Empty"] == 1
     assert values["consumer-group-count:Stable"] == values["consumer-group-count:Assigning"] == 0
     assert values["offset-count"] == 10  # Kafka 4.4's names beside the deprecated ones
+    assert values["group-count:share"] == 2
+    assert (values["share-group-count:Stable"], values["share-group-count:Empty"]) == (1, 1)
     assert (values["classic-group-count:Stable"], values["classic-group-count:PreparingRebalance"],
             values["classic-group-count:Empty"]) == (2, 1, 1)
 
@@ -45,7 +50,7 @@ def test_groups_are_counted_per_protocol_and_state_with_their_offsets() -> None:
 def test_a_node_without_groups_reports_zeros() -> None:
     values = group_coordinator_metrics(CoreState(), GroupCoordinatorSensors(ManualClock()))
     assert set(values.values()) == {0.0}
-    assert len(values) == 2 + 5 + 1 + 2 + 5 + 5 + 2 * 5
+    assert len(values) == 2 + 5 + 1 + 3 + 5 + 5 + 3 + 2 * 5
 
 
 def _meters(core) -> dict[str, float]:
