@@ -8,6 +8,7 @@ member's close releases what it held; a share group id cannot be used by a consu
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -27,7 +28,8 @@ pytestmark = pytest.mark.integration
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(dir=tmp_path_factory.mktemp("share") / "cluster", port=free_port_block(),
                       overrides={"group.share.heartbeat.interval.ms": "1000",
-                                 "group.share.delivery.count.limit": "3"}) as c:
+                                 "group.share.delivery.count.limit": "3",
+                                 "group.share.record.lock.duration.ms": "2000"}) as c:
         yield c
 
 
@@ -214,6 +216,50 @@ def test_read_committed_share_groups_never_get_aborted_records(cluster: LocalClu
     assert sorted(values["committed-only"]) == sorted([b"commit-%d" % i for i in range(5)] * 2)
     assert sorted(values["everything"]) == sorted([b"%s-%d" % (kind, i) for kind in (b"abort", b"commit")
                                                    for i in range(5)] * 2)
+
+
+CRASHING_MEMBER = """
+import sys, time
+from confluent_kafka import ShareConsumer
+consumer = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": "crashers",
+                          "share.acknowledgement.mode": "explicit"})
+consumer.subscribe(["crash"])
+while not [m for m in consumer.poll(0.5) if m.error() is None]:
+    pass
+print("acquired", flush=True)
+time.sleep(600)  # holds its records until killed
+"""
+
+
+def test_a_crashed_members_records_go_to_another_after_the_lock_duration(cluster: LocalCluster) -> None:
+    """The member is kill -9'd holding records (no close, no release): they are delivered
+    again once `share.record.lock.duration.ms` (the broker's 2000 here) has passed."""
+    create_topic(cluster.bootstrap, "crash", partitions=1)
+    earliest(cluster.bootstrap, "crashers")
+    produced = produce(cluster.bootstrap, "crash", 10, 1)
+    member = subprocess.Popen([sys.executable, "-c", CRASHING_MEMBER, cluster.bootstrap], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert member.stdout is not None and member.stdout.readline().strip() == "acquired"
+    finally:
+        member.kill()
+        member.wait()
+    survivor = share_consumer(cluster.bootstrap, "crashers", "crash")
+    counts: list[int] = []
+    seen: Counter[tuple[int, int]] = Counter()
+    started = time.monotonic()
+    try:
+        deadline = started + 30
+        while len(seen) < len(produced):
+            assert time.monotonic() < deadline, f"{len(seen)} records redelivered"
+            for message in survivor.poll(0.5):
+                if message.error() is None:
+                    seen[(message.partition(), message.offset())] += 1
+                    counts.append(message.delivery_count())
+    finally:
+        survivor.close()
+    assert set(seen) == produced
+    assert 2 in counts  # what the crashed member held comes back on its second delivery
 
 
 def test_acknowledged_records_stay_acknowledged_after_kill_9_and_restart(cluster: LocalCluster) -> None:
