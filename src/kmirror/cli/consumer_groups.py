@@ -68,17 +68,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--type", nargs="?", const="", metavar="TYPE[,TYPE]",
                    help="--list: show types, or only groups of these (classic, consumer)")
     p.add_argument("--timeout", type=int, metavar="MS", help="request timeout (default: 30000)")
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--dry-run", action="store_true", help="only show the new offsets (the default)")
-    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
-    scenario = p.add_mutually_exclusive_group()
-    scenario.add_argument("--to-offset", type=int, metavar="OFFSET")
-    scenario.add_argument("--shift-by", type=int, metavar="N", help="move the committed offset by N (may be < 0)")
-    scenario.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss", help="the first offset at or after it")
-    scenario.add_argument("--by-duration", metavar="PnDTnHnMnS", help="the first offset at or after now minus this")
-    scenario.add_argument("--to-earliest", action="store_true")
-    scenario.add_argument("--to-latest", action="store_true")
-    scenario.add_argument("--to-current", action="store_true")
+    reset.add_reset_arguments(p, "the committed offset")
     p.set_defaults(func=run)
 
 

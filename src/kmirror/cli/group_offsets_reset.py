@@ -10,6 +10,7 @@ pure; the rest asks the cluster through the Admin client."""
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import re
 import sys
@@ -28,6 +29,22 @@ NO_EXECUTE_WARNING = (
     "You should add the --dry-run option explicitly if you are scripting this command and want to keep the current "
     "default behavior without prompting."
 )
+
+
+def add_reset_arguments(p: argparse.ArgumentParser, offset: str) -> None:
+    """`--dry-run` / `--execute` and the scenarios of `--reset-offsets`; `offset` names what is
+    reset ("the committed offset")."""
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="only show the new offsets (the default)")
+    mode.add_argument("--execute", action="store_true", help="set the new offsets")
+    scenario = p.add_mutually_exclusive_group()
+    scenario.add_argument("--to-offset", type=int, metavar="OFFSET")
+    scenario.add_argument("--shift-by", type=int, metavar="N", help=f"move {offset} by N (may be < 0)")
+    scenario.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss", help="the first offset at or after it")
+    scenario.add_argument("--by-duration", metavar="PnDTnHnMnS", help="the first offset at or after now minus this")
+    scenario.add_argument("--to-earliest", action="store_true")
+    scenario.add_argument("--to-latest", action="store_true")
+    scenario.add_argument("--to-current", action="store_true")
 
 
 def parse_topic_partitions(arg: str) -> list[TopicPartition]:

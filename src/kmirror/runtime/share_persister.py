@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import overload
 
 from kio.schema.read_share_group_state.v0 import request as read_request
+from kio.schema.read_share_group_state.v0 import response as read_response
 from kio.schema.write_share_group_state.v0 import request as write_request
+from kio.schema.write_share_group_state.v0 import response as write_response
 from kio.static.primitive import i8, i16, i32, i64
 
 from kmirror.coordinator.group.service import GroupCoordinatorService
@@ -45,10 +48,8 @@ class CoordinatorSharePersister:
         request = read_request.ReadShareGroupStateRequest(group_id=key.group_id, topics=(
             read_request.ReadStateData(topic_id=key.topic_id, partitions=(
                 read_request.PartitionData(partition=i32(key.partition), leader_epoch=i32(leader_epoch)),)),))
-        try:
-            response = await self._send(node, request)
-        except (OSError, ConnectionError) as exc:
-            log.debug("ReadShareGroupState to broker %d failed: %s", node, exc)
+        response = await self._call(node, request)
+        if response is None:
             return ErrorCode.coordinator_not_available
         (result,) = response.results[0].partitions
         if result.error_code != ErrorCode.none:
@@ -72,10 +73,25 @@ class CoordinatorSharePersister:
                 state_batches=tuple(write_request.StateBatch(
                     first_offset=i64(f), last_offset=i64(last), delivery_state=i8(s), delivery_count=i16(c))
                     for f, last, s, c in snapshot.state_batches)),)),))
-        try:
-            response = await self._send(node, request)
-        except (OSError, ConnectionError) as exc:
-            log.debug("WriteShareGroupState to broker %d failed: %s", node, exc)
+        response = await self._call(node, request)
+        if response is None:
             return ErrorCode.coordinator_not_available
         (result,) = response.results[0].partitions
         return ErrorCode(result.error_code)
+
+    @overload
+    async def _call(self, node: int, request: read_request.ReadShareGroupStateRequest
+                    ) -> read_response.ReadShareGroupStateResponse | None: ...
+
+    @overload
+    async def _call(self, node: int, request: write_request.WriteShareGroupStateRequest
+                    ) -> write_response.WriteShareGroupStateResponse | None: ...
+
+    async def _call(self, node: int, request: read_request.ReadShareGroupStateRequest
+                    | write_request.WriteShareGroupStateRequest) -> object | None:
+        """The coordinator's answer; None when it cannot be reached."""
+        try:
+            return await self._send(node, request)
+        except (OSError, ConnectionError) as exc:
+            log.debug("%s to broker %d failed: %s", type(request).__name__, node, exc)
+            return None

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.authorization import DESCRIBE, GROUP
@@ -18,27 +19,41 @@ from kmirror.coordinator.consumer_group.member import TopicPartitions
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
 
+G = TypeVar("G")
 
-@api(69, "ConsumerGroupDescribe", 0, 1)
-def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    describable = services.authorization.filter(ctx, DESCRIBE, GROUP, request.group_ids)
-    found = iter(services.groups.consumer_group_describe([g for g in request.group_ids if g in describable]))
-    described = [next(found) if g in describable else
-                 DescribedConsumerGroup(g, ErrorCode.group_authorization_failed, "Group authorization failed.")
-                 for g in request.group_ids]
+
+def describe_authorized(services: BrokerServices, ctx: RequestContext, group_ids: Sequence[str],
+                        describe: Callable[[list[str]], list[G]], refused: Callable[[str], G]) -> list[G]:
+    """`describe` of the groups the principal may DESCRIBE, `refused(group_id)` for the others,
+    in request order."""
+    describable = services.authorization.filter(ctx, DESCRIBE, GROUP, group_ids)
+    found = iter(describe([g for g in group_ids if g in describable]))
+    return [next(found) if g in describable else refused(g) for g in group_ids]
+
+
+def assignment_builder(services: BrokerServices, rt: type) -> Callable[[TopicPartitions], Any]:
+    """Builds a response's `Assignment` (topic ids with their names from the metadata image)."""
     image = getattr(services.metadata, "image", None)
     names: dict[uuid.UUID, str] = {t.topic_id: n for n, t in image.topics.items()} if image is not None else {}
-    rt = ctx.response_type
-    Group = nested(rt, "DescribedGroup")
-    Member = nested(rt, "Member")
-    Assignment = nested(rt, "Assignment")
-    TopicPartitionsEntity = nested(rt, "TopicPartitions")
+    Assignment, TopicPartitionsEntity = nested(rt, "Assignment"), nested(rt, "TopicPartitions")
 
     def assignment(tps: TopicPartitions) -> Any:
         return build(Assignment, topic_partitions=tuple(
             build(TopicPartitionsEntity, topic_id=t, topic_name=names.get(t, ""), partitions=tuple(sorted(ps)))
             for t, ps in sorted(tps.items(), key=lambda kv: str(kv[0]))
         ))
+    return assignment
+
+
+@api(69, "ConsumerGroupDescribe", 0, 1)
+def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    described = describe_authorized(
+        services, ctx, request.group_ids, services.groups.consumer_group_describe,
+        lambda g: DescribedConsumerGroup(g, ErrorCode.group_authorization_failed, "Group authorization failed."))
+    rt = ctx.response_type
+    Group = nested(rt, "DescribedGroup")
+    Member = nested(rt, "Member")
+    assignment = assignment_builder(services, rt)
 
     groups = tuple(
         build(

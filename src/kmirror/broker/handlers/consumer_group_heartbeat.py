@@ -40,14 +40,22 @@ def group_config(services: BrokerServices, group_id: str) -> GroupConfig:
     return GroupConfig(value("consumer.session.timeout.ms"), value("consumer.heartbeat.interval.ms"))
 
 
+def topics_refusal(services: BrokerServices, ctx: RequestContext, subscribed: tuple[str, ...] | None) -> Any:
+    """The heartbeat's answer when a subscribed topic name may not be described, else None."""
+    names = subscribed or ()
+    if not names or services.authorization.filter(ctx, DESCRIBE, TOPIC, names).issuperset(names):
+        return None
+    return build(ctx.response_type, throttle_time=datetime.timedelta(0),
+                 error_code=ErrorCode.topic_authorization_failed, error_message="Topic authorization failed.",
+                 member_id=None, member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
+
+
 @api(68, "ConsumerGroupHeartbeat", 0, 1)
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     owned = request.topic_partitions
-    subscribed = request.subscribed_topic_names or ()
-    if subscribed and not services.authorization.filter(ctx, DESCRIBE, TOPIC, subscribed).issuperset(subscribed):
-        return build(ctx.response_type, throttle_time=datetime.timedelta(0),
-                     error_code=ErrorCode.topic_authorization_failed, error_message="Topic authorization failed.",
-                     member_id=None, member_epoch=-1, heartbeat_interval=datetime.timedelta(0), assignment=None)
+    refusal = topics_refusal(services, ctx, request.subscribed_topic_names)
+    if refusal is not None:
+        return refusal
     result = await services.groups.consumer_group_heartbeat(
         HeartbeatRequest(
             group_id=request.group_id,

@@ -5,38 +5,26 @@ GROUP_AUTHORIZATION_FAILED (Kafka's authorization)."""
 from __future__ import annotations
 
 import datetime
-import uuid
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
-from kmirror.broker.authorization import DESCRIBE, GROUP
+from kmirror.broker.handlers.consumer_group_describe import assignment_builder, describe_authorized
 from kmirror.broker.handlers.describe_groups import AUTHORIZED_OPERATIONS_OMITTED, group_operations
 from kmirror.broker.services import BrokerServices
 from kmirror.coordinator.share_group.admin import DescribedShareGroup
-from kmirror.coordinator.share_group.group import TopicPartitions
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
 
 
 @api(77, "ShareGroupDescribe", 1, 1)
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    describable = services.authorization.filter(ctx, DESCRIBE, GROUP, request.group_ids)
-    found = iter(services.groups.share_group_describe([g for g in request.group_ids if g in describable]))
-    described = [next(found) if g in describable else
-                 DescribedShareGroup(g, ErrorCode.group_authorization_failed, "Group authorization failed.")
-                 for g in request.group_ids]
-    image = getattr(services.metadata, "image", None)
-    names: dict[uuid.UUID, str] = {t.topic_id: n for n, t in image.topics.items()} if image is not None else {}
+    described = describe_authorized(
+        services, ctx, request.group_ids, services.groups.share_group_describe,
+        lambda g: DescribedShareGroup(g, ErrorCode.group_authorization_failed, "Group authorization failed."))
     rt = ctx.response_type
     Group = nested(rt, "DescribedGroup")
     Member = nested(rt, "Member")
-    Assignment = nested(rt, "Assignment")
-    TopicPartitionsEntity = nested(rt, "TopicPartitions")
-
-    def assignment(tps: TopicPartitions) -> Any:
-        return build(Assignment, topic_partitions=tuple(
-            build(TopicPartitionsEntity, topic_id=t, topic_name=names.get(t, ""), partitions=tuple(sorted(ps)))
-            for t, ps in sorted(tps.items(), key=lambda kv: str(kv[0]))))
+    assignment = assignment_builder(services, rt)
 
     groups = tuple(
         build(Group, error_code=d.error, error_message=d.error_message, group_id=d.group_id, group_state=d.state,

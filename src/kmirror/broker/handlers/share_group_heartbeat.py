@@ -10,32 +10,29 @@ import datetime
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
-from kmirror.broker.authorization import DESCRIBE, TOPIC
-from kmirror.broker.handlers.consumer_group_heartbeat import topics_view
+from kmirror.broker.handlers.consumer_group_heartbeat import topics_refusal, topics_view
 from kmirror.broker.handlers.join_group import client_host
 from kmirror.broker.services import BrokerServices
 from kmirror.broker.share_partitions import group_configs
-from kmirror.coordinator.share_group.heartbeat import ShareGroupConfig, ShareHeartbeatRequest
+from kmirror.coordinator.consumer_group.ports import GroupConfig
+from kmirror.coordinator.share_group.heartbeat import ShareHeartbeatRequest
 from kmirror.protocol.entities import build, nested
-from kmirror.protocol.errors import ErrorCode
 
 
-def share_group_config(services: BrokerServices, group_id: str) -> ShareGroupConfig:
+def share_group_config(services: BrokerServices, group_id: str) -> GroupConfig:
     """The group's `share.session.timeout.ms` / `share.heartbeat.interval.ms` (GROUP resource
     configs, validated when altered), else the broker defaults."""
     configs = group_configs(services, group_id)
     session, interval = configs.get("share.session.timeout.ms"), configs.get("share.heartbeat.interval.ms")
-    return ShareGroupConfig(int(session) if session else None, int(interval) if interval else None)
+    return GroupConfig(int(session) if session else None, int(interval) if interval else None)
 
 
 @api(76, "ShareGroupHeartbeat", 1, 1)
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
-    subscribed = request.subscribed_topic_names or ()
-    if subscribed and not services.authorization.filter(ctx, DESCRIBE, TOPIC, subscribed).issuperset(subscribed):
-        return build(rt, throttle_time=datetime.timedelta(0), error_code=ErrorCode.topic_authorization_failed,
-                     error_message="Topic authorization failed.", member_id=None, member_epoch=-1,
-                     heartbeat_interval=datetime.timedelta(0), assignment=None)
+    refusal = topics_refusal(services, ctx, request.subscribed_topic_names)
+    if refusal is not None:
+        return refusal
     result = services.groups.share_group_heartbeat(
         ShareHeartbeatRequest(
             group_id=request.group_id, member_id=request.member_id, member_epoch=request.member_epoch,

@@ -196,7 +196,7 @@ class GroupCoordinatorService(KeyValueCoordinatorRuntime):
     # ---- KIP-932 share groups ---------------------------------------------------------
 
     def share_group_heartbeat(self, request: share_heartbeat.ShareHeartbeatRequest, topics: TopicsView,
-                              group_config: share_heartbeat.ShareGroupConfig) -> share_heartbeat.ShareHeartbeatResult:
+                              group_config: GroupConfig) -> HeartbeatResult:
         result = share_heartbeat.heartbeat(self.core, request, topics, group_config)
         self._rearm()
         return result

@@ -12,8 +12,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-# topic id -> partitions
-TopicPartitions = dict[uuid.UUID, frozenset[int]]
+from kmirror.coordinator.consumer_group.member import TopicPartitions  # topic id -> partitions
 
 
 class ShareGroupState(Enum):

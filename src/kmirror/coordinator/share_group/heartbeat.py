@@ -22,10 +22,11 @@ from typing import Protocol
 
 from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
-from kmirror.coordinator.consumer_group.ports import TopicsView
+from kmirror.coordinator.consumer_group.messages import HeartbeatResult
+from kmirror.coordinator.consumer_group.ports import BROKER_DEFAULTS, GroupConfig, TopicsView
 from kmirror.coordinator.group.group import ClassicGroup
 from kmirror.coordinator.share_group import assignor
-from kmirror.coordinator.share_group.group import ShareGroup, ShareGroupMember, TopicPartitions
+from kmirror.coordinator.share_group.group import ShareGroup, ShareGroupMember
 from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
@@ -43,28 +44,6 @@ class ShareHeartbeatRequest:
     subscribed_topic_names: tuple[str, ...] | None = None
     client_id: str = ""
     client_host: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ShareHeartbeatResult:
-    error: ErrorCode
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: TopicPartitions | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ShareGroupConfig:
-    """The group's `share.session.timeout.ms` / `share.heartbeat.interval.ms` (GROUP
-    resource configs); None: the broker's `group.share.*` default."""
-
-    session_timeout_ms: int | None = None
-    heartbeat_interval_ms: int | None = None
-
-
-BROKER_DEFAULTS = ShareGroupConfig()
 
 
 class ShareGroupsCore(Protocol):
@@ -102,36 +81,36 @@ def validate(req: ShareHeartbeatRequest) -> str | None:
 
 
 def heartbeat(core: ShareGroupsCore, req: ShareHeartbeatRequest, topics: TopicsView,
-              group_config: ShareGroupConfig = BROKER_DEFAULTS) -> ShareHeartbeatResult:
+              group_config: GroupConfig = BROKER_DEFAULTS) -> HeartbeatResult:
     err = core.coordinator_error(req.group_id)
     if err is not None:
-        return ShareHeartbeatResult(err)
+        return HeartbeatResult(err)
     invalid = validate(req)
     if invalid is not None:
-        return ShareHeartbeatResult(E.invalid_request, invalid)
+        return HeartbeatResult(E.invalid_request, invalid)
     if req.group_id in core.groups or req.group_id in core.consumer_groups:
-        return ShareHeartbeatResult(E.group_id_not_found, f"Group {req.group_id} is not a share group.")
+        return HeartbeatResult(E.group_id_not_found, f"Group {req.group_id} is not a share group.")
     group = core.share_groups.get(req.group_id)
     if req.member_epoch == LEAVE_EPOCH:
         return _leave(core, group, req)
     if group is None:
         if req.member_epoch != 0:
-            return ShareHeartbeatResult(E.unknown_member_id, f"Share group {req.group_id} not found.")
+            return HeartbeatResult(E.unknown_member_id, f"Share group {req.group_id} not found.")
         group = core.share_groups[req.group_id] = ShareGroup(req.group_id)
 
     member = group.members.get(req.member_id)
     if req.member_epoch == 0:
         if member is None:
             if len(group.members) >= core.config.group_share_max_size:
-                return ShareHeartbeatResult(
+                return HeartbeatResult(
                     E.group_max_size_reached,
                     f"The share group has reached its maximum capacity of {core.config.group_share_max_size} members.")
             member = ShareGroupMember(req.member_id)
     elif member is None:
-        return ShareHeartbeatResult(E.unknown_member_id,
+        return HeartbeatResult(E.unknown_member_id,
                                     f"Member {req.member_id} is not a member of group {req.group_id}.")
     elif req.member_epoch != member.member_epoch:
-        return ShareHeartbeatResult(
+        return HeartbeatResult(
             E.fenced_member_epoch, f"The share group member has a member epoch ({req.member_epoch}) other than the "
             f"one known by the group coordinator ({member.member_epoch}).")
 
@@ -157,18 +136,18 @@ def heartbeat(core: ShareGroupsCore, req: ShareHeartbeatRequest, topics: TopicsV
     group.session_deadline_ms[current.member_id] = now + (
         group_config.session_timeout_ms or core.config.group_share_session_timeout_ms)
     send_assignment = req.member_epoch == 0 or target != member.assignment
-    return ShareHeartbeatResult(
+    return HeartbeatResult(
         E.none, member_id=current.member_id, member_epoch=current.member_epoch,
         heartbeat_interval_ms=group_config.heartbeat_interval_ms or core.config.group_share_heartbeat_interval_ms,
         assignment=dict(target) if send_assignment else None)
 
 
-def _leave(core: ShareGroupsCore, group: ShareGroup | None, req: ShareHeartbeatRequest) -> ShareHeartbeatResult:
+def _leave(core: ShareGroupsCore, group: ShareGroup | None, req: ShareHeartbeatRequest) -> HeartbeatResult:
     if group is None or req.member_id not in group.members:
-        return ShareHeartbeatResult(E.unknown_member_id,
+        return HeartbeatResult(E.unknown_member_id,
                                     f"Member {req.member_id} is not a member of group {req.group_id}.")
     remove_members(group, [req.member_id])
-    return ShareHeartbeatResult(E.none, member_id=req.member_id, member_epoch=LEAVE_EPOCH)
+    return HeartbeatResult(E.none, member_id=req.member_id, member_epoch=LEAVE_EPOCH)
 
 
 def remove_members(group: ShareGroup, member_ids: Iterable[str]) -> None:

@@ -62,6 +62,17 @@ def _group_error(core: ShareOffsetsCore, group_id: str) -> tuple[ErrorCode, str 
     return None
 
 
+def _change_refused(core: ShareOffsetsCore, group_id: str) -> ShareOffsetsResult | None:
+    """Why the group's offsets may not change now: not a share group, or it has members."""
+    refused = _group_error(core, group_id)
+    if refused is not None:
+        return ShareOffsetsResult(*refused)
+    group = core.share_groups.get(group_id)
+    if group is not None and group.members:
+        return ShareOffsetsResult(E.non_empty_group, f"Share group {group_id} is not empty.")
+    return None
+
+
 def describe(core: ShareOffsetsCore, group_id: str,
              topics: Sequence[tuple[str, Sequence[int]]] | None) -> ShareOffsetsResult:
     """The start offsets of the named partitions (-1 where none is stored; an unknown topic's
@@ -97,12 +108,9 @@ def alter(core: ShareOffsetsCore, request_id: int, group_id: str,
     def reply(result: ShareOffsetsResult) -> GroupOutput:
         return GroupOutput(responses=[(request_id, result)])
 
-    refused = _group_error(core, group_id)
+    refused = _change_refused(core, group_id)
     if refused is not None:
-        return reply(ShareOffsetsResult(*refused))
-    group = core.share_groups.get(group_id)
-    if group is not None and group.members:
-        return reply(ShareOffsetsResult(E.non_empty_group, f"Share group {group_id} is not empty."))
+        return reply(refused)
     view = core.topics()
     results: list[PartitionOffset] = []
     records: list[tuple[bytes, bytes | None]] = []
@@ -123,8 +131,7 @@ def alter(core: ShareOffsetsCore, request_id: int, group_id: str,
         written[key] = snapshot
         records.append((state_records.encode_key(key), state_records.encode_value(snapshot)))
         results.append(PartitionOffset(name, info.topic_id, partition, start_offset))
-    if group is None:
-        core.share_groups[group_id] = ShareGroup(group_id)
+    core.share_groups.setdefault(group_id, ShareGroup(group_id))
     if not records:
         return reply(ShareOffsetsResult(E.none, None, tuple(results)))
 
@@ -140,12 +147,9 @@ def delete(core: ShareOffsetsCore, request_id: int, group_id: str, topics: Seque
     def reply(result: ShareOffsetsResult) -> GroupOutput:
         return GroupOutput(responses=[(request_id, result)])
 
-    refused = _group_error(core, group_id)
+    refused = _change_refused(core, group_id)
     if refused is not None:
-        return reply(ShareOffsetsResult(*refused))
-    group = core.share_groups.get(group_id)
-    if group is not None and group.members:
-        return reply(ShareOffsetsResult(E.non_empty_group, f"Share group {group_id} is not empty."))
+        return reply(refused)
     view = core.topics()
     results, keys = [], []
     for name in topics:

@@ -8,18 +8,12 @@ import uuid
 import pytest
 
 from kmirror.coordinator.consumer_group.heartbeat import heartbeat as consumer_heartbeat
-from kmirror.coordinator.consumer_group.messages import HeartbeatRequest
-from kmirror.coordinator.consumer_group.ports import TopicInfo
+from kmirror.coordinator.consumer_group.messages import HeartbeatRequest, HeartbeatResult
+from kmirror.coordinator.consumer_group.ports import BROKER_DEFAULTS, GroupConfig, TopicInfo
 from kmirror.coordinator.share_group import assignor
 from kmirror.coordinator.share_group.admin import describe
 from kmirror.coordinator.share_group.group import ShareGroupMember
-from kmirror.coordinator.share_group.heartbeat import (
-    BROKER_DEFAULTS,
-    ShareGroupConfig,
-    ShareHeartbeatRequest,
-    ShareHeartbeatResult,
-    heartbeat,
-)
+from kmirror.coordinator.share_group.heartbeat import ShareHeartbeatRequest, heartbeat
 from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.groups import CoreHarness
 
@@ -35,7 +29,7 @@ def h() -> CoreHarness:
 
 
 def beat(h: CoreHarness, member: str, epoch: int, topics: tuple[str, ...] | None = ("t",),
-         group: str = "sg", config: ShareGroupConfig = BROKER_DEFAULTS) -> ShareHeartbeatResult:
+         group: str = "sg", config: GroupConfig = BROKER_DEFAULTS) -> HeartbeatResult:
     return heartbeat(h.core, ShareHeartbeatRequest(group, member, epoch, subscribed_topic_names=topics),
                      h.topics, config)
 
@@ -84,7 +78,7 @@ def test_a_member_leaving_bumps_the_epoch_and_the_other_gets_everything(h: CoreH
 
 
 def test_a_silent_member_is_removed_when_its_session_ends(h: CoreHarness) -> None:
-    config = ShareGroupConfig(session_timeout_ms=1000)
+    config = GroupConfig(session_timeout_ms=1000)
     beat(h, "m1", 0, config=config)
     beat(h, "m2", 0, config=config)
     assert h.core.next_deadline_ms() is not None
