@@ -128,7 +128,7 @@ class SharePartitionManager:
         if self._persister is not None:
             found = await self._persister.read(key, epoch)
             if isinstance(found, ErrorCode):
-                log.info("The state of share partition %s of group %s cannot be read now: %s", tp, group_id,
+                log.debug("The state of share partition %s of group %s cannot be read now: %s", tp, group_id,
                          found.name)
                 return
             snapshot = found
