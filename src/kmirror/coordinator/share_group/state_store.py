@@ -46,13 +46,20 @@ def read(core: ShareStatesCore, key: ShareStateKey) -> ShareSnapshot | None | Er
 
 
 _DELIVERY_STATES = frozenset({0, 1, 2, 4})  # AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED
+# A share partition's in-flight window spans at most `group.share.partition.max.record.locks`
+# offsets and one record batch: a state spanning more is no share partition's, and a leader
+# loading it would walk every offset.
+MAX_STATE_SPAN = 1_000_000
 
 
 def invalid(key: ShareStateKey, snapshot: ShareSnapshot) -> ErrorCode | None:
     """INVALID_REQUEST for a state no share partition could have (Kafka
     `ShareCoordinatorShard`'s checks): no group, a negative partition or start offset, or a
-    state batch out of order, empty, below the start offset or of an unknown state."""
+    state batch out of order, empty, below the start offset or of an unknown state, or batches
+    spanning more than `MAX_STATE_SPAN` offsets."""
     if not key.group_id or key.partition < 0 or snapshot.start_offset < 0:
+        return E.invalid_request
+    if snapshot.state_batches and snapshot.state_batches[-1][1] - snapshot.start_offset >= MAX_STATE_SPAN:
         return E.invalid_request
     previous = snapshot.start_offset - 1
     for first, last, state, count in snapshot.state_batches:

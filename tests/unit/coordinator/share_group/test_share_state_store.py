@@ -93,7 +93,8 @@ def test_a_state_no_share_partition_could_have_is_refused() -> None:
     h = CoreHarness()
     for bad in (ShareSnapshot(0, 1, -5), ShareSnapshot(0, 1, 10, ((9, 12, 0, 1),)),
                 ShareSnapshot(0, 1, 10, ((10, 12, 3, 1),)), ShareSnapshot(0, 1, 10, ((12, 11, 0, 1),)),
-                ShareSnapshot(0, 1, 10, ((10, 12, 0, 1), (12, 13, 0, 1)))):
+                ShareSnapshot(0, 1, 10, ((10, 12, 0, 1), (12, 13, 0, 1))),
+                ShareSnapshot(0, 1, 10, ((10, 2**62, 0, 1),))):
         assert write(h, bad) == ErrorCode.invalid_request, bad
     assert write(h, ShareSnapshot(0, 1, 0), ShareStateKey("", T, 0)) == ErrorCode.invalid_request
     assert state_store.read(h.core, KEY) is None
