@@ -263,8 +263,9 @@ def test_a_crashed_members_records_go_to_another_after_the_lock_duration(cluster
 
 
 def test_acknowledged_records_stay_acknowledged_after_kill_9_and_restart(cluster: LocalCluster) -> None:
-    """Last in the module: it restarts the node. The share partition's state is stored at the
-    group's coordinator after each acknowledgement: after the restart only the records that
+    """Last in the module: it restarts the node. The group's membership and the share
+    partition's state are stored at the group's coordinator (the state after each
+    acknowledgement): after the restart only the records that
     were released are delivered again, not the accepted ones (with the state lost they all
     would be, the group being at `earliest`)."""
     create_topic(cluster.bootstrap, "durable", partitions=1)
@@ -283,6 +284,9 @@ def test_acknowledged_records_stay_acknowledged_after_kill_9_and_restart(cluster
     cluster.kill9()
     consumer.close()
     cluster.start_node(1)
+    # the group's membership was stored too: listed again before any member comes back
+    listed = kmirror("share-groups", "--bootstrap-server", cluster.bootstrap, "--list").stdout.split()
+    assert "keepers" in listed
     again = share_consumer(cluster.bootstrap, "keepers", "durable", **{"share.acknowledgement.mode": "explicit"})
     redelivered: list[tuple[int, int]] = []
     try:

@@ -28,12 +28,12 @@ def share_group_config(services: BrokerServices, group_id: str) -> GroupConfig:
 
 
 @api(76, "ShareGroupHeartbeat", 1, 1)
-def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     refusal = topics_refusal(services, ctx, request.subscribed_topic_names)
     if refusal is not None:
         return refusal
-    result = services.groups.share_group_heartbeat(
+    result = await services.groups.share_group_heartbeat(
         ShareHeartbeatRequest(
             group_id=request.group_id, member_id=request.member_id, member_epoch=request.member_epoch,
             rack_id=request.rack_id,

@@ -40,6 +40,7 @@ from kmirror.coordinator.results import (
     SyncResult,
 )
 from kmirror.coordinator.share_group import heartbeat as share_heartbeat
+from kmirror.coordinator.share_group import records as share_records
 from kmirror.coordinator.share_group import state_records
 from kmirror.coordinator.share_group.group import ShareGroup
 from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
@@ -135,6 +136,9 @@ class GroupCoordinator:
         records = list(records)
         groups = replay.replay(records, now_wall_ms=self.clock.now_ms())
         consumer_groups = consumer_replay.replay(records)
+        share_groups = share_records.replay(records)
+        share_heartbeat.load(share_groups.values(), self.topics(), now + self.config.group_share_session_timeout_ms)
+        self.state.share_groups.update(share_groups)
         self.state.share_states.update(state_records.replay(records))
         coexistence.merge_loaded(groups, consumer_groups)
         for consumer_group in consumer_groups.values():
@@ -456,7 +460,7 @@ class GroupCoordinator:
         for group in list(self.state.groups.values()):
             expiry.expire(self, group, now_ms, out)
         out.extend(membership.expire(self, now_ms))
-        share_heartbeat.expire(self.state.share_groups.values(), now_ms)
+        out.extend(share_heartbeat.expire(self, now_ms))
         out.extend(expiration.poll(self, now_ms))
         return out
 

@@ -195,11 +195,11 @@ class GroupCoordinatorService(KeyValueCoordinatorRuntime):
 
     # ---- KIP-932 share groups ---------------------------------------------------------
 
-    def share_group_heartbeat(self, request: share_heartbeat.ShareHeartbeatRequest, topics: TopicsView,
-                              group_config: GroupConfig) -> HeartbeatResult:
-        result = share_heartbeat.heartbeat(self.core, request, topics, group_config)
-        self._rearm()
-        return result
+    async def share_group_heartbeat(self, request: share_heartbeat.ShareHeartbeatRequest, topics: TopicsView,
+                                    group_config: GroupConfig) -> HeartbeatResult:
+        rid, future = self._new_waiter()
+        out = share_heartbeat.heartbeat(self.core, rid, request, topics, group_config)
+        return await self._answer_as(HeartbeatResult, rid, future, out)
 
     def share_group_describe(self, group_ids: list[str]) -> list[share_admin.DescribedShareGroup]:
         return [share_admin.describe(self.core, g) for g in group_ids]

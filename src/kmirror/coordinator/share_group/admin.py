@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kmirror.coordinator.share_group import assignor, state_records
+from kmirror.coordinator.share_group import assignor, records, state_records
 from kmirror.coordinator.share_group.group import ShareGroupMember
 from kmirror.coordinator.share_group.heartbeat import ShareGroupsCore
 from kmirror.protocol.errors import ErrorCode
@@ -46,4 +46,4 @@ def delete(core: ShareGroupsCore, group_id: str) -> tuple[ErrorCode, list[tuple[
     keys = [k for k in core.share_states if k.group_id == group_id]
     for key in keys:
         del core.share_states[key]
-    return ErrorCode.none, [(state_records.encode_key(k), None) for k in keys]
+    return ErrorCode.none, [(state_records.encode_key(k), None) for k in keys] + [records.group_tombstone(group_id)]

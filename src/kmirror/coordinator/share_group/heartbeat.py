@@ -16,16 +16,19 @@ UNKNOWN_MEMBER_ID and join again (docs/design/share-groups.md).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 from kmirror.coordinator.config import CoordinatorConfig
+from kmirror.coordinator.consumer_group import membership
 from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.consumer_group.messages import HeartbeatResult
 from kmirror.coordinator.consumer_group.ports import BROKER_DEFAULTS, GroupConfig, TopicsView
 from kmirror.coordinator.group.group import ClassicGroup
+from kmirror.coordinator.results import GroupOutput
 from kmirror.coordinator.share_group import assignor
+from kmirror.coordinator.share_group import records as records_
 from kmirror.coordinator.share_group.group import ShareGroup, ShareGroupMember
 from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
 from kmirror.ports import Clock
@@ -64,6 +67,9 @@ class ShareGroupsCore(Protocol):
 
     def coordinator_error(self, group_id: str) -> ErrorCode | None: ...
 
+    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+               on_success: Callable[[], GroupOutput], on_failure: Callable[[ErrorCode], GroupOutput]) -> GroupOutput: ...
+
 
 def validate(req: ShareHeartbeatRequest) -> str | None:
     """Kafka `throwIfShareGroupHeartbeatRequestIsInvalid`: why the request is INVALID_REQUEST."""
@@ -80,39 +86,54 @@ def validate(req: ShareHeartbeatRequest) -> str | None:
     return None
 
 
-def heartbeat(core: ShareGroupsCore, req: ShareHeartbeatRequest, topics: TopicsView,
-              group_config: GroupConfig = BROKER_DEFAULTS) -> HeartbeatResult:
+def heartbeat(core: ShareGroupsCore, request_id: int, req: ShareHeartbeatRequest, topics: TopicsView,
+              group_config: GroupConfig = BROKER_DEFAULTS) -> GroupOutput:
+    """The heartbeat's answer (a `HeartbeatResult`), after the membership records it changed
+    are appended."""
+    def reply(result: HeartbeatResult) -> GroupOutput:
+        return GroupOutput(responses=[(request_id, result)])
+
+    def stored(records: list[records_.Record], result: HeartbeatResult) -> GroupOutput:
+        if not records:
+            return reply(result)
+        return core.append(req.group_id, records, lambda: reply(result),
+                           lambda e: reply(HeartbeatResult(membership.append_error(e))))
+
     err = core.coordinator_error(req.group_id)
     if err is not None:
-        return HeartbeatResult(err)
+        return reply(HeartbeatResult(err))
     invalid = validate(req)
     if invalid is not None:
-        return HeartbeatResult(E.invalid_request, invalid)
+        return reply(HeartbeatResult(E.invalid_request, invalid))
     if req.group_id in core.groups or req.group_id in core.consumer_groups:
-        return HeartbeatResult(E.group_id_not_found, f"Group {req.group_id} is not a share group.")
+        return reply(HeartbeatResult(E.group_id_not_found, f"Group {req.group_id} is not a share group."))
     group = core.share_groups.get(req.group_id)
     if req.member_epoch == LEAVE_EPOCH:
-        return _leave(core, group, req)
+        if group is None or req.member_id not in group.members:
+            return reply(HeartbeatResult(E.unknown_member_id,
+                                         f"Member {req.member_id} is not a member of group {req.group_id}."))
+        return stored(remove_members(group, [req.member_id]),
+                      HeartbeatResult(E.none, member_id=req.member_id, member_epoch=LEAVE_EPOCH))
     if group is None:
         if req.member_epoch != 0:
-            return HeartbeatResult(E.unknown_member_id, f"Share group {req.group_id} not found.")
+            return reply(HeartbeatResult(E.unknown_member_id, f"Share group {req.group_id} not found."))
         group = core.share_groups[req.group_id] = ShareGroup(req.group_id)
 
     member = group.members.get(req.member_id)
     if req.member_epoch == 0:
         if member is None:
             if len(group.members) >= core.config.group_share_max_size:
-                return HeartbeatResult(
+                return reply(HeartbeatResult(
                     E.group_max_size_reached,
-                    f"The share group has reached its maximum capacity of {core.config.group_share_max_size} members.")
+                    f"The share group has reached its maximum capacity of {core.config.group_share_max_size} members."))
             member = ShareGroupMember(req.member_id)
     elif member is None:
-        return HeartbeatResult(E.unknown_member_id,
-                                    f"Member {req.member_id} is not a member of group {req.group_id}.")
+        return reply(HeartbeatResult(E.unknown_member_id,
+                                     f"Member {req.member_id} is not a member of group {req.group_id}."))
     elif req.member_epoch != member.member_epoch:
-        return HeartbeatResult(
+        return reply(HeartbeatResult(
             E.fenced_member_epoch, f"The share group member has a member epoch ({req.member_epoch}) other than the "
-            f"one known by the group coordinator ({member.member_epoch}).")
+            f"one known by the group coordinator ({member.member_epoch})."))
 
     joined = member.member_id not in group.members
     subscribed = (tuple(sorted(set(req.subscribed_topic_names)))
@@ -122,45 +143,59 @@ def heartbeat(core: ShareGroupsCore, req: ShareHeartbeatRequest, topics: TopicsV
         client_id=req.client_id, client_host=req.client_host, subscribed_topic_names=subscribed)
     group.members[updated.member_id] = updated
     metadata = _subscribed_metadata(group, topics)
+    records: list[records_.Record] = []
     if joined or subscribed != member.subscribed_topic_names or metadata != group.subscribed_metadata:
         group.group_epoch += 1
         group.subscribed_metadata = metadata
+        records.append(records_.group_record(group))
     if group.group_epoch > group.assignment_epoch:
-        group.target = assignor.assign(group.members, metadata)
-        group.assignment_epoch = group.group_epoch
+        reassign(group, metadata)
 
     target = group.target.get(updated.member_id, {})
     current = updated.with_changes(member_epoch=group.assignment_epoch, assignment=target)
     group.members[current.member_id] = current
+    if current.with_changes(assignment={}) != member.with_changes(assignment={}):
+        records.append(records_.member_record(group.group_id, current))
     now = core.clock.monotonic_ms()
     group.session_deadline_ms[current.member_id] = now + (
         group_config.session_timeout_ms or core.config.group_share_session_timeout_ms)
     send_assignment = req.member_epoch == 0 or target != member.assignment
-    return HeartbeatResult(
+    return stored(records, HeartbeatResult(
         E.none, member_id=current.member_id, member_epoch=current.member_epoch,
         heartbeat_interval_ms=group_config.heartbeat_interval_ms or core.config.group_share_heartbeat_interval_ms,
-        assignment=dict(target) if send_assignment else None)
+        assignment=dict(target) if send_assignment else None))
 
 
-def _leave(core: ShareGroupsCore, group: ShareGroup | None, req: ShareHeartbeatRequest) -> HeartbeatResult:
-    if group is None or req.member_id not in group.members:
-        return HeartbeatResult(E.unknown_member_id,
-                                    f"Member {req.member_id} is not a member of group {req.group_id}.")
-    remove_members(group, [req.member_id])
-    return HeartbeatResult(E.none, member_id=req.member_id, member_epoch=LEAVE_EPOCH)
+def reassign(group: ShareGroup, metadata: dict[str, tuple[uuid.UUID, int]]) -> None:
+    """The target assignment at the group epoch (the assignor is a function of the members
+    and the topics: loading a group computes it again the same way)."""
+    group.target = assignor.assign(group.members, metadata)
+    group.assignment_epoch = group.group_epoch
 
 
-def remove_members(group: ShareGroup, member_ids: Iterable[str]) -> None:
+def remove_members(group: ShareGroup, member_ids: Iterable[str]) -> list[records_.Record]:
     """The members leave (or their sessions ended): the group epoch moves, so the others'
-    next heartbeats get the new assignment."""
-    removed = False
+    next heartbeats get the new assignment. The records of the change."""
+    records = []
     for member_id in member_ids:
         if group.members.pop(member_id, None) is not None:
-            removed = True
+            records.append(records_.member_tombstone(group.group_id, member_id))
         group.session_deadline_ms.pop(member_id, None)
         group.target.pop(member_id, None)
-    if removed:
+    if records:
         group.group_epoch += 1
+        records.append(records_.group_record(group))
+    return records
+
+
+def load(groups: Iterable[ShareGroup], topics: TopicsView, session_deadline_ms: int) -> None:
+    """Groups just replayed from their records: their assignments computed at their epochs,
+    every member's session started again."""
+    for group in groups:
+        group.subscribed_metadata = _subscribed_metadata(group, topics)
+        reassign(group, group.subscribed_metadata)
+        for member_id in group.members:
+            group.session_deadline_ms[member_id] = session_deadline_ms
 
 
 def _subscribed_metadata(group: ShareGroup, topics: TopicsView) -> dict[str, tuple[uuid.UUID, int]]:
@@ -172,13 +207,12 @@ def next_deadline_ms(share_groups: Iterable[ShareGroup]) -> int | None:
     return min((d for g in share_groups for d in g.session_deadline_ms.values()), default=None)
 
 
-def expire(share_groups: Iterable[ShareGroup], now_ms: int) -> list[tuple[str, str]]:
-    """Remove every member whose session ended at or before `now_ms`; (group id, member id)
-    of each, for the log."""
-    expired: list[tuple[str, str]] = []
-    for group in share_groups:
+def expire(core: ShareGroupsCore, now_ms: int) -> GroupOutput:
+    """Remove every member whose session ended at or before `now_ms`, with its records."""
+    out = GroupOutput()
+    for group in list(core.share_groups.values()):
         ended = [m for m, deadline in group.session_deadline_ms.items() if deadline <= now_ms]
         if ended:
-            remove_members(group, ended)
-            expired.extend((group.group_id, m) for m in ended)
-    return expired
+            out.extend(core.append(group.group_id, remove_members(group, ended), GroupOutput,
+                                   lambda _e: GroupOutput()))
+    return out

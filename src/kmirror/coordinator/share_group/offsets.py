@@ -19,6 +19,7 @@ from typing import Protocol
 
 from kmirror.coordinator.consumer_group.ports import TopicsView
 from kmirror.coordinator.results import GroupOutput
+from kmirror.coordinator.share_group import records as share_records
 from kmirror.coordinator.share_group import state_records
 from kmirror.coordinator.share_group.group import ShareGroup
 from kmirror.coordinator.share_group.heartbeat import ShareGroupsCore
@@ -131,7 +132,9 @@ def alter(core: ShareOffsetsCore, request_id: int, group_id: str,
         written[key] = snapshot
         records.append((state_records.encode_key(key), state_records.encode_value(snapshot)))
         results.append(PartitionOffset(name, info.topic_id, partition, start_offset))
-    core.share_groups.setdefault(group_id, ShareGroup(group_id))
+    if group_id not in core.share_groups:
+        core.share_groups[group_id] = group = ShareGroup(group_id)
+        records.append(share_records.group_record(group))
     if not records:
         return reply(ShareOffsetsResult(E.none, None, tuple(results)))
 

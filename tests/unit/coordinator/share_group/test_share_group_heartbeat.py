@@ -30,8 +30,12 @@ def h() -> CoreHarness:
 
 def beat(h: CoreHarness, member: str, epoch: int, topics: tuple[str, ...] | None = ("t",),
          group: str = "sg", config: GroupConfig = BROKER_DEFAULTS) -> HeartbeatResult:
-    return heartbeat(h.core, ShareHeartbeatRequest(group, member, epoch, subscribed_topic_names=topics),
-                     h.topics, config)
+    rid = h.next_request_id()
+    h.run(heartbeat(h.core, rid, ShareHeartbeatRequest(group, member, epoch, subscribed_topic_names=topics),
+                    h.topics, config))
+    result = h.responses[rid]
+    assert isinstance(result, HeartbeatResult)
+    return result
 
 
 def test_a_member_joins_and_gets_every_partition(h: CoreHarness) -> None:
@@ -85,7 +89,7 @@ def test_a_silent_member_is_removed_when_its_session_ends(h: CoreHarness) -> Non
     h.clock.advance(600)
     assert beat(h, "m1", 1, None, config=config).member_epoch == 2
     h.clock.advance(600)
-    h.core.poll(h.clock.monotonic_ms())
+    h.run(h.core.poll(h.clock.monotonic_ms()))
     assert set(h.core.share_groups["sg"].members) == {"m1"}
     assert beat(h, "m1", 2, None, config=config).assignment == {T: frozenset({0, 1, 2, 3})}
 
@@ -138,8 +142,35 @@ def test_unloading_the_partition_forgets_the_group(h: CoreHarness) -> None:
 def test_an_empty_share_group_is_deleted_and_one_with_members_is_not(h: CoreHarness) -> None:
     from kmirror.coordinator.group.admin import delete_groups
     beat(h, "m1", 0)
-    h.run(delete_groups(h.core, 1, ["sg"]))
-    assert h.responses[1].results[0].error == ErrorCode.non_empty_group
+    h.run(delete_groups(h.core, 101, ["sg"]))
+    assert h.responses[101].results[0].error == ErrorCode.non_empty_group
     beat(h, "m1", -1, None)
-    h.run(delete_groups(h.core, 2, ["sg"]))
-    assert h.responses[2].results[0].error == ErrorCode.none and "sg" not in h.core.share_groups
+    h.run(delete_groups(h.core, 102, ["sg"]))
+    assert h.responses[102].results[0].error == ErrorCode.none and "sg" not in h.core.share_groups
+
+
+def test_membership_is_stored_and_loaded_again(h: CoreHarness) -> None:
+    beat(h, "m1", 0)
+    beat(h, "m2", 0)
+    beat(h, "m1", 1, None)
+    beat(h, "m3", 0)
+    beat(h, "m3", -1, None)  # left: not loaded again
+    group = h.core.share_groups["sg"]
+    epochs = {m: member.member_epoch for m, member in group.members.items()}
+    h.core.unload(0)
+    h.core.begin_load(0)
+    h.core.complete_load(0, h.log.read_all(0))
+    loaded = h.core.share_groups["sg"]
+    assert loaded.group_epoch == group.group_epoch == 4
+    assert {m: member.member_epoch for m, member in loaded.members.items()} == epochs == {"m1": 2, "m2": 2}
+    assert loaded.members["m1"].subscribed_topic_names == ("t",)
+    # the members go on with their epochs, and get the assignment of the group as it is now
+    assert beat(h, "m1", 2, None).assignment == {T: frozenset({0, 2})}
+    assert beat(h, "m2", 2, None).member_epoch == 4
+    h.clock.advance(h.core.config.group_share_session_timeout_ms)
+    h.run(h.core.poll(h.clock.monotonic_ms()))
+    assert not h.core.share_groups["sg"].members  # sessions ended: members removed
+    h.core.unload(0)
+    h.core.begin_load(0)
+    h.core.complete_load(0, h.log.read_all(0))
+    assert not h.core.share_groups["sg"].members

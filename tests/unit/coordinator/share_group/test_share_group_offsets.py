@@ -60,7 +60,7 @@ def test_altering_moves_the_state_epoch_which_fences_the_leaders_older_state() -
 
 def test_a_group_with_members_or_of_another_kind_is_refused() -> None:
     h = harness()
-    heartbeat(h.core, ShareHeartbeatRequest("sg", "m", 0, subscribed_topic_names=("t",)), h.topics)
+    h.run(heartbeat(h.core, 90, ShareHeartbeatRequest("sg", "m", 0, subscribed_topic_names=("t",)), h.topics))
     assert alter(h, "sg", [("t", 0, 1)]).error == ErrorCode.non_empty_group
     rid = h.next_request_id()
     h.run(consumer_heartbeat(h.core, rid, HeartbeatRequest("cg", "c", 0, rebalance_timeout_ms=1000,

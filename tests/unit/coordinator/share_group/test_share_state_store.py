@@ -76,8 +76,8 @@ def test_writes_of_an_older_leader_or_state_epoch_are_fenced() -> None:
 def test_deleting_the_share_group_tombstones_its_states() -> None:
     h = CoreHarness()
     h.topics["t"] = TopicInfo(T, 4)
-    heartbeat(h.core, ShareHeartbeatRequest("sg", "m", 0, subscribed_topic_names=("t",)), h.topics)
-    heartbeat(h.core, ShareHeartbeatRequest("sg", "m", -1), h.topics)
+    h.run(heartbeat(h.core, 90, ShareHeartbeatRequest("sg", "m", 0, subscribed_topic_names=("t",)), h.topics))
+    h.run(heartbeat(h.core, 91, ShareHeartbeatRequest("sg", "m", -1), h.topics))
     write(h, ShareSnapshot(0, 1, 10))
     write(h, ShareSnapshot(0, 1, 10), ShareStateKey("other", T, 0))
     h.run(delete_groups(h.core, 99, ["sg"]))
@@ -86,6 +86,7 @@ def test_deleting_the_share_group_tombstones_its_states() -> None:
     h.core.begin_load(0)
     h.core.complete_load(0, h.log.read_all(0))
     assert state_store.read(h.core, KEY) is None
+    assert "sg" not in h.core.share_groups
     assert state_store.read(h.core, ShareStateKey("other", T, 0)) == ShareSnapshot(0, 1, 10)
 
 
