@@ -67,7 +67,6 @@ from kmirror.mirror.metadata_sync.auto_add import TopicAutoAdd
 from kmirror.mirror.metadata_sync.cluster_id import SourceClusterIdGuard
 from kmirror.mirror.metadata_sync.destination import ControllerTopicMetadataWriter
 from kmirror.mirror.metadata_sync.groups import DEFAULT_OFFSETS_RETENTION_MS, GroupOffsetSync
-from kmirror.mirror.metadata_sync.share_groups import ShareGroupOffsetSync
 from kmirror.mirror.metadata_sync.topics import TopicMetadataSync
 from kmirror.mirror.service import MirrorCoordinatorService
 from kmirror.mirror.source_clusters import ImageSourceClusters, SourceFactory
@@ -266,7 +265,6 @@ class MirrorDataPlane:
                             clock=clock,
                             recommit_after_ms=(DEFAULT_OFFSETS_RETENTION_MS if config is None
                                                else int(config.get("offsets.retention.minutes")) * 60_000) // 2),
-            ShareGroupOffsetSync(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted),
             AclSync(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted,
                     store=ManagedAclStore(coordinator_service)),
         ])

@@ -10,7 +10,8 @@ keep the partitions of the mirror's ACTIVE topics that exist at the destination 
 source still lists under the mirror's topic id (a re-created source topic's offsets are
 positions in another topic), and commit
 those that differ from the destination's (offset, leader epoch or metadata) with Kafka's
-admin commit (generation -1, no member) at the destination's group coordinator.
+admin commit (generation -1, no member) at the destination's group coordinator. The share
+groups the same ListGroups lists have their start offsets synced too (`share_groups`).
 
 Rules:
 - source offsets and leader epochs are the destination's (mirroring keeps both), so they
@@ -36,6 +37,7 @@ from kmirror.config.mirror import MirrorConfig
 from kmirror.metadata.image import MetadataImage
 from kmirror.mirror.metadata_sync.admins import SyncAdmins
 from kmirror.mirror.metadata_sync.coordination import active_topic_partitions
+from kmirror.mirror.metadata_sync.share_groups import share_groups_to_sync, sync_share_groups
 from kmirror.mirror.metadata_sync.syncer import CoordinatedMirrorSync
 from kmirror.mirror.source_topic import NO_TOPIC_ID, check_source_topic
 from kmirror.mirror.sync_errors import MirrorSyncErrors
@@ -114,7 +116,8 @@ class GroupOffsetSync(CoordinatedMirrorSync):
         if destination is None:
             return
         try:
-            group_ids = groups_to_sync(config, await source.list_groups())
+            listed = await source.list_groups()
+            group_ids, share_ids = groups_to_sync(config, listed), share_groups_to_sync(config, listed)
             if topic_ids:
                 active = same_source_topics(active, topic_ids, await source.describe_topics())
         except Exception as exc:
@@ -128,6 +131,8 @@ class GroupOffsetSync(CoordinatedMirrorSync):
             log.warning("mirror %s: listing the source's consumer groups failed: %s", mirror_name, exc)
             return
         self._unsupported.discard(mirror_name)
+        if share_ids:
+            await sync_share_groups(self.sync_errors, mirror_name, source, destination, share_ids, active)
         if not group_ids:
             return
         try:
