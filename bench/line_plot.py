@@ -1,5 +1,6 @@
-"""One line chart of a benchmark's results, one line per series, saved as a PNG (matplotlib,
-imported here only: most runs plot nothing)."""
+"""The charts of a benchmark's results, saved as PNGs: a line chart, one line per series, and
+a pair of bar charts over the same cases (matplotlib, imported here only: most runs plot
+nothing)."""
 
 from __future__ import annotations
 
@@ -22,5 +23,24 @@ def save_line_plot(path: Path, series: Mapping[str, Sequence[tuple[float, float]
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def save_bar_pair(path: Path, names: Sequence[str], left: tuple[str, Sequence[float]],
+                  right: tuple[str, Sequence[float]], title: str) -> None:
+    """Two bar charts side by side over the same cases: (y label, values) each."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, (ylabel, values), color in zip(axes, (left, right), ("#55A868", "#4C72B0"), strict=True):
+        ax.bar(list(names), list(values), color=color)
+        ax.set_ylabel(ylabel)
+        ax.tick_params(axis="x", labelrotation=15)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

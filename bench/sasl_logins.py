@@ -23,16 +23,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import matplotlib
+from line_plot import save_bar_pair
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from kmirror.client.connection import BrokerConnection  # noqa: E402
-from kmirror.security.client_config import ClientSecurity, client_security  # noqa: E402
-from kmirror.testing.kdc import Kdc, KdcUnavailable  # noqa: E402
-from kmirror.testing.oidc import AUDIENCE, IdentityProvider  # noqa: E402
-from kmirror.testing.processes import LocalCluster, free_port_block, kmirror  # noqa: E402
+from kmirror.client.connection import BrokerConnection
+from kmirror.security.client_config import ClientSecurity, client_security
+from kmirror.testing.kdc import Kdc, KdcUnavailable
+from kmirror.testing.oidc import AUDIENCE, IdentityProvider
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 
 TICKS = os.sysconf("SC_CLK_TCK")
 PLOT = Path(__file__).resolve().parents[1] / "docs" / "sasl_logins.png"
@@ -152,18 +149,9 @@ def table(rows: list[tuple[str, int, float, float, float, float]]) -> str:
 
 
 def plot(rows: list[tuple[str, int, float, float, float, float]], path: Path) -> None:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    names = [r[0] for r in rows]
-    left.bar(names, [r[5] for r in rows], color="#4C72B0")
-    left.set_ylabel("node CPU ms per login")
-    right.bar(names, [r[2] for r in rows], color="#55A868")
-    right.set_ylabel("logins/s (one client process)")
-    for ax in (left, right):
-        ax.tick_params(axis="x", labelrotation=20)
-        ax.grid(axis="y", alpha=0.3)
-    fig.suptitle("SASL logins against PLAINTEXT connections, same run")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_bar_pair(path, [r[0] for r in rows], ("node CPU ms per login", [r[5] for r in rows]),
+                  ("logins/s (one client process)", [r[2] for r in rows]),
+                  "SASL logins against PLAINTEXT connections, same run")
 
 
 def main() -> int:

@@ -22,15 +22,12 @@ import threading
 import time
 from pathlib import Path
 
-import matplotlib
+from confluent_kafka import Consumer, Producer, ShareConsumer
+from line_plot import save_bar_pair
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from confluent_kafka import Consumer, Producer, ShareConsumer  # noqa: E402
-
-from kmirror.testing.kafka_clients import create_topic  # noqa: E402
-from kmirror.testing.processes import LocalCluster, free_port_block  # noqa: E402
-from kmirror.testing.share_consumers import earliest  # noqa: E402
+from kmirror.testing.kafka_clients import create_topic
+from kmirror.testing.processes import LocalCluster, free_port_block
+from kmirror.testing.share_consumers import earliest
 
 TICKS = os.sysconf("SC_CLK_TCK")
 PLOT = Path(__file__).resolve().parents[1] / "docs" / "share_consume.png"
@@ -122,18 +119,9 @@ def table(rows: list[Row]) -> str:
 
 
 def plot(rows: list[Row], path: Path) -> None:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    names = [r[0] for r in rows]
-    left.bar(names, [r[3] for r in rows], color="#55A868")
-    left.set_ylabel("records/s")
-    right.bar(names, [r[4] for r in rows], color="#4C72B0")
-    right.set_ylabel("node CPU us per record")
-    for ax in (left, right):
-        ax.tick_params(axis="x", labelrotation=15)
-        ax.grid(axis="y", alpha=0.3)
-    fig.suptitle("Share consumers against a classic consumer, same records, same run")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_bar_pair(path, [r[0] for r in rows], ("records/s", [r[3] for r in rows]),
+                  ("node CPU us per record", [r[4] for r in rows]),
+                  "Share consumers against a classic consumer, same records, same run")
 
 
 def main() -> int:

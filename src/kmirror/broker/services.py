@@ -3,21 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kmirror.broker.authorization import ALLOW_ALL, RequestAuthorizer
 from kmirror.broker.loggers import LoggerLevels
 from kmirror.broker.quotas.managers import QuotaManagers
 from kmirror.config.server import ServerConfig
 from kmirror.coordinator.group.service import GroupCoordinatorService
+from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
 from kmirror.coordinator.transaction.service import TransactionCoordinatorService
 from kmirror.metadata.broker_service import BrokerMetadataService
 from kmirror.metadata.controller_service import MetadataService
 from kmirror.mirror.manager import MirrorManager
 from kmirror.mirror.service import MirrorCoordinatorService
 from kmirror.ports import Clock
+from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.registry import ApiRegistry
 from kmirror.replication.replica_manager import ReplicaManager
+
+
+class SharePersister(Protocol):
+    """Where share partition states are kept: the group's coordinator (`runtime.share_persister`)."""
+
+    async def read(self, key: ShareStateKey, leader_epoch: int) -> ShareSnapshot | None | ErrorCode: ...
+
+    async def write(self, key: ShareStateKey, snapshot: ShareSnapshot) -> ErrorCode: ...
 
 
 @dataclass
@@ -39,7 +49,7 @@ class BrokerServices:
     authorization: RequestAuthorizer = ALLOW_ALL  # `authorizer.class.name`; ALLOW_ALL without one
     loggers: LoggerLevels | None = None  # BROKER_LOGGER configs (KIP-412); every node has them
     # where share partition states are stored (`runtime.share_persister`); None: this node's memory
-    share_persister: Any = None
+    share_persister: SharePersister | None = None
 
     @property
     def logger_levels(self) -> LoggerLevels:

@@ -22,9 +22,9 @@ import logging
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from kmirror.broker.services import BrokerServices
+from kmirror.broker.services import BrokerServices, SharePersister
 from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
 from kmirror.metadata.image import ConfigResource, ConfigResourceType
 from kmirror.protocol.errors import ErrorCode
@@ -57,14 +57,6 @@ class Acquired:
 
     records: bytes
     acquired: tuple[AcquiredRecords, ...]
-
-
-class SharePersister(Protocol):
-    """Where share partition states are kept (the group's coordinator, `runtime.share_persister`)."""
-
-    async def read(self, key: ShareStateKey, leader_epoch: int) -> ShareSnapshot | None | ErrorCode: ...
-
-    async def write(self, key: ShareStateKey, snapshot: ShareSnapshot) -> ErrorCode: ...
 
 
 @dataclass
@@ -266,8 +258,11 @@ def _aborted_batches(headers: Sequence[tuple[int, BatchHeader]],
     return out
 
 
-def session_key(group_id: str, member_id: str) -> SessionKey:
-    return (group_id, member_id)
+def request_member(request: Any) -> SessionKey | None:
+    """(group id, member id) of a ShareFetch or ShareAcknowledge, its share session's key;
+    None when either is missing (the request is INVALID_REQUEST)."""
+    group_id, member_id = request.group_id or "", request.member_id or ""
+    return (group_id, member_id) if group_id and member_id else None
 
 
 _MANAGERS: weakref.WeakKeyDictionary[Any, SharePartitionManager] = weakref.WeakKeyDictionary()

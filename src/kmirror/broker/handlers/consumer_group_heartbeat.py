@@ -14,7 +14,7 @@ from kmirror.broker.api import RequestContext, api
 from kmirror.broker.authorization import DESCRIBE, TOPIC
 from kmirror.broker.handlers.join_group import client_host, millis
 from kmirror.broker.services import BrokerServices
-from kmirror.coordinator.consumer_group.messages import HeartbeatRequest
+from kmirror.coordinator.consumer_group.messages import HeartbeatRequest, HeartbeatResult
 from kmirror.coordinator.consumer_group.ports import GroupConfig, TopicsView, topics_of
 from kmirror.metadata.image import ConfigResource, ConfigResourceType
 from kmirror.protocol.entities import build, nested
@@ -78,7 +78,12 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         topics_view(services),
         group_config(services, request.group_id),
     )
-    rt = ctx.response_type
+    return heartbeat_response(ctx.response_type, result)
+
+
+def heartbeat_response(rt: type, result: HeartbeatResult) -> Any:
+    """The ConsumerGroupHeartbeat / ShareGroupHeartbeat answer of `result` (the assignment
+    only when it is sent)."""
     assignment = None
     if result.assignment is not None:
         Assignment = nested(rt, "Assignment")

@@ -24,7 +24,7 @@ from kmirror.broker.services import BrokerServices
 from kmirror.broker.share_partitions import (
     AcknowledgementBatch,
     SharePartitionManager,
-    session_key,
+    request_member,
     share_manager,
 )
 from kmirror.protocol.entities import build, nested
@@ -98,11 +98,11 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     rt = ctx.response_type
     rm = services.replica_manager
     manager = share_manager(services)
-    group_id, member_id = request.group_id or "", request.member_id or ""
-    if not group_id or not member_id:
+    key = request_member(request)
+    if key is None:
         return _answer(rt, ErrorCode.invalid_request, "GroupId and MemberId must be set.")
+    group_id, member_id = key
     now_ms = services.clock.monotonic_ms()
-    key = session_key(group_id, member_id)
     final = manager.sessions.acknowledge_context(key, int(request.share_session_epoch), now_ms)
     if isinstance(final, ErrorCode):
         return _answer(rt, final, top_level_error(final))

@@ -32,7 +32,7 @@ from kmirror.broker.handlers.share_acknowledge import (
 )
 from kmirror.broker.purgatory import purgatory_for
 from kmirror.broker.services import BrokerServices
-from kmirror.broker.share_partitions import Acquired, session_key, share_manager
+from kmirror.broker.share_partitions import Acquired, request_member, share_manager
 from kmirror.protocol.entities import build, nested
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.outcomes import PartitionError
@@ -44,9 +44,10 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     rt = ctx.response_type
     rm = services.replica_manager
     manager = share_manager(services)
-    group_id, member_id = request.group_id or "", request.member_id or ""
-    if not group_id or not member_id:
+    key = request_member(request)
+    if key is None:
         return _answer(rt, ErrorCode.invalid_request, "GroupId and MemberId must be set.")
+    group_id, member_id = key
     ids: dict[TopicPartition, uuid.UUID] = {}
     unknown: list[tuple[uuid.UUID, int]] = []
     requested: list[TopicPartition] = []
@@ -63,7 +64,6 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
     forgotten = [TopicPartition(name, int(p)) for t in request.forgotten_topics_data
                  if (name := rm.topic_name(t.topic_id)) is not None for p in t.partitions]
     now_ms = services.clock.monotonic_ms()
-    key = session_key(group_id, member_id)
     context = manager.sessions.fetch_context(key, int(request.share_session_epoch), requested, forgotten,
                                              bool(acks), now_ms)
     if isinstance(context, ErrorCode):

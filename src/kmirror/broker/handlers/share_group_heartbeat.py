@@ -6,17 +6,15 @@ and DESCRIBE on every subscribed topic name, else TOPIC_AUTHORIZATION_FAILED."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
-from kmirror.broker.handlers.consumer_group_heartbeat import topics_refusal, topics_view
+from kmirror.broker.handlers.consumer_group_heartbeat import heartbeat_response, topics_refusal, topics_view
 from kmirror.broker.handlers.join_group import client_host
 from kmirror.broker.services import BrokerServices
 from kmirror.broker.share_partitions import group_configs
 from kmirror.coordinator.consumer_group.ports import GroupConfig
 from kmirror.coordinator.share_group.heartbeat import ShareHeartbeatRequest
-from kmirror.protocol.entities import build, nested
 
 
 def share_group_config(services: BrokerServices, group_id: str) -> GroupConfig:
@@ -29,7 +27,6 @@ def share_group_config(services: BrokerServices, group_id: str) -> GroupConfig:
 
 @api(76, "ShareGroupHeartbeat", 1, 1)
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    rt = ctx.response_type
     refusal = topics_refusal(services, ctx, request.subscribed_topic_names)
     if refusal is not None:
         return refusal
@@ -41,14 +38,4 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
                                     if request.subscribed_topic_names is not None else None),
             client_id=ctx.header.client_id or "", client_host=client_host(ctx)),
         topics_view(services), share_group_config(services, request.group_id))
-    assignment = None
-    if result.assignment is not None:
-        Assignment = nested(rt, "Assignment")
-        TopicPartitions = nested(rt, "TopicPartitions")
-        assignment = build(Assignment, topic_partitions=tuple(
-            build(TopicPartitions, topic_id=t, partitions=tuple(sorted(ps)))
-            for t, ps in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))))
-    return build(rt, throttle_time=datetime.timedelta(0), error_code=result.error,
-                 error_message=result.error_message, member_id=result.member_id, member_epoch=result.member_epoch,
-                 heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
-                 assignment=assignment)
+    return heartbeat_response(ctx.response_type, result)

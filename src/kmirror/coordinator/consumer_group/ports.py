@@ -1,4 +1,4 @@
-"""What the consumer-group logic needs from the group coordinator core, named as a
+"""What the consumer and share group logic needs from the group coordinator core, named as a
 `typing.Protocol` so the core (which also serves classic groups) can be passed in."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from kmirror.coordinator.group.group import ClassicGroup
 from kmirror.coordinator.group.sensors import GroupCoordinatorSensors
 from kmirror.coordinator.results import GroupOutput
 from kmirror.coordinator.share_group.group import ShareGroup
+from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
 from kmirror.metadata.image import MetadataImage
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
@@ -65,6 +66,9 @@ class GroupsCore(Protocol):
 
     @property
     def share_groups(self) -> dict[str, ShareGroup]: ...
+
+    @property
+    def share_states(self) -> dict[ShareStateKey, ShareSnapshot]: ...
 
     def coordinator_error(self, group_id: str) -> ErrorCode | None: ...
 

@@ -40,8 +40,7 @@ from kmirror.coordinator.results import (
     SyncResult,
 )
 from kmirror.coordinator.share_group import heartbeat as share_heartbeat
-from kmirror.coordinator.share_group import records as share_records
-from kmirror.coordinator.share_group import state_records
+from kmirror.coordinator.share_group import loading as share_loading
 from kmirror.coordinator.share_group.group import ShareGroup
 from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
 from kmirror.ports import Clock
@@ -64,7 +63,7 @@ class CoreState:
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
     # KIP-848 consumer groups; a group id is in `groups` or here, never both
     consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
-    # KIP-932 share groups, in memory (`kmirror.coordinator.share_group`); an id is in one map only
+    # KIP-932 share groups (`kmirror.coordinator.share_group`); a group id is in one of the three maps only
     share_groups: dict[str, ShareGroup] = field(default_factory=dict)
     # share partition states of the loaded partitions (`share_group.state_store`)
     share_states: dict[ShareStateKey, ShareSnapshot] = field(default_factory=dict)
@@ -136,10 +135,8 @@ class GroupCoordinator:
         records = list(records)
         groups = replay.replay(records, now_wall_ms=self.clock.now_ms())
         consumer_groups = consumer_replay.replay(records)
-        share_groups = share_records.replay(records)
-        share_heartbeat.load(share_groups.values(), self.topics(), now + self.config.group_share_session_timeout_ms)
-        self.state.share_groups.update(share_groups)
-        self.state.share_states.update(state_records.replay(records))
+        share_loading.load_partition(self.state.share_groups, self.state.share_states, records, self.topics(),
+                                     now + self.config.group_share_session_timeout_ms)
         coexistence.merge_loaded(groups, consumer_groups)
         for consumer_group in consumer_groups.values():
             for member_id in consumer_group.members:
@@ -160,10 +157,8 @@ class GroupCoordinator:
         self.state.offsets_expiration_deadline_ms.pop(partition, None)
         for group_id in [g for g in self.state.consumer_groups if self.partition_for(g) == partition]:
             del self.state.consumer_groups[group_id]
-        for group_id in [g for g in self.state.share_groups if self.partition_for(g) == partition]:
-            del self.state.share_groups[group_id]
-        for key in [k for k in self.state.share_states if self.partition_for(k.group_id) == partition]:
-            del self.state.share_states[key]
+        share_loading.unload_partition(self.state.share_groups, self.state.share_states,
+                                       lambda group_id: self.partition_for(group_id) == partition)
         for group_id in [g for g in self.state.groups if self.partition_for(g) == partition]:
             group = self.state.groups.pop(group_id)
             out.extend(sync_group.fail_waiters(self, group, E.not_coordinator))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kmirror.coordinator.consumer_group.ports import GroupsCore
 from kmirror.coordinator.share_group import assignor, records, state_records
 from kmirror.coordinator.share_group.group import ShareGroupMember
-from kmirror.coordinator.share_group.heartbeat import ShareGroupsCore
 from kmirror.protocol.errors import ErrorCode
 
 
@@ -23,7 +23,7 @@ class DescribedShareGroup:
     members: tuple[ShareGroupMember, ...] = ()
 
 
-def describe(core: ShareGroupsCore, group_id: str) -> DescribedShareGroup:
+def describe(core: GroupsCore, group_id: str) -> DescribedShareGroup:
     err = core.coordinator_error(group_id)
     if err is not None:
         return DescribedShareGroup(group_id, err)
@@ -37,7 +37,7 @@ def describe(core: ShareGroupsCore, group_id: str) -> DescribedShareGroup:
                                tuple(group.members[m] for m in sorted(group.members)))
 
 
-def delete(core: ShareGroupsCore, group_id: str) -> tuple[ErrorCode, list[tuple[bytes, bytes | None]]]:
+def delete(core: GroupsCore, group_id: str) -> tuple[ErrorCode, list[tuple[bytes, bytes | None]]]:
     """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members; else it goes, and
     its share partitions' stored states are tombstoned (Kafka's DeleteShareGroupState)."""
     if core.share_groups[group_id].members:

@@ -8,30 +8,24 @@ bumping the group epoch when it or the subscribed topics' metadata changed; run 
 when the group epoch is ahead of the assignment epoch; move the member to its target
 assignment at the assignment epoch; re-arm its session.
 
-Share group membership is kept in memory by the coordinator of the group's
-`__consumer_offsets` partition: after the coordinator moves, members are told
-UNKNOWN_MEMBER_ID and join again (docs/design/share-groups.md).
+The group epoch and each changed member are written to the group's `__consumer_offsets`
+partition (`records`) before the answer; loading them is `loading`'s
+(docs/design/share-groups.md).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
-from kmirror.coordinator.config import CoordinatorConfig
 from kmirror.coordinator.consumer_group import membership
-from kmirror.coordinator.consumer_group.group import ConsumerGroup
 from kmirror.coordinator.consumer_group.messages import HeartbeatResult
-from kmirror.coordinator.consumer_group.ports import BROKER_DEFAULTS, GroupConfig, TopicsView
-from kmirror.coordinator.group.group import ClassicGroup
+from kmirror.coordinator.consumer_group.ports import BROKER_DEFAULTS, GroupConfig, GroupsCore, TopicsView
 from kmirror.coordinator.results import GroupOutput
 from kmirror.coordinator.share_group import assignor
 from kmirror.coordinator.share_group import records as records_
 from kmirror.coordinator.share_group.group import ShareGroup, ShareGroupMember
-from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
-from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -49,28 +43,6 @@ class ShareHeartbeatRequest:
     client_host: str = ""
 
 
-class ShareGroupsCore(Protocol):
-    config: CoordinatorConfig
-    clock: Clock
-
-    @property
-    def groups(self) -> dict[str, ClassicGroup]: ...
-
-    @property
-    def consumer_groups(self) -> dict[str, ConsumerGroup]: ...
-
-    @property
-    def share_groups(self) -> dict[str, ShareGroup]: ...
-
-    @property
-    def share_states(self) -> dict[ShareStateKey, ShareSnapshot]: ...
-
-    def coordinator_error(self, group_id: str) -> ErrorCode | None: ...
-
-    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
-               on_success: Callable[[], GroupOutput], on_failure: Callable[[ErrorCode], GroupOutput]) -> GroupOutput: ...
-
-
 def validate(req: ShareHeartbeatRequest) -> str | None:
     """Kafka `throwIfShareGroupHeartbeatRequestIsInvalid`: why the request is INVALID_REQUEST."""
     if not req.group_id:
@@ -86,7 +58,7 @@ def validate(req: ShareHeartbeatRequest) -> str | None:
     return None
 
 
-def heartbeat(core: ShareGroupsCore, request_id: int, req: ShareHeartbeatRequest, topics: TopicsView,
+def heartbeat(core: GroupsCore, request_id: int, req: ShareHeartbeatRequest, topics: TopicsView,
               group_config: GroupConfig = BROKER_DEFAULTS) -> GroupOutput:
     """The heartbeat's answer (a `HeartbeatResult`), after the membership records it changed
     are appended."""
@@ -142,7 +114,7 @@ def heartbeat(core: ShareGroupsCore, request_id: int, req: ShareHeartbeatRequest
         rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
         client_id=req.client_id, client_host=req.client_host, subscribed_topic_names=subscribed)
     group.members[updated.member_id] = updated
-    metadata = _subscribed_metadata(group, topics)
+    metadata = subscribed_metadata(group, topics)
     records: list[records_.Record] = []
     if joined or subscribed != member.subscribed_topic_names or metadata != group.subscribed_metadata:
         group.group_epoch += 1
@@ -188,17 +160,8 @@ def remove_members(group: ShareGroup, member_ids: Iterable[str]) -> list[records
     return records
 
 
-def load(groups: Iterable[ShareGroup], topics: TopicsView, session_deadline_ms: int) -> None:
-    """Groups just replayed from their records: their assignments computed at their epochs,
-    every member's session started again."""
-    for group in groups:
-        group.subscribed_metadata = _subscribed_metadata(group, topics)
-        reassign(group, group.subscribed_metadata)
-        for member_id in group.members:
-            group.session_deadline_ms[member_id] = session_deadline_ms
-
-
-def _subscribed_metadata(group: ShareGroup, topics: TopicsView) -> dict[str, tuple[uuid.UUID, int]]:
+def subscribed_metadata(group: ShareGroup, topics: TopicsView) -> dict[str, tuple[uuid.UUID, int]]:
+    """The subscribed topics the cluster has: name -> (topic id, partition count)."""
     return {name: (topics[name].topic_id, topics[name].partitions)
             for name in sorted(group.subscribed_topics()) if name in topics}
 
@@ -207,7 +170,7 @@ def next_deadline_ms(share_groups: Iterable[ShareGroup]) -> int | None:
     return min((d for g in share_groups for d in g.session_deadline_ms.values()), default=None)
 
 
-def expire(core: ShareGroupsCore, now_ms: int) -> GroupOutput:
+def expire(core: GroupsCore, now_ms: int) -> GroupOutput:
     """Remove every member whose session ended at or before `now_ms`, with its records."""
     out = GroupOutput()
     for group in list(core.share_groups.values()):

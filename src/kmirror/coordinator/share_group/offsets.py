@@ -15,16 +15,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from kmirror.coordinator.consumer_group.ports import TopicsView
+from kmirror.coordinator.consumer_group.ports import GroupsCore
 from kmirror.coordinator.results import GroupOutput
 from kmirror.coordinator.share_group import records as share_records
 from kmirror.coordinator.share_group import state_records
 from kmirror.coordinator.share_group.group import ShareGroup
-from kmirror.coordinator.share_group.heartbeat import ShareGroupsCore
 from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
-from kmirror.coordinator.share_group.state_store import ShareStatesCore
 from kmirror.protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -50,11 +47,7 @@ class ShareOffsetsResult:
     partitions: tuple[PartitionOffset, ...] = field(default_factory=tuple)
 
 
-class ShareOffsetsCore(ShareGroupsCore, ShareStatesCore, Protocol):
-    def topics(self) -> TopicsView: ...
-
-
-def _group_error(core: ShareOffsetsCore, group_id: str) -> tuple[ErrorCode, str | None] | None:
+def _group_error(core: GroupsCore, group_id: str) -> tuple[ErrorCode, str | None] | None:
     error = core.coordinator_error(group_id)
     if error is not None:
         return error, None
@@ -63,7 +56,7 @@ def _group_error(core: ShareOffsetsCore, group_id: str) -> tuple[ErrorCode, str 
     return None
 
 
-def _change_refused(core: ShareOffsetsCore, group_id: str) -> ShareOffsetsResult | None:
+def _change_refused(core: GroupsCore, group_id: str) -> ShareOffsetsResult | None:
     """Why the group's offsets may not change now: not a share group, or it has members."""
     refused = _group_error(core, group_id)
     if refused is not None:
@@ -74,7 +67,7 @@ def _change_refused(core: ShareOffsetsCore, group_id: str) -> ShareOffsetsResult
     return None
 
 
-def describe(core: ShareOffsetsCore, group_id: str,
+def describe(core: GroupsCore, group_id: str,
              topics: Sequence[tuple[str, Sequence[int]]] | None) -> ShareOffsetsResult:
     """The start offsets of the named partitions (-1 where none is stored; an unknown topic's
     partitions UNKNOWN_TOPIC_OR_PARTITION), or of every partition with a stored state."""
@@ -103,7 +96,7 @@ def describe(core: ShareOffsetsCore, group_id: str,
     return ShareOffsetsResult(E.none, None, tuple(out))
 
 
-def alter(core: ShareOffsetsCore, request_id: int, group_id: str,
+def alter(core: GroupsCore, request_id: int, group_id: str,
           offsets: Sequence[tuple[str, int, int]]) -> GroupOutput:
     """(topic, partition, start offset) each; answered with a `ShareOffsetsResult` once stored."""
     def reply(result: ShareOffsetsResult) -> GroupOutput:
@@ -145,7 +138,7 @@ def alter(core: ShareOffsetsCore, request_id: int, group_id: str,
     return core.append(group_id, records, stored_now, lambda e: reply(ShareOffsetsResult(e)))
 
 
-def delete(core: ShareOffsetsCore, request_id: int, group_id: str, topics: Sequence[str]) -> GroupOutput:
+def delete(core: GroupsCore, request_id: int, group_id: str, topics: Sequence[str]) -> GroupOutput:
     """Forget the group's stored start offsets of `topics` (an empty group only)."""
     def reply(result: ShareOffsetsResult) -> GroupOutput:
         return GroupOutput(responses=[(request_id, result)])

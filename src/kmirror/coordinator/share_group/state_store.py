@@ -11,10 +11,9 @@ of the group's offsets moves the state epoch); a write is visible once appended.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
+from kmirror.coordinator.consumer_group.ports import GroupsCore
 from kmirror.coordinator.results import GroupOutput
 from kmirror.coordinator.share_group import state_records
 from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
@@ -28,19 +27,7 @@ class ShareStateWritten:
     error: ErrorCode
 
 
-class ShareStatesCore(Protocol):
-    """What the store needs from the group coordinator core."""
-
-    @property
-    def share_states(self) -> dict[ShareStateKey, ShareSnapshot]: ...
-
-    def coordinator_error(self, group_id: str) -> ErrorCode | None: ...
-
-    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]],
-               on_success: Callable[[], GroupOutput], on_failure: Callable[[ErrorCode], GroupOutput]) -> GroupOutput: ...
-
-
-def read(core: ShareStatesCore, key: ShareStateKey) -> ShareSnapshot | None | ErrorCode:
+def read(core: GroupsCore, key: ShareStateKey) -> ShareSnapshot | None | ErrorCode:
     """The stored state, None when the partition has none yet, or the coordinator error."""
     return core.coordinator_error(key.group_id) or core.share_states.get(key)
 
@@ -69,7 +56,7 @@ def invalid(key: ShareStateKey, snapshot: ShareSnapshot) -> ErrorCode | None:
     return None
 
 
-def write(core: ShareStatesCore, request_id: int, key: ShareStateKey, snapshot: ShareSnapshot) -> GroupOutput:
+def write(core: GroupsCore, request_id: int, key: ShareStateKey, snapshot: ShareSnapshot) -> GroupOutput:
     """Append the snapshot and answer once it is stored (`ShareStateWritten`)."""
 
     def reply(error: ErrorCode) -> GroupOutput:
