@@ -19,6 +19,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kmirror.protocol.errors import ErrorCode
 from kmirror.testing.kafka_clients import create_topic, group_consume, produce_acked
 from kmirror.testing.processes import LocalCluster
 
@@ -105,5 +106,55 @@ def test_groups_and_log_dirs_with_kafka_python(cluster):
         assert log_dir["total_bytes"] >= log_dir["usable_bytes"] > 0
         admin.delete_groups(["ldg"])
         assert admin.list_groups() == []
+    finally:
+        admin.close()
+
+
+def test_topic_partitions_page_by_page_and_config_resources_with_kafka_python(cluster):
+    """DescribeTopicPartitions (KIP-966) pages through topics with its cursor, and answers each
+    partition as Metadata does; ListConfigResources (KIP-1142) lists topics, brokers and the
+    groups with a config."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource as KafkaConfigResource
+    from kafka.admin import ConfigResourceType
+
+    b = cluster.bootstrap
+    create_topic(b, "page-a", partitions=5)
+    create_topic(b, "page-b", partitions=3)
+    admin = KafkaAdminClient(bootstrap_servers=b)
+    try:
+        asked = ["page-b", "page-a", "page-z-absent"]
+        pages, cursor = [], None
+        while True:
+            answer = admin.describe_topic_partitions(asked, response_partition_limit=4, cursor=cursor)
+            pages.append([(t["name"], t["error_code"], [p["partition_index"] for p in t["partitions"]])
+                          for t in answer["topics"]])
+            cursor = answer["next_cursor"]
+            if cursor is None:
+                break
+        assert pages == [
+            [("page-a", 0, [0, 1, 2, 3])],
+            [("page-a", 0, [4]), ("page-b", 0, [0, 1, 2])],
+            [("page-z-absent", ErrorCode.unknown_topic_or_partition, [])],
+        ]
+        whole = admin.describe_topic_partitions(["page-a"])["topics"][0]
+        metadata = AdminClient({"bootstrap.servers": b}).list_topics("page-a", timeout=10).topics["page-a"]
+        assert whole["topic_id"] is not None and not whole["is_internal"]
+        assert {p["partition_index"]: (p["leader_id"], p["replica_nodes"], p["isr_nodes"]) for p in whole["partitions"]} \
+            == {i: (p.leader, p.replicas, p.isrs) for i, p in metadata.partitions.items()}
+        every = [t["name"] for t in admin.describe_topic_partitions([])["topics"]]
+        assert every == sorted(every) and {"page-a", "page-b"} <= set(every)
+        # a cursor on a topic the request does not name
+        (refused,) = admin.describe_topic_partitions(["page-b"], cursor={"topic_name": "page-a", "partition_index": 0})[
+            "topics"]
+        assert refused["error_code"] == ErrorCode.invalid_request
+
+        admin.alter_configs([KafkaConfigResource(ConfigResourceType.GROUP, "configured-group",
+                                                 configs={"consumer.session.timeout.ms": "50000"})])
+        listing = admin.list_config_resources()
+        assert {"page-a", "page-b"} <= set(listing["topic"])
+        assert listing["broker"] == ["1"] and listing["broker_logger"] == ["1"]
+        assert listing["group"] == ["configured-group"]
+        assert admin.list_config_resources(["GROUP"]) == {"group": ["configured-group"]}
     finally:
         admin.close()

@@ -471,3 +471,34 @@ def test_share_groups_need_read_on_the_group_and_the_topic(node: AuthorizedNode)
     node.grant(topic_acl("work-queue", "User:alice", AclOperation.READ))
     earliest(node.plaintext, "workers")  # through the cluster's own listener
     assert share_poll_outcome(node.client("alice"), "workers", "work-queue", 3) == ([b"a", b"b", b"c"], "")
+
+
+def test_topic_partitions_need_describe_and_config_resources_describe_configs(node: AuthorizedNode) -> None:
+    from kafka.errors import ClusterAuthorizationFailedError
+
+    create_topic(node, "paged-seen")
+    create_topic(node, "paged-hidden")
+    node.grant(topic_acl("paged-seen", "User:alice", AclOperation.DESCRIBE))
+    alice = KafkaAdminClient(bootstrap_servers=node.sasl, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                             sasl_plain_username="alice", sasl_plain_password=USERS["alice"])
+    try:
+        named = {t["name"]: t for t in
+                 alice.describe_topic_partitions(["paged-seen", "paged-hidden", "paged-absent"])["topics"]}
+        assert named["paged-seen"]["error_code"] == ErrorCode.none
+        assert [p["partition_index"] for p in named["paged-seen"]["partitions"]] == [0]
+        assert named["paged-seen"]["topic_authorized_operations"] == 1 << int(AclOperation.DESCRIBE.value)
+        # an undescribable topic and an absent one look the same: the existence is not revealed
+        for name in ("paged-hidden", "paged-absent"):
+            assert named[name]["error_code"] == ErrorCode.topic_authorization_failed, named[name]
+            assert named[name]["topic_id"] is None and named[name]["partitions"] == []
+        listed = {t["name"] for t in alice.describe_topic_partitions([])["topics"]}
+        assert "paged-seen" in listed and "paged-hidden" not in listed
+
+        with pytest.raises(ClusterAuthorizationFailedError):
+            alice.list_config_resources(["TOPIC"])
+        node.grant(AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+                              AclOperation.DESCRIBE_CONFIGS, AclPermissionType.ALLOW))
+        listing = alice.list_config_resources(["TOPIC", "BROKER"])
+        assert {"paged-seen", "paged-hidden"} <= set(listing["topic"]) and listing["broker"] == ["1"]
+    finally:
+        alice.close()

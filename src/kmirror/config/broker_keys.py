@@ -159,6 +159,8 @@ _DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("group.share.max.share.sessions", INT, "2000", "Share sessions a broker keeps at most.",
               at_least(1)),
     ConfigDef("socket.request.max.bytes", INT, "104857600", "Largest request size.", at_least(1)),
+    ConfigDef("max.request.partition.size.limit", INT, "2000",
+              "Most partitions one DescribeTopicPartitions response describes.", at_least(1)),
     ConfigDef("queued.max.requests", INT, "500",
               "Requests read but not yet answered, per listener, before the listener stops reading.",
               at_least(1)),

@@ -273,6 +273,10 @@ class ServerConfig:
         return int(self.values["socket.request.max.bytes"])
 
     @property
+    def max_request_partition_size_limit(self) -> int:
+        return int(self.values["max.request.partition.size.limit"])
+
+    @property
     def max_connections_per_ip_overrides(self) -> dict[str, int]:
         return _parse_ip_overrides(self.values["max.connections.per.ip.overrides"])
 

@@ -34,7 +34,7 @@ from kmirror.broker.services import BrokerServices
 from kmirror.metadata.controller.acls import CLUSTER_NAME, AclOperation
 from kmirror.metadata.controller.topics import CreatableTopic, is_internal_topic, validate_topic_name
 from kmirror.metadata.controller_service import MetadataOperationError
-from kmirror.metadata.image import MetadataImage, TopicImage
+from kmirror.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from kmirror.protocol.entities import build, nested
 
 log = logging.getLogger(__name__)
@@ -260,25 +260,28 @@ class _TopicEntries:
 _topic = _TopicEntries().get
 
 
+def partition_fields(index: int, p: PartitionRegistration, live: set[int]) -> dict[str, Any]:
+    """A partition's leader (-1 when its broker is not live), epoch, replicas, ISR and offline
+    replicas, as Metadata and DescribeTopicPartitions answer them."""
+    return {
+        "partition_index": i32(index),
+        "leader_id": i32(p.leader if p.leader in live else -1),
+        "leader_epoch": i32(p.leader_epoch),
+        "replica_nodes": tuple(i32(r) for r in p.replicas),
+        "isr_nodes": tuple(i32(r) for r in p.isr),
+        "offline_replicas": tuple(i32(r) for r in p.replicas if r not in live),
+    }
+
+
 def _build_topic(rt: type, image: MetadataImage, topic: TopicImage, include_ops: bool) -> Any:
     topic_cls = nested(rt, "MetadataResponseTopic")
     partition_cls = nested(rt, "MetadataResponsePartition")
     live = {b.broker_id for b in image.live_brokers()}
     partitions = []
     for index, p in sorted(topic.partitions.items()):
-        leader = p.leader if p.leader in live else -1
-        partitions.append(
-            build(
-                partition_cls,
-                error_code=ErrorCode.none if leader != -1 else ErrorCode.leader_not_available,
-                partition_index=i32(index),
-                leader_id=i32(leader),
-                leader_epoch=i32(p.leader_epoch),
-                replica_nodes=tuple(i32(r) for r in p.replicas),
-                isr_nodes=tuple(i32(r) for r in p.isr),
-                offline_replicas=tuple(i32(r) for r in p.replicas if r not in live),
-            )
-        )
+        fields = partition_fields(index, p, live)
+        error = ErrorCode.none if fields["leader_id"] != -1 else ErrorCode.leader_not_available
+        partitions.append(build(partition_cls, error_code=error, **fields))
     return build(
         topic_cls,
         error_code=ErrorCode.none,
