@@ -7,6 +7,7 @@ no effect here (threads, socket buffers, share coordinator).
 from __future__ import annotations
 
 from kmirror.config.client_quotas import QUOTA_BROKER_CONFIG_DEFS
+from kmirror.config.cordoned_log_dirs import syntax_error
 from kmirror.config.definitions import (
     LONG_MAX,
     ConfigDef,
@@ -54,6 +55,10 @@ _DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("inter.broker.listener.name", S, None, "Listener used between brokers."),
     ConfigDef("log.dirs", LI, None, "Log directories (default: log.dir)."),
     ConfigDef("log.dir", S, "/tmp/kafka-logs", "Log directory when log.dirs is absent."),
+    ConfigDef("cordoned.log.dirs", LI, "",
+              "Log directories that take no new partition (KIP-1066): entries of log.dirs, or * for all of them. "
+              "A broker whose log directories are all cordoned gets no new partitions.",
+              lambda v: syntax_error(v), read_only=False),
     ConfigDef("num.partitions", INT, "1", "Default partition count of new topics.", at_least(1)),
     ConfigDef("default.replication.factor", INT, "1", "Default replication factor of new topics.", at_least(1)),
     ConfigDef("auto.create.topics.enable", B, "true", "Create topics on Metadata requests.", read_only=True),

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kmirror.config import cordoned_log_dirs
 from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
 from kmirror.config.definitions import ConfigError
 from kmirror.config.properties import PropertiesSyntaxError, parse_properties
@@ -118,6 +119,10 @@ class ServerConfig:
         log_dirs = list(values["log.dirs"]) if values["log.dirs"] else [values["log.dir"]]
         if not log_dirs:
             raise ConfigError("invalid value '' for 'log.dirs': expected at least one directory")
+        try:
+            cordoned_log_dirs.resolve(",".join(values["cordoned.log.dirs"]), log_dirs)
+        except ConfigError as e:
+            raise ConfigError(f"invalid value for 'cordoned.log.dirs': {e}") from None
         roll_ms = values["log.roll.ms"] if values["log.roll.ms"] is not None else values["log.roll.hours"] * 3_600_000
         jitter_ms = (
             values["log.roll.jitter.ms"]
@@ -271,6 +276,10 @@ class ServerConfig:
     @property
     def socket_request_max_bytes(self) -> int:
         return int(self.values["socket.request.max.bytes"])
+
+    def cordoned_log_dirs(self, node_configs: Mapping[str, str]) -> list[str]:
+        """The log directories cordoned now (KIP-1066), given this broker's dynamic configs."""
+        return cordoned_log_dirs.cordoned(self.raw.get("cordoned.log.dirs"), node_configs, self.log_dirs)
 
     @property
     def max_request_partition_size_limit(self) -> int:

@@ -14,7 +14,7 @@ After a machine crash the checkpointed recovery point bounds the rescan done by 
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from uuid import UUID
 
 from kmirror.log.checkpoint import (
@@ -58,6 +58,8 @@ class LogManager:
         self.defer_removal = False
         self._to_remove: list[str] = []
         self._per_dir: Counter[str] = Counter()
+        self.cordoned: Callable[[], Collection[str]] = tuple
+        """The log directories cordoned now (KIP-1066): no new log goes there."""
         # logs whose topic id or directory is not durable yet (`flush_new_logs`); a deque, as
         # the loop appends while a worker thread takes
         self._new_logs: deque[Log] = deque()
@@ -136,8 +138,12 @@ class LogManager:
         return log
 
     def _next_log_dir(self) -> str:
-        """Kafka places a new log in the dir holding the fewest partitions."""
-        return min(self.log_dirs, key=lambda d: self._per_dir[d])
+        """Kafka places a new log in the dir holding the fewest partitions, of those not
+        cordoned; when all are, in the first (Kafka's LogManager.nextLogDirs: the controller may
+        have placed the replica here just before the last directory was cordoned)."""
+        cordoned = self.cordoned()
+        candidates = [d for d in self.log_dirs if d not in cordoned] or self.log_dirs[:1]
+        return min(candidates, key=lambda d: self._per_dir[d])
 
     def log_dir_of(self, tp: TopicPartition) -> str | None:
         return self._dir_of.get(tp)

@@ -80,32 +80,34 @@ class ClusterControl:
 
     async def register_broker(
         self, broker_id: int, incarnation_id: uuid.UUID, endpoints: Sequence[BrokerEndpoint], rack: str | None,
-        cluster_id: str | None = None,
+        cluster_id: str | None = None, log_dirs: Sequence[uuid.UUID] = (),
     ) -> int | ApiError:
         """BrokerRegistration: the new broker epoch (the broker starts fenced)."""
         if cluster_id is not None and self._image.cluster_id is not None and cluster_id != self._image.cluster_id:
             return ApiError(ErrorCode.inconsistent_cluster_id)
         async with self._lock:
-            result = register_broker(self._image, broker_id, incarnation_id, endpoints, rack, self.heartbeats)
+            result = register_broker(self._image, broker_id, incarnation_id, endpoints, rack, self.heartbeats, log_dirs)
             await self._commit(result.records)
             self.heartbeats.touch(broker_id, self._now_ms())
             assert result.response is not None
             return result.response
 
     def _heartbeat_result(
-        self, broker_id: int, broker_epoch: int, offset: int, want_fence: bool, want_shut_down: bool
+        self, broker_id: int, broker_epoch: int, offset: int, want_fence: bool, want_shut_down: bool,
+        cordoned_log_dirs: Sequence[uuid.UUID] | None = None,
     ) -> ControllerResult[HeartbeatReply]:
         return broker_heartbeat(
             self._image, broker_id, broker_epoch, offset, want_fence, want_shut_down, self.heartbeats,
-            self._now_ms(), self._unclean_default(),
+            self._now_ms(), self._unclean_default(), cordoned_log_dirs,
         )
 
     async def broker_heartbeat(
         self, broker_id: int, broker_epoch: int, current_metadata_offset: int, want_fence: bool = False,
-        want_shut_down: bool = False,
+        want_shut_down: bool = False, cordoned_log_dirs: Sequence[uuid.UUID] | None = None,
     ) -> HeartbeatReply:
         async with self._lock:
-            result = self._heartbeat_result(broker_id, broker_epoch, current_metadata_offset, want_fence, want_shut_down)
+            result = self._heartbeat_result(broker_id, broker_epoch, current_metadata_offset, want_fence, want_shut_down,
+                                            cordoned_log_dirs)
             await self._commit(result.records)
             self._warn_unclean()
             assert result.response is not None

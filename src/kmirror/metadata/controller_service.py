@@ -97,6 +97,8 @@ class MetadataService(QuorumControl, ClusterControl):
         self._changed = asyncio.Event()
         self.snapshots = MetadataSnapshots(config, store, clock)
         self.observers = QuorumObservers()
+        self.broker_log_dirs: Callable[[str], Sequence[uuid.UUID]] = lambda cluster_id: ()
+        """The co-located broker's log directory ids, given the cluster id (set by the node)."""
         self._init_quorum()
 
     forwarding: Literal[False] = False  # admin writes run here; a broker-only node forwards them instead
@@ -127,7 +129,8 @@ class MetadataService(QuorumControl, ClusterControl):
                 )
                 incarnation = uuid.UUID(int=self._rng.getrandbits(128), version=4)
                 result = register_broker(
-                    self._image, self._config.node_id, incarnation, endpoints, self._config.broker_rack, self.heartbeats
+                    self._image, self._config.node_id, incarnation, endpoints, self._config.broker_rack, self.heartbeats,
+                    self.broker_log_dirs(self._image.cluster_id or ""),
                 )
                 await self._commit(result.records)
                 assert result.response is not None

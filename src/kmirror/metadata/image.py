@@ -116,6 +116,17 @@ class BrokerRegistration:
     rack: str | None
     fenced: bool
     in_controlled_shutdown: bool = False
+    log_dirs: tuple[uuid.UUID, ...] = ()
+    cordoned_log_dirs: tuple[uuid.UUID, ...] | None = None
+
+    @property
+    def has_uncordoned_dirs(self) -> bool:
+        """Kafka's `BrokerRegistration.hasUncordonedDirs` (KIP-1066): automatic replica placement
+        may use the broker. One that has not reported its cordoned directories, or registered
+        none, may be used."""
+        if self.cordoned_log_dirs is None or not self.log_dirs:
+            return True
+        return any(d not in self.cordoned_log_dirs for d in self.log_dirs)
 
     def endpoint(self, listener: str | None = None) -> BrokerEndpoint | None:
         for ep in self.endpoints:
@@ -180,6 +191,10 @@ class MetadataImage:
 
     def topic_config(self, topic: str) -> Mapping[str, str]:
         return self.configs.get(ConfigResource(ConfigResourceType.TOPIC, topic), _empty())
+
+    def broker_config(self, node_id: int) -> Mapping[str, str]:
+        """The dynamic configs set for this one broker (not the cluster-wide default)."""
+        return self.configs.get(ConfigResource(ConfigResourceType.BROKER, str(node_id)), _empty())
 
     def is_isr_eligible(self, broker_id: int, broker_epoch: int = -1) -> bool:
         """Kafka `Partition.isReplicaIsrEligible`: the broker is registered, unfenced, not in
@@ -322,6 +337,8 @@ class _Delta:
                     record.endpoints,
                     record.rack,
                     record.fenced,
+                    log_dirs=record.log_dirs,
+                    cordoned_log_dirs=record.cordoned_log_dirs,
                 )
             case UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=epoch):
                 brokers = self._brokers()
@@ -337,8 +354,11 @@ class _Delta:
             case BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch):
                 brokers = self._brokers()
                 b = brokers.get(broker_id)
-                if b is not None and b.broker_epoch == epoch and record.in_controlled_shutdown == 1:
-                    brokers[broker_id] = replace(b, in_controlled_shutdown=True)
+                if b is not None and b.broker_epoch == epoch:
+                    if record.in_controlled_shutdown == 1:
+                        b = brokers[broker_id] = replace(b, in_controlled_shutdown=True)
+                    if record.cordoned_log_dirs is not None:
+                        brokers[broker_id] = replace(b, cordoned_log_dirs=record.cordoned_log_dirs)
             case AccessControlEntryRecord():
                 self._acls()[record.id] = AclBinding(
                     record.id,

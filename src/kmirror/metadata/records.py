@@ -39,14 +39,19 @@ class BrokerEndpoint(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class RegisterBrokerRecord:
+    """`log_dirs`: the ids of the broker's log directories (Kafka's LogDirs, v2+);
+    `cordoned_log_dirs`: those cordoned (KIP-1066), None until the broker reports them."""
+
     TYPE_ID: ClassVar[int] = 0
-    VERSION: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 4
     broker_id: int
     incarnation_id: uuid.UUID
     broker_epoch: int
     endpoints: tuple[BrokerEndpoint, ...]
     rack: str | None = None
     fenced: bool = True
+    log_dirs: tuple[uuid.UUID, ...] = ()
+    cordoned_log_dirs: tuple[uuid.UUID, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,16 +131,18 @@ class UnfenceBrokerRecord:
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistrationChangeRecord:
-    """A registered broker's state changes (Kafka's record 17, version 2): here, entering
-    controlled shutdown, so that every broker's image knows it is no longer eligible for an ISR
-    (Kafka `Partition.isReplicaIsrEligible`). `in_controlled_shutdown` 1 enters it, 0 keeps it;
-    a new registration of the broker ends it."""
+    """A registered broker's state changes (Kafka's record 17, version 3): entering controlled
+    shutdown, so that every broker's image knows it is no longer eligible for an ISR (Kafka
+    `Partition.isReplicaIsrEligible`; `in_controlled_shutdown` 1 enters it, 0 keeps it; a new
+    registration of the broker ends it), and the log directories it holds cordoned (KIP-1066;
+    None keeps them)."""
 
     TYPE_ID: ClassVar[int] = 17
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     broker_id: int
     broker_epoch: int
     in_controlled_shutdown: int = 0
+    cordoned_log_dirs: tuple[uuid.UUID, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +298,9 @@ def _tuple_or_none(v: Any) -> Any:
 
 _CONVERTERS: dict[tuple[type[Any], str], Callable[[Any], Any]] = {
     (RegisterBrokerRecord, "endpoints"): lambda v: tuple(BrokerEndpoint(*e) for e in v),
+    (RegisterBrokerRecord, "log_dirs"): lambda v: tuple(uuid.UUID(d) for d in v),
+    (RegisterBrokerRecord, "cordoned_log_dirs"): lambda v: None if v is None else tuple(uuid.UUID(d) for d in v),
+    (BrokerRegistrationChangeRecord, "cordoned_log_dirs"): lambda v: None if v is None else tuple(uuid.UUID(d) for d in v),
     (PartitionRecord, "replicas"): tuple,
     (PartitionRecord, "isr"): tuple,
     (PartitionRecord, "removing_replicas"): tuple,

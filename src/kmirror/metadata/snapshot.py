@@ -46,7 +46,8 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
         out.append(ClusterIdRecord(image.cluster_id))
     out.extend(FeatureLevelRecord(name, level) for name, level in sorted(image.features.items()))
     for broker_id, b in sorted(image.brokers.items()):
-        out.append(RegisterBrokerRecord(broker_id, b.incarnation_id, b.broker_epoch, b.endpoints, b.rack, b.fenced))
+        out.append(RegisterBrokerRecord(broker_id, b.incarnation_id, b.broker_epoch, b.endpoints, b.rack, b.fenced,
+                                        b.log_dirs, b.cordoned_log_dirs))
         if b.in_controlled_shutdown:
             out.append(BrokerRegistrationChangeRecord(broker_id, b.broker_epoch, 1))
     for name, topic in sorted(image.topics.items()):

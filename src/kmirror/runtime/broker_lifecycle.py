@@ -22,6 +22,7 @@ from kmirror.metadata.controller_service import MetadataService
 from kmirror.metadata.records import BrokerEndpoint
 from kmirror.protocol.entities import build, nested
 from kmirror.runtime.controller_channel import ControllerChannel
+from kmirror.runtime.metadata_log import log_dir_ids
 
 log = logging.getLogger("kmirror.broker_lifecycle")
 
@@ -29,9 +30,11 @@ METADATA_VERSION_RANGE = (1, 27)
 
 
 class ControllerPort(Protocol):
-    async def register(self, cluster_id: str, incarnation_id: uuid.UUID) -> int | ApiError: ...
+    async def register(self, cluster_id: str, incarnation_id: uuid.UUID,
+                       log_dirs: tuple[uuid.UUID, ...]) -> int | ApiError: ...
 
-    async def heartbeat(self, broker_epoch: int, offset: int, want_shut_down: bool) -> HeartbeatReply: ...
+    async def heartbeat(self, broker_epoch: int, offset: int, want_shut_down: bool,
+                        cordoned_log_dirs: tuple[uuid.UUID, ...] | None) -> HeartbeatReply: ...
 
 
 class LocalController:
@@ -41,15 +44,17 @@ class LocalController:
         self._config = config
         self._controller = controller
 
-    async def register(self, cluster_id: str, incarnation_id: uuid.UUID) -> int | ApiError:
+    async def register(self, cluster_id: str, incarnation_id: uuid.UUID,
+                       log_dirs: tuple[uuid.UUID, ...]) -> int | ApiError:
         endpoints = tuple(BrokerEndpoint(x.name, x.host, x.port, 0) for x in self._config.advertised_listeners)
         return await self._controller.register_broker(
-            self._config.node_id, incarnation_id, endpoints, self._config.broker_rack, cluster_id
+            self._config.node_id, incarnation_id, endpoints, self._config.broker_rack, cluster_id, log_dirs
         )
 
-    async def heartbeat(self, broker_epoch: int, offset: int, want_shut_down: bool) -> HeartbeatReply:
+    async def heartbeat(self, broker_epoch: int, offset: int, want_shut_down: bool,
+                        cordoned_log_dirs: tuple[uuid.UUID, ...] | None) -> HeartbeatReply:
         return await self._controller.broker_heartbeat(self._config.node_id, broker_epoch, offset, False,
-                                                       want_shut_down)
+                                                       want_shut_down, cordoned_log_dirs)
 
 
 class RemoteController:
@@ -59,7 +64,8 @@ class RemoteController:
         self._config = config
         self._channel = channel
 
-    async def register(self, cluster_id: str, incarnation_id: uuid.UUID) -> int | ApiError:
+    async def register(self, cluster_id: str, incarnation_id: uuid.UUID,
+                       log_dirs: tuple[uuid.UUID, ...]) -> int | ApiError:
         conn = await self._channel.connection()
         rt = conn.request_type(62)
         listeners = tuple(
@@ -83,14 +89,15 @@ class RemoteController:
             features=features,
             rack=self._config.broker_rack,
             is_migrating_zk_broker=False,
-            log_dirs=(),
+            log_dirs=log_dirs,
             previous_broker_epoch=-1,
         )
         if response.error_code != ErrorCode.none:
             return ApiError(response.error_code)
         return int(response.broker_epoch)
 
-    async def heartbeat(self, broker_epoch: int, offset: int, want_shut_down: bool) -> HeartbeatReply:
+    async def heartbeat(self, broker_epoch: int, offset: int, want_shut_down: bool,
+                        cordoned_log_dirs: tuple[uuid.UUID, ...] | None) -> HeartbeatReply:
         response = await self._channel.send(
             63,
             broker_id=self._config.node_id,
@@ -99,6 +106,7 @@ class RemoteController:
             want_fence=False,
             want_shut_down=want_shut_down,
             offline_log_dirs=(),
+            cordoned_log_dirs=cordoned_log_dirs,
         )
         return HeartbeatReply(
             ApiError(response.error_code),
@@ -106,6 +114,28 @@ class RemoteController:
             bool(response.is_fenced),
             bool(response.should_shut_down),
         )
+
+
+class LogDirs:
+    """This broker's log directories as the controller knows them: their ids, and those that
+    are cordoned now (`cordoned`: the paths, KIP-1066)."""
+
+    def __init__(self, config: ServerConfig, cordoned: Callable[[], list[str]]) -> None:
+        self._config = config
+        self._cordoned = cordoned
+        self._ids: dict[str, uuid.UUID] | None = None
+
+    def ids(self, cluster_id: str) -> dict[str, uuid.UUID]:
+        """Nothing while the cluster id is unknown: a `meta.properties` is written only with it."""
+        if self._ids is None:
+            if not cluster_id:
+                return {}
+            self._ids = log_dir_ids(self._config.log_dirs, cluster_id, self._config.node_id)
+        return self._ids
+
+    def cordoned_ids(self, cluster_id: str) -> tuple[uuid.UUID, ...]:
+        ids = self.ids(cluster_id)
+        return tuple(ids[d] for d in self._cordoned() if d in ids)
 
 
 class BrokerLifecycleManager:
@@ -116,19 +146,23 @@ class BrokerLifecycleManager:
         cluster_id: Callable[[], str],
         metadata_offset: Callable[[], int],
         incarnation_id: uuid.UUID,
+        log_dirs: LogDirs | None = None,
     ) -> None:
         self._config = config
         self._controller = controller
         self._cluster_id = cluster_id
         self._metadata_offset = metadata_offset
         self._incarnation_id = incarnation_id
+        self._log_dirs = log_dirs
         self.lifecycle = BrokerLifecycle()
         self.interval_ms = int(config.values.get("broker.heartbeat.interval.ms", 2000))
         self._task: asyncio.Task[None] | None = None
 
     async def register(self) -> int:
         while True:
-            result = await self._controller.register(self._cluster_id(), self._incarnation_id)
+            cluster_id = self._cluster_id()
+            ids = () if self._log_dirs is None else tuple(self._log_dirs.ids(cluster_id).values())
+            result = await self._controller.register(cluster_id, self._incarnation_id, ids)
             if not isinstance(result, ApiError):
                 self.lifecycle.on_registered(result)
                 log.info("broker %d registered with broker epoch %d", self._config.node_id, result)
@@ -140,7 +174,11 @@ class BrokerLifecycleManager:
         lc = self.lifecycle
         if lc.state is BrokerState.STARTING:
             await self.register()
-        reply = await self._controller.heartbeat(lc.broker_epoch, self._metadata_offset(), lc.want_shut_down)
+        cordoned = None  # reported once caught up, so that the dynamic value is the image's
+        if self._log_dirs is not None and lc.state is BrokerState.RUNNING:
+            cordoned = self._log_dirs.cordoned_ids(self._cluster_id())
+        reply = await self._controller.heartbeat(lc.broker_epoch, self._metadata_offset(), lc.want_shut_down,
+                                                 cordoned)
         if reply.error.code in (ErrorCode.stale_broker_epoch, ErrorCode.broker_id_not_registered):
             lc.on_stale_epoch()
         elif reply.error.code == ErrorCode.none:

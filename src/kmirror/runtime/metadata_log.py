@@ -468,3 +468,20 @@ def ensure_meta_properties(log_dir: str | Path, cluster_id: str, node_id: int) -
 
 def _directory_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def log_dir_ids(log_dirs: list[str], cluster_id: str, node_id: int) -> dict[str, uuid.UUID]:
+    """Each log directory's id (`directory.id` of its `meta.properties`, written when the
+    directory has none, as Kafka's storage formatting writes one into every log directory).
+    A directory whose file names no id has none here."""
+    ids: dict[str, uuid.UUID] = {}
+    for log_dir in log_dirs:
+        path = Path(log_dir) / META_PROPERTIES
+        if path.exists():
+            props = parse_properties(path.read_text(encoding="utf-8"))
+        else:
+            props = ensure_meta_properties(log_dir, cluster_id, node_id)
+        raw = props.get("directory.id")
+        if raw:
+            ids[log_dir] = uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+    return ids

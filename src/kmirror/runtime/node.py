@@ -66,7 +66,12 @@ from kmirror.protocol.registry import ApiRegistry
 from kmirror.replication.producer_id_source import producer_id_source
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.replication.service import ReplicationService
-from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, LocalController, RemoteController
+from kmirror.runtime.broker_lifecycle import (
+    BrokerLifecycleManager,
+    LocalController,
+    LogDirs,
+    RemoteController,
+)
 from kmirror.runtime.broker_log_tasks import BrokerLogTasks
 from kmirror.runtime.broker_sender import ListenerBrokerSender
 from kmirror.runtime.controller_channel import ControllerChannel
@@ -138,6 +143,7 @@ class Node:
         self.loop_lag = LoopLagMonitor(self.metrics, int(config.get("event.loop.stall.log.ms")))
         self.quotas = QuotaManagers.from_config(config.get)
         self.log_dir_failure = LogDirFailureHandler(config.log_dirs)  # a failed disk halts the node
+        self.log_dirs = LogDirs(config, self.cordoned_log_dirs)
         # Built by `start`. The metadata log: the controller's on a node with the controller
         # role, else the broker's replica of it, reached through the two channels.
         self.controller: MetadataService | None = None
@@ -192,6 +198,8 @@ class Node:
         cfg = self.config
         store = FileMetadataLogStore(cfg.log_dirs[0], on_failure=self.log_dir_failure)
         controller = self.controller = MetadataService(cfg, store, self.clock, random.Random())
+        if cfg.is_broker:
+            controller.broker_log_dirs = lambda cluster_id: tuple(self.log_dirs.ids(cluster_id).values())
         await controller.start()
         await self._open_listeners("controller", registry)
         if controller.quorum is not None:  # several voters: elections and fetches between them
@@ -224,6 +232,7 @@ class Node:
         cfg = self.config
         fs = OsFileSystem(int(cfg.get("log.max.open.files")), self.log_dir_failure)
         self.log_manager = LogManager(fs, cfg.log_dirs, self.clock, _broker_log_defaults(cfg))
+        self.log_manager.cordoned = self.cordoned_log_dirs
         self.log_manager.load_logs()
         replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())
         self.replica_manager = replica_manager
@@ -289,6 +298,11 @@ class Node:
         self.replication.start()
         data_plane.start()
 
+    def cordoned_log_dirs(self) -> list[str]:
+        """This broker's cordoned log directories now (KIP-1066): its static value, or the
+        dynamic one set for it."""
+        return self.config.cordoned_log_dirs(self.metadata.image.broker_config(self.config.node_id))
+
     async def _register_broker(self, metadata: MetadataService | BrokerMetadataService) -> BrokerLifecycleManager:
         """The broker of a single voter is registered by its controller's `start`; any other
         registers with the active controller."""
@@ -298,14 +312,14 @@ class Node:
             assert self.controller is not None
             lifecycle = BrokerLifecycleManager(
                 cfg, LocalController(cfg, self.controller), lambda: metadata.image.cluster_id or "",
-                lambda: metadata.image.offset, incarnation,
+                lambda: metadata.image.offset, incarnation, self.log_dirs,
             )
             lifecycle.lifecycle.on_registered(self.controller.broker_epoch)
             return lifecycle
         assert self.broker_metadata is not None and self._controller_channel is not None
         lifecycle = BrokerLifecycleManager(
             cfg, RemoteController(cfg, self._controller_channel), lambda: metadata.image.cluster_id or "",
-            lambda: metadata.image.offset, incarnation,
+            lambda: metadata.image.offset, incarnation, self.log_dirs,
         )
         self.broker_metadata.broker_epoch = await lifecycle.register()
         return lifecycle

@@ -139,5 +139,5 @@ def test_cluster_metadata_decoder_prints_a_snapshot_and_the_log_after_it(
             '"replicas":[1,2],"isr":[1,2],"leader":1,"leaderEpoch":3,"partitionEpoch":5,"removingReplicas":[],'
             '"addingReplicas":[]}}') in out
     assert '"type":"CLUSTER_ID_RECORD"' in out
-    assert ('"type":"REGISTER_BROKER_RECORD","version":3,"data":{"brokerId":1,' in out
+    assert ('"type":"REGISTER_BROKER_RECORD","version":4,"data":{"brokerId":1,' in out
             and '"endpoints":[{"name":"PLAINTEXT","host":"h","port":9092,"securityProtocol":0}]' in out)

@@ -1,9 +1,11 @@
 """BrokerHeartbeat (key 63, controller plane): keeps a broker's session, unfences it once caught
-up, and drives controlled shutdown (`want_shut_down` -> leaderships move -> `should_shut_down`)."""
+up, and drives controlled shutdown (`want_shut_down` -> leaderships move -> `should_shut_down`); v2
+reports the broker's cordoned log directories (KIP-1066)."""
 
 from __future__ import annotations
 
 import datetime
+import uuid
 from typing import Any
 
 from kmirror.broker.api import RequestContext, api
@@ -11,7 +13,12 @@ from kmirror.broker.services import BrokerServices
 from kmirror.protocol.entities import build
 
 
-@api(63, "BrokerHeartbeat", 0, 1, planes=("controller",))
+def _cordoned(ids: Any) -> tuple[uuid.UUID, ...] | None:
+    """The cordoned log directories a v2 heartbeat reports (KIP-1066; null: none reported)."""
+    return None if ids is None else tuple(i for i in ids if i is not None)
+
+
+@api(63, "BrokerHeartbeat", 0, 2, planes=("controller",))
 async def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     reply = await services.controller_metadata.broker_heartbeat(
         int(request.broker_id),
@@ -19,6 +26,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         int(request.current_metadata_offset),
         bool(request.want_fence),
         bool(request.want_shut_down),
+        _cordoned(getattr(request, "cordoned_log_dirs", None)),
     )
     return build(
         ctx.response_type,

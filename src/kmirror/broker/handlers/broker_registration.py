@@ -22,7 +22,8 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         BrokerEndpoint(lst.name, lst.host, int(lst.port), int(lst.security_protocol)) for lst in request.listeners
     )
     result = await services.controller_metadata.register_broker(
-        int(request.broker_id), request.incarnation_id, endpoints, request.rack, cluster_id=request.cluster_id
+        int(request.broker_id), request.incarnation_id, endpoints, request.rack, cluster_id=request.cluster_id,
+        log_dirs=tuple(d for d in getattr(request, "log_dirs", None) or () if d is not None),
     )
     if isinstance(result, ApiError):
         return build(ctx.response_type, throttle_time=datetime.timedelta(0), error_code=result.code, broker_epoch=i64(-1))

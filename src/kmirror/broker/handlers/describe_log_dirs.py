@@ -1,5 +1,6 @@
-"""DescribeLogDirs (key 35), v1-v4: partitions per log dir with sizes (KIP-113), and the
-dirs' total/usable bytes in v4 (KIP-827, from the replica manager's disk-usage port)."""
+"""DescribeLogDirs (key 35), v1-v5: partitions per log dir with sizes (KIP-113), the dirs'
+total/usable bytes in v4 (KIP-827, from the replica manager's disk-usage port), and whether each
+is cordoned in v5 (KIP-1066, `cordoned.log.dirs`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from kmirror.protocol.errors import ErrorCode
 from kmirror.types import TopicPartition
 
 
-@api(35, "DescribeLogDirs", 1, 4)
+@api(35, "DescribeLogDirs", 1, 5)
 def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     rt = ctx.response_type
     Result = nested(rt, "DescribeLogDirsResult")
@@ -23,6 +24,8 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     if request.topics is not None:
         wanted = [TopicPartition(t.topic, int(p)) for t in request.topics for p in t.partitions]
     results = []
+    cordoned = (services.config.cordoned_log_dirs(services.metadata.image.broker_config(services.node_id))
+                if ctx.api_version >= 5 else ())
     for log_dir in services.replica_manager.describe_log_dirs(wanted):
         by_topic: dict[str, list[Any]] = {}
         for (topic, index), described in sorted(log_dir.partitions.items()):
@@ -42,6 +45,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                 topics=tuple(Topic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
                 total_bytes=log_dir.total_bytes,
                 usable_bytes=log_dir.usable_bytes,
+                is_cordoned=log_dir.path in cordoned,
             )
         )
     return build(rt, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, results=tuple(results))

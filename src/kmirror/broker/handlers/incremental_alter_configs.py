@@ -13,6 +13,7 @@ from kio.static.primitive import i8
 from kmirror.broker.api import RequestContext, api
 from kmirror.broker.authorization import ALTER_CONFIGS
 from kmirror.broker.config_authorization import authorized_config_change
+from kmirror.broker.cordoned_log_dirs import incremental_refusal
 from kmirror.broker.loggers import alter_loggers
 from kmirror.broker.services import BrokerServices
 from kmirror.metadata.controller.configs import AlterableConfig, AlterConfigOp
@@ -46,7 +47,10 @@ async def _alter(services: BrokerServices, ctx: RequestContext, request: Any) ->
             ops.append(AlterableConfig(c.name, AlterConfigOp(op), c.value))
         if i in answers:
             continue
-        if resource.type == ConfigResourceType.BROKER_LOGGER:
+        refused = incremental_refusal(services, resource, ops)
+        if refused is not None:
+            answers[i] = refused
+        elif resource.type == ConfigResourceType.BROKER_LOGGER:
             answers[i] = alter_loggers(services.logger_levels, services.node_id, resource, ops, validate_only)
         else:
             changes.append((i, resource, ops))

@@ -31,7 +31,7 @@ from kmirror.metadata.controller.partition_change import (
     remove_broker_from_isrs,
 )
 from kmirror.metadata.controller.result import ApiError, ControllerResult
-from kmirror.metadata.image import MetadataImage
+from kmirror.metadata.image import BrokerRegistration, MetadataImage
 from kmirror.metadata.records import (
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
@@ -89,22 +89,30 @@ def register_broker(
     endpoints: Sequence[BrokerEndpoint],
     rack: str | None,
     heartbeats: BrokerHeartbeatManager | None = None,
+    log_dirs: Sequence[uuid.UUID] = (),
 ) -> ControllerResult[int]:
     """Records registering `broker_id` fenced; the response is its new broker epoch.
     Re-registering the same incarnation and endpoints returns the existing epoch. A new
-    incarnation ends a controlled shutdown of the previous one."""
+    incarnation ends a controlled shutdown of the previous one; it keeps the cordoned log
+    directories of the previous registration it still has (the broker reports its own once it
+    has caught up), so that a restarting cordoned broker is not given new partitions meanwhile."""
     current = image.brokers.get(broker_id)
     if (
         current is not None
         and current.incarnation_id == incarnation_id
         and tuple(current.endpoints) == tuple(endpoints)
         and current.rack == rack
+        and current.log_dirs == tuple(log_dirs)
     ):
         return ControllerResult([], current.broker_epoch)
     if heartbeats is not None:
         heartbeats.shutting_down.discard(broker_id)
     epoch = image.offset + 1
-    return ControllerResult([RegisterBrokerRecord(broker_id, incarnation_id, epoch, tuple(endpoints), rack, True)], epoch)
+    cordoned = None
+    if current is not None and current.cordoned_log_dirs is not None:
+        cordoned = tuple(d for d in current.cordoned_log_dirs if d in log_dirs)
+    return ControllerResult([RegisterBrokerRecord(broker_id, incarnation_id, epoch, tuple(endpoints), rack, True,
+                                                  tuple(log_dirs), cordoned)], epoch)
 
 
 def fence_broker(
@@ -156,13 +164,36 @@ def broker_heartbeat(
     heartbeats: BrokerHeartbeatManager,
     now_ms: int,
     broker_unclean_default: bool,
+    cordoned_log_dirs: Sequence[uuid.UUID] | None = None,
 ) -> ControllerResult[HeartbeatReply]:
+    """`cordoned_log_dirs`: the directories the broker holds cordoned (KIP-1066; None: not
+    reported), stored on its registration when they changed, as Kafka's
+    ReplicationControlManager.handleDirectoriesCordoned does."""
     b = image.brokers.get(broker_id)
     if b is None:
         return ControllerResult([], HeartbeatReply(ApiError(ErrorCode.broker_id_not_registered)))
     if b.broker_epoch != broker_epoch:
         return ControllerResult([], HeartbeatReply(ApiError(ErrorCode.stale_broker_epoch)))
     heartbeats.touch(broker_id, now_ms)
+    result = _heartbeat(image, b, current_metadata_offset, want_fence, want_shut_down, heartbeats,
+                        broker_unclean_default)
+    if cordoned_log_dirs is not None and (
+            b.cordoned_log_dirs is None or set(b.cordoned_log_dirs) != set(cordoned_log_dirs)):
+        change = BrokerRegistrationChangeRecord(broker_id, b.broker_epoch, cordoned_log_dirs=tuple(cordoned_log_dirs))
+        return ControllerResult([change, *result.records], result.response)
+    return result
+
+
+def _heartbeat(
+    image: MetadataImage,
+    b: BrokerRegistration,
+    current_metadata_offset: int,
+    want_fence: bool,
+    want_shut_down: bool,
+    heartbeats: BrokerHeartbeatManager,
+    broker_unclean_default: bool,
+) -> ControllerResult[HeartbeatReply]:
+    broker_id, broker_epoch = b.broker_id, b.broker_epoch
     caught_up = current_metadata_offset >= b.broker_epoch
     ok = ApiError(ErrorCode.none)
     if want_shut_down:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from kmirror.config.broker_keys import BROKER_CONFIG_DEFS
+from kmirror.config.cordoned_log_dirs import CORDONED_LOG_DIRS
 from kmirror.config.definitions import ConfigError, ConfigType
 from kmirror.config.group import DEFAULT_BOUNDS, validate_group_configs
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, validate_topic_config
@@ -56,8 +57,12 @@ DYNAMIC_BROKER_KEYS = frozenset(
         "num.recovery.threads.per.data.dir",
         "producer.id.expiration.ms",  # KIP-854
         "mirror.replication.throttled.rate",  # KIP-1279: adjusted at runtime, as follower.replication.throttled.rate
+        CORDONED_LOG_DIRS,  # KIP-1066
     }
 )
+PER_BROKER_KEYS = frozenset({CORDONED_LOG_DIRS})
+"""Dynamic keys set for one broker only, never as the cluster-wide default (Kafka's
+DynamicBrokerConfig.PER_BROKER_CONFIGS)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +111,9 @@ def _validate(resource: ConfigResource, name: str, value: str) -> ApiError | Non
         return None
     if name not in DYNAMIC_BROKER_KEYS:
         return ApiError(ErrorCode.invalid_request, f"Cannot update these configs dynamically: {name}")
+    if name in PER_BROKER_KEYS and resource.name == "":
+        return ApiError(ErrorCode.invalid_request,
+                        f"Cannot update these configs at default cluster level, broker id must be specified: {name}")
     try:
         d.parse(value)
     except ConfigError as e:

@@ -15,6 +15,12 @@ def live_broker_ids(image: MetadataImage) -> list[int]:
     return [b.broker_id for b in image.live_brokers()]
 
 
+def usable_broker_ids(image: MetadataImage) -> list[int]:
+    """The live brokers automatic placement may use: not those whose log directories are all
+    cordoned (KIP-1066, Kafka's ClusterDescriber.usableBrokers)."""
+    return [b.broker_id for b in image.live_brokers() if b.has_uncordoned_dirs]
+
+
 def broker_racks(image: MetadataImage) -> dict[int, str | None]:
     return {b.broker_id: b.rack for b in image.live_brokers()}
 
@@ -31,11 +37,16 @@ def place_replicas(
     its followers the next ones, shifted per wrap so follower sets differ (Kafka's
     AdminUtils.assignReplicasToBrokersRackUnaware)."""
     n = len(brokers)
+    if n == 0:
+        return ApiError(ErrorCode.invalid_replication_factor,
+                        f"Unable to replicate the partition {replication_factor} time(s): All brokers are currently "
+                        "fenced, or have all their log directories cordoned.")
     if replication_factor > n:
         return ApiError(
             ErrorCode.invalid_replication_factor,
             f"Unable to replicate the partition {replication_factor} time(s): The target replication factor of "
-            f"{replication_factor} cannot be reached because only {n} broker(s) are registered.",
+            f"{replication_factor} cannot be reached because only {n} broker(s) are registered or some brokers have "
+            "all their log directories cordoned.",
         )
     if racks and any(racks.get(b) for b in brokers):
         return _place_rack_aware(brokers, first_partition, num_partitions, replication_factor, rng, racks)

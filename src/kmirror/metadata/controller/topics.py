@@ -17,6 +17,7 @@ from kmirror.metadata.controller.placement import (
     live_broker_ids,
     new_topic_id,
     place_replicas,
+    usable_broker_ids,
 )
 from kmirror.metadata.controller.result import NONE, ApiError, ControllerResult, Rng
 from kmirror.metadata.image import ConfigResourceType, MetadataImage
@@ -179,7 +180,7 @@ def _create_one(
         err = budget.check(num_partitions)
         if err is not None:
             return err
-        placed = place_replicas(live_broker_ids(image), 0, num_partitions, replication_factor, rng, broker_racks(image))
+        placed = place_replicas(usable_broker_ids(image), 0, num_partitions, replication_factor, rng, broker_racks(image))
         if isinstance(placed, ApiError):
             return placed
         assignment = placed
@@ -336,7 +337,7 @@ def _grow(image: MetadataImage, t: CreatePartitionsTopic, rng: Rng,
             )
         assignment: list[tuple[int, ...]] = [by_partition[p] for p in sorted(by_partition)]
     else:
-        placed = place_replicas(live_broker_ids(image), current, added, replication_factor, rng, broker_racks(image))
+        placed = place_replicas(usable_broker_ids(image), current, added, replication_factor, rng, broker_racks(image))
         if isinstance(placed, ApiError):
             return placed
         assignment = placed
