@@ -110,6 +110,7 @@ POLICIES: dict[int, Policy] = {
     31: PER_RESOURCE,  # DeleteAcls
     32: PER_RESOURCE,  # DescribeConfigs
     33: PER_RESOURCE,  # AlterConfigs
+    34: cluster(ALTER),  # AlterReplicaLogDirs
     35: cluster(DESCRIBE),  # DescribeLogDirs
     36: UNCHECKED,  # SaslAuthenticate
     37: PER_RESOURCE,  # CreatePartitions

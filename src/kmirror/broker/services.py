@@ -13,6 +13,7 @@ from kmirror.coordinator.group.service import GroupCoordinatorService
 from kmirror.coordinator.share_group.state_records import ShareSnapshot, ShareStateKey
 from kmirror.coordinator.transaction.service import TransactionCoordinatorService
 from kmirror.metadata.broker_service import BrokerMetadataService
+from kmirror.metadata.controller.result import ApiError
 from kmirror.metadata.controller_service import MetadataService
 from kmirror.mirror.manager import MirrorManager
 from kmirror.mirror.service import MirrorCoordinatorService
@@ -20,6 +21,7 @@ from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.registry import ApiRegistry
 from kmirror.replication.replica_manager import ReplicaManager
+from kmirror.types import TopicPartition
 
 
 class SharePersister(Protocol):
@@ -28,6 +30,16 @@ class SharePersister(Protocol):
     async def read(self, key: ShareStateKey, leader_epoch: int) -> ShareSnapshot | None | ErrorCode: ...
 
     async def write(self, key: ShareStateKey, snapshot: ShareSnapshot) -> ErrorCode: ...
+
+
+class LogDirMoves(Protocol):
+    """Replica moves between this broker's log dirs (AlterReplicaLogDirs; `runtime.log_dir_mover`)."""
+
+    def alter(self, tp: TopicPartition, path: str) -> ApiError: ...
+
+    def futures(self) -> list[tuple[TopicPartition, str, int, int]]:
+        """(partition, destination log dir, size in bytes, offset lag) of each move under way."""
+        ...
 
 
 @dataclass
@@ -50,6 +62,7 @@ class BrokerServices:
     loggers: LoggerLevels | None = None  # BROKER_LOGGER configs (KIP-412); every node has them
     # where share partition states are stored (`runtime.share_persister`); None: this node's memory
     share_persister: SharePersister | None = None
+    log_dir_moves: LogDirMoves | None = None  # AlterReplicaLogDirs; None on the controller plane
 
     @property
     def logger_levels(self) -> LoggerLevels:

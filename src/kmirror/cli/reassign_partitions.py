@@ -11,15 +11,19 @@
   once every one is complete, removes the throttle configs.
 - `--cancel --reassignment-json-file F [--preserve-throttles]`, `--list`.
 The reassignment JSON is Kafka's: `{"version": 1, "partitions": [{"topic": "t", "partition": 0,
-"replicas": [1, 2], "log_dirs": ["any", "any"]}]}` (`log_dirs` other than "any" are refused).
+"replicas": [1, 2], "log_dirs": ["any", "any"]}]}`; a log dir other than "any" moves that replica
+to that log dir of its broker (AlterReplicaLogDirs, sent to the broker) and `--verify` follows it.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import random
 from collections.abc import Mapping, Sequence
+
+from kio.schema.errors import ErrorCode
 
 from kmirror.cli.command_config import add_admin_arguments, admin_options
 from kmirror.cli.errors import CommandError
@@ -33,6 +37,11 @@ LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.repl
 LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"
 LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 Assignment = dict[TopicPartition, tuple[int, ...]]
+LogDirs = dict[tuple[TopicPartition, int], str]
+"""(partition, broker) -> the log dir its replica should be in."""
+ANY_LOG_DIR = "any"
+LOG_DIR_MOVE_TIMEOUT_S = 10.0
+"""How long --execute asks a broker to move a replica it does not host yet (Kafka's --timeout)."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -81,7 +90,14 @@ def parse_topics_to_move(text: str) -> list[str]:
 
 
 def parse_reassignment(text: str) -> Assignment:
-    """Kafka's reassignment JSON; duplicates, empty or repeated replicas and log dirs are refused."""
+    return parse_reassignment_and_log_dirs(text)[0]
+
+
+def parse_reassignment_and_log_dirs(text: str) -> tuple[Assignment, LogDirs]:
+    """Kafka's reassignment JSON, and the log dir each replica should be in where it names one
+    (not "any"); duplicates, empty or repeated replicas and a log dir list of another length
+    are refused."""
+    log_dirs: LogDirs = {}
     try:
         entries = json.loads(text)["partitions"]
         out: Assignment = {}
@@ -89,8 +105,11 @@ def parse_reassignment(text: str) -> Assignment:
             tp = TopicPartition(str(e["topic"]), int(e["partition"]))
             replicas = tuple(int(b) for b in e["replicas"])
             dirs = e.get("log_dirs")
-            if dirs is not None and any(d != "any" for d in dirs):
-                raise CommandError(f"{tp}: log_dirs other than \"any\" are not supported")
+            if dirs is not None:
+                if len(dirs) != len(replicas):
+                    raise CommandError(f"Size of replicas list {list(replicas)} is different from size of log dirs "
+                                       f"list {list(dirs)} for partition {tp}")
+                log_dirs.update({(tp, b): str(d) for b, d in zip(replicas, dirs, strict=True) if d != ANY_LOG_DIR})
             if tp in out:
                 raise CommandError(f"Reassignment JSON contains duplicate partitions: {tp}")
             out[tp] = replicas
@@ -104,7 +123,7 @@ def parse_reassignment(text: str) -> Assignment:
             raise CommandError(f"Partition replica list cannot be empty: {tp}")
         if len(set(replicas)) != len(replicas):
             raise CommandError(f"Duplicate replica assignment found: {tp} -> {list(replicas)}")
-    return out
+    return out, log_dirs
 
 
 def format_assignment(assignment: Mapping[TopicPartition, Sequence[int]]) -> str:
@@ -207,7 +226,7 @@ async def _generate(admin: Admin, args: argparse.Namespace) -> None:
 
 
 async def _execute(admin: Admin, args: argparse.Namespace) -> None:
-    target = parse_reassignment(_read(args.reassignment_json_file, "--reassignment-json-file"))
+    target, log_dirs = parse_reassignment_and_log_dirs(_read(args.reassignment_json_file, "--reassignment-json-file"))
     ongoing = await admin.list_partition_reassignments()
     if ongoing and not args.additional:
         raise CommandError("Cannot execute because there is an existing partition assignment. Use --additional to "
@@ -233,6 +252,30 @@ async def _execute(admin: Admin, args: argparse.Namespace) -> None:
                  for tp, e in sorted(failed.items())]
         raise CommandError("Error reassigning partition(s):\n" + "\n".join(lines))
     print("Successfully started partition reassignment" + ("s" if len(target) > 1 else "") + " for " + _tps(list(target)))
+    if log_dirs:
+        await _move_log_dirs(admin, log_dirs)
+        print("Successfully started log directory move" + ("s" if len(log_dirs) > 1 else "") + " for: "
+              + ",".join(f"{tp}-{b}" for tp, b in sorted(log_dirs)))
+
+
+async def _move_log_dirs(admin: Admin, log_dirs: LogDirs) -> None:
+    """AlterReplicaLogDirs to each broker; a replica the broker does not host yet (a new
+    replica of the reassignment) is asked again until LOG_DIR_MOVE_TIMEOUT_S."""
+    pending = dict(log_dirs)
+    deadline = asyncio.get_running_loop().time() + LOG_DIR_MOVE_TIMEOUT_S
+    while pending:
+        for broker in sorted({b for _, b in pending}):
+            answers = await admin.alter_replica_log_dirs(broker, {tp: d for (tp, b), d in pending.items() if b == broker})
+            for tp, error in answers.items():
+                if error == ErrorCode.none:
+                    pending.pop((tp, broker), None)
+                elif error != ErrorCode.replica_not_available:
+                    raise CommandError(f"Failed to move replica {tp}-{broker} to {log_dirs[(tp, broker)]}: {error.name}")
+        if pending:
+            if asyncio.get_running_loop().time() > deadline:
+                raise CommandError("Timed out moving replicas to their log dirs (REPLICA_NOT_AVAILABLE): "
+                                   + ",".join(f"{tp}-{b}" for tp, b in sorted(pending)))
+            await asyncio.sleep(0.2)
 
 
 def verify_lines(target: Assignment, current: Assignment,
@@ -254,11 +297,40 @@ def verify_lines(target: Assignment, current: Assignment,
     return lines, done
 
 
+def log_dir_lines(log_dirs: LogDirs,
+                  where: Mapping[tuple[TopicPartition, int], tuple[str | None, str | None]]) -> tuple[list[str], bool]:
+    """Kafka's lines for each replica moving between log dirs, and whether every move is done."""
+    lines = ["Status of replica log directory move:"]
+    done = True
+    for (tp, broker), target in sorted(log_dirs.items()):
+        current, future = where.get((tp, broker), (None, None))
+        replica = f"{tp}-{broker}"
+        if current is None:
+            lines.append(f"Partition {tp} cannot be found in any live log directory on broker {broker}.")
+        elif current == target:
+            lines.append(f"Reassignment of replica {replica} completed successfully.")
+            continue
+        elif future == target:
+            lines.append(f"Reassignment of replica {replica} is still in progress.")
+        else:
+            lines.append(f"Partition {tp} on broker {broker} is not being moved from log dir {current} to {target}.")
+        done = False
+    return lines, done
+
+
 async def _verify(admin: Admin, args: argparse.Namespace) -> bool:
-    target = parse_reassignment(_read(args.reassignment_json_file, "--reassignment-json-file"))
+    target, log_dirs = parse_reassignment_and_log_dirs(_read(args.reassignment_json_file, "--reassignment-json-file"))
     ongoing = await admin.list_partition_reassignments(list(target))
     current = await current_assignment(admin, [tp.topic for tp in target])
     lines, done = verify_lines(target, current, ongoing)
+    if log_dirs:
+        where: dict[tuple[TopicPartition, int], tuple[str | None, str | None]] = {}
+        for broker in sorted({b for _, b in log_dirs}):
+            found = await admin.replica_log_dirs(broker, [tp for tp, b in log_dirs if b == broker])
+            where.update({(tp, broker): dirs for tp, dirs in found.items()})
+        more, moved = log_dir_lines(log_dirs, where)
+        lines += ["", *more]
+        done = done and moved
     for line in lines:
         print(line)
     print()

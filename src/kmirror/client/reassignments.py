@@ -1,5 +1,6 @@
 """Admin methods for partition reassignment (Kafka Admin `alterPartitionReassignments`,
-`listPartitionReassignments`, KIP-455). `ReassignmentAdmin` is mixed into
+`listPartitionReassignments`, KIP-455) and for moves between a broker's log dirs
+(`alterReplicaLogDirs`, `describeReplicaLogDirs`, KIP-113, sent to the broker itself). `ReassignmentAdmin` is mixed into
 `kmirror.client.admin.Admin`; it needs `self.cluster`. Both requests go where other admin writes
 go: a broker forwards them to the active controller."""
 
@@ -9,12 +10,15 @@ import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from kio.schema.errors import ErrorCode
+
 from kmirror.client.cluster import Cluster
 from kmirror.client.errors import KafkaError, check
 from kmirror.protocol.entities import build, nested
 from kmirror.types import TopicPartition
 
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +93,40 @@ class ReassignmentAdmin:
             for t in response.topics
             for p in t.partitions
         }
+
+    async def alter_replica_log_dirs(self, broker_id: int,
+                                     moves: Mapping[TopicPartition, str]) -> dict[TopicPartition, ErrorCode]:
+        """AlterReplicaLogDirs on `broker_id` (KIP-113): each partition's replica there to the
+        given log dir; the error of each (NONE: the move has started, or is not needed)."""
+        conn = await self.cluster.connection(broker_id)
+        rt = conn.request_type(ALTER_REPLICA_LOG_DIRS)
+        dir_cls, topic_cls = nested(rt, "AlterReplicaLogDir"), nested(rt, "AlterReplicaLogDirTopic")
+        by_dir: dict[str, list[TopicPartition]] = {}
+        for tp, path in moves.items():
+            by_dir.setdefault(path, []).append(tp)
+        dirs = tuple(build(dir_cls, path=path, topics=tuple(build(topic_cls, name=t, partitions=tuple(ps))
+                                                              for t, ps in _by_topic(tps).items()))
+                     for path, tps in by_dir.items())
+        response = await conn.send(build(rt, dirs=dirs))
+        return {TopicPartition(t.topic_name, int(p.partition_index)): ErrorCode(int(p.error_code))
+                for t in response.results for p in t.partitions}
+
+    async def replica_log_dirs(self, broker_id: int,
+                               tps: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[str | None, str | None]]:
+        """Kafka Admin `describeReplicaLogDirs`: the current and the future (moving to) log dir
+        of each partition's replica on `broker_id` (None: none)."""
+        wanted = set(tps)
+        conn = await self.cluster.connection(broker_id)
+        rt = conn.request_type(DESCRIBE_LOG_DIRS)
+        topic_cls = nested(rt, "DescribableLogDirTopic")
+        response = await conn.send(build(rt, topics=tuple(
+            build(topic_cls, topic=t, partitions=tuple(ps)) for t, ps in _by_topic(wanted).items())))
+        check(getattr(response, "error_code", 0), context=f"DescribeLogDirs on broker {broker_id}")
+        out: dict[TopicPartition, tuple[str | None, str | None]] = {tp: (None, None) for tp in wanted}
+        for result in response.results:
+            for t in result.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, int(p.partition_index))
+                    current, future = out.get(tp, (None, None))
+                    out[tp] = (current, result.log_dir) if p.is_future_key else (result.log_dir, future)
+        return out

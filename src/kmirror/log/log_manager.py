@@ -7,12 +7,20 @@ metadata layer and is never loaded here. A deleted log's directory is first rena
 `<topic>-<partition>.<id>-delete` (so a crash mid-delete never reloads it), then removed;
 leftover `-delete` directories are removed at load.
 
+A log being moved to another log dir (AlterReplicaLogDirs, `log.future_logs`) has a future
+log there, `<topic>-<partition>.<id>-future`, which takes the place of the current one once
+it has caught up (`replace_with_future`). A future log a crash left is removed at load: the
+current log is whole, and the move is asked for again. A partition found in two log dirs (a
+crash between the two renames of a replacement, which hold the same records) keeps the
+longer log, and the other is deleted.
+
 Crash safety: logs live in the page cache until flushed; a killed process loses nothing.
 After a machine crash the checkpointed recovery point bounds the rescan done by `Log.open`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable
 from uuid import UUID
@@ -30,8 +38,11 @@ from kmirror.log.producer_state import PRODUCER_ID_EXPIRATION_MS
 from kmirror.ports import Clock
 from kmirror.types import TopicPartition
 
+logger = logging.getLogger(__name__)
+
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
 
 
 def parse_partition_dir(name: str) -> TopicPartition | None:
@@ -79,13 +90,28 @@ class LogManager:
                 if name.endswith(DELETE_DIR_SUFFIX):
                     self.fs.delete(path)
                     continue
+                if name.endswith(FUTURE_DIR_SUFFIX):
+                    logger.warning("removing %s: the move of its partition to %s did not complete", path, log_dir)
+                    self.fs.delete(path)
+                    continue
                 tp = parse_partition_dir(name)
-                if tp is None or tp in self.logs:
+                if tp is None:
                     continue
                 config = self._config_for(tp) if self._config_for is not None else self.default_config
-                log = Log.open(self.fs, path, tp, config, self.clock, recovery_point=recovery.get(tp, 0),
-                               log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp))
-                self._register(log, log_dir)
+                loaded = Log.open(self.fs, path, tp, config, self.clock, recovery_point=recovery.get(tp, 0),
+                                  log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp))
+                other = self.logs.get(tp)
+                if other is not None:
+                    keep_other = other.log_end_offset >= loaded.log_end_offset
+                    logger.warning("%s is in two log dirs (%s, %s): keeping the one ending at %d, deleting the other",
+                                   tp, other.directory, loaded.directory,
+                                   max(other.log_end_offset, loaded.log_end_offset))
+                    if keep_other:
+                        loaded.close()
+                        loaded.delete()
+                        continue
+                    self.delete_logs([tp])
+                self._register(loaded, log_dir)
 
     def _register(self, log: Log, log_dir: str) -> None:
         log.on_log_start_offset_change = self._on_log_start_offset_change
@@ -136,6 +162,39 @@ class LogManager:
                        topic_id)
         self._register(log, log_dir)
         return log
+
+    def create_future_log(self, tp: TopicPartition, log_dir: str, future_id: str) -> Log:
+        """An empty log for `tp` in `log_dir`, to be filled with the current log's batches and
+        then to replace it (`replace_with_future`)."""
+        current = self.logs[tp]
+        path = join(log_dir, f"{tp.dir_name}.{future_id}{FUTURE_DIR_SUFFIX}")
+        future = Log.open(self.fs, path, tp, current.config, self.clock, current.topic_id)
+        future.truncate_fully_and_start_at(current.log_start_offset)
+        return future
+
+    def replace_with_future(self, future: Log, log_dir: str) -> Log:
+        """The future log of a partition, caught up with the current one (same log end),
+        renamed into place in `log_dir`; the current log is deleted. Returns the log now
+        serving the partition: the future one, opened again under its final name, with the
+        current one's log start and high watermark."""
+        tp = future.topic_partition
+        current = self.logs[tp]
+        if future.log_end_offset != current.log_end_offset:
+            raise ValueError(f"future log of {tp} ends at {future.log_end_offset}, the current one at "
+                             f"{current.log_end_offset}")
+        log_start, high_watermark = current.log_start_offset, current.high_watermark
+        future.partition_metadata.maybe_flush()
+        future.close()  # flushed, with its epoch checkpoint and producer snapshot
+        final = join(log_dir, tp.dir_name)
+        self.fs.rename(future.directory, final)
+        self.fs.sync_dir(log_dir)
+        self.delete_logs([tp])
+        replaced = Log.open(self.fs, final, tp, future.config, self.clock, future.topic_id,
+                            recovery_point=future.log_end_offset, log_start_offset=log_start,
+                            high_watermark=high_watermark)
+        self._register(replaced, log_dir)
+        self._write_checkpoints([log_dir])
+        return replaced
 
     def _next_log_dir(self) -> str:
         """Kafka places a new log in the dir holding the fewest partitions, of those not

@@ -157,6 +157,14 @@ class PartitionHosting:
         """False for a mirror topic: it keeps the source's leader epochs (KIP-1279)."""
         return not _keeps_source_epochs(image, topic)
 
+    def replace_log(self, tp: TopicPartition, log: HostedLog) -> None:
+        """`tp`'s log moved to another log dir (`LogManager.replace_with_future`): the new
+        one serves the partition, its changes told to fetch sessions as before."""
+        partition = self._partitions[tp]
+        partition.replace_log(log)
+        log.on_change = self.changes.record
+        self.changes.record(tp)
+
     def _remove_partitions(self, tps: list[TopicPartition]) -> None:
         for tp in tps:
             self._partitions.pop(tp, None)

@@ -99,6 +99,11 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
     def log(self) -> LogT:
         return self._log
 
+    def replace_log(self, log: LogT) -> None:  # type: ignore[misc]  # a log of the same type
+        """The same records in another log dir serve the partition from now on (a log moved
+        by AlterReplicaLogDirs)."""
+        self._log = log
+
     @property
     def state(self) -> PartitionState:
         return self._state

@@ -40,19 +40,24 @@ def _on_record_walk_loaded(loaded: asyncio.Future[None]) -> None:
 
 class BrokerLogTasks:
     def __init__(self, config: ServerConfig, clock: Clock, scheduler: Scheduler, log_manager: LogManager,
-                 replica_manager: ReplicaManager, image: Callable[[], MetadataImage]) -> None:
+                 replica_manager: ReplicaManager, image: Callable[[], MetadataImage],
+                 moving: Callable[[TopicPartition], bool] = lambda tp: False) -> None:
         self._config = config
         self._clock = clock
         self._scheduler = scheduler
         self._logs = log_manager
         self._replica_manager = replica_manager
         self._image = image
+        self._moving = moving
         self._checkpoint_write: asyncio.Future[None] | None = None
         self.cleaner = LogCleanerService(CleanerConfig.from_values(config.values), log_manager, clock, self._may_clean)
 
     def _may_clean(self, tp: TopicPartition) -> bool:
         """A mirror partition that is still read-only is not cleaned here: it stays a
-        byte-identical copy of its source (docs/design/storage.md)."""
+        byte-identical copy of its source (docs/design/storage.md). Nor is a log moving to
+        another log dir (AlterReplicaLogDirs)."""
+        if self._moving(tp):
+            return False
         guard = self._replica_manager.write_guard
         return guard is None or guard.write_refusal(tp) is None
 

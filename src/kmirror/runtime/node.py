@@ -78,6 +78,7 @@ from kmirror.runtime.controller_channel import ControllerChannel
 from kmirror.runtime.coordinator_log import ReplicatedCoordinatorLog
 from kmirror.runtime.kerberos import KerberosSetupError, acceptor_credentials
 from kmirror.runtime.log_dir_failure import LogDirFailureHandler
+from kmirror.runtime.log_dir_mover import LogDirMover
 from kmirror.runtime.logger_levels import ProcessLoggerLevels
 from kmirror.runtime.loop_lag import LoopLagMonitor, TimedEventLoop
 from kmirror.runtime.metadata_log import (
@@ -100,6 +101,7 @@ from kmirror.runtime.transaction_wiring import (
     coordinator_epoch_lookup,
     leader_lookup,
 )
+from kmirror.types import TopicPartition
 
 log = logging.getLogger("kmirror.node")
 
@@ -163,6 +165,7 @@ class Node:
         self.replication: ReplicationService | None = None
         self._broker_services: BrokerServices | None = None  # the broker plane's, once the listeners open
         self.log_tasks: BrokerLogTasks | None = None
+        self.log_dir_mover: LogDirMover | None = None  # AlterReplicaLogDirs
         self.metrics_server: MetricsServer | None = None  # with `metrics.port`
         self.quorum_client: QuorumClient | None = None
 
@@ -236,6 +239,8 @@ class Node:
         self.log_manager.load_logs()
         replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())
         self.replica_manager = replica_manager
+        self.log_dir_mover = LogDirMover(self.log_manager, replica_manager, self.cordoned_log_dirs, self._cleaning)
+        self.log_dir_mover.start()
         # KIP-98 transaction coordinator: state in __transaction_state, markers to leaders
         transactions = TransactionCoordinatorService(
             cfg.node_id, TransactionConfig.from_server_config(cfg),
@@ -298,6 +303,10 @@ class Node:
         self.replication.start()
         data_plane.start()
 
+    def _cleaning(self, tp: TopicPartition) -> bool:
+        """A cleaning round of `tp` is under way."""
+        return self.log_tasks is not None and tp in self.log_tasks.cleaner.manager.in_progress
+
     def cordoned_log_dirs(self) -> list[str]:
         """This broker's cordoned log directories now (KIP-1066): its static value, or the
         dynamic one set for it."""
@@ -341,6 +350,7 @@ class Node:
             authorization=RequestAuthorizer.from_config(cfg, lambda: metadata.image.acls, self.clock),
             loggers=ProcessLoggerLevels(),
             share_persister=self.share_persister if plane == "broker" else None,
+            log_dir_moves=self.log_dir_mover if plane == "broker" else None,
         )
         if self.replica_manager is not None:  # a controller-only node's handlers never use one
             services.replica_manager = self.replica_manager
@@ -402,8 +412,9 @@ class Node:
         register_authorizer_metrics(self.metrics, services.authorization)
         register_coordinator_metrics(self.metrics, self.clock, self.group_coordinator, self.transaction_coordinator)
         await self._serve_metrics()
+        mover = self.log_dir_mover
         self.log_tasks = BrokerLogTasks(cfg, self.clock, self.scheduler, self.log_manager, self.replica_manager,
-                                        lambda: self.metadata.image)
+                                        lambda: self.metadata.image, lambda tp: mover is not None and tp in mover.moves)
         self.log_tasks.start(self.metrics)
 
     async def _serve_metrics(self) -> None:
@@ -445,6 +456,8 @@ class Node:
             await self.lifecycle.stop()
         if self.log_tasks is not None:
             await self.log_tasks.cleaner.stop()
+        if self.log_dir_mover is not None:
+            await self.log_dir_mover.stop()
         self.scheduler.shutdown()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()

@@ -8,7 +8,9 @@ from kmirror.cli.errors import CommandError
 from kmirror.cli.reassign_partitions import (
     format_assignment,
     list_lines,
+    log_dir_lines,
     parse_reassignment,
+    parse_reassignment_and_log_dirs,
     parse_topics_to_move,
     throttled_replicas,
     verify_lines,
@@ -35,7 +37,7 @@ def test_reassignment_json_round_trips_in_kafkas_format() -> None:
     '{"partitions": [{"topic": "t", "partition": 0, "replicas": []}]}',
     '{"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 1]}]}',
     '{"partitions": [{"topic": "t", "partition": 0, "replicas": [1]}, {"topic": "t", "partition": 0, "replicas": [2]}]}',
-    '{"partitions": [{"topic": "t", "partition": 0, "replicas": [1], "log_dirs": ["/d"]}]}',
+    '{"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["/d"]}]}',
     'not json',
 ])
 def test_bad_reassignment_json_is_refused(text: str) -> None:
@@ -80,3 +82,19 @@ def test_topics_describe_shows_a_partition_being_reassigned() -> None:
     assert lines[2].endswith("Replicas: 2,1\tIsr: 2,1")
     # not under-replicated: the ISR covers the target's two replicas
     assert format_description(desc, {}, {1, 2, 3, 4}, under_replicated_only=True, reassignments=moving) == []
+
+
+def test_log_dirs_of_the_reassignment_and_their_verify_lines() -> None:
+    target, log_dirs = parse_reassignment_and_log_dirs(
+        '{"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["/d2", "any"]},'
+        '{"topic": "t", "partition": 1, "replicas": [2, 3], "log_dirs": ["/d1", "/d2"]}]}')
+    assert target == {TP("t", 0): (1, 2), TP("t", 1): (2, 3)}
+    assert log_dirs == {(TP("t", 0), 1): "/d2", (TP("t", 1), 2): "/d1", (TP("t", 1), 3): "/d2"}
+    where = {(TP("t", 0), 1): ("/d2", None), (TP("t", 1), 2): ("/d2", "/d1"), (TP("t", 1), 3): ("/d1", None)}
+    lines, done = log_dir_lines(log_dirs, where)
+    assert not done and lines[1:] == [
+        "Reassignment of replica t-0-1 completed successfully.",
+        "Reassignment of replica t-1-2 is still in progress.",
+        "Partition t-1 on broker 3 is not being moved from log dir /d1 to /d2.",
+    ]
+    assert log_dir_lines({(TP("t", 0), 1): "/d2"}, where)[1]

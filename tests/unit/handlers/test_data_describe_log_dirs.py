@@ -36,3 +36,22 @@ def test_describe_log_dirs(version: int) -> None:
         assert (result.total_bytes, result.usable_bytes) == (10_000, 4_000)
     only = call_handler(handle, services, 35, version, request(version, {"t": [1], "nope": [0]}))
     assert [(t.name, [p.partition_index for p in t.partitions]) for t in only.results[0].topics] == [("t", [1])]
+
+
+def test_a_replica_moving_to_another_log_dir_is_a_future_replica_there() -> None:
+    class Moves:
+        def alter(self, tp, path):
+            raise AssertionError("not asked")
+
+        def futures(self):
+            return [(TopicPartition("t", 1), "/data/kafka-logs", 123, 7)]
+
+    services = data_services(single_node_image(1, {"t": (uuid4(), 2)}))
+    services.replica_manager.disk_usage = Usage()
+    services.log_dir_moves = Moves()
+    (result,) = call_handler(handle, services, 35, 4, request(4, None)).results
+    described = sorted((p.partition_index, p.partition_size, p.offset_lag, p.is_future_key)
+                       for t in result.topics for p in t.partitions)
+    assert described == [(0, 0, 0, False), (1, 0, 0, False), (1, 123, 7, True)]
+    (only,) = call_handler(handle, services, 35, 4, request(4, {"t": [0]})).results
+    assert [(p.partition_index, p.is_future_key) for t in only.topics for p in t.partitions] == [(0, False)]

@@ -1,6 +1,7 @@
 """DescribeLogDirs (key 35), v1-v5: partitions per log dir with sizes (KIP-113), the dirs'
 total/usable bytes in v4 (KIP-827, from the replica manager's disk-usage port), and whether each
-is cordoned in v5 (KIP-1066, `cordoned.log.dirs`)."""
+is cordoned in v5 (KIP-1066, `cordoned.log.dirs`). A replica being moved to another log dir
+(AlterReplicaLogDirs) is also listed there as a future replica, with its offset lag."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     results = []
     cordoned = (services.config.cordoned_log_dirs(services.metadata.image.broker_config(services.node_id))
                 if ctx.api_version >= 5 else ())
+    futures: dict[str, list[tuple[TopicPartition, int, int]]] = {}
+    if services.log_dir_moves is not None:
+        for tp, future_dir, size, lag in services.log_dir_moves.futures():
+            if wanted is None or tp in wanted:
+                futures.setdefault(future_dir, []).append((tp, size, lag))
     for log_dir in services.replica_manager.describe_log_dirs(wanted):
         by_topic: dict[str, list[Any]] = {}
         for (topic, index), described in sorted(log_dir.partitions.items()):
@@ -37,6 +43,9 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
                     is_future_key=described.is_future,
                 )
             )
+        for tp, size, lag in sorted(futures.get(log_dir.path, ())):  # moves under way (AlterReplicaLogDirs)
+            by_topic.setdefault(tp.topic, []).append(
+                Partition(partition_index=tp.partition, partition_size=size, offset_lag=lag, is_future_key=True))
         results.append(
             build(
                 Result,

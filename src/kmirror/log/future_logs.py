@@ -1,0 +1,82 @@
+"""Moving a partition's log to another of the node's log dirs (AlterReplicaLogDirs, KIP-113),
+as Kafka's future replicas move: a future log in the destination follows the current log as a
+follower follows its leader, batch for batch with the same offsets, epochs and bytes
+(`copy_step`), and takes its place once it ends where the current log ends
+(`LogManager.replace_with_future`). Both steps run on the node's event loop, so nothing is
+appended to the current log between the last copy and the replacement.
+
+Following, like a follower's fetch: a current log truncated below the future log's end (a
+new leader's divergence, an unclean election) truncates the future log where their leader
+epochs part; a log start that moved past the future log's end (retention, DeleteRecords)
+starts the future log again there. The copy reads at most `step_bytes` per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kmirror.log.log import Log
+from kmirror.log.outcomes import AppendError, OffsetOutOfRange
+
+COPY_STEP_BYTES = 1 << 20
+
+
+class FutureLogError(RuntimeError):
+    """The future log refused a batch of the current one."""
+
+
+@dataclass(slots=True)
+class FutureLog:
+    """A move under way: the future log in the destination log dir."""
+
+    log_dir: str
+    log: Log
+
+
+def offset_lag(current: Log, future: Log) -> int:
+    """How far the future log is behind the current one (DescribeLogDirs' offset lag)."""
+    return max(current.log_end_offset - future.log_end_offset, 0)
+
+
+def _truncate_diverged(current: Log, future: Log) -> None:
+    """Cut the future log where it leaves the current one (Kafka's follower truncation by
+    leader epoch, with the current log as the leader)."""
+    if future.log_end_offset > current.log_end_offset:
+        future.truncate_to(max(current.log_end_offset, future.log_start_offset))
+    epoch = future.latest_epoch
+    if epoch is None or future.log_end_offset == future.log_start_offset:
+        return
+    found = current.end_offset_for_epoch(epoch)
+    if found is None:
+        future.truncate_fully_and_start_at(current.log_start_offset)
+        return
+    end = found[1] if found[0] == epoch else min(found[1], future.log_end_offset)
+    if found[0] != epoch or end < future.log_end_offset:
+        future.truncate_to(max(end, future.log_start_offset))
+
+
+def copy_step(current: Log, future: Log, step_bytes: int = COPY_STEP_BYTES) -> bool:
+    """Append the current log's next batches to the future log; True when the future log ends
+    where the current one ends (nothing to copy)."""
+    _truncate_diverged(current, future)
+    if future.log_end_offset < current.log_start_offset:
+        future.truncate_fully_and_start_at(current.log_start_offset)
+    if future.log_end_offset == current.log_end_offset:
+        return True
+    read = current.read(future.log_end_offset, step_bytes)
+    if isinstance(read, OffsetOutOfRange):  # the log start moved meanwhile
+        future.truncate_fully_and_start_at(current.log_start_offset)
+        return False
+    records = bytes(read.records)
+    if not records:
+        return future.log_end_offset == current.log_end_offset
+    base = int.from_bytes(records[:8], "big", signed=True)  # every magic starts with its base offset
+    if base < future.log_end_offset:  # the batch holding the log start, DeleteRecords'
+        if base <= future.log_start_offset:
+            future.truncate_fully_and_start_at(base)
+        else:
+            future.truncate_to(base)
+    appended = future.append_as_follower(records)
+    if isinstance(appended, AppendError):
+        raise FutureLogError(f"{future.topic_partition}: {appended.message}")
+    return future.log_end_offset == current.log_end_offset

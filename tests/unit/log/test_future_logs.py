@@ -1,0 +1,135 @@
+"""A log moved to another log dir (AlterReplicaLogDirs): the future log follows the current one
+batch for batch, through new appends, a truncation of the current log, a log start moved by
+DeleteRecords or retention and the gaps of a compacted log, then takes its place; a move that
+a crash interrupted, or a crash between the two renames of the replacement, leaves one whole
+log at the next load."""
+
+import uuid
+
+from kmirror.log.config import LogConfig
+from kmirror.log.future_logs import copy_step
+from kmirror.log.log import Log
+from kmirror.log.log_manager import LogManager
+from kmirror.ports import ManualClock
+from kmirror.records.batch import iter_batches
+from kmirror.records.builder import build_batch
+from kmirror.testing.memory_fs import MemoryFileSystem
+from kmirror.types import TopicPartition
+
+NOW = 1_700_000_000_000
+TP = TopicPartition("t", 0)
+
+
+def _batch(n: int, tag: bytes = b"v") -> bytes:
+    return build_batch([(None, tag + bytes([i]), (), NOW + i) for i in range(n)])
+
+
+def _manager(fs: MemoryFileSystem) -> LogManager:
+    m = LogManager(fs, ["/d1", "/d2"], ManualClock(NOW), LogConfig(segment_bytes=400))
+    m.load_logs()
+    return m
+
+
+def _batches(log: Log) -> list[bytes]:
+    """Every batch of the log, whatever its segments."""
+    out: list[bytes] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        raw = bytes(log.read(offset, 1 << 20).records)
+        for pos, header in iter_batches(raw):
+            out.append(raw[pos:pos + header.size])
+            offset = header.next_offset
+    return out
+
+
+def _copy_all(current: Log, future: Log) -> None:
+    for _ in range(1000):
+        if copy_step(current, future, step_bytes=150):
+            return
+    raise AssertionError("the future log never caught up")
+
+
+def test_a_future_log_follows_appends_truncation_and_the_log_start_then_replaces_the_log() -> None:
+    fs = MemoryFileSystem()
+    m = _manager(fs)
+    current = m.get_or_create_log(TP, uuid.UUID(int=1))
+    source = m.log_dir_of(TP)
+    destination = "/d2" if source == "/d1" else "/d1"
+    for epoch in (0, 0, 1):
+        current.append_as_leader(_batch(5), epoch)
+    future = m.create_future_log(TP, destination, "f1")
+    assert not copy_step(current, future, step_bytes=150)  # one step, not the whole log
+    current.append_as_leader(_batch(5), 1)
+    _copy_all(current, future)
+    assert future.log_end_offset == current.log_end_offset == 20
+
+    current.truncate_to(10)  # a new leader cut the current log; it goes on in epoch 2
+    current.append_as_leader(_batch(4, b"w"), 2)
+    current.update_high_watermark(14)
+    current.maybe_increment_log_start_offset(3)  # DeleteRecords, in the middle of the first batch
+    _copy_all(current, future)
+    assert future.log_end_offset == 14
+
+    expected = _batches(current)
+    replaced = m.replace_with_future(future, destination)
+    assert m.get_log(TP) is replaced and m.log_dir_of(TP) == destination and current.closed
+    assert (replaced.log_start_offset, replaced.log_end_offset, replaced.high_watermark) == (3, 14, 14)
+    assert _batches(replaced) == expected and replaced.epoch_cache.entries == current.epoch_cache.entries
+    assert not any(name.startswith("t-0") for name in fs.listdir(source) if not name.endswith("-delete"))
+    m.close()
+    again = _manager(fs)
+    assert again.log_dir_of(TP) == destination and _batches(again.get_log(TP)) == expected
+
+
+def test_a_log_start_past_the_future_log_and_compacted_gaps() -> None:
+    fs = MemoryFileSystem()
+    m = _manager(fs)
+    current = m.get_or_create_log(TP, uuid.UUID(int=1))
+    destination = "/d2" if m.log_dir_of(TP) == "/d1" else "/d1"
+    current.append_as_follower(build_batch([(b"k", b"a", (), NOW)], base_offset=0))
+    current.append_as_follower(build_batch([(b"k", b"b", (), NOW)], base_offset=7))  # a gap, as compacted
+    future = m.create_future_log(TP, destination, "f1")
+    _copy_all(current, future)
+    assert future.log_end_offset == 8 and _batches(future) == _batches(current)  # the gap kept
+    current.append_as_leader(_batch(6), 0)
+    current.roll()
+    current.append_as_leader(_batch(2), 0)
+    current.update_high_watermark(16)
+    current.maybe_increment_log_start_offset(13)  # retention passed the future log's end
+    current.delete_old_segments()
+    _copy_all(current, future)
+    expected = _batches(current)
+    replaced = m.replace_with_future(future, destination)
+    assert (replaced.log_start_offset, replaced.log_end_offset) == (13, 16) and _batches(replaced) == expected
+
+
+def test_a_move_cut_short_by_a_crash_leaves_the_current_log() -> None:
+    fs = MemoryFileSystem()
+    m = _manager(fs)
+    current = m.get_or_create_log(TP, uuid.UUID(int=1))
+    source = m.log_dir_of(TP)
+    destination = "/d2" if source == "/d1" else "/d1"
+    current.append_as_leader(_batch(5), 0)
+    future = m.create_future_log(TP, destination, "f1")
+    copy_step(current, future)
+    m.close()
+    again = _manager(fs)
+    assert again.log_dir_of(TP) == source and again.get_log(TP).log_end_offset == 5
+    assert not [n for n in fs.listdir(destination) if n.endswith("-future")]
+
+
+def test_a_partition_in_two_log_dirs_keeps_the_longer_log() -> None:
+    fs = MemoryFileSystem()
+    m = _manager(fs)
+    tid = uuid.UUID(int=1)
+    current = m.get_or_create_log(TP, tid)
+    source = m.log_dir_of(TP)
+    destination = "/d2" if source == "/d1" else "/d1"
+    current.append_as_leader(_batch(5), 0)
+    m.close()
+    other = Log.open(fs, f"{destination}/t-0", TP, LogConfig(), ManualClock(NOW), tid)
+    other.append_as_leader(_batch(3), 0)
+    other.close()
+    again = _manager(fs)
+    assert again.log_dir_of(TP) == source and again.get_log(TP).log_end_offset == 5
+    assert "t-0" not in fs.listdir(destination)
