@@ -19,6 +19,7 @@ from kmirror.metadata.broker_lifecycle import BrokerLifecycle, BrokerState
 from kmirror.metadata.controller.brokers import HeartbeatReply
 from kmirror.metadata.controller.result import ApiError
 from kmirror.metadata.controller_service import MetadataService
+from kmirror.metadata.image import MetadataImage
 from kmirror.metadata.records import BrokerEndpoint
 from kmirror.protocol.entities import build, nested
 from kmirror.runtime.controller_channel import ControllerChannel
@@ -118,12 +119,16 @@ class RemoteController:
 
 class LogDirs:
     """This broker's log directories as the controller knows them: their ids, and those that
-    are cordoned now (`cordoned`: the paths, KIP-1066)."""
+    are cordoned now (KIP-1066)."""
 
-    def __init__(self, config: ServerConfig, cordoned: Callable[[], list[str]]) -> None:
+    def __init__(self, config: ServerConfig, image: Callable[[], MetadataImage]) -> None:
         self._config = config
-        self._cordoned = cordoned
+        self._image = image
         self._ids: dict[str, uuid.UUID] | None = None
+
+    def cordoned(self) -> list[str]:
+        """The cordoned log dirs now: the static value, or the dynamic one set for this broker."""
+        return self._config.cordoned_log_dirs(self._image().broker_config(self._config.node_id))
 
     def ids(self, cluster_id: str) -> dict[str, uuid.UUID]:
         """Nothing while the cluster id is unknown: a `meta.properties` is written only with it."""
@@ -135,7 +140,7 @@ class LogDirs:
 
     def cordoned_ids(self, cluster_id: str) -> tuple[uuid.UUID, ...]:
         ids = self.ids(cluster_id)
-        return tuple(ids[d] for d in self._cordoned() if d in ids)
+        return tuple(ids[d] for d in self.cordoned() if d in ids)
 
 
 class BrokerLifecycleManager:

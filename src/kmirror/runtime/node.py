@@ -26,7 +26,6 @@ import gc
 import logging
 import os
 import random
-import shutil
 import signal
 import sys
 import time
@@ -68,6 +67,7 @@ from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.replication.service import ReplicationService
 from kmirror.runtime.broker_lifecycle import (
     BrokerLifecycleManager,
+    ControllerPort,
     LocalController,
     LogDirs,
     RemoteController,
@@ -90,7 +90,7 @@ from kmirror.runtime.metadata_log import (
 from kmirror.runtime.metadata_publisher import BrokerPublishSteps, MetadataPublisher
 from kmirror.runtime.metrics_http import MetricsServer
 from kmirror.runtime.oauth import JwksValidator, token_validator
-from kmirror.runtime.os_fs import OsFileSystem
+from kmirror.runtime.os_fs import OsDiskUsage, OsFileSystem
 from kmirror.runtime.quorum_client import QuorumClient
 from kmirror.runtime.scheduler import Scheduler
 from kmirror.runtime.server import KafkaServer, ListenerLimits
@@ -101,7 +101,6 @@ from kmirror.runtime.transaction_wiring import (
     coordinator_epoch_lookup,
     leader_lookup,
 )
-from kmirror.types import TopicPartition
 
 log = logging.getLogger("kmirror.node")
 
@@ -116,12 +115,6 @@ def _broker_log_defaults(cfg: ServerConfig) -> LogConfig:
     """The LogConfig of a topic without overrides: the broker's `log.*` keys, else Kafka's defaults."""
     defaults = {name: topic_default(cfg, name)[0] for name in TOPIC_CONFIG_DEFS}
     return LogConfig.from_topic_config({k: v for k, v in defaults.items() if v is not None})
-
-
-class OsDiskUsage:
-    def usage(self, path: str) -> tuple[int, int]:
-        du = shutil.disk_usage(path)
-        return du.total, du.free
 
 
 class SystemClock:
@@ -145,7 +138,7 @@ class Node:
         self.loop_lag = LoopLagMonitor(self.metrics, int(config.get("event.loop.stall.log.ms")))
         self.quotas = QuotaManagers.from_config(config.get)
         self.log_dir_failure = LogDirFailureHandler(config.log_dirs)  # a failed disk halts the node
-        self.log_dirs = LogDirs(config, self.cordoned_log_dirs)
+        self.log_dirs = LogDirs(config, lambda: self.metadata.image)
         # Built by `start`. The metadata log: the controller's on a node with the controller
         # role, else the broker's replica of it, reached through the two channels.
         self.controller: MetadataService | None = None
@@ -235,11 +228,13 @@ class Node:
         cfg = self.config
         fs = OsFileSystem(int(cfg.get("log.max.open.files")), self.log_dir_failure)
         self.log_manager = LogManager(fs, cfg.log_dirs, self.clock, _broker_log_defaults(cfg))
-        self.log_manager.cordoned = self.cordoned_log_dirs
+        self.log_manager.cordoned = self.log_dirs.cordoned
         self.log_manager.load_logs()
         replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())
         self.replica_manager = replica_manager
-        self.log_dir_mover = LogDirMover(self.log_manager, replica_manager, self.cordoned_log_dirs, self._cleaning)
+        self.log_dir_mover = LogDirMover(
+            self.log_manager, replica_manager, self.log_dirs.cordoned,
+            lambda tp: self.log_tasks is not None and tp in self.log_tasks.cleaner.manager.in_progress)
         self.log_dir_mover.start()
         # KIP-98 transaction coordinator: state in __transaction_state, markers to leaders
         transactions = TransactionCoordinatorService(
@@ -303,34 +298,24 @@ class Node:
         self.replication.start()
         data_plane.start()
 
-    def _cleaning(self, tp: TopicPartition) -> bool:
-        """A cleaning round of `tp` is under way."""
-        return self.log_tasks is not None and tp in self.log_tasks.cleaner.manager.in_progress
-
-    def cordoned_log_dirs(self) -> list[str]:
-        """This broker's cordoned log directories now (KIP-1066): its static value, or the
-        dynamic one set for it."""
-        return self.config.cordoned_log_dirs(self.metadata.image.broker_config(self.config.node_id))
-
     async def _register_broker(self, metadata: MetadataService | BrokerMetadataService) -> BrokerLifecycleManager:
         """The broker of a single voter is registered by its controller's `start`; any other
         registers with the active controller."""
         cfg = self.config
-        incarnation = uuid.uuid4()
-        if self.broker_metadata is None:
+        local = self.broker_metadata is None
+        port: ControllerPort
+        if local:
             assert self.controller is not None
-            lifecycle = BrokerLifecycleManager(
-                cfg, LocalController(cfg, self.controller), lambda: metadata.image.cluster_id or "",
-                lambda: metadata.image.offset, incarnation, self.log_dirs,
-            )
+            port = LocalController(cfg, self.controller)
+        else:
+            assert self._controller_channel is not None
+            port = RemoteController(cfg, self._controller_channel)
+        lifecycle = BrokerLifecycleManager(cfg, port, lambda: metadata.image.cluster_id or "",
+                                           lambda: metadata.image.offset, uuid.uuid4(), self.log_dirs)
+        if self.controller is not None and local:
             lifecycle.lifecycle.on_registered(self.controller.broker_epoch)
-            return lifecycle
-        assert self.broker_metadata is not None and self._controller_channel is not None
-        lifecycle = BrokerLifecycleManager(
-            cfg, RemoteController(cfg, self._controller_channel), lambda: metadata.image.cluster_id or "",
-            lambda: metadata.image.offset, incarnation, self.log_dirs,
-        )
-        self.broker_metadata.broker_epoch = await lifecycle.register()
+        elif self.broker_metadata is not None:
+            self.broker_metadata.broker_epoch = await lifecycle.register()
         return lifecycle
 
     def _services(self, plane: str, registry: ApiRegistry) -> BrokerServices:

@@ -285,3 +285,11 @@ def _write_all(fd: int, data: Buffer) -> int:
         written = os.write(fd, view)
         view = view[written:]
     return position
+
+
+class OsDiskUsage:
+    """The replica manager's DiskUsage port: a log dir's file system's total and free bytes."""
+
+    def usage(self, path: str) -> tuple[int, int]:
+        du = shutil.disk_usage(path)
+        return du.total, du.free
