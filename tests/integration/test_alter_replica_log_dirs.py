@@ -135,3 +135,8 @@ def test_reassign_partitions_moves_a_replica_to_the_log_dir_its_json_names(tmp_p
                 "--reassignment-json-file", str(plan)).stdout
         wait_until(verified, "the replica in its new log dir")
         assert (Path(target) / "placed-0").is_dir() and not (Path(current) / "placed-0").exists()
+        described = json.loads(kmirror("log-dirs", "--bootstrap-server", c.bootstrap, "--describe",
+                                       "--topic-list", "placed").stdout.splitlines()[-1])
+        (broker,) = described["brokers"]
+        assert {d["logDir"]: [(p["partition"], p["isFuture"]) for p in d["partitions"]] for d in broker["logDirs"]} \
+            == {target: [("placed-0", False)], current: []}

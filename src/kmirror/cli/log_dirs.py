@@ -1,9 +1,9 @@
 """`kmirror log-dirs --describe`: kafka-log-dirs.sh. DescribeLogDirs on each broker (all, or
 `--broker-list`), every partition (or those of `--topic-list`) with its size in bytes, in
 Kafka's JSON: `{"brokers":[{"broker":1,"logDirs":[{"partitions":[{"partition":"t-0","size":N,
-"offsetLag":0,"isFuture":false}],"error":null,"logDir":"/data"}]}],"version":1}`. kmirror
-moves no replica between log dirs (AlterReplicaLogDirs is not served), so `offsetLag` is 0 and
-`isFuture` false.
+"offsetLag":0,"isFuture":false}],"error":null,"logDir":"/data"}]}],"version":1}`. A replica
+moving to another log dir (AlterReplicaLogDirs) is listed there too, with `"isFuture":true` and
+its offset lag.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ async def run(args: argparse.Namespace) -> int:
     print(f"Received log directory information from brokers {','.join(map(str, brokers))}")
     print(json.dumps({"brokers": [
         {"broker": broker, "logDirs": [
-            {"partitions": [{"partition": f"{tp.topic}-{tp.partition}", "size": size, "offsetLag": 0,
-                             "isFuture": False}
-                            for tp, size in sorted(partitions.items()) if topics is None or tp.topic in topics],
+            {"partitions": [{"partition": f"{tp.topic}-{tp.partition}", "size": r.size, "offsetLag": r.offset_lag,
+                             "isFuture": r.is_future}
+                            for tp, r in sorted(partitions.items()) if topics is None or tp.topic in topics],
              "error": None, "logDir": log_dir}
             for log_dir, partitions in sorted(dirs.items())]}
         for broker, dirs in described.items()], "version": 1}, separators=(",", ":")))

@@ -33,7 +33,7 @@ from kmirror.types import TopicPartition
 
 CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 19, 20, 21
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
-LIST_OFFSETS, DESCRIBE_LOG_DIRS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 2, 35, 37, 60
+LIST_OFFSETS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 2, 37, 60
 ELECT_LEADERS = 43
 
 # ListOffsets special timestamps (Kafka ListOffsetsRequest).
@@ -474,21 +474,6 @@ class Admin(MirrorAdmin, TransactionAdmin, ShareGroupAdmin, AclAdmin, ScramAdmin
             return ClusterDescription(response.cluster_id, int(response.controller_id), brokers)
         metadata = await self.cluster.refresh([])
         return ClusterDescription(metadata.cluster_id, metadata.controller_id, tuple(metadata.brokers.values()))
-
-    async def describe_log_dirs(self, broker_id: int) -> dict[str, dict[TopicPartition, int]]:
-        """log dir -> partition -> size in bytes, as reported by `broker_id`."""
-        conn = await self.cluster.connection(broker_id)
-        response = await conn.send(conn.build_request(DESCRIBE_LOG_DIRS, topics=None))
-        check(getattr(response, "error_code", 0), context=f"DescribeLogDirs on broker {broker_id}")
-        out: dict[str, dict[TopicPartition, int]] = {}
-        for result in response.results:
-            check(result.error_code, context=result.log_dir)
-            out[result.log_dir] = {
-                TopicPartition(t.name, int(p.partition_index)): int(p.partition_size)
-                for t in result.topics
-                for p in t.partitions
-            }
-        return out
 
 
 def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:

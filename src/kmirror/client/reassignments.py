@@ -1,8 +1,8 @@
 """Admin methods for partition reassignment (Kafka Admin `alterPartitionReassignments`,
-`listPartitionReassignments`, KIP-455) and for moves between a broker's log dirs
-(`alterReplicaLogDirs`, `describeReplicaLogDirs`, KIP-113, sent to the broker itself). `ReassignmentAdmin` is mixed into
-`kmirror.client.admin.Admin`; it needs `self.cluster`. Both requests go where other admin writes
-go: a broker forwards them to the active controller."""
+`listPartitionReassignments`, KIP-455), which go where other admin writes go (a broker forwards
+them to the active controller), and for a broker's log dirs (`describeLogDirs`,
+`alterReplicaLogDirs`, `describeReplicaLogDirs`, KIP-113), sent to that broker.
+`ReassignmentAdmin` is mixed into `kmirror.client.admin.Admin`; it needs `self.cluster`."""
 
 from __future__ import annotations
 
@@ -29,6 +29,16 @@ class PartitionReassignment:
     replicas: tuple[int, ...]
     adding_replicas: tuple[int, ...]
     removing_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirReplica:
+    """A replica in a log dir (DescribeLogDirs): its size, and for a future replica (moving
+    there, AlterReplicaLogDirs) how far it is behind."""
+
+    size: int
+    offset_lag: int
+    is_future: bool
 
 
 def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
@@ -129,4 +139,20 @@ class ReassignmentAdmin:
                     tp = TopicPartition(t.name, int(p.partition_index))
                     current, future = out.get(tp, (None, None))
                     out[tp] = (current, result.log_dir) if p.is_future_key else (result.log_dir, future)
+        return out
+
+    async def describe_log_dirs(self, broker_id: int) -> dict[str, dict[TopicPartition, LogDirReplica]]:
+        """log dir -> partition -> its replica there, as reported by `broker_id`."""
+        conn = await self.cluster.connection(broker_id)
+        response = await conn.send(conn.build_request(DESCRIBE_LOG_DIRS, topics=None))
+        check(getattr(response, "error_code", 0), context=f"DescribeLogDirs on broker {broker_id}")
+        out: dict[str, dict[TopicPartition, LogDirReplica]] = {}
+        for result in response.results:
+            check(result.error_code, context=result.log_dir)
+            out[result.log_dir] = {
+                TopicPartition(t.name, int(p.partition_index)): LogDirReplica(
+                    int(p.partition_size), int(p.offset_lag), bool(p.is_future_key))
+                for t in result.topics
+                for p in t.partitions
+            }
         return out
