@@ -31,6 +31,8 @@ class FutureLog:
 
     log_dir: str
     log: Log
+    unflushed: int = 0
+    """Bytes copied since the future log was last flushed."""
 
 
 def offset_lag(current: Log, future: Log) -> int:
@@ -67,7 +69,7 @@ def copy_step(current: Log, future: Log, step_bytes: int = COPY_STEP_BYTES) -> b
     if isinstance(read, OffsetOutOfRange):  # the log start moved meanwhile
         future.truncate_fully_and_start_at(current.log_start_offset)
         return False
-    records = bytes(read.records)
+    records = read.records
     if not records:
         return future.log_end_offset == current.log_end_offset
     base = int.from_bytes(records[:8], "big", signed=True)  # every magic starts with its base offset

@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 
 IDLE_PAUSE_S = 0.05
 """A pass that could only wait (a cleaning round under way) sleeps this long."""
+FLUSH_BYTES = 4 << 20
+"""A future log is flushed each time this much was copied into it, so that the flush of the
+replacement (in one step of the loop) has little left to write: a few ms a step, not the
+seconds a whole log's fsync can take."""
 
 
 class LogDirMover:
@@ -113,7 +117,12 @@ class LogDirMover:
             self._give_up(tp, "the partition left this broker")
             return True
         try:
+            before = move.log.size_bytes
             caught_up = copy_step(current, move.log)
+            move.unflushed += max(move.log.size_bytes - before, 0)
+            if move.unflushed >= FLUSH_BYTES:
+                move.log.flush()
+                move.unflushed = 0
         except (FutureLogError, OSError) as e:
             self._give_up(tp, str(e))
             return True
