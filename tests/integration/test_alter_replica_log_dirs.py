@@ -10,11 +10,19 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
 
 from kmirror.records.batch import iter_batches
 from kmirror.testing.kafka_clients import consume_values, create_topic
@@ -126,17 +134,72 @@ def test_reassign_partitions_moves_a_replica_to_the_log_dir_its_json_names(tmp_p
         plan.write_text(json.dumps({"version": 1, "partitions": [
             {"topic": "placed", "partition": 0, "replicas": [1], "log_dirs": [target]}]}))
         out = kmirror("reassign-partitions", "--bootstrap-server", c.bootstrap, "--execute",
-                      "--reassignment-json-file", str(plan)).stdout
+                      "--reassignment-json-file", str(plan), "--replica-alter-log-dirs-throttle", "100000000").stdout
         assert "Successfully started log directory move for: placed-0-1" in out
+        assert "The replica-alter-dir throttle limit was set to 100000000 B/s" in out
 
         def verified() -> bool:
             return "Reassignment of replica placed-0-1 completed successfully." in kmirror(
                 "reassign-partitions", "--bootstrap-server", c.bootstrap, "--verify",
                 "--reassignment-json-file", str(plan)).stdout
         wait_until(verified, "the replica in its new log dir")
+        broker = ConfigResource(ResourceType.BROKER, "1")
+        configs = AdminClient({"bootstrap.servers": c.bootstrap})
+        rate = configs.describe_configs([broker])[broker].result(30)["replica.alter.log.dirs.io.max.bytes.per.second"]
+        assert rate.source != ConfigSource.DYNAMIC_BROKER_CONFIG.value  # --verify removed the throttle
         assert (Path(target) / "placed-0").is_dir() and not (Path(current) / "placed-0").exists()
         described = json.loads(kmirror("log-dirs", "--bootstrap-server", c.bootstrap, "--describe",
                                        "--topic-list", "placed").stdout.splitlines()[-1])
         (broker,) = described["brokers"]
         assert {d["logDir"]: [(p["partition"], p["isFuture"]) for p in d["partitions"]] for d in broker["logDirs"]} \
             == {target: [("placed-0", False)], current: []}
+
+
+def test_a_throttled_move_goes_on_after_a_kill_9(tmp_path: Path) -> None:
+    """replica.alter.log.dirs.io.max.bytes.per.second holds the copy back; a node killed
+    mid-move takes the move on from its future log after the restart."""
+    from kafka import KafkaAdminClient
+
+    node_dir = tmp_path / "one" / "node-1"
+    first, second = str(node_dir / "data"), str(node_dir / "data2")
+    with LocalCluster(dir=tmp_path / "one", port=free_port_block(), overrides={"log.dirs": f"{first},{second}"}) as c:
+        create_topic(c.bootstrap, "slow", partitions=1)
+        producer = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 20, "compression.type": "none"})
+        for i in range(8000):  # about 8 MB
+            producer.produce("slow", value=f"{i:06d}".encode() + os.urandom(1000))
+            if i % 1000 == 0:
+                producer.flush(30)
+        assert producer.flush(30) == 0
+        (current,) = [d for d in (first, second) if (Path(d) / "slow-0").exists()]
+        target = second if current == first else first
+        before = batches_in(Path(current) / "slow-0")
+        rate = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[ConfigEntry(
+            "replica.alter.log.dirs.io.max.bytes.per.second", str(1 << 20), incremental_operation=AlterConfigOpType.SET)])
+        configs = AdminClient({"bootstrap.servers": c.bootstrap})
+        configs.incremental_alter_configs([rate])[rate].result(30)
+
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+        try:
+            admin.alter_replica_log_dirs({("slow", 0, 1): target})
+            started = time.monotonic()
+            wait_until(lambda: (0, target, True) in replicas(admin, "slow"), "the future replica")
+            time.sleep(2)
+            future_bytes = sum(p.stat().st_size for d in Path(target).glob("slow-0.*-future") for p in d.glob("*.log"))
+            assert 0 < future_bytes <= (time.monotonic() - started + 1) * (1 << 20) * 1.5  # held to about 1 MB/s
+        finally:
+            admin.close()
+
+        c.kill9()
+        c.start_node(1)
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+        try:
+            assert (0, target, True) in replicas(admin, "slow")  # the move goes on
+            unthrottle = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[ConfigEntry(
+                "replica.alter.log.dirs.io.max.bytes.per.second", "", incremental_operation=AlterConfigOpType.DELETE)])
+            configs = AdminClient({"bootstrap.servers": c.bootstrap})
+            configs.incremental_alter_configs([unthrottle])[unthrottle].result(30)
+            wait_until(lambda: replicas(admin, "slow") == [(0, target, False)], "the move done", timeout_s=60)
+        finally:
+            admin.close()
+        assert batches_in(Path(target) / "slow-0") == before
+        assert "resuming the move of slow-0" in c.log_text(1)

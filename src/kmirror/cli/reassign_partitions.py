@@ -7,6 +7,8 @@
   `leader.replication.throttled.replicas` (the current replicas) and
   `follower.replication.throttled.replicas` (the moving ones) on the topics, and
   `leader/follower.replication.throttled.rate` on every broker involved.
+  `--replica-alter-log-dirs-throttle B/s` sets `replica.alter.log.dirs.io.max.bytes.per.second`
+  on the brokers whose replicas move between log dirs.
 - `--verify --reassignment-json-file F [--preserve-throttles]`: the status of each partition;
   once every one is complete, removes the throttle configs.
 - `--cancel --reassignment-json-file F [--preserve-throttles]`, `--list`.
@@ -60,6 +62,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--reassignment-json-file", metavar="FILE", help="Kafka's reassignment JSON")
     p.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
                    help="replication throttle for the moving replicas (--execute)")
+    p.add_argument("--replica-alter-log-dirs-throttle", type=int, default=-1, metavar="BYTES_PER_S",
+                   help="throttle of the copies between a broker's log dirs (--execute)")
     p.add_argument("--additional", action="store_true", help="execute while other reassignments are ongoing")
     p.add_argument("--preserve-throttles", action="store_true", help="keep the throttles (--verify, --cancel)")
     p.set_defaults(func=run)
@@ -253,6 +257,11 @@ async def _execute(admin: Admin, args: argparse.Namespace) -> None:
         raise CommandError("Error reassigning partition(s):\n" + "\n".join(lines))
     print("Successfully started partition reassignment" + ("s" if len(target) > 1 else "") + " for " + _tps(list(target)))
     if log_dirs:
+        if args.replica_alter_log_dirs_throttle >= 0:
+            for b in sorted({b for _, b in log_dirs}):
+                await admin.incremental_alter_configs(ConfigResourceType.BROKER, str(b), [
+                    (LOG_DIRS_RATE, AlterConfigOp.SET, str(args.replica_alter_log_dirs_throttle))])
+            print(f"The replica-alter-dir throttle limit was set to {args.replica_alter_log_dirs_throttle} B/s")
         await _move_log_dirs(admin, log_dirs)
         print("Successfully started log directory move" + ("s" if len(log_dirs) > 1 else "") + " for: "
               + ",".join(f"{tp}-{b}" for tp, b in sorted(log_dirs)))
@@ -367,8 +376,8 @@ def list_lines(ongoing: Mapping[TopicPartition, PartitionReassignment]) -> list[
 
 
 async def run(args: argparse.Namespace) -> int:
-    if args.throttle >= 0 and not args.execute:
-        raise CommandError("--throttle is only used with --execute")
+    if (args.throttle >= 0 or args.replica_alter_log_dirs_throttle >= 0) and not args.execute:
+        raise CommandError("--throttle and --replica-alter-log-dirs-throttle are only used with --execute")
     async with await Admin.connect(args.bootstrap_server, **admin_options(args)) as admin:
         if args.generate:
             await _generate(admin, args)

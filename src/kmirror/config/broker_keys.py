@@ -55,6 +55,9 @@ _DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("inter.broker.listener.name", S, None, "Listener used between brokers."),
     ConfigDef("log.dirs", LI, None, "Log directories (default: log.dir)."),
     ConfigDef("log.dir", S, "/tmp/kafka-logs", "Log directory when log.dirs is absent."),
+    ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", L, str(LONG_MAX),
+              "Bytes per second a broker copies between its log dirs (AlterReplicaLogDirs), all moves together.",
+              at_least(1), read_only=False),
     ConfigDef("cordoned.log.dirs", LI, "",
               "Log directories that take no new partition (KIP-1066): entries of log.dirs, or * for all of them. "
               "A broker whose log directories are all cordoned gets no new partitions.",

@@ -9,8 +9,8 @@ leftover `-delete` directories are removed at load.
 
 A log being moved to another log dir (AlterReplicaLogDirs, `log.future_logs`) has a future
 log there, `<topic>-<partition>.<id>-future`, which takes the place of the current one once
-it has caught up (`replace_with_future`). A future log a crash left is removed at load: the
-current log is whole, and the move is asked for again. A partition found in two log dirs (a
+it has caught up (`replace_with_future`). A future log a restart left is loaded with its
+partition and its move goes on (`futures`); one without its partition is removed. A partition found in two log dirs (a
 crash between the two renames of a replacement, which hold the same records) keeps the
 longer log, and the other is deleted.
 
@@ -70,6 +70,9 @@ class LogManager:
         self._to_remove: list[str] = []
         self._per_dir: Counter[str] = Counter()
         self.cordoned: Callable[[], Collection[str]] = tuple
+        self.futures: dict[TopicPartition, tuple[str, Log]] = {}
+        """Moves between log dirs a restart interrupted (log dir, future log): the node's mover
+        takes them on (`runtime.log_dir_mover`)."""
         """The log directories cordoned now (KIP-1066): no new log goes there."""
         # logs whose topic id or directory is not durable yet (`flush_new_logs`); a deque, as
         # the loop appends while a worker thread takes
@@ -78,6 +81,7 @@ class LogManager:
     # -- load -------------------------------------------------------------------------------
 
     def load_logs(self) -> None:
+        futures: list[tuple[str, str, str]] = []
         for log_dir in self.log_dirs:
             self.fs.mkdirs(log_dir)
             recovery = OffsetCheckpoint(self.fs, log_dir, RECOVERY_POINT_CHECKPOINT).read()
@@ -91,8 +95,7 @@ class LogManager:
                     self.fs.delete(path)
                     continue
                 if name.endswith(FUTURE_DIR_SUFFIX):
-                    logger.warning("removing %s: the move of its partition to %s did not complete", path, log_dir)
-                    self.fs.delete(path)
+                    futures.append((log_dir, path, name))
                     continue
                 tp = parse_partition_dir(name)
                 if tp is None:
@@ -112,6 +115,27 @@ class LogManager:
                         continue
                     self.delete_logs([tp])
                 self._register(loaded, log_dir)
+        for log_dir, path, name in futures:
+            self._load_future(log_dir, path, name)
+
+    def _load_future(self, log_dir: str, path: str, name: str) -> None:
+        """A move a restart interrupted goes on (`futures`) when its partition's current log is
+        here under the same topic id; else its future log is removed."""
+        tp = parse_partition_dir(name.rsplit(".", 1)[0])
+        current = self.logs.get(tp) if tp is not None else None
+        if tp is None or current is None or self._dir_of.get(tp) == log_dir or tp in self.futures:
+            logger.warning("removing %s: no partition here to move to %s", path, log_dir)
+            self.fs.delete(path)
+            return
+        future = Log.open(self.fs, path, tp, current.config, self.clock)
+        if future.topic_id is not None and future.topic_id != current.topic_id:
+            logger.warning("removing %s: its topic id is not the partition's", path)
+            future.close()
+            future.delete()
+            return
+        future.topic_id = current.topic_id
+        logger.info("resuming the move of %s to %s at offset %d", tp, log_dir, future.log_end_offset)
+        self.futures[tp] = (log_dir, future)
 
     def _register(self, log: Log, log_dir: str) -> None:
         log.on_log_start_offset_change = self._on_log_start_offset_change

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from kmirror.config.server import ServerConfig
 from kmirror.metadata.broker_lifecycle import BrokerLifecycle, BrokerState
+from kmirror.metadata.config_description import broker_config_entry
 from kmirror.metadata.controller.brokers import HeartbeatReply
 from kmirror.metadata.controller.result import ApiError
 from kmirror.metadata.controller_service import MetadataService
@@ -28,6 +29,7 @@ from kmirror.runtime.metadata_log import log_dir_ids
 log = logging.getLogger("kmirror.broker_lifecycle")
 
 METADATA_VERSION_RANGE = (1, 27)
+MOVE_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 
 class ControllerPort(Protocol):
@@ -129,6 +131,10 @@ class LogDirs:
     def cordoned(self) -> list[str]:
         """The cordoned log dirs now: the static value, or the dynamic one set for this broker."""
         return self._config.cordoned_log_dirs(self._image().broker_config(self._config.node_id))
+
+    def move_rate(self) -> int:
+        """`replica.alter.log.dirs.io.max.bytes.per.second` now (dynamic, per broker or cluster-wide)."""
+        return int(str(broker_config_entry(self._image(), self._config, MOVE_RATE).value))
 
     def ids(self, cluster_id: str) -> dict[str, uuid.UUID]:
         """Nothing while the cluster id is unknown: a `meta.properties` is written only with it."""

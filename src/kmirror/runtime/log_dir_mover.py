@@ -5,9 +5,10 @@ has caught up (`LogManager.replace_with_future`, then the partition serves from 
 ReplicaAlterLogDirsThread, without its own thread: the copy and the replacement happen
 between two requests of the loop, so nothing is appended in between.
 
-A move is given up (its future log deleted) when the partition leaves the node or its topic
-is deleted, when another destination is asked for (then that one starts), and when the future
-log refuses a batch (logged). The log cleaner leaves a partition alone while it moves
+A move is given up (its future log deleted) when the partition's log leaves the node (its
+topic deleted, the replica reassigned away), when another destination is asked for (then that
+one starts), and when the future log refuses a batch (logged). A move a restart interrupted
+goes on from where its future log ends (`LogManager.futures`), once the partition is hosted. The log cleaner leaves a partition alone while it moves
 (`moving`), and a replacement waits for a cleaning round already under way.
 """
 
@@ -17,19 +18,22 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
+from kmirror.config.definitions import LONG_MAX
 from kmirror.log.future_logs import FutureLog, FutureLogError, copy_step, offset_lag
 from kmirror.log.log_manager import LogManager
 from kmirror.metadata.controller.result import ApiError
 from kmirror.replication.replica_manager import ReplicaManager
+from kmirror.runtime.broker_lifecycle import LogDirs
 from kmirror.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
 IDLE_PAUSE_S = 0.05
+THROTTLE_WINDOW_S = 1.0
 """A pass that could only wait (a cleaning round under way) sleeps this long."""
 FLUSH_BYTES = 4 << 20
 """A future log is flushed each time this much was copied into it, so that the flush of the
@@ -38,12 +42,13 @@ seconds a whole log's fsync can take."""
 
 
 class LogDirMover:
-    def __init__(self, log_manager: LogManager, replica_manager: ReplicaManager,
-                 cordoned: Callable[[], Collection[str]], cleaning: Callable[[TopicPartition], bool]) -> None:
+    def __init__(self, log_manager: LogManager, replica_manager: ReplicaManager, log_dirs: LogDirs,
+                 cleaning: Callable[[TopicPartition], bool]) -> None:
         self._logs = log_manager
         self._replicas = replica_manager
-        self._cordoned = cordoned
+        self._log_dirs = log_dirs
         self._cleaning = cleaning
+        self._window = (0.0, 0)  # the throttle's window: when it began, bytes copied since
         self.moves: dict[TopicPartition, FutureLog] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -55,7 +60,7 @@ class LogDirMover:
         log_dir = self._log_dir(path)
         if log_dir is None:
             return ApiError(ErrorCode.log_dir_not_found, f"Log dir {path} is not found in the config.")
-        if log_dir in self._cordoned():
+        if log_dir in self._log_dirs.cordoned():
             return ApiError(ErrorCode.kafka_storage_error, f"Log directory {log_dir} is cordoned")
         move = self.moves.get(tp)
         if move is not None and move.log_dir != log_dir:
@@ -85,6 +90,10 @@ class LogDirMover:
     # -- the task ---------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Takes on the moves a restart interrupted (`LogManager.futures`) first."""
+        for tp, (log_dir, future) in self._logs.futures.items():
+            self.moves[tp] = FutureLog(log_dir, future)
+        self._logs.futures.clear()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -101,40 +110,56 @@ class LogDirMover:
                 await self._wake.wait()
             waited = True
             for tp in list(self.moves):
-                waited &= not self._step(tp)
-                await asyncio.sleep(0)
+                copied = self._step(tp)
+                waited &= copied is None
+                await asyncio.sleep(self._throttle(copied or 0))
             if waited:
                 await asyncio.sleep(IDLE_PAUSE_S)
 
-    def _step(self, tp: TopicPartition) -> bool:
-        """One copy step of `tp`'s move, and its replacement once caught up; False when it
-        could only wait."""
+    def _throttle(self, copied: int) -> float:
+        """Seconds to pause so that the copy keeps to `replica.alter.log.dirs.io.max.bytes.per.second`
+        (Kafka's ReplicaAlterLogDirs quota), over windows of about a second."""
+        now = asyncio.get_running_loop().time()
+        start, total = self._window
+        if now - start > THROTTLE_WINDOW_S:
+            start, total = now, 0
+        total += copied
+        self._window = (start, total)
+        rate = self._log_dirs.move_rate()
+        return max(total / rate - (now - start), 0.0) if rate < LONG_MAX else 0.0
+
+    def _step(self, tp: TopicPartition) -> int | None:
+        """One copy step of `tp`'s move, and its replacement once caught up: the bytes copied,
+        None when it could only wait."""
         move = self.moves.get(tp)
         current = self._logs.get_log(tp)
         if move is None:
-            return True
-        if current is None or self._replicas.get_partition(tp) is None or current.topic_id != move.log.topic_id:
+            return 0
+        if current is None or current.topic_id != move.log.topic_id:
             self._give_up(tp, "the partition left this broker")
-            return True
+            return 0
+        if self._replicas.get_partition(tp) is None:  # not hosted yet, after a restart
+            return None
         try:
             before = move.log.size_bytes
             caught_up = copy_step(current, move.log)
-            move.unflushed += max(move.log.size_bytes - before, 0)
+            copied = max(move.log.size_bytes - before, 0)
+            move.unflushed += copied
             if move.unflushed >= FLUSH_BYTES:
                 move.log.flush()
                 move.unflushed = 0
         except (FutureLogError, OSError) as e:
             self._give_up(tp, str(e))
-            return True
+            return 0
         if not caught_up:
-            return True
+            return copied
         if self._cleaning(tp):
-            return False
+            return None
         del self.moves[tp]
         source = self._logs.log_dir_of(tp)
         self._replicas.replace_log(tp, self._logs.replace_with_future(move.log, move.log_dir))
         log.info("moved %s from %s to %s (log end offset %d)", tp, source, move.log_dir, current.log_end_offset)
-        return True
+        return copied
 
     def _give_up(self, tp: TopicPartition, why: str) -> None:
         move = self.moves.pop(tp)

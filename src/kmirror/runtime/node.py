@@ -233,7 +233,7 @@ class Node:
         replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())
         self.replica_manager = replica_manager
         self.log_dir_mover = LogDirMover(
-            self.log_manager, replica_manager, self.log_dirs.cordoned,
+            self.log_manager, replica_manager, self.log_dirs,
             lambda tp: self.log_tasks is not None and tp in self.log_tasks.cleaner.manager.in_progress)
         self.log_dir_mover.start()
         # KIP-98 transaction coordinator: state in __transaction_state, markers to leaders

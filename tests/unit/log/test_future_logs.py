@@ -1,8 +1,8 @@
 """A log moved to another log dir (AlterReplicaLogDirs): the future log follows the current one
 batch for batch, through new appends, a truncation of the current log, a log start moved by
-DeleteRecords or retention and the gaps of a compacted log, then takes its place; a move that
-a crash interrupted, or a crash between the two renames of the replacement, leaves one whole
-log at the next load."""
+DeleteRecords or retention and the gaps of a compacted log, then takes its place; a move a
+restart interrupted goes on from its future log, and a crash between the two renames of the
+replacement leaves one whole log at the next load."""
 
 import uuid
 
@@ -103,19 +103,35 @@ def test_a_log_start_past_the_future_log_and_compacted_gaps() -> None:
     assert (replaced.log_start_offset, replaced.log_end_offset) == (13, 16) and _batches(replaced) == expected
 
 
-def test_a_move_cut_short_by_a_crash_leaves_the_current_log() -> None:
+def test_a_move_a_restart_interrupted_goes_on_and_one_without_its_partition_is_removed() -> None:
     fs = MemoryFileSystem()
     m = _manager(fs)
     current = m.get_or_create_log(TP, uuid.UUID(int=1))
     source = m.log_dir_of(TP)
     destination = "/d2" if source == "/d1" else "/d1"
-    current.append_as_leader(_batch(5), 0)
+    for _ in range(4):
+        current.append_as_leader(_batch(5), 0)
     future = m.create_future_log(TP, destination, "f1")
-    copy_step(current, future)
-    m.close()
+    copy_step(current, future, step_bytes=150)
+    future.flush()
+    copied = future.log_end_offset
+    m.close()  # the future log is not closed: a crash as far as it is concerned
+
     again = _manager(fs)
-    assert again.log_dir_of(TP) == source and again.get_log(TP).log_end_offset == 5
-    assert not [n for n in fs.listdir(destination) if n.endswith("-future")]
+    assert again.log_dir_of(TP) == source and again.get_log(TP).log_end_offset == 20
+    log_dir, resumed = again.futures[TP]
+    assert log_dir == destination and resumed.log_end_offset == copied > 0
+    assert resumed.topic_id == uuid.UUID(int=1)
+    current = again.get_log(TP)
+    expected = _batches(current)
+    _copy_all(current, resumed)
+    assert _batches(again.replace_with_future(resumed, destination)) == expected
+
+    again.close()
+    orphan = f"{source}/t-5.f2-future"  # a future log whose partition is not here
+    Log.open(fs, orphan, TopicPartition("t", 5), LogConfig(), ManualClock(NOW), uuid.UUID(int=1)).close()
+    third = _manager(fs)
+    assert third.futures == {} and not fs.exists(orphan)
 
 
 def test_a_partition_in_two_log_dirs_keeps_the_longer_log() -> None:

@@ -58,6 +58,7 @@ DYNAMIC_BROKER_KEYS = frozenset(
         "producer.id.expiration.ms",  # KIP-854
         "mirror.replication.throttled.rate",  # KIP-1279: adjusted at runtime, as follower.replication.throttled.rate
         CORDONED_LOG_DIRS,  # KIP-1066
+        "replica.alter.log.dirs.io.max.bytes.per.second",  # AlterReplicaLogDirs' throttle
     }
 )
 PER_BROKER_KEYS = frozenset({CORDONED_LOG_DIRS})
