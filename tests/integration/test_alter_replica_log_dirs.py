@@ -203,3 +203,20 @@ def test_a_throttled_move_goes_on_after_a_kill_9(tmp_path: Path) -> None:
             admin.close()
         assert batches_in(Path(target) / "slow-0") == before
         assert "resuming the move of slow-0" in c.log_text(1)
+
+
+def test_a_log_dir_asked_before_the_replica_exists_is_where_its_log_is_created(tmp_path: Path) -> None:
+    from kafka import KafkaAdminClient, errors
+
+    node_dir = tmp_path / "one" / "node-1"
+    first, second = str(node_dir / "data"), str(node_dir / "data2")
+    with LocalCluster(dir=tmp_path / "one", port=free_port_block(), overrides={"log.dirs": f"{first},{second}"}) as c:
+        create_topic(c.bootstrap, "elsewhere", partitions=4)  # two partitions in each log dir
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+        try:
+            answers = admin.alter_replica_log_dirs({("later", p, 1): second for p in range(4)})
+            assert set(answers.values()) == {errors.ReplicaNotAvailableError}  # Kafka's answer, remembered
+        finally:
+            admin.close()
+        create_topic(c.bootstrap, "later", partitions=4)
+        assert sorted(p.name for p in Path(second).glob("later-*")) == [f"later-{p}" for p in range(4)]

@@ -70,6 +70,9 @@ class LogManager:
         self._to_remove: list[str] = []
         self._per_dir: Counter[str] = Counter()
         self.cordoned: Callable[[], Collection[str]] = tuple
+        self.preferred_dirs: dict[TopicPartition, str] = {}
+        """Where a replica not hosted yet goes when its log is created (AlterReplicaLogDirs before
+        the replica exists, Kafka's `maybeUpdatePreferredLogDir`); not kept across restarts."""
         self.futures: dict[TopicPartition, tuple[str, Log]] = {}
         """Moves between log dirs a restart interrupted (log dir, future log): the node's mover
         takes them on (`runtime.log_dir_mover`)."""
@@ -181,7 +184,7 @@ class LogManager:
             if topic_id is not None and log.topic_id is None:
                 log.topic_id = topic_id
             return log
-        log_dir = self._next_log_dir()
+        log_dir = self.preferred_dirs.pop(tp, None) or self._next_log_dir()
         log = Log.open(self.fs, join(log_dir, tp.dir_name), tp, config or self.default_config, self.clock,
                        topic_id)
         self._register(log, log_dir)

@@ -8,8 +8,11 @@ between two requests of the loop, so nothing is appended in between.
 A move is given up (its future log deleted) when the partition's log leaves the node (its
 topic deleted, the replica reassigned away), when another destination is asked for (then that
 one starts), and when the future log refuses a batch (logged). A move a restart interrupted
-goes on from where its future log ends (`LogManager.futures`), once the partition is hosted. The log cleaner leaves a partition alone while it moves
-(`moving`), and a replacement waits for a cleaning round already under way.
+goes on from where its future log ends (`LogManager.futures`), once the partition is hosted. A
+log dir asked for a replica not hosted yet is remembered (REPLICA_NOT_AVAILABLE is still the
+answer, as Kafka's): the replica's log is created there if the broker gets it. The log
+cleaner leaves a partition alone while it moves, and a replacement waits for a cleaning round
+already under way.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ log = logging.getLogger(__name__)
 
 IDLE_PAUSE_S = 0.05
 THROTTLE_WINDOW_S = 1.0
+MAX_PREFERRED_DIRS = 100_000
+"""Log dirs remembered for replicas this broker does not host yet, at most."""
 """A pass that could only wait (a cleaning round under way) sleeps this long."""
 FLUSH_BYTES = 4 << 20
 """A future log is flushed each time this much was copied into it, so that the flush of the
@@ -66,6 +71,11 @@ class LogDirMover:
         if move is not None and move.log_dir != log_dir:
             self._give_up(tp, f"another log dir, {log_dir}, was asked for")
         if self._replicas.get_partition(tp) is None or self._logs.get_log(tp) is None:
+            preferred = self._logs.preferred_dirs  # where its log goes if this broker gets the replica
+            preferred.pop(tp, None)
+            preferred[tp] = log_dir
+            if len(preferred) > MAX_PREFERRED_DIRS:  # bounded: the oldest wish goes
+                del preferred[next(iter(preferred))]
             return ApiError(ErrorCode.replica_not_available, f"Replica of {tp} is not available on this broker")
         if self._logs.log_dir_of(tp) == log_dir or tp in self.moves:
             return ApiError(ErrorCode.none)
