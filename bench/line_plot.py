@@ -1,9 +1,10 @@
 """The charts of a benchmark's results, saved as PNGs: a line chart, one line per series, and
 a pair of bar charts over the same cases (matplotlib, imported here only: most runs plot
-nothing)."""
+nothing); and `report`, which prints a bench's table and appends it to the benchmarks page."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -44,3 +45,13 @@ def save_bar_pair(path: Path, names: Sequence[str], left: tuple[str, Sequence[fl
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def report(text: str, plot_path: Path, out: Path | None) -> None:
+    """Print a bench's table and where its plot is; with `out`, append the table to that
+    markdown file under a dated "Run of" heading."""
+    print(text)
+    print(f"plot: {plot_path}")
+    if out is not None:
+        with open(out, "a") as f:
+            f.write(f"\n### Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n{text}\n")

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Producer
-from line_plot import save_bar_pair
+from line_plot import report, save_bar_pair
 
 from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.processes import LocalCluster, free_port_block
@@ -171,15 +171,10 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         rows = run(args.mb, args.value_bytes, Path(d))
-    text = table(rows)
-    print(text)
     save_bar_pair(PLOT, [r[0] for r in rows], ("MB/s", [r[3] for r in rows]),
                   ("probe produce p99 ms meanwhile", [r[5] for r in rows]),
                   "Moving a replica between log dirs against copying its files, same data, same run")
-    print(f"plot: {PLOT}")
-    if args.out:
-        with open(args.out, "a") as f:
-            f.write(f"\n### Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n{text}\n")
+    report(table(rows), PLOT, args.out)
     return 0
 
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from line_plot import save_bar_pair
+from line_plot import report, save_bar_pair
 
 from kmirror.client.connection import BrokerConnection
 from kmirror.security.client_config import ClientSecurity, client_security
@@ -162,13 +162,8 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         rows = run(args.seconds, args.concurrency, Path(d))
-    text = table(rows)
-    print(text)
     plot(rows, PLOT)
-    print(f"plot: {PLOT}")
-    if args.out:
-        with open(args.out, "a") as f:
-            f.write(f"\n### Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n{text}\n")
+    report(table(rows), PLOT, args.out)
     return 0
 
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, ShareConsumer
-from line_plot import save_bar_pair
+from line_plot import report, save_bar_pair
 
 from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.processes import LocalCluster, free_port_block
@@ -133,13 +133,8 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         rows = run(args.records, args.partitions, args.value_bytes, Path(d))
-    text = table(rows)
-    print(text)
     plot(rows, PLOT)
-    print(f"plot: {PLOT}")
-    if args.out:
-        with open(args.out, "a") as f:
-            f.write(f"\n### Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n{text}\n")
+    report(table(rows), PLOT, args.out)
     return 0
 
 
