@@ -30,6 +30,15 @@ def _manager(fs: MemoryFileSystem) -> LogManager:
     return m
 
 
+def _partition(fs: MemoryFileSystem) -> tuple[LogManager, Log, str, str]:
+    """A manager of two log dirs holding TP's log: (manager, log, its dir, the other dir)."""
+    m = _manager(fs)
+    log = m.get_or_create_log(TP, uuid.UUID(int=1))
+    source = m.log_dir_of(TP)
+    assert source is not None
+    return m, log, source, "/d2" if source == "/d1" else "/d1"
+
+
 def _batches(log: Log) -> list[bytes]:
     """Every batch of the log, whatever its segments."""
     out: list[bytes] = []
@@ -51,10 +60,7 @@ def _copy_all(current: Log, future: Log) -> None:
 
 def test_a_future_log_follows_appends_truncation_and_the_log_start_then_replaces_the_log() -> None:
     fs = MemoryFileSystem()
-    m = _manager(fs)
-    current = m.get_or_create_log(TP, uuid.UUID(int=1))
-    source = m.log_dir_of(TP)
-    destination = "/d2" if source == "/d1" else "/d1"
+    m, current, source, destination = _partition(fs)
     for epoch in (0, 0, 1):
         current.append_as_leader(_batch(5), epoch)
     future = m.create_future_log(TP, destination, "f1")
@@ -83,9 +89,7 @@ def test_a_future_log_follows_appends_truncation_and_the_log_start_then_replaces
 
 def test_a_log_start_past_the_future_log_and_compacted_gaps() -> None:
     fs = MemoryFileSystem()
-    m = _manager(fs)
-    current = m.get_or_create_log(TP, uuid.UUID(int=1))
-    destination = "/d2" if m.log_dir_of(TP) == "/d1" else "/d1"
+    m, current, _, destination = _partition(fs)
     current.append_as_follower(build_batch([(b"k", b"a", (), NOW)], base_offset=0))
     current.append_as_follower(build_batch([(b"k", b"b", (), NOW)], base_offset=7))  # a gap, as compacted
     future = m.create_future_log(TP, destination, "f1")
@@ -105,10 +109,7 @@ def test_a_log_start_past_the_future_log_and_compacted_gaps() -> None:
 
 def test_a_move_a_restart_interrupted_goes_on_and_one_without_its_partition_is_removed() -> None:
     fs = MemoryFileSystem()
-    m = _manager(fs)
-    current = m.get_or_create_log(TP, uuid.UUID(int=1))
-    source = m.log_dir_of(TP)
-    destination = "/d2" if source == "/d1" else "/d1"
+    m, current, source, destination = _partition(fs)
     for _ in range(4):
         current.append_as_leader(_batch(5), 0)
     future = m.create_future_log(TP, destination, "f1")
@@ -136,14 +137,10 @@ def test_a_move_a_restart_interrupted_goes_on_and_one_without_its_partition_is_r
 
 def test_a_partition_in_two_log_dirs_keeps_the_longer_log() -> None:
     fs = MemoryFileSystem()
-    m = _manager(fs)
-    tid = uuid.UUID(int=1)
-    current = m.get_or_create_log(TP, tid)
-    source = m.log_dir_of(TP)
-    destination = "/d2" if source == "/d1" else "/d1"
+    m, current, source, destination = _partition(fs)
     current.append_as_leader(_batch(5), 0)
     m.close()
-    other = Log.open(fs, f"{destination}/t-0", TP, LogConfig(), ManualClock(NOW), tid)
+    other = Log.open(fs, f"{destination}/t-0", TP, LogConfig(), ManualClock(NOW), uuid.UUID(int=1))
     other.append_as_leader(_batch(3), 0)
     other.close()
     again = _manager(fs)
