@@ -36,10 +36,11 @@ from kmirror.types import TopicPartition
 log = logging.getLogger(__name__)
 
 IDLE_PAUSE_S = 0.05
+"""A pass that could only wait (a cleaning round under way) sleeps this long."""
 THROTTLE_WINDOW_S = 1.0
+"""The throttle counts the bytes copied over windows of this length."""
 MAX_PREFERRED_DIRS = 100_000
 """Log dirs remembered for replicas this broker does not host yet, at most."""
-"""A pass that could only wait (a cleaning round under way) sleeps this long."""
 FLUSH_BYTES = 4 << 20
 """A future log is flushed each time this much was copied into it, so that the flush of the
 replacement (in one step of the loop) has little left to write: a few ms a step, not the
@@ -110,7 +111,7 @@ class LogDirMover:
         if self._task is not None:
             self._task.cancel()
             self._task = None
-        for move in self.moves.values():  # removed at the next start: the move is asked for again
+        for move in self.moves.values():  # the next start takes the moves on
             move.log.close()
 
     async def _run(self) -> None:
