@@ -112,7 +112,7 @@ def test_replicas_move_to_another_log_dir_while_written(tmp_path: Path) -> None:
                 ConfigEntry("cordoned.log.dirs", before[0], incremental_operation=AlterConfigOpType.SET)])
             cordon.incremental_alter_configs([resource])[resource].result(30)
             (refused,) = admin.alter_replica_log_dirs({("moving", 0, 1): before[0]}).values()
-            assert refused is errors.KafkaStorageError
+            assert refused is errors.InvalidReplicationAssignmentError  # INVALID_REPLICA_ASSIGNMENT
         finally:
             admin.close()
 

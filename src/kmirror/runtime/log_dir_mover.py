@@ -67,7 +67,7 @@ class LogDirMover:
         if log_dir is None:
             return ApiError(ErrorCode.log_dir_not_found, f"Log dir {path} is not found in the config.")
         if log_dir in self._log_dirs.cordoned():
-            return ApiError(ErrorCode.kafka_storage_error, f"Log directory {log_dir} is cordoned")
+            return ApiError(ErrorCode.invalid_replica_assignment, f"Log directory {log_dir} is cordoned")
         move = self.moves.get(tp)
         if move is not None and move.log_dir != log_dir:
             self._give_up(tp, f"another log dir, {log_dir}, was asked for")

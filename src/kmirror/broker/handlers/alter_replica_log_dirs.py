@@ -2,7 +2,8 @@
 Each partition is answered at once (NONE: the move is under way, or the replica is there
 already); the move runs in the background (`runtime.log_dir_mover`) and DescribeLogDirs shows
 it as a future replica until it is done. Kafka's errors: LOG_DIR_NOT_FOUND for a path that
-is not one of `log.dirs`, KAFKA_STORAGE_ERROR for a cordoned one (KIP-1066),
+is not one of `log.dirs`, INVALID_REPLICA_ASSIGNMENT for a cordoned one (KIP-1066, as Kafka 4.3
+answers it; the KIP said KAFKA_STORAGE_ERROR),
 REPLICA_NOT_AVAILABLE for a partition this broker does not host. ALTER on the cluster is
 needed (`api_authorization`)."""
 
