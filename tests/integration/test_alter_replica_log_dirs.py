@@ -220,3 +220,69 @@ def test_a_log_dir_asked_before_the_replica_exists_is_where_its_log_is_created(t
             admin.close()
         create_topic(c.bootstrap, "later", partitions=4)
         assert sorted(p.name for p in Path(second).glob("later-*")) == [f"later-{p}" for p in range(4)]
+
+
+def test_a_consumer_reads_on_while_the_log_moves_back_and_forth(tmp_path: Path) -> None:
+    """Fetches parked in the purgatory and reads served between copy steps see the same records
+    before, during and after each replacement of the log."""
+    from confluent_kafka import Consumer
+    from kafka import KafkaAdminClient
+
+    node_dir = tmp_path / "one" / "node-1"
+    first, second = str(node_dir / "data"), str(node_dir / "data2")
+    with LocalCluster(dir=tmp_path / "one", port=free_port_block(), overrides={"log.dirs": f"{first},{second}"}) as c:
+        create_topic(c.bootstrap, "busy", partitions=1)
+        stop = threading.Event()
+        sent: list[bytes] = []
+
+        def write() -> None:
+            producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 2})
+            n = 0
+            while not stop.is_set():
+                value = b"v-%06d-" % n + os.urandom(300)
+                producer.produce("busy", value=value, on_delivery=lambda err, msg: sent.append(msg.value())
+                                 if err is None else None)
+                n += 1
+                producer.poll(0.001)
+            producer.flush(30)
+
+        read: list[tuple[int, bytes]] = []
+        errors_seen: list[str] = []
+
+        def consume() -> None:
+            consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "reader",
+                                 "auto.offset.reset": "earliest", "fetch.wait.max.ms": 200})
+            consumer.subscribe(["busy"])
+            while not stop.is_set() or len(read) < len(sent):
+                msg = consumer.poll(0.2)
+                if msg is None:
+                    if stop.is_set() and len(read) >= len(sent):
+                        break
+                    continue
+                if msg.error():
+                    errors_seen.append(str(msg.error()))
+                    continue
+                read.append((msg.offset(), msg.value()))
+            consumer.close()
+
+        threads = [threading.Thread(target=write), threading.Thread(target=consume)]
+        for t in threads:
+            t.start()
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+        try:
+            for i in range(6):
+                more = len(sent) + 2000
+                wait_until(lambda more=more: len(sent) > more, "more records written")
+                (here,) = [d for d in (first, second) if (Path(d) / "busy-0").exists()]
+                there = second if here == first else first
+                admin.alter_replica_log_dirs({("busy", 0, 1): there})
+                wait_until(lambda there=there: replicas(admin, "busy") == [(0, there, False)], f"move {i} done")
+        finally:
+            stop.set()
+            threads[0].join()
+            wait_until(lambda: len(read) >= len(sent), "the consumer at the end", timeout_s=60)
+            threads[1].join()
+            admin.close()
+        assert [o for o, _ in read] == list(range(len(read)))  # every offset once, in order
+        assert sorted(v for _, v in read) == sorted(sent) and not errors_seen
+        assert "Traceback" not in c.log_text(1)
