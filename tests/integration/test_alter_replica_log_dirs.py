@@ -232,7 +232,7 @@ def test_a_consumer_reads_on_while_the_log_moves_back_and_forth(tmp_path: Path) 
     first, second = str(node_dir / "data"), str(node_dir / "data2")
     with LocalCluster(dir=tmp_path / "one", port=free_port_block(), overrides={"log.dirs": f"{first},{second}"}) as c:
         create_topic(c.bootstrap, "busy", partitions=1)
-        stop = threading.Event()
+        stop, written = threading.Event(), threading.Event()
         sent: list[bytes] = []
 
         def write() -> None:
@@ -245,6 +245,7 @@ def test_a_consumer_reads_on_while_the_log_moves_back_and_forth(tmp_path: Path) 
                 n += 1
                 producer.poll(0.001)
             producer.flush(30)
+            written.set()  # every acknowledgement is in `sent`
 
         read: list[tuple[int, bytes]] = []
         errors_seen: list[str] = []
@@ -253,11 +254,9 @@ def test_a_consumer_reads_on_while_the_log_moves_back_and_forth(tmp_path: Path) 
             consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "reader",
                                  "auto.offset.reset": "earliest", "fetch.wait.max.ms": 200})
             consumer.subscribe(["busy"])
-            while not stop.is_set() or len(read) < len(sent):
+            while not (written.is_set() and len(read) >= len(sent)):
                 msg = consumer.poll(0.2)
                 if msg is None:
-                    if stop.is_set() and len(read) >= len(sent):
-                        break
                     continue
                 if msg.error():
                     errors_seen.append(str(msg.error()))
