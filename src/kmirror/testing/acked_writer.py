@@ -3,8 +3,10 @@ that every record it got acknowledged is at its offset in another cluster exactl
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -15,10 +17,21 @@ class AckedWriter(threading.Thread):
     """Writes unique keyed values (`<tag>-<i>`, header `writer`) to every partition of `topic`
     until `finish()`; remembers what was acknowledged at which (partition, offset)."""
 
-    def __init__(self, bootstrap: str, tag: str, topic: str, partitions: int) -> None:
+    def __init__(self, bootstrap: str, tag: str, topic: str, partitions: int, client_log: Path | None = None) -> None:
+        """`client_log`: a file for the producer's log with librdkafka's idempotence debug
+        (`debug=eos`: producer ids, epochs, drains and their reasons), to explain a duplicate."""
         super().__init__(daemon=True)
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                  "compression.type": "lz4", "linger.ms": 10, "message.timeout.ms": 120000})
+        config: dict[str, Any] = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                                  "compression.type": "lz4", "linger.ms": 10, "message.timeout.ms": 120000}
+        if client_log is not None:
+            logger = logging.getLogger(f"kmirror.testing.acked_writer.{tag}")
+            handler = logging.FileHandler(client_log)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(logging.DEBUG)
+            logger.propagate = False
+            config |= {"debug": "eos", "logger": logger}
+        self.producer = Producer(config)
         self.tag = tag
         self.topic = topic
         self.partitions = partitions

@@ -319,7 +319,7 @@ def run_linked(source: LocalCluster, dest: LocalCluster, links: list[Link], seed
     for fault in plan:
         log(f"  {fault}")
     set_up(source, dest, work, through=source.link_bootstrap)
-    writer = AckedWriter(source.bootstrap, f"chaos-{seed}", TOPIC, PARTITIONS)
+    writer = AckedWriter(source.bootstrap, f"chaos-{seed}", TOPIC, PARTITIONS, work / "writer.log")
     txn_writer = TransactionalWriter(source.bootstrap, f"chaos-txn-{seed}", TXN_TOPIC, PARTITIONS, seed)
     groups = GroupCommitter(source.bootstrap, f"chaos-{seed}", TOPIC, PARTITIONS)
     for thread in (writer, txn_writer, groups):
@@ -368,7 +368,7 @@ def fail_back(source: LocalCluster, dest: LocalCluster, links: list[Link], seed:
     log(f"failback with roles swapped (source = the destination), {len(plan)} faults:")
     for fault in plan:
         log(f"  {fault}")
-    writer = AckedWriter(dest.bootstrap, f"failback-{seed}", TOPIC, PARTITIONS)
+    writer = AckedWriter(dest.bootstrap, f"failback-{seed}", TOPIC, PARTITIONS, work / "failback-writer.log")
     txn_writer = TransactionalWriter(dest.bootstrap, f"failback-txn-{seed}", TXN_TOPIC, PARTITIONS, seed + 1)
     writer.start()
     txn_writer.start()
