@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 
 from kmirror.cli import consumer_groups_output as out
@@ -253,9 +252,7 @@ async def reset_offsets(admin: Admin, groups: Sequence[str], args: argparse.Name
             failed = True
             continue
         committed = await admin.list_consumer_group_offsets(group_id)
-        partitions = await reset.partitions_to_reset(admin, args.topic or [], committed, args.all_topics)
-        await reset.check_partitions_valid(admin, partitions)
-        offsets = await reset.new_offsets(admin, scenario, partitions, committed, int(time.time() * 1000))
+        offsets = await reset.planned_offsets(admin, args, scenario, committed)
         if args.execute and offsets:
             results = await admin.alter_consumer_group_offsets(
                 group_id, {tp: OffsetAndMetadata(o) for tp, o in offsets.items()})

@@ -14,6 +14,7 @@ import argparse
 import datetime
 import re
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -212,6 +213,15 @@ async def new_offsets(admin: Admin, scenario: ResetScenario, partitions: Sequenc
                 else _known(end[tp], f"Error getting ending offset of topic partition: {tp}") for tp in partitions}
     raise CommandError("Option --reset-offsets requires one of the following scenarios: --to-offset, --shift-by, "
                        "--to-datetime, --by-duration, --to-earliest, --to-latest, --to-current")
+
+
+async def planned_offsets(admin: Admin, args: argparse.Namespace, scenario: ResetScenario,
+                          committed: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, int]:
+    """The offsets a reset moves a group to: the partitions `--topic`/`--all-topics` name,
+    checked, and the scenario applied from the group's `committed` offsets now."""
+    partitions = await partitions_to_reset(admin, args.topic or [], committed, args.all_topics)
+    await check_partitions_valid(admin, partitions)
+    return await new_offsets(admin, scenario, partitions, committed, int(time.time() * 1000))
 
 
 async def _offsets_for_timestamp(admin: Admin, partitions: Sequence[TopicPartition],

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 
 from kmirror.cli import consumer_groups_output as out
@@ -140,9 +139,7 @@ async def reset_offsets(admin: Admin, groups: Sequence[str], args: argparse.Name
             failed = True
             continue
         starts = {tp: OffsetAndMetadata(o) for tp, o in current.items() if o >= 0}
-        partitions = await reset.partitions_to_reset(admin, args.topic or [], starts, args.all_topics)
-        await reset.check_partitions_valid(admin, partitions)
-        offsets = await reset.new_offsets(admin, scenario, partitions, starts, int(time.time() * 1000))
+        offsets = await reset.planned_offsets(admin, args, scenario, starts)
         if args.execute and offsets:
             errors = [e for e in (await admin.alter_share_group_offsets(group_id, offsets)).values() if e is not None]
             if errors:

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kmirror.config.definitions import LONG_MAX
 from kmirror.log.log import Log
 from kmirror.log.outcomes import AppendError, OffsetOutOfRange
 
 COPY_STEP_BYTES = 1 << 20
+QUOTA_WINDOW_S = 1.0
+"""The copy quota counts the bytes copied over windows of this length."""
 
 
 class FutureLogError(RuntimeError):
@@ -82,3 +85,21 @@ def copy_step(current: Log, future: Log, step_bytes: int = COPY_STEP_BYTES) -> b
     if isinstance(appended, AppendError):
         raise FutureLogError(f"{future.topic_partition}: {appended.message}")
     return future.log_end_offset == current.log_end_offset
+
+
+@dataclass(slots=True)
+class CopyQuota:
+    """`replica.alter.log.dirs.io.max.bytes.per.second` over all of a broker's moves (Kafka's
+    ReplicaAlterLogDirs quota): how long to pause after a step so that the bytes copied in the
+    current window stay within the rate. No rate (LONG_MAX) pauses nothing."""
+
+    window_start: float = 0.0
+    copied: int = 0
+
+    def pause_s(self, now: float, copied: int, rate: int) -> float:
+        if now - self.window_start > QUOTA_WINDOW_S:
+            self.window_start, self.copied = now, 0
+        self.copied += copied
+        if rate >= LONG_MAX:
+            return 0.0
+        return max(self.copied / rate - (now - self.window_start), 0.0)

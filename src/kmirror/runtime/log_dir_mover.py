@@ -25,8 +25,7 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
-from kmirror.config.definitions import LONG_MAX
-from kmirror.log.future_logs import FutureLog, FutureLogError, copy_step, offset_lag
+from kmirror.log.future_logs import CopyQuota, FutureLog, FutureLogError, copy_step, offset_lag
 from kmirror.log.log_manager import LogManager
 from kmirror.metadata.controller.result import ApiError
 from kmirror.replication.replica_manager import ReplicaManager
@@ -37,8 +36,6 @@ log = logging.getLogger(__name__)
 
 IDLE_PAUSE_S = 0.05
 """A pass that could only wait (a cleaning round under way) sleeps this long."""
-THROTTLE_WINDOW_S = 1.0
-"""The throttle counts the bytes copied over windows of this length."""
 MAX_PREFERRED_DIRS = 100_000
 """Log dirs remembered for replicas this broker does not host yet, at most."""
 FLUSH_BYTES = 4 << 20
@@ -54,7 +51,7 @@ class LogDirMover:
         self._replicas = replica_manager
         self._log_dirs = log_dirs
         self._cleaning = cleaning
-        self._window = (0.0, 0)  # the throttle's window: when it began, bytes copied since
+        self._quota = CopyQuota()
         self.moves: dict[TopicPartition, FutureLog] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -123,21 +120,10 @@ class LogDirMover:
             for tp in list(self.moves):
                 copied = self._step(tp)
                 waited &= copied is None
-                await asyncio.sleep(self._throttle(copied or 0))
+                await asyncio.sleep(self._quota.pause_s(
+                    asyncio.get_running_loop().time(), copied or 0, self._log_dirs.move_rate()))
             if waited:
                 await asyncio.sleep(IDLE_PAUSE_S)
-
-    def _throttle(self, copied: int) -> float:
-        """Seconds to pause so that the copy keeps to `replica.alter.log.dirs.io.max.bytes.per.second`
-        (Kafka's ReplicaAlterLogDirs quota), over windows of about a second."""
-        now = asyncio.get_running_loop().time()
-        start, total = self._window
-        if now - start > THROTTLE_WINDOW_S:
-            start, total = now, 0
-        total += copied
-        self._window = (start, total)
-        rate = self._log_dirs.move_rate()
-        return max(total / rate - (now - start), 0.0) if rate < LONG_MAX else 0.0
 
     def _step(self, tp: TopicPartition) -> int | None:
         """One copy step of `tp`'s move, and its replacement once caught up: the bytes copied,

@@ -6,8 +6,9 @@ replacement leaves one whole log at the next load."""
 
 import uuid
 
+from kmirror.config.definitions import LONG_MAX
 from kmirror.log.config import LogConfig
-from kmirror.log.future_logs import copy_step
+from kmirror.log.future_logs import CopyQuota, copy_step
 from kmirror.log.log import Log
 from kmirror.log.log_manager import LogManager
 from kmirror.ports import ManualClock
@@ -146,3 +147,12 @@ def test_a_partition_in_two_log_dirs_keeps_the_longer_log() -> None:
     again = _manager(fs)
     assert again.log_dir_of(TP) == source and again.get_log(TP).log_end_offset == 5
     assert "t-0" not in fs.listdir(destination)
+
+
+def test_the_copy_quota_paces_steps_to_its_rate_and_no_rate_never_pauses() -> None:
+    quota = CopyQuota()
+    mib = 1 << 20
+    assert quota.pause_s(10.0, mib, mib) == 1.0  # a 1 MiB step at 1 MiB/s: wait out the second
+    assert quota.pause_s(10.5, mib, mib) == 1.5  # the same window: 2 MiB copied half a second in
+    assert quota.pause_s(12.0, mib, mib) == 1.0  # a new window
+    assert CopyQuota().pause_s(10.0, 100 * mib, LONG_MAX) == 0.0
