@@ -141,6 +141,7 @@ POLICIES: dict[int, Policy] = {
     67: cluster(CLUSTER_ACTION),  # AllocateProducerIds (controller plane)
     68: checks(group(READ)),  # ConsumerGroupHeartbeat (and DESCRIBE on subscribed topics in the handler)
     69: PER_RESOURCE,  # ConsumerGroupDescribe
+    73: cluster(CLUSTER_ACTION),  # AssignReplicasToDirs (controller plane)
     74: cluster(DESCRIBE_CONFIGS),  # ListConfigResources
     75: PER_RESOURCE,  # DescribeTopicPartitions
     76: checks(group(READ)),  # ShareGroupHeartbeat (and DESCRIBE on subscribed topics in the handler)

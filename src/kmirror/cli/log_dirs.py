@@ -11,9 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from kio.schema.errors import ErrorCode
+
 from kmirror.cli.command_config import add_admin_arguments, admin_options
 from kmirror.cli.errors import CommandError
 from kmirror.client.admin import Admin
+from kmirror.client.reassignments import LogDirReplica
+from kmirror.types import TopicPartition
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,11 +50,21 @@ async def run(args: argparse.Namespace) -> int:
         described = {broker: await admin.describe_log_dirs(broker) for broker in brokers}
     print(f"Received log directory information from brokers {','.join(map(str, brokers))}")
     print(json.dumps({"brokers": [
-        {"broker": broker, "logDirs": [
-            {"partitions": [{"partition": f"{tp.topic}-{tp.partition}", "size": r.size, "offsetLag": r.offset_lag,
-                             "isFuture": r.is_future}
-                            for tp, r in sorted(partitions.items()) if topics is None or tp.topic in topics],
-             "error": None, "logDir": log_dir}
-            for log_dir, partitions in sorted(dirs.items())]}
+        {"broker": broker, "logDirs": [_log_dir(log_dir, partitions, topics) for log_dir, partitions in sorted(dirs.items())]}
         for broker, dirs in described.items()], "version": 1}, separators=(",", ":")))
     return 0
+
+
+def _log_dir(log_dir: str, partitions: dict[TopicPartition, LogDirReplica] | ErrorCode,
+             topics: set[str] | None) -> dict[str, object]:
+    """One log dir as Kafka's tool prints it; a failed one (KIP-858) with its error's exception."""
+    if isinstance(partitions, ErrorCode):
+        return {"partitions": [], "error": f"org.apache.kafka.common.errors.{_EXCEPTIONS.get(partitions, partitions.name)}",
+                "logDir": log_dir}
+    return {"partitions": [{"partition": f"{tp.topic}-{tp.partition}", "size": r.size, "offsetLag": r.offset_lag,
+                            "isFuture": r.is_future}
+                           for tp, r in sorted(partitions.items()) if topics is None or tp.topic in topics],
+            "error": None, "logDir": log_dir}
+
+
+_EXCEPTIONS = {ErrorCode.kafka_storage_error: "KafkaStorageException"}

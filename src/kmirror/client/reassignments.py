@@ -141,14 +141,17 @@ class ReassignmentAdmin:
                     out[tp] = (current, result.log_dir) if p.is_future_key else (result.log_dir, future)
         return out
 
-    async def describe_log_dirs(self, broker_id: int) -> dict[str, dict[TopicPartition, LogDirReplica]]:
-        """log dir -> partition -> its replica there, as reported by `broker_id`."""
+    async def describe_log_dirs(self, broker_id: int) -> dict[str, dict[TopicPartition, LogDirReplica] | ErrorCode]:
+        """log dir -> partition -> its replica there, as reported by `broker_id`; a dir the
+        broker answers with an error (KAFKA_STORAGE_ERROR: it failed, KIP-858) -> that error."""
         conn = await self.cluster.connection(broker_id)
         response = await conn.send(conn.build_request(DESCRIBE_LOG_DIRS, topics=None))
         check(getattr(response, "error_code", 0), context=f"DescribeLogDirs on broker {broker_id}")
-        out: dict[str, dict[TopicPartition, LogDirReplica]] = {}
+        out: dict[str, dict[TopicPartition, LogDirReplica] | ErrorCode] = {}
         for result in response.results:
-            check(result.error_code, context=result.log_dir)
+            if result.error_code != ErrorCode.none:
+                out[result.log_dir] = ErrorCode(result.error_code)
+                continue
             out[result.log_dir] = {
                 TopicPartition(t.name, int(p.partition_index)): LogDirReplica(
                     int(p.partition_size), int(p.offset_lag), bool(p.is_future_key))

@@ -20,6 +20,16 @@ from typing import Protocol
 Buffer = bytes | bytearray | memoryview
 
 
+class KafkaStorageError(Exception):
+    """A log directory failed (Kafka's `KafkaStorageException`): an operation on it, or on a
+    log that was in it, cannot be done. The partitions there are offline on this node
+    (KAFKA_STORAGE_ERROR to clients) until it restarts with the directory back."""
+
+    def __init__(self, log_dir: str, detail: str = "") -> None:
+        super().__init__(f"log directory {log_dir} is offline" + (f": {detail}" if detail else ""))
+        self.log_dir = log_dir
+
+
 class FileSystem(Protocol):
     def append(self, path: str, data: Buffer, *, keep_open: bool = True) -> int:
         """Append `data` at the end of `path` (created if missing); returns the position it starts at.

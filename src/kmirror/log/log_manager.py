@@ -9,7 +9,11 @@ leftover `-delete` directories are removed at load.
 
 A log being moved to another log dir (AlterReplicaLogDirs, `log.future_logs`) has a future
 log there, `<topic>-<partition>.<id>-future`, which takes the place of the current one once
-it has caught up (`replace_with_future`). A future log a restart left is loaded with its
+it has caught up (`replace_with_future`). A log dir that fails (KIP-858) is taken offline
+(`take_dir_offline`): its logs are dropped unflushed, no new log goes there, its checkpoints
+are no longer written, and while a dir is offline a log that is not new (the controller knows
+its directory) is not created elsewhere (Kafka's `LogManager.getOrCreateLog`), since it may
+be in the failed dir. A future log a restart left is loaded with its
 partition and its move goes on (`futures`); one without its partition is removed. A partition found in two log dirs (a
 crash between the two renames of a replacement, which hold the same records) keeps the
 longer log, and the other is deleted.
@@ -32,7 +36,7 @@ from kmirror.log.checkpoint import (
     OffsetCheckpoint,
 )
 from kmirror.log.config import LogConfig
-from kmirror.log.fs import FileSystem, join
+from kmirror.log.fs import FileSystem, KafkaStorageError, join
 from kmirror.log.log import Log
 from kmirror.log.producer_state import PRODUCER_ID_EXPIRATION_MS
 from kmirror.ports import Clock
@@ -80,6 +84,8 @@ class LogManager:
         # logs whose topic id or directory is not durable yet (`flush_new_logs`); a deque, as
         # the loop appends while a worker thread takes
         self._new_logs: deque[Log] = deque()
+        self.offline_dirs: set[str] = set()
+        """Log dirs that failed (KIP-858): nothing is read or written there any more."""
 
     # -- load -------------------------------------------------------------------------------
 
@@ -176,7 +182,9 @@ class LogManager:
         return self.logs.get(tp)
 
     def get_or_create_log(self, tp: TopicPartition, topic_id: UUID | None = None,
-                          config: LogConfig | None = None) -> Log:
+                          config: LogConfig | None = None, *, is_new: bool = True) -> Log:
+        """`is_new`: the controller has not placed the replica in a directory yet; one it has
+        placed is not created anew while a log dir is offline (KafkaStorageError)."""
         log = self.logs.get(tp)
         if log is not None:
             if config is not None:
@@ -184,6 +192,9 @@ class LogManager:
             if topic_id is not None and log.topic_id is None:
                 log.topic_id = topic_id
             return log
+        if not is_new and self.offline_dirs:
+            raise KafkaStorageError(", ".join(sorted(self.offline_dirs)),
+                                    f"cannot create the log of {tp}: it may be there")
         log_dir = self.preferred_dirs.pop(tp, None) or self._next_log_dir()
         log = Log.open(self.fs, join(log_dir, tp.dir_name), tp, config or self.default_config, self.clock,
                        topic_id)
@@ -228,8 +239,36 @@ class LogManager:
         cordoned; when all are, in the first (Kafka's LogManager.nextLogDirs: the controller may
         have placed the replica here just before the last directory was cordoned)."""
         cordoned = self.cordoned()
-        candidates = [d for d in self.log_dirs if d not in cordoned] or self.log_dirs[:1]
+        online = self.online_dirs
+        if not online:
+            raise KafkaStorageError(", ".join(self.log_dirs))
+        candidates = [d for d in online if d not in cordoned] or online[:1]
         return min(candidates, key=lambda d: self._per_dir[d])
+
+    @property
+    def online_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def take_dir_offline(self, log_dir: str) -> list[TopicPartition]:
+        """`log_dir` failed: its logs (and the moves to or from it) are dropped without a
+        flush, their handles closed; returns the partitions whose log was there."""
+        self.offline_dirs.add(log_dir)
+        gone = [tp for tp, d in self._dir_of.items() if d == log_dir]
+        for tp in gone:
+            log = self.logs.pop(tp)
+            del self._dir_of[tp]
+            self._per_dir[log_dir] -= 1
+            log.closed = True
+            for segment in log.segments:
+                for path in (segment.log_path, segment.offset_index.path, segment.time_index.path):
+                    self.fs.close(path)
+        for tp, (future_dir, future) in list(self.futures.items()):
+            if future_dir == log_dir or tp in gone:
+                del self.futures[tp]
+                future.closed = True
+        self.preferred_dirs = {tp: d for tp, d in self.preferred_dirs.items() if d != log_dir}
+        self._new_logs = deque(log for log in self._new_logs if not log.closed)
+        return gone
 
     def log_dir_of(self, tp: TopicPartition) -> str | None:
         return self._dir_of.get(tp)
@@ -292,8 +331,8 @@ class LogManager:
     # -- background work --------------------------------------------------------------------
 
     def checkpoint_recovery_points(self) -> None:
-        """Write every log dir's recovery-point, log-start-offset and high watermark checkpoints."""
-        self._write_checkpoints(self.log_dirs)
+        """Write every online log dir's recovery-point, log-start-offset and high watermark checkpoints."""
+        self._write_checkpoints(self.online_dirs)
 
     def _write_checkpoints(self, log_dirs: Iterable[str]) -> None:
         self.write_checkpoints(self.checkpoint_snapshot(log_dirs))
@@ -303,7 +342,9 @@ class LogManager:
         (log dir, checkpoint name, offsets): taken where the logs change, written by
         `write_checkpoints` elsewhere (a worker thread: ten thousand partitions' fsync'd files)."""
         out: list[tuple[str, str, dict[TopicPartition, int]]] = []
-        for log_dir in self.log_dirs if log_dirs is None else log_dirs:
+        for log_dir in self.online_dirs if log_dirs is None else log_dirs:
+            if log_dir in self.offline_dirs:
+                continue
             # list(): one copy, taken atomically, while a worker thread may be creating logs
             logs = [log for tp, log in list(self.logs.items()) if self._dir_of.get(tp) == log_dir]
             out.append((log_dir, RECOVERY_POINT_CHECKPOINT, {log.topic_partition: log.recovery_point for log in logs}))
@@ -341,4 +382,4 @@ class LogManager:
         """Clean shutdown: flush and close every log, then write the checkpoints."""
         for log in self.logs.values():
             log.close()
-        self._write_checkpoints(self.log_dirs)
+        self._write_checkpoints(self.online_dirs)

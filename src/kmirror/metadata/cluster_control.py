@@ -30,6 +30,7 @@ from kmirror.metadata.controller.brokers import (
     unregister_broker,
 )
 from kmirror.metadata.controller.elections import ElectionResult, elect_leaders
+from kmirror.metadata.controller.log_dirs import DirAssignment, assign_replicas_to_dirs
 from kmirror.metadata.controller.partition_change import eligible_brokers, imbalanced_partitions
 from kmirror.metadata.controller.reassignment import (
     OngoingReassignment,
@@ -94,24 +95,40 @@ class ClusterControl:
 
     def _heartbeat_result(
         self, broker_id: int, broker_epoch: int, offset: int, want_fence: bool, want_shut_down: bool,
-        cordoned_log_dirs: Sequence[uuid.UUID] | None = None,
+        cordoned_log_dirs: Sequence[uuid.UUID] | None = None, offline_log_dirs: Sequence[uuid.UUID] = (),
     ) -> ControllerResult[HeartbeatReply]:
         return broker_heartbeat(
             self._image, broker_id, broker_epoch, offset, want_fence, want_shut_down, self.heartbeats,
-            self._now_ms(), self._unclean_default(), cordoned_log_dirs,
+            self._now_ms(), self._unclean_default(), cordoned_log_dirs, offline_log_dirs,
         )
 
     async def broker_heartbeat(
         self, broker_id: int, broker_epoch: int, current_metadata_offset: int, want_fence: bool = False,
         want_shut_down: bool = False, cordoned_log_dirs: Sequence[uuid.UUID] | None = None,
+        offline_log_dirs: Sequence[uuid.UUID] = (),
     ) -> HeartbeatReply:
         async with self._lock:
             result = self._heartbeat_result(broker_id, broker_epoch, current_metadata_offset, want_fence, want_shut_down,
-                                            cordoned_log_dirs)
+                                            cordoned_log_dirs, offline_log_dirs)
             await self._commit(result.records)
             self._warn_unclean()
             assert result.response is not None
             return result.response
+
+    async def assign_replicas_to_dirs(
+        self, broker_id: int, broker_epoch: int, assignments: Sequence[DirAssignment],
+    ) -> tuple[ApiError, dict[DirAssignment, ApiError]]:
+        """AssignReplicasToDirs (KIP-858): the request's error and each replica's."""
+        async with self._lock:
+            result = assign_replicas_to_dirs(self._image, broker_id, broker_epoch, assignments,
+                                             eligible_brokers(self._image, self.heartbeats.shutting_down),
+                                             self._unclean_default())
+            await self._commit(result.records)
+            assert result.response is not None
+            error, errors, unclean = result.response
+            self.heartbeats.unclean_warnings.extend(unclean)
+            self._warn_unclean()
+            return error, errors
 
     async def check_broker_sessions(self) -> list[int]:
         """Fence every broker whose session expired; returns their ids. Nothing on a controller

@@ -15,6 +15,7 @@ from enum import IntEnum
 from types import MappingProxyType
 from typing import NamedTuple, TypeVar, cast
 
+from kmirror.metadata import directories as dir_ids
 from kmirror.metadata.records import (
     NO_BROKER,
     NO_LEADER_CHANGE,
@@ -77,10 +78,21 @@ class PartitionRegistration:
     adding_replicas: tuple[int, ...] = ()
     """During a reassignment `replicas` is the union of the target and the replicas being
     removed; `adding_replicas` are the target's new ones (Kafka's PartitionRegistration)."""
+    directories: tuple[uuid.UUID, ...] = ()
+    """The log directory of each replica, in the order of `replicas` (KIP-858); empty when not
+    tracked (`metadata.directories`)."""
 
     @property
     def is_reassigning(self) -> bool:
         return bool(self.removing_replicas or self.adding_replicas)
+
+    def directory(self, broker_id: int) -> uuid.UUID:
+        """The log directory of `broker_id`'s replica (`MIGRATING` when not tracked)."""
+        if self.directories:
+            for b, d in zip(self.replicas, self.directories, strict=False):
+                if b == broker_id:
+                    return d
+        return dir_ids.MIGRATING
 
     def merge(self, change: PartitionChangeRecord) -> PartitionRegistration:
         """Kafka's PartitionRegistration.merge: a new leader bumps the leader epoch; any change
@@ -89,14 +101,21 @@ class PartitionRegistration:
         if change.leader != NO_LEADER_CHANGE:
             leader = change.leader
             leader_epoch += 1
+        replicas = self.replicas if change.replicas is None else change.replicas
+        dirs = change.directories
+        if dirs is None:
+            dirs = self.directories
+            if self.directories and replicas != self.replicas:
+                dirs = dir_ids.directories_for(replicas, self.replicas, self.directories)
         return PartitionRegistration(
-            replicas=self.replicas if change.replicas is None else change.replicas,
+            replicas=replicas,
             isr=self.isr if change.isr is None else change.isr,
             leader=leader,
             leader_epoch=leader_epoch,
             partition_epoch=self.partition_epoch + 1,
             removing_replicas=self.removing_replicas if change.removing_replicas is None else change.removing_replicas,
             adding_replicas=self.adding_replicas if change.adding_replicas is None else change.adding_replicas,
+            directories=dirs,
         )
 
 
@@ -204,6 +223,28 @@ class MetadataImage:
         return (b is not None and not b.fenced and not b.in_controlled_shutdown
                 and broker_epoch in (-1, b.broker_epoch))
 
+    def offline_replicas(self, reg: PartitionRegistration) -> tuple[int, ...]:
+        """Replicas of `reg` whose log directory is not online on their broker (KIP-858): they
+        may not lead nor join the ISR. An unregistered broker's replicas are not counted here."""
+        if not reg.directories:
+            return ()
+        out = []
+        for b, d in zip(reg.replicas, reg.directories, strict=False):
+            broker = self.brokers.get(b)
+            if broker is not None and not dir_ids.is_online(d, broker.log_dirs):
+                out.append(b)
+        return tuple(out)
+
+    def is_new_replica(self, reg: PartitionRegistration, broker_id: int) -> bool:
+        """Whether `broker_id` may create its replica's log anew while one of its log dirs is
+        offline (KIP-858): the controller has placed it in no directory yet, or in one the
+        broker has online (the log was never created). A replica placed in a failed or unknown
+        directory may have its log there."""
+        directory = reg.directory(broker_id)
+        broker = self.brokers.get(broker_id)
+        return directory == dir_ids.UNASSIGNED or (
+            broker is not None and not dir_ids.is_reserved(directory) and directory in broker.log_dirs)
+
     def live_brokers(self) -> list[BrokerRegistration]:
         """Registered, unfenced brokers sorted by id."""
         return [b for _, b in sorted(self.brokers.items()) if not b.fenced]
@@ -296,7 +337,7 @@ class _Delta:
             case PartitionRecord():
                 self._partitions(record.topic_id)[record.partition_id] = PartitionRegistration(
                     record.replicas, record.isr, record.leader, record.leader_epoch, record.partition_epoch,
-                    record.removing_replicas, record.adding_replicas,
+                    record.removing_replicas, record.adding_replicas, record.directories,
                 )
             case PartitionChangeRecord():
                 parts = self._partitions(record.topic_id)
@@ -358,7 +399,9 @@ class _Delta:
                     if record.in_controlled_shutdown == 1:
                         b = brokers[broker_id] = replace(b, in_controlled_shutdown=True)
                     if record.cordoned_log_dirs is not None:
-                        brokers[broker_id] = replace(b, cordoned_log_dirs=record.cordoned_log_dirs)
+                        b = brokers[broker_id] = replace(b, cordoned_log_dirs=record.cordoned_log_dirs)
+                    if record.log_dirs is not None:
+                        brokers[broker_id] = replace(b, log_dirs=record.log_dirs)
             case AccessControlEntryRecord():
                 self._acls()[record.id] = AclBinding(
                     record.id,

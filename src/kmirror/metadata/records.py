@@ -72,8 +72,11 @@ class TopicRecord:
 
 @dataclass(frozen=True, slots=True)
 class PartitionRecord:
+    """`directories`: the log directory of each replica, in the order of `replicas` (KIP-858,
+    v2; empty: not tracked, as `MIGRATING` for each)."""
+
     TYPE_ID: ClassVar[int] = 3
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2
     partition_id: int
     topic_id: uuid.UUID
     replicas: tuple[int, ...]
@@ -83,6 +86,7 @@ class PartitionRecord:
     partition_epoch: int = 0
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    directories: tuple[uuid.UUID, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +103,12 @@ class ConfigRecord:
 @dataclass(frozen=True, slots=True)
 class PartitionChangeRecord:
     """Only the fields that change; `leader` NO_LEADER_CHANGE keeps it. A leader change bumps the
-    leader epoch; every change bumps the partition epoch (Kafka's PartitionRegistration.merge)."""
+    leader epoch; every change bumps the partition epoch (Kafka's PartitionRegistration.merge).
+    `directories` (KIP-858, v2): the replicas' log directories, in the order of the replicas
+    after the change; None keeps them (new replicas get `UNASSIGNED`)."""
 
     TYPE_ID: ClassVar[int] = 5
-    VERSION: ClassVar[int] = 0
+    VERSION: ClassVar[int] = 2
     partition_id: int
     topic_id: uuid.UUID
     isr: tuple[int, ...] | None = None
@@ -111,6 +117,7 @@ class PartitionChangeRecord:
     removing_replicas: tuple[int, ...] | None = None
     """None keeps them; () clears them (a reassignment completed or cancelled)."""
     adding_replicas: tuple[int, ...] | None = None
+    directories: tuple[uuid.UUID, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +141,9 @@ class BrokerRegistrationChangeRecord:
     """A registered broker's state changes (Kafka's record 17, version 3): entering controlled
     shutdown, so that every broker's image knows it is no longer eligible for an ISR (Kafka
     `Partition.isReplicaIsrEligible`; `in_controlled_shutdown` 1 enters it, 0 keeps it; a new
-    registration of the broker ends it), and the log directories it holds cordoned (KIP-1066;
-    None keeps them)."""
+    registration of the broker ends it), the log directories it holds cordoned (KIP-1066;
+    None keeps them), and its log directories still online (`log_dirs`, KIP-858: those a
+    heartbeat reported offline are left out; None keeps them)."""
 
     TYPE_ID: ClassVar[int] = 17
     VERSION: ClassVar[int] = 3
@@ -143,6 +151,7 @@ class BrokerRegistrationChangeRecord:
     broker_epoch: int
     in_controlled_shutdown: int = 0
     cordoned_log_dirs: tuple[uuid.UUID, ...] | None = None
+    log_dirs: tuple[uuid.UUID, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,11 +305,18 @@ def _tuple_or_none(v: Any) -> Any:
     return None if v is None else tuple(v)
 
 
+def _uuids_or_none(v: Any) -> Any:
+    return None if v is None else tuple(uuid.UUID(d) for d in v)
+
+
 _CONVERTERS: dict[tuple[type[Any], str], Callable[[Any], Any]] = {
     (RegisterBrokerRecord, "endpoints"): lambda v: tuple(BrokerEndpoint(*e) for e in v),
     (RegisterBrokerRecord, "log_dirs"): lambda v: tuple(uuid.UUID(d) for d in v),
-    (RegisterBrokerRecord, "cordoned_log_dirs"): lambda v: None if v is None else tuple(uuid.UUID(d) for d in v),
-    (BrokerRegistrationChangeRecord, "cordoned_log_dirs"): lambda v: None if v is None else tuple(uuid.UUID(d) for d in v),
+    (RegisterBrokerRecord, "cordoned_log_dirs"): _uuids_or_none,
+    (BrokerRegistrationChangeRecord, "cordoned_log_dirs"): _uuids_or_none,
+    (BrokerRegistrationChangeRecord, "log_dirs"): _uuids_or_none,
+    (PartitionRecord, "directories"): lambda v: tuple(uuid.UUID(d) for d in v),
+    (PartitionChangeRecord, "directories"): _uuids_or_none,
     (PartitionRecord, "replicas"): tuple,
     (PartitionRecord, "isr"): tuple,
     (PartitionRecord, "removing_replicas"): tuple,

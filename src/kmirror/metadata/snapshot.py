@@ -54,7 +54,7 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
         out.append(TopicRecord(name, topic.topic_id))
         out.extend(
             PartitionRecord(index, topic.topic_id, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch,
-                            p.removing_replicas, p.adding_replicas)
+                            p.removing_replicas, p.adding_replicas, p.directories)
             for index, p in sorted(topic.partitions.items())
         )
     for resource, values in sorted(image.configs.items()):

@@ -3,18 +3,22 @@ image says (Kafka `ReplicaManager.applyDelta`), a part of `ReplicaManager`.
 
 For every partition whose replicas include this node, `apply_image` creates a `Partition`
 over a log of the log manager, or updates the one it has (leadership, ISR, topic configs);
-it deletes the logs of partitions it no longer hosts and the stray logs found on disk.
+it deletes the logs of partitions it no longer hosts and the stray logs found on disk. A
+partition whose log dir failed is offline here (`take_offline`, KIP-858) until the image
+moves its replica away: it is not hosted again meanwhile.
 Partitions this node starts or stops following are announced to role listeners
 (`add_role_listener`): that is how the replica fetcher learns what to fetch and from whom.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 
 from kmirror.config.mirror import MIRROR_NAME_CONFIG
 from kmirror.config.server import ServerConfig
 from kmirror.log.config import LogConfig
+from kmirror.log.fs import KafkaStorageError
 from kmirror.metadata.config_description import effective_topic_config
 from kmirror.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from kmirror.ports import Clock
@@ -22,6 +26,8 @@ from kmirror.replication.change_journal import ChangeJournal
 from kmirror.replication.partition import Partition, hosted_here, partition_state_from
 from kmirror.replication.replica_ports import FollowedPartition, HostedLog, ReplicaLogManager
 from kmirror.types import TopicPartition
+
+logger = logging.getLogger("kmirror.replication")
 
 # Partitions brought to a new image's state between two yields of `apply_image_steps`.
 APPLY_STEP_PARTITIONS = 200
@@ -41,6 +47,7 @@ class PartitionHosting:
     _log_configs: dict[str, LogConfig]
     _followed: set[TopicPartition]
     _role_listeners: list[RoleListener]
+    _offline: set[TopicPartition]
     changes: ChangeJournal
 
     def _notify_append(self, tp: TopicPartition) -> None:
@@ -76,6 +83,7 @@ class PartitionHosting:
                 scanned = 0
                 yield
 
+        self._offline.intersection_update(wanted)  # a replica moved away is no longer offline here
         removed_partitions = [tp for tp, partition in self._partitions.items()
                               if (entry := wanted.get(tp)) is None or entry[0].topic_id != partition.topic_id]
         if removed_partitions:
@@ -113,7 +121,15 @@ class PartitionHosting:
             state = partition_state_from(registration)
             existing = self._partitions.get(tp)
             if existing is None:
-                log = self.log_manager.get_or_create_log(tp, topic.topic_id, log_config)
+                if tp in self._offline:
+                    continue
+                try:
+                    log = self.log_manager.get_or_create_log(
+                        tp, topic.topic_id, log_config, is_new=new_image.is_new_replica(registration, self.node_id))
+                except KafkaStorageError as exc:
+                    logger.error("%s is offline on this broker: %s", tp, exc)
+                    self._offline.add(tp)
+                    continue
                 partition = Partition(tp, topic.topic_id, log, self.node_id, state, min_isr, lag_max_ms,
                                       self._is_isr_eligible)
                 self._partitions[tp] = partition
@@ -164,6 +180,25 @@ class PartitionHosting:
         partition.replace_log(log)
         log.on_change = self.changes.record
         self.changes.record(tp)
+
+    def take_offline(self, tps: list[TopicPartition]) -> None:
+        """The logs of `tps` were in a log dir that failed (KIP-858): they are no longer hosted
+        here, their followers stop, and requests for them answer KAFKA_STORAGE_ERROR until the
+        controller moves them (Kafka's `HostedPartition.Offline`)."""
+        self._offline.update(tps)
+        for tp in tps:
+            self._partitions.pop(tp, None)
+        unfollow = sorted(tp for tp in tps if tp in self._followed)
+        self._followed.difference_update(unfollow)
+        if unfollow:
+            for role_listener in list(self._role_listeners):
+                role_listener([], unfollow)
+        self.changes.reset()
+        for tp in tps:
+            self._notify_append(tp)
+
+    def is_offline(self, tp: TopicPartition) -> bool:
+        return tp in self._offline
 
     def _remove_partitions(self, tps: list[TopicPartition]) -> None:
         for tp in tps:

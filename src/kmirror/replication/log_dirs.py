@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
+from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.outcomes import LogDirDescription, LogDirPartition
 from kmirror.replication.partition import Partition
 from kmirror.replication.replica_ports import HostedLog, ReplicaLogManager
@@ -26,7 +27,8 @@ def describe_log_dirs(
     """One description per configured log dir; `wanted` None means every hosted partition.
 
     Sizes are the log's bytes on disk; this node has no future replicas and no followers
-    to lag behind, so `offset_lag` is 0 and `is_future` false (Kafka `describeLogDirs`).
+    to lag behind, so `offset_lag` is 0 and `is_future` false (Kafka `describeLogDirs`). A
+    failed dir (KIP-858) is answered KAFKA_STORAGE_ERROR without partitions.
     """
     selected = set(partitions) if wanted is None else {tp for tp in wanted if tp in partitions}
     dirs: list[str] = [str(d) for d in log_manager.log_dirs]
@@ -37,6 +39,9 @@ def describe_log_dirs(
         described.setdefault(log_dir, {})[(tp.topic, tp.partition)] = LogDirPartition(size_bytes=int(log.size_in_bytes))
     out: list[LogDirDescription] = []
     for log_dir, entries in described.items():
+        if log_dir in log_manager.offline_dirs:  # Kafka answers a failed dir with its error alone
+            out.append(LogDirDescription(path=log_dir, error=ErrorCode.kafka_storage_error))
+            continue
         total, usable = disk_usage.usage(log_dir) if disk_usage is not None else (-1, -1)
         out.append(LogDirDescription(path=log_dir, partitions=entries, total_bytes=total, usable_bytes=usable))
     return out

@@ -22,6 +22,7 @@ from itertools import islice
 from uuid import UUID
 
 from kmirror.log.config import LogConfig
+from kmirror.log.fs import KafkaStorageError
 from kmirror.metadata.image import MetadataImage, TopicImage
 from kmirror.replication.partition import hosted_here
 from kmirror.replication.replica_manager import ReplicaManager
@@ -35,6 +36,8 @@ class UnpreparedPartition:
     topic_id: UUID
     leader: int
     leader_epoch: int
+    is_new: bool = True
+    """`MetadataImage.is_new_replica` (`LogManager.get_or_create_log`)."""
 
 
 def unprepared_partitions(image: MetadataImage, node_id: int, log_manager: ReplicaLogManager,
@@ -56,7 +59,8 @@ def _unprepared(image: MetadataImage, node_id: int, log_manager: ReplicaLogManag
                 continue
             tp = TopicPartition(topic.name, int(index))
             if log_manager.get_log(tp) is None:
-                yield UnpreparedPartition(tp, topic.topic_id, int(registration.leader), int(registration.leader_epoch))
+                yield UnpreparedPartition(tp, topic.topic_id, int(registration.leader), int(registration.leader_epoch),
+                                          image.is_new_replica(registration, node_id))
 
 
 def prepare_logs(replica_manager: ReplicaManager, image: MetadataImage,
@@ -71,7 +75,11 @@ def prepare_logs(replica_manager: ReplicaManager, image: MetadataImage,
             configs[topic] = (replica_manager.log_config(image, topic),
                               replica_manager.assigns_leader_epoch(image, topic))
         log_config, assigns_epoch = configs[topic]
-        log = replica_manager.log_manager.get_or_create_log(p.topic_partition, p.topic_id, log_config)
+        try:
+            log = replica_manager.log_manager.get_or_create_log(p.topic_partition, p.topic_id, log_config,
+                                                                is_new=p.is_new)
+        except KafkaStorageError:
+            continue  # a log dir is offline: `apply_image` takes the partition offline
         if p.leader == node_id and assigns_epoch and log.log_end_offset == 0 and p.leader_epoch >= 0:
             log.assign_epoch_start_offset(p.leader_epoch, 0)
         yield

@@ -87,6 +87,7 @@ class ReplicaManager(PartitionHosting):
         self._log_configs: dict[str, LogConfig] = {}
         self._append_listeners: list[Callable[[TopicPartition], None]] = []
         self._followed: set[TopicPartition] = set()
+        self._offline: set[TopicPartition] = set()
         self._submitted: dict[TopicPartition, AlterPartitionItem] = {}
         self._hw_seen: dict[TopicPartition, int] = {}
         self.changes = ChangeJournal()
@@ -142,6 +143,8 @@ class ReplicaManager(PartitionHosting):
         partition = self._partitions.get(tp)
         if partition is not None:
             return partition
+        if tp in self._offline:
+            return PartitionError(ErrorCode.kafka_storage_error, f"{tp} is offline: its log directory failed")
         if self._partition_exists(tp):
             return PartitionError(ErrorCode.not_leader_or_follower)
         return PartitionError(ErrorCode.unknown_topic_or_partition)

@@ -5,7 +5,7 @@ client write."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 from uuid import UUID
@@ -46,10 +46,17 @@ class ReplicaLogManager(Protocol):
     @property
     def log_dirs(self) -> Sequence[str]: ...
 
+    @property
+    def offline_dirs(self) -> Collection[str]:
+        """The log dirs that failed (KIP-858)."""
+        ...
+
     def get_log(self, tp: TopicPartition) -> HostedLog | None: ...
 
-    def get_or_create_log(self, tp: TopicPartition, topic_id: UUID, config: LogConfig) -> HostedLog:
-        """The log of `tp`, created when missing; an existing one takes `config`."""
+    def get_or_create_log(self, tp: TopicPartition, topic_id: UUID, config: LogConfig, *,
+                          is_new: bool = True) -> HostedLog:
+        """The log of `tp`, created when missing; an existing one takes `config`. A missing log
+        that is not new is not created while a log dir is offline (KafkaStorageError)."""
         ...
 
     def all_logs(self) -> Iterable[HostedLog]: ...

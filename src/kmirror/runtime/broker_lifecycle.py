@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
@@ -18,6 +18,7 @@ from kmirror.config.server import ServerConfig
 from kmirror.metadata.broker_lifecycle import BrokerLifecycle, BrokerState
 from kmirror.metadata.config_description import broker_config_entry
 from kmirror.metadata.controller.brokers import HeartbeatReply
+from kmirror.metadata.controller.log_dirs import DirAssignment
 from kmirror.metadata.controller.result import ApiError
 from kmirror.metadata.controller_service import MetadataService
 from kmirror.metadata.image import MetadataImage
@@ -37,7 +38,11 @@ class ControllerPort(Protocol):
                        log_dirs: tuple[uuid.UUID, ...]) -> int | ApiError: ...
 
     async def heartbeat(self, broker_epoch: int, offset: int, want_shut_down: bool,
-                        cordoned_log_dirs: tuple[uuid.UUID, ...] | None) -> HeartbeatReply: ...
+                        cordoned_log_dirs: tuple[uuid.UUID, ...] | None,
+                        offline_log_dirs: tuple[uuid.UUID, ...] = ()) -> HeartbeatReply: ...
+
+    async def assign_replicas_to_dirs(self, broker_epoch: int,
+                                      assignments: Sequence[DirAssignment]) -> dict[DirAssignment, ErrorCode]: ...
 
 
 class LocalController:
@@ -55,9 +60,15 @@ class LocalController:
         )
 
     async def heartbeat(self, broker_epoch: int, offset: int, want_shut_down: bool,
-                        cordoned_log_dirs: tuple[uuid.UUID, ...] | None) -> HeartbeatReply:
+                        cordoned_log_dirs: tuple[uuid.UUID, ...] | None,
+                        offline_log_dirs: tuple[uuid.UUID, ...] = ()) -> HeartbeatReply:
         return await self._controller.broker_heartbeat(self._config.node_id, broker_epoch, offset, False,
-                                                       want_shut_down, cordoned_log_dirs)
+                                                       want_shut_down, cordoned_log_dirs, offline_log_dirs)
+
+    async def assign_replicas_to_dirs(self, broker_epoch: int,
+                                      assignments: Sequence[DirAssignment]) -> dict[DirAssignment, ErrorCode]:
+        error, errors = await self._controller.assign_replicas_to_dirs(self._config.node_id, broker_epoch, assignments)
+        return {a: (errors.get(a) or error).code for a in assignments}
 
 
 class RemoteController:
@@ -100,7 +111,8 @@ class RemoteController:
         return int(response.broker_epoch)
 
     async def heartbeat(self, broker_epoch: int, offset: int, want_shut_down: bool,
-                        cordoned_log_dirs: tuple[uuid.UUID, ...] | None) -> HeartbeatReply:
+                        cordoned_log_dirs: tuple[uuid.UUID, ...] | None,
+                        offline_log_dirs: tuple[uuid.UUID, ...] = ()) -> HeartbeatReply:
         response = await self._channel.send(
             63,
             broker_id=self._config.node_id,
@@ -108,7 +120,7 @@ class RemoteController:
             current_metadata_offset=offset,
             want_fence=False,
             want_shut_down=want_shut_down,
-            offline_log_dirs=(),
+            offline_log_dirs=offline_log_dirs,
             cordoned_log_dirs=cordoned_log_dirs,
         )
         return HeartbeatReply(
@@ -119,14 +131,39 @@ class RemoteController:
         )
 
 
-class LogDirs:
-    """This broker's log directories as the controller knows them: their ids, and those that
-    are cordoned now (KIP-1066)."""
+    async def assign_replicas_to_dirs(self, broker_epoch: int,
+                                      assignments: Sequence[DirAssignment]) -> dict[DirAssignment, ErrorCode]:
+        conn = await self._channel.connection()
+        rt = conn.request_type(73)
+        by_dir: dict[uuid.UUID, dict[uuid.UUID, list[int]]] = {}
+        for a in assignments:
+            by_dir.setdefault(a.directory, {}).setdefault(a.topic_id, []).append(a.partition)
+        directories = tuple(
+            build(nested(rt, "DirectoryData"), id_=d, topics=tuple(
+                build(nested(rt, "TopicData"), topic_id=t, partitions=tuple(
+                    build(nested(rt, "PartitionData"), partition_index=p) for p in ps))
+                for t, ps in topics.items()))
+            for d, topics in by_dir.items())
+        response = await self._channel.send(73, broker_id=self._config.node_id, broker_epoch=broker_epoch,
+                                            directories=directories)
+        out = {a: ErrorCode(response.error_code) for a in assignments}
+        for d in response.directories:
+            for t in d.topics:
+                for p in t.partitions:
+                    out[DirAssignment(d.id_, t.topic_id, int(p.partition_index))] = ErrorCode(p.error_code)
+        return out
 
-    def __init__(self, config: ServerConfig, image: Callable[[], MetadataImage]) -> None:
+
+class LogDirs:
+    """This broker's log directories as the controller knows them: their ids, those that are
+    cordoned now (KIP-1066), and those that failed (KIP-858, `offline`: the failure handler's)."""
+
+    def __init__(self, config: ServerConfig, image: Callable[[], MetadataImage],
+                 offline: Collection[str] = ()) -> None:
         self._config = config
         self._image = image
         self._ids: dict[str, uuid.UUID] | None = None
+        self.offline = offline
 
     def cordoned(self) -> list[str]:
         """The cordoned log dirs now: the static value, or the dynamic one set for this broker."""
@@ -148,6 +185,13 @@ class LogDirs:
         ids = self.ids(cluster_id)
         return tuple(ids[d] for d in self.cordoned() if d in ids)
 
+    def online_ids(self, cluster_id: str) -> tuple[uuid.UUID, ...]:
+        return tuple(i for d, i in self.ids(cluster_id).items() if d not in self.offline)
+
+    def offline_ids(self, cluster_id: str) -> tuple[uuid.UUID, ...]:
+        ids = self.ids(cluster_id)
+        return tuple(ids[d] for d in self.offline if d in ids)
+
 
 class BrokerLifecycleManager:
     def __init__(
@@ -161,6 +205,7 @@ class BrokerLifecycleManager:
     ) -> None:
         self._config = config
         self._controller = controller
+        self.controller = controller
         self._cluster_id = cluster_id
         self._metadata_offset = metadata_offset
         self._incarnation_id = incarnation_id
@@ -168,11 +213,12 @@ class BrokerLifecycleManager:
         self.lifecycle = BrokerLifecycle()
         self.interval_ms = int(config.values.get("broker.heartbeat.interval.ms", 2000))
         self._task: asyncio.Task[None] | None = None
+        self._beats: set[asyncio.Task[None]] = set()
 
     async def register(self) -> int:
         while True:
             cluster_id = self._cluster_id()
-            ids = () if self._log_dirs is None else tuple(self._log_dirs.ids(cluster_id).values())
+            ids = () if self._log_dirs is None else self._log_dirs.online_ids(cluster_id)
             result = await self._controller.register(cluster_id, self._incarnation_id, ids)
             if not isinstance(result, ApiError):
                 self.lifecycle.on_registered(result)
@@ -188,8 +234,9 @@ class BrokerLifecycleManager:
         cordoned = None  # reported once caught up, so that the dynamic value is the image's
         if self._log_dirs is not None and lc.state is BrokerState.RUNNING:
             cordoned = self._log_dirs.cordoned_ids(self._cluster_id())
+        offline = () if self._log_dirs is None else self._log_dirs.offline_ids(self._cluster_id())
         reply = await self._controller.heartbeat(lc.broker_epoch, self._metadata_offset(), lc.want_shut_down,
-                                                 cordoned)
+                                                 cordoned, offline)
         if reply.error.code in (ErrorCode.stale_broker_epoch, ErrorCode.broker_id_not_registered):
             lc.on_stale_epoch()
         elif reply.error.code == ErrorCode.none:
@@ -215,6 +262,17 @@ class BrokerLifecycleManager:
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def heartbeat_soon(self) -> None:
+        """A heartbeat now, besides the periodic ones (a log dir failed: the controller is told
+        at once, as Kafka's `BrokerLifecycleManager.propagateDirectoryFailure`)."""
+        async def beat() -> None:
+            try:
+                await self.heartbeat_once()
+            except Exception as exc:
+                log.warning("heartbeat to the controller failed: %s", exc)
+        self._beats.add(task := asyncio.get_running_loop().create_task(beat()))
+        task.add_done_callback(self._beats.discard)
 
     async def _run(self) -> None:
         while True:

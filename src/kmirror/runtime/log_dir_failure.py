@@ -1,31 +1,42 @@
-"""A log directory that fails a read or a write halts the node, as Kafka's broker halts when its
-log directories have failed (`LogDirFailureChannel`, then `Exit.halt(1)`).
+"""A log directory that fails a read or a write goes offline, and the node goes on serving its
+other directories (KIP-858, Kafka's `LogDirFailureChannel` and `ReplicaManager.handleLogDirFailure`).
 
 What counts as a failed directory: an `OSError` whose errno says the storage itself refused
 (`STORAGE_ERRNOS`: the disk is full or over quota, the file system went read-only after an
-error, an I/O error, a file past the size limit). A missing file is not one: the log layer
-expects those where a segment was deleted under a read.
+error, an I/O error, a file past the size limit, or a path under the directory that is no
+longer a directory: the directory was replaced or unmounted under the node). A missing file
+is not one: the log layer expects those where a segment was deleted under a read.
 
-Why halt rather than answer an error and go on: a write cut short leaves a torn tail in a
-segment or in the metadata log, and a restart's recovery stops at the first invalid batch, so
-whatever is appended after those bytes is cut at the next start. Halting leaves the tail for
-recovery to cut, and a partition's leadership moves to an in-sync replica as after any broker
-failure, so nothing acknowledged is lost (docs/design/storage.md). Kafka keeps serving the healthy directories of a node with several
-(`log.dirs`, its controller tracking each replica's directory, KIP-858); kmirror's controller
-does not track directories, so a node halts at its first failed one.
+The failed operation raises `KafkaStorageError` (its partition answers KAFKA_STORAGE_ERROR);
+`on_offline` takes the directory offline on the event loop (`OfflineLogDirs`): its logs are
+dropped without a flush, its partitions are offline on this node, and the next heartbeat
+tells the controller, which moves their leaderships and ISR memberships to other replicas.
+A torn tail a failed write left stays in the directory: the node's next start recovers it
+(its logs were not closed cleanly), so nothing is appended after it meanwhile.
+
+The node halts (`Exit.halt(1)` in Kafka) when the failed directory holds the metadata log (the
+first of `log.dirs`), when no other directory is online, or before the broker serves
+(`on_offline` not set yet): a partition's leadership then moves to an in-sync replica as
+after any broker failure, so nothing acknowledged is lost (docs/design/storage.md).
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from kmirror.log.fs import KafkaStorageError
+from kmirror.log.log_manager import LogManager
+from kmirror.replication.replica_manager import ReplicaManager
+
 log = logging.getLogger(__name__)
 
-STORAGE_ERRNOS = frozenset({errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+STORAGE_ERRNOS = frozenset({errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.ENOTDIR})
 
 
 def is_storage_failure(exc: OSError) -> bool:
@@ -33,19 +44,25 @@ def is_storage_failure(exc: OSError) -> bool:
 
 
 def hand_over(exc: OSError, path: str, on_failure: Callable[[str, OSError], NoReturn] | None) -> NoReturn:
-    """`exc`, raised while accessing `path`: a storage failure goes to `on_failure` (the node's
-    halt); anything else, or any error without a handler, is raised again."""
+    """`exc`, raised while accessing `path`: a storage failure goes to `on_failure` (which
+    raises KafkaStorageError or halts); anything else, or any error without a handler, is
+    raised again."""
     if on_failure is None or not is_storage_failure(exc):
         raise exc
     on_failure(path, exc)
 
 
 class LogDirFailureHandler:
-    """Called with the path an operation failed on and its error: logs both, then halts."""
+    """Called with the path an operation failed on and its error: the directory goes offline
+    (`on_offline`) and the operation raises KafkaStorageError, or the node halts."""
 
     def __init__(self, log_dirs: Sequence[str], halt: Callable[[int], object] = os._exit) -> None:
         self.log_dirs = [d.rstrip("/") for d in log_dirs]
         self._halt = halt
+        self.offline: set[str] = set()
+        self.on_offline: Callable[[str], None] | None = None
+        """Set once the broker serves: takes a failed directory offline (from any thread)."""
+        self._lock = threading.Lock()
 
     def dir_of(self, path: str) -> str:
         """The log directory `path` lies in (the longest one that holds it), else `path`'s own."""
@@ -54,13 +71,26 @@ class LogDirFailureHandler:
 
     def __call__(self, path: str, exc: OSError) -> NoReturn:
         log_dir = self.dir_of(path)
-        log.error("Error while accessing %s in dir %s: %s", path, log_dir, exc)
-        log.error("Stopping serving replicas in dir %s", log_dir)
-        if len(self.log_dirs) > 1:
-            log.critical("Shutdown broker because log dir %s has failed (a node does not serve with a "
-                         "failed log dir; its partitions move to their in-sync replicas)", log_dir)
-        else:
-            log.critical("Shutdown broker because all log dirs in %s have failed", log_dir)
+        with self._lock:
+            first = log_dir not in self.offline
+            if first:
+                log.error("Error while accessing %s in dir %s: %s", path, log_dir, exc)
+                online = [d for d in self.log_dirs if d not in self.offline and d != log_dir]
+                if not online:
+                    self._stop(f"Shutdown broker because all log dirs in {', '.join(self.log_dirs)} have failed")
+                if log_dir == self.log_dirs[0] or log_dir not in self.log_dirs:
+                    self._stop(f"Shutdown broker because the metadata log dir {log_dir} has failed")
+                if self.on_offline is None:
+                    self._stop(f"Shutdown broker because log dir {log_dir} has failed before the broker serves")
+                self.offline.add(log_dir)
+        if first:
+            log.error("Stopping serving replicas in dir %s", log_dir)
+            assert self.on_offline is not None
+            self.on_offline(log_dir)
+        raise KafkaStorageError(log_dir, f"{path}: {exc}")
+
+    def _stop(self, reason: str) -> NoReturn:
+        log.critical(reason)
         for handler in logging.getLogger().handlers:
             try:
                 handler.flush()
@@ -68,3 +98,28 @@ class LogDirFailureHandler:
                 pass
         self._halt(1)
         raise SystemExit(1)  # reached only when `halt` returns (tests)
+
+
+class OfflineLogDirs:
+    """Takes a failed log directory offline on the event loop (Kafka's
+    `ReplicaManager.handleLogDirFailure`): its logs leave the log manager, its partitions are
+    offline in the replica manager (their fetchers stop), moves to or from it stop, and
+    `report` sends a heartbeat naming it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, log_manager: LogManager, replica_manager: ReplicaManager,
+                 report: Callable[[], None], node_id: int) -> None:
+        self._loop = loop
+        self._log_manager = log_manager
+        self._replica_manager = replica_manager
+        self._report = report
+        self._node_id = node_id
+
+    def __call__(self, log_dir: str) -> None:
+        self._loop.call_soon_threadsafe(self._take_offline, log_dir)
+
+    def _take_offline(self, log_dir: str) -> None:
+        partitions = self._log_manager.take_dir_offline(log_dir)
+        self._replica_manager.take_offline(partitions)
+        log.error("Broker %d stopped serving partitions %s because they are in the failed log directory %s",
+                  self._node_id, ",".join(sorted(str(tp) for tp in partitions)), log_dir)
+        self._report()

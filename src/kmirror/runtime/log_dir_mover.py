@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
+from kmirror.log.fs import KafkaStorageError
 from kmirror.log.future_logs import CopyQuota, FutureLog, FutureLogError, copy_step, offset_lag
 from kmirror.log.log_manager import LogManager
 from kmirror.metadata.controller.result import ApiError
@@ -53,6 +54,8 @@ class LogDirMover:
         self._cleaning = cleaning
         self._quota = CopyQuota()
         self.moves: dict[TopicPartition, FutureLog] = {}
+        self.on_moved: Callable[[TopicPartition], None] = lambda tp: None
+        """Told each partition whose log was swapped into its new log dir."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -65,6 +68,8 @@ class LogDirMover:
             return ApiError(ErrorCode.log_dir_not_found, f"Log dir {path} is not found in the config.")
         if log_dir in self._log_dirs.cordoned():
             return ApiError(ErrorCode.invalid_replica_assignment, f"Log directory {log_dir} is cordoned")
+        if log_dir in self._logs.offline_dirs:
+            return ApiError(ErrorCode.kafka_storage_error, f"Log directory {log_dir} is offline")
         move = self.moves.get(tp)
         if move is not None and move.log_dir != log_dir:
             self._give_up(tp, f"another log dir, {log_dir}, was asked for")
@@ -118,7 +123,12 @@ class LogDirMover:
                 await self._wake.wait()
             waited = True
             for tp in list(self.moves):
-                copied = self._step(tp)
+                try:
+                    copied = self._step(tp)
+                except KafkaStorageError as e:  # a log dir failed under the swap
+                    if tp in self.moves:
+                        self._give_up(tp, str(e))
+                    copied = 0
                 waited &= copied is None
                 await asyncio.sleep(self._quota.pause_s(
                     asyncio.get_running_loop().time(), copied or 0, self._log_dirs.move_rate()))
@@ -145,7 +155,7 @@ class LogDirMover:
             if move.unflushed >= FLUSH_BYTES:
                 move.log.flush()
                 move.unflushed = 0
-        except (FutureLogError, OSError) as e:
+        except (FutureLogError, OSError, KafkaStorageError) as e:
             self._give_up(tp, str(e))
             return 0
         if not caught_up:
@@ -156,10 +166,14 @@ class LogDirMover:
         source = self._logs.log_dir_of(tp)
         self._replicas.replace_log(tp, self._logs.replace_with_future(move.log, move.log_dir))
         log.info("moved %s from %s to %s (log end offset %d)", tp, source, move.log_dir, current.log_end_offset)
+        self.on_moved(tp)
         return copied
 
     def _give_up(self, tp: TopicPartition, why: str) -> None:
         move = self.moves.pop(tp)
         log.warning("gave up moving %s to %s: %s", tp, move.log_dir, why)
-        move.log.close()
-        move.log.delete()
+        try:
+            move.log.close()
+            move.log.delete()
+        except (OSError, KafkaStorageError) as e:  # its log dir failed: nothing to clean there
+            log.warning("the future log of %s in %s was not removed: %s", tp, move.log_dir, e)

@@ -80,6 +80,8 @@ class BrokerPublishSteps:
         self.mirror_data_plane = mirror_data_plane
         # set once the node starts replication, after the first image is published
         self.replication: ReplicationService | None = None
+        # set once the broker serves: tells the controller where new replicas' logs are (KIP-858)
+        self.on_published: Callable[[MetadataImage], None] | None = None
 
     def __call__(self, old_image: MetadataImage | None, new_image: MetadataImage) -> Iterator[None]:
         rm = self.replica_manager
@@ -94,6 +96,8 @@ class BrokerPublishSteps:
         self.mirrors.on_partitions_led(rm.leader_partitions(MIRROR_STATE_TOPIC))
         yield
         self.mirror_data_plane.on_metadata_change(new_image)
+        if self.on_published is not None:
+            self.on_published(new_image)
 
 
 class MetadataPublisher:

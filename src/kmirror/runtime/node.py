@@ -76,6 +76,7 @@ from kmirror.runtime.broker_log_tasks import BrokerLogTasks
 from kmirror.runtime.broker_sender import ListenerBrokerSender
 from kmirror.runtime.controller_channel import ControllerChannel
 from kmirror.runtime.coordinator_log import ReplicatedCoordinatorLog
+from kmirror.runtime.dir_assignments import serve_log_dirs
 from kmirror.runtime.kerberos import KerberosSetupError, acceptor_credentials
 from kmirror.runtime.log_dir_failure import LogDirFailureHandler
 from kmirror.runtime.log_dir_mover import LogDirMover
@@ -137,8 +138,8 @@ class Node:
         self.request_metrics = RequestChannelMetrics(self.metrics, error_name)
         self.loop_lag = LoopLagMonitor(self.metrics, int(config.get("event.loop.stall.log.ms")))
         self.quotas = QuotaManagers.from_config(config.get)
-        self.log_dir_failure = LogDirFailureHandler(config.log_dirs)  # a failed disk halts the node
-        self.log_dirs = LogDirs(config, lambda: self.metadata.image)
+        self.log_dir_failure = LogDirFailureHandler(config.log_dirs)  # a failed disk goes offline, or halts
+        self.log_dirs = LogDirs(config, lambda: self.metadata.image, self.log_dir_failure.offline)
         # Built by `start`. The metadata log: the controller's on a node with the controller
         # role, else the broker's replica of it, reached through the two channels.
         self.controller: MetadataService | None = None
@@ -195,7 +196,7 @@ class Node:
         store = FileMetadataLogStore(cfg.log_dirs[0], on_failure=self.log_dir_failure)
         controller = self.controller = MetadataService(cfg, store, self.clock, random.Random())
         if cfg.is_broker:
-            controller.broker_log_dirs = lambda cluster_id: tuple(self.log_dirs.ids(cluster_id).values())
+            controller.broker_log_dirs = self.log_dirs.online_ids
         await controller.start()
         await self._open_listeners("controller", registry)
         if controller.quorum is not None:  # several voters: elections and fetches between them
@@ -232,10 +233,6 @@ class Node:
         self.log_manager.load_logs()
         replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())
         self.replica_manager = replica_manager
-        self.log_dir_mover = LogDirMover(
-            self.log_manager, replica_manager, self.log_dirs,
-            lambda tp: self.log_tasks is not None and tp in self.log_tasks.cleaner.manager.in_progress)
-        self.log_dir_mover.start()
         # KIP-98 transaction coordinator: state in __transaction_state, markers to leaders
         transactions = TransactionCoordinatorService(
             cfg.node_id, TransactionConfig.from_server_config(cfg),
@@ -285,6 +282,9 @@ class Node:
         if not await self.lifecycle.wait_unfenced():
             log.warning("broker %d not unfenced by the controller yet; serving anyway", cfg.node_id)
         self.lifecycle.start()
+        self.log_dir_mover = serve_log_dirs(
+            self.log_dir_failure, self.lifecycle, self.log_manager, replica_manager, self.log_dirs, steps, metadata.image,
+            lambda tp: self.log_tasks is not None and tp in self.log_tasks.cleaner.manager.in_progress)
         # followers fetch from their leaders; leaders send ISR changes to the controller
         self.replication = ReplicationService(
             cfg,

@@ -172,6 +172,8 @@ class LocalCluster:
     """Dedicated controllers (the metadata quorum's voters) of a cluster of several brokers."""
     combined: bool = False
     """Every node a broker and a voter (`kmirror cluster up --combined`)."""
+    per_broker: Callable[[int], dict[str, str]] | None = None
+    """Configs of one broker (by node id), over `overrides`."""
 
     @property
     def bootstrap(self) -> str:
@@ -198,14 +200,17 @@ class LocalCluster:
                 "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,LINK:PLAINTEXT",
                 "inter.broker.listener.name": "PLAINTEXT"}
 
+    def _broker_configs(self, node_id: int) -> dict[str, str]:
+        link = self._link_listener(node_id) if self.link_port is not None else {}
+        return {**link, **(self.per_broker(node_id) if self.per_broker is not None else {})}
+
     def up(self) -> None:
         """What `kmirror cluster up` does (its own tests drive the command), called in this
         process: a test suite starts clusters hundreds of times, and each CLI process costs
         more than half a CPU-second of interpreter start and imports."""
         try:
             local_cluster.up(self.dir, self.nodes, self.port, {**TEST_BROKER_DEFAULTS, **self.overrides}, self.racks,
-                             self._link_listener if self.link_port is not None else None, self.controllers,
-                             self.combined)
+                             self._broker_configs, self.controllers, self.combined)
         except local_cluster.ClusterError as exc:
             raise AssertionError(f"cluster up in {self.dir} failed: {exc}") from None
 

@@ -167,10 +167,11 @@ class FakeLog:
 class FakeLogManager:
     def __init__(self, log_dirs: tuple[str, ...] = ("/data/kafka-logs",)) -> None:
         self.log_dirs = list(log_dirs)
+        self.offline_dirs: set[str] = set()
         self.logs: dict[TopicPartition, FakeLog] = {}
         self.deleted: list[TopicPartition] = []
 
-    def get_or_create_log(self, tp: TopicPartition, topic_id: UUID, config: Any) -> FakeLog:
+    def get_or_create_log(self, tp: TopicPartition, topic_id: UUID, config: Any, *, is_new: bool = True) -> FakeLog:
         log = self.logs.get(tp)
         if log is None:
             log = self.logs[tp] = FakeLog(tp, config, topic_id)

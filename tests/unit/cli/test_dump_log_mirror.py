@@ -135,9 +135,9 @@ def test_cluster_metadata_decoder_prints_a_snapshot_and_the_log_after_it(
                  str(directory / "00000000000000000003.log")]) == 0
     out = capsys.readouterr().out
     assert "Snapshot end offset: 3, epoch: 0" in out and "Log starting offset: 3" in out
-    assert (f'payload: {{"type":"PARTITION_RECORD","version":1,"data":{{"partitionId":0,"topicId":"{kafka_uuid(TOPIC_ID)}",'
+    assert (f'payload: {{"type":"PARTITION_RECORD","version":2,"data":{{"partitionId":0,"topicId":"{kafka_uuid(TOPIC_ID)}",'
             '"replicas":[1,2],"isr":[1,2],"leader":1,"leaderEpoch":3,"partitionEpoch":5,"removingReplicas":[],'
-            '"addingReplicas":[]}}') in out
+            '"addingReplicas":[],"directories":[]}}') in out
     assert '"type":"CLUSTER_ID_RECORD"' in out
     assert ('"type":"REGISTER_BROKER_RECORD","version":4,"data":{"brokerId":1,' in out
             and '"endpoints":[{"name":"PLAINTEXT","host":"h","port":9092,"securityProtocol":0}]' in out)

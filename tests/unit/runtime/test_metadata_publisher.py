@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
+from kmirror.metadata.image import PartitionRegistration
 from kmirror.runtime.metadata_publisher import MetadataPublisher
 
 
@@ -23,7 +24,7 @@ class FakeLogs:
     def get_log(self, tp: object) -> object:
         return self.logs.get(tp)
 
-    def get_or_create_log(self, tp: object, topic_id: object, config: object) -> SimpleNamespace:
+    def get_or_create_log(self, tp: object, topic_id: object, config: object, *, is_new: bool = True) -> SimpleNamespace:
         time.sleep(self.seconds_per_log)
         self.events.append("log")
         log = self.logs[tp] = SimpleNamespace(log_end_offset=1)
@@ -31,9 +32,10 @@ class FakeLogs:
 
 
 def _image(offset: int, partitions: int) -> SimpleNamespace:
-    registrations = {p: SimpleNamespace(replicas=(1,), leader=1, leader_epoch=0) for p in range(partitions)}
+    registrations = {p: PartitionRegistration((1,), (1,), 1, 0, 0) for p in range(partitions)}
     topic = SimpleNamespace(name="t", topic_id="id", partitions=registrations)
-    return SimpleNamespace(offset=offset, topics={"t": topic} if partitions else {})
+    return SimpleNamespace(offset=offset, topics={"t": topic} if partitions else {},
+                           is_new_replica=lambda registration, broker_id: True)
 
 
 def _recording(published: list[int]) -> Callable[[Any, Any], Iterator[None]]:
@@ -91,7 +93,7 @@ def test_an_image_is_published_even_when_preparing_its_logs_fails() -> None:
     published: list[int] = []
 
     class BrokenLogs(FakeLogs):
-        def get_or_create_log(self, tp: object, topic_id: object, config: object) -> SimpleNamespace:
+        def get_or_create_log(self, tp: object, topic_id: object, config: object, *, is_new: bool = True) -> SimpleNamespace:
             raise OSError("disk gone")
 
     rm = SimpleNamespace(node_id=1, log_manager=BrokenLogs(), log_config=lambda image, topic: None,

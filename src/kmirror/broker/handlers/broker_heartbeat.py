@@ -1,6 +1,6 @@
 """BrokerHeartbeat (key 63, controller plane): keeps a broker's session, unfences it once caught
-up, and drives controlled shutdown (`want_shut_down` -> leaderships move -> `should_shut_down`); v2
-reports the broker's cordoned log directories (KIP-1066)."""
+up, and drives controlled shutdown (`want_shut_down` -> leaderships move -> `should_shut_down`); v1
+reports the broker's failed log directories (KIP-858), v2 its cordoned ones (KIP-1066)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ async def handle(services: BrokerServices, ctx: RequestContext, request: Any) ->
         bool(request.want_fence),
         bool(request.want_shut_down),
         _cordoned(getattr(request, "cordoned_log_dirs", None)),
+        tuple(getattr(request, "offline_log_dirs", ()) or ()),
     )
     return build(
         ctx.response_type,

@@ -105,7 +105,7 @@ def handle(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
         allowed = authorization.authorized_operations(ctx, TOPIC, name, TOPIC_OPERATIONS)
         partitions = tuple(
             build(partition_cls, error_code=ErrorCode.none, eligible_leader_replicas=(), last_known_elr=(),
-                  **partition_fields(i, topic.partitions[i], live))
+                  **partition_fields(i, topic.partitions[i], live, image))
             for i in indexes if i in topic.partitions)
         topics.append(build(topic_cls, error_code=ErrorCode.none, name=name, topic_id=topic.topic_id,
                             is_internal=is_internal_topic(name), partitions=partitions,

@@ -260,16 +260,18 @@ class _TopicEntries:
 _topic = _TopicEntries().get
 
 
-def partition_fields(index: int, p: PartitionRegistration, live: set[int]) -> dict[str, Any]:
+def partition_fields(index: int, p: PartitionRegistration, live: set[int], image: MetadataImage) -> dict[str, Any]:
     """A partition's leader (-1 when its broker is not live), epoch, replicas, ISR and offline
-    replicas, as Metadata and DescribeTopicPartitions answer them."""
+    replicas (a broker not live, or a log dir of its broker offline, KIP-858), as Metadata and
+    DescribeTopicPartitions answer them."""
+    offline = image.offline_replicas(p)
     return {
         "partition_index": i32(index),
         "leader_id": i32(p.leader if p.leader in live else -1),
         "leader_epoch": i32(p.leader_epoch),
         "replica_nodes": tuple(i32(r) for r in p.replicas),
         "isr_nodes": tuple(i32(r) for r in p.isr),
-        "offline_replicas": tuple(i32(r) for r in p.replicas if r not in live),
+        "offline_replicas": tuple(i32(r) for r in p.replicas if r not in live or r in offline),
     }
 
 
@@ -279,7 +281,7 @@ def _build_topic(rt: type, image: MetadataImage, topic: TopicImage, include_ops:
     live = {b.broker_id for b in image.live_brokers()}
     partitions = []
     for index, p in sorted(topic.partitions.items()):
-        fields = partition_fields(index, p, live)
+        fields = partition_fields(index, p, live, image)
         error = ErrorCode.none if fields["leader_id"] != -1 else ErrorCode.leader_not_available
         partitions.append(build(partition_cls, error_code=error, **fields))
     return build(

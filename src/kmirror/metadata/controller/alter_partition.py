@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
-from kmirror.metadata.controller.partition_change import eligible_brokers
+from kmirror.metadata.controller.partition_change import eligible_brokers, eligible_for
 from kmirror.metadata.controller.reassignment import PartitionTarget, build_change
 from kmirror.metadata.controller.result import ApiError, ControllerResult
 from kmirror.metadata.image import MetadataImage, PartitionRegistration
@@ -106,7 +106,8 @@ def _isr_change(
     if not reg.is_reassigning:
         return PartitionChangeRecord(item.partition_index, item.topic_id, isr=item.new_isr)
     target = replace(PartitionTarget.of(reg), isr=item.new_isr)
-    return build_change(item.topic_id, item.partition_index, reg, target, eligible_brokers(image, shutting_down))
+    return build_change(item.topic_id, item.partition_index, reg, target,
+                        eligible_for(image, reg, eligible_brokers(image, shutting_down)))
 
 
 def _validate(
@@ -124,8 +125,9 @@ def _validate(
         return ErrorCode.invalid_update_version
     if broker_id not in item.new_isr or len(set(item.new_isr)) != len(item.new_isr):
         return ErrorCode.invalid_request
+    offline = image.offline_replicas(reg)
     for b in item.new_isr:
-        if b not in reg.replicas:
+        if b not in reg.replicas or b in offline:
             return ErrorCode.ineligible_replica
         registration = image.brokers.get(b)
         if registration is None or registration.fenced or b in shutting_down:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from kmirror.metadata.controller.log_dirs import directories_offline
 from kmirror.metadata.controller.partition_change import (
     elect_offline_partitions,
     eligible_brokers,
@@ -165,23 +166,34 @@ def broker_heartbeat(
     now_ms: int,
     broker_unclean_default: bool,
     cordoned_log_dirs: Sequence[uuid.UUID] | None = None,
+    offline_log_dirs: Sequence[uuid.UUID] = (),
 ) -> ControllerResult[HeartbeatReply]:
     """`cordoned_log_dirs`: the directories the broker holds cordoned (KIP-1066; None: not
     reported), stored on its registration when they changed, as Kafka's
-    ReplicationControlManager.handleDirectoriesCordoned does."""
+    ReplicationControlManager.handleDirectoriesCordoned does. `offline_log_dirs`: those that
+    failed (KIP-858, `log_dirs.directories_offline`); their changes come first, and the rest of
+    the heartbeat is decided on the image after them."""
     b = image.brokers.get(broker_id)
     if b is None:
         return ControllerResult([], HeartbeatReply(ApiError(ErrorCode.broker_id_not_registered)))
     if b.broker_epoch != broker_epoch:
         return ControllerResult([], HeartbeatReply(ApiError(ErrorCode.stale_broker_epoch)))
     heartbeats.touch(broker_id, now_ms)
-    result = _heartbeat(image, b, current_metadata_offset, want_fence, want_shut_down, heartbeats,
-                        broker_unclean_default)
+    first: list[Record] = []
     if cordoned_log_dirs is not None and (
             b.cordoned_log_dirs is None or set(b.cordoned_log_dirs) != set(cordoned_log_dirs)):
-        change = BrokerRegistrationChangeRecord(broker_id, b.broker_epoch, cordoned_log_dirs=tuple(cordoned_log_dirs))
-        return ControllerResult([change, *result.records], result.response)
-    return result
+        first.append(BrokerRegistrationChangeRecord(broker_id, b.broker_epoch, cordoned_log_dirs=tuple(cordoned_log_dirs)))
+    if offline_log_dirs:
+        offline, unclean = directories_offline(image, broker_id, offline_log_dirs,
+                                               eligible_brokers(image, heartbeats.shutting_down), broker_unclean_default)
+        heartbeats.unclean_warnings.extend(unclean)
+        first.extend(offline)
+    if first:
+        image = image.apply(first, image.offset)
+        b = image.brokers[broker_id]
+    result = _heartbeat(image, b, current_metadata_offset, want_fence, want_shut_down, heartbeats,
+                        broker_unclean_default)
+    return ControllerResult([*first, *result.records], result.response)
 
 
 def _heartbeat(

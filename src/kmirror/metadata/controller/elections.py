@@ -16,7 +16,12 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from kmirror.metadata.controller.partition_change import change_record, elect, preferred_leader_change
+from kmirror.metadata.controller.partition_change import (
+    change_record,
+    elect,
+    eligible_for,
+    preferred_leader_change,
+)
 from kmirror.metadata.controller.result import ApiError, ControllerResult
 from kmirror.metadata.image import MetadataImage
 from kmirror.metadata.records import NO_LEADER, Record
@@ -64,7 +69,7 @@ def elect_leaders(
                 if report_all:
                     results.append(ElectionResult(name, p, ApiError(ErrorCode.election_not_needed)))
                 continue
-            record = preferred_leader_change(topic.topic_id, p, reg, eligible)
+            record = preferred_leader_change(topic.topic_id, p, reg, eligible_for(image, reg, eligible))
             if record is None:
                 results.append(
                     ElectionResult(
@@ -80,7 +85,7 @@ def elect_leaders(
             if report_all:
                 results.append(ElectionResult(name, p, ApiError(ErrorCode.election_not_needed)))
             continue
-        election = elect(reg, reg.isr, eligible, unclean_ok=True)
+        election = elect(reg, reg.isr, eligible_for(image, reg, eligible), unclean_ok=True)
         unclean_record = change_record(topic.topic_id, p, reg, election) if election.leader != NO_LEADER else None
         if unclean_record is None:
             results.append(ElectionResult(name, p, ApiError(ErrorCode.eligible_leaders_not_available)))

@@ -15,7 +15,7 @@ Rules (Kafka's KRaft controller, without ELR):
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
 from kmirror.metadata.image import MetadataImage, PartitionRegistration, TopicImage
@@ -37,6 +37,12 @@ def eligible_brokers(image: MetadataImage, shutting_down: Collection[int] = ()) 
         b.broker_id for b in image.brokers.values()
         if not b.fenced and not b.in_controlled_shutdown and b.broker_id not in shutting_down
     )
+
+
+def eligible_for(image: MetadataImage, reg: PartitionRegistration, eligible: Collection[int]) -> Collection[int]:
+    """`eligible` without the replicas of `reg` whose log directory is offline (KIP-858)."""
+    offline = image.offline_replicas(reg)
+    return eligible if not offline else frozenset(eligible) - set(offline)
 
 
 def unclean_allowed(image: MetadataImage, topic: str, broker_default: bool) -> bool:
@@ -81,9 +87,11 @@ def partitions_of_broker(image: MetadataImage, broker_id: int) -> Iterator[tuple
 
 
 def remove_broker_from_isrs(
-    image: MetadataImage, broker_id: int, eligible: Collection[int], broker_unclean_default: bool
+    image: MetadataImage, broker_id: int, eligible: Collection[int], broker_unclean_default: bool,
+    only: Callable[[PartitionRegistration], bool] | None = None,
 ) -> tuple[list[PartitionChangeRecord], list[tuple[str, int, int]]]:
-    """Records taking `broker_id` out of every ISR and leadership (fencing, controlled shutdown).
+    """Records taking `broker_id` out of every ISR and leadership (fencing, controlled shutdown),
+    or only out of those of the partitions `only` selects (a failed log directory).
 
     Returns `(records, unclean)` where `unclean` lists `(topic, partition, new_leader)` elected
     uncleanly, for the caller's data-loss warning."""
@@ -92,11 +100,14 @@ def remove_broker_from_isrs(
     for topic, pid, reg in partitions_of_broker(image, broker_id):
         if broker_id not in reg.isr and reg.leader != broker_id:
             continue
+        if only is not None and not only(reg):
+            continue
         isr = tuple(b for b in reg.isr if b != broker_id) or reg.isr
-        if reg.leader != broker_id and reg.leader in eligible and reg.leader in isr:
+        candidates = eligible_for(image, reg, eligible)
+        if reg.leader != broker_id and reg.leader in candidates and reg.leader in isr:
             election = Election(reg.leader, isr)
         else:
-            election = elect(reg, isr, eligible, unclean_allowed(image, topic.name, broker_unclean_default))
+            election = elect(reg, isr, candidates, unclean_allowed(image, topic.name, broker_unclean_default))
         record = change_record(topic.topic_id, pid, reg, election)
         if record is not None:
             records.append(record)
@@ -116,7 +127,8 @@ def elect_offline_partitions(
         for pid, reg in topic.partitions.items():
             if reg.leader != NO_LEADER or (only_broker is not None and only_broker not in reg.replicas):
                 continue
-            election = elect(reg, reg.isr, eligible, unclean_allowed(image, topic.name, broker_unclean_default))
+            election = elect(reg, reg.isr, eligible_for(image, reg, eligible),
+                             unclean_allowed(image, topic.name, broker_unclean_default))
             if election.leader == NO_LEADER:
                 continue
             record = change_record(topic.topic_id, pid, reg, election)
@@ -144,7 +156,7 @@ def imbalanced_partitions(image: MetadataImage, eligible: Collection[int]) -> li
     out: list[PartitionChangeRecord] = []
     for topic in image.topics.values():
         for pid, reg in topic.partitions.items():
-            record = preferred_leader_change(topic.topic_id, pid, reg, eligible)
+            record = preferred_leader_change(topic.topic_id, pid, reg, eligible_for(image, reg, eligible))
             if record is not None:
                 out.append(record)
     return out

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from kmirror.metadata.controller.partition_change import unclean_allowed
+from kmirror.metadata.controller.partition_change import eligible_for, unclean_allowed
 from kmirror.metadata.controller.result import ApiError, ControllerResult
 from kmirror.metadata.image import MetadataImage, PartitionRegistration
 from kmirror.metadata.records import NO_LEADER, NO_LEADER_CHANGE, PartitionChangeRecord, Record
@@ -197,7 +197,7 @@ def _reassign_one(
                 ), None
             isr = (next((r for r in original if r in eligible), original[0]),)
         revert = PartitionTarget(original, isr, (), ())
-        return ok, build_change(topic.topic_id, t.partition, reg, revert, eligible, unclean_ok)
+        return ok, build_change(topic.topic_id, t.partition, reg, revert, eligible_for(image, reg, eligible), unclean_ok)
     error = _validate_assignment(image, t.replicas)
     if error is not None:
         return error, None
@@ -213,7 +213,7 @@ def _reassign_one(
         grown.adding,
         grown.removing,
     )
-    return ok, build_change(topic.topic_id, t.partition, reg, target, eligible)
+    return ok, build_change(topic.topic_id, t.partition, reg, target, eligible_for(image, reg, eligible))
 
 
 def list_partition_reassignments(

@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from kmirror.config.server import ServerConfig
 from kmirror.config.topic import validate_topic_config
+from kmirror.metadata.controller.log_dirs import default_directories
 from kmirror.metadata.controller.placement import (
     broker_racks,
     check_assignment,
@@ -197,13 +198,15 @@ def _create_one(
 def _partition_records(
     image: MetadataImage, topic_id: uuid.UUID, first: int, assignment: Sequence[tuple[int, ...]]
 ) -> list[Record]:
-    """The ISR is the live replicas; the leader the first of them (-1 when none is live)."""
+    """The ISR is the live replicas; the leader the first of them (-1 when none is live); each
+    replica in its broker's only log directory, else UNASSIGNED (`log_dirs.default_directories`)."""
     live = set(live_broker_ids(image))
     out: list[Record] = []
     for i, replicas in enumerate(assignment):
         isr = tuple(b for b in replicas if b in live)
         leader = isr[0] if isr else -1
-        out.append(PartitionRecord(first + i, topic_id, tuple(replicas), isr, leader, 0, 0))
+        out.append(PartitionRecord(first + i, topic_id, tuple(replicas), isr, leader, 0, 0,
+                                   directories=default_directories(image, replicas)))
     return out
 
 
