@@ -2,7 +2,9 @@
 offline and keeps serving its other dir; the controller, told by the broker's heartbeat, moves
 the leaderships and ISR memberships of the replicas that were in the failed dir to the other
 brokers, while an idempotent acks=all producer keeps writing; nothing acknowledged is lost.
-kafka-python's DescribeLogDirs and `kmirror log-dirs` show the failed dir's error.
+kafka-python's DescribeLogDirs and `kmirror log-dirs` show the failed dir's error. Restarted
+with the disk still failed, the broker starts without that dir; restarted with the disk
+replaced (empty), it copies those replicas again and they rejoin their ISRs.
 The failure is made as Kafka's own tests make it: the dir is replaced by a file, so the next
 file the broker creates there (a segment roll) fails with ENOTDIR."""
 
@@ -124,11 +126,36 @@ def test_a_failed_log_dir_goes_offline_and_its_partitions_move_while_the_broker_
                                      "logDir": str(second)}
         assert dirs[str(base / "node-1" / "data")]["error"] is None
         assert failed == []
+        assert_every_acked_record_read_back(c.bootstrap, acked)
 
-        # every acknowledged record is there, once, at its offset
-        ends = {p: max((o for q, o, _ in acked if q == p), default=-1) + 1 for p in range(PARTITIONS)}
-        found = read_all(c.bootstrap, ends)
-        assert len({(p, o) for p, o, _ in acked}) == len(acked)
-        missing = [(p, o) for p, o, v in acked if found.get((p, o)) != v]
-        assert missing == [], missing[:10]
+        # restarted with the disk still failed: broker 1 starts without that dir, its replicas
+        # there stay offline, the others catch up and rejoin their ISRs
+        c.kill9(1)
+        c.start_node(1)
+        assert f"Error while loading log dir {second}" in c.log_text(1)
+        in_first = set(range(PARTITIONS)) - set(in_second)
+        wait_until(lambda: all(1 in partitions()[p]["isr_nodes"] for p in in_first), "the online dir's replicas in sync")
+        now = partitions()
+        assert all(now[p]["offline_replicas"] == [1] and 1 not in now[p]["isr_nodes"] for p in in_second), now
+
+        # the disk replaced (an empty dir, a new directory id): broker 1 copies those replicas
+        # again from their leaders, names their new dir, and every replica is back in sync
+        c.kill9(1)
+        second.unlink()
+        second.mkdir()
+        c.start_node(1)
+        wait_until(lambda: all(1 in p["isr_nodes"] and p["offline_replicas"] == [] for p in partitions().values()),
+                   "every replica of broker 1 back in sync after the disk was replaced", timeout_s=60)
+        (broker,) = admin.describe_log_dirs(brokers=[1])
+        assert all(d["error_code"] == 0 for d in broker["log_dirs"])
+        assert_every_acked_record_read_back(c.bootstrap, acked)
         admin.close()
+
+
+def assert_every_acked_record_read_back(bootstrap: str, acked: list[tuple[int, int, bytes]]) -> None:
+    """Every acknowledged record is there, once, at its offset."""
+    ends = {p: max((o for q, o, _ in acked if q == p), default=-1) + 1 for p in range(PARTITIONS)}
+    found = read_all(bootstrap, ends)
+    assert len({(p, o) for p, o, _ in acked}) == len(acked)
+    missing = [(p, o) for p, o, v in acked if found.get((p, o)) != v]
+    assert missing == [], missing[:10]

@@ -89,43 +89,57 @@ class LogManager:
 
     # -- load -------------------------------------------------------------------------------
 
-    def load_logs(self) -> None:
+    def load_logs(self, dir_failed: Callable[[str, Exception], None] | None = None) -> None:
+        """Load every log dir's logs. With `dir_failed`, a dir that cannot be created, read or
+        recovered (KIP-858: an I/O error, a file where the dir should be) is offline and the
+        others load (Kafka's `LogManager.loadLogs`); `dir_failed` is told, and may refuse by
+        raising. Without it, the error is raised."""
         futures: list[tuple[str, str, str]] = []
         for log_dir in self.log_dirs:
-            self.fs.mkdirs(log_dir)
-            recovery = OffsetCheckpoint(self.fs, log_dir, RECOVERY_POINT_CHECKPOINT).read()
-            starts = OffsetCheckpoint(self.fs, log_dir, LOG_START_OFFSET_CHECKPOINT).read()
-            hws = OffsetCheckpoint(self.fs, log_dir, REPLICATION_OFFSET_CHECKPOINT).read()
-            for name in self.fs.listdir(log_dir):
-                path = join(log_dir, name)
-                if not self.fs.is_dir(path) or name == METADATA_PARTITION_DIR:
-                    continue
-                if name.endswith(DELETE_DIR_SUFFIX):
-                    self.fs.delete(path)
-                    continue
-                if name.endswith(FUTURE_DIR_SUFFIX):
-                    futures.append((log_dir, path, name))
-                    continue
-                tp = parse_partition_dir(name)
-                if tp is None:
-                    continue
-                config = self._config_for(tp) if self._config_for is not None else self.default_config
-                loaded = Log.open(self.fs, path, tp, config, self.clock, recovery_point=recovery.get(tp, 0),
-                                  log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp))
-                other = self.logs.get(tp)
-                if other is not None:
-                    keep_other = other.log_end_offset >= loaded.log_end_offset
-                    logger.warning("%s is in two log dirs (%s, %s): keeping the one ending at %d, deleting the other",
-                                   tp, other.directory, loaded.directory,
-                                   max(other.log_end_offset, loaded.log_end_offset))
-                    if keep_other:
-                        loaded.close()
-                        loaded.delete()
-                        continue
-                    self.delete_logs([tp])
-                self._register(loaded, log_dir)
+            try:
+                self._load_dir(log_dir, futures)
+            except (OSError, KafkaStorageError) as exc:
+                if dir_failed is None:
+                    raise
+                dir_failed(log_dir, exc)
+                self.take_dir_offline(log_dir)
         for log_dir, path, name in futures:
-            self._load_future(log_dir, path, name)
+            if log_dir not in self.offline_dirs:
+                self._load_future(log_dir, path, name)
+
+    def _load_dir(self, log_dir: str, futures: list[tuple[str, str, str]]) -> None:
+        self.fs.mkdirs(log_dir)
+        recovery = OffsetCheckpoint(self.fs, log_dir, RECOVERY_POINT_CHECKPOINT).read()
+        starts = OffsetCheckpoint(self.fs, log_dir, LOG_START_OFFSET_CHECKPOINT).read()
+        hws = OffsetCheckpoint(self.fs, log_dir, REPLICATION_OFFSET_CHECKPOINT).read()
+        for name in self.fs.listdir(log_dir):
+            path = join(log_dir, name)
+            if not self.fs.is_dir(path) or name == METADATA_PARTITION_DIR:
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                self.fs.delete(path)
+                continue
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                futures.append((log_dir, path, name))
+                continue
+            tp = parse_partition_dir(name)
+            if tp is None:
+                continue
+            config = self._config_for(tp) if self._config_for is not None else self.default_config
+            loaded = Log.open(self.fs, path, tp, config, self.clock, recovery_point=recovery.get(tp, 0),
+                              log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp))
+            other = self.logs.get(tp)
+            if other is not None:
+                keep_other = other.log_end_offset >= loaded.log_end_offset
+                logger.warning("%s is in two log dirs (%s, %s): keeping the one ending at %d, deleting the other",
+                               tp, other.directory, loaded.directory,
+                               max(other.log_end_offset, loaded.log_end_offset))
+                if keep_other:
+                    loaded.close()
+                    loaded.delete()
+                    continue
+                self.delete_logs([tp])
+            self._register(loaded, log_dir)
 
     def _load_future(self, log_dir: str, path: str, name: str) -> None:
         """A move a restart interrupted goes on (`futures`) when its partition's current log is

@@ -197,9 +197,6 @@ class PartitionHosting:
         for tp in tps:
             self._notify_append(tp)
 
-    def is_offline(self, tp: TopicPartition) -> bool:
-        return tp in self._offline
-
     def _remove_partitions(self, tps: list[TopicPartition]) -> None:
         for tp in tps:
             self._partitions.pop(tp, None)

@@ -178,7 +178,8 @@ class LogDirs:
         if self._ids is None:
             if not cluster_id:
                 return {}
-            self._ids = log_dir_ids(self._config.log_dirs, cluster_id, self._config.node_id)
+            self._ids = log_dir_ids([d for d in self._config.log_dirs if d not in self.offline], cluster_id,
+                                    self._config.node_id)
         return self._ids
 
     def cordoned_ids(self, cluster_id: str) -> tuple[uuid.UUID, ...]:

@@ -106,8 +106,10 @@ def serve_log_dirs(failure: LogDirFailureHandler, lifecycle: BrokerLifecycleMana
     """Once the broker serves: a failed log dir goes offline instead of halting the node, the
     controller learns where each replica's log is, and replicas move between log dirs
     (AlterReplicaLogDirs, resuming the moves a restart interrupted). Returns the mover."""
-    failure.on_offline = OfflineLogDirs(asyncio.get_running_loop(), log_manager, replica_manager,
-                                        lifecycle.heartbeat_soon, replica_manager.node_id)
+    failure.on_offline = offline = OfflineLogDirs(asyncio.get_running_loop(), log_manager, replica_manager,
+                                                  lifecycle.heartbeat_soon, replica_manager.node_id)
+    for log_dir in sorted(failure.offline):  # failed since the load, before the broker served
+        offline(log_dir)
     assigner = DirectoryAssigner(replica_manager.node_id, log_manager, log_dirs, lifecycle.controller,
                                  lambda: lifecycle.lifecycle.broker_epoch)
     publish_steps.on_published = assigner.on_published

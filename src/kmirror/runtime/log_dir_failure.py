@@ -14,10 +14,13 @@ tells the controller, which moves their leaderships and ISR memberships to other
 A torn tail a failed write left stays in the directory: the node's next start recovers it
 (its logs were not closed cleanly), so nothing is appended after it meanwhile.
 
+A directory that cannot be created, read or recovered while the node loads its logs is offline
+from the start (`load_failed`, Kafka's `LogManager.loadLogs`): the node registers without it.
+
 The node halts (`Exit.halt(1)` in Kafka) when the failed directory holds the metadata log (the
-first of `log.dirs`), when no other directory is online, or before the broker serves
-(`on_offline` not set yet): a partition's leadership then moves to an in-sync replica as
-after any broker failure, so nothing acknowledged is lost (docs/design/storage.md).
+first of `log.dirs`) or when no other directory is online: a partition's leadership then moves
+to an in-sync replica as after any broker failure, so nothing acknowledged is lost
+(docs/design/storage.md).
 """
 
 from __future__ import annotations
@@ -54,14 +57,16 @@ def hand_over(exc: OSError, path: str, on_failure: Callable[[str, OSError], NoRe
 
 class LogDirFailureHandler:
     """Called with the path an operation failed on and its error: the directory goes offline
-    (`on_offline`) and the operation raises KafkaStorageError, or the node halts."""
+    (`on_offline`, once the broker serves) and the operation raises KafkaStorageError, or the
+    node halts."""
 
     def __init__(self, log_dirs: Sequence[str], halt: Callable[[int], object] = os._exit) -> None:
         self.log_dirs = [d.rstrip("/") for d in log_dirs]
         self._halt = halt
         self.offline: set[str] = set()
         self.on_offline: Callable[[str], None] | None = None
-        """Set once the broker serves: takes a failed directory offline (from any thread)."""
+        """Set once the broker serves: takes a failed directory offline (from any thread); the
+        directories that failed before are taken offline when it is set (`serve_log_dirs`)."""
         self._lock = threading.Lock()
 
     def dir_of(self, path: str) -> str:
@@ -71,23 +76,30 @@ class LogDirFailureHandler:
 
     def __call__(self, path: str, exc: OSError) -> NoReturn:
         log_dir = self.dir_of(path)
-        with self._lock:
-            first = log_dir not in self.offline
-            if first:
-                log.error("Error while accessing %s in dir %s: %s", path, log_dir, exc)
-                online = [d for d in self.log_dirs if d not in self.offline and d != log_dir]
-                if not online:
-                    self._stop(f"Shutdown broker because all log dirs in {', '.join(self.log_dirs)} have failed")
-                if log_dir == self.log_dirs[0] or log_dir not in self.log_dirs:
-                    self._stop(f"Shutdown broker because the metadata log dir {log_dir} has failed")
-                if self.on_offline is None:
-                    self._stop(f"Shutdown broker because log dir {log_dir} has failed before the broker serves")
-                self.offline.add(log_dir)
-        if first:
+        if self._went_offline(log_dir, f"Error while accessing {path} in dir {log_dir}: {exc}"):
             log.error("Stopping serving replicas in dir %s", log_dir)
-            assert self.on_offline is not None
-            self.on_offline(log_dir)
+            if self.on_offline is not None:
+                self.on_offline(log_dir)
         raise KafkaStorageError(log_dir, f"{path}: {exc}")
+
+    def load_failed(self, log_dir: str, exc: Exception) -> None:
+        """`log_dir` could not be loaded (`LogManager.load_logs`): offline from the start."""
+        self._went_offline(log_dir, f"Error while loading log dir {log_dir}: {exc}")
+
+    def _went_offline(self, log_dir: str, error: str) -> bool:
+        """`log_dir` is offline now; False if it was before. Halts instead when it holds the
+        metadata log or was the last one online."""
+        with self._lock:
+            if log_dir in self.offline:
+                return False
+            log.error(error)
+            online = [d for d in self.log_dirs if d not in self.offline and d != log_dir]
+            if not online:
+                self._stop(f"Shutdown broker because all log dirs in {', '.join(self.log_dirs)} have failed")
+            if log_dir == self.log_dirs[0] or log_dir not in self.log_dirs:
+                self._stop(f"Shutdown broker because the metadata log dir {log_dir} has failed")
+            self.offline.add(log_dir)
+            return True
 
     def _stop(self, reason: str) -> NoReturn:
         log.critical(reason)

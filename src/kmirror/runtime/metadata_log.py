@@ -473,14 +473,19 @@ def _directory_id() -> str:
 def log_dir_ids(log_dirs: list[str], cluster_id: str, node_id: int) -> dict[str, uuid.UUID]:
     """Each log directory's id (`directory.id` of its `meta.properties`, written when the
     directory has none, as Kafka's storage formatting writes one into every log directory).
-    A directory whose file names no id has none here."""
+    A directory whose file names no id has none here, nor has one that cannot be read or
+    written (a failed disk: the log load takes it offline, KIP-858)."""
     ids: dict[str, uuid.UUID] = {}
     for log_dir in log_dirs:
         path = Path(log_dir) / META_PROPERTIES
-        if path.exists():
-            props = parse_properties(path.read_text(encoding="utf-8"))
-        else:
-            props = ensure_meta_properties(log_dir, cluster_id, node_id)
+        try:
+            if path.exists():
+                props = parse_properties(path.read_text(encoding="utf-8"))
+            else:
+                props = ensure_meta_properties(log_dir, cluster_id, node_id)
+        except OSError as exc:
+            log.error("log dir %s has no readable %s: %s", log_dir, META_PROPERTIES, exc)
+            continue
         raw = props.get("directory.id")
         if raw:
             ids[log_dir] = uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))

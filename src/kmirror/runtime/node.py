@@ -230,7 +230,7 @@ class Node:
         fs = OsFileSystem(int(cfg.get("log.max.open.files")), self.log_dir_failure)
         self.log_manager = LogManager(fs, cfg.log_dirs, self.clock, _broker_log_defaults(cfg))
         self.log_manager.cordoned = self.log_dirs.cordoned
-        self.log_manager.load_logs()
+        self.log_manager.load_logs(self.log_dir_failure.load_failed)  # a dir that fails to load is offline
         replica_manager = ReplicaManager(cfg.node_id, self.log_manager, self.clock, cfg, OsDiskUsage())
         self.replica_manager = replica_manager
         # KIP-98 transaction coordinator: state in __transaction_state, markers to leaders

@@ -1,7 +1,11 @@
+import shutil
 import uuid
+
+import pytest
 
 from kmirror.config.server import ServerConfig
 from kmirror.log.config import LogConfig
+from kmirror.log.fs import KafkaStorageError
 from kmirror.log.log_manager import LogManager, parse_partition_dir
 from kmirror.ports import ManualClock
 from kmirror.records.builder import build_batch
@@ -157,3 +161,31 @@ def test_a_log_deleted_before_its_flush_gets_no_late_topic_id_file():
     fs.crash()
     assert new.partition_metadata.read() == uuid.UUID(int=8)
     assert [n for n in fs.files() if n.endswith("partition.metadata")] == ["/d1/a-0/partition.metadata"]
+
+
+def test_a_failed_dir_goes_offline_and_what_was_placed_elsewhere_is_not_created_anew(tmp_path):
+    """KIP-858: a dir that fails to load is offline (`dir_failed` told), the other loads; while a
+    dir is offline a log that is not new is refused, a new one goes to an online dir; a dir
+    failing later drops its logs and is left out of the checkpoints."""
+    first, second, third = (str(tmp_path / d) for d in ("d1", "d2", "d3"))
+    m = _manager(OsFileSystem(), dirs=(first, second, third))
+    for tp in (A0, A1, B0):
+        m.get_or_create_log(tp, uuid.UUID(int=1)).append_as_leader(_batch(2), 0)
+    placed = {tp: m.log_dir_of(tp) for tp in (A0, A1, B0)}
+    assert set(placed.values()) == {first, second, third}
+    m.close()
+    shutil.rmtree(second)
+    (tmp_path / "d2").write_text("")  # a file where the dir was
+    failed: list[str] = []
+    again = LogManager(OsFileSystem(), [first, second, third], ManualClock(NOW), LogConfig())
+    again.load_logs(lambda log_dir, exc: failed.append(log_dir))
+    assert failed == [second] and again.offline_dirs == {second}
+    lost = next(tp for tp, d in placed.items() if d == second)
+    assert sorted(again.logs) == sorted(tp for tp in placed if tp != lost)
+    with pytest.raises(KafkaStorageError, match="may be there"):
+        again.get_or_create_log(lost, uuid.UUID(int=1), is_new=False)
+    assert again.log_dir_of(again.get_or_create_log(TopicPartition("new", 0), uuid.UUID(int=2))) != second
+    kept = next(tp for tp, d in placed.items() if d == third)
+    assert again.take_dir_offline(third) == [kept] and again.get_log(kept) is None
+    assert {d for d, _, _ in again.checkpoint_snapshot()} == {first}
+    again.close()

@@ -98,28 +98,27 @@ def test_the_handler_logs_kafkas_lines_and_halts_with_1(caplog: pytest.LogCaptur
     ]
 
 
-def test_a_failed_dir_goes_offline_once_the_broker_serves(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failed_dir_goes_offline_and_the_node_halts_only_for_the_metadata_dir_or_the_last_one(
+        caplog: pytest.LogCaptureFixture) -> None:
     codes: list[int] = []
-    handler = LogDirFailureHandler(["/d1", "/d2", "/d3"], halt=codes.append)
-    with pytest.raises(SystemExit):  # before the broker serves, any failed dir halts
-        handler("/d2/t-0/00000000000000000000.log", OSError(errno.EIO, "Input/output error"))
-    assert codes == [1]
-    assert caplog.messages[-1] == "Shutdown broker because log dir /d2 has failed before the broker serves"
+    handler = LogDirFailureHandler(["/d1", "/d2", "/d3", "/d4"], halt=codes.append)
+    handler.load_failed("/d4", NotADirectoryError(errno.ENOTDIR, "Not a directory"))  # at load: offline from the start
+    assert handler.offline == {"/d4"} and caplog.messages[-1].startswith("Error while loading log dir /d4")
     offline: list[str] = []
     handler.on_offline = offline.append
     with pytest.raises(KafkaStorageError, match="/d2 is offline"):
         handler("/d2/t-0/00000000000000000000.log", OSError(errno.EIO, "Input/output error"))
     with pytest.raises(KafkaStorageError):  # the same dir again: offline already
         handler("/d2/t-1/00000000000000000000.index", OSError(errno.ENOTDIR, "Not a directory"))
-    assert offline == ["/d2"] and handler.offline == {"/d2"} and codes == [1]
+    assert offline == ["/d2"] and handler.offline == {"/d2", "/d4"} and codes == []
     with pytest.raises(SystemExit):  # the metadata log's dir halts
         handler("/d1/__cluster_metadata-0/00000000000000000000.log", OSError(errno.EIO, "Input/output error"))
     assert caplog.messages[-1] == "Shutdown broker because the metadata log dir /d1 has failed"
     handler.offline.add("/d1")
     with pytest.raises(SystemExit):  # the last one online halts
         handler("/d3/t-2/00000000000000000000.log", OSError(errno.ENOSPC, "No space left on device"))
-    assert caplog.messages[-1] == "Shutdown broker because all log dirs in /d1, /d2, /d3 have failed"
-    assert codes == [1, 1, 1]
+    assert caplog.messages[-1] == "Shutdown broker because all log dirs in /d1, /d2, /d3, /d4 have failed"
+    assert codes == [1, 1]
 
 
 def test_the_failed_dir_is_the_one_holding_the_file() -> None:
