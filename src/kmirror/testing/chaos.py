@@ -13,6 +13,10 @@ The faults, per cluster and one at a time there (with replication factor 3 and
   `LocalCluster.fill_disk`), so the first file that grows that far makes it halt as a
   broker whose disk filled; at the end of the hold it starts again (killed -9 first if it
   did not write that far);
+- `dir-fail` on a broker: its second log dir (every broker has two, JBOD) is replaced by a
+  file, so the next file the broker creates there fails and the dir goes offline (KIP-858)
+  while the broker serves its first; at the end of the hold the disk is replaced: the broker
+  is killed -9 and started again with an empty dir there, and copies those replicas again;
 - at the destination, `mirror-pause`: `kmirror mirrors --pause`, then `--resume`.
 Every node snapshots its metadata every 16 KB of records and deletes the log below, so a
 broker down for a few seconds often comes back below its controller's log start and loads
@@ -71,6 +75,7 @@ import argparse
 import contextlib
 import io
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -118,10 +123,12 @@ REPLICATED_CLUSTER = {
     # a few seconds comes back below the controller's log start and loads its snapshot
     "metadata.log.max.record.bytes.between.snapshots": "16384",
     "metadata.max.retention.bytes": "0",
+    # segments roll every few seconds of writes: a failed log dir is found at the next roll
+    "log.segment.bytes": "1048576",
 }
 # (kind, on the controller, weight); mirror-pause only at the destination.
 FAULT_KINDS = (("kill9", False, 4), ("pause", False, 3), ("kill9", True, 1), ("pause", True, 1), ("crash", False, 1),
-               ("mirror-pause", False, 1), ("disk-full", False, 2))
+               ("mirror-pause", False, 1), ("disk-full", False, 2), ("dir-fail", False, 2))
 DISK_HEADROOM = 1024  # disk-full: a few seconds of the writers' records
 WHOLE_CLUSTER = ("crash", "mirror-pause")  # the faults that name no node
 LINK = "link"  # the track of the link's faults: (kind, weight, longest hold)
@@ -257,18 +264,47 @@ def fault_actions(cluster: LocalCluster, fault: Fault) -> tuple[Callable[[], obj
         "crash": (cluster.crash, cluster.start_all),
         "mirror-pause": (lambda: mirror_command(cluster, "--pause"), lambda: mirror_command(cluster, "--resume")),
         "disk-full": (lambda: cluster.fill_disk(fault.node, DISK_HEADROOM), lambda: free_disk(cluster, fault.node)),
+        "dir-fail": (lambda: fail_log_dir(cluster, fault.node), lambda: replace_disk(cluster, fault.node)),
     }[fault.kind]
+
+
+def second_log_dir(cluster: LocalCluster, node: int) -> Path:
+    return cluster.dir / f"node-{node}" / "data2"
+
+
+def fail_log_dir(cluster: LocalCluster, node: int) -> None:
+    """The broker's second log dir becomes a file: its next file there fails (ENOTDIR)."""
+    shutil.rmtree(second_log_dir(cluster, node))
+    second_log_dir(cluster, node).write_text("")
+
+
+def replace_disk(cluster: LocalCluster, node: int) -> None:
+    """A new, empty disk in its place: the broker killed -9 (or halted), the dir made anew, the
+    broker started again."""
+    stop(cluster, node)
+    second = second_log_dir(cluster, node)
+    if second.is_dir():
+        shutil.rmtree(second)
+    else:
+        second.unlink(missing_ok=True)
+    second.mkdir()
+    cluster.start_node(node, timeout_s=120)
 
 
 def free_disk(cluster: LocalCluster, node: int) -> None:
     """Space again: the broker starts anew, after its halt (it cuts its torn tail) or, if it
     did not write that far, after a kill -9 (lifting the limit instead would race with a
     halt begun an instant before: that broker would stay down)."""
+    stop(cluster, node)
+    cluster.start_node(node, timeout_s=120)
+
+
+def stop(cluster: LocalCluster, node: int) -> None:
+    """The broker stopped: killed -9 unless it has halted."""
     if not cluster.exited(node):
         with contextlib.suppress(ProcessLookupError):  # it halted since
             cluster.kill9(node)
         pid_path(cluster.dir, node).unlink(missing_ok=True)
-    cluster.start_node(node, timeout_s=120)
 
 
 def mirror_command(dest: LocalCluster, action: str) -> None:
@@ -391,11 +427,17 @@ def clusters_in(work: Path, controllers: int = 1, combined: bool = False) -> tup
     `controllers` controllers (the voters of its metadata quorum), or with its three brokers
     the voters (`combined`)."""
     source = LocalCluster(dir=work / "source", port=free_port_block(3), nodes=3, overrides=dict(REPLICATED_CLUSTER),
-                          link_port=free_port_block(6), controllers=controllers, combined=combined)
+                          link_port=free_port_block(6), controllers=controllers, combined=combined,
+                          per_broker=two_log_dirs(work / "source"))
     dest = LocalCluster(dir=work / "dest", port=free_port_block(3), nodes=3, link_port=free_port_block(6),
                         overrides={**REPLICATED_CLUSTER, "mirror.metadata.refresh.interval.ms": "1000"},
-                        controllers=controllers, combined=combined)
+                        controllers=controllers, combined=combined, per_broker=two_log_dirs(work / "dest"))
     return source, dest
+
+
+def two_log_dirs(base: Path) -> Callable[[int], dict[str, str]]:
+    """Every broker's `log.dirs`: two (JBOD), the metadata log in the first."""
+    return lambda node: {"log.dirs": f"{base / f'node-{node}' / 'data'},{base / f'node-{node}' / 'data2'}"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,8 @@ def test_targets_and_kinds() -> None:
             assert kinds[(cluster, kind, False)] and kinds[(cluster, kind, True)], (cluster, kind)
     assert kinds[("destination", "mirror-pause", False)] and not kinds[("source", "mirror-pause", False)]
     assert kinds[("source", "crash", False)] and kinds[("destination", "crash", False)]
+    assert kinds[("source", "dir-fail", False)] and kinds[("destination", "dir-fail", False)]
+    assert all(f.node in BROKERS for f in faults if f.kind in ("dir-fail", "disk-full"))
     assert all(f.node in (*BROKERS, CONTROLLER_NODE_ID) for f in faults if f.kind in ("kill9", "pause"))
     assert all(f.node == 0 for f in faults if f.kind in ("crash", "mirror-pause"))
     link = Counter(f.kind for f in faults if f.cluster == LINK)
