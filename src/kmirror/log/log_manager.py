@@ -351,19 +351,24 @@ class LogManager:
     def _write_checkpoints(self, log_dirs: Iterable[str]) -> None:
         self.write_checkpoints(self.checkpoint_snapshot(log_dirs))
 
-    def checkpoint_snapshot(self, log_dirs: Iterable[str] | None = None) -> list[tuple[str, str, dict[TopicPartition, int]]]:
-        """The offsets the checkpoints of `log_dirs` (default: all) would hold now, as
+    def checkpoint_snapshot(self, log_dirs: Iterable[str] | None = None, *, high_watermarks_only: bool = False
+                            ) -> list[tuple[str, str, dict[TopicPartition, int]]]:
+        """The offsets the checkpoints of `log_dirs` (default: all online) would hold now, as
         (log dir, checkpoint name, offsets): taken where the logs change, written by
-        `write_checkpoints` elsewhere (a worker thread: ten thousand partitions' fsync'd files)."""
+        `write_checkpoints` elsewhere (a worker thread: ten thousand partitions' fsync'd files).
+        `high_watermarks_only`: the replication-offset-checkpoint alone (Kafka writes it every
+        `replica.high.watermark.checkpoint.interval.ms`, the others every minute)."""
         out: list[tuple[str, str, dict[TopicPartition, int]]] = []
         for log_dir in self.online_dirs if log_dirs is None else log_dirs:
             if log_dir in self.offline_dirs:
                 continue
             # list(): one copy, taken atomically, while a worker thread may be creating logs
             logs = [log for tp, log in list(self.logs.items()) if self._dir_of.get(tp) == log_dir]
-            out.append((log_dir, RECOVERY_POINT_CHECKPOINT, {log.topic_partition: log.recovery_point for log in logs}))
-            out.append((log_dir, LOG_START_OFFSET_CHECKPOINT,
-                        {log.topic_partition: log.log_start_offset for log in logs if log.log_start_offset > 0}))
+            if not high_watermarks_only:
+                out.append((log_dir, RECOVERY_POINT_CHECKPOINT,
+                            {log.topic_partition: log.recovery_point for log in logs}))
+                out.append((log_dir, LOG_START_OFFSET_CHECKPOINT,
+                            {log.topic_partition: log.log_start_offset for log in logs if log.log_start_offset > 0}))
             out.append((log_dir, REPLICATION_OFFSET_CHECKPOINT,
                         {log.topic_partition: log.high_watermark for log in logs}))
         return out

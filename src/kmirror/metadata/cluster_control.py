@@ -87,8 +87,10 @@ class ClusterControl:
         if cluster_id is not None and self._image.cluster_id is not None and cluster_id != self._image.cluster_id:
             return ApiError(ErrorCode.inconsistent_cluster_id)
         async with self._lock:
-            result = register_broker(self._image, broker_id, incarnation_id, endpoints, rack, self.heartbeats, log_dirs)
+            result = register_broker(self._image, broker_id, incarnation_id, endpoints, rack, self.heartbeats, log_dirs,
+                                     self._unclean_default())
             await self._commit(result.records)
+            self._warn_unclean()
             self.heartbeats.touch(broker_id, self._now_ms())
             assert result.response is not None
             return result.response

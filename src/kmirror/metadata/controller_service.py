@@ -130,7 +130,7 @@ class MetadataService(QuorumControl, ClusterControl):
                 incarnation = uuid.UUID(int=self._rng.getrandbits(128), version=4)
                 result = register_broker(
                     self._image, self._config.node_id, incarnation, endpoints, self._config.broker_rack, self.heartbeats,
-                    self.broker_log_dirs(self._image.cluster_id or ""),
+                    self.broker_log_dirs(self._image.cluster_id or ""), bool(self._config.unclean_leader_election_enable),
                 )
                 await self._commit(result.records)
                 assert result.response is not None

@@ -130,7 +130,6 @@ class RemoteController:
             bool(response.should_shut_down),
         )
 
-
     async def assign_replicas_to_dirs(self, broker_epoch: int,
                                       assignments: Sequence[DirAssignment]) -> dict[DirAssignment, ErrorCode]:
         conn = await self._channel.connection()
@@ -205,7 +204,6 @@ class BrokerLifecycleManager:
         log_dirs: LogDirs | None = None,
     ) -> None:
         self._config = config
-        self._controller = controller
         self.controller = controller
         self._cluster_id = cluster_id
         self._metadata_offset = metadata_offset
@@ -220,7 +218,7 @@ class BrokerLifecycleManager:
         while True:
             cluster_id = self._cluster_id()
             ids = () if self._log_dirs is None else self._log_dirs.online_ids(cluster_id)
-            result = await self._controller.register(cluster_id, self._incarnation_id, ids)
+            result = await self.controller.register(cluster_id, self._incarnation_id, ids)
             if not isinstance(result, ApiError):
                 self.lifecycle.on_registered(result)
                 log.info("broker %d registered with broker epoch %d", self._config.node_id, result)
@@ -236,7 +234,7 @@ class BrokerLifecycleManager:
         if self._log_dirs is not None and lc.state is BrokerState.RUNNING:
             cordoned = self._log_dirs.cordoned_ids(self._cluster_id())
         offline = () if self._log_dirs is None else self._log_dirs.offline_ids(self._cluster_id())
-        reply = await self._controller.heartbeat(lc.broker_epoch, self._metadata_offset(), lc.want_shut_down,
+        reply = await self.controller.heartbeat(lc.broker_epoch, self._metadata_offset(), lc.want_shut_down,
                                                  cordoned, offline)
         if reply.error.code in (ErrorCode.stale_broker_epoch, ErrorCode.broker_id_not_registered):
             lc.on_stale_epoch()

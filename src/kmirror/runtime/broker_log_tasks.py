@@ -61,10 +61,12 @@ class BrokerLogTasks:
         guard = self._replica_manager.write_guard
         return guard is None or guard.write_refusal(tp) is None
 
-    async def _checkpoint(self) -> None:
+    async def _checkpoint(self, high_watermarks_only: bool = False) -> None:
         """The offsets are read on the loop, the files (one line per partition, fsync'd) are
         written on a worker thread; `stop` waits for a write in flight before the last one."""
-        snapshot = self._logs.checkpoint_snapshot()
+        if self._checkpoint_write is not None and not self._checkpoint_write.done():
+            await asyncio.wait([self._checkpoint_write])  # one write at a time: never an older one last
+        snapshot = self._logs.checkpoint_snapshot(high_watermarks_only=high_watermarks_only)
         self._checkpoint_write = asyncio.ensure_future(asyncio.to_thread(self._logs.write_checkpoints, snapshot))
         await asyncio.shield(self._checkpoint_write)
 
@@ -88,6 +90,8 @@ class BrokerLogTasks:
                            cfg.log_retention_check_interval_ms)
         scheduler.schedule_async("kafka-recovery-point-checkpoint", self._checkpoint,
                                  RECOVERY_POINT_CHECKPOINT_INTERVAL_MS)
+        scheduler.schedule_async("highwatermark-checkpoint", lambda: self._checkpoint(high_watermarks_only=True),
+                                 int(cfg.get("replica.high.watermark.checkpoint.interval.ms")))
         scheduler.schedule("kafka-log-flusher", lambda: logs.flush_dirty(clock.now_ms()), 1000)
         self._remove_expired_producers()
         scheduler.schedule("PeriodicProducerExpirationCheck", self._remove_expired_producers,

@@ -38,17 +38,15 @@ class DirectoryAssigner:
         self._controller = controller
         self._broker_epoch = broker_epoch
         self._image: MetadataImage | None = None
-        self._compared: MetadataImage | None = None
         self._dirty: set[TopicPartition] = set()
         self._task: asyncio.Task[None] | None = None
 
     def on_published(self, image: MetadataImage) -> None:
         """An image is published: its changed topics' replicas are compared."""
-        old, self._image = self._compared, image
+        old, self._image = self._image, image
         for name, topic in image.topics.items():
             if old is None or old.topics.get(name) is not topic:
                 self._dirty.update(TopicPartition(name, p) for p in topic.partitions)
-        self._compared = image
         self._kick()
 
     def moved(self, tp: TopicPartition) -> None:
@@ -65,13 +63,12 @@ class DirectoryAssigner:
         out = []
         for tp in self._dirty:
             topic = image.topics.get(tp.topic)
-            reg = None if topic is None else topic.partitions.get(tp.partition)
             log_dir = self._log_manager.log_dir_of(tp)
-            actual = None if log_dir is None else ids.get(log_dir)
-            if reg is None or actual is None or self._node_id not in reg.replicas:
+            if topic is None or log_dir is None or log_dir not in ids:
                 continue
-            if reg.directory(self._node_id) != actual:
-                out.append(DirAssignment(actual, topic.topic_id, tp.partition))  # type: ignore[union-attr]
+            reg = topic.partitions.get(tp.partition)
+            if reg is not None and self._node_id in reg.replicas and reg.directory(self._node_id) != ids[log_dir]:
+                out.append(DirAssignment(ids[log_dir], topic.topic_id, tp.partition))
         return out
 
     async def _send(self) -> None:

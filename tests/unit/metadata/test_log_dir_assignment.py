@@ -111,3 +111,18 @@ def test_a_replica_assigned_to_a_failed_dir_leaves_its_isr_and_new_replicas_are_
     moved = image.topics["t"].partitions[1].merge(PartitionChangeRecord(1, TOPIC_ID, replicas=(5, 1, 3)))
     assert moved.directory(3) == dir_ids.UNASSIGNED and moved.directory(5) == dir_ids.UNASSIGNED
     assert image.is_new_replica(moved, 3) and not image.is_new_replica(reg, 5)
+
+
+def test_a_broker_registering_without_a_dir_leaves_the_isrs_and_leaderships_of_the_replicas_there() -> None:
+    """Restarted before its session expired, with the disk of B replaced (a new dir C), broker 5
+    must not lead again the partitions whose logs were in B: it no longer has them."""
+    image, epoch, hb = _cluster()
+    assigned = [DirAssignment(A, TOPIC_ID, 0), DirAssignment(A, TOPIC_ID, 1), DirAssignment(B, TOPIC_ID, 2),
+                DirAssignment(B, TOPIC_ID, 3)]
+    image = _apply(image, assign_replicas_to_dirs(image, 5, epoch, assigned, eligible_brokers(image), False).records)
+    again = register_broker(image, 5, uuid.UUID(int=100), ENDPOINTS, None, hb, (A, C))
+    image = _apply(image, again.records)
+    parts = image.topics["t"].partitions
+    assert [(parts[p].leader, 5 in parts[p].isr) for p in range(4)] == [(5, True), (5, True), (1, False), (1, False)]
+    same = register_broker(image, 5, uuid.UUID(int=101), ENDPOINTS, None, hb, (A, C))  # nothing lost this time
+    assert len(same.records) == 1

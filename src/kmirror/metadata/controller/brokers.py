@@ -91,12 +91,17 @@ def register_broker(
     rack: str | None,
     heartbeats: BrokerHeartbeatManager | None = None,
     log_dirs: Sequence[uuid.UUID] = (),
+    broker_unclean_default: bool = False,
 ) -> ControllerResult[int]:
     """Records registering `broker_id` fenced; the response is its new broker epoch.
     Re-registering the same incarnation and endpoints returns the existing epoch. A new
     incarnation ends a controlled shutdown of the previous one; it keeps the cordoned log
     directories of the previous registration it still has (the broker reports its own once it
-    has caught up), so that a restarting cordoned broker is not given new partitions meanwhile."""
+    has caught up), so that a restarting cordoned broker is not given new partitions meanwhile.
+    A replica of the broker whose log directory is not among the new registration's (the disk
+    failed at start, or was replaced) leaves its ISR and leadership at once (KIP-858): a broker
+    restarted before its session expired would otherwise lead again with a log it no longer
+    has, and its followers would truncate to it."""
     current = image.brokers.get(broker_id)
     if (
         current is not None
@@ -112,8 +117,17 @@ def register_broker(
     cordoned = None
     if current is not None and current.cordoned_log_dirs is not None:
         cordoned = tuple(d for d in current.cordoned_log_dirs if d in log_dirs)
-    return ControllerResult([RegisterBrokerRecord(broker_id, incarnation_id, epoch, tuple(endpoints), rack, True,
-                                                  tuple(log_dirs), cordoned)], epoch)
+    records: list[Record] = [RegisterBrokerRecord(broker_id, incarnation_id, epoch, tuple(endpoints), rack, True,
+                                                  tuple(log_dirs), cordoned)]
+    if current is not None:
+        after = image.apply(records, image.offset)
+        eligible = eligible_brokers(after, heartbeats.shutting_down if heartbeats is not None else ()) - {broker_id}
+        moves, unclean = remove_broker_from_isrs(after, broker_id, eligible, broker_unclean_default,
+                                                 only=lambda reg: broker_id in after.offline_replicas(reg))
+        if heartbeats is not None:
+            heartbeats.unclean_warnings.extend(unclean)
+        records.extend(moves)
+    return ControllerResult(records, epoch)
 
 
 def fence_broker(
