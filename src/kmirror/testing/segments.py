@@ -16,7 +16,14 @@ FIRST_SEGMENT = "00000000000000000000.log"
 
 
 def partition_dir(cluster: LocalCluster, topic: str, partition: int, node_id: int = 1) -> Path:
-    return cluster.dir / f"node-{node_id}" / "data" / f"{topic}-{partition}"
+    """The replica's directory in whichever of the node's log dirs (`data`, `data2`, ...) holds
+    it; in `data` when none does."""
+    node_dir = cluster.dir / f"node-{node_id}"
+    name = f"{topic}-{partition}"
+    for log_dir in sorted(node_dir.glob("data*")):
+        if (log_dir / name).is_dir():
+            return log_dir / name
+    return node_dir / "data" / name
 
 
 def first_segment(cluster: LocalCluster, topic: str, partition: int, node_id: int = 1) -> Path:
