@@ -132,6 +132,7 @@ class OfflineLogDirs:
     def _take_offline(self, log_dir: str) -> None:
         partitions = self._log_manager.take_dir_offline(log_dir)
         self._replica_manager.take_offline(partitions)
-        log.error("Broker %d stopped serving partitions %s because they are in the failed log directory %s",
-                  self._node_id, ",".join(sorted(str(tp) for tp in partitions)), log_dir)
+        if partitions:
+            log.error("Broker %d stopped serving partitions %s because they are in the failed log directory %s",
+                      self._node_id, ",".join(sorted(str(tp) for tp in partitions)), log_dir)
         self._report()
