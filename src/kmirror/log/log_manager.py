@@ -197,8 +197,9 @@ class LogManager:
 
     def get_or_create_log(self, tp: TopicPartition, topic_id: UUID | None = None,
                           config: LogConfig | None = None, *, is_new: bool = True) -> Log:
-        """`is_new`: the controller has not placed the replica in a directory yet; one it has
-        placed is not created anew while a log dir is offline (KafkaStorageError)."""
+        """`is_new`: the replica's log cannot be in a failed dir (the controller placed it in no
+        dir yet, or in one online here: `MetadataImage.is_new_replica`); one that may be there
+        is not created anew while a log dir is offline (KafkaStorageError)."""
         log = self.logs.get(tp)
         if log is not None:
             if config is not None:

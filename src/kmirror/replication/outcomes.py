@@ -7,10 +7,13 @@ of range...), never an exception. Exceptions are left for broken invariants and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from functools import wraps
+from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 from uuid import UUID
 
+from kmirror.log.fs import KafkaStorageError
 from kmirror.protocol.errors import ErrorCode
 
 # Isolation levels as sent in Fetch / ListOffsets (KIP-98).
@@ -126,3 +129,20 @@ class AlterPartitionItem:
     partition_epoch: int
     new_isr: tuple[int, ...]
     broker_epochs: tuple[int, ...]  # per `new_isr` member, -1 when unknown (KIP-903)
+
+
+S = TypeVar("S")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def storage_guarded(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R | PartitionError]:
+    """`method`, answering KAFKA_STORAGE_ERROR when its log's directory has failed (Kafka's
+    `KafkaStorageException`; the node takes the partition offline meanwhile)."""
+    @wraps(method)
+    def guarded(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R | PartitionError:
+        try:
+            return method(self, *args, **kwargs)
+        except KafkaStorageError as exc:
+            return PartitionError(ErrorCode.kafka_storage_error, str(exc))
+    return guarded

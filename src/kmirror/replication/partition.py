@@ -15,12 +15,10 @@ and takes the leader's high watermark, bounded by its own log end offset.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import wraps
-from typing import Concatenate, Generic, ParamSpec, TypeVar
+from typing import Generic, TypeVar
 from uuid import UUID
 
 from kmirror.log.append_analysis import AppendOrigin
-from kmirror.log.fs import KafkaStorageError
 from kmirror.log.outcomes import AppendError
 from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode
@@ -41,6 +39,7 @@ from kmirror.replication.outcomes import (
     EpochEndOffset,
     PartitionError,
     ReadOutcome,
+    storage_guarded,
 )
 from kmirror.replication.partition_state import PartitionState, RoleChange, hosted_here, partition_state_from
 from kmirror.replication.replica_state import ReplicaState
@@ -53,21 +52,6 @@ DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 
 LogT = TypeVar("LogT", bound=PartitionLog, covariant=True)
 """The log a partition holds: it uses only `PartitionLog`, its host may know more of it."""
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _storage_guarded(method: Callable[Concatenate[Partition[LogT], P], R]
-                     ) -> Callable[Concatenate[Partition[LogT], P], R | PartitionError]:
-    """`method`, answering KAFKA_STORAGE_ERROR when the log's directory has failed (Kafka's
-    `KafkaStorageException`; the node takes the partition offline meanwhile)."""
-    @wraps(method)
-    def guarded(self: Partition[LogT], /, *args: P.args, **kwargs: P.kwargs) -> R | PartitionError:
-        try:
-            return method(self, *args, **kwargs)
-        except KafkaStorageError as exc:
-            return PartitionError(ErrorCode.kafka_storage_error, str(exc))
-    return guarded
 
 
 class Partition(IsrChanges, ListOffsets, Generic[LogT]):
@@ -287,7 +271,7 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
             return PartitionError(guard.error_code, guard.message)
         return guard
 
-    @_storage_guarded
+    @storage_guarded
     def append_records_to_leader(
         self, records: bytes | memoryview, required_acks: int, now_ms: int,
         verification_guard: VerificationGuard | None = None,
@@ -308,7 +292,7 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
             self.maybe_increment_high_watermark()
         return result
 
-    @_storage_guarded
+    @storage_guarded
     def append_coordinator_batches_to_leader(self, records: bytes | memoryview, now_ms: int,
                                              verification_guard: VerificationGuard | None = None
                                              ) -> AppendOutcome | PartitionError:
@@ -327,7 +311,7 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
             self.maybe_increment_high_watermark()
         return result
 
-    @_storage_guarded
+    @storage_guarded
     def append_records_as_follower(self, records: bytes | memoryview) -> AppendOutcome | PartitionError:
         """Replication and mirroring: offsets, epochs and bytes are kept as given."""
         return append_outcome(self.log.append_as_follower(records))
@@ -405,7 +389,7 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
                 fetch_offset, fetched_upper_bound_offset(data, fetch_offset)))
         return ReadOutcome(data, high_watermark, last_stable, log_start, log_end, aborted)
 
-    @_storage_guarded
+    @storage_guarded
     def _read_log(self, fetch_offset: int, max_bytes: int, max_offset: int, min_one: bool) -> bytes | memoryview | PartitionError:
         if fetch_offset >= max_offset:
             return b""
