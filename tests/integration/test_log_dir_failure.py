@@ -11,7 +11,6 @@ file the broker creates there (a segment roll) fails with ENOTDIR."""
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 from pathlib import Path
 
@@ -96,8 +95,8 @@ def test_a_failed_log_dir_goes_offline_and_its_partitions_move_while_the_broker_
 
             # the controller knows which dir holds broker 1's replicas: nothing offline yet
             assert all(p["offline_replicas"] == [] and 1 in p["isr_nodes"] for p in partitions().values())
-            shutil.rmtree(second)
-            second.write_text("")  # the dir is now a file: the next segment created there fails
+            second.rename(base / "node-1" / "failed-disk")  # in one step: the broker writes there meanwhile
+            second.write_text("")  # the dir is now a file: the next file created there fails
 
             def moved() -> bool:
                 now = partitions()

@@ -4,8 +4,10 @@ other directories (KIP-858, Kafka's `LogDirFailureChannel` and `ReplicaManager.h
 What counts as a failed directory: an `OSError` whose errno says the storage itself refused
 (`STORAGE_ERRNOS`: the disk is full or over quota, the file system went read-only after an
 error, an I/O error, a file past the size limit, or a path under the directory that is no
-longer a directory: the directory was replaced or unmounted under the node). A missing file
-is not one: the log layer expects those where a segment was deleted under a read.
+longer a directory: the directory was replaced or unmounted under the node), or a missing
+file in a log directory that is itself gone (not a directory any more). A missing file in a
+directory still there is not one: the log layer expects those where a segment was deleted
+under a read.
 
 The failed operation raises `KafkaStorageError` (its partition answers KAFKA_STORAGE_ERROR);
 `on_offline` takes the directory offline on the event loop (`OfflineLogDirs`): its logs are
@@ -47,10 +49,10 @@ def is_storage_failure(exc: OSError) -> bool:
 
 
 def hand_over(exc: OSError, path: str, on_failure: Callable[[str, OSError], NoReturn] | None) -> NoReturn:
-    """`exc`, raised while accessing `path`: a storage failure goes to `on_failure` (which
-    raises KafkaStorageError or halts); anything else, or any error without a handler, is
-    raised again."""
-    if on_failure is None or not is_storage_failure(exc):
+    """`exc`, raised while accessing `path`: a storage failure, or a missing file (its log dir
+    may be gone), goes to `on_failure` (which raises KafkaStorageError, halts, or raises `exc`
+    again); anything else, or any error without a handler, is raised again."""
+    if on_failure is None or not (is_storage_failure(exc) or exc.errno == errno.ENOENT):
         raise exc
     on_failure(path, exc)
 
@@ -76,6 +78,8 @@ class LogDirFailureHandler:
 
     def __call__(self, path: str, exc: OSError) -> NoReturn:
         log_dir = self.dir_of(path)
+        if exc.errno == errno.ENOENT and (log_dir not in self.log_dirs or os.path.isdir(log_dir)):
+            raise exc  # a file deleted under a read, in a log dir still there
         if self._went_offline(log_dir, f"Error while accessing {path} in dir {log_dir}: {exc}"):
             log.error("Stopping serving replicas in dir %s", log_dir)
             if self.on_offline is not None:

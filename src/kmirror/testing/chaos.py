@@ -268,14 +268,19 @@ def fault_actions(cluster: LocalCluster, fault: Fault) -> tuple[Callable[[], obj
     }[fault.kind]
 
 
+FAILED_DISK = "failed-disk"  # where a failed second log dir's files go (not a `data*` dir)
+
+
 def second_log_dir(cluster: LocalCluster, node: int) -> Path:
     return cluster.dir / f"node-{node}" / "data2"
 
 
 def fail_log_dir(cluster: LocalCluster, node: int) -> None:
-    """The broker's second log dir becomes a file: its next file there fails (ENOTDIR)."""
-    shutil.rmtree(second_log_dir(cluster, node))
-    second_log_dir(cluster, node).write_text("")
+    """The broker's second log dir becomes a file: its next file there fails (ENOTDIR). The dir
+    is renamed away in one step (the broker writes there meanwhile: a removal would race it)."""
+    second = second_log_dir(cluster, node)
+    second.rename(second.with_name(FAILED_DISK))
+    second.write_text("")
 
 
 def replace_disk(cluster: LocalCluster, node: int) -> None:
@@ -283,11 +288,12 @@ def replace_disk(cluster: LocalCluster, node: int) -> None:
     broker started again."""
     stop(cluster, node)
     second = second_log_dir(cluster, node)
-    if second.is_dir():
+    if second.is_dir():  # never failed (the fault's start did not get that far)
         shutil.rmtree(second)
     else:
         second.unlink(missing_ok=True)
-    second.mkdir()
+    shutil.rmtree(second.with_name(FAILED_DISK), ignore_errors=True)
+    second.mkdir(exist_ok=True)
     cluster.start_node(node, timeout_s=120)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -51,14 +52,23 @@ def test_without_on_failure_the_error_is_raised(tmp_path: Path) -> None:
     assert raised.value.errno == errno.ENOSPC
 
 
-def test_a_missing_file_is_not_a_storage_failure(tmp_path: Path) -> None:
-    recorder = Recorder()
-    fs = OsFileSystem(on_failure=recorder)  # type: ignore[arg-type]
+def test_a_missing_file_is_not_a_storage_failure_unless_its_log_dir_is_gone(tmp_path: Path) -> None:
+    first, second = tmp_path / "d1", tmp_path / "d2"
+    for d in (first, second):
+        (d / "t-0").mkdir(parents=True)
+    handler = LogDirFailureHandler([str(first), str(second)], halt=lambda code: None)
+    offline: list[str] = []
+    handler.on_offline = offline.append
+    fs = OsFileSystem(on_failure=handler)
     with pytest.raises(FileNotFoundError):
-        fs.read(str(tmp_path / "gone.log"), 0, 10)
+        fs.read(str(second / "t-0" / "gone.log"), 0, 10)
     with pytest.raises(FileNotFoundError):
-        fs.rename(str(tmp_path / "gone.log"), str(tmp_path / "other.log"))
-    assert recorder.calls == []
+        fs.rename(str(second / "t-0" / "gone.log"), str(second / "t-0" / "other.log"))
+    assert offline == [] and handler.offline == set()
+    shutil.rmtree(second)  # the dir itself vanished (deleted, or its disk unmounted)
+    with pytest.raises(KafkaStorageError):
+        fs.write_file(str(second / "t-0" / "leader-epoch-checkpoint"), b"0\n")
+    assert offline == [str(second)]
 
 
 def test_a_rename_batch_names_its_first_source(tmp_path: Path) -> None:
