@@ -41,7 +41,7 @@ from kmirror.metadata.controller.reassignment import (
 )
 from kmirror.metadata.controller.result import ApiError, ControllerResult, NotControllerError
 from kmirror.metadata.image import MetadataImage
-from kmirror.metadata.records import BrokerEndpoint, Record
+from kmirror.metadata.records import BrokerEndpoint, BrokerRegistrationChangeRecord, Record
 from kmirror.ports import Clock
 
 log = logging.getLogger("kmirror.metadata.controller_service")  # one logger for all of the controller's lines
@@ -110,9 +110,15 @@ class ClusterControl:
         offline_log_dirs: Sequence[uuid.UUID] = (),
     ) -> HeartbeatReply:
         async with self._lock:
+            before = self._image.brokers.get(broker_id)
             result = self._heartbeat_result(broker_id, broker_epoch, current_metadata_offset, want_fence, want_shut_down,
                                             cordoned_log_dirs, offline_log_dirs)
             await self._commit(result.records)
+            for record in result.records:
+                if isinstance(record, BrokerRegistrationChangeRecord) and record.log_dirs is not None and before:
+                    log.warning("Directories %s in broker %d marked offline, remaining directories: %s",
+                                [str(d) for d in before.log_dirs if d not in record.log_dirs], broker_id,
+                                [str(d) for d in record.log_dirs])
             self._warn_unclean()
             assert result.response is not None
             return result.response

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -27,8 +26,6 @@ from kmirror.metadata.controller.partition_change import remove_broker_from_isrs
 from kmirror.metadata.controller.result import ApiError, ControllerResult
 from kmirror.metadata.image import MetadataImage
 from kmirror.metadata.records import BrokerRegistrationChangeRecord, PartitionChangeRecord, Record
-
-log = logging.getLogger("kmirror.metadata.controller_service")
 
 
 def default_directories(image: MetadataImage, replicas: Sequence[int]) -> tuple[uuid.UUID, ...]:
@@ -56,8 +53,6 @@ def directories_offline(
     moves, unclean = remove_broker_from_isrs(
         image, broker_id, frozenset(eligible) - {broker_id}, broker_unclean_default,
         only=lambda reg: reg.directory(broker_id) in newly)
-    log.warning("Directories %s in broker %d marked offline, remaining directories: %s",
-                sorted(str(d) for d in newly), broker_id, [str(d) for d in online])
     return [BrokerRegistrationChangeRecord(broker_id, registration.broker_epoch, log_dirs=online), *moves], unclean
 
 
