@@ -11,12 +11,11 @@ file the broker creates there (a segment roll) fails with ENOTDIR."""
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 
+from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once
 from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
@@ -26,26 +25,6 @@ pytestmark = pytest.mark.integration
 TOPIC = "jbod"
 PARTITIONS = 6
 KAFKA_STORAGE_ERROR = 56
-
-
-def read_all(bootstrap: str, ends: dict[int, int]) -> dict[tuple[int, int], bytes]:
-    """(partition, offset) -> value of every record below `ends`, read by a confluent-kafka consumer."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "jbod-check", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in ends])
-    out: dict[tuple[int, int], bytes] = {}
-    wanted = sum(ends.values())
-
-    def more() -> bool:
-        for msg in consumer.consume(1000, timeout=1):
-            if msg.error() is None:
-                out[(msg.partition(), msg.offset())] = msg.value()
-        return len(out) >= wanted
-
-    try:
-        wait_until(more, "every record read back", timeout_s=120)
-    finally:
-        consumer.close()
-    return out
 
 
 def test_a_failed_log_dir_goes_offline_and_its_partitions_move_while_the_broker_serves_the_other(
@@ -59,33 +38,10 @@ def test_a_failed_log_dir_goes_offline_and_its_partitions_move_while_the_broker_
                       per_broker=lambda n: {"log.dirs": f"{base / 'node-1' / 'data'},{second}"} if n == 1 else {}) as c:
         create_topic(c.bootstrap, TOPIC, partitions=PARTITIONS, replication_factor=3)
         admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
-        acked: list[tuple[int, int, bytes]] = []
-        failed: list[str] = []
-        stop = threading.Event()
-
-        def write() -> None:
-            producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True,
-                                 "linger.ms": 5, "message.timeout.ms": 120_000})
-
-            def delivered(err: object, msg: object) -> None:
-                if err is None:
-                    acked.append((msg.partition(), msg.offset(), msg.value()))  # type: ignore[attr-defined]
-                else:
-                    failed.append(str(err))
-
-            n = 0
-            while not stop.is_set():
-                producer.produce(TOPIC, value=f"record-{n:07d}-".encode() + b"x" * 200, partition=n % PARTITIONS,
-                                 on_delivery=delivered)
-                n += 1
-                if n % 500 == 0:
-                    producer.flush(60)
-            producer.flush(120)
-
-        writer = threading.Thread(target=write)
+        writer = AckedWriter(c.bootstrap, "jbod", TOPIC, PARTITIONS)
         writer.start()
         try:
-            wait_until(lambda: len(acked) >= 3000, "records acknowledged before the failure")
+            wait_until(lambda: len(writer.acked) >= 3000, "records acknowledged before the failure")
             in_second = sorted(int(d.name.rsplit("-", 1)[1]) for d in second.glob(f"{TOPIC}-*"))
             assert 0 < len(in_second) < PARTITIONS, in_second  # broker 1 holds replicas in both dirs
 
@@ -104,11 +60,10 @@ def test_a_failed_log_dir_goes_offline_and_its_partitions_move_while_the_broker_
                            for p in in_second)
 
             wait_until(moved, "replicas of the failed dir out of their ISRs and leaderships", timeout_s=60)
-            after_failure = len(acked)
-            wait_until(lambda: len(acked) >= after_failure + 2000, "records acknowledged after the failure")
+            after_failure = len(writer.acked)
+            wait_until(lambda: len(writer.acked) >= after_failure + 2000, "records acknowledged after the failure")
         finally:
-            stop.set()
-            writer.join(180)
+            writer.finish()
 
         assert not c.exited(1), "the broker halted instead of serving its other log dir"
         log = c.log_text(1)
@@ -124,8 +79,8 @@ def test_a_failed_log_dir_goes_offline_and_its_partitions_move_while_the_broker_
         assert dirs[str(second)] == {"partitions": [], "error": "org.apache.kafka.common.errors.KafkaStorageException",
                                      "logDir": str(second)}
         assert dirs[str(base / "node-1" / "data")]["error"] is None
-        assert failed == []
-        assert_every_acked_record_read_back(c.bootstrap, acked)
+        assert writer.failed == []
+        assert_acked_mirrored_once(c.bootstrap, writer)
 
         # restarted with the disk still failed: broker 1 starts without that dir, its replicas
         # there stay offline, the others catch up and rejoin their ISRs
@@ -147,14 +102,6 @@ def test_a_failed_log_dir_goes_offline_and_its_partitions_move_while_the_broker_
                    "every replica of broker 1 back in sync after the disk was replaced", timeout_s=60)
         (broker,) = admin.describe_log_dirs(brokers=[1])
         assert all(d["error_code"] == 0 for d in broker["log_dirs"])
-        assert_every_acked_record_read_back(c.bootstrap, acked)
+        assert_acked_mirrored_once(c.bootstrap, writer)
         admin.close()
 
-
-def assert_every_acked_record_read_back(bootstrap: str, acked: list[tuple[int, int, bytes]]) -> None:
-    """Every acknowledged record is there, once, at its offset."""
-    ends = {p: max((o for q, o, _ in acked if q == p), default=-1) + 1 for p in range(PARTITIONS)}
-    found = read_all(bootstrap, ends)
-    assert len({(p, o) for p, o, _ in acked}) == len(acked)
-    missing = [(p, o) for p, o, v in acked if found.get((p, o)) != v]
-    assert missing == [], missing[:10]

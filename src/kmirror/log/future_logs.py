@@ -20,6 +20,8 @@ from kmirror.log.log import Log
 from kmirror.log.outcomes import AppendError, OffsetOutOfRange
 
 COPY_STEP_BYTES = 1 << 20
+FLUSH_BYTES = 4 << 20
+"""A future log is flushed each time this much was copied into it (`FutureLog.copied`)."""
 QUOTA_WINDOW_S = 1.0
 """The copy quota counts the bytes copied over windows of this length."""
 
@@ -36,6 +38,15 @@ class FutureLog:
     log: Log
     unflushed: int = 0
     """Bytes copied since the future log was last flushed."""
+
+    def copied(self, size: int) -> None:
+        """`size` bytes were copied into the future log: it is flushed each `FLUSH_BYTES`, so
+        that the flush of its replacement (one step of the node's loop) has little left to
+        write, a few ms rather than the seconds a whole log's fsync can take."""
+        self.unflushed += size
+        if self.unflushed >= FLUSH_BYTES:
+            self.log.flush()
+            self.unflushed = 0
 
 
 def offset_lag(current: Log, future: Log) -> int:

@@ -1,10 +1,16 @@
-"""DescribeLogDirs: which partitions live in which log dir, their sizes, and the dirs' space."""
+"""A broker's log dirs as others see them. DescribeLogDirs: which partitions live in which log
+dir, their sizes, and the dirs' space. AssignReplicasToDirs (KIP-858): which of this broker's
+replicas the controller places in another dir than the one their log is in, and which answers
+ask for the assignment again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from kmirror.metadata.controller.log_dirs import DirAssignment
+from kmirror.metadata.image import MetadataImage
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.outcomes import LogDirDescription, LogDirPartition
 from kmirror.replication.partition import Partition
@@ -46,3 +52,23 @@ def describe_log_dirs(
         out.append(LogDirDescription(path=log_dir, partitions=entries, total_bytes=total, usable_bytes=usable))
     return out
 
+
+# Answers after which an assignment is not asked again: done, or the replica is gone from here.
+SETTLED = frozenset({ErrorCode.none, ErrorCode.unknown_topic_id, ErrorCode.unknown_topic_or_partition,
+                     ErrorCode.not_leader_or_follower})
+
+
+def dir_assignments(image: MetadataImage, node_id: int, partitions: Iterable[TopicPartition],
+                    dir_of: Callable[[TopicPartition], uuid.UUID | None]) -> list[DirAssignment]:
+    """Among `partitions`, this node's replicas whose log is in dir `dir_of(tp)` while the
+    image places them elsewhere (a new replica is `UNASSIGNED`; a move changes the dir)."""
+    out = []
+    for tp in partitions:
+        topic = image.topics.get(tp.topic)
+        reg = None if topic is None else topic.partitions.get(tp.partition)
+        actual = dir_of(tp)
+        if topic is None or reg is None or actual is None or node_id not in reg.replicas:
+            continue
+        if reg.directory(node_id) != actual:
+            out.append(DirAssignment(actual, topic.topic_id, tp.partition))
+    return out

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
+from functools import partial
 
 from kio.schema.errors import ErrorCode
 
 from kmirror.log.log_manager import LogManager
-from kmirror.metadata.controller.log_dirs import DirAssignment
 from kmirror.metadata.image import MetadataImage
+from kmirror.replication.log_dirs import SETTLED, dir_assignments
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.runtime.broker_lifecycle import BrokerLifecycleManager, ControllerPort, LogDirs
 from kmirror.runtime.log_dir_failure import LogDirFailureHandler, OfflineLogDirs
@@ -58,24 +60,16 @@ class DirectoryAssigner:
         if self._dirty and self._task is None and self._image is not None:
             self._task = asyncio.get_running_loop().create_task(self._send())
 
-    def _wanted(self, image: MetadataImage, cluster_id: str) -> list[DirAssignment]:
-        ids = self._log_dirs.ids(cluster_id)
-        out = []
-        for tp in self._dirty:
-            topic = image.topics.get(tp.topic)
-            log_dir = self._log_manager.log_dir_of(tp)
-            if topic is None or log_dir is None or log_dir not in ids:
-                continue
-            reg = topic.partitions.get(tp.partition)
-            if reg is not None and self._node_id in reg.replicas and reg.directory(self._node_id) != ids[log_dir]:
-                out.append(DirAssignment(ids[log_dir], topic.topic_id, tp.partition))
-        return out
+    def _dir_id(self, ids: Mapping[str, uuid.UUID], tp: TopicPartition) -> uuid.UUID | None:
+        """The id of the log dir holding `tp`'s log here."""
+        return ids.get(self._log_manager.log_dir_of(tp) or "")
 
     async def _send(self) -> None:
         try:
             while self._dirty and self._image is not None:
                 image = self._image
-                wanted = self._wanted(image, image.cluster_id or "")
+                ids = self._log_dirs.ids(image.cluster_id or "")
+                wanted = dir_assignments(image, self._node_id, self._dirty, partial(self._dir_id, ids))
                 self._dirty.clear()
                 if not wanted:
                     continue
@@ -84,9 +78,7 @@ class DirectoryAssigner:
                 except Exception as exc:
                     answers = {a: ErrorCode.unknown_server_error for a in wanted}
                     log.warning("assigning %d replicas to log dirs failed: %s; retrying", len(wanted), exc)
-                retry = [a for a, code in answers.items() if code not in (ErrorCode.none, ErrorCode.unknown_topic_id,
-                                                                          ErrorCode.unknown_topic_or_partition,
-                                                                          ErrorCode.not_leader_or_follower)]
+                retry = [a for a, code in answers.items() if code not in SETTLED]
                 if retry:
                     self._dirty.update(TopicPartition(t.name, a.partition) for a in retry
                                        if (t := image.topics_by_id.get(a.topic_id)) is not None)

@@ -80,28 +80,29 @@ class LogDirFailureHandler:
         log_dir = self.dir_of(path)
         if exc.errno == errno.ENOENT and (log_dir not in self.log_dirs or os.path.isdir(log_dir)):
             raise exc  # a file deleted under a read, in a log dir still there
-        if self._went_offline(log_dir, f"Error while accessing {path} in dir {log_dir}: {exc}"):
-            log.error("Stopping serving replicas in dir %s", log_dir)
+        if self._went_offline(log_dir, f"Error while accessing {path} in dir {log_dir}: {exc}", serving=True):
             if self.on_offline is not None:
                 self.on_offline(log_dir)
         raise KafkaStorageError(log_dir, f"{path}: {exc}")
 
     def load_failed(self, log_dir: str, exc: Exception) -> None:
         """`log_dir` could not be loaded (`LogManager.load_logs`): offline from the start."""
-        self._went_offline(log_dir, f"Error while loading log dir {log_dir}: {exc}")
+        self._went_offline(log_dir, f"Error while loading log dir {log_dir}: {exc}", serving=False)
 
-    def _went_offline(self, log_dir: str, error: str) -> bool:
-        """`log_dir` is offline now; False if it was before. Halts instead when it holds the
-        metadata log or was the last one online."""
+    def _went_offline(self, log_dir: str, error: str, serving: bool) -> bool:
+        """`log_dir` is offline now; False if it was before. Halts instead when it was the last
+        one online or holds the metadata log. Kafka's lines, in Kafka's order."""
         with self._lock:
             if log_dir in self.offline:
                 return False
             log.error(error)
-            online = [d for d in self.log_dirs if d not in self.offline and d != log_dir]
-            if not online:
-                self._stop(f"Shutdown broker because all log dirs in {', '.join(self.log_dirs)} have failed")
-            if log_dir == self.log_dirs[0] or log_dir not in self.log_dirs:
+            last = all(d in self.offline or d == log_dir for d in self.log_dirs)
+            if not last and (log_dir == self.log_dirs[0] or log_dir not in self.log_dirs):
                 self._stop(f"Shutdown broker because the metadata log dir {log_dir} has failed")
+            if serving:
+                log.error("Stopping serving replicas in dir %s", log_dir)
+            if last:
+                self._stop(f"Shutdown broker because all log dirs in {', '.join(self.log_dirs)} have failed")
             self.offline.add(log_dir)
             return True
 

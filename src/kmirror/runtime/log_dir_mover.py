@@ -39,10 +39,6 @@ IDLE_PAUSE_S = 0.05
 """A pass that could only wait (a cleaning round under way) sleeps this long."""
 MAX_PREFERRED_DIRS = 100_000
 """Log dirs remembered for replicas this broker does not host yet, at most."""
-FLUSH_BYTES = 4 << 20
-"""A future log is flushed each time this much was copied into it, so that the flush of the
-replacement (in one step of the loop) has little left to write: a few ms a step, not the
-seconds a whole log's fsync can take."""
 
 
 class LogDirMover:
@@ -151,10 +147,7 @@ class LogDirMover:
             before = move.log.size_bytes
             caught_up = copy_step(current, move.log)
             copied = max(move.log.size_bytes - before, 0)
-            move.unflushed += copied
-            if move.unflushed >= FLUSH_BYTES:
-                move.log.flush()
-                move.unflushed = 0
+            move.copied(copied)
         except (FutureLogError, OSError, KafkaStorageError) as e:
             self._give_up(tp, str(e))
             return 0

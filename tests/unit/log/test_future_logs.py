@@ -8,7 +8,7 @@ import uuid
 
 from kmirror.config.definitions import LONG_MAX
 from kmirror.log.config import LogConfig
-from kmirror.log.future_logs import CopyQuota, copy_step
+from kmirror.log.future_logs import FLUSH_BYTES, CopyQuota, FutureLog, copy_step
 from kmirror.log.log import Log
 from kmirror.log.log_manager import LogManager
 from kmirror.ports import ManualClock
@@ -156,3 +156,16 @@ def test_the_copy_quota_paces_steps_to_its_rate_and_no_rate_never_pauses() -> No
     assert quota.pause_s(10.5, mib, mib) == 1.5  # the same window: 2 MiB copied half a second in
     assert quota.pause_s(12.0, mib, mib) == 1.0  # a new window
     assert CopyQuota().pause_s(10.0, 100 * mib, LONG_MAX) == 0.0
+
+
+def test_a_future_log_is_flushed_each_flush_bytes_copied() -> None:
+    fs = MemoryFileSystem()
+    m, log, _, other = _partition(fs)
+    log.append_as_leader(_batch(3), 0)
+    move = FutureLog(other, m.create_future_log(TP, other, "f1"))
+    copy_step(log, move.log)
+    segment = move.log.active_segment.log_path
+    move.copied(FLUSH_BYTES - 1)
+    assert fs.unflushed_bytes(segment) > 0 and move.unflushed == FLUSH_BYTES - 1
+    move.copied(1)
+    assert fs.unflushed_bytes(segment) == 0 and move.unflushed == 0

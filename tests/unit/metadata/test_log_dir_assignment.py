@@ -21,7 +21,9 @@ from kmirror.metadata.records import (
     encode,
 )
 from kmirror.metadata.snapshot import snapshot_records
+from kmirror.replication.log_dirs import dir_assignments
 from kmirror.testing.metadata import image_with_brokers
+from kmirror.types import TopicPartition
 
 A, B, C = uuid.UUID(int=0xA000), uuid.UUID(int=0xB000), uuid.UUID(int=0xC000)  # broker 5's two log dirs, 6's one
 TOPIC_ID = uuid.UUID(int=0x70)
@@ -126,3 +128,17 @@ def test_a_broker_registering_without_a_dir_leaves_the_isrs_and_leaderships_of_t
     assert [(parts[p].leader, 5 in parts[p].isr) for p in range(4)] == [(5, True), (5, True), (1, False), (1, False)]
     same = register_broker(image, 5, uuid.UUID(int=101), ENDPOINTS, None, hb, (A, C))  # nothing lost this time
     assert len(same.records) == 1
+
+
+def test_a_broker_asks_to_assign_only_its_replicas_placed_elsewhere_than_their_log() -> None:
+    """The broker's side (`replication.log_dirs.dir_assignments`): replicas whose log is in
+    another dir than the image says; not those already right, nor another broker's, nor a
+    partition without a log here or gone from the image."""
+    image, epoch, _ = _cluster()
+    image = _apply(image, assign_replicas_to_dirs(image, 5, epoch, [DirAssignment(A, TOPIC_ID, 0)],
+                                                  eligible_brokers(image), False).records)
+    logs = {TopicPartition("t", 0): A, TopicPartition("t", 1): B, TopicPartition("t", 2): A,
+            TopicPartition("gone", 0): A}
+    asked = [*logs, TopicPartition("t", 3)]  # t-3 has no log here
+    assert dir_assignments(image, 5, asked, logs.get) == [DirAssignment(B, TOPIC_ID, 1), DirAssignment(A, TOPIC_ID, 2)]
+    assert dir_assignments(image, 4, asked, logs.get) == []  # broker 4 holds no replica of t

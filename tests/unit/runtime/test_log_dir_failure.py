@@ -104,6 +104,7 @@ def test_the_handler_logs_kafkas_lines_and_halts_with_1(caplog: pytest.LogCaptur
     assert caplog.messages == [
         "Error while accessing /data/kafka-logs/t-0/00000000000000000000.log in dir /data/kafka-logs: "
         "[Errno 28] No space left on device",
+        "Stopping serving replicas in dir /data/kafka-logs",
         "Shutdown broker because all log dirs in /data/kafka-logs have failed",
     ]
 
