@@ -287,6 +287,15 @@ _SECURITY_DEFS = (
     ConfigDef("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "Accepted (inter-broker traffic is PLAINTEXT)."),
     ConfigDef("sasl.jaas.config", P, None, "JAAS login module config (listener-prefixed form preferred).",
               sensitive=True),
+    ConfigDef("delegation.token.secret.key", P, None,
+              "The secret every node derives delegation tokens' HMACs from (the same on all nodes); unset: "
+              "delegation tokens are disabled (DELEGATION_TOKEN_AUTH_DISABLED).", sensitive=True),
+    ConfigDef("delegation.token.max.lifetime.ms", L, "604800000",
+              "A delegation token's longest life; it cannot be renewed past it.", at_least(1)),
+    ConfigDef("delegation.token.expiry.time.ms", L, "86400000",
+              "How long a delegation token lives until it is renewed, by default.", at_least(1)),
+    ConfigDef("delegation.token.expiry.check.interval.ms", L, "3600000",
+              "How often the active controller removes expired delegation tokens.", at_least(1)),
     ConfigDef("authorizer.class.name", S, "",
               "The authorizer: empty (no authorization, every request allowed), "
               "org.apache.kafka.metadata.authorizer.StandardAuthorizer or kmirror.StandardAuthorizer (ACLs "

@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from kmirror.client.protocol import decode_response, encode_request
 from kmirror.config.server import ServerConfig
 from kmirror.metadata.config_description import DescribeConfigsResult, describe_configs
 from kmirror.metadata.controller import acls as acl_ops
@@ -43,6 +44,7 @@ from kmirror.metadata.snapshot import batch_entries_by_epoch
 from kmirror.metadata.snapshot_service import MetadataLogStore, MetadataSnapshots, SnapshotId, snapshot_image
 from kmirror.ports import Clock
 from kmirror.protocol.entities import build, has_field, nested
+from kmirror.protocol.envelope import ENVELOPE, ForwardedPrincipal, encode_principal, host_address
 
 log = logging.getLogger(__name__)
 
@@ -291,6 +293,19 @@ class BrokerMetadataService:
         response = await self._channel.forward(request)
         if catch_up:
             await self.wait_caught_up()
+        return response
+
+    async def forward_as(self, request: Any, principal: ForwardedPrincipal, client_host: str) -> Any:
+        """The controller's answer to `request` made by `principal`: wrapped in an Envelope
+        (Kafka's forwarding, KIP-590), so that the controller acts as the client's principal;
+        then, as `forward`, once this node's image has caught up with it."""
+        envelope = await self._channel.send(
+            ENVELOPE, request_data=encode_request(request, 0, f"broker-{self._config.node_id}-forwarding"),
+            request_principal=encode_principal(principal), client_host_address=host_address(client_host))
+        if envelope.error_code != ErrorCode.none:
+            raise MetadataOperationError(ApiError(envelope.error_code, "the controller refused the forwarded request"))
+        response = decode_response(bytes(envelope.response_data), type(request))
+        await self.wait_caught_up()
         return response
 
     async def create_topics(

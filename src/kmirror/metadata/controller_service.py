@@ -10,7 +10,6 @@ leaves the image untouched and raises (a broken disk is not an expected outcome)
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -39,7 +38,9 @@ from kmirror.metadata.controller.result import (
     MetadataOperationError,
     NotControllerError,
     Rng,
+    random_kafka_uuid,
 )
+from kmirror.metadata.delegation_token_control import DelegationTokenControl
 from kmirror.metadata.image import EMPTY_IMAGE, AclBinding, ConfigResource, MetadataImage, TopicImage
 from kmirror.metadata.internal_topics import ensure_internal_topic
 from kmirror.metadata.quorum_service import OperationLock, QuorumControl, Written, to_the_end
@@ -72,13 +73,7 @@ def _partitions_asked(counts: Iterable[int | None]) -> int:
     return sum(c for c in counts if isinstance(c, int) and 0 < c)
 
 
-def new_cluster_id(rng: Rng) -> str:
-    """Kafka's Uuid.randomUuid().toString(): URL-safe base64 of 16 bytes, no padding."""
-    raw = uuid.UUID(int=rng.getrandbits(128), version=4).bytes
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-class MetadataService(QuorumControl, ClusterControl):
+class MetadataService(QuorumControl, ClusterControl, DelegationTokenControl):
     def __init__(self, config: ServerConfig, store: MetadataLogStore, clock: Clock, rng: Rng) -> None:
         self._config = config
         self._store = store
@@ -247,7 +242,7 @@ class MetadataService(QuorumControl, ClusterControl):
             del self._entries[: log_start - self._entries[0][0]]
 
     def _new_cluster_id(self) -> str:
-        return new_cluster_id(self._rng)
+        return random_kafka_uuid(self._rng)
 
     def _compute_and_write(self, op: Callable[[MetadataImage], ControllerResult[R]],
                            image: MetadataImage) -> tuple[ControllerResult[R], Written | None]:

@@ -25,6 +25,7 @@ from kmirror.metadata.records import (
     ClientQuotaRecord,
     ClusterIdRecord,
     ConfigRecord,
+    DelegationTokenRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
     NoOpRecord,
@@ -34,6 +35,7 @@ from kmirror.metadata.records import (
     Record,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -190,6 +192,7 @@ class MetadataImage:
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=_empty)
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=_empty)
     """(user name, ScramMechanism type) -> credential, from UserScramCredentialRecords."""
+    delegation_tokens: Mapping[str, DelegationTokenRecord] = field(default_factory=_empty)
     client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(
         default_factory=_empty)
     """Client quota entity (sorted `(entity_type, entity_name)` pairs, None: default) -> key -> value."""
@@ -277,6 +280,7 @@ class _Delta:
         self.touched_configs: set[ConfigResource] = set()
         self.acls: dict[uuid.UUID, AclBinding] | None = None
         self.scram: dict[tuple[str, int], ScramCredential] | None = None
+        self.tokens: dict[str, DelegationTokenRecord] | None = None
         self.client_quotas: dict[tuple[tuple[str, str | None], ...], Mapping[str, float]] | None = None
 
     # lazy copies
@@ -422,6 +426,12 @@ class _Delta:
             case RemoveUserScramCredentialRecord(name=name, mechanism=mechanism):
                 if self._scram().pop((name, mechanism), None) is None:
                     raise MetadataInvariantError(f"removal of unknown SCRAM credential {name} ({mechanism})")
+            case DelegationTokenRecord() | RemoveDelegationTokenRecord():
+                tokens = self.tokens = dict(self.base.delegation_tokens) if self.tokens is None else self.tokens
+                if isinstance(record, DelegationTokenRecord):
+                    tokens[record.token_id] = record
+                else:
+                    tokens.pop(record.token_id, None)  # Kafka's replay ignores an unknown id too
             case ClientQuotaRecord(entity=entity, key=key):
                 if self.client_quotas is None:
                     self.client_quotas = dict(self.base.client_quotas)
@@ -481,6 +491,7 @@ class _Delta:
             configs=configs,
             acls=base.acls if self.acls is None else _frozen(self.acls),
             scram_credentials=base.scram_credentials if self.scram is None else _frozen(self.scram),
+            delegation_tokens=base.delegation_tokens if self.tokens is None else _frozen(self.tokens),
             client_quotas=base.client_quotas if self.client_quotas is None else _frozen(self.client_quotas),
             next_producer_id=self.next_producer_id,
             producer_id_floor=self.producer_id_floor,

@@ -246,6 +246,29 @@ class RemoveUserScramCredentialRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class DelegationTokenRecord:
+    """A delegation token, created or renewed (Kafka's record 25): principals as `User:name`,
+    times in wall-clock ms; never its HMAC, which every node derives from the id."""
+
+    TYPE_ID: ClassVar[int] = 25
+    VERSION: ClassVar[int] = 0
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp: int
+    max_timestamp: int
+    expiration_timestamp: int
+    token_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveDelegationTokenRecord:
+    TYPE_ID: ClassVar[int] = 26
+    VERSION: ClassVar[int] = 0
+    token_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterIdRecord:
     TYPE_ID: ClassVar[int] = 10000
     VERSION: ClassVar[int] = 0
@@ -271,6 +294,8 @@ Record = (
     | RemoveAccessControlEntryRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | DelegationTokenRecord
+    | RemoveDelegationTokenRecord
     | ClusterIdRecord
 )
 
@@ -295,6 +320,8 @@ RECORD_TYPES: dict[int, type[Any]] = {
         RemoveAccessControlEntryRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
+        DelegationTokenRecord,
+        RemoveDelegationTokenRecord,
         ClusterIdRecord,
     )
 }
@@ -328,6 +355,7 @@ _CONVERTERS: dict[tuple[type[Any], str], Callable[[Any], Any]] = {
     (UserScramCredentialRecord, "salt"): base64.b64decode,
     (UserScramCredentialRecord, "stored_key"): base64.b64decode,
     (UserScramCredentialRecord, "server_key"): base64.b64decode,
+    (DelegationTokenRecord, "renewers"): tuple,
     (ClientQuotaRecord, "entity"): lambda v: tuple((str(t), n) for t, n in v),
 }
 

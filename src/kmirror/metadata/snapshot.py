@@ -67,6 +67,7 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
     for (user, mechanism), cred in sorted(image.scram_credentials.items()):
         out.append(UserScramCredentialRecord(user, mechanism, cred.salt, cred.stored_key, cred.server_key,
                                              cred.iterations))
+    out.extend(token for _, token in sorted(image.delegation_tokens.items()))
     if image.producer_id_floor > 0:
         out.append(ProducerIdsRecord(NO_BROKER, -1, image.producer_id_floor))
     if image.next_producer_id > image.producer_id_floor:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import uuid
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -35,6 +37,13 @@ class Rng(Protocol):
     def randrange(self, stop: int, /) -> int: ...
 
     def getrandbits(self, k: int, /) -> int: ...
+
+
+def random_kafka_uuid(rng: Rng) -> str:
+    """Kafka's Uuid.randomUuid().toString(): URL-safe base64 of 16 bytes, no padding (a
+    cluster id, a delegation token id)."""
+    raw = uuid.UUID(int=rng.getrandbits(128), version=4).bytes
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 class MetadataOperationError(RuntimeError):
