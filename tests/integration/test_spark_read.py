@@ -11,6 +11,7 @@ topic, partition and offset pushed into the read cut its tasks and return the sa
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from kmirror.client.admin import Admin
 from kmirror.log.config import LogConfig
 from kmirror.log.log import Log
 from kmirror.records.control import ControlType
 from kmirror.runtime.node import SystemClock
 from kmirror.runtime.os_fs import OsFileSystem
+from kmirror.security.client_config import client_security
 from kmirror.testing.kafka_clients import create_topic, watermarks
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.oidc import IdentityProvider
@@ -316,6 +319,7 @@ def test_sasl_options_reach_the_client(spark: Any, tmp_path: Path) -> None:
         "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
             "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
         "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_url,
+        "delegation.token.secret.key": "spark-tokens",
     })
     with idp:
         node.up()
@@ -323,6 +327,13 @@ def test_sasl_options_reach_the_client(spark: Any, tmp_path: Path) -> None:
             _read_and_write_through_sasl(spark, node, port, idp)
         finally:
             node.down()
+
+
+async def _token(bootstrap: str, options: dict[str, str]) -> str:
+    """`sasl.jaas.config` of a new delegation token of the user `options` log in as."""
+    security = client_security({k.removeprefix("kafka."): v for k, v in options.items()})
+    async with await Admin.connect(bootstrap, security=security) as admin:
+        return (await admin.create_delegation_token()).jaas_config()
 
 
 def _read_and_write_through_sasl(spark: Any, node: LocalCluster, port: int, idp: IdentityProvider) -> None:
@@ -348,6 +359,11 @@ def _read_and_write_through_sasl(spark: Any, node: LocalCluster, port: int, idp:
              "kafka.sasl.jaas.config": f'{SCRAM_MODULE} required username="bob" password="bob-secret";'}
     df = read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **scram)
     assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b"]
+    # a delegation token of bob's, as Spark's Kafka connector hands its executors one (KIP-48)
+    token = asyncio.run(_token(f"127.0.0.1:{port + 1}", scram))
+    df = read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **{**scram, "kafka.sasl.jaas.config": token})
+    assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b"]
+    assert "authenticated as User:bob with a delegation token" in node.log_text()
     oauth = {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "OAUTHBEARER",
              "kafka.sasl.oauthbearer.token.endpoint.url": idp.token_endpoint,
              "kafka.sasl.jaas.config": f'{OAUTH_MODULE} required clientId="spark-app" clientSecret="spark-secret";'}

@@ -34,6 +34,8 @@ class RequestContext:
     listener: str = "PLAINTEXT"
     principal: str = "ANONYMOUS"
     """The authenticated user (SASL), else Kafka's ANONYMOUS: the `user` of client quotas."""
+    token_authenticated: bool = False
+    """Authenticated by a delegation token (KIP-48), which may not ask for tokens itself."""
 
     @property
     def api_version(self) -> int:

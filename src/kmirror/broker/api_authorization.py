@@ -114,6 +114,10 @@ POLICIES: dict[int, Policy] = {
     35: cluster(DESCRIBE),  # DescribeLogDirs
     36: UNCHECKED,  # SaslAuthenticate
     37: PER_RESOURCE,  # CreatePartitions
+    38: PER_RESOURCE,  # CreateDelegationToken
+    39: PER_RESOURCE,  # RenewDelegationToken
+    40: PER_RESOURCE,  # ExpireDelegationToken
+    41: PER_RESOURCE,  # DescribeDelegationToken
     42: PER_RESOURCE,  # DeleteGroups
     43: PER_RESOURCE,  # ElectLeaders
     44: PER_RESOURCE,  # IncrementalAlterConfigs
@@ -130,6 +134,7 @@ POLICIES: dict[int, Policy] = {
     55: cluster(DESCRIBE),  # DescribeQuorum (a broker forwards it to the controller)
     56: cluster(CLUSTER_ACTION),  # AlterPartition (controller plane)
     57: cluster(ALTER),  # UpdateFeatures
+    58: cluster(CLUSTER_ACTION),  # Envelope (controller plane)
     59: cluster(CLUSTER_ACTION),  # FetchSnapshot (controller plane)
     60: UNCHECKED,  # DescribeCluster
     61: PER_RESOURCE,  # DescribeProducers

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "reassign-partitions": "kmirror.cli.reassign_partitions",
     "configs": "kmirror.cli.configs",
     "acls": "kmirror.cli.acls",
+    "delegation-tokens": "kmirror.cli.delegation_tokens",
     "mirrors": "kmirror.cli.mirrors",
     "features": "kmirror.cli.features",
     "metadata-quorum": "kmirror.cli.metadata_quorum",

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from kmirror.client.acls import AclAdmin
 from kmirror.client.cluster import REFRESH_ERRORS, Cluster
+from kmirror.client.delegation_tokens import DelegationTokenAdmin
 from kmirror.client.errors import KafkaError, check
 from kmirror.client.metadata import BrokerMetadata, TopicMetadata
 from kmirror.client.mirrors import MirrorAdmin
@@ -125,7 +126,8 @@ def _ms(ms: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=ms)
 
 
-class Admin(MirrorAdmin, TransactionAdmin, ShareGroupAdmin, AclAdmin, ScramAdmin, QuotaAdmin, ReassignmentAdmin):
+class Admin(MirrorAdmin, TransactionAdmin, ShareGroupAdmin, AclAdmin, ScramAdmin, DelegationTokenAdmin, QuotaAdmin,
+            ReassignmentAdmin):
     """Kafka's Admin; the cluster mirror methods (KIP-1279) come from `MirrorAdmin`, the
     consumer and share group ones from `ShareGroupAdmin` (on `GroupAdmin`), the ACL ones from `AclAdmin`, the transaction
     ones from `TransactionAdmin`, the client quota ones from `QuotaAdmin`, the partition

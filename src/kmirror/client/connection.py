@@ -141,7 +141,7 @@ class BrokerConnection:
             elif scram is None:
                 await self._sasl_round(plain_client_token(sasl.username, sasl.password), context)
             else:
-                client = ScramClient(scram, sasl.username, sasl.password, secrets.token_urlsafe(24))
+                client = ScramClient(scram, sasl.username, sasl.password, secrets.token_urlsafe(24), sasl.token_auth)
                 server_first = await self._sasl_round(client.first_message(), context)
                 try:
                     server_final = await self._sasl_round(client.final_message(server_first), context)

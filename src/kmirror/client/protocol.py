@@ -183,6 +183,13 @@ def _decode_body(frame: bytes, api_key: int, response_type: type[Any], *, exact:
     return body
 
 
+def decode_response(frame: bytes, request_type: type[Any]) -> Any:
+    """The body of a response frame (header and body, no size prefix) to a request of
+    `request_type` (an Envelope's embedded response)."""
+    api_key = int(request_type.__api_key__)
+    return _decode_body(frame, api_key, response_schema(api_key, int(request_type.__version__)))
+
+
 _INT16_ERROR_CODES: dict[type[Any], type[Any]] = {}
 
 

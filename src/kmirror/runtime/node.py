@@ -106,9 +106,8 @@ from kmirror.runtime.transaction_wiring import (
 log = logging.getLogger("kmirror.node")
 
 CONSUMER_OFFSETS = "__consumer_offsets"
-CONTROLLER_SESSION_CHECK_MS = 1000
-METADATA_SNAPSHOT_CHECK_MS = 1000
-"""How often a controller checks whether its metadata snapshot is due (a broker checks at each fetch)."""
+CONTROLLER_SESSION_CHECK_MS = METADATA_SNAPSHOT_CHECK_MS = 1000
+"""How often a controller checks sessions and whether its metadata snapshot is due (a broker checks at each fetch)."""
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 15_000
 
 
@@ -411,8 +410,9 @@ class Node:
         cfg = self.config
         self.scheduler.schedule_async("broker session check", controller.check_broker_sessions,
                                       CONTROLLER_SESSION_CHECK_MS)
-        self.scheduler.schedule_async("metadata snapshot check", controller.snapshot_if_due,
-                                      METADATA_SNAPSHOT_CHECK_MS)
+        self.scheduler.schedule_async("metadata snapshot check", controller.snapshot_if_due, METADATA_SNAPSHOT_CHECK_MS)
+        self.scheduler.schedule_async("delegation-token-expiry", controller.remove_expired_delegation_tokens,
+                                      int(cfg.get("delegation.token.expiry.check.interval.ms")))
         if cfg.auto_leader_rebalance_enable:
             interval_ms = cfg.leader_imbalance_check_interval_seconds * 1000
             self.scheduler.schedule_async("auto-leader-rebalance-task", controller.rebalance_leaders, interval_ms)

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import datetime
 import secrets
+import time
 from collections.abc import Callable
 
 from kmirror.metadata.image import MetadataImage
 from kmirror.protocol.codec import DecodedRequest
 from kmirror.protocol.entities import build
 from kmirror.runtime.kerberos import gssapi_server
+from kmirror.security.delegation_token import KafkaPrincipal, token_scram_credential
 from kmirror.security.gssapi import GSSAPI
 from kmirror.security.listener_config import SaslServerSettings
 from kmirror.security.oauthbearer import OAUTHBEARER, OAuthBearerServer, TokenValidator
@@ -20,13 +22,14 @@ from kmirror.security.plain import PLAIN, PlainServer
 from kmirror.security.sasl_mechanism import MechanismServer
 from kmirror.security.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslDecision, SaslServer
 from kmirror.security.scram import ScramCredential, ScramMechanism
-from kmirror.security.scram_server import ScramServer
+from kmirror.security.scram_server import ScramServer, TokenCredential, TokenLookup
 
 CredentialLookup = Callable[[str, ScramMechanism], ScramCredential | None]
 
 
 def mechanism_server(settings: SaslServerSettings, mechanism: str, credentials: CredentialLookup,
-                     token_validator: TokenValidator | None = None) -> MechanismServer:
+                     token_validator: TokenValidator | None = None, tokens: TokenLookup | None = None
+                     ) -> MechanismServer:
     """The server side of one authentication with `mechanism` (one of the listener's enabled ones)."""
     if mechanism == OAUTHBEARER:
         assert token_validator is not None
@@ -38,19 +41,33 @@ def mechanism_server(settings: SaslServerSettings, mechanism: str, credentials: 
         return gssapi_server(settings.kerberos)
     scram = ScramMechanism.from_mechanism_name(mechanism)
     assert scram is not None, mechanism
-    return ScramServer(scram, credentials, _scram_nonce)
+    if tokens is None:
+        return ScramServer(scram, credentials, _scram_nonce)
+    return ScramServer(scram, credentials, _scram_nonce, tokens, lambda: int(time.time() * 1000))
 
 
 def sasl_mechanisms(settings: SaslServerSettings | None, image: Callable[[], MetadataImage],
-                    token_validator: Callable[[], TokenValidator | None]) -> Callable[[str], MechanismServer]:
-    """A listener's mechanism servers; SCRAM's credentials from the node's current metadata image."""
+                    token_validator: Callable[[], TokenValidator | None],
+                    token_secret_key: Callable[[], str | None] = lambda: None) -> Callable[[str], MechanismServer]:
+    """A listener's mechanism servers; SCRAM's credentials, and the delegation tokens SCRAM
+    accepts when `token_secret_key()` is set, from the node's current metadata image."""
     def credential(user: str, mechanism: ScramMechanism) -> ScramCredential | None:
         found: ScramCredential | None = image().scram_credentials.get((user, int(mechanism)))
         return found
 
     def server(mechanism: str) -> MechanismServer:
         assert settings is not None
-        return mechanism_server(settings, mechanism, credential, token_validator())
+        secret = token_secret_key() if ScramMechanism.from_mechanism_name(mechanism) else None
+
+        def token(token_id: str, scram: ScramMechanism) -> TokenCredential | None:
+            found = image().delegation_tokens.get(token_id)
+            if found is None or secret is None:
+                return None
+            return TokenCredential(token_scram_credential(scram, secret, token_id),
+                                   KafkaPrincipal.parse(found.owner).name,
+                                   min(found.expiration_timestamp, found.max_timestamp))
+
+        return mechanism_server(settings, mechanism, credential, token_validator(), token if secret else None)
     return server
 
 

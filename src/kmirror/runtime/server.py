@@ -297,9 +297,10 @@ class KafkaConnection(asyncio.Protocol):
             log.warning("authentication of connection %s from %s on listener %s failed: %s",
                         self.connection_id, self.peer, self._server.listener, decision.message)
         elif self._sasl.authenticated and decision.action is Action.RESPOND:
-            log.info("connection %s from %s on listener %s %s as User:%s%s", self.connection_id, self.peer,
+            log.info("connection %s from %s on listener %s %s as User:%s%s%s", self.connection_id, self.peer,
                      self._server.listener, "re-authenticated" if self._sasl.reauthentications > reauthenticating
-                     else "authenticated", self._sasl.principal, session_text(decision))
+                     else "authenticated", self._sasl.principal,
+                     " with a delegation token" if self._sasl.token_authenticated else "", session_text(decision))
         if req is None:  # SaslHandshake v0: a bare frame back, none on a refusal
             if decision.error is not ErrorCode.none:
                 self.close()
@@ -390,6 +391,7 @@ class KafkaConnection(asyncio.Protocol):
             connection_id=self.connection_id,
             listener=self._server.listener,
             principal=self._principal(),
+            token_authenticated=self._sasl is not None and self._sasl.token_authenticated,
         )
 
     def _principal(self) -> str:
@@ -438,7 +440,8 @@ class KafkaServer:
         self.listener = listener
         self.sasl = sasl
         self.token_validator: TokenValidator | None = None  # OAUTHBEARER's, set before the listener opens
-        self.mechanisms = sasl_mechanisms(sasl, lambda: services.metadata.image, lambda: self.token_validator)
+        self.mechanisms = sasl_mechanisms(sasl, lambda: services.metadata.image, lambda: self.token_validator,
+                                          lambda: services.config.get("delegation.token.secret.key") or None)
         # a TLS listener's ssl.principal.mapping.rules (None: no TLS, no certificate principal)
         self.certificate_principal_rules = certificate_principal_rules
         self.connections: set[KafkaConnection] = set()

@@ -96,6 +96,7 @@ class SaslClientSettings:
     password: str = ""
     kerberos: KerberosClientSettings | None = None
     oauth: OAuthClientSettings | None = None
+    token_auth: bool = False  # SCRAM with a delegation token (ScramLoginModule's tokenauth="true")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +162,11 @@ def _sasl(props: Mapping[str, str]) -> SaslClientSettings:
     username, password = jaas.options.get("username"), jaas.options.get("password")
     if username is None or password is None:
         raise SecurityConfigError("invalid value for 'sasl.jaas.config': username and password are required")
-    return SaslClientSettings(mechanism, username, password)
+    token_auth = jaas.options.get("tokenauth", "false").strip().lower() == "true"
+    if token_auth and mechanism not in SCRAM_MECHANISM_NAMES:
+        raise SecurityConfigError(f"invalid value for 'sasl.jaas.config': tokenauth needs a SCRAM mechanism, "
+                                  f"not {mechanism}")
+    return SaslClientSettings(mechanism, username, password, token_auth=token_auth)
 
 
 def _kerberos(props: Mapping[str, str], jaas: JaasConfig) -> KerberosClientSettings:

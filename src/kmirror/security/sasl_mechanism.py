@@ -16,6 +16,7 @@ class MechanismStep:
     complete: bool
     principal: str | None = None
     expires_ms: int | None = None  # when the credential itself expires (an OAUTHBEARER token's), wall clock
+    token_authenticated: bool = False  # by a delegation token (SCRAM with tokenauth=true)
 
 
 class MechanismServer(Protocol):

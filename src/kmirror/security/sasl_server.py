@@ -113,6 +113,7 @@ class SaslServer:
         self.mechanism: str | None = None
         self.state = SaslState.HANDSHAKE_OR_VERSIONS_REQUEST
         self.principal: str | None = None
+        self.token_authenticated = False
         self.failure: str | None = None
         self.raw_tokens = False  # SaslHandshake v0: tokens in bare frames
         self.can_reauthenticate = False  # authenticated with SaslAuthenticate v1+ (KIP-368)
@@ -199,6 +200,7 @@ class SaslServer:
             return SaslDecision(Action.RESPOND, auth_bytes=step.challenge or b"", raw_reply=step.challenge is not None)
         self._move(SaslEvent.AUTHENTICATED)
         self.principal = step.principal
+        self.token_authenticated = step.token_authenticated
         self.reauthentications += reauthenticating
         self.can_reauthenticate = version >= 1
         assert self.mechanism is not None

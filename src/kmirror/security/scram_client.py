@@ -13,6 +13,7 @@ import binascii
 import hmac
 import re
 
+from kmirror.security.delegation_token import TOKEN_AUTH_EXTENSION
 from kmirror.security.scram import (
     MIN_ITERATIONS,
     ScramMechanism,
@@ -32,11 +33,15 @@ class ScramClientError(Exception):
 
 
 class ScramClient:
-    def __init__(self, mechanism: ScramMechanism, username: str, password: str, nonce: str) -> None:
+    def __init__(self, mechanism: ScramMechanism, username: str, password: str, nonce: str,
+                 token_auth: bool = False) -> None:
+        """`token_auth`: `username` and `password` are a delegation token's id and HMAC (the
+        extension `tokenauth=true`, KIP-48)."""
         self.mechanism = mechanism
         self._password = password
         self._nonce = nonce
-        self._client_first_bare = f"n={escape_username(username)},r={nonce}"
+        extensions = f",{TOKEN_AUTH_EXTENSION}=true" if token_auth else ""
+        self._client_first_bare = f"n={escape_username(username)},r={nonce}{extensions}"
         self._expected_server_signature = b""
 
     def first_message(self) -> bytes:

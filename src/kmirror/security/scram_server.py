@@ -6,6 +6,10 @@ message `c=biws,r=nonce,p=proof` is answered with `v=ServerSignature` once the p
 against the stored key. Channel binding is not offered (gs2 flag `n` only, as Kafka). An
 authorization id other than the user name, an unknown user, a nonce that is not the
 server's and a wrong proof are refused. The server nonce comes from the `nonce` port.
+
+With the extension `tokenauth=true` the user name is a delegation token's id (KIP-48): the
+proof is checked against the token's credential, and the session is the token owner's, no
+longer than the token lives. An unknown or expired token is refused as an unknown user is.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ import base64
 import binascii
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 
+from kmirror.security.delegation_token import TOKEN_AUTH_EXTENSION
 from kmirror.security.sasl_mechanism import AuthenticationFailed, MechanismStep
 from kmirror.security.scram import (
     MIN_ITERATIONS,
@@ -41,6 +47,28 @@ INVALID_CREDENTIALS = "Authentication failed: Invalid user credentials"
 CredentialLookup = Callable[[str, ScramMechanism], ScramCredential | None]
 
 
+@dataclass(frozen=True, slots=True)
+class TokenCredential:
+    """What a delegation token authenticates as: its owner's name, until its expiry."""
+
+    credential: ScramCredential
+    owner: str
+    expiry_timestamp_ms: int
+
+
+TokenLookup = Callable[[str, ScramMechanism], TokenCredential | None]
+"""(token id, mechanism) -> the token's credential; None: no such token, or tokens disabled."""
+
+
+def _no_tokens(token_id: str, mechanism: ScramMechanism) -> TokenCredential | None:
+    return None
+
+
+def _extensions(text: str) -> dict[str, str]:
+    """`,key=value,...` of a client-first message (Kafka's `ScramExtensions`)."""
+    return dict(item.partition("=")[::2] for item in text.split(",")[1:])
+
+
 class ScramState(Enum):
     RECEIVE_CLIENT_FIRST_MESSAGE = "RECEIVE_CLIENT_FIRST_MESSAGE"
     RECEIVE_CLIENT_FINAL_MESSAGE = "RECEIVE_CLIENT_FINAL_MESSAGE"
@@ -51,9 +79,13 @@ class ScramState(Enum):
 class ScramServer:
     """One SCRAM exchange on one connection."""
 
-    def __init__(self, mechanism: ScramMechanism, credentials: CredentialLookup, nonce: Callable[[], str]) -> None:
+    def __init__(self, mechanism: ScramMechanism, credentials: CredentialLookup, nonce: Callable[[], str],
+                 tokens: TokenLookup = _no_tokens, now_ms: Callable[[], int] = lambda: 0) -> None:
         self.mechanism = mechanism
         self._credentials = credentials
+        self._tokens = tokens
+        self._now_ms = now_ms
+        self._token: TokenCredential | None = None
         self._nonce = nonce
         self.state = ScramState.RECEIVE_CLIENT_FIRST_MESSAGE
         self._username = ""
@@ -86,7 +118,14 @@ class ScramServer:
         if authzid is not None and unescape_username(authzid) != username:
             raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
                                        "different from username")
-        credential = self._credentials(username, self.mechanism)
+        if _extensions(m["extensions"]).get(TOKEN_AUTH_EXTENSION, "").lower() == "true":
+            # a delegation token: the user name is its id (KIP-48); an expired one is unknown
+            self._token = self._tokens(username, self.mechanism)
+            if self._token is None or self._token.expiry_timestamp_ms < self._now_ms():
+                raise AuthenticationFailed(INVALID_CREDENTIALS)
+            credential: ScramCredential | None = self._token.credential
+        else:
+            credential = self._credentials(username, self.mechanism)
         if credential is None:
             raise AuthenticationFailed(INVALID_CREDENTIALS)
         if credential.iterations < MIN_ITERATIONS:
@@ -118,8 +157,11 @@ class ScramServer:
         signature = server_signature(self.mechanism, self._credential.server_key, auth_message)
         self.state = ScramState.COMPLETE
         self._credential = None
-        return MechanismStep(challenge=b"v=" + base64.b64encode(signature), complete=True,
-                             principal=self._username)
+        challenge = b"v=" + base64.b64encode(signature)
+        if self._token is not None:  # the owner's principal, for no longer than the token lives
+            return MechanismStep(challenge=challenge, complete=True, principal=self._token.owner,
+                                 expires_ms=self._token.expiry_timestamp_ms, token_authenticated=True)
+        return MechanismStep(challenge=challenge, complete=True, principal=self._username)
 
 
 def _text(token: bytes) -> str:

@@ -5,8 +5,9 @@ import base64
 import pytest
 
 from kmirror.security.client_config import client_security
+from kmirror.security.delegation_token import token_hmac, token_password, token_scram_credential
 from kmirror.security.listener_config import ListenerConfigError, listener_security
-from kmirror.security.sasl_mechanism import AuthenticationFailed
+from kmirror.security.sasl_mechanism import AuthenticationFailed, MechanismStep
 from kmirror.security.scram import (
     ScramCredential,
     ScramMechanism,
@@ -16,7 +17,7 @@ from kmirror.security.scram import (
     unescape_username,
 )
 from kmirror.security.scram_client import ScramClient, ScramClientError
-from kmirror.security.scram_server import ScramServer, ScramState
+from kmirror.security.scram_server import ScramServer, ScramState, TokenCredential
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512
@@ -139,3 +140,41 @@ def test_listener_and_client_configs_accept_scram() -> None:
         "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="m" '
                             'password="p";'})
     assert client.sasl is not None and (client.sasl.mechanism, client.sasl.username) == ("SCRAM-SHA-512", "m")
+
+
+def token_server(mechanism: ScramMechanism, now_ms: int = 1_000) -> ScramServer:
+    """A server that knows user alice (password alice-pw) and alice's token `t1` (expiry 5000)."""
+    salt = b"0123456789abcdef"
+    alice = credential_from_salted_password(mechanism, salt, salted_password(mechanism, "alice-pw", salt, 4096), 4096)
+
+    def tokens(token_id: str, mech: ScramMechanism) -> TokenCredential | None:
+        return TokenCredential(token_scram_credential(mech, "secret", "t1"), "alice", 5_000) if token_id == "t1" else None
+
+    return ScramServer(mechanism, lambda user, mech: alice if user == "alice" else None, lambda: "servernonce",
+                       tokens, lambda: now_ms)
+
+
+def exchange(server: ScramServer, client: ScramClient) -> MechanismStep:
+    return server.evaluate(client.final_message(server.evaluate(client.first_message()).challenge))
+
+
+@pytest.mark.parametrize("mechanism", [SHA256, SHA512])
+def test_a_delegation_token_authenticates_as_its_owner_until_it_expires(mechanism: ScramMechanism) -> None:
+    password = token_password(token_hmac("secret", "t1"))
+    client = ScramClient(mechanism, "t1", password, "clientnonce", token_auth=True)
+    assert client.first_message() == b"n,,n=t1,r=clientnonce,tokenauth=true"
+    step = exchange(token_server(mechanism), client)
+    assert (step.principal, step.token_authenticated, step.expires_ms) == ("alice", True, 5_000)
+    client.verify_server_final(step.challenge or b"")
+    # the same id without the extension is a user name nobody has; a user is no token
+    with pytest.raises(AuthenticationFailed, match="Invalid user credentials"):
+        exchange(token_server(mechanism), ScramClient(mechanism, "t1", password, "clientnonce"))
+    with pytest.raises(AuthenticationFailed, match="Invalid user credentials"):
+        exchange(token_server(mechanism), ScramClient(mechanism, "alice", "alice-pw", "clientnonce", token_auth=True))
+    plain = exchange(token_server(mechanism), ScramClient(mechanism, "alice", "alice-pw", "clientnonce"))
+    assert (plain.principal, plain.token_authenticated) == ("alice", False)
+    with pytest.raises(AuthenticationFailed, match="Invalid user credentials"):  # expired
+        exchange(token_server(mechanism, now_ms=5_001), client)
+    wrong = ScramClient(mechanism, "t1", token_password(token_hmac("guess", "t1")), "clientnonce", token_auth=True)
+    with pytest.raises(AuthenticationFailed, match="invalid credentials"):
+        exchange(token_server(mechanism), wrong)

@@ -1,0 +1,51 @@
+"""What the delegation token APIs (38-41, KIP-48) share: who may ask at all, and the
+conversions between the wire's principals and times and kmirror's.
+
+As Kafka's `KafkaApis.allowTokenRequests`: a connection authenticated by a delegation token
+may not create, renew, expire or describe tokens, nor may one that is not authenticated at
+all (a PLAINTEXT listener, or TLS without a client certificate, whose principal is
+ANONYMOUS). A broker-only node forwards creation, renewal and expiry to the active controller
+in an Envelope that carries the client's principal; the controller checks the same rule on
+that principal."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kmirror.broker.api import RequestContext
+from kmirror.broker.quotas.client_quota_manager import ANONYMOUS
+from kmirror.broker.services import BrokerServices
+from kmirror.protocol.envelope import ForwardedPrincipal
+from kmirror.security.delegation_token import USER_TYPE
+
+NOT_ALLOWED_MESSAGE = "Delegation Token Requests are not allowed on PLAINTEXT/1-way SSL channels and on delegation token authenticated channels."
+
+
+def token_requests_allowed(ctx: RequestContext) -> bool:
+    return not ctx.token_authenticated and ctx.principal != ANONYMOUS
+
+
+def requester(ctx: RequestContext) -> str:
+    """The request's principal as a token records it (`User:alice`)."""
+    return f"{USER_TYPE}:{ctx.principal}"
+
+
+def forwarded_principal(ctx: RequestContext) -> ForwardedPrincipal:
+    return ForwardedPrincipal(USER_TYPE, ctx.principal, ctx.token_authenticated)
+
+
+async def forward(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    """A broker-only node's answer: the controller's, acting as the client's principal."""
+    return await services.broker_metadata.forward_as(request, forwarded_principal(ctx), ctx.client_host)
+
+
+def ms(value: datetime.timedelta) -> int:
+    return int(value / datetime.timedelta(milliseconds=1))
+
+
+def timestamp(ms_since_epoch: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms_since_epoch / 1000, tz=datetime.UTC)
+
+
+NO_THROTTLE = datetime.timedelta(0)
