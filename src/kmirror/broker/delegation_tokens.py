@@ -11,11 +11,16 @@ that principal."""
 from __future__ import annotations
 
 import datetime
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from kmirror.broker.api import RequestContext
 from kmirror.broker.quotas.client_quota_manager import ANONYMOUS
 from kmirror.broker.services import BrokerServices
+from kmirror.metadata.controller.delegation_tokens import TokenExpiry
+from kmirror.metadata.controller_service import MetadataService
 from kmirror.protocol.envelope import ForwardedPrincipal
 from kmirror.security.delegation_token import USER_TYPE
 
@@ -49,3 +54,20 @@ def timestamp(ms_since_epoch: int) -> datetime.datetime:
 
 
 NO_THROTTLE = datetime.timedelta(0)
+
+
+ExpiryChange = Callable[[MetadataService, str, bytes, int], Awaitable[TokenExpiry]]
+"""A controller's renewal or expiry: (controller, principal, HMAC, period in ms) -> the outcome."""
+
+
+async def expiry_answer(services: BrokerServices, ctx: RequestContext, request: Any, period: datetime.timedelta,
+                        change: ExpiryChange) -> Any:
+    """RenewDelegationToken's or ExpireDelegationToken's answer: the error and the new expiry."""
+    if not token_requests_allowed(ctx):
+        return ctx.response_type(error_code=ErrorCode.delegation_token_request_not_allowed,
+                                 expiry_timestamp=timestamp(0), throttle_time=NO_THROTTLE)
+    if services.metadata.forwarding:
+        return await forward(services, ctx, request)
+    result = await change(services.controller_metadata, requester(ctx), bytes(request.hmac), ms(period))
+    return ctx.response_type(error_code=result.error.code, expiry_timestamp=timestamp(result.expiry_timestamp_ms),
+                             throttle_time=NO_THROTTLE)
