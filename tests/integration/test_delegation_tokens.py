@@ -4,7 +4,8 @@ creation, renewal and expiry is forwarded to the controller in an Envelope that 
 client's principal. SCRAM users log in over SASL_PLAINTEXT, the StandardAuthorizer is on, and
 a token authenticates as its owner at the other broker; renewers, owner mismatch, a request
 over a token or over PLAINTEXT, expiry at once and by the controller's periodic check, and a
-controller restart are each shown with Kafka's error names."""
+controller restart are each shown with Kafka's error names; a mirror reads this cluster as its
+source with a token."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from kmirror.runtime.local_cluster import CONTROLLER_NODE_ID
 from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.mirror_clusters import wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror, write_properties
+from kmirror.testing.secured_mirrors import mirrored_through
 
 pytestmark = pytest.mark.integration
 
@@ -149,3 +151,18 @@ def test_a_token_past_its_max_lifetime_is_removed_by_the_controller(tokens: Toke
     assert refused.returncode == 1 and "SASL_AUTHENTICATION_FAILED" in refused.stderr
     renew = tokens.tokens(bob, "--renew", "--hmac", mac, check=False)
     assert renew.returncode == 1 and "DELEGATION_TOKEN_NOT_FOUND" in renew.stderr
+
+
+def test_a_mirror_reads_its_source_with_a_token(tokens: TokenCluster, tmp_path: Path) -> None:
+    """A destination's operator given a token of the source's user alice (not her password):
+    the mirror logs in with it and copies the source's batches byte for byte."""
+    for operation in ("Read", "Describe", "DescribeConfigs"):
+        kmirror("acls", "--bootstrap-server", tokens.cluster.bootstrap, "--add", "--allow-principal", "User:alice",
+                "--operation", operation, "--topic", "mirrored")
+    alice = tokens.login("alice", "alice", "alice-secret")
+    token_id, mac = created(tokens.tokens(alice, "--create").stdout)
+    client = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+              "sasl.jaas.config": f'{SCRAM_MODULE} required username="{token_id}" password="{mac}" tokenauth="true";'}
+    with mirrored_through(tokens.cluster, tokens.sasl(2), client, tmp_path, "mirrored", "zstd"):
+        pass
+    assert "authenticated as User:alice with a delegation token" in tokens.cluster.log_text(2)

@@ -42,7 +42,8 @@ def forwarded_principal(ctx: RequestContext) -> ForwardedPrincipal:
 
 async def forward(services: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     """A broker-only node's answer: the controller's, acting as the client's principal."""
-    return await services.broker_metadata.forward_as(request, forwarded_principal(ctx), ctx.client_host)
+    return await services.broker_metadata.forward_as(request, forwarded_principal(ctx), ctx.client_host,
+                                                     ctx.header.client_id)
 
 
 def ms(value: datetime.timedelta) -> int:

@@ -295,12 +295,14 @@ class BrokerMetadataService:
             await self.wait_caught_up()
         return response
 
-    async def forward_as(self, request: Any, principal: ForwardedPrincipal, client_host: str) -> Any:
-        """The controller's answer to `request` made by `principal`: wrapped in an Envelope
-        (Kafka's forwarding, KIP-590), so that the controller acts as the client's principal;
-        then, as `forward`, once this node's image has caught up with it."""
+    async def forward_as(self, request: Any, principal: ForwardedPrincipal, client_host: str,
+                         client_id: str | None) -> Any:
+        """The controller's answer to `request` made by `principal` (from `client_host`, with
+        `client_id` in its header): wrapped in an Envelope (Kafka's forwarding, KIP-590), so
+        that the controller acts as the client; then, as `forward`, once this node's image has
+        caught up with it."""
         envelope = await self._channel.send(
-            ENVELOPE, request_data=encode_request(request, 0, f"broker-{self._config.node_id}-forwarding"),
+            ENVELOPE, request_data=encode_request(request, 0, client_id),
             request_principal=encode_principal(principal), client_host_address=host_address(client_host))
         if envelope.error_code != ErrorCode.none:
             raise MetadataOperationError(ApiError(envelope.error_code, "the controller refused the forwarded request"))

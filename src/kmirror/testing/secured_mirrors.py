@@ -11,14 +11,16 @@ from pathlib import Path
 from kmirror.testing.kafka_clients import produce_values, watermarks
 from kmirror.testing.mirror_clusters import create_mirror, wait_until
 from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
-from kmirror.testing.segments import log_batches
+from kmirror.testing.segments import log_batches, partition_dir
 
 
 def wait_byte_identical(dest: LocalCluster, source: LocalCluster, topic: str, partition: int = 0) -> None:
-    """Until `dest` holds `source`'s batches of the partition, byte for byte, up to its log end."""
+    """Until `dest` holds `source`'s batches of the partition, byte for byte, up to its log end
+    (the source's replica on whichever of its brokers holds one)."""
     end = watermarks(source.bootstrap, topic, partition)[1]
     wait_until(lambda: watermarks(dest.bootstrap, topic, partition)[1] == end, "the mirror to catch up")
-    wait_until(lambda: log_batches(dest, topic, partition) == log_batches(source, topic, partition),
+    held = next(n for n in range(1, source.nodes + 1) if partition_dir(source, topic, partition, n).is_dir())
+    wait_until(lambda: log_batches(dest, topic, partition) == log_batches(source, topic, partition, held),
                "byte-identical batches")
     assert log_batches(dest, topic, partition)
 
