@@ -364,9 +364,24 @@ def _read_and_write_through_sasl(spark: Any, node: LocalCluster, port: int, idp:
     df = read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **{**scram, "kafka.sasl.jaas.config": token})
     assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b"]
     assert "authenticated as User:bob with a delegation token" in node.log_text()
+    # kmirror.delegationToken: the driver creates the token with bob's password, the tasks log in with it
+    by_token = node.log_text().count("with a delegation token")
+    df = read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **scram, **{"kmirror.delegationToken": "true"})
+    assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b"]
+    assert node.log_text().count("authenticated as User:bob with a delegation token") > by_token
+    by_token = node.log_text().count("with a delegation token")
+    writer = spark.createDataFrame([("c",)], "value string").write.mode("append").format("kmirror") \
+        .option("kafka.bootstrap.servers", f"127.0.0.1:{port + 1}").option("topic", "secured") \
+        .option("kmirror.delegationToken", "true")
+    for k, v in scram.items():
+        writer = writer.option(k, v)
+    writer.save()
+    assert node.log_text().count("authenticated as User:bob with a delegation token") > by_token
+    df = read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **scram)
+    assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b", b"c"]
     oauth = {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "OAUTHBEARER",
              "kafka.sasl.oauthbearer.token.endpoint.url": idp.token_endpoint,
              "kafka.sasl.jaas.config": f'{OAUTH_MODULE} required clientId="spark-app" clientSecret="spark-secret";'}
     df = read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **oauth)
-    assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b"]
+    assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b", b"c"]
     assert "authenticated as User:spark-app" in node.log_text()

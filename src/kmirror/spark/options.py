@@ -46,16 +46,21 @@ SOURCE_OPTIONS: Final = frozenset(o.lower() for o in (
     "failOnDataLoss", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions",
     "maxRecordsPerPartition", "includeHeaders", "groupIdPrefix", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "path", "kmirror.source.pushFilters",
+    "kmirror.delegationToken", "kmirror.delegationToken.mechanism",
 ))
 # A kmirror source option: batch reads take Spark's pushed filters on topic, partition and offset
 # (`pushdown`). PySpark refuses any read whose reader takes pushed filters while the session's
 # `spark.sql.python.filterPushdown.enabled` is false (its default), so this is asked for explicitly.
 PUSH_FILTERS: Final = "kmirror.source.pushFilters"
+# The tasks log in with a delegation token of the driver's user (`kmirror.spark.delegation_token`).
+DELEGATION_TOKEN: Final = "kmirror.delegationToken"
+DELEGATION_TOKEN_MECHANISM: Final = "kmirror.delegationToken.mechanism"
 # kmirror's own sink options (Spark's Kafka sink has no exactly-once mode to name them after).
 EXACTLY_ONCE: Final = "kmirror.sink.exactlyOnce"
 TRANSACTIONAL_ID_PREFIX: Final = "kmirror.sink.transactionalIdPrefix"
 SINK_OPTIONS: Final = frozenset(o.lower() for o in ("topic", "includeHeaders", "path", "checkpointLocation",
-                                                     EXACTLY_ONCE, TRANSACTIONAL_ID_PREFIX))
+                                                     EXACTLY_ONCE, TRANSACTIONAL_ID_PREFIX, DELEGATION_TOKEN,
+                                                     DELEGATION_TOKEN_MECHANISM))
 
 # Kafka client configs kmirror reads (without the `kafka.` prefix).
 _HONOURED: Final = frozenset({
@@ -149,6 +154,7 @@ class SourceOptions:
     starting_by_timestamp_strategy: str = "error"
     poll_timeout_ms: int = 120_000
     push_filters: bool = False
+    delegation_token_mechanism: str | None = None  # the tasks' token login; None: the driver's login
 
     @property
     def read_committed(self) -> bool:
@@ -169,6 +175,7 @@ class SinkOptions:
     exactly_once: bool = False
     transactional_id_prefix: str = "kmirror-sink-"
     transaction_timeout_ms: int = 60_000
+    delegation_token_mechanism: str | None = None  # the tasks' token login; None: the driver's login
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -201,7 +208,7 @@ _CANONICAL: Final = {n.lower(): n for n in (
     "failOnDataLoss", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions",
     "maxRecordsPerPartition", "includeHeaders", "groupIdPrefix", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "topic", "checkpointLocation", "path", EXACTLY_ONCE,
-    TRANSACTIONAL_ID_PREFIX, PUSH_FILTERS)}
+    TRANSACTIONAL_ID_PREFIX, PUSH_FILTERS, DELEGATION_TOKEN, DELEGATION_TOKEN_MECHANISM)}
 
 
 def _unknown(options: Mapping[str, str], known: frozenset[str], what: str) -> None:
@@ -393,7 +400,23 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
         starting_by_timestamp_strategy=strategy,
         poll_timeout_ms=poll_timeout or 120_000,
         push_filters=_bool(options, PUSH_FILTERS, False),
+        delegation_token_mechanism=_token_mechanism(options, configs),
     )
+
+
+def _token_mechanism(options: Mapping[str, str], configs: Mapping[str, str]) -> str | None:
+    """Option `kmirror.delegationToken`: the SCRAM mechanism the tasks log in with, or None."""
+    mechanism = options.get(DELEGATION_TOKEN_MECHANISM.lower(), "SCRAM-SHA-512").strip().upper()
+    if not _bool(options, DELEGATION_TOKEN, False):
+        return None
+    if mechanism not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise KafkaOptionError(f"option '{DELEGATION_TOKEN_MECHANISM}' must be SCRAM-SHA-256 or SCRAM-SHA-512, "
+                               f"got '{mechanism}'")
+    protocol = configs.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        raise KafkaOptionError(f"option '{DELEGATION_TOKEN}' needs 'kafka.security.protocol' SASL_PLAINTEXT or "
+                               f"SASL_SSL (the tasks log in with the token through SASL), got '{protocol}'")
+    return mechanism
 
 
 def _int_config(configs: Mapping[str, str], name: str, default: int) -> int:
@@ -437,4 +460,5 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         exactly_once=_bool(options, EXACTLY_ONCE, False),
         transactional_id_prefix=options.get(TRANSACTIONAL_ID_PREFIX.lower(), "kmirror-sink-"),
         transaction_timeout_ms=_int_config(configs, "transaction.timeout.ms", 60_000),
+        delegation_token_mechanism=_token_mechanism(options, configs),
     )

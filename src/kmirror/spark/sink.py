@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +32,14 @@ from kmirror.client.configs import cluster_from_configs
 from kmirror.client.errors import KafkaError
 from kmirror.client.idempotent_producer import IdempotentProducer
 from kmirror.protocol.errors import ErrorCode
-from kmirror.spark.options import EXACTLY_ONCE, KafkaOptionError, SinkOptions, parse_sink_options
+from kmirror.spark.delegation_token import driver_token
+from kmirror.spark.options import (
+    DELEGATION_TOKEN,
+    EXACTLY_ONCE,
+    KafkaOptionError,
+    SinkOptions,
+    parse_sink_options,
+)
 from kmirror.spark.sink_records import EncodedRecords, batches_of, encode_records, partitions_for_keys
 from kmirror.spark.sink_transactions import BatchTransaction, task_transaction
 from kmirror.types import TopicPartition
@@ -231,6 +238,10 @@ class KafkaWriter(DataSourceArrowWriter):
             raise KafkaOptionError(f"option '{EXACTLY_ONCE}' applies to streaming writes (writeStream): a batch "
                                    f"write has no batch id to commit with")
         validate_columns(schema, self.options)
+        mechanism = self.options.delegation_token_mechanism
+        if mechanism is not None:  # made on the driver: the pickled writer holds the token, not the driver's login
+            configs = driver_token(self.options.client_configs, mechanism).task_configs()
+            self.options = replace(self.options, client_configs=configs)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenRecords:
         return _write(self.options, iterator, streaming=False)
@@ -242,6 +253,9 @@ class KafkaWriter(DataSourceArrowWriter):
 class KafkaStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, raw_options: Mapping[str, str], schema: StructType) -> None:
         self.options = parse_sink_options(raw_options)
+        if self.options.delegation_token_mechanism is not None:
+            raise KafkaOptionError(f"option '{DELEGATION_TOKEN}' applies to reads and batch writes: a streaming "
+                                   f"write's tasks keep the login they start with, which a token would not outlive")
         validate_columns(schema, self.options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenRecords:

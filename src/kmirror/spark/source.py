@@ -10,6 +10,7 @@ closed inside the method that uses it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -40,6 +41,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kmirror.spark.delegation_token import CREDENTIAL_KEYS, DriverToken, driver_token, without_credentials
 from kmirror.spark.options import KafkaOptionError, SourceOptions, parse_source_options
 from kmirror.spark.planning import OffsetRange, Planner, split_ranges
 from kmirror.spark.pushdown import RangeFilter, apply_filter, push_filters
@@ -75,16 +77,43 @@ def kafka_schema(include_headers: bool) -> StructType:
 
 
 class RangePartition(InputPartition):
-    """One task: an offset range of one partition (None: nothing to read)."""
+    """One task: an offset range of one partition (None: nothing to read), and the client
+    configs its task logs in with when they are not the reader's (a delegation token)."""
 
-    def __init__(self, offset_range: OffsetRange | None) -> None:
+    def __init__(self, offset_range: OffsetRange | None, client_configs: dict[str, str] | None = None) -> None:
         super().__init__(offset_range)
         self.offset_range = offset_range
+        self.client_configs = client_configs
 
 
 def _settings(options: SourceOptions) -> ReadSettings:
     return ReadSettings(dict(options.client_configs), options.include_headers, options.read_committed,
                         options.fail_on_data_loss, options.poll_timeout_ms)
+
+
+class _TokenLogins:
+    """A reader whose tasks log in with the driver's delegation token (option
+    `kmirror.delegationToken`): the token goes in each partition planned on the driver, and
+    the reader pickled for the executors keeps no driver credential."""
+
+    options: SourceOptions
+    settings: ReadSettings
+    token: DriverToken | None
+
+    def _init_token(self) -> None:
+        mechanism = self.options.delegation_token_mechanism
+        self.token = None if mechanism is None else driver_token(self.options.client_configs, mechanism)
+
+    def _task_configs(self) -> dict[str, str] | None:
+        return None if self.token is None else self.token.task_configs()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if self.token is not None:
+            configs = without_credentials(self.options.client_configs)
+            state.update(token=None, options=dataclasses.replace(self.options, client_configs=configs),
+                         settings=dataclasses.replace(self.settings, client_configs=configs))
+        return state
 
 
 def _check_schema(schema: StructType, options: SourceOptions) -> None:
@@ -96,22 +125,26 @@ def _check_schema(schema: StructType, options: SourceOptions) -> None:
 
 def _read(settings: ReadSettings, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     offset_range = getattr(partition, "offset_range", None)
+    configs = getattr(partition, "client_configs", None)
     if offset_range is not None:
-        yield from read_range(settings, offset_range)
+        yield from read_range(settings if configs is None else dataclasses.replace(settings, client_configs=configs),
+                              offset_range)
 
 
-class BatchReader(DataSourceReader):
+class BatchReader(_TokenLogins, DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.settings = _settings(options)
         self.range_filter = RangeFilter()
+        self._init_token()
 
     def partitions(self) -> list[InputPartition]:
         if self.range_filter.allows_nothing():
             return [RangePartition(None)]
         ranges = apply_filter(asyncio.run(self._plan()), self.range_filter)
         tasks = split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
-        return [RangePartition(r) for r in tasks] or [RangePartition(None)]
+        configs = self._task_configs() if tasks else None
+        return [RangePartition(r, configs) for r in tasks] or [RangePartition(None)]
 
     async def _plan(self) -> list[OffsetRange]:
         async with Planner(self.options) as planner:
@@ -141,7 +174,7 @@ class FilteringBatchReader(BatchReader):
         return rest
 
 
-class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class StreamReader(_TokenLogins, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reads; offsets are Spark's Kafka source offsets, {"topic": {"0": 500}}.
     Trigger.AvailableNow reads up to the offsets that were latest when the query started, in
     micro-batches of `maxOffsetsPerTrigger`, as Spark's Kafka source. `minOffsetsPerTrigger`
@@ -157,6 +190,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.clock = clock
         self.trigger_delay = None if options.min_offsets_per_trigger is None else \
             TriggerDelay(options.min_offsets_per_trigger, options.max_trigger_delay_ms)
+        self._init_token()
 
     def prepareForTriggerAvailableNow(self) -> None:
         async def latest() -> dict[TopicPartition, int]:
@@ -221,8 +255,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         first = asyncio.run(earliest(new)) if new else {}
         ranges = [OffsetRange(tp.topic, tp.partition, begin.get(tp, first.get(tp, 0)), offset)
                   for tp, offset in sorted(until.items()) if begin.get(tp, first.get(tp, 0)) < offset]
-        return [RangePartition(r) for r in split_ranges(ranges, self.options.min_partitions,
-                                                         self.options.max_records_per_partition)]
+        tasks = split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
+        configs = self._task_configs() if tasks else None
+        return [RangePartition(r, configs) for r in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.settings, partition)
@@ -245,12 +280,22 @@ class KmirrorDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         options = parse_source_options(self.options, streaming=False)
         _check_schema(schema, options)
+        self._forget_credentials(options)
         return FilteringBatchReader(options) if options.push_filters else BatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options = parse_source_options(self.options, streaming=True)
         _check_schema(schema, options)
+        self._forget_credentials(options)
         return StreamReader(options)
+
+    def _forget_credentials(self, options: SourceOptions) -> None:
+        """With `kmirror.delegationToken`, this data source is pickled for the executors along
+        with the reader's read function (PySpark's plan): the driver's login leaves its options
+        once the reader has it."""
+        if options.delegation_token_mechanism is not None:
+            for key in [k for k in self.options if str(k).lower().removeprefix("kafka.") in CREDENTIAL_KEYS]:
+                del self.options[key]
 
     def writer(self, schema: StructType, overwrite: bool) -> KafkaWriter:
         return KafkaWriter(self.options, schema, overwrite)

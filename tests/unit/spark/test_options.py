@@ -78,6 +78,10 @@ def test_timestamp_options_take_precedence_as_in_spark() -> None:
     ({"subscribe": "a", "kafka.bootstrap.server": "x:1"}, "unknown Kafka client config 'kafka.bootstrap.server'"),
     ({"subscribe": "a", "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN"},
      "'sasl.jaas.config' is required"),
+    ({"subscribe": "a", "kmirror.delegationToken": "true"},
+     "option 'kmirror.delegationToken' needs 'kafka.security.protocol' SASL_PLAINTEXT or SASL_SSL"),
+    ({"subscribe": "a", "kmirror.delegationToken": "true", "kmirror.delegationToken.mechanism": "PLAIN"},
+     "option 'kmirror.delegationToken.mechanism' must be SCRAM-SHA-256 or SCRAM-SHA-512"),
 ])
 def test_each_mistake_has_one_clear_message(options: dict[str, str], message: str) -> None:
     assert message in error(**{**BASE, **options})
