@@ -369,6 +369,19 @@ def _read_and_write_through_sasl(spark: Any, node: LocalCluster, port: int, idp:
     df = read(spark, f"127.0.0.1:{port + 1}", subscribe="secured", **scram, **{"kmirror.delegationToken": "true"})
     assert sorted(bytes(r["value"]) for r in df.collect()) == [b"a", b"b"]
     assert node.log_text().count("authenticated as User:bob with a delegation token") > by_token
+    # ... and a streaming read, whose tasks get the token in each micro-batch's partitions
+    by_token = node.log_text().count("with a delegation token")
+    stream = spark.readStream.format("kmirror").option("kafka.bootstrap.servers", f"127.0.0.1:{port + 1}") \
+        .option("subscribe", "secured").option("startingOffsets", "earliest").option("kmirror.delegationToken", "true")
+    for k, v in scram.items():
+        stream = stream.option(k, v)
+    out = node.dir / "token-stream"
+    query = stream.load().selectExpr("CAST(value AS STRING) AS value").writeStream.format("parquet") \
+        .option("path", str(out / "data")).option("checkpointLocation", str(out / "checkpoint")) \
+        .trigger(availableNow=True).start()
+    assert query.awaitTermination(120) is not False and query.exception() is None
+    assert sorted(r["value"] for r in spark.read.parquet(str(out / "data")).collect()) == ["a", "b"]
+    assert node.log_text().count("authenticated as User:bob with a delegation token") > by_token
     by_token = node.log_text().count("with a delegation token")
     writer = spark.createDataFrame([("c",)], "value string").write.mode("append").format("kmirror") \
         .option("kafka.bootstrap.servers", f"127.0.0.1:{port + 1}").option("topic", "secured") \
