@@ -16,6 +16,7 @@ import base64
 import binascii
 import datetime
 
+from kmirror.cli.acl_bindings import parse_principal
 from kmirror.cli.command_config import add_admin_arguments, admin_options
 from kmirror.cli.errors import CommandError
 from kmirror.client.admin import Admin
@@ -48,14 +49,6 @@ def _date(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M")
 
 
-def _principals(values: list[str], option: str) -> list[str]:
-    for value in values:
-        kind, sep, name = value.partition(":")
-        if not sep or not kind or not name:
-            raise CommandError(f"{option}: expected a principal as principalType:principalName, got '{value}'")
-    return values
-
-
 def format_tokens(tokens: list[DelegationToken]) -> list[str]:
     row = "{:<15} {:<30} {:<15} {:<15} {:<25} {:<15} {:<15} {:<15}"
     lines = ["", row.format("TOKENID", "HMAC", "OWNER", "REQUESTER", "RENEWERS", "ISSUEDATE", "EXPIRYDATE", "MAXDATE")]
@@ -77,8 +70,8 @@ def _hmac(args: argparse.Namespace) -> bytes:
 async def run(args: argparse.Namespace) -> int:
     async with await Admin.connect(args.bootstrap_server, **admin_options(args)) as admin:
         if args.create:
-            renewers = _principals(args.renewer_principal, "--renewer-principal")
-            owners = _principals(args.owner_principal, "--owner-principal")
+            renewers = [parse_principal(p) for p in args.renewer_principal]
+            owners = [parse_principal(p) for p in args.owner_principal]
             if len(owners) > 1:
                 raise CommandError("--owner-principal: a token has one owner")
             print(f"Calling create token operation with renewers :[{', '.join(renewers)}] , "
@@ -99,7 +92,7 @@ async def run(args: argparse.Namespace) -> int:
             expiry = await admin.expire_delegation_token(mac, args.expiry_time_period)
             print(f"Completed expire operation. New expiry date : {_date(expiry)}")
         else:
-            owners = _principals(args.owner_principal, "--owner-principal")
+            owners = [parse_principal(p) for p in args.owner_principal]
             print(f"Calling describe token operation for owners :[{', '.join(owners)}]")
             tokens = await admin.describe_delegation_tokens(owners or None)
             print(f"Total number of tokens : {len(tokens)}")
