@@ -375,8 +375,13 @@ class LogManager:
         return out
 
     def write_checkpoints(self, snapshot: list[tuple[str, str, dict[TopicPartition, int]]]) -> None:
+        """A dir failing meanwhile is skipped (its failure is already reported and takes it
+        offline); the other dirs' checkpoints are still written."""
         for log_dir, name, offsets in snapshot:
-            OffsetCheckpoint(self.fs, log_dir, name).write(offsets)
+            try:
+                OffsetCheckpoint(self.fs, log_dir, name).write(offsets)
+            except KafkaStorageError:
+                continue
 
     def _on_log_start_offset_change(self, log: Log) -> None:
         log_dir = self._dir_of.get(log.topic_partition)

@@ -12,6 +12,7 @@ Partitions this node starts or stops following are announced to role listeners
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator
 
@@ -131,7 +132,7 @@ class PartitionHosting:
                     self._offline.add(tp)
                     continue
                 partition = Partition(tp, topic.topic_id, log, self.node_id, state, min_isr, lag_max_ms,
-                                      self._is_isr_eligible)
+                                      functools.partial(self._is_isr_eligible, tp))
                 self._partitions[tp] = partition
             else:
                 partition = existing
@@ -160,9 +161,18 @@ class PartitionHosting:
             for role_listener in list(self._role_listeners):
                 role_listener(follow, unfollow)
 
-    def _is_isr_eligible(self, broker_id: int, broker_epoch: int) -> bool:
-        """Kafka `isReplicaIsrEligible`, from this broker's image of the cluster."""
-        return self._image is None or self._image.is_isr_eligible(broker_id, broker_epoch)
+    def _is_isr_eligible(self, tp: TopicPartition, broker_id: int, broker_epoch: int) -> bool:
+        """Kafka `isReplicaIsrEligible`, from this broker's image of the cluster; and, as the
+        controller's rule (KIP-858), not a replica the controller places in a dir that is not
+        online on its broker: proposing it would only be refused (INELIGIBLE_REPLICA), at the
+        rate of its fetches, until the broker names the replica's dir."""
+        image = self._image
+        if image is None:
+            return True
+        topic = image.topics.get(tp.topic)
+        reg = None if topic is None else topic.partitions.get(tp.partition)
+        return image.is_isr_eligible(broker_id, broker_epoch) and (
+            reg is None or broker_id not in image.offline_replicas(reg))
 
     def log_config(self, image: MetadataImage, topic: str) -> LogConfig:
         """Topic overrides over broker defaults (Kafka's config resolution), as a LogConfig."""

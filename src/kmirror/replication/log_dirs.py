@@ -59,16 +59,21 @@ SETTLED = frozenset({ErrorCode.none, ErrorCode.unknown_topic_id, ErrorCode.unkno
 
 
 def dir_assignments(image: MetadataImage, node_id: int, partitions: Iterable[TopicPartition],
-                    dir_of: Callable[[TopicPartition], uuid.UUID | None]) -> list[DirAssignment]:
+                    dir_of: Callable[[TopicPartition], uuid.UUID | None]
+                    ) -> tuple[list[DirAssignment], list[TopicPartition]]:
     """Among `partitions`, this node's replicas whose log is in dir `dir_of(tp)` while the
-    image places them elsewhere (a new replica is `UNASSIGNED`; a move changes the dir)."""
-    out = []
+    image places them elsewhere (a new replica is `UNASSIGNED`; a move changes the dir); and
+    this node's replicas without a log here yet (`dir_of` None: the log is still being
+    created), to be asked about again once it is."""
+    out, without_log = [], []
     for tp in partitions:
         topic = image.topics.get(tp.topic)
         reg = None if topic is None else topic.partitions.get(tp.partition)
-        actual = dir_of(tp)
-        if topic is None or reg is None or actual is None or node_id not in reg.replicas:
+        if topic is None or reg is None or node_id not in reg.replicas:
             continue
-        if reg.directory(node_id) != actual:
+        actual = dir_of(tp)
+        if actual is None:
+            without_log.append(tp)
+        elif reg.directory(node_id) != actual:
             out.append(DirAssignment(actual, topic.topic_id, tp.partition))
-    return out
+    return out, without_log

@@ -3,7 +3,11 @@
 is not the one their log is in (new replicas are `UNASSIGNED`, a move between log dirs changes
 it) go to the controller in one AssignReplicasToDirs request. Only the topics an image changed
 are compared, plus the partitions named by `moved`; replicas a failed request carried are
-asked for again a second later.
+asked for again a second later. A replica whose log is still being created (a large creation
+is prepared over several loop turns, and the image may be published to this assigner before
+its last logs exist) is compared again at each later publish until it has one: otherwise it
+would wait for its topic's next change, and while the controller places it in a lost dir it
+cannot rejoin its ISR (INELIGIBLE_REPLICA).
 """
 
 from __future__ import annotations
@@ -41,14 +45,18 @@ class DirectoryAssigner:
         self._broker_epoch = broker_epoch
         self._image: MetadataImage | None = None
         self._dirty: set[TopicPartition] = set()
+        self._without_log: set[TopicPartition] = set()
         self._task: asyncio.Task[None] | None = None
 
     def on_published(self, image: MetadataImage) -> None:
-        """An image is published: its changed topics' replicas are compared."""
+        """An image is published: its changed topics' replicas are compared, and those that
+        had no log yet."""
         old, self._image = self._image, image
         for name, topic in image.topics.items():
             if old is None or old.topics.get(name) is not topic:
                 self._dirty.update(TopicPartition(name, p) for p in topic.partitions)
+        self._dirty |= self._without_log
+        self._without_log.clear()
         self._kick()
 
     def moved(self, tp: TopicPartition) -> None:
@@ -69,7 +77,8 @@ class DirectoryAssigner:
             while self._dirty and self._image is not None:
                 image = self._image
                 ids = self._log_dirs.ids(image.cluster_id or "")
-                wanted = dir_assignments(image, self._node_id, self._dirty, partial(self._dir_id, ids))
+                wanted, without_log = dir_assignments(image, self._node_id, self._dirty, partial(self._dir_id, ids))
+                self._without_log.update(without_log)
                 self._dirty.clear()
                 if not wanted:
                     continue

@@ -189,3 +189,30 @@ def test_a_failed_dir_goes_offline_and_what_was_placed_elsewhere_is_not_created_
     assert again.take_dir_offline(third) == [kept] and again.get_log(kept) is None
     assert {d for d, _, _ in again.checkpoint_snapshot()} == {first}
     again.close()
+
+
+def test_checkpoints_of_the_other_dirs_are_written_when_one_dir_fails_meanwhile(tmp_path):
+    """A dir that fails while the checkpoints are written (its failure reported, so it goes
+    offline) does not keep the other dirs' checkpoints from being written in that round."""
+    first, second = str(tmp_path / "d1"), str(tmp_path / "d2")
+    fs = OsFileSystem()
+    m = _manager(fs, dirs=(second, first))  # the failing dir's checkpoints come first
+    for tp in (A0, A1):
+        m.get_or_create_log(tp, uuid.UUID(int=1)).append_as_leader(_batch(2), 0)
+    assert {m.log_dir_of(tp) for tp in (A0, A1)} == {first, second}
+    snapshot = m.checkpoint_snapshot()
+    for checkpoint in (tmp_path / "d1").glob("*checkpoint"):
+        checkpoint.unlink()
+    (tmp_path / "d2").rename(tmp_path / "d2-gone")
+    (tmp_path / "d2").write_text("")  # the disk is gone: a file where the dir was
+    reported: list[str] = []
+
+    def failed(path: str, exc: OSError) -> None:
+        reported.append(path)
+        raise KafkaStorageError(second, str(exc))
+
+    fs.on_failure = failed
+    m.write_checkpoints(snapshot)
+    assert reported and all(p.startswith(second) for p in reported)
+    assert (tmp_path / "d1" / "replication-offset-checkpoint").is_file()
+    assert (tmp_path / "d1" / "recovery-point-offset-checkpoint").is_file()

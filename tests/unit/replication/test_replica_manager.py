@@ -1,4 +1,6 @@
-from uuid import uuid4
+import dataclasses
+from typing import Any
+from uuid import UUID, uuid4
 
 from kmirror.metadata.image import PartitionRegistration
 from kmirror.ports import ManualClock
@@ -14,6 +16,7 @@ NODE = 1
 T_ID = uuid4()
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
+DIR = UUID(int=0xD1)
 
 
 def manager(image=None) -> tuple[ReplicaManager, FakeLogManager]:
@@ -225,3 +228,28 @@ def test_a_refused_isr_change_is_not_sent_again_until_a_new_registration() -> No
     rm.fetch(follower_fetch, 1 << 20, READ_UNCOMMITTED, replica_id=2)
     [again] = outbox.drain()
     assert again.new_isr == (NODE, 2) and again.partition_epoch == 1
+
+
+def test_a_follower_the_controller_places_in_a_lost_dir_is_not_proposed_for_the_isr() -> None:
+    """KIP-858: while the controller places broker 2's replica in a dir broker 2 does not have
+    online (a replaced disk, before broker 2 names the new dir), the controller refuses it with
+    INELIGIBLE_REPLICA; the leader does not propose it at each of its fetches, until the image
+    places it in an online dir."""
+    def image(directory: UUID, offset: int) -> Any:
+        reg = PartitionRegistration((NODE, 2), (NODE,), NODE, 0, 0, directories=(DIR, directory))
+        base = image_with({"t": (T_ID, {0: reg})}, offset=offset)
+        brokers = {b: dataclasses.replace(r, log_dirs=(DIR,)) for b, r in base.brokers.items()}
+        return dataclasses.replace(base, brokers=brokers)
+
+    lost = image(UUID(int=0xDEAD), 1)
+    rm, _ = manager(lost)
+    outbox = rm.alter_partition
+    assert isinstance(outbox, AlterPartitionOutbox)
+    follower_fetch = [FetchPartitionRequest(T0, 0, 1 << 20)]
+    for _ in range(3):
+        rm.fetch(follower_fetch, 1 << 20, READ_UNCOMMITTED, replica_id=2)
+    assert outbox.drain() == []
+    rm.apply_image(lost, image(DIR, 2))  # broker 2 named its dir
+    rm.fetch(follower_fetch, 1 << 20, READ_UNCOMMITTED, replica_id=2)
+    [proposal] = outbox.drain()
+    assert proposal.new_isr == (NODE, 2)
