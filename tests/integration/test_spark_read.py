@@ -379,7 +379,7 @@ def _read_and_write_through_sasl(spark: Any, node: LocalCluster, port: int, idp:
     query = stream.load().selectExpr("CAST(value AS STRING) AS value").writeStream.format("parquet") \
         .option("path", str(out / "data")).option("checkpointLocation", str(out / "checkpoint")) \
         .trigger(availableNow=True).start()
-    assert query.awaitTermination(120) is not False and query.exception() is None
+    assert query.awaitTermination(120) and query.exception() is None
     assert sorted(r["value"] for r in spark.read.parquet(str(out / "data")).collect()) == ["a", "b"]
     assert node.log_text().count("authenticated as User:bob with a delegation token") > by_token
     by_token = node.log_text().count("with a delegation token")

@@ -24,8 +24,6 @@ from kmirror.metadata.controller_service import MetadataService
 from kmirror.protocol.envelope import ForwardedPrincipal
 from kmirror.security.delegation_token import USER_TYPE
 
-NOT_ALLOWED_MESSAGE = "Delegation Token Requests are not allowed on PLAINTEXT/1-way SSL channels and on delegation token authenticated channels."
-
 
 def token_requests_allowed(ctx: RequestContext) -> bool:
     return not ctx.token_authenticated and ctx.principal != ANONYMOUS

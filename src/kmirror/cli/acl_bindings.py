@@ -31,6 +31,7 @@ from kmirror.metadata.controller.acls import (
     PatternType,
     ResourceType,
 )
+from kmirror.security.delegation_token import KafkaPrincipal
 
 WILDCARD_HOST = "*"
 Op = AclOperation
@@ -81,10 +82,10 @@ def parse_pattern_type(name: str) -> PatternType:
 
 def parse_principal(text: str) -> str:
     """`Type:name` (Kafka's `SecurityUtils.parseKafkaPrincipal`: split at the first colon)."""
-    kind, sep, name = text.strip().partition(":")
-    if not sep:
-        raise CommandError(f"expected a string in format principalType:principalName but got {text}")
-    return f"{kind}:{name}"
+    try:
+        return str(KafkaPrincipal.parse(text.strip()))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
 E = TypeVar("E", bound=IntEnum)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from kmirror.client.cluster import Cluster
 from kmirror.client.errors import check
 from kmirror.protocol.entities import build, nested
+from kmirror.security.delegation_token import KafkaPrincipal
 
 CREATE, RENEW, EXPIRE, DESCRIBE = 38, 39, 40, 41
 
@@ -43,8 +44,8 @@ class DelegationToken:
 
 
 def _principal(text: str) -> tuple[str, str]:
-    kind, _, name = text.partition(":")
-    return kind, name
+    principal = KafkaPrincipal.parse(text)
+    return principal.principal_type, principal.name
 
 
 def _ms(value: datetime.datetime | int) -> int:
@@ -76,18 +77,17 @@ class DelegationTokenAdmin:
 
     async def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1) -> int:
         """The token's new expiry timestamp (ms)."""
-        conn = await self.cluster.any_connection()
-        response = await conn.send(build(conn.request_type(RENEW), hmac=hmac,
-                                         renew_period=datetime.timedelta(milliseconds=renew_period_ms)))
-        check(response.error_code, None, "RenewDelegationToken")
-        return _ms(response.expiry_timestamp)
+        return await self._new_expiry(RENEW, "RenewDelegationToken", hmac, renew_period=renew_period_ms)
 
     async def expire_delegation_token(self, hmac: bytes, expiry_time_period_ms: int = -1) -> int:
         """The token's new expiry timestamp (ms); a negative period removes it now."""
+        return await self._new_expiry(EXPIRE, "ExpireDelegationToken", hmac, expiry_time_period=expiry_time_period_ms)
+
+    async def _new_expiry(self, api_key: int, api_name: str, hmac: bytes, **period_ms: int) -> int:
         conn = await self.cluster.any_connection()
-        response = await conn.send(build(conn.request_type(EXPIRE), hmac=hmac,
-                                         expiry_time_period=datetime.timedelta(milliseconds=expiry_time_period_ms)))
-        check(response.error_code, None, "ExpireDelegationToken")
+        periods = {name: datetime.timedelta(milliseconds=ms) for name, ms in period_ms.items()}
+        response = await conn.send(build(conn.request_type(api_key), hmac=hmac, **periods))
+        check(response.error_code, None, api_name)
         return _ms(response.expiry_timestamp)
 
     async def describe_delegation_tokens(self, owners: Iterable[str] | None = None) -> list[DelegationToken]:

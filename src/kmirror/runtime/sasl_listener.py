@@ -10,11 +10,11 @@ import secrets
 import time
 from collections.abc import Callable
 
+from kmirror.metadata.controller.delegation_tokens import login_credential
 from kmirror.metadata.image import MetadataImage
 from kmirror.protocol.codec import DecodedRequest
 from kmirror.protocol.entities import build
 from kmirror.runtime.kerberos import gssapi_server
-from kmirror.security.delegation_token import KafkaPrincipal, token_scram_credential
 from kmirror.security.gssapi import GSSAPI
 from kmirror.security.listener_config import SaslServerSettings
 from kmirror.security.oauthbearer import OAUTHBEARER, OAuthBearerServer, TokenValidator
@@ -60,12 +60,7 @@ def sasl_mechanisms(settings: SaslServerSettings | None, image: Callable[[], Met
         secret = token_secret_key() if ScramMechanism.from_mechanism_name(mechanism) else None
 
         def token(token_id: str, scram: ScramMechanism) -> TokenCredential | None:
-            found = image().delegation_tokens.get(token_id)
-            if found is None or secret is None:
-                return None
-            return TokenCredential(token_scram_credential(scram, secret, token_id),
-                                   KafkaPrincipal.parse(found.owner).name,
-                                   min(found.expiration_timestamp, found.max_timestamp))
+            return login_credential(image(), secret, token_id, scram)
 
         return mechanism_server(settings, mechanism, credential, token_validator(), token if secret else None)
     return server

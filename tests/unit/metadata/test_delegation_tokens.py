@@ -7,6 +7,7 @@ from kmirror.metadata.controller.delegation_tokens import (
     create_token,
     describable_tokens,
     expire_token,
+    login_credential,
     remove_expired_tokens,
     renew_token,
 )
@@ -14,7 +15,8 @@ from kmirror.metadata.controller.result import ControllerResult
 from kmirror.metadata.image import EMPTY_IMAGE, MetadataImage
 from kmirror.metadata.records import DelegationTokenRecord, RemoveDelegationTokenRecord, decode, encode
 from kmirror.metadata.snapshot import snapshot_records
-from kmirror.security.delegation_token import KafkaPrincipal, token_hmac
+from kmirror.security.delegation_token import KafkaPrincipal, token_hmac, token_scram_credential
+from kmirror.security.scram import ScramMechanism
 
 SETTINGS = TokenSettings("secret", max_lifetime_ms=10_000, expiry_time_ms=4_000)
 BOB = KafkaPrincipal("User", "bob")
@@ -88,3 +90,12 @@ def test_owners_describe_and_snapshots_keep_tokens() -> None:
     assert describable_tokens(image, []) == []
     records = snapshot_records(image)
     assert EMPTY_IMAGE.apply(records, len(records) - 1).delegation_tokens == image.delegation_tokens
+
+
+def test_a_token_logs_in_as_its_owner_until_its_expiry_only_with_the_secret() -> None:
+    image, _ = created(max_lifetime_ms=2_000)  # expiry 3_000 = max lifetime
+    found = login_credential(image, "secret", "t1", ScramMechanism.SCRAM_SHA_512)
+    assert found is not None and (found.owner, found.expiry_timestamp_ms) == ("alice", 3_000)
+    assert found.credential == token_scram_credential(ScramMechanism.SCRAM_SHA_512, "secret", "t1")
+    assert login_credential(image, None, "t1", ScramMechanism.SCRAM_SHA_512) is None
+    assert login_credential(image, "secret", "t2", ScramMechanism.SCRAM_SHA_512) is None

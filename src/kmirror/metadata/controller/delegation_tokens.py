@@ -27,7 +27,9 @@ from kmirror.config.server import ServerConfig
 from kmirror.metadata.controller.result import NONE, ApiError, ControllerResult
 from kmirror.metadata.image import MetadataImage
 from kmirror.metadata.records import DelegationTokenRecord, Record, RemoveDelegationTokenRecord
-from kmirror.security.delegation_token import USER_TYPE, KafkaPrincipal, token_hmac
+from kmirror.security.delegation_token import USER_TYPE, KafkaPrincipal, token_hmac, token_scram_credential
+from kmirror.security.scram import ScramMechanism
+from kmirror.security.scram_server import TokenCredential
 
 DISABLED = ApiError(ErrorCode.delegation_token_auth_disabled, "Delegation Token feature is not enabled")
 NOT_FOUND = ApiError(ErrorCode.delegation_token_not_found, "Delegation Token is not found on server.")
@@ -137,6 +139,19 @@ def remove_expired_tokens(image: MetadataImage, now_ms: int) -> list[Record]:
     expiry or its max lifetime goes."""
     return [RemoveDelegationTokenRecord(t.token_id) for t in image.delegation_tokens.values()
             if t.expiration_timestamp < now_ms or t.max_timestamp < now_ms]
+
+
+def login_credential(image: MetadataImage, secret_key: str | None, token_id: str,
+                     mechanism: ScramMechanism) -> TokenCredential | None:
+    """What a SCRAM login with `tokenauth=true` and user name `token_id` is checked against:
+    the token's credential, its owner's name, and when it stops being valid (its expiry, never
+    past its max lifetime); None without such a token or without the secret."""
+    token = image.delegation_tokens.get(token_id)
+    if token is None or secret_key is None:
+        return None
+    return TokenCredential(token_scram_credential(mechanism, secret_key, token_id),
+                           KafkaPrincipal.parse(token.owner).name,
+                           min(token.expiration_timestamp, token.max_timestamp))
 
 
 def describable_tokens(image: MetadataImage, owners: Sequence[str] | None) -> list[DelegationTokenRecord]:
