@@ -22,7 +22,7 @@ from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.outcomes import AppendError
 from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode
-from kmirror.replication.epoch_assignment import below_log_epochs
+from kmirror.replication.epoch_assignment import below_log_epochs, beyond_leader_start
 from kmirror.replication.isr_changes import IsrChanges
 from kmirror.replication.isr_state import IsrState
 from kmirror.replication.list_offsets import ListOffsets
@@ -91,6 +91,9 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
         # would cut mirrored epochs from the cache (or announce an epoch the source never
         # wrote). The replica manager clears this while the topic is attached to a mirror.
         self.assigns_leader_epoch = True
+        # Leader side: followers to see fetch at or below `leader_epoch_start_offset` first
+        # (`beyond_leader_start`); none when the epoch cache holds this leader's epoch.
+        self._unchecked_followers: set[int] = set()
         self.isr_shrinks = 0
         self.isr_expands = 0
 
@@ -178,9 +181,11 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
             self._leader_role = True
             if new_epoch or not was_leader:
                 leo = self.log.log_end_offset
-                if self.assigns_leader_epoch and not below_log_epochs(self.log, state.leader_epoch):
+                assigned = self.assigns_leader_epoch and not below_log_epochs(self.log, state.leader_epoch)
+                if assigned:
                     self.log.assign_epoch_start_offset(state.leader_epoch, leo)
                 self.leader_epoch_start_offset = leo
+                self._unchecked_followers = set() if assigned else set(state.replicas) - {self.local_broker_id}
                 self._replicas = {
                     r: self._replicas.get(r, ReplicaState()).reset(now, leo, not was_leader, r in state.isr)
                     for r in state.replicas
@@ -439,6 +444,12 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
                     b"", log.high_watermark, log.last_stable_offset, log.log_start_offset, log.log_end_offset,
                     diverging_epoch=end,
                 )
+        if replica_id in self._unchecked_followers:
+            diverging = beyond_leader_start(fetch_offset, last_fetched_epoch, self.leader_epoch_start_offset)
+            if diverging is not None:
+                return ReadOutcome(b"", log.high_watermark, log.last_stable_offset, log.log_start_offset,
+                                   log.log_end_offset, diverging_epoch=diverging)
+            self._unchecked_followers.discard(replica_id)
         log_start, log_end = log.log_start_offset, log.log_end_offset
         if fetch_offset < log_start or fetch_offset > log_end:
             return _out_of_range(self.topic_partition, fetch_offset, log_start, log_end)

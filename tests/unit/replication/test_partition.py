@@ -246,3 +246,41 @@ def test_a_mirror_leader_truncating_below_its_epoch_start_lowers_it() -> None:
     assert partition.leader_epoch_start_offset == 2
     assert isinstance(partition.fetch_for_follower(2, 2, -1, -1, 1000, True, now_ms=0), ReadOutcome)
     assert partition.fetch_offset_for_timestamp(-1, READ_UNCOMMITTED, -1) == TimestampOffset(-1, 2, 2)
+
+
+def mirror_partition_led_from(log_end_offset: int) -> tuple[Partition, FakeLog]:
+    """A mirror topic's partition (its log keeps the source's epoch 0) that follows broker 2
+    until it becomes the leader, at epoch 3, holding `log_end_offset` records."""
+    as_follower = PartitionState(leader=2, leader_epoch=2, partition_epoch=0, replicas=(NODE, 2), isr=(NODE, 2))
+    partition, log = make(as_follower)
+    partition.assigns_leader_epoch = False
+    log.next_count = log_end_offset
+    log.append_as_leader(b"x", 0)
+    partition.update_state(PartitionState(leader=NODE, leader_epoch=3, partition_epoch=1, replicas=(NODE, 2),
+                                          isr=(NODE, 2)), now_ms=0)
+    return partition, log
+
+
+def test_a_follower_ahead_of_a_new_mirror_leaders_start_truncates_to_it_before_fetching() -> None:
+    """Broker 2 led before and copied offsets 5-7 from the source; the source compacted them
+    away before this leader fetched past them. Same source epoch, different records: only the
+    leader's start offset tells the follower where to truncate."""
+    partition, log = mirror_partition_led_from(5)
+    log.next_count = 10
+    log.append_as_leader(b"y", 0)  # mirrored on from the source: offsets 5-14
+    ahead = partition.fetch_for_follower(2, 8, 0, 3, 1000, True, now_ms=0)
+    assert isinstance(ahead, ReadOutcome) and ahead.diverging_epoch == EpochEndOffset(0, 5) and not ahead.records
+    no_epoch = partition.fetch_for_follower(2, 8, -1, 3, 1000, True, now_ms=0)
+    assert isinstance(no_epoch, ReadOutcome) and no_epoch.diverging_epoch == EpochEndOffset(-1, 5)
+    at_start = partition.fetch_for_follower(2, 5, 0, 3, 1000, True, now_ms=0)
+    assert isinstance(at_start, ReadOutcome) and at_start.diverging_epoch is None and at_start.records == b"y"
+    # From here on what the follower holds came from this leader.
+    later = partition.fetch_for_follower(2, 15, 0, 3, 1000, True, now_ms=0)
+    assert isinstance(later, ReadOutcome) and later.diverging_epoch is None
+
+
+def test_a_new_mirror_leaders_follower_at_or_below_its_start_fetches_at_once() -> None:
+    partition, _ = mirror_partition_led_from(5)
+    for offset in (5, 3):
+        fetched = partition.fetch_for_follower(2, offset, 0, 3, 1000, True, now_ms=0)
+        assert isinstance(fetched, ReadOutcome) and fetched.diverging_epoch is None

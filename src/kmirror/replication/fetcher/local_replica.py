@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 from kmirror.protocol.errors import ErrorCode
 from kmirror.replication.log_port import PartitionLog
 from kmirror.replication.outcomes import PartitionError
 from kmirror.replication.partition import Partition
 from kmirror.replication.replica_manager import ReplicaManager
 from kmirror.types import TopicPartition
+
+log = logging.getLogger(__name__)
 
 
 class PartitionLogReads:
@@ -55,6 +59,8 @@ class ReplicaManagerLocalReplica(PartitionLogReads):
     def truncate_to(self, tp: TopicPartition, offset: int) -> None:
         p = self._follower(tp)
         if p is not None:
+            if offset < p.log.log_end_offset:  # Kafka's "Truncating to offset" line
+                log.info("Truncating %s to offset %d (log end offset %d)", tp, offset, p.log.log_end_offset)
             p.truncate_to(offset)
 
     def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:

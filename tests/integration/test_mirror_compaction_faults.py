@@ -1,0 +1,135 @@
+"""A compacted topic mirrored between two replicated clusters (3 brokers and a controller at each
+end, RF 3, min ISR 2) while the source's cleaners compact it and partition leaders are killed
+-9 or paused (SIGSTOP until another broker leads) at both ends.
+
+Each source replica cleans its own log on its own schedule, as in Kafka, so the source's
+replicas are not byte-identical, and a mirror leader that fetched from one source leader goes
+on from another. What must hold at every replica of both clusters:
+- offsets are sacred: a record at offset o is the one the producer was acknowledged at o;
+- compaction loses nothing: an acknowledged record is there, or a later record of its key is;
+- the latest record of every key is the same everywhere;
+and the destination, which does not clean a mirror topic, holds the same batches on its three
+replicas."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kmirror.records.batch import iter_batches
+from kmirror.records.record import Record, decode_records
+from kmirror.testing.acked_writer import AckedWriter
+from kmirror.testing.chaos import REPLICATED_CLUSTER
+from kmirror.testing.chaos_checks import BROKERS, retry
+from kmirror.testing.kafka_clients import end_offsets, leaders_and_isr_sizes
+from kmirror.testing.mirror_clusters import clusters_up, create_mirror, describe, wait_until
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
+from kmirror.testing.segments import log_batches
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "changelog"
+PARTITIONS = 2
+COMPACTED = ("cleanup.policy=compact", "segment.bytes=8192", "min.cleanable.dirty.ratio=0.01",
+             "min.insync.replicas=2")
+
+
+@pytest.fixture
+def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
+    overrides = {**REPLICATED_CLUSTER, "log.cleaner.backoff.ms": "200"}
+    source = LocalCluster(dir=tmp_path / "source", port=free_port_block(3), nodes=3, overrides=overrides,
+                          controllers=1)
+    dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block(3), nodes=3, controllers=1,
+                        overrides={**overrides, "mirror.metadata.refresh.interval.ms": "1000"})
+    with clusters_up(source, dest):
+        yield source, dest
+
+
+def cleaned_rounds(cluster: LocalCluster, node: int) -> int:
+    return len(re.findall(rf"cleaned {TOPIC}-\d ", cluster.log_text(node)))
+
+
+def replica_records(cluster: LocalCluster, partition: int, node: int) -> list[Record]:
+    records: list[Record] = []
+    for _, raw in log_batches(cluster, TOPIC, partition, node):
+        header = next(iter_batches(raw))[1]
+        if not header.is_control:
+            records.extend(decode_records(raw))
+    return records
+
+
+def latest_per_key(records: list[Record]) -> dict[bytes | None, tuple[int, bytes | None]]:
+    return {r.key: (r.offset, r.value) for r in sorted(records, key=lambda r: r.offset)}
+
+
+def leader_of(cluster: LocalCluster, partition: int) -> int:
+    return leaders_and_isr_sizes(cluster.bootstrap, TOPIC)[partition][0]
+
+
+def kill_leader(cluster: LocalCluster, partition: int) -> None:
+    leader = leader_of(cluster, partition)
+    cluster.kill9(leader)
+    cluster.start_node(leader)
+
+
+def pause_leader(cluster: LocalCluster, partition: int) -> None:
+    """SIGSTOP until another broker leads, then SIGCONT: the old leader comes back believing
+    it still leads."""
+    leader = leader_of(cluster, partition)
+    cluster.pause(leader)
+    try:
+        retry(lambda: leader_of(cluster, partition) not in (leader, -1), "another leader elected")
+    finally:
+        cluster.resume(leader)
+
+
+def check_replica(writer: AckedWriter, records: list[Record], partition: int, where: str) -> None:
+    unplaced = {v for p, v in writer.acked_unplaced if p == partition}
+    for r in records:
+        acked = writer.acked.get((partition, r.offset))
+        assert acked == r.value or (acked is None and r.value in unplaced), \
+            f"{where}: offset {r.offset} holds {r.value!r}, acknowledged there: {acked!r}"
+    latest = latest_per_key(records)
+    lost = [(o, v) for (p, o), v in writer.acked.items()
+            if p == partition and latest.get(b"k%d" % (int(v.rsplit(b"-", 1)[1]) % 11), (-1, None))[0] < o]
+    assert not lost, f"{where}: {len(lost)} acknowledged records gone with no later record of their key: {lost[:3]}"
+
+
+def test_a_compacted_topic_mirrors_under_leader_kills_and_cleaning_at_both_ends(
+    clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
+) -> None:
+    source, dest = clusters
+    kmirror("topics", "--bootstrap-server", source.bootstrap, "--create", "--topic", TOPIC, "--partitions",
+            str(PARTITIONS), "--replication-factor", "3", *(a for c in COMPACTED for a in ("--config", c)))
+    create_mirror(dest, source, "m", TOPIC, tmp_path / "mirror.properties")
+    writer = AckedWriter(source.bootstrap, "cdc", TOPIC, PARTITIONS)
+    writer.start()
+    try:
+        wait_until(lambda: all(cleaned_rounds(source, n) > 0 for n in BROKERS), "every source replica cleaned")
+        for fault, cluster, partition in ((kill_leader, source, 0), (kill_leader, dest, 1), (pause_leader, source, 1),
+                                          (pause_leader, dest, 0), (kill_leader, source, 1)):
+            acked = len(writer.acked)
+            fault(cluster, partition)
+            wait_until(lambda a=acked: len(writer.acked) > a + 200, "writes after a leader's restart")
+    finally:
+        writer.finish()
+    assert not writer.failed, sorted({str(e) for e in writer.failed})
+
+    ends = end_offsets(source.bootstrap, TOPIC, PARTITIONS)
+    rows = {p: (ends[p], ends[p], 0, "MIRRORING") for p in range(PARTITIONS)}
+    retry(lambda: {p: row for (_, _, p), row in describe(dest.bootstrap).items()} == rows,
+          "--describe: every partition MIRRORING with lag 0")
+    retry(lambda: all(log_batches(dest, TOPIC, p, 1) == log_batches(dest, TOPIC, p, n)
+                      for p in range(PARTITIONS) for n in BROKERS), "the destination's replicas byte-identical")
+    assert not any(cleaned_rounds(dest, n) for n in BROKERS), "the destination cleaned a mirror topic"
+    for p in range(PARTITIONS):
+        replicas = {f"{name} node {n}": replica_records(cluster, p, n)
+                    for name, cluster in (("source", source), ("destination", dest)) for n in BROKERS}
+        for where, records in replicas.items():
+            check_replica(writer, records, p, f"partition {p}, {where}")
+        latest = {where: latest_per_key(records) for where, records in replicas.items()}
+        assert len({tuple(sorted(v.items())) for v in latest.values()}) == 1, \
+            f"partition {p}: the latest record of a key differs between replicas"
