@@ -7,10 +7,12 @@ bounds each micro-batch; minOffsetsPerTrigger holds triggers back until enough r
 are new or maxTriggerDelay has passed, and not under Trigger.AvailableNow; partitions added to a topic and new topics matching the pattern
 are read from their first offset; records deleted below the checkpoint fail the query with
 a message naming the topic, partition and offsets (failOnDataLoss=true) or are skipped
-(false); a streaming write through the kmirror sink arrives once per record."""
+(false); a streaming write through the kmirror sink arrives once per record; a query with
+`kmirror.delegationToken` outlives its tokens (renewed, then replaced)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import time
@@ -24,9 +26,12 @@ from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+from kmirror.client.admin import Admin
+from kmirror.client.delegation_tokens import DelegationToken
+from kmirror.security.client_config import client_security
 from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.mirror_clusters import wait_until
-from kmirror.testing.processes import LocalCluster
+from kmirror.testing.processes import LocalCluster, free_port_block, kmirror
 from kmirror.testing.spark import SKIP_REASON, java_available
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(not java_available(), reason=SKIP_REASON)]
@@ -239,3 +244,63 @@ def test_trigger_available_now_reads_everything_whatever_the_minimum(module_node
         .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start()
     assert query.awaitTermination(120)
     assert [n for n, _ in batches(query)] == [20, 10]
+
+
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+def test_a_streaming_read_outlives_its_delegation_tokens(spark: Any, tmp_path: Path) -> None:
+    """`kmirror.delegationToken` on a query that runs longer than any token lives: a token
+    expires 8 s after its creation or last renewal and lives 18 s at most, and the query reads
+    for 24 s, a micro-batch a second. The driver renews its token and creates a new one
+    before the max lifetime, so every micro-batch's tasks log in with a valid token: the query
+    never fails and reads every record once."""
+    port = free_port_block(2)
+    node = LocalCluster(tmp_path / "tokens", port, 1, {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1},"
+                     f"CONTROLLER://127.0.0.1:{port + 100}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port + 1}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "delegation.token.secret.key": "stream-tokens",
+        "delegation.token.expiry.time.ms": "8000",
+        "delegation.token.max.lifetime.ms": "18000",
+    })
+    with node:
+        create_topic(node.bootstrap, "ticks", 2)
+        kmirror("configs", "--bootstrap-server", node.bootstrap, "--entity-type", "users", "--entity-name", "bob",
+                "--alter", "--add-config", "SCRAM-SHA-512=[password=bob-secret]")
+        bob = {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+               "kafka.sasl.jaas.config": f'{SCRAM_MODULE} required username="bob" password="bob-secret";'}
+        df = stream(spark, f"127.0.0.1:{port + 1}", subscribe="ticks", **bob, **{"kmirror.delegationToken": "true"})
+        query = df.selectExpr("CAST(value AS STRING) AS value").writeStream.format("memory") \
+            .queryName("token_ticks").option("checkpointLocation", str(tmp_path / "checkpoint")) \
+            .trigger(processingTime="1 second").start()
+        try:
+            producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 0})
+            started = time.monotonic()
+            i = 0
+            while time.monotonic() - started < 24:
+                producer.produce("ticks", value=b"%d" % i, partition=i % 2)
+                producer.flush(10)
+                i += 1
+                assert query.exception() is None, query.exception()
+                time.sleep(0.25)
+            query.processAllAvailable()
+            values = sorted(int(r["value"]) for r in spark.sql("SELECT value FROM token_ticks").collect())
+        finally:
+            query.stop()
+        assert query.exception() is None
+        assert values == list(range(i))
+        tokens = asyncio.run(bobs_tokens(f"127.0.0.1:{port + 1}", bob))
+        assert len(tokens) >= 2, "a new token before the first one's max lifetime"
+        assert any(t.expiry_timestamp_ms > t.issue_timestamp_ms + 8000 for t in tokens), "a token renewed"
+        first_expiry = datetime.datetime.fromtimestamp(min(t.issue_timestamp_ms for t in tokens) / 1000 + 8)
+        logins = [datetime.datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f") for line in node.log_text().splitlines()
+                  if "authenticated as User:bob with a delegation token" in line]
+        assert logins and logins[-1] > first_expiry, "tasks logged in with a token after the first one would have expired"
+
+
+async def bobs_tokens(bootstrap: str, options: dict[str, str]) -> list[DelegationToken]:
+    security = client_security({k.removeprefix("kafka."): v for k, v in options.items()})
+    async with await Admin.connect(bootstrap, security=security) as admin:
+        return await admin.describe_delegation_tokens()
