@@ -1,20 +1,26 @@
-"""A compacted topic mirrored between two replicated clusters (3 brokers and a controller at each
-end, RF 3, min ISR 2) while the source's cleaners compact it and partition leaders are killed
--9 or paused (SIGSTOP until another broker leads) at both ends.
+"""A compacted topic, and one whose retention deletes its start, mirrored between two replicated
+clusters (3 brokers and a controller at each end, RF 3, min ISR 2) while partition leaders are
+killed -9 or paused (SIGSTOP until another broker leads) at both ends.
 
-Each source replica cleans its own log on its own schedule, as in Kafka, so the source's
+Compaction: each source replica cleans its own log on its own schedule, as in Kafka, so the source's
 replicas are not byte-identical, and a mirror leader that fetched from one source leader goes
 on from another. What must hold at every replica of both clusters:
 - offsets are sacred: a record at offset o is the one the producer was acknowledged at o;
 - compaction loses nothing: an acknowledged record is there, or a later record of its key is;
 - the latest record of every key is the same everywhere;
 and the destination, which does not clean a mirror topic, holds the same batches on its three
-replicas."""
+replicas.
+
+Retention: each replica deletes segments on its own schedule, and the mirror, paused while the
+source deletes past its end, follows the source's log start when resumed. At every replica: a
+record at offset o is the one acknowledged at o, and every acknowledged record from the
+replica's first offset on is there; the destination's replicas hold the same batches from the
+latest of their log starts."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,11 +41,12 @@ TOPIC = "changelog"
 PARTITIONS = 2
 COMPACTED = ("cleanup.policy=compact", "segment.bytes=8192", "min.cleanable.dirty.ratio=0.01",
              "min.insync.replicas=2")
+RETAINED = ("retention.bytes=16384", "segment.bytes=4096", "min.insync.replicas=2")
 
 
 @pytest.fixture
 def clusters(tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalCluster]]:
-    overrides = {**REPLICATED_CLUSTER, "log.cleaner.backoff.ms": "200"}
+    overrides = {**REPLICATED_CLUSTER, "log.cleaner.backoff.ms": "200", "log.retention.check.interval.ms": "500"}
     source = LocalCluster(dir=tmp_path / "source", port=free_port_block(3), nodes=3, overrides=overrides,
                           controllers=1)
     dest = LocalCluster(dir=tmp_path / "dest", port=free_port_block(3), nodes=3, controllers=1,
@@ -86,29 +93,33 @@ def pause_leader(cluster: LocalCluster, partition: int) -> None:
         cluster.resume(leader)
 
 
-def check_replica(writer: AckedWriter, records: list[Record], partition: int, where: str) -> None:
+def check_offsets(writer: AckedWriter, records: list[Record], partition: int, where: str) -> None:
     unplaced = {v for p, v in writer.acked_unplaced if p == partition}
     for r in records:
         acked = writer.acked.get((partition, r.offset))
         assert acked == r.value or (acked is None and r.value in unplaced), \
             f"{where}: offset {r.offset} holds {r.value!r}, acknowledged there: {acked!r}"
+
+
+def check_compacted(writer: AckedWriter, records: list[Record], partition: int, where: str) -> None:
+    check_offsets(writer, records, partition, where)
     latest = latest_per_key(records)
     lost = [(o, v) for (p, o), v in writer.acked.items()
             if p == partition and latest.get(b"k%d" % (int(v.rsplit(b"-", 1)[1]) % 11), (-1, None))[0] < o]
     assert not lost, f"{where}: {len(lost)} acknowledged records gone with no later record of their key: {lost[:3]}"
 
 
-def test_a_compacted_topic_mirrors_under_leader_kills_and_cleaning_at_both_ends(
-    clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
-) -> None:
-    source, dest = clusters
+def write_under_faults(source: LocalCluster, dest: LocalCluster, tmp_path: Path, config: tuple[str, ...],
+                       before_faults: Callable[[AckedWriter], None]) -> AckedWriter:
+    """The topic created with `config` and mirrored; written to while `before_faults` runs,
+    then while leaders are killed and paused at both ends; returns once the mirror caught up."""
     kmirror("topics", "--bootstrap-server", source.bootstrap, "--create", "--topic", TOPIC, "--partitions",
-            str(PARTITIONS), "--replication-factor", "3", *(a for c in COMPACTED for a in ("--config", c)))
+            str(PARTITIONS), "--replication-factor", "3", *(a for c in config for a in ("--config", c)))
     create_mirror(dest, source, "m", TOPIC, tmp_path / "mirror.properties")
-    writer = AckedWriter(source.bootstrap, "cdc", TOPIC, PARTITIONS)
+    writer = AckedWriter(source.bootstrap, "w", TOPIC, PARTITIONS)
     writer.start()
     try:
-        wait_until(lambda: all(cleaned_rounds(source, n) > 0 for n in BROKERS), "every source replica cleaned")
+        before_faults(writer)
         for fault, cluster, partition in ((kill_leader, source, 0), (kill_leader, dest, 1), (pause_leader, source, 1),
                                           (pause_leader, dest, 0), (kill_leader, source, 1)):
             acked = len(writer.acked)
@@ -117,11 +128,19 @@ def test_a_compacted_topic_mirrors_under_leader_kills_and_cleaning_at_both_ends(
     finally:
         writer.finish()
     assert not writer.failed, sorted({str(e) for e in writer.failed})
-
     ends = end_offsets(source.bootstrap, TOPIC, PARTITIONS)
     rows = {p: (ends[p], ends[p], 0, "MIRRORING") for p in range(PARTITIONS)}
     retry(lambda: {p: row for (_, _, p), row in describe(dest.bootstrap).items()} == rows,
           "--describe: every partition MIRRORING with lag 0")
+    return writer
+
+
+def test_a_compacted_topic_mirrors_under_leader_kills_and_cleaning_at_both_ends(
+    clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
+) -> None:
+    source, dest = clusters
+    writer = write_under_faults(source, dest, tmp_path, COMPACTED, lambda _: wait_until(
+        lambda: all(cleaned_rounds(source, n) > 0 for n in BROKERS), "every source replica cleaned"))
     retry(lambda: all(log_batches(dest, TOPIC, p, 1) == log_batches(dest, TOPIC, p, n)
                       for p in range(PARTITIONS) for n in BROKERS), "the destination's replicas byte-identical")
     assert not any(cleaned_rounds(dest, n) for n in BROKERS), "the destination cleaned a mirror topic"
@@ -129,7 +148,46 @@ def test_a_compacted_topic_mirrors_under_leader_kills_and_cleaning_at_both_ends(
         replicas = {f"{name} node {n}": replica_records(cluster, p, n)
                     for name, cluster in (("source", source), ("destination", dest)) for n in BROKERS}
         for where, records in replicas.items():
-            check_replica(writer, records, p, f"partition {p}, {where}")
+            check_compacted(writer, records, p, f"partition {p}, {where}")
         latest = {where: latest_per_key(records) for where, records in replicas.items()}
         assert len({tuple(sorted(v.items())) for v in latest.values()}) == 1, \
             f"partition {p}: the latest record of a key differs between replicas"
+
+
+def log_start(cluster: LocalCluster, partition: int, node: int) -> int:
+    batches = log_batches(cluster, TOPIC, partition, node)
+    return batches[0][0] if batches else -1
+
+
+def test_retention_at_the_source_is_followed_under_leader_kills_and_a_paused_mirror(
+    clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
+) -> None:
+    source, dest = clusters
+
+    def past_a_paused_mirror(writer: AckedWriter) -> None:
+        """The mirror paused until the source deleted past the destination's log end."""
+        wait_until(lambda: len(writer.acked) > 300, "records written")
+        kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--pause", "--topic", TOPIC)
+        held = end_offsets(dest.bootstrap, TOPIC, PARTITIONS)
+        wait_until(lambda: all(log_start(source, p, n) > held[p] for p in range(PARTITIONS) for n in BROKERS),
+                   "the source's log start past the paused mirror's end")
+        kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--resume", "--topic", TOPIC)
+
+    writer = write_under_faults(source, dest, tmp_path, RETAINED, past_a_paused_mirror)
+    for p in range(PARTITIONS):
+        retry(lambda p=p: len({tuple(b for b in log_batches(dest, TOPIC, p, n)
+                                     if b[0] >= max(log_start(dest, p, m) for m in BROKERS))
+                               for n in BROKERS}) == 1, f"the destination's replicas of {p} alike")
+        for name, cluster in (("source", source), ("destination", dest)):
+            for n in BROKERS:
+                where = f"partition {p}, {name} node {n}"
+                records = replica_records(cluster, p, n)
+                check_offsets(writer, records, p, where)
+                first = records[0].offset if records else ends_at(cluster, p)
+                present = {r.offset for r in records}
+                lost = sorted(o for (q, o) in writer.acked if q == p and o >= first and o not in present)
+                assert not lost, f"{where}: acknowledged records from its log start on missing: {lost[:5]}"
+
+
+def ends_at(cluster: LocalCluster, partition: int) -> int:
+    return end_offsets(cluster.bootstrap, TOPIC, PARTITIONS)[partition]
