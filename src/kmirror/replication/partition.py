@@ -337,10 +337,13 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
     def _epoch_start_within_log(self) -> None:
         """A Kafka leader never truncates; a mirror leader does. The start of its epoch cannot
         stay above the log it truncated, or its followers could never count as in sync nor
-        ListOffsets answer anything but OFFSET_NOT_AVAILABLE."""
+        ListOffsets answer anything but OFFSET_NOT_AVAILABLE. Its followers truncate to the
+        new start as to a new leader's (`beyond_leader_start`): what they hold above it may
+        not be what the leader fetches there again."""
         start = self.leader_epoch_start_offset
         if start is not None and start > self.log.log_end_offset:
             self.leader_epoch_start_offset = self.log.log_end_offset
+            self._unchecked_followers = set(self._replicas)
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
         """A follower takes the leader's HW, bounded by its own LEO (Kafka

@@ -284,3 +284,13 @@ def test_a_new_mirror_leaders_follower_at_or_below_its_start_fetches_at_once() -
     for offset in (5, 3):
         fetched = partition.fetch_for_follower(2, offset, 0, 3, 1000, True, now_ms=0)
         assert isinstance(fetched, ReadOutcome) and fetched.diverging_epoch is None
+
+
+def test_a_mirror_leader_that_truncates_checks_its_followers_again() -> None:
+    partition, log = mirror_partition_led_from(5)
+    assert isinstance(partition.fetch_for_follower(2, 5, 0, 3, 1000, True, now_ms=0), ReadOutcome)
+    partition.truncate_to(3)  # the source diverged: the leader fetches offsets 3 on again
+    log.next_count = 10
+    log.append_as_leader(b"z", 0)
+    ahead = partition.fetch_for_follower(2, 5, 0, 3, 1000, True, now_ms=0)
+    assert isinstance(ahead, ReadOutcome) and ahead.diverging_epoch == EpochEndOffset(0, 3)
