@@ -9,7 +9,7 @@ on from another. What must hold at every replica of both clusters:
 - compaction loses nothing: an acknowledged record is there, or a later record of its key is;
 - the latest record of every key is the same everywhere;
 and the destination, which does not clean a mirror topic, holds the same batches on its three
-replicas.
+replicas. The same rules hold after a failover and a failback of the compacted topic.
 
 Retention: each replica deletes segments on its own schedule, and the mirror, paused while the
 source deletes past its end, follows the source's log start when resumed. At every replica: a
@@ -93,24 +93,38 @@ def pause_leader(cluster: LocalCluster, partition: int) -> None:
         cluster.resume(leader)
 
 
-def check_offsets(writer: AckedWriter, records: list[Record], partition: int, where: str) -> None:
-    unplaced = {v for p, v in writer.acked_unplaced if p == partition}
+Acked = tuple[dict[tuple[int, int], bytes], list[tuple[int, bytes]]]
+"""What writers were acknowledged: (partition, offset) -> value, and (partition, value)
+acknowledged without an offset."""
+
+
+def acked_by(*writers: AckedWriter) -> Acked:
+    return {k: v for w in writers for k, v in w.acked.items()}, [pv for w in writers for pv in w.acked_unplaced]
+
+
+def check_offsets(writes: Acked, records: list[Record], partition: int, where: str) -> None:
+    unplaced = {v for p, v in writes[1] if p == partition}
     for r in records:
-        acked = writer.acked.get((partition, r.offset))
+        acked = writes[0].get((partition, r.offset))
         assert acked == r.value or (acked is None and r.value in unplaced), \
             f"{where}: offset {r.offset} holds {r.value!r}, acknowledged there: {acked!r}"
 
 
-def check_compacted(writer: AckedWriter, records: list[Record], partition: int, where: str) -> None:
-    check_offsets(writer, records, partition, where)
+def check_compacted(writes: Acked, records: list[Record], partition: int, where: str) -> None:
+    check_offsets(writes, records, partition, where)
     latest = latest_per_key(records)
-    lost = [(o, v) for (p, o), v in writer.acked.items()
+    lost = [(o, v) for (p, o), v in writes[0].items()
             if p == partition and latest.get(b"k%d" % (int(v.rsplit(b"-", 1)[1]) % 11), (-1, None))[0] < o]
     assert not lost, f"{where}: {len(lost)} acknowledged records gone with no later record of their key: {lost[:3]}"
 
 
+Fault = tuple[Callable[[LocalCluster, int], None], str, int]  # (fault, "source" or "destination", partition)
+FAULTS: tuple[Fault, ...] = ((kill_leader, "source", 0), (kill_leader, "destination", 1), (pause_leader, "source", 1),
+                             (pause_leader, "destination", 0), (kill_leader, "source", 1))
+
+
 def write_under_faults(source: LocalCluster, dest: LocalCluster, tmp_path: Path, config: tuple[str, ...],
-                       before_faults: Callable[[AckedWriter], None]) -> AckedWriter:
+                       before_faults: Callable[[AckedWriter], None], faults: tuple[Fault, ...] = FAULTS) -> AckedWriter:
     """The topic created with `config` and mirrored; written to while `before_faults` runs,
     then while leaders are killed and paused at both ends; returns once the mirror caught up."""
     kmirror("topics", "--bootstrap-server", source.bootstrap, "--create", "--topic", TOPIC, "--partitions",
@@ -120,10 +134,9 @@ def write_under_faults(source: LocalCluster, dest: LocalCluster, tmp_path: Path,
     writer.start()
     try:
         before_faults(writer)
-        for fault, cluster, partition in ((kill_leader, source, 0), (kill_leader, dest, 1), (pause_leader, source, 1),
-                                          (pause_leader, dest, 0), (kill_leader, source, 1)):
+        for fault, where, partition in faults:
             acked = len(writer.acked)
-            fault(cluster, partition)
+            fault(source if where == "source" else dest, partition)
             wait_until(lambda a=acked: len(writer.acked) > a + 200, "writes after a leader's restart")
     finally:
         writer.finish()
@@ -148,7 +161,7 @@ def test_a_compacted_topic_mirrors_under_leader_kills_and_cleaning_at_both_ends(
         replicas = {f"{name} node {n}": replica_records(cluster, p, n)
                     for name, cluster in (("source", source), ("destination", dest)) for n in BROKERS}
         for where, records in replicas.items():
-            check_compacted(writer, records, p, f"partition {p}, {where}")
+            check_compacted(acked_by(writer), records, p, f"partition {p}, {where}")
         latest = {where: latest_per_key(records) for where, records in replicas.items()}
         assert len({tuple(sorted(v.items())) for v in latest.values()}) == 1, \
             f"partition {p}: the latest record of a key differs between replicas"
@@ -182,7 +195,7 @@ def test_retention_at_the_source_is_followed_under_leader_kills_and_a_paused_mir
             for n in BROKERS:
                 where = f"partition {p}, {name} node {n}"
                 records = replica_records(cluster, p, n)
-                check_offsets(writer, records, p, where)
+                check_offsets(acked_by(writer), records, p, where)
                 first = records[0].offset if records else ends_at(cluster, p)
                 present = {r.offset for r in records}
                 lost = sorted(o for (q, o) in writer.acked if q == p and o >= first and o not in present)
@@ -191,3 +204,43 @@ def test_retention_at_the_source_is_followed_under_leader_kills_and_a_paused_mir
 
 def ends_at(cluster: LocalCluster, partition: int) -> int:
     return end_offsets(cluster.bootstrap, TOPIC, PARTITIONS)[partition]
+
+
+def mirror_rows_of(cluster: LocalCluster) -> dict[int, tuple[int, int, int, str]]:
+    return {p: row for (_, _, p), row in describe(cluster.bootstrap).items()}
+
+
+def test_a_compacted_topic_fails_over_and_back_with_both_sides_cleaning(
+    clusters: tuple[LocalCluster, LocalCluster], tmp_path: Path
+) -> None:
+    """After the faults above: failover, writes and cleaning at the destination, then the old
+    source mirrors the destination back (failback) while it is still written to. The old
+    source's log, cleaned on its own before, keeps its records below the failover point and
+    takes the destination's delta above it: at all six replicas each record is the one
+    acknowledged at its offset (by either writer), nothing acknowledged is gone without a
+    later record of its key, and every replica has the same latest record per key."""
+    source, dest = clusters
+    first = write_under_faults(source, dest, tmp_path, COMPACTED, lambda _: None, FAULTS[:2])
+    kmirror("mirrors", "--bootstrap-server", dest.bootstrap, "--remove", "--topic", TOPIC)
+    retry(lambda: {row[3] for row in mirror_rows_of(dest).values()} == {"STOPPED"}, "every partition STOPPED")
+    back = AckedWriter(dest.bootstrap, "back", TOPIC, PARTITIONS)
+    back.start()
+    try:
+        wait_until(lambda: any(cleaned_rounds(dest, n) for n in BROKERS), "the destination cleans after failover")
+        create_mirror(source, dest, "back", TOPIC, tmp_path / "failback.properties")
+        acked = len(back.acked)
+        wait_until(lambda: len(back.acked) > acked + 300, "writes at the destination while failing back")
+    finally:
+        back.finish()
+    assert not back.failed, sorted({str(e) for e in back.failed})
+    ends = end_offsets(dest.bootstrap, TOPIC, PARTITIONS)
+    rows = {p: (ends[p], ends[p], 0, "MIRRORING") for p in range(PARTITIONS)}
+    retry(lambda: mirror_rows_of(source) == rows, "the old source MIRRORING the destination with lag 0")
+    for p in range(PARTITIONS):
+        replicas = {f"{name} node {n}": replica_records(cluster, p, n)
+                    for name, cluster in (("source", source), ("destination", dest)) for n in BROKERS}
+        for where, records in replicas.items():
+            check_compacted(acked_by(first, back), records, p, f"partition {p}, {where}")
+        latest = {where: latest_per_key(records) for where, records in replicas.items()}
+        assert len({tuple(sorted(v.items())) for v in latest.values()}) == 1, \
+            f"partition {p}: the latest record of a key differs between replicas"
