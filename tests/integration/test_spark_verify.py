@@ -5,8 +5,9 @@ command (its own Spark) for exit codes, JSON and the report.
 Proven: a caught-up mirror verifies (exit 0) and the bytes compared are exactly the bytes of
 B's log segments; a paused mirror is behind, not diverged, and the records, bytes and time
 behind equal what was written at A after the pause; a destination written after failover
-diverges at exactly the failover offset; an unrelated topic of the same name diverges at
-offset 0 and names both topic ids; usage and connection errors exit 2."""
+diverges at exactly the failover offset; a compacted topic the source cleaned after mirroring
+it is faithful; an unrelated topic of the same name diverges at offset 0 and names both topic
+ids; usage and connection errors exit 2."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ T0 = 1_760_000_000_000  # record timestamps: T0 + the record's index (ms)
 def ab(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Clusters A (source) and B (destination) with mirror `dr` created on B (no topics yet)."""
     base = tmp_path_factory.mktemp("verify")
-    a = LocalCluster(dir=base / "a", port=free_port_block(), overrides={"mirror.metadata.refresh.interval.ms": "300"})
+    a = LocalCluster(dir=base / "a", port=free_port_block(), overrides={"mirror.metadata.refresh.interval.ms": "300",
+                                                                         "log.cleaner.backoff.ms": "200"})
     b = LocalCluster(dir=base / "b", port=free_port_block(), overrides={"mirror.metadata.refresh.interval.ms": "300"})
     with clusters_up(a, b):
         create_mirror(b, a, MIRROR, None, base / "mirror.properties")
@@ -137,6 +139,32 @@ def test_lag_is_not_divergence_and_records_bytes_time_behind_are_exact(
     assert r.last_mirrored_timestamp == T0 + 299
     assert r.time_behind_ms == latest_ts - (T0 + 299)
     kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--resume", "--topic", "lagging")
+
+
+def test_a_compacted_topic_cleaned_at_the_source_after_mirroring_is_faithful(
+        ab: tuple[LocalCluster, LocalCluster], spark: Any) -> None:
+    """The source cleans a compacted topic after the mirror copied it (the destination does
+    not clean a mirror topic): the source's rebuilt and removed batches are no divergence, a
+    record the source kept being the destination's record at that offset."""
+    a, b = ab
+    create_topic(a.bootstrap, "table", 1, config={"cleanup.policy": "compact", "segment.bytes": "4096",
+                                                  "min.cleanable.dirty.ratio": "0.01",
+                                                  "min.compaction.lag.ms": "3600000"})
+    producer = Producer({"bootstrap.servers": a.bootstrap, "compression.type": "lz4", "linger.ms": 5,
+                         "batch.size": 1024})  # batches below segment.bytes
+    for i in range(400):
+        producer.produce("table", key=b"row-%d" % (i % 12), value=b"version %d of the row" % i, partition=0)
+    assert producer.flush(30) == 0 and end_offsets(a.bootstrap, "table", 1) == [400]
+    kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--add", "--mirror", MIRROR, "--topic", "table")
+    wait_until(lambda: log_batches(b, "table", 0) == log_batches(a, "table", 0) != [], "B to mirror table")
+    mirrored = log_batches(b, "table", 0)
+    kmirror("configs", "--bootstrap-server", a.bootstrap, "--entity-type", "topics", "--entity-name", "table",
+            "--alter", "--add-config", "min.compaction.lag.ms=0")
+    wait_until(lambda: "cleaned table-0 " in a.log_text(), "A to clean table")
+    assert log_batches(a, "table", 0) != mirrored == log_batches(b, "table", 0)
+    result = verify(spark, a, b, "table")[0]
+    assert result.plan.compacted and result.divergence is None and result.status == "IN-SYNC", result
+    assert result.batches_cleaned_at_source > 0
 
 
 def test_destination_written_after_failover_diverges_at_the_failover_offset(

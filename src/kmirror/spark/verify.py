@@ -17,7 +17,7 @@ import re
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
-from kmirror.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin
+from kmirror.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin, ConfigResourceType
 from kmirror.client.cluster import Cluster
 from kmirror.client.configs import cluster_from_configs
 from kmirror.client.errors import KafkaClientError, KafkaError, KafkaProtocolError
@@ -57,6 +57,7 @@ async def plan_verification(source_configs: Mapping[str, str], destination_confi
         except KafkaClientError as exc:
             raise VerifyError(f"cannot reach the destination cluster: {exc}") from None
         topics = await _topics(Admin(destination), dest_meta.topics, topic_pattern, mirror)
+        compacted = await _compacted(Admin(destination), topics)
         try:
             source_meta = await source.refresh(topics)
         except KafkaClientError as exc:
@@ -77,8 +78,23 @@ async def plan_verification(source_configs: Mapping[str, str], destination_confi
             tp.topic, tp.partition,
             topic_id_text(source_topic.topic_id) if source_topic is not None and _exists(source_topic) else None,
             topic_id_text(dest_meta.topics[tp.topic].topic_id),
-            s_start, s_end, d_start, d_end))
+            s_start, s_end, d_start, d_end, tp.topic in compacted))
     return plans
+
+
+async def _compacted(admin: Admin, topics: list[str]) -> set[str]:
+    """The topics whose `cleanup.policy` has `compact`, from the destination, which a mirror
+    keeps in step with its source (a topic whose configs cannot be read counts as not
+    compacted: its batches must then be the source's, byte for byte)."""
+    if not topics:
+        return set()
+    try:
+        described = await admin.describe_configs_results(ConfigResourceType.TOPIC, topics, ["cleanup.policy"])
+    except KafkaClientError:
+        return set()
+    return {topic for topic, entries in described.items() if not isinstance(entries, KafkaError)
+            and any(e.name == "cleanup.policy" and "compact" in [v.strip() for v in (e.value or "").split(",")]
+                    for e in entries)}
 
 
 def _exists(topic: TopicMetadata | None) -> bool:
@@ -172,6 +188,9 @@ async def _verify(plan: PartitionPlan, source_configs: Mapping[str, str], destin
         dst = BatchStream(destination, tp, start, plan.destination_high_watermark, retry_timeout_ms).batches()
         src_next = await anext(src, None)
         async for d_header, d_bytes in dst:
+            if (src_next is None or src_next[0].base_offset > d_header.base_offset) \
+                    and comparison.cleaned_away(d_header):
+                continue
             if src_next is None:
                 comparison.destination_only(d_header)
                 break

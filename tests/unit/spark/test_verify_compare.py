@@ -4,13 +4,16 @@ and the RPO is the latest source timestamp minus the last mirrored one."""
 
 from __future__ import annotations
 
+from kmirror.log.cleaner.batch_rewrite import empty_batch, rebuild_batch
 from kmirror.records.batch import read_header, set_partition_leader_epoch
 from kmirror.records.builder import build_batch
+from kmirror.records.record import encode_record
 from kmirror.spark.verify_compare import (
     PartitionComparison,
     PartitionPlan,
     batch_difference,
     buffers_equal,
+    cleaned_difference,
     divergence_line,
     totals,
 )
@@ -95,3 +98,56 @@ def test_destination_beyond_the_source_and_topic_ids() -> None:
     assert ids.divergence is not None and ids.divergence.what == "topic id A on the source, B on the destination"
     t = totals([r, ids])
     assert (t.partitions, t.topics, t.diverged) == (2, 1, 2)
+
+
+def compacted_plan(src_end: int, dst_end: int) -> PartitionPlan:
+    return PartitionPlan("t", 0, "id", "id", 0, src_end, 0, dst_end, compacted=True)
+
+
+ORIGINAL = [(b"a", b"1", [], TS), (b"b", b"2", [], TS + 1), (b"a", b"3", [], TS + 2), (b"c", b"4", [], TS + 3)]
+
+
+def cleaned(original: bytes, keep: list[int], values: dict[int, bytes] | None = None) -> bytes:
+    """`original` as a cleaner rebuilds it keeping the records at offset deltas `keep` (their
+    values replaced by `values`, to forge a change)."""
+    header = read_header(original)
+    body = b"".join(encode_record(d, ORIGINAL[d][3] - TS, ORIGINAL[d][0], (values or {}).get(d, ORIGINAL[d][1]), ())
+                    for d in keep)
+    return rebuild_batch(header, body, len(keep), max(ORIGINAL[d][3] - TS for d in keep), None)
+
+
+def test_a_batch_the_source_cleaned_is_faithful_only_in_a_compacted_topic() -> None:
+    mirrored = build_batch(ORIGINAL, base_offset=10, compression=1)
+    at_source = cleaned(mirrored, [1, 2, 3])
+    assert batch_difference(read_header(at_source), at_source, read_header(mirrored), mirrored) is not None
+    assert cleaned_difference(read_header(at_source), at_source, read_header(mirrored), mirrored) is None
+    comparison = PartitionComparison(compacted_plan(14, 14))
+    assert comparison.pair(read_header(at_source), at_source, read_header(mirrored), mirrored)
+    result = comparison.result()
+    assert result.status == "IN-SYNC" and result.batches_cleaned_at_source == 1
+    strict = PartitionComparison(plan(14, 14))
+    assert not strict.pair(read_header(at_source), at_source, read_header(mirrored), mirrored)
+    emptied = empty_batch(read_header(mirrored))  # a producer's last batch: kept as a header
+    assert cleaned_difference(read_header(emptied), emptied, read_header(mirrored), mirrored) is None
+
+
+def test_a_record_the_source_kept_must_be_the_one_the_destination_copied() -> None:
+    mirrored = build_batch(ORIGINAL, base_offset=10)
+    forged = cleaned(mirrored, [2, 3], {3: b"changed"})
+    assert cleaned_difference(read_header(forged), forged, read_header(mirrored), mirrored) == \
+        "the record at offset 13 differs from the one the destination copied"
+    other_epoch = build_batch(ORIGINAL, base_offset=10, partition_leader_epoch=4)
+    kept = cleaned(other_epoch, [3])
+    assert "partition leader epoch 4 on the source, -1 on the destination" == \
+        cleaned_difference(read_header(kept), kept, read_header(mirrored), mirrored)
+    comparison = PartitionComparison(compacted_plan(14, 14))
+    assert not comparison.pair(read_header(forged), forged, read_header(mirrored), mirrored)
+    assert comparison.result().status == "DIVERGED"
+
+
+def test_a_destination_batch_the_source_cleaned_away_is_faithful_below_the_source_end() -> None:
+    gone = read_header(build_batch(ORIGINAL, base_offset=10))
+    comparison = PartitionComparison(compacted_plan(20, 20))
+    assert comparison.cleaned_away(gone) and comparison.result().batches_cleaned_at_source == 1
+    assert not PartitionComparison(compacted_plan(12, 20)).cleaned_away(gone)  # past the source's end
+    assert not PartitionComparison(plan(20, 20)).cleaned_away(gone)
