@@ -167,6 +167,11 @@ def test_a_compacted_topic_mirrors_under_leader_kills_and_cleaning_at_both_ends(
             f"partition {p}: the latest record of a key differs between replicas"
 
 
+def log_end(cluster: LocalCluster, partition: int, node: int) -> int:
+    batches = log_batches(cluster, TOPIC, partition, node)
+    return next(iter_batches(batches[-1][1]))[1].next_offset if batches else -1
+
+
 def log_start(cluster: LocalCluster, partition: int, node: int) -> int:
     batches = log_batches(cluster, TOPIC, partition, node)
     return batches[0][0] if batches else -1
@@ -236,6 +241,8 @@ def test_a_compacted_topic_fails_over_and_back_with_both_sides_cleaning(
     ends = end_offsets(dest.bootstrap, TOPIC, PARTITIONS)
     rows = {p: (ends[p], ends[p], 0, "MIRRORING") for p in range(PARTITIONS)}
     retry(lambda: mirror_rows_of(source) == rows, "the old source MIRRORING the destination with lag 0")
+    retry(lambda: all(log_end(cluster, p, n) == ends[p] for cluster in (source, dest) for p in range(PARTITIONS)
+                      for n in BROKERS), "every replica of both clusters at the log end")
     for p in range(PARTITIONS):
         replicas = {f"{name} node {n}": replica_records(cluster, p, n)
                     for name, cluster in (("source", source), ("destination", dest)) for n in BROKERS}
