@@ -28,9 +28,10 @@ def beyond_leader_start(fetch_offset: int, last_fetched_epoch: int, leader_start
     epochs as the new leader's log, yet may differ from it: the source compacted those
     offsets away before the new leader fetched them, and the new leader fetched past them.
     Truncating every follower to the new leader's start keeps each replica a prefix of the
-    leader's log, as the epoch would have; the follower fetches what it cut again. In the
-    follower's last fetched epoch (-1 without one), which its truncation bounds by its own
-    end of that epoch."""
+    leader's log, as the epoch would have; the follower fetches what it cut again. The answer
+    names the follower's last fetched epoch (-1 without one), so the follower truncates to the
+    lesser of the leader's start and its own end of that epoch (Kafka's
+    `getOffsetTruncationState`)."""
     if leader_start is None or fetch_offset <= leader_start:
         return None
     return EpochEndOffset(last_fetched_epoch if last_fetched_epoch >= 0 else -1, leader_start)

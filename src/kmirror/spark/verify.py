@@ -93,8 +93,13 @@ async def _compacted(admin: Admin, topics: list[str]) -> set[str]:
     except KafkaClientError:
         return set()
     return {topic for topic, entries in described.items() if not isinstance(entries, KafkaError)
-            and any(e.name == "cleanup.policy" and "compact" in [v.strip() for v in (e.value or "").split(",")]
-                    for e in entries)}
+            and any(e.name == "cleanup.policy" and _compacts(e.value) for e in entries)}
+
+
+def _compacts(cleanup_policy: str | None) -> bool:
+    """Kafka's list value, as the broker's `LogConfig.compact_enabled` reads it (the connector
+    may not import the broker's log layer)."""
+    return "compact" in {policy.strip() for policy in (cleanup_policy or "").split(",")}
 
 
 def _exists(topic: TopicMetadata | None) -> bool:
