@@ -63,6 +63,8 @@ class LogCleanerService:
             self._tasks.append(loop.create_task(self._run(i), name=f"kafka-log-cleaner-thread-{i}"))
 
     async def stop(self) -> None:
+        if self._warm_up is not None:  # a load still running must not log after the node stopped
+            self._warm_up.remove_done_callback(_on_warm_up)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
