@@ -22,7 +22,8 @@ from kmirror.log.append_analysis import AppendOrigin
 from kmirror.log.outcomes import AppendError
 from kmirror.log.producer_state import VerificationGuard
 from kmirror.protocol.errors import ErrorCode
-from kmirror.replication.epoch_assignment import below_log_epochs, beyond_leader_start
+from kmirror.replication.epoch_assignment import below_log_epochs
+from kmirror.replication.follower_divergence import FollowerDivergence
 from kmirror.replication.isr_changes import IsrChanges
 from kmirror.replication.isr_state import IsrState
 from kmirror.replication.list_offsets import ListOffsets
@@ -36,7 +37,6 @@ from kmirror.replication.outcomes import (
     READ_COMMITTED,
     UNKNOWN_EPOCH,
     AppendOutcome,
-    EpochEndOffset,
     PartitionError,
     ReadOutcome,
     storage_guarded,
@@ -54,7 +54,7 @@ LogT = TypeVar("LogT", bound=PartitionLog, covariant=True)
 """The log a partition holds: it uses only `PartitionLog`, its host may know more of it."""
 
 
-class Partition(IsrChanges, ListOffsets, Generic[LogT]):
+class Partition(IsrChanges, ListOffsets, FollowerDivergence, Generic[LogT]):
     def __init__(
         self,
         topic_partition: TopicPartition,
@@ -91,8 +91,8 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
         # would cut mirrored epochs from the cache (or announce an epoch the source never
         # wrote). The replica manager clears this while the topic is attached to a mirror.
         self.assigns_leader_epoch = True
-        # Leader side: followers to see fetch at or below `leader_epoch_start_offset` first
-        # (`beyond_leader_start`); none when the epoch cache holds this leader's epoch.
+        # Leader side: followers whose logs are checked against this leader's start first
+        # (`FollowerDivergence`).
         self._unchecked_followers: set[int] = set()
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -327,23 +327,12 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
         """Remove everything at and after `offset` (follower truncation, KIP-101; a KIP-1279
         mirror leader's truncation towards its source)."""
         truncated = bool(self.log.truncate_to(offset))
-        self._epoch_start_within_log()
+        self.check_followers_from_log_end()
         return truncated
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.log.truncate_fully_and_start_at(offset)
-        self._epoch_start_within_log()
-
-    def _epoch_start_within_log(self) -> None:
-        """A Kafka leader never truncates; a mirror leader does. The start of its epoch cannot
-        stay above the log it truncated, or its followers could never count as in sync nor
-        ListOffsets answer anything but OFFSET_NOT_AVAILABLE. Its followers truncate to the
-        new start as to a new leader's (`beyond_leader_start`): what they hold above it may
-        not be what the leader fetches there again."""
-        start = self.leader_epoch_start_offset
-        if start is not None and start > self.log.log_end_offset:
-            self.leader_epoch_start_offset = self.log.log_end_offset
-            self._unchecked_followers = set(self._replicas)
+        self.check_followers_from_log_end()
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
         """A follower takes the leader's HW, bounded by its own LEO (Kafka
@@ -433,26 +422,12 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
         if replica_id not in self._replicas:
             return PartitionError(ErrorCode.not_leader_or_follower, f"Replica {replica_id} is not a follower of {self.topic_partition}")
         log = self.log
-        if last_fetched_epoch >= 0:
-            end = self.last_offset_for_leader_epoch(current_leader_epoch, last_fetched_epoch, fetch_only_from_leader=False)
-            if isinstance(end, PartitionError):
-                return end
-            if end.leader_epoch == UNKNOWN_EPOCH or end.end_offset < 0:
-                return PartitionError(
-                    ErrorCode.offset_out_of_range,
-                    f"Could not determine the end offset of the last fetched epoch {last_fetched_epoch} of {self.topic_partition}",
-                )
-            if end.leader_epoch < last_fetched_epoch or end.end_offset < fetch_offset:
-                return ReadOutcome(
-                    b"", log.high_watermark, log.last_stable_offset, log.log_start_offset, log.log_end_offset,
-                    diverging_epoch=end,
-                )
-        if replica_id in self._unchecked_followers:
-            diverging = beyond_leader_start(fetch_offset, last_fetched_epoch, self.leader_epoch_start_offset)
-            if diverging is not None:
-                return ReadOutcome(b"", log.high_watermark, log.last_stable_offset, log.log_start_offset,
-                                   log.log_end_offset, diverging_epoch=diverging)
-            self._unchecked_followers.discard(replica_id)
+        diverging = self.follower_divergence(replica_id, fetch_offset, last_fetched_epoch, current_leader_epoch)
+        if isinstance(diverging, PartitionError):
+            return diverging
+        if diverging is not None:
+            return ReadOutcome(b"", log.high_watermark, log.last_stable_offset, log.log_start_offset,
+                               log.log_end_offset, diverging_epoch=diverging)
         log_start, log_end = log.log_start_offset, log.log_end_offset
         if fetch_offset < log_start or fetch_offset > log_end:
             return _out_of_range(self.topic_partition, fetch_offset, log_start, log_end)
@@ -465,24 +440,6 @@ class Partition(IsrChanges, ListOffsets, Generic[LogT]):
         self.maybe_increment_high_watermark(now)
         self.maybe_expand_isr(replica_id, now)
         return ReadOutcome(data, log.high_watermark, log.last_stable_offset, log_start, log.log_end_offset)
-
-    # -- leader epochs ------------------------------------------------------------------
-
-    def last_offset_for_leader_epoch(
-        self, current_leader_epoch: int, leader_epoch: int, fetch_only_from_leader: bool = True
-    ) -> EpochEndOffset | PartitionError:
-        """Kafka `Partition.lastOffsetForLeaderEpoch`: the largest epoch <= `leader_epoch` and
-        its end offset; (-1, -1) when there is none (UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET)."""
-        fenced = self.check_leader_epoch(current_leader_epoch)
-        if fenced is not None:
-            return fenced
-        if fetch_only_from_leader and not self.is_leader:
-            return PartitionError(ErrorCode.not_leader_or_follower)
-        found = self.log.end_offset_for_epoch(leader_epoch)
-        if found is None:
-            return EpochEndOffset(UNKNOWN_EPOCH, -1)
-        epoch, end_offset = found
-        return EpochEndOffset(epoch, end_offset)
 
     # -- delete records -----------------------------------------------------------------
 
