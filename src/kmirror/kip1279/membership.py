@@ -4,7 +4,10 @@
 (PauseMirrorTopics) or `.removed` (RemoveTopicsFromMirror) and strips `.paused`
 (ResumeMirrorTopics). Values parse from the right (the KIP-1279 discussion thread); mirror names cannot end
 with a suffix (`kmirror.kip1279.names`), so parsing is unambiguous. The config is internal:
-never shown by DescribeConfigs, never copied from a source (`HIDDEN_TOPIC_CONFIGS`).
+never shown by DescribeConfigs, never copied from a source, and changed only by the mirror
+APIs (`HIDDEN_TOPIC_CONFIGS`, `managed_config_refusal`): CreateTopics, AlterConfigs and
+IncrementalAlterConfigs that name it are refused, and the legacy AlterConfigs, which replaces
+a topic's configs, keeps it.
 
 This module holds, as pure functions over (current `mirror.name`, partition states):
 - what each KIP workflow writes to `mirror.name`, or why it is refused (`Rejected`, mapped
@@ -31,6 +34,18 @@ from kmirror.protocol.errors import ErrorCode
 S = MirrorPartitionState
 
 HIDDEN_TOPIC_CONFIGS: Final = frozenset({MIRROR_NAME_CONFIG})
+
+
+def managed_config_refusal(names: Iterable[str]) -> str | None:
+    """Why a config change naming `names` is refused (-> INVALID_CONFIG), or None. A topic
+    that gained or lost `mirror.name` this way would skip the mirror's checks and ACLs, and a
+    mirror topic would turn writable without failing over (no truncation to the LSO, no epoch
+    bump, no MIRROR_PID_RESET)."""
+    named = sorted(set(names) & HIDDEN_TOPIC_CONFIGS)
+    if not named:
+        return None
+    return (f"Topic config {', '.join(named)} can only be changed by the mirror APIs "
+            "(AddTopicsToMirror, RemoveTopicsFromMirror, PauseMirrorTopics, ResumeMirrorTopics)")
 
 
 class MembershipStatus(Enum):

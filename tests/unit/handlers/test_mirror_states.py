@@ -65,7 +65,7 @@ def mirror_services(enabled=True):
 async def with_topic_in_mirror(services, partitions=2):
     await mirror_call(services, 94, create_mirror.CreateMirrorRequest(mirror_name="m1", config=(
         create_mirror.MirrorConfig(name="bootstrap.servers", value="source:9092"),)))
-    await services.metadata.create_topics([CreatableTopic("orders", partitions, 1, configs={"mirror.name": "m1"})])
+    await services.metadata.create_topics([CreatableTopic("orders", partitions, 1, mirror_name="m1")])
     assert await services.mirror_coordinator.ensure_state_topic() is ErrorCode.none
     services.mirror_coordinator.on_partitions_led(range(4))
     await services.mirror_coordinator.wait_loaded()

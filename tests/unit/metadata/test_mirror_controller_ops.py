@@ -2,8 +2,15 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
+from kmirror.metadata.controller.configs import (
+    AlterableConfig,
+    AlterConfigOp,
+    alter_configs,
+    incremental_alter_configs,
+)
 from kmirror.metadata.controller.mirrors import EpochBump, bump_leader_epochs
 from kmirror.metadata.controller.topics import CreatableTopic, create_topics
+from kmirror.metadata.image import ConfigResource, ConfigResourceType
 from kmirror.testing.metadata import image_with_brokers, seeded_rng, server_config
 
 TID = uuid.UUID("11111111-2222-4333-8444-555555555555")
@@ -83,3 +90,31 @@ def test_the_first_mirror_creates_the_compacted_mirror_state_topic() -> None:
     assert all(getattr(r, "name", None) != "__mirror_state" for r in second.records)  # exists already
     refused = create_mirror(image, "m1", {"bootstrap.servers": "src:9092"}, config, seeded_rng())
     assert refused.response.code == ErrorCode.invalid_request and not refused.records
+
+
+def test_mirror_name_is_changed_only_by_the_mirror_apis() -> None:
+    image = image_with_brokers(1)
+    created = create_topics(image, [CreatableTopic("mirrored", 1, 1, configs={"retention.ms": "1000"}, mirror_name="m"),
+                                    CreatableTopic("sneaky", 1, 1, configs={"mirror.name": "m"})],
+                            server_config(), seeded_rng())
+    ok, refused = (r.error for r in created.response)
+    assert ok.code == ErrorCode.none
+    assert refused.code == ErrorCode.invalid_config and "mirror APIs" in (refused.message or "")
+    image = image.apply(created.records, image.offset + len(created.records))
+    assert dict(image.topic_config("mirrored")) == {"retention.ms": "1000", "mirror.name": "m"}
+    assert "sneaky" not in image.topics
+    topic = ConfigResource(ConfigResourceType.TOPIC, "mirrored")
+
+    # The legacy AlterConfigs replaces the configs a client can see, and keeps mirror.name.
+    legacy = alter_configs(image, [(topic, {"segment.bytes": "1048576"})])
+    assert legacy.response[0].error.code == ErrorCode.none
+    after = image.apply(legacy.records, image.offset + len(legacy.records))
+    assert dict(after.topic_config("mirrored")) == {"segment.bytes": "1048576", "mirror.name": "m"}
+    named = alter_configs(image, [(topic, {"mirror.name": "other"})])
+    assert named.response[0].error.code == ErrorCode.invalid_config and not named.records
+
+    for op in (AlterableConfig("mirror.name", AlterConfigOp.DELETE, None),
+               AlterableConfig("mirror.name", AlterConfigOp.SET, "m.removed")):
+        incremental = incremental_alter_configs(image, [(topic, [AlterableConfig("retention.ms", AlterConfigOp.SET, "5"),
+                                                                 op])])
+        assert incremental.response[0].error.code == ErrorCode.invalid_config and not incremental.records

@@ -123,9 +123,9 @@ async def _add_topics(services: BrokerServices, ctx: RequestContext, request: An
                 continue
             local = services.metadata.image.topics.get(topic)
             if local is None:
-                configs = {**config.topic_configs_to_copy(src.configs), MIRROR_NAME_CONFIG: name}
                 creations.append(CreatableTopic(topic, src.num_partitions, int(request.replication_factor),
-                                                configs=configs, topic_id=src.topic_id))
+                                                configs=config.topic_configs_to_copy(src.configs),
+                                                topic_id=src.topic_id, mirror_name=name))
             elif local.topic_id != src.topic_id:
                 results[topic] = int(ErrorCode.invalid_request)
             else:

@@ -24,6 +24,7 @@ from kmirror.broker.quotas.mutation_admission import MESSAGE, THROTTLING_QUOTA_E
 from kmirror.broker.refusals import with_results
 from kmirror.broker.services import BrokerServices
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, ConfigSource
+from kmirror.kip1279.membership import HIDDEN_TOPIC_CONFIGS
 from kmirror.metadata.config_description import topic_config_entry
 from kmirror.metadata.controller.topics import MAX_PARTITIONS_PER_BATCH, CreatableTopic, CreateTopicResult
 from kmirror.protocol.entities import build, has_field, nested
@@ -121,7 +122,7 @@ def _configs(services: BrokerServices, rt: type, spec: CreatableTopic) -> tuple[
     cls = nested(rt, "CreatableTopicConfigs")
     image = services.metadata.image
     out = []
-    for name in TOPIC_CONFIG_DEFS:
+    for name in (n for n in TOPIC_CONFIG_DEFS if n not in HIDDEN_TOPIC_CONFIGS):  # as DescribeConfigs
         requested = spec.configs.get(name)
         value: str | None
         if requested is not None:

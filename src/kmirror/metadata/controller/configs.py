@@ -8,7 +8,7 @@ Kafka updates dynamically are accepted there; topic keys are validated with thei
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -18,6 +18,7 @@ from kmirror.config.cordoned_log_dirs import CORDONED_LOG_DIRS
 from kmirror.config.definitions import ConfigError, ConfigType
 from kmirror.config.group import DEFAULT_BOUNDS, validate_group_configs
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, validate_topic_config
+from kmirror.kip1279.membership import HIDDEN_TOPIC_CONFIGS, managed_config_refusal
 from kmirror.metadata.controller.config_ops import AlterableConfig as AlterableConfig
 from kmirror.metadata.controller.config_ops import AlterConfigOp as AlterConfigOp
 from kmirror.metadata.controller.config_ops import apply_list_op
@@ -86,6 +87,18 @@ def _check_resource(image: MetadataImage, resource: ConfigResource) -> ApiError 
     if resource.type == MIRROR_CONFIG_RESOURCE_TYPE:  # KIP-1279: CreateMirror or IncrementalAlterConfigs only
         return ApiError(ErrorCode.invalid_request, "Mirror configs are altered with IncrementalAlterConfigs.")
     return ApiError(ErrorCode.invalid_request, f"Unsupported resource type {resource.type}.")
+
+
+def _managed(resource: ConfigResource, names: Iterable[str]) -> ApiError | None:
+    """INVALID_CONFIG for a topic's `mirror.name`, which only the mirror APIs change."""
+    reason = managed_config_refusal(names) if resource.type == ConfigResourceType.TOPIC else None
+    return None if reason is None else ApiError(ErrorCode.invalid_config, reason)
+
+
+def _kept(resource: ConfigResource, current: Mapping[str, str]) -> dict[str, str]:
+    if resource.type != ConfigResourceType.TOPIC:
+        return {}
+    return {k: v for k, v in current.items() if k in HIDDEN_TOPIC_CONFIGS}
 
 
 def _is_list(resource: ConfigResource, name: str) -> bool:
@@ -159,7 +172,7 @@ def _incremental_one(
 ) -> list[Record] | ApiError:
     if resource.type == MIRROR_CONFIG_RESOURCE_TYPE:
         return alter_mirror_configs(image, resource.name, ops)
-    err = _check_resource(image, resource)
+    err = _check_resource(image, resource) or _managed(resource, [op.name for op in ops])
     if err is not None:
         return err
     current = dict(image.configs.get(resource, {}))
@@ -213,7 +226,7 @@ def alter_configs(
     records: list[Record] = []
     results: list[AlterConfigsResult] = []
     for resource, values in changes:
-        err = _check_resource(image, resource)
+        err = _check_resource(image, resource) or _managed(resource, values)
         if err is None:
             for name, value in values.items():
                 if value is None:
@@ -222,13 +235,15 @@ def alter_configs(
                     err = _validate(resource, name, value)
                 if err is not None:
                     break
-        new = {k: v for k, v in values.items() if v is not None}
+        current = image.configs.get(resource, {})
+        # the legacy API replaces every config but those only the mirror APIs change
+        new = {**{k: v for k, v in values.items() if v is not None}, **_kept(resource, current)}
         if err is None:
             err = _validate_resource(resource, new, group_bounds)
         if err is not None:
             results.append(AlterConfigsResult(resource, err))
             continue
         if not validate_only:
-            records.extend(_diff(resource, image.configs.get(resource, {}), new))
+            records.extend(_diff(resource, current, new))
         results.append(AlterConfigsResult(resource))
     return ControllerResult(records, results)

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from kmirror.config.mirror import MIRROR_NAME_CONFIG
 from kmirror.config.server import ServerConfig
 from kmirror.config.topic import validate_topic_config
+from kmirror.kip1279.membership import managed_config_refusal
 from kmirror.metadata.controller.log_dirs import default_directories
 from kmirror.metadata.controller.placement import (
     broker_racks,
@@ -70,6 +72,9 @@ class CreatableTopic:
     topic_id: uuid.UUID | None = None
     """KIP-1279 CreateTopics v8 MirrorInfo: create the topic with the source cluster's topic id
     (None: a fresh random id)."""
+    mirror_name: str | None = None
+    """AddTopicsToMirror: the topic is created attached to this mirror (its `mirror.name`, which
+    `configs` may not hold: `managed_config_refusal`)."""
 
 
 @dataclass(frozen=True)
@@ -151,10 +156,10 @@ def _create_one(
                                    or t.topic_id in taken_ids):
         return ApiError(ErrorCode.invalid_request if t.topic_id.int <= 1 else ErrorCode.topic_already_exists,
                         f"Topic id {t.topic_id} cannot be used for topic '{t.name}'")
-    for name, value in t.configs.items():
-        reason = validate_topic_config(name, value)
-        if reason is not None:
-            return ApiError(ErrorCode.invalid_config, reason)
+    reasons = (managed_config_refusal(t.configs), *(validate_topic_config(n, v) for n, v in t.configs.items()))
+    reason = next((r for r in reasons if r is not None), None)
+    if reason is not None:
+        return ApiError(ErrorCode.invalid_config, reason)
 
     registered = sorted(image.brokers)
     if t.assignments:
@@ -188,7 +193,8 @@ def _create_one(
 
     topic_id = t.topic_id if t.topic_id is not None else new_topic_id(image, rng, taken_ids)
     records: list[Record] = [TopicRecord(t.name, topic_id)]
-    for name, value in sorted(t.configs.items()):
+    configs = dict(t.configs) if t.mirror_name is None else {**t.configs, MIRROR_NAME_CONFIG: t.mirror_name}
+    for name, value in sorted(configs.items()):
         if value is not None:
             records.append(ConfigRecord(ConfigResourceType.TOPIC, t.name, name, value))
     records.extend(_partition_records(image, topic_id, 0, assignment))
