@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from uuid import UUID
 
+from kmirror.config.mirror import SUPPORT_UNCLEAN_LEADER_ELECTION
 from kmirror.kip1279 import failover as f
 from kmirror.kip1279.membership import (
     MIRROR_NAME_CONFIG,
@@ -67,7 +68,6 @@ class MirrorManager:
     bumper: LeaderEpochBumper
     source_for: Callable[[str], SourceCluster | None]
     clock: Clock
-    support_unclean_leader_election: bool = False
     partitions: dict[TopicPartition, MirroredPartitionState] = field(default_factory=dict)
     image: MetadataImage | None = None
     concurrently: Concurrently | None = None
@@ -94,7 +94,13 @@ class MirrorManager:
         """Partitions whose plan waits on their followers (replicas truncated, MIRROR_PID_RESET
         committed): `on_replica_progress` resumes them when their high watermark moves."""
         self.steps = PlanSteps(self.broker_id, self.replica_manager, self.fetchers, self.store, self.bumper,
-                               self.clock, self.support_unclean_leader_election, self.awaiting_replicas)
+                               self.clock, self.supports_unclean_leader_election, self.awaiting_replicas)
+
+    def supports_unclean_leader_election(self, topic: str) -> bool:
+        """The topic's `mirror.support.unclean.leader.election` (KIP-1279, dynamic, default
+        false), as the latest metadata has it: LME truncation then waits for every replica."""
+        image = self.image
+        return image is not None and str(image.topic_config(topic).get(SUPPORT_UNCLEAN_LEADER_ELECTION)).lower() == "true"
 
     # -- inputs ---------------------------------------------------------------------------
 

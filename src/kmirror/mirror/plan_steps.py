@@ -10,6 +10,7 @@ its followers is added to `awaiting_replicas`, so their progress resumes it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -51,7 +52,8 @@ class PlanSteps:
     store: MirrorStateStore
     bumper: LeaderEpochBumper
     clock: Clock
-    support_unclean_leader_election: bool
+    supports_unclean_leader_election: Callable[[str], bool]
+    """A topic's `mirror.support.unclean.leader.election`."""
     awaiting_replicas: set[TopicPartition]
 
     async def run(self, tp: TopicPartition, mp: MirroredPartitionState, action: f.Action,
@@ -155,7 +157,7 @@ class PlanSteps:
         progress = truncation_progress(
             leader_id=self.broker_id, truncation_offset=p.log.log_end_offset, replicas=p.replicas, isr=p.isr,
             min_insync_replicas=p.min_insync_replicas, followers=followers,
-            support_unclean_leader_election=self.support_unclean_leader_election,
+            support_unclean_leader_election=self.supports_unclean_leader_election(tp.topic),
         )
         if not progress.complete:
             self.awaiting_replicas.add(tp)

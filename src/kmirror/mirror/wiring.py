@@ -248,8 +248,6 @@ class MirrorDataPlane:
             broker_id, replica_manager, fetchers,
             CoordinatorStateStore(coordinator_service, self._topic_name_of, self._state_topic_exists, gate),
             ControllerEpochBumper(metadata, gate), self._source_for, clock,
-            support_unclean_leader_election=config is not None and str(config.values.get(
-                "mirror.support.unclean.leader.election", "false")).lower() == "true",
             concurrently=together,
         )
         self.cluster_ids = SourceClusterIdGuard(self._recorded_cluster_id, self.sources, together)

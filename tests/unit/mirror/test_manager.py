@@ -219,3 +219,26 @@ def test_a_state_read_error_leaves_only_that_partition_pending_and_it_resumes_on
         assert mgr.partitions[TP].state is S.MIRRORING
 
     asyncio.run(go())
+
+
+def test_lme_truncation_waits_for_every_replica_with_the_topics_unclean_election_config():
+    # Replicas 7 (leader), 8 and 9; 9 is out of the ISR. PREPARING completes once the ISR has
+    # truncated, or, with the topic config mirror.support.unclean.leader.election=true (KIP-1279,
+    # dynamic), once every replica has joined the ISR and truncated.
+    def image_of(unclean):
+        regs = {0: PartitionRegistration((7, 8, 9), (7, 8), 7, 1, 1)}
+        configs = {"mirror.name": "m"} | ({"mirror.support.unclean.leader.election": unclean} if unclean else {})
+        return image_with({"t": (TOPIC_ID, regs)}, configs={"t": configs})
+
+    dst = Broker(7, ManualClock(), 30_000)
+    dst.rm.apply_image(None, image_of(None))
+    fetchers = MirrorFetcherManager(7, MirrorLocalReplica(dst.rm), mirror_fetch_policy(), dst.clock)
+    mgr = MirrorManager(7, dst.rm, fetchers, InMemoryMirrorStateStore(), Bumper(dst, "m"), lambda name: None, dst.clock)
+    for unclean, pending in ((None, "[8]"), ("false", "[8]"), ("true", "[8, 9]"), ("TRUE", "[8, 9]")):
+        mgr.image = image_of(unclean)
+        try:
+            mgr.steps.await_replicas_truncated(TP)
+        except StepPending as e:
+            assert f"replicas {pending} still truncating" in str(e), (unclean, e)
+        else:
+            raise AssertionError("PREPARING completed before its replicas truncated")
