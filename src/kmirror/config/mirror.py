@@ -60,6 +60,7 @@ MIRROR_TOPIC_CONFIG_DEFS: Final = (
 )
 
 # Broker configs, KIP defaults.
+REQUEST_TIMEOUT_MS: Final = "request.timeout.ms"
 MIRROR_BROKER_CONFIG_DEFS: Final = (
     ConfigDef("mirror.topic.num.partitions", ConfigType.INT, "50",
               "Number of partitions for the __mirror_state internal topic.", at_least(1)),
@@ -75,6 +76,9 @@ MIRROR_BROKER_CONFIG_DEFS: Final = (
               "Interval at which the coordinator refreshes metadata from source clusters.", at_least(1)),
     ConfigDef("mirror.replication.throttled.rate", ConfigType.LONG, str(LONG_MAX),
               "Upper bound (bytes/sec) on mirror replication traffic of throttled replicas.", at_least(0)),
+    ConfigDef(REQUEST_TIMEOUT_MS, ConfigType.INT, "30000",
+              "Maximum time in milliseconds the mirror's clients wait for a response of the source cluster.",
+              at_least(0)),
 )
 
 MIRROR_STATE_TOPIC: Final = "__mirror_state"
@@ -97,6 +101,7 @@ class MirrorBrokerConfig:
     mirror_metadata_refresh_interval_ms: int = 30000
     mirror_replication_throttled_rate: int = LONG_MAX
     mirror_topic_segment_bytes: int = 104857600
+    request_timeout_ms: int = 30000
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> MirrorBrokerConfig:

@@ -111,8 +111,11 @@ class CoalescingSourceCluster:
         await self.inner.close()
 
 
-def client_source_cluster(bootstrap: str, client_id: str, security: ClientSecurity) -> SourceCluster:
-    return CoalescingSourceCluster(ClientSourceCluster(bootstrap, client_id=client_id, security=security))
+def client_source_cluster(bootstrap: str, client_id: str, security: ClientSecurity, *,
+                          request_timeout_ms: int = 30_000) -> SourceCluster:
+    """`request_timeout_ms`: the broker's `request.timeout.ms` (KIP-1279)."""
+    return CoalescingSourceCluster(ClientSourceCluster(bootstrap, client_id=client_id, security=security,
+                                                       request_timeout_ms=request_timeout_ms))
 
 
 def mirror_source_configs(image: MetadataImage | None, mirror_name: str) -> dict[str, str] | None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar
@@ -41,7 +42,7 @@ from uuid import UUID
 
 from kio.static.primitive import i32, i64
 
-from kmirror.config.mirror import MIRROR_STATE_TOPIC
+from kmirror.config.mirror import MIRROR_STATE_TOPIC, REQUEST_TIMEOUT_MS
 from kmirror.config.server import ServerConfig
 from kmirror.kip1279.membership import MembershipStatus, parse_mirror_name_config
 from kmirror.kip1279.state import MirrorPartitionState
@@ -62,14 +63,14 @@ from kmirror.mirror.lifecycle_ports import Concurrently, InMemoryMirrorStateStor
 from kmirror.mirror.manager import MirrorManager
 from kmirror.mirror.metadata_sync import MetadataSync
 from kmirror.mirror.metadata_sync.acls import AclSync, ManagedAclStore
-from kmirror.mirror.metadata_sync.admins import SyncAdmins
+from kmirror.mirror.metadata_sync.admins import SyncAdmins, client_admin
 from kmirror.mirror.metadata_sync.auto_add import TopicAutoAdd
 from kmirror.mirror.metadata_sync.cluster_id import SourceClusterIdGuard
 from kmirror.mirror.metadata_sync.destination import ControllerTopicMetadataWriter
 from kmirror.mirror.metadata_sync.groups import DEFAULT_OFFSETS_RETENTION_MS, GroupOffsetSync
 from kmirror.mirror.metadata_sync.topics import TopicMetadataSync
 from kmirror.mirror.service import MirrorCoordinatorService
-from kmirror.mirror.source_clusters import ImageSourceClusters, SourceFactory
+from kmirror.mirror.source_clusters import ImageSourceClusters, SourceFactory, client_source_cluster
 from kmirror.mirror.source_lookup import admin_source_lookup
 from kmirror.mirror.source_waits import SourceWaits
 from kmirror.mirror.sync_errors import MirrorSyncErrors
@@ -242,8 +243,10 @@ class MirrorDataPlane:
         gate = Gate()
         together = staggered(gate)
         self.source_waits = SourceWaits()
-        self.sources = ImageSourceClusters(broker_id, lambda: self.manager.image or metadata.image, source_factory,
-                                           self.source_waits)
+        timeout_ms = 30_000 if config is None else int(config.get(REQUEST_TIMEOUT_MS))
+        self.sources = ImageSourceClusters(
+            broker_id, lambda: self.manager.image or metadata.image,
+            source_factory or functools.partial(client_source_cluster, request_timeout_ms=timeout_ms), self.source_waits)
         self.manager = MirrorManager(
             broker_id, replica_manager, fetchers,
             CoordinatorStateStore(coordinator_service, self._topic_name_of, self._state_topic_exists, gate),
@@ -253,8 +256,9 @@ class MirrorDataPlane:
         self.cluster_ids = SourceClusterIdGuard(self._recorded_cluster_id, self.sources, together)
         lookup = admin_source_lookup if coordinator_service is None else coordinator_service.describe_source_topics
         current_image = lambda: self.manager.image or metadata.image  # noqa: E731
-        admins = SyncAdmins(broker_id, current_image, None if config is None else config.inter_broker_listener_name,
-                            "metadata-sync")
+        admins = self.sync_admins = SyncAdmins(
+            broker_id, current_image, None if config is None else config.inter_broker_listener_name, "metadata-sync",
+            functools.partial(client_admin, request_timeout_ms=timeout_ms))
         self.metadata_sync = MetadataSync([
             TopicAutoAdd(broker_id, current_image, admins, self.sync_errors, self.cluster_ids.is_halted),
             TopicMetadataSync(broker_id, current_image, lookup, ControllerTopicMetadataWriter(metadata),

@@ -9,6 +9,7 @@ from uuid import UUID
 
 import pytest
 
+from kmirror.config.mirror import MirrorConfig
 from kmirror.kip1279.state import MirrorPartitionState as S
 from kmirror.metadata.controller import mirrors
 from kmirror.metadata.image import ConfigResource, PartitionRegistration
@@ -29,6 +30,8 @@ from kmirror.ports import ManualClock
 from kmirror.records.batch import iter_batches
 from kmirror.records.builder import build_batch
 from kmirror.records.control import ControlType, read_control_type
+from kmirror.security.client_config import PLAINTEXT
+from kmirror.testing.metadata import server_config
 from kmirror.testing.mirror_fetcher import InProcessSourceCluster
 from kmirror.testing.replication import image_with
 from kmirror.testing.replication_harness import Broker
@@ -452,3 +455,16 @@ def test_a_bootstrap_change_moves_the_partitions_to_a_new_source_and_closes_the_
     assert plane.manager.partitions[TP].state is S.MIRRORING
     assert _segments(dst) == _segments(src)
     assert made["elsewhere:9092"].closed  # shutdown closes the current one
+
+
+def test_the_brokers_request_timeout_bounds_the_mirrors_requests_to_its_source():
+    # KIP-1279's broker config request.timeout.ms (default 30000): the source clusters the
+    # plane connects to, and the metadata sync's source Admins, wait that long for an answer.
+    dst = Broker(7, ManualClock(), 30_000)
+    md = Metadata(dst, _image(7, 0, "m"))
+    for overrides, expected in (({}, 30_000), ({"request_timeout_ms": "2500"}, 2500)):
+        plane = MirrorDataPlane(7, server_config(7, **overrides), dst.clock, dst.rm, md, Service())
+        source = plane.sources.factory("127.0.0.1:1", "broker-7-mirror-m", PLAINTEXT)
+        assert source.inner.request_timeout_ms == expected  # type: ignore[attr-defined]
+        admin = plane.sync_admins.source("m", MirrorConfig(bootstrap_servers=("127.0.0.1:1",)))
+        assert admin.cluster.request_timeout_ms == expected

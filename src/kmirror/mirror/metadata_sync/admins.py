@@ -21,10 +21,13 @@ AdminFactory = Callable[[str, str, MirrorConfig | None], Admin]
 """(bootstrap servers, client id, the mirror's config or None for the destination) -> Admin."""
 
 
-def client_admin(bootstrap: str, client_id: str, config: MirrorConfig | None) -> Admin:
+def client_admin(bootstrap: str, client_id: str, config: MirrorConfig | None, *,
+                 request_timeout_ms: int = 30_000) -> Admin:
+    """`request_timeout_ms`: the broker's `request.timeout.ms` (KIP-1279), for the source."""
     if config is None:
         return Admin(Cluster(bootstrap, client_id=client_id))
-    return Admin(Cluster(bootstrap, client_id=client_id, security=config.source_security))
+    return Admin(Cluster(bootstrap, client_id=client_id, security=config.source_security,
+                         request_timeout_ms=request_timeout_ms))
 
 
 class SyncAdmins:
