@@ -40,6 +40,7 @@ from kmirror.metadata import records as metadata_records
 from kmirror.records.batch import BatchHeader, CorruptRecordError, crc_ok, iter_batches
 from kmirror.records.compression import CompressionType
 from kmirror.records.control import parse_control_key, parse_end_txn_marker
+from kmirror.records.mirror_pid_reset import decode_mirror_pid_reset
 from kmirror.records.record import decode_records
 
 
@@ -186,6 +187,9 @@ def _record_lines(
 def _control_text(name: str, value: bytes | None) -> str:
     if name in ("ABORT", "COMMIT"):
         return f"endTxnMarker: {name} coordinatorEpoch: {parse_end_txn_marker(value)}"
+    if name == "MIRROR_PID_RESET":  # KIP-1279: the version and the source cluster id it was fenced for
+        reset = decode_mirror_pid_reset(value)
+        return f"controlType: {name} version: {reset.version} sourceClusterId: {reset.source_cluster_id}"
     return f"controlType: {name}"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import importlib.metadata
 import inspect
 import sys
 from collections.abc import Sequence
@@ -61,7 +62,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                 continue
             raise
         module.add_parser(subparsers)
+    # Kafka's tools all take --version ("Display Kafka version").
+    for command_parser in (parser, *subparsers.choices.values()):
+        command_parser.add_argument("--version", action="version", version=_version(),
+                                    help="Display the kmirror version.")
     return parser
+
+
+def _version() -> str:
+    try:
+        return f"kmirror {importlib.metadata.version('kmirror')}"
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return "kmirror (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -148,3 +148,11 @@ def test_each_command_is_defined_by_the_module_the_table_names() -> None:
         assert command in _commands(build_parser(command)), (command, module)
     assert _commands(build_parser("topics")) == {"topics"}
     assert _commands(build_parser("--help")) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["mirrors", "--version"], ["topics", "--version"]])
+def test_every_tool_displays_the_version_as_kafkas_do(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("kmirror ")

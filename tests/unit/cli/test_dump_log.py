@@ -6,6 +6,8 @@ from kmirror.cli.dump_log import dump_file
 from kmirror.cli.errors import CommandError
 from kmirror.cli.main import main
 from kmirror.records.builder import SimpleRecord, build_batch
+from kmirror.records.control import ControlType, build_control_batch
+from kmirror.records.mirror_pid_reset import encode_mirror_pid_reset
 
 T0 = 1_700_000_000_000
 
@@ -50,6 +52,17 @@ def test_deep_iteration_without_data_omits_key_and_payload() -> None:
     lines = list(dump_file("00000000000000000000.log", segment(), deep=True, print_data=False))
     assert all("payload" not in line for line in lines)
     assert sum(line.startswith("| offset:") for line in lines) == 3
+
+
+def test_a_mirror_pid_reset_prints_its_version_and_source_cluster_id() -> None:
+    # KIP-1279's control record type 7, written at failover; an undecodable one does not stop the dump.
+    data = (build_control_batch(ControlType.MIRROR_PID_RESET, -1, -1, 1_700_000_000_000, base_offset=40,
+                                value=encode_mirror_pid_reset("lBq12jYZRp-9wF3M9MPopg"))
+            + build_control_batch(ControlType.MIRROR_PID_RESET, -1, -1, 1_700_000_000_000, base_offset=41, value=b"\xff"))
+    lines = list(dump_file("00000000000000000040.log", data, deep=True, print_data=False))
+    records = [line for line in lines if line.startswith("| offset: ")]
+    assert records[0].endswith(" controlType: MIRROR_PID_RESET version: 0 sourceClusterId: lBq12jYZRp-9wF3M9MPopg")
+    assert records[1].startswith("| offset: 41 ") and "controlType" not in records[1]
 
 
 def test_corrupted_batch_is_reported_invalid() -> None:
