@@ -194,8 +194,9 @@ def format_list(mirrors: Iterable[ListedMirror]) -> list[str]:
 
 
 def format_describe(partitions: Iterable[MirrorPartitionDescription], verbose: bool = False) -> list[str]:
-    """`--verbose` adds a last REASON column: why a partition is STOPPED or FAILED ("-" when
-    none is known), e.g. its source topic was deleted or re-created."""
+    """`--verbose` adds a last REASON column: why a partition is STOPPED or FAILED, e.g. its
+    source topic was deleted or re-created, or what a PREPARING or STOPPING one waits for,
+    e.g. replicas still truncating ("-" when none is known)."""
     rows = [(d.mirror_name, d.topic, d.partition, _known(d.source_offset), _known(d.destination_offset),
              _known(d.lag), d.state, *((d.reason or "-",) if verbose else ()))
             for d in partitions]

@@ -29,6 +29,9 @@ class MirroredPartitionState:
     source_topic_gone: str | None = None
     """Why the source topic is no longer the mirror's (deleted, or re-created under another
     topic id), as this leader last saw it; None while the source lists the mirror's id."""
+    waiting: str | None = None
+    """What the partition's plan waits for, as its leader last tried it (replicas still
+    truncating, the coordinator, the source); None once a plan ran to its end."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,14 +47,16 @@ class PartitionDescription:
 def describe_partition(mp: MirroredPartitionState, destination_offset: int,
                        source_high_watermark: int) -> PartitionDescription:
     """DescribeMirrors' view of one partition (-1: unknown offset); the reason of a stopped or
-    failed partition: its source topic gone, else its failure."""
+    failed partition: its source topic gone, else its failure; of a partition on its way to
+    MIRRORING or STOPPED, what it waits for."""
     lag = (max(0, source_high_watermark - destination_offset)
            if source_high_watermark >= 0 and destination_offset >= 0 else -1)
     done = (MirrorPartitionState.STOPPING, MirrorPartitionState.STOPPED, MirrorPartitionState.FAILED)
     reason = mp.source_topic_gone if mp.state in done else None
     failure = mp.failure if mp.state is MirrorPartitionState.FAILED else None
+    waiting = mp.waiting if mp.state in (MirrorPartitionState.PREPARING, MirrorPartitionState.STOPPING) else None
     return PartitionDescription(source_high_watermark, destination_offset, lag, mp.state, mp.last_mirrored_epoch,
-                                reason or failure)
+                                reason or failure or waiting)
 
 
 def led_mirror_partitions(image: MetadataImage, broker_id: int) -> dict[TopicPartition, tuple[str, UUID]]:

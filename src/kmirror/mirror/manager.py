@@ -225,8 +225,11 @@ class MirrorManager:
                 await self._execute(tp, mp, self._plan(tp, mp, membership, cluster_id, check), source)
                 if mp.state is before:
                     break
+            mp.waiting = None
         except StepPending as pending:
             log.debug("mirror partition %s waits: %s", tp, pending)
+            if mp is not None:
+                mp.waiting = str(pending)
         return None if mp is None else mp.state
 
     async def _pass_source_view(self, source: SourceCluster | None, mirror_name: str, topic: str,

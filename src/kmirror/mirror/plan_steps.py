@@ -154,14 +154,21 @@ class PlanSteps:
             r: ReplicaTruncation(st.log_end_offset, st.log_end_offset >= 0)
             for r in p.replicas if r != self.broker_id and (st := p.replica_state(r)) is not None
         }
+        every_replica = self.supports_unclean_leader_election(tp.topic)
         progress = truncation_progress(
             leader_id=self.broker_id, truncation_offset=p.log.log_end_offset, replicas=p.replicas, isr=p.isr,
             min_insync_replicas=p.min_insync_replicas, followers=followers,
-            support_unclean_leader_election=self.supports_unclean_leader_election(tp.topic),
+            support_unclean_leader_election=every_replica,
         )
         if not progress.complete:
             self.awaiting_replicas.add(tp)
-            raise StepPending(f"replicas {sorted(progress.pending_replicas)} still truncating")
+            if progress.pending_replicas:
+                reason = f"replicas {sorted(progress.pending_replicas)} still truncating"
+                if every_replica:
+                    reason += " (mirror.support.unclean.leader.election: every replica joins the ISR first)"
+            else:
+                reason = f"the ISR {sorted(p.isr)} is below min.insync.replicas={p.min_insync_replicas}"
+            raise StepPending(reason)
 
     def truncate_to_last_stable_offset(self, tp: TopicPartition) -> None:
         p = self._leader(tp)
