@@ -7,7 +7,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 
 from kmirror.testing.kafka_clients import consume_partition, create_topic, produce_acked
 from kmirror.testing.metrics_scrape import scrape
@@ -89,6 +89,28 @@ def test_request_metrics_count_requests_errors_and_time_per_api(metered: tuple[L
     assert samples['kafka_network_requestmetrics_requestbytes_max{request="Produce"}'] > 50  # header + one batch of 5 records
     # every client starts with ApiVersions
     assert total('kafka_network_requestmetrics_requests_total{request="ApiVersions"') >= 2
+
+
+def test_a_long_poll_fetch_spends_its_wait_in_remote_time_and_the_parts_add_up(
+        metered: tuple[LocalCluster, int]) -> None:
+    cluster, port = metered
+    create_topic(cluster.bootstrap, "idle", partitions=1)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "idle-reader",
+                         "fetch.wait.max.ms": 400, "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("idle", 0, 0)])
+        wait_until(lambda: scrape(port).get(
+            'kafka_network_requestmetrics_remotetimems_max{request="FetchConsumer"}', 0) >= 300,
+            "a Fetch at the log end to wait out fetch.wait.max.ms in RemoteTimeMs", timeout_s=30)
+    finally:
+        consumer.close()
+    samples = scrape(port)
+    for request in ("FetchConsumer", "Produce", "Metadata"):
+        parts = sum(samples[f'kafka_network_requestmetrics_{part}_sum{{request="{request}"}}']
+                    for part in ("requestqueuetimems", "localtimems", "remotetimems", "throttletimems",
+                                 "responsequeuetimems", "responsesendtimems"))
+        assert parts == pytest.approx(samples[f'kafka_network_requestmetrics_totaltimems_sum{{request="{request}"}}'],
+                                      rel=1e-3, abs=0.01), request
 
 
 def test_group_coordinator_metrics_count_groups_per_protocol_and_state(metered: tuple[LocalCluster, int]) -> None:

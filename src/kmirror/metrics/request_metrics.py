@@ -5,9 +5,10 @@ Per request name (the API's Kafka name: `Produce`, `Fetch`, `DescribeMirrors`, .
 - `RequestsPerSec{request,version}`: a meter per API version;
 - `ErrorsPerSec{request,error}`: a meter per error name, marked with the number of times the
   response carries that code (`NONE` included), as Kafka's `AbstractResponse.errorCounts`;
-- `TotalTimeMs{request}`: a histogram of the time from reading the request off the
-  connection's queue to handing the encoded response to the transport (this server has no
-  request queue between network and handler threads, so it is Kafka's local + remote time);
+- `TotalTimeMs{request}` and its parts, histograms in milliseconds as Kafka's
+  (`RequestQueueTimeMs`, `LocalTimeMs`, `RemoteTimeMs`, `ThrottleTimeMs`,
+  `ResponseQueueTimeMs`, `ResponseSendTimeMs`): from the frame's arrival to the socket write
+  of its response, split as `kmirror.runtime.request_timing` says;
 - `RequestBytes{request}`: a histogram of request sizes (header and body, without the size prefix).
 Fetch is also recorded as `FetchConsumer` or `FetchFollower` (time, bytes, requests), as
 Kafka does; errors only under `Fetch`.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kmirror.metrics.histogram import Histogram
@@ -35,17 +37,43 @@ FETCH_CONSUMER = "FetchConsumer"
 FETCH_FOLLOWER = "FetchFollower"
 
 
-class _ApiMetrics:
-    __slots__ = ("requests", "total_time_ms", "request_bytes")
+@dataclass(frozen=True, slots=True)
+class RequestTimesMs:
+    """One request's time, in milliseconds, and its parts (Kafka's names without `TimeMs`)."""
 
-    def __init__(self, requests: Meter, total_time_ms: Histogram, request_bytes: Histogram) -> None:
+    queue: float
+    local: float
+    remote: float
+    throttle: float
+    response_queue: float
+    response_send: float
+    total: float
+
+
+TIME_HISTOGRAMS = (("RequestQueueTimeMs", "queue"), ("LocalTimeMs", "local"), ("RemoteTimeMs", "remote"),
+                   ("ThrottleTimeMs", "throttle"), ("ResponseQueueTimeMs", "response_queue"),
+                   ("ResponseSendTimeMs", "response_send"), ("TotalTimeMs", "total"))
+"""Each Kafka time histogram and the `RequestTimesMs` field it takes."""
+
+
+class _ApiMetrics:
+    __slots__ = ("requests", "times", "request_bytes")
+
+    def __init__(self, requests: Meter, times: tuple[Histogram, ...], request_bytes: Histogram) -> None:
         self.requests = requests
-        self.total_time_ms = total_time_ms
+        self.times = times  # in the order of TIME_HISTOGRAMS
         self.request_bytes = request_bytes
 
-    def record(self, total_time_ms: float, request_bytes: int) -> None:
+    def record(self, times: RequestTimesMs, request_bytes: int) -> None:
         self.requests.mark()
-        self.total_time_ms.update(total_time_ms)
+        queue, local, remote, throttle, response_queue, response_send, total = self.times
+        queue.update(times.queue)
+        local.update(times.local)
+        remote.update(times.remote)
+        throttle.update(times.throttle)
+        response_queue.update(times.response_queue)
+        response_send.update(times.response_send)
+        total.update(times.total)
         self.request_bytes.update(request_bytes)
 
 
@@ -65,19 +93,19 @@ class RequestChannelMetrics:
             r = self._registry
             found = self._apis[(request, version)] = _ApiMetrics(
                 r.meter(metric_name(DOMAIN, TYPE, "RequestsPerSec", request=request, version=str(version))),
-                r.histogram(metric_name(DOMAIN, TYPE, "TotalTimeMs", request=request)),
+                tuple(r.histogram(metric_name(DOMAIN, TYPE, name, request=request)) for name, _ in TIME_HISTOGRAMS),
                 r.histogram(metric_name(DOMAIN, TYPE, "RequestBytes", request=request)),
             )
         return found
 
-    def record(self, request: str, version: int, total_time_ms: float, request_bytes: int,
+    def record(self, request: str, version: int, times: RequestTimesMs, request_bytes: int,
                response: Any, from_follower: bool | None = None) -> None:
         """One request served. `response` is the response entity (None: no response, e.g.
         Produce acks=0); `from_follower` tells a Fetch from a replica (True) from a consumer's."""
-        self._api(request, version).record(total_time_ms, request_bytes)
+        self._api(request, version).record(times, request_bytes)
         if from_follower is not None:
             name = FETCH_FOLLOWER if from_follower else FETCH_CONSUMER
-            self._api(name, version).record(total_time_ms, request_bytes)
+            self._api(name, version).record(times, request_bytes)
         if response is not None:
             for code, count in error_counts(response).items():
                 self.mark_error(request, code, count)

@@ -13,9 +13,9 @@ the channel is then muted for the throttle time (no further request of that conn
 handled, as Kafka's ThrottledChannel); an older client gets the response after it.
 
 Every request answered (or, for Produce acks=0, handled) is recorded in the node's
-`RequestChannelMetrics` (kafka.network RequestMetrics): its time from leaving the
-connection's queue to its response being encoded, its size and the error
-codes of its response. A handler that raises counts as UNKNOWN_SERVER_ERROR.
+`RequestChannelMetrics` (kafka.network RequestMetrics) once its response is written: its time
+from the frame's arrival to that write, split as Kafka splits it (`request_timing`), its size
+and the error codes of its response. A handler that raises counts as UNKNOWN_SERVER_ERROR.
 
 Limits, with Kafka's names (`ListenerLimits`, from the broker config):
 - `socket.request.max.bytes`: a larger frame closes the connection (Kafka `NetworkReceive`);
@@ -69,6 +69,7 @@ from kmirror.protocol.codec import (
 from kmirror.protocol.errors import ErrorCode
 from kmirror.protocol.framing import FrameDecoder, FrameTooLarge
 from kmirror.protocol.registry import ApiRegistry
+from kmirror.runtime.request_timing import HandlerTimer, RequestClock, ServedRequest
 from kmirror.runtime.sasl_listener import sasl_decision, sasl_mechanisms, sasl_response, session_text
 from kmirror.security.listener_config import SaslServerSettings
 from kmirror.security.oauthbearer import TokenValidator
@@ -105,6 +106,7 @@ class KafkaConnection(asyncio.Protocol):
         self._server = server
         self._decoder = FrameDecoder(server.limits.max_request_bytes)
         self._queue: deque[bytes] = deque()
+        self._arrivals: deque[int] = deque()  # each queued frame's arrival (perf_counter_ns)
         self._queued_bytes = 0
         self._wakeup = asyncio.Event()
         self._writable = asyncio.Event()
@@ -116,6 +118,7 @@ class KafkaConnection(asyncio.Protocol):
         self._muted_until = 0.0  # loop time until which a throttled channel stays muted
         self._unsent: list[memoryview | bytes] = []  # responses awaiting `_flush`, in order
         self._unsent_bytes = 0
+        self._unrecorded: list[ServedRequest] = []  # requests recorded in the metrics at `_flush`
         self.connection_id = next(_ids)
         self.peer = "?"
         self._sasl = None if server.sasl is None else SaslServer(server.sasl.enabled_mechanisms,
@@ -153,6 +156,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         if frames:
             self._queue.extend(frames)
+            self._arrivals.extend(itertools.repeat(time.perf_counter_ns(), len(frames)))
             self._queued_bytes += sum(len(f) for f in frames)
             self._server.queued += len(frames)
             self._wakeup.set()
@@ -188,6 +192,7 @@ class KafkaConnection(asyncio.Protocol):
         self._server.release(self)
         self._server.queued -= len(self._queue)
         self._queue.clear()
+        self._arrivals.clear()
         self._wakeup.set()
         self._writable.set()
         self._task.cancel()
@@ -212,8 +217,16 @@ class KafkaConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         unsent, self._unsent, self._unsent_bytes = self._unsent, [], 0
+        served, self._unrecorded = self._unrecorded, []
+        write_started_ns = time.perf_counter_ns()
         if unsent and self._transport is not None and not self._closed:
             self._transport.write(unsent[0] if len(unsent) == 1 else b"".join(unsent))
+        if served:
+            written_ns = time.perf_counter_ns()
+            metrics = self._server.request_metrics
+            assert metrics is not None
+            for request in served:
+                request.record(metrics, write_started_ns, written_ns)
 
     # request loop
     async def _serve(self) -> None:
@@ -233,17 +246,18 @@ class KafkaConnection(asyncio.Protocol):
                         await asyncio.sleep(delay)
                     continue
                 raw = self._queue.popleft()
+                received_ns = self._arrivals.popleft()
                 self._queued_bytes -= len(raw)
                 self._server.queued -= 1
                 self.maybe_resume_reading()
                 self._server.resume_paused()
-                payload = await self._handle(raw)
+                payload = await self._handle(raw, received_ns)
                 if payload is not None and self._transport is not None and not self._closed:
                     self._send(payload)
         except asyncio.CancelledError:
             pass
 
-    async def _handle(self, raw: bytes) -> memoryview | bytes | None:
+    async def _handle(self, raw: bytes, received_ns: int) -> memoryview | bytes | None:
         server = self._server
         if self._sasl is not None and self._sasl.raw_tokens and not self._sasl.authenticated:
             return self._authenticate(None, raw)
@@ -266,13 +280,16 @@ class KafkaConnection(asyncio.Protocol):
         metrics = server.request_metrics
         if metrics is None:
             return (await self._dispatch(decoded, size=len(raw)))[0]
-        started_ns = time.perf_counter_ns()
-        payload, response = await self._dispatch(decoded, metrics, size=len(raw))
+        clock = RequestClock(received_ns, time.perf_counter_ns())
+        payload, response = await self._dispatch(decoded, metrics, size=len(raw), clock=clock)
+        clock.ready_ns = time.perf_counter_ns()
         spec = decoded.spec
-        metrics.record(
-            spec.name, decoded.header.api_version, (time.perf_counter_ns() - started_ns) / 1e6, len(raw),
-            response, _from_follower(decoded.body) if spec.api_key == FETCH else None,
-        )
+        served = ServedRequest(spec.name, decoded.header.api_version, len(raw), response,
+                         _from_follower(decoded.body) if spec.api_key == FETCH else None, clock)
+        if payload is None or self._transport is None or self._closed:  # nothing to write
+            served.record(metrics, clock.ready_ns, clock.ready_ns)
+        else:
+            self._unrecorded.append(served)
         return payload
 
     def _authenticate(self, req: DecodedRequest | None, token: bytes = b"") -> memoryview | bytes | None:
@@ -334,13 +351,15 @@ class KafkaConnection(asyncio.Protocol):
         return None
 
     async def _dispatch(
-        self, req: DecodedRequest, metrics: RequestChannelMetrics | None = None, size: int = 0
+        self, req: DecodedRequest, metrics: RequestChannelMetrics | None = None, size: int = 0,
+        clock: RequestClock | None = None,
     ) -> tuple[memoryview | None, object]:
-        """(encoded response or None, the response entity or None)."""
+        """(encoded response or None, the response entity or None); `clock` takes the
+        handler's purgatory waits and the throttle delay."""
         spec = req.spec
         version = req.header.api_version
         ctx = self._context(req)
-        timer = _HandlerTimer()
+        timer = HandlerTimer()
         token = CURRENT_REQUEST_TIMER.set(timer)
         try:
             result: object = spec.handler(self._server.services, ctx, req.body)
@@ -360,15 +379,17 @@ class KafkaConnection(asyncio.Protocol):
             return None, None
         finally:
             CURRENT_REQUEST_TIMER.reset(token)
+            if clock is not None:
+                clock.remote_ns = timer.waited_ns()
         quotas = self._server.services.quotas
         if quotas is not None:
-            result = await self._throttle(quotas, req, result, size, timer.elapsed_ns())
+            result = await self._throttle(quotas, req, result, size, timer.elapsed_ns(), clock)
         if result is None:  # e.g. Produce with acks=0
             return None, None
         return encode_response(spec, version, req.header.correlation_id, result), result
 
     async def _throttle(self, quotas: QuotaManagers, req: DecodedRequest, result: object, size: int,
-                        handler_ns: int) -> object:
+                        handler_ns: int, clock: RequestClock | None) -> object:
         """Record the request in the client quotas; mute the channel (or delay the response of
         a client that does not throttle itself) for the throttle time."""
         header = req.header
@@ -377,7 +398,10 @@ class KafkaConnection(asyncio.Protocol):
             self._server.services.clock.monotonic_ms())
         if throttle_ms > 0:
             if result is not None and not client_throttles(header.api_key, header.api_version):
+                held_ns = time.perf_counter_ns()
                 await asyncio.sleep(throttle_ms / 1000)
+                if clock is not None:
+                    clock.throttle_ns = time.perf_counter_ns() - held_ns
             else:
                 self._muted_until = asyncio.get_running_loop().time() + throttle_ms / 1000
         return result
@@ -398,26 +422,6 @@ class KafkaConnection(asyncio.Protocol):
         """SASL's principal on a SASL listener, else the client certificate's, else ANONYMOUS."""
         principal = None if self._sasl is None else self._sasl.principal
         return principal or self._tls_principal or ANONYMOUS
-
-
-class _HandlerTimer:
-    """A handler's time less its purgatory waits (`kmirror.broker.quotas.request_time`)."""
-
-    def __init__(self) -> None:
-        self._started_ns = time.perf_counter_ns()
-        self._paused_ns = 0
-        self._pause_started_ns = 0
-
-    def pause(self) -> None:
-        self._pause_started_ns = time.perf_counter_ns()
-
-    def resume(self) -> None:
-        if self._pause_started_ns:
-            self._paused_ns += time.perf_counter_ns() - self._pause_started_ns
-            self._pause_started_ns = 0
-
-    def elapsed_ns(self) -> int:
-        return max(0, time.perf_counter_ns() - self._started_ns - self._paused_ns)
 
 
 def _from_follower(body: object) -> bool:

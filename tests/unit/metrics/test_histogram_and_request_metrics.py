@@ -6,7 +6,7 @@ from kmirror.kip1279.errors import error_name
 from kmirror.metrics.histogram import Histogram, quantile
 from kmirror.metrics.prometheus import render
 from kmirror.metrics.registry import MetricsRegistry, metric_name
-from kmirror.metrics.request_metrics import RequestChannelMetrics, _item_counts, error_counts
+from kmirror.metrics.request_metrics import RequestChannelMetrics, RequestTimesMs, _item_counts, error_counts
 from kmirror.ports import ManualClock
 
 
@@ -71,10 +71,10 @@ def test_request_metrics_by_request_version_and_error() -> None:
     registry = MetricsRegistry(ManualClock())
     metrics = RequestChannelMetrics(registry, error_name)
     refused = Response(0, (Topic("m", (Partition(0, 135),)),), ())
-    metrics.record("Produce", 9, 2.0, 100, refused)
-    metrics.record("Produce", 9, 4.0, 300, refused)
-    metrics.record("Produce", 7, 6.0, 200, None)  # acks=0: no response, no error counted
-    metrics.record("Fetch", 12, 1.0, 50, Response(0, (), ()), from_follower=False)
+    metrics.record("Produce", 9, _times(2.0), 100, refused)
+    metrics.record("Produce", 9, _times(4.0), 300, refused)
+    metrics.record("Produce", 7, _times(6.0), 200, None)  # acks=0: no response, no error counted
+    metrics.record("Fetch", 12, _times(1.0), 50, Response(0, (), ()), from_follower=False)
     values = registry.values()
     rm = "kafka.network:type=RequestMetrics"
     assert values[f"{rm},name=RequestsPerSec,request=Produce,version=9"] == 2
@@ -93,6 +93,25 @@ def test_request_metrics_by_request_version_and_error() -> None:
     assert 'kafka_network_requestmetrics_errors_total{request="Produce",error="READ_ONLY_TOPIC"} 2\n' in text
     assert 'kafka_network_requestmetrics_requests_total{request="Produce",version="9"} 2\n' in text
     assert text.count("# TYPE kafka_network_requestmetrics_totaltimems summary\n") == 1
+
+
+def _times(total: float) -> RequestTimesMs:
+    return RequestTimesMs(queue=total / 8, local=total / 4, remote=total / 2, throttle=0.0,
+                          response_queue=total / 16, response_send=total / 16, total=total)
+
+
+def test_each_part_of_a_requests_time_has_its_kafka_histogram() -> None:
+    registry = MetricsRegistry(ManualClock())
+    metrics = RequestChannelMetrics(registry, error_name)
+    metrics.record("Fetch", 12, RequestTimesMs(queue=1.0, local=2.0, remote=500.0, throttle=0.0,
+                                               response_queue=0.5, response_send=0.25, total=503.75),
+                   50, None, from_follower=True)
+    text = render(registry)
+    for request in ("Fetch", "FetchFollower"):
+        for name, expected in (("requestqueuetimems", "1"), ("localtimems", "2"), ("remotetimems", "500"),
+                               ("throttletimems", "0"), ("responsequeuetimems", "0.5"),
+                               ("responsesendtimems", "0.25"), ("totaltimems", "503.75")):
+            assert f'kafka_network_requestmetrics_{name}_sum{{request="{request}"}} {expected}\n' in text
 
 
 def test_gauge_and_meter_sets_follow_the_names_their_source_reports() -> None:
