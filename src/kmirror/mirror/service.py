@@ -27,6 +27,7 @@ COORDINATOR_NOT_AVAILABLE (no leader, leader unreachable), INVALID_REQUEST (tran
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Protocol, overload, runtime_checkable
@@ -51,7 +52,7 @@ from kmirror.mirror.coordinator.coordinator import (
     StateWrite,
 )
 from kmirror.mirror.coordinator.records import AclEntry, MirrorPartitionKey
-from kmirror.mirror.metadata_sync.admins import SyncAdmins
+from kmirror.mirror.metadata_sync.admins import SyncAdmins, client_admin
 from kmirror.mirror.source_lookup import MirrorSourceLookups, SourceDescription, SourceLookup
 from kmirror.ports import Clock, ManualClock
 from kmirror.protocol.errors import ErrorCode
@@ -128,14 +129,18 @@ class MirrorCoordinatorService(CoordinatorRuntime[StateAppend]):
         replication_factor: int = 3,
         state_topic_configs: Mapping[str, str] = STATE_TOPIC_CONFIGS,
         clock: Clock | None = None,
+        source_request_timeout_ms: int = 30_000,
     ) -> None:
         """`log` None keeps states in memory only (acknowledged at once); `metadata` None
         means this broker coordinates every key it has loaded (no routing). The core has no
-        timers, so the clock (still) only serves the runtime's contract when none is given."""
+        timers, so the clock (still) only serves the runtime's contract when none is given.
+        `source_request_timeout_ms`: the broker's `request.timeout.ms`, for the source lookups."""
         super().__init__(coordinator, _MemoryStateLog() if log is None else log, clock or ManualClock(),
                          MIRROR_STATE_TOPIC)
         self.coordinator = coordinator
-        self._source_lookups = MirrorSourceLookups(SyncAdmins(node_id, lambda: None, None, "lookup"))
+        self._source_lookups = MirrorSourceLookups(SyncAdmins(
+            node_id, lambda: None, None, "lookup",
+            functools.partial(client_admin, request_timeout_ms=source_request_timeout_ms)))
         self._source_lookup = source_lookup or self._source_lookups
         self.node_id = node_id
         self.metadata = metadata

@@ -37,7 +37,7 @@ from kmirror.broker.handlers.fetch import fetch_session_cache
 from kmirror.broker.quotas.managers import QuotaManagers
 from kmirror.broker.services import BrokerServices
 from kmirror.client.tls import TlsSetupError, server_context
-from kmirror.config.mirror import MIRROR_STATE_TOPIC, state_topic_configs
+from kmirror.config.mirror import MIRROR_STATE_TOPIC, REQUEST_TIMEOUT_MS, state_topic_configs
 from kmirror.config.server import ServerConfig
 from kmirror.config.topic import TOPIC_CONFIG_DEFS, topic_default
 from kmirror.coordinator.consumer_group.ports import topics_of
@@ -265,6 +265,7 @@ class Node:
             replication_factor=int(cfg.values.get("mirror.topic.replication.factor", 3)),
             state_topic_configs=state_topic_configs(cfg.values),
             clock=self.clock,
+            source_request_timeout_ms=int(cfg.get(REQUEST_TIMEOUT_MS)),
         )
         self.mirror_coordinator = mirrors
         await mirrors.start()

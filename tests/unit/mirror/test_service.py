@@ -5,6 +5,7 @@ import asyncio
 import uuid
 from types import SimpleNamespace
 
+from kmirror.config.mirror import MirrorConfig
 from kmirror.coordinator.offsets.log_adapter import CoordinatorAppendError
 from kmirror.coordinator.runtime import CoordinatorRuntime
 from kmirror.kip1279.state import MirrorPartitionState as S
@@ -241,3 +242,13 @@ def test_without_a_log_states_are_held_in_memory() -> None:
         assert await service.read_states([key(0)]) == {key(0): S.PREPARING}
 
     asyncio.run(run())
+
+
+def test_the_source_lookups_wait_the_brokers_request_timeout():
+    # AddTopicsToMirror describes the topics at the source through the coordinator service's
+    # Admins: they wait `request.timeout.ms` (the node passes it), 30000 by default.
+    config = MirrorConfig(bootstrap_servers=("127.0.0.1:1",))
+    for kwargs, expected in (({}, 30_000), ({"source_request_timeout_ms": 2500}, 2500)):
+        service = MirrorCoordinatorService(MirrorCoordinator(1), **kwargs)
+        admin = service._source_lookups.admins.source("m", config)
+        assert admin.cluster.request_timeout_ms == expected
