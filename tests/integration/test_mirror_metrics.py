@@ -77,6 +77,21 @@ def test_mirror_and_request_metrics_follow_mirroring_pause_and_refused_produce(
     fetched = matching(samples, "kafka_server_fetcherstats_bytes_total", f'mirror_name="{MIRROR}"')
     assert fetched and sum(fetched.values()) > 0
     assert sum(matching(samples, "kafka_server_fetcherstats_requests_total").values()) >= 1
+    # each mirror fetcher's connection to A (Kafka's client network metrics, KIP-1279's
+    # mirror-broker-{id}-fetcher-{n}-mirror-{name}-metrics with A's broker id)
+    network = {k: v for k, v in samples.items()
+               if k.startswith("kafka_server_mirror_broker_1_fetcher_") and f"_mirror_{MIRROR}_metrics_" in k}
+    groups = {k.split("_metrics_", 1)[0] for k in network}
+    assert groups, sorted(samples)
+    for group in groups:
+        tags = '{broker_id="1",fetcher_id="' + group.split("_fetcher_", 1)[1].split("_", 1)[0] + '"}'
+        value = {k.split("_metrics_", 1)[1].removesuffix(tags): v for k, v in network.items() if k.startswith(group)}
+        assert value["connection_count"] == 1 and value["connection_creation_total"] >= 1, value
+        assert value["successful_authentication_total"] >= 1 and value["failed_authentication_total"] == 0
+        assert value["request_total"] >= 2 and value["response_total"] >= value["request_total"] - 1
+        assert value["outgoing_byte_total"] >= value["request_total"] * 20 and value["request_size_max"] > 20
+    received = sum(v for k, v in network.items() if "_metrics_incoming_byte_total{" in k)
+    assert received > sum(fetched.values())  # the answers hold the fetched record bytes and more
 
     # A served B's mirror fetcher as a consumer Fetch; B served the mirror RPCs
     kmirror("mirrors", "--bootstrap-server", b.bootstrap, "--describe")

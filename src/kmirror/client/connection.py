@@ -20,6 +20,7 @@ import logging
 import random
 import secrets
 import ssl
+import time
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -32,6 +33,7 @@ from kmirror.client.errors import (
     KafkaTimeoutError,
 )
 from kmirror.client.kerberos import KerberosUnavailable, initiator
+from kmirror.client.network_stats import NetworkStats
 from kmirror.client.oauth import OAuthTokenError, access_token
 from kmirror.client.protocol import (
     API_VERSIONS_KEY,
@@ -65,6 +67,9 @@ SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
 
 
+def _now_ms() -> float:
+    return time.monotonic() * 1000
+
 
 class BrokerConnection:
     def __init__(
@@ -76,8 +81,12 @@ class BrokerConnection:
         request_timeout_ms: int = 30_000,
         connect_timeout_ms: int = 10_000,
         security: ClientSecurity = PLAINTEXT,
+        stats: NetworkStats | None = None,
     ) -> None:
+        """`stats`: where this connection records what it does (Kafka's client network
+        metrics), shared by the connections of one fetcher."""
         self.host = host
+        self.stats = stats
         self.port = port
         self.security = security
         self.request_timeout_ms = request_timeout_ms
@@ -107,6 +116,7 @@ class BrokerConnection:
                 tls = tls_context(self.security.tls)
             except TlsSetupError as exc:
                 raise KafkaConnectionError(f"cannot connect to {self.address}: {exc}") from None
+        stats = self.stats
         try:
             async with asyncio.timeout(self.connect_timeout_ms / 1000):
                 self._reader, self._writer = await asyncio.open_connection(
@@ -114,12 +124,23 @@ class BrokerConnection:
         except TimeoutError:
             raise KafkaConnectionError(f"connection to {self.address} timed out") from None
         except OSError as exc:
+            if stats is not None and isinstance(exc, ssl.SSLError):  # the TLS handshake refused
+                stats.authentication_failed(_now_ms())
             reason = exc.strerror or str(exc) or type(exc).__name__
             raise KafkaConnectionError(f"cannot connect to {self.address}: {reason}") from None
+        if stats is not None:
+            stats.connection_created(_now_ms())
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         await self._negotiate()
         if self.security.sasl is not None:
-            await self._authenticate()
+            try:
+                await self._authenticate()
+            except KafkaAuthenticationError:
+                if stats is not None:
+                    stats.authentication_failed(_now_ms())
+                raise
+        if stats is not None:
+            stats.authenticated(_now_ms())
 
     async def _authenticate(self) -> None:
         """SaslHandshake v1, then SaslAuthenticate rounds: one PLAIN token, SCRAM's two
@@ -203,7 +224,16 @@ class BrokerConnection:
             self._reauth_at = None
             if self._pending:
                 await asyncio.wait(list(self._pending.values()), timeout=self.request_timeout_ms / 1000)
-            await self._authenticate()
+            started = _now_ms()
+            try:
+                await self._authenticate()
+            except KafkaAuthenticationError:
+                if self.stats is not None:
+                    self.stats.reauthentication_failed(_now_ms())
+                raise
+            if self.stats is not None:
+                now = _now_ms()
+                self.stats.reauthenticated(now - started, now)
         finally:
             self._reauth_task = None
 
@@ -264,6 +294,8 @@ class BrokerConnection:
         if expect_response:
             future = asyncio.get_running_loop().create_future()
             self._pending[correlation_id] = future
+        if self.stats is not None:
+            self.stats.request_sent(len(data), _now_ms())
         try:
             self._writer.write(data)
             await self._writer.drain()
@@ -289,7 +321,12 @@ class BrokerConnection:
                 if not data:
                     self._fail(KafkaConnectionError(f"connection to {self.address} closed by the broker"))
                     return
+                stats = self.stats
+                if stats is not None:
+                    stats.bytes_received(len(data), _now_ms())
                 for response in self._protocol.receive(data):
+                    if stats is not None:
+                        stats.response_received(_now_ms())
                     if request_log.isEnabledFor(logging.DEBUG):
                         request_log.debug("received the answer to correlation id %d from %s",
                                           response.correlation_id, self.address)
@@ -306,6 +343,8 @@ class BrokerConnection:
     def _fail(self, error: Exception) -> None:
         if self._closed_error is None:
             self._closed_error = error
+            if self.stats is not None and self._writer is not None:
+                self.stats.connection_closed(_now_ms())
         self._protocol.fail_all()
         pending, self._pending = self._pending, {}
         for future in pending.values():

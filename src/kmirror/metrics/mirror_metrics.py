@@ -15,7 +15,11 @@ the registry):
 - `kafka.server.mirror:type=MirrorMetadataManager`: `{Preparing,Mirroring,Stopping,Stopped,
   Failed}PartitionState` (mirror partitions led here, per state; `Pausing`/`Paused` too, which
   the KIP's table omits), the sync error counters and `SourceTopicDeletedPartitionsCount`
-  (partitions stopped because their source topic was deleted or re-created).
+  (partitions stopped because their source topic was deleted or re-created);
+- `kafka.server:type=mirror-broker-{broker}-fetcher-{fetcherId}-mirror-{mirror}-metrics,
+  broker-id={source broker},fetcher-id={fetcherId}`: Kafka's client network metrics of each
+  mirror fetcher's connections (connection-count, request-rate, incoming-byte-total,
+  failed-authentication-total, ...; `kmirror.client.network_stats`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 from kmirror.kip1279.state import MirrorPartitionState
 from kmirror.metrics.registry import MetricName, MetricsRegistry, metric_name
+from kmirror.replication.fetcher.remote_endpoint import RemoteLeaderEndPoint
 
 S = MirrorPartitionState
 MIRROR_FETCHER_MANAGER = ("kafka.server.mirror", "MirrorFetcherManager")
@@ -54,6 +59,12 @@ SYNC_ERROR_COUNTERS: tuple[tuple[str, str], ...] = (
 def fetcher_thread_client_id(source_broker_id: int, fetcher_id: int, mirror_name: str) -> str:
     """KIP-1279: `MirrorFetcherThread-{sourceBroker.id}-{fetcherId}-{mirrorName}`."""
     return f"MirrorFetcherThread-{source_broker_id}-{fetcher_id}-{mirror_name}"
+
+
+def fetcher_network_type(broker_id: int, fetcher_id: int, mirror_name: str) -> str:
+    """KIP-1279's metric group of a mirror fetcher's connections: "mirror-" + the fetcher's
+    client id (`broker-{id}-fetcher-{n}-mirror-{name}`, this broker's id) + "-metrics"."""
+    return f"mirror-broker-{broker_id}-fetcher-{fetcher_id}-mirror-{mirror_name}-metrics"
 
 
 def state_counts(partitions: Any) -> dict[MirrorPartitionState, int]:
@@ -91,6 +102,19 @@ def register_mirror_metrics(registry: MetricsRegistry, data_plane: Any) -> None:
             yield metric_name("kafka.server", "FetcherStats", "RequestsPerSec", **tags), fetcher.fetch_requests_total
 
     request_meters = registry.meter_set(fetcher_counts)
+
+    def fetcher_networks() -> Iterator[tuple[MetricName, float]]:
+        manager = fetchers()
+        now = registry.clock.monotonic_ms()
+        for key, fetcher in list(manager.fetchers.items()):
+            if not isinstance(fetcher.endpoint, RemoteLeaderEndPoint):
+                continue
+            group = fetcher_network_type(manager.broker_id, key.fetcher_id, key.mirror_name)
+            tags = {"broker-id": str(key.source_broker_id), "fetcher-id": str(key.fetcher_id)}
+            for name, value in fetcher.endpoint.network_stats.values(now).items():
+                yield metric_name("kafka.server", group, name, **tags), value
+
+    registry.gauge_set(fetcher_networks)
 
     def min_fetch_rate() -> float:
         rates = [m.one_minute_rate() for name, m in request_meters().items() if name.name == "RequestsPerSec"]

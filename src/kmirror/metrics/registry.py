@@ -86,6 +86,10 @@ class MetricsRegistry:
         # cost a scan of every partition computes them once per read and shares them
         self.read_epoch = 0
 
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
     def once_per_read(self, compute: Callable[[], Mapping[str, float]]) -> Callable[[], Mapping[str, float]]:
         """`compute` as its gauges read it: called once per read of the registry, its values
         shared by every gauge of that read (for a provider that scans many partitions or

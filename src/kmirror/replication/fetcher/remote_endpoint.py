@@ -31,6 +31,7 @@ from typing import Any
 
 from kmirror.client.connection import BrokerConnection
 from kmirror.client.errors import KafkaConnectionError
+from kmirror.client.network_stats import NetworkStats
 from kmirror.client.protocol import CLIENT_MAX_VERSIONS, choose_version, request_schema
 from kmirror.ports import Clock
 from kmirror.protocol.entities import build, has_field, nested
@@ -88,6 +89,8 @@ class RemoteLeaderEndPoint:
         self.wanted_fetch_version = wanted_fetch_version
         self._renegotiate_at_ms = 0
         self.session = FetchSessionHandler()
+        self.network_stats = NetworkStats()
+        """What this endpoint's connections did, across reconnections (Kafka's client network metrics)."""
 
     def _older_than_wanted(self, conn: BrokerConnection) -> bool:
         """The connection speaks an older Fetch than the cluster's features call for, and
@@ -112,7 +115,8 @@ class RemoteLeaderEndPoint:
             self._conn = None
             self.session.handle_failure()  # a session lives on the leader, not the connection; start anew
             conn = BrokerConnection(self.host, self.port, client_id=self.client_id,
-                                    request_timeout_ms=self.request_timeout_ms, security=self.security)
+                                    request_timeout_ms=self.request_timeout_ms, security=self.security,
+                                    stats=self.network_stats)
             await conn.connect()
             self._conn = conn
         return self._conn
