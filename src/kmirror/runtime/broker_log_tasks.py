@@ -50,6 +50,7 @@ class BrokerLogTasks:
         self._image = image
         self._moving = moving
         self._checkpoint_write: asyncio.Future[None] | None = None
+        self._walk_load: asyncio.Future[None] | None = None
         self.cleaner = LogCleanerService(CleanerConfig.from_values(config.values), log_manager, clock, self._may_clean)
 
     def _may_clean(self, tp: TopicPartition) -> bool:
@@ -83,8 +84,8 @@ class BrokerLogTasks:
         cfg, clock, logs, scheduler = self._config, self._clock, self._logs, self._scheduler
         self.cleaner.start()
         # Produce validation walks the records of compressed batches in Python until this is loaded
-        asyncio.get_running_loop().run_in_executor(None, record_walk.load_compiled).add_done_callback(
-            _on_record_walk_loaded)
+        self._walk_load = asyncio.get_running_loop().run_in_executor(None, record_walk.load_compiled)
+        self._walk_load.add_done_callback(_on_record_walk_loaded)
         register_cleaner_metrics(metrics, self.cleaner.cleaner_metrics)
         scheduler.schedule("kafka-log-retention", lambda: logs.run_retention(clock.now_ms()),
                            cfg.log_retention_check_interval_ms)
@@ -98,6 +99,13 @@ class BrokerLogTasks:
                            int(cfg.get("producer.id.expiration.check.interval.ms")))
         logs.defer_removal = True  # deleted logs' directories go on a worker thread
         scheduler.schedule_async("kafka-delete-logs", self._remove_deleted_dirs, 1000)
+
+    async def stop(self) -> None:
+        """The cleaner stopped; a load of the compiled walk still running is no longer
+        awaited (its thread ends on its own, and the node says nothing of it once stopped)."""
+        await self.cleaner.stop()
+        if self._walk_load is not None:
+            self._walk_load.cancel()
 
     async def checkpoint_written(self) -> None:
         """A checkpoint write in flight has ended (the node's last one follows at close)."""

@@ -441,7 +441,7 @@ class Node:
         if self.lifecycle is not None:
             await self.lifecycle.stop()
         if self.log_tasks is not None:
-            await self.log_tasks.cleaner.stop()
+            await self.log_tasks.stop()
         if self.log_dir_mover is not None:
             await self.log_dir_mover.stop()
         self.scheduler.shutdown()
