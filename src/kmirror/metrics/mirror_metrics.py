@@ -61,12 +61,6 @@ def fetcher_thread_client_id(source_broker_id: int, fetcher_id: int, mirror_name
     return f"MirrorFetcherThread-{source_broker_id}-{fetcher_id}-{mirror_name}"
 
 
-def fetcher_network_type(broker_id: int, fetcher_id: int, mirror_name: str) -> str:
-    """KIP-1279's metric group of a mirror fetcher's connections: "mirror-" + the fetcher's
-    client id (`broker-{id}-fetcher-{n}-mirror-{name}`, this broker's id) + "-metrics"."""
-    return f"mirror-broker-{broker_id}-fetcher-{fetcher_id}-mirror-{mirror_name}-metrics"
-
-
 def state_counts(partitions: Any) -> dict[MirrorPartitionState, int]:
     """Mirror partitions (`MirrorManager.partitions` values with `.state`) per state."""
     counts: dict[MirrorPartitionState, int] = {}
@@ -104,12 +98,13 @@ def register_mirror_metrics(registry: MetricsRegistry, data_plane: Any) -> None:
     request_meters = registry.meter_set(fetcher_counts)
 
     def fetcher_networks() -> Iterator[tuple[MetricName, float]]:
-        manager = fetchers()
         now = registry.clock.monotonic_ms()
-        for key, fetcher in list(manager.fetchers.items()):
+        for key, fetcher in list(fetchers().fetchers.items()):
             if not isinstance(fetcher.endpoint, RemoteLeaderEndPoint):
                 continue
-            group = fetcher_network_type(manager.broker_id, key.fetcher_id, key.mirror_name)
+            # KIP-1279: "mirror-" + the fetcher's client id (broker-{this broker}-fetcher-{n}-
+            # mirror-{name}) + "-metrics", as Kafka names a client's metric group after it
+            group = f"mirror-{fetcher.name}-metrics"
             tags = {"broker-id": str(key.source_broker_id), "fetcher-id": str(key.fetcher_id)}
             for name, value in fetcher.endpoint.network_stats.values(now).items():
                 yield metric_name("kafka.server", group, name, **tags), value
