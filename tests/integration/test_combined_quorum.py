@@ -16,7 +16,7 @@ from kmirror.testing.acked_writer import AckedWriter, assert_acked_mirrored_once
 from kmirror.testing.chaos_checks import voter_logs_agree
 from kmirror.testing.kafka_clients import create_topic
 from kmirror.testing.kafka_clients import leaders_and_isr_sizes as replicas_of
-from kmirror.testing.metrics_scrape import metric_value
+from kmirror.testing.metrics_scrape import metric_value, scrape
 from kmirror.testing.mirror_clusters import quorum_leader as leader
 from kmirror.testing.mirror_clusters import quorum_replication, wait_until
 from kmirror.testing.processes import FAST_FAILURE_DETECTION, LocalCluster, free_port_block
@@ -78,6 +78,14 @@ def test_combined_voters_survive_the_loss_of_the_active_controller(tmp_path: Pat
         wait_until(lambda: all(isr == 3 for _, isr in replicas_of(bootstrap, "orders").values()),
                    f"node {first} back in every ISR", seen=lambda: replicas_of(bootstrap, "orders"))
         assert leader(bootstrap) == (second, new_epoch)
+        # its replica fetchers' connections, one per leader it follows (Kafka's replica-fetcher-metrics)
+        followed = {lead for lead, _ in replicas_of(bootstrap, "orders").values()} - {first}
+        samples = scrape(metrics_port + first - 1)
+        for lead in followed:
+            tags = f'{{broker_id="{lead}",fetcher_id="0"}}'
+            assert samples[f"kafka_server_replica_fetcher_metrics_connection_count{tags}"] == 1, lead
+            assert samples[f"kafka_server_replica_fetcher_metrics_response_total{tags}"] >= 1
+            assert samples[f"kafka_server_replica_fetcher_metrics_incoming_byte_total{tags}"] > 0
         wait_until(lambda: sum(v or 0 for v in active_controller_counts(metrics_port).values()) == 1,
                    "one active controller in the metrics", seen=lambda: active_controller_counts(metrics_port))
         writer.finish()

@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from kmirror.kip1279.state import MirrorPartitionState
+from kmirror.metrics.network_metrics import fetcher_network_values
 from kmirror.metrics.registry import MetricName, MetricsRegistry, metric_name
-from kmirror.replication.fetcher.remote_endpoint import RemoteLeaderEndPoint
 
 S = MirrorPartitionState
 MIRROR_FETCHER_MANAGER = ("kafka.server.mirror", "MirrorFetcherManager")
@@ -100,14 +100,11 @@ def register_mirror_metrics(registry: MetricsRegistry, data_plane: Any) -> None:
     def fetcher_networks() -> Iterator[tuple[MetricName, float]]:
         now = registry.clock.monotonic_ms()
         for key, fetcher in list(fetchers().fetchers.items()):
-            if not isinstance(fetcher.endpoint, RemoteLeaderEndPoint):
-                continue
             # KIP-1279: "mirror-" + the fetcher's client id (broker-{this broker}-fetcher-{n}-
             # mirror-{name}) + "-metrics", as Kafka names a client's metric group after it
-            group = f"mirror-{fetcher.name}-metrics"
-            tags = {"broker-id": str(key.source_broker_id), "fetcher-id": str(key.fetcher_id)}
-            for name, value in fetcher.endpoint.network_stats.values(now).items():
-                yield metric_name("kafka.server", group, name, **tags), value
+            yield from fetcher_network_values(fetcher, f"mirror-{fetcher.name}-metrics", now,
+                                              **{"broker-id": str(key.source_broker_id),
+                                                 "fetcher-id": str(key.fetcher_id)})
 
     registry.gauge_set(fetcher_networks)
 

@@ -52,6 +52,7 @@ from kmirror.metadata.controller_service import MetadataService
 from kmirror.metrics.authorizer_metrics import register_authorizer_metrics
 from kmirror.metrics.coordinator_metrics import register_coordinator_metrics
 from kmirror.metrics.mirror_metrics import register_mirror_metrics
+from kmirror.metrics.network_metrics import register_replica_fetcher_network_metrics
 from kmirror.metrics.node_metrics import register_fetch_session_metrics, register_node_metrics
 from kmirror.metrics.quota_metrics import register_quota_metrics
 from kmirror.metrics.raft_metrics import register_raft_metrics
@@ -390,6 +391,8 @@ class Node:
                               replica_manager=self.replica_manager,
                               default_min_insync_replicas=cfg.min_insync_replicas)
         register_fetch_session_metrics(self.metrics, fetch_session_cache(services))
+        if self.replication is not None:
+            register_replica_fetcher_network_metrics(self.metrics, self.replication.fetcher_manager)
         if self.mirror_data_plane is not None:
             register_mirror_metrics(self.metrics, self.mirror_data_plane)
         register_quota_metrics(self.metrics, self.quotas, self.clock,
