@@ -1,8 +1,10 @@
 """Kafka's client network metrics for a group of connections (a client `Selector`'s metrics:
 connection-count, request-rate, incoming-byte-total, failed-authentication-total, ...).
 
-A mirror fetcher's connections to its source broker record into one `NetworkStats`, which
-the broker exposes as KIP-1279's `mirror-broker-{id}-fetcher-{n}-mirror-{name}-metrics`.
+The connections of one fetcher (a mirror fetcher's to its source broker, a follower's to its
+leader) record into one `NetworkStats`, which the broker exposes as KIP-1279's
+`mirror-broker-{id}-fetcher-{n}-mirror-{name}-metrics` or Kafka's `replica-fetcher-metrics`
+(`kmirror.metrics.network_metrics`).
 
 Rates, averages and maxima are taken over `metrics.num.samples` (2) samples of
 `metrics.sample.window.ms` (30 s), as Kafka's `Rate`, `Avg` and `Max` over sampled stats:
