@@ -38,7 +38,7 @@ def test_a_failed_log_dir_goes_offline_and_its_partitions_move_while_the_broker_
                       per_broker=lambda n: {"log.dirs": f"{base / 'node-1' / 'data'},{second}"} if n == 1 else {}) as c:
         create_topic(c.bootstrap, TOPIC, partitions=PARTITIONS, replication_factor=3)
         admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
-        writer = AckedWriter(c.bootstrap, "jbod", TOPIC, PARTITIONS)
+        writer = AckedWriter(c.bootstrap, "jbod", TOPIC, PARTITIONS, batch_size=16384)  # below log.segment.bytes
         writer.start()
         try:
             wait_until(lambda: len(writer.acked) >= 3000, "records acknowledged before the failure")

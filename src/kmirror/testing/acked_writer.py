@@ -17,12 +17,17 @@ class AckedWriter(threading.Thread):
     """Writes unique keyed values (`<tag>-<i>`, header `writer`) to every partition of `topic`
     until `finish()`; remembers what was acknowledged at which (partition, offset)."""
 
-    def __init__(self, bootstrap: str, tag: str, topic: str, partitions: int, client_log: Path | None = None) -> None:
+    def __init__(self, bootstrap: str, tag: str, topic: str, partitions: int, client_log: Path | None = None,
+                 batch_size: int | None = None) -> None:
         """`client_log`: a file for the producer's log with librdkafka's idempotence debug
-        (`debug=eos`: producer ids, epochs, drains and their reasons), to explain a duplicate."""
+        (`debug=eos`: producer ids, epochs, drains and their reasons), to explain a duplicate.
+        `batch_size`: librdkafka's `batch.size`, for a topic whose `segment.bytes` is smaller
+        than the batches a backlog would build (the broker refuses those, RECORD_LIST_TOO_LARGE)."""
         super().__init__(daemon=True)
         config: dict[str, Any] = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                                   "compression.type": "lz4", "linger.ms": 10, "message.timeout.ms": 120000}
+        if batch_size is not None:
+            config["batch.size"] = batch_size
         if client_log is not None:
             logger = logging.getLogger(f"kmirror.testing.acked_writer.{tag}")
             handler = logging.FileHandler(client_log)
