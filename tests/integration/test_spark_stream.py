@@ -277,8 +277,13 @@ def test_a_streaming_read_outlives_its_delegation_tokens(spark: Any, tmp_path: P
             .trigger(processingTime="1 second").start()
         try:
             producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 0})
+            producer.produce("ticks", value=b"0", partition=0)
+            producer.flush(10)
+            # the clock starts once the query has read (its token exists): on a loaded machine a
+            # query's first micro-batch can take seconds, and its token lives from then on
+            query.processAllAvailable()
             started = time.monotonic()
-            i = 0
+            i = 1
             while time.monotonic() - started < 24:
                 producer.produce("ticks", value=b"%d" % i, partition=i % 2)
                 producer.flush(10)
