@@ -8,9 +8,9 @@ decision, whether or not it is audit-logged.
 
 from __future__ import annotations
 
+from kmirror.client.sampled_rate import METRICS_WINDOW, SampledRate
 from kmirror.metadata.authorizer import AuthorizationResult
 from kmirror.ports import Clock
-from kmirror.replication.sampled_rate import METRICS_WINDOW, SampledRate
 
 
 class AuthorizerSensors:

@@ -67,8 +67,8 @@ SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
 
 
-def _now_ms() -> float:
-    return time.monotonic() * 1000
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 class BrokerConnection:

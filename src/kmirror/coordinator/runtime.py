@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Generic, Protocol, TypeVar
 
+from kmirror.client.sampled_rate import METRICS_WINDOW, SampledRate
 from kmirror.coordinator.partition_status import PartitionStatus
 from kmirror.coordinator.ports import CoordinatorLog
 from kmirror.coordinator.results import (
@@ -24,7 +25,6 @@ from kmirror.coordinator.results import (
 )
 from kmirror.ports import Clock
 from kmirror.protocol.errors import ErrorCode
-from kmirror.replication.sampled_rate import METRICS_WINDOW, SampledRate
 
 log = logging.getLogger("kmirror.coordinator")
 

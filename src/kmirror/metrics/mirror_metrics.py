@@ -97,7 +97,7 @@ def register_mirror_metrics(registry: MetricsRegistry, data_plane: Any) -> None:
 
     request_meters = registry.meter_set(fetcher_counts)
 
-    def fetcher_networks() -> Iterator[tuple[MetricName, float]]:
+    def fetcher_networks() -> Iterator[tuple[MetricName, float | None]]:
         now = registry.clock.monotonic_ms()
         for key, fetcher in list(fetchers().fetchers.items()):
             # KIP-1279: "mirror-" + the fetcher's client id (broker-{this broker}-fetcher-{n}-

@@ -20,7 +20,8 @@ from kmirror.replication.fetcher.remote_endpoint import RemoteLeaderEndPoint
 REPLICA_FETCHER_GROUP = "replica-fetcher-metrics"
 
 
-def fetcher_network_values(fetcher: Any, group: str, now_ms: float, **tags: str) -> Iterator[tuple[MetricName, float]]:
+def fetcher_network_values(fetcher: Any, group: str, now_ms: int,
+                           **tags: str) -> Iterator[tuple[MetricName, float | None]]:
     """The metrics of one fetcher (`Fetcher`: `endpoint`), none without a network endpoint."""
     endpoint = fetcher.endpoint
     if isinstance(endpoint, RemoteLeaderEndPoint):
@@ -31,7 +32,7 @@ def fetcher_network_values(fetcher: Any, group: str, now_ms: float, **tags: str)
 def register_replica_fetcher_network_metrics(registry: MetricsRegistry, fetcher_manager: Any) -> None:
     """`fetcher_manager`: `ReplicaFetcherManager` (`fetchers`: leader id -> Fetcher)."""
 
-    def read() -> Iterator[tuple[MetricName, float]]:
+    def read() -> Iterator[tuple[MetricName, float | None]]:
         now = registry.clock.monotonic_ms()
         for leader, fetcher in list(fetcher_manager.fetchers.items()):
             yield from fetcher_network_values(fetcher, REPLICA_FETCHER_GROUP, now,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from kmirror.replication.sampled_rate import QuotaWindow, SampledRate
+from kmirror.client.sampled_rate import QuotaWindow, SampledRate
 from kmirror.types import TopicPartition
 
 UNLIMITED = 2**63 - 1

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from kmirror.client.sampled_rate import QuotaWindow
 from kmirror.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
 from kmirror.ports import Clock
 from kmirror.replication.replication_quota import UNLIMITED, ReplicationQuotaManager
-from kmirror.replication.sampled_rate import QuotaWindow
 from kmirror.types import TopicPartition
 
 

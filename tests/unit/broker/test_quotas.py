@@ -12,7 +12,7 @@ import pytest
 from kmirror.broker.quotas.client_quota_manager import ClientQuotaManager, QuotaType, resolve_quota
 from kmirror.broker.quotas.controller_mutation import ControllerMutationQuotaManager
 from kmirror.broker.quotas.managers import QuotaManagers, client_throttles
-from kmirror.replication.sampled_rate import QuotaWindow, SampledRate, TokenBucket
+from kmirror.client.sampled_rate import QuotaWindow, SampledRate, TokenBucket
 
 W = QuotaWindow(samples=11, window_ms=1000)
 

@@ -1,8 +1,7 @@
-"""Kafka's client network metrics: the sampled-stat window arithmetic, and what a
-`BrokerConnection` records against the real listener and a broker refusing SASL."""
+"""Kafka's client network metrics: what each metric reads, and what a `BrokerConnection`
+records against the real listener and a broker refusing SASL."""
 
 import asyncio
-import math
 import time
 import types
 
@@ -11,30 +10,30 @@ import pytest
 from kmirror.broker.api import build_registry
 from kmirror.client.connection import BrokerConnection
 from kmirror.client.errors import KafkaAuthenticationError
-from kmirror.client.network_stats import SAMPLES, WINDOW_MS, NetworkStats, SampledStat
+from kmirror.client.network_stats import NetworkStats
+from kmirror.client.sampled_rate import METRICS_WINDOW
 from kmirror.runtime.server import KafkaServer
 from kmirror.security.client_config import ClientSecurity, SaslClientSettings
 from kmirror.testing.fake_broker import api_versions_v0_answer, read_frame, write_frame
 
 
-def test_a_rate_counts_at_least_one_full_window_and_forgets_samples_past_the_last_two() -> None:
-    stat = SampledStat()
-    for t in (0, 1_000, 2_000):
-        stat.record(100, t)
-    # 10 s into the first sample: 3 values over 10 s + one window (Kafka's Rate.windowSize)
-    assert stat.rate(10_000) == pytest.approx(3 / 40)
-    assert stat.rate(10_000, of_sum=True) == pytest.approx(300 / 40)
-    stat.record(400, 45_000)  # a second sample
-    assert stat.rate(50_000) == pytest.approx(4 / 50)
-    assert (stat.avg(50_000), stat.max(50_000)) == (175, 400)
-    # the first sample is obsolete SAMPLES windows after it began
-    at = SAMPLES * WINDOW_MS
-    assert stat.rate(at) == pytest.approx(1 / ((at - 45_000 + WINDOW_MS) / 1000))
-    assert (stat.avg(at), stat.max(at)) == (400, 400)
-    later = 45_000 + SAMPLES * WINDOW_MS
-    assert stat.rate(later) == 0
-    assert math.isnan(stat.avg(later)) and math.isnan(stat.max(later))
-    assert (stat.count, stat.sum) == (4, 700)  # the totals never forget
+def test_each_kafka_metric_reads_its_own_events_and_a_window_without_values_has_no_average() -> None:
+    stats = NetworkStats()
+    assert stats.values(0)["request-size-avg"] is None and stats.values(0)["reauthentication-latency-max"] is None
+    stats.connection_created(1_000)
+    for size in (100, 300):
+        stats.request_sent(size, 2_000)
+    stats.response_received(3_000)
+    stats.reauthenticated(40, 4_000)
+    values = stats.values(10_000)
+    assert (values["request-total"], values["outgoing-byte-total"], values["network-io-total"]) == (2, 400, 3)
+    assert (values["request-size-avg"], values["request-size-max"]) == (200, 300)
+    # Kafka's Rate: 10 s into the first sample, counted as one full window more (40 s)
+    assert values["request-rate"] == pytest.approx(2 / 40)
+    assert values["reauthentication-latency-max"] == 40 and values["successful-reauthentication-total"] == 1
+    assert values["connection-count"] == 1 and values["connection-close-total"] == 0
+    later = stats.values(1_000 + METRICS_WINDOW.samples * METRICS_WINDOW.window_ms)  # both samples obsolete; the totals stay
+    assert later["request-rate"] == 0 and later["request-size-avg"] is None and later["request-total"] == 2
 
 
 def test_a_connection_records_its_life_requests_and_responses_against_the_real_listener() -> None:
@@ -55,14 +54,14 @@ def test_a_connection_records_its_life_requests_and_responses_against_the_real_l
                 assert values["successful-authentication-total"] == 1
                 assert values["successful-authentication-no-reauth-total"] == 1
             # ApiVersions of the handshake and the 8 sent: each one a request and a response
-            values = stats.values(time.monotonic() * 1000)
+            values = stats.values(time.monotonic_ns() // 1_000_000)
             assert values["request-total"] == values["response-total"] == 9
             assert values["network-io-total"] == 18
             # each request: size prefix, header and body; the 8 differ only in their client name
             assert values["outgoing-byte-total"] > 8 * values["request-size-max"] / 2
             assert values["request-size-max"] >= values["request-size-avg"] > 10
             assert values["incoming-byte-total"] > 9 * 10  # nine ApiVersions answers, each listing APIs
-            assert values["request-rate"] == pytest.approx(9 / 30, rel=0.05)  # all in the first window
+            assert 0 < values["request-rate"] <= 9 / 30  # nine in a window counted as 30 s at least
             assert (values["connection-count"], values["connection-close-total"]) == (0, 1)
             assert values["failed-authentication-total"] == 0
         finally:

@@ -4,12 +4,12 @@ user/client-id tags, the KIP-599 tokens, the mirror throttle's byte-rate, in Pro
 from __future__ import annotations
 
 from kmirror.broker.quotas.managers import QuotaManagers
+from kmirror.client.sampled_rate import QuotaWindow
 from kmirror.metrics.prometheus import render
 from kmirror.metrics.quota_metrics import register_quota_metrics
 from kmirror.metrics.registry import MetricsRegistry
 from kmirror.ports import ManualClock
 from kmirror.replication.replication_quota import ReplicationQuotaManager
-from kmirror.replication.sampled_rate import QuotaWindow
 
 
 def test_quota_metrics_render_with_kafka_names() -> None:

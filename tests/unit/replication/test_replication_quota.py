@@ -4,8 +4,8 @@ throttles, and a fetch engine that leaves throttled partitions out while the rat
 
 from __future__ import annotations
 
+from kmirror.client.sampled_rate import QuotaWindow
 from kmirror.replication.replication_quota import UNLIMITED, ReplicationQuotaManager, throttled_partitions
-from kmirror.replication.sampled_rate import QuotaWindow
 from kmirror.types import TopicPartition
 
 

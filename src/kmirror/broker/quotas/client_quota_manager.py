@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+from kmirror.client.sampled_rate import QuotaWindow, SampledRate
 from kmirror.config.client_quotas import (
     CLIENT_ID,
     CONSUMER_BYTE_RATE,
@@ -32,7 +33,6 @@ from kmirror.config.client_quotas import (
     USER,
     ClientQuotaEntity,
 )
-from kmirror.replication.sampled_rate import QuotaWindow, SampledRate
 
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 ANONYMOUS = "ANONYMOUS"

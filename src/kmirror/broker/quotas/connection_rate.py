@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kmirror.client.sampled_rate import QuotaWindow, SampledRate
 from kmirror.config.client_quotas import CONNECTION_CREATION_RATE, IP, ClientQuotaEntity
-from kmirror.replication.sampled_rate import QuotaWindow, SampledRate
 
 INACTIVE_EXPIRATION_MS = 3_600_000
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kmirror.broker.quotas.client_quota_manager import QuotaType, resolve_quota
+from kmirror.client.sampled_rate import QuotaWindow, TokenBucket
 from kmirror.config.client_quotas import ClientQuotaEntity
-from kmirror.replication.sampled_rate import QuotaWindow, TokenBucket
 
 # The first version of each API whose clients handle THROTTLING_QUOTA_EXCEEDED (KIP-599).
 STRICT_SINCE_VERSION = {"CreateTopics": 6, "CreatePartitions": 3, "DeleteTopics": 5}

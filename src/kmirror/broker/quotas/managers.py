@@ -24,8 +24,8 @@ from typing import Any
 from kmirror.broker.quotas.client_quota_manager import ANONYMOUS, ClientQuotaManager, QuotaType
 from kmirror.broker.quotas.connection_rate import ConnectionRateQuotas
 from kmirror.broker.quotas.controller_mutation import ControllerMutationQuotaManager
+from kmirror.client.sampled_rate import QuotaWindow
 from kmirror.config.client_quotas import ClientQuotaEntity
-from kmirror.replication.sampled_rate import QuotaWindow
 
 PRODUCE, FETCH, API_VERSIONS = 0, 1, 18
 NANOS_TO_PERCENTAGE_PER_SECOND = 100.0 / 1e9

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from kmirror.client.sampled_rate import METRICS_WINDOW, SampledRate
 from kmirror.ports import Clock
-from kmirror.replication.sampled_rate import METRICS_WINDOW, SampledRate
 
 
 class GroupSensor(Enum):

@@ -1,5 +1,6 @@
-"""Kafka's sampled statistics for quotas: `Rate` over a `SampledStat` of `samples` windows of
-`window_ms` each, and the `TokenBucket` of KIP-599.
+"""Kafka's sampled statistics (`org.apache.kafka.common.metrics.stats`, which Kafka ships in its
+clients library): `Rate` over a `SampledStat` of `samples` windows of `window_ms` each, for
+quotas and rate metrics (a client's network metrics among them), and the `TokenBucket` of KIP-599.
 
 Rate (org.apache.kafka.common.metrics.stats.Rate):
 - a recorded value goes into the current sample; a sample older than `window_ms` is complete
