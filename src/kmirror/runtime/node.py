@@ -33,7 +33,6 @@ import uuid
 
 from kmirror.broker.api import build_registry
 from kmirror.broker.authorization import RequestAuthorizer
-from kmirror.broker.handlers.fetch import fetch_session_cache
 from kmirror.broker.quotas.managers import QuotaManagers
 from kmirror.broker.services import BrokerServices
 from kmirror.client.tls import TlsSetupError, server_context
@@ -49,12 +48,6 @@ from kmirror.log.config import LogConfig
 from kmirror.log.log_manager import LogManager
 from kmirror.metadata.broker_service import BrokerMetadataService
 from kmirror.metadata.controller_service import MetadataService
-from kmirror.metrics.authorizer_metrics import register_authorizer_metrics
-from kmirror.metrics.coordinator_metrics import register_coordinator_metrics
-from kmirror.metrics.mirror_metrics import register_mirror_metrics
-from kmirror.metrics.network_metrics import register_replica_fetcher_network_metrics
-from kmirror.metrics.node_metrics import register_fetch_session_metrics, register_node_metrics
-from kmirror.metrics.quota_metrics import register_quota_metrics
 from kmirror.metrics.raft_metrics import register_raft_metrics
 from kmirror.metrics.registry import MetricsRegistry
 from kmirror.metrics.request_metrics import RequestChannelMetrics
@@ -74,6 +67,7 @@ from kmirror.runtime.broker_lifecycle import (
     RemoteController,
 )
 from kmirror.runtime.broker_log_tasks import BrokerLogTasks
+from kmirror.runtime.broker_metrics import register_broker_metrics
 from kmirror.runtime.broker_sender import ListenerBrokerSender
 from kmirror.runtime.controller_channel import ControllerChannel
 from kmirror.runtime.coordinator_log import ReplicatedCoordinatorLog
@@ -387,18 +381,7 @@ class Node:
         if self.replica_manager is None or self.log_manager is None or services is None:  # a controller-only node
             await self._serve_metrics()
             return
-        register_node_metrics(self.metrics, node_id=cfg.node_id, metadata=self.metadata, now_ms=self.clock.now_ms,
-                              replica_manager=self.replica_manager,
-                              default_min_insync_replicas=cfg.min_insync_replicas)
-        register_fetch_session_metrics(self.metrics, fetch_session_cache(services))
-        if self.replication is not None:
-            register_replica_fetcher_network_metrics(self.metrics, self.replication.fetcher_manager)
-        if self.mirror_data_plane is not None:
-            register_mirror_metrics(self.metrics, self.mirror_data_plane)
-        register_quota_metrics(self.metrics, self.quotas, self.clock,
-                               None if self.mirror_data_plane is None else self.mirror_data_plane.replication_quota)
-        register_authorizer_metrics(self.metrics, services.authorization)
-        register_coordinator_metrics(self.metrics, self.clock, self.group_coordinator, self.transaction_coordinator)
+        register_broker_metrics(self, services)
         await self._serve_metrics()
         mover = self.log_dir_mover
         self.log_tasks = BrokerLogTasks(cfg, self.clock, self.scheduler, self.log_manager, self.replica_manager,
